@@ -1,0 +1,34 @@
+// Leveled logging to stderr. Under systemd (JOURNAL_STREAM set) each line starts with a
+// syslog priority prefix "<N>" so journald keeps the level.
+// Thread rule: any thread may log; each line is written with one write(2).
+#pragma once
+
+#include <sstream>
+#include <string>
+
+namespace groupsgd::log {
+
+enum class Level { kDebug = 0, kInfo = 1, kWarn = 2, kError = 3 };
+
+void setLevel(Level level);
+Level level();
+// Parses "debug|info|warn|error"; returns false on anything else.
+bool parseLevel(const std::string& text, Level* out);
+// Short tag (e.g. "central", "group-1", "worker-3") printed on every line of this thread.
+void setThreadTag(const std::string& tag);
+void write(Level level, const std::string& message);
+
+}  // namespace groupsgd::log
+
+#define GSGD_LOG(lvl, expr)                                                  \
+  do {                                                                       \
+    if (static_cast<int>(lvl) >= static_cast<int>(::groupsgd::log::level())) { \
+      std::ostringstream gsgd_os_;                                           \
+      gsgd_os_ << expr;                                                      \
+      ::groupsgd::log::write(lvl, gsgd_os_.str());                           \
+    }                                                                        \
+  } while (0)
+#define GSGD_DEBUG(expr) GSGD_LOG(::groupsgd::log::Level::kDebug, expr)
+#define GSGD_INFO(expr) GSGD_LOG(::groupsgd::log::Level::kInfo, expr)
+#define GSGD_WARN(expr) GSGD_LOG(::groupsgd::log::Level::kWarn, expr)
+#define GSGD_ERROR(expr) GSGD_LOG(::groupsgd::log::Level::kError, expr)

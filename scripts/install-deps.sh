@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Installs what groupsgd needs from Debian's archive. Idempotent: it only calls apt
+# when a package is missing. Needs root (or sudo) for apt.
+set -euo pipefail
+
+packages=(
+  build-essential cmake pkg-config
+  libzmq3-dev cppzmq-dev capnproto libcapnp-dev
+  libboost-dev nlohmann-json3-dev doctest-dev
+  libopenblas-dev zlib1g-dev
+  dataset-fashion-mnist
+)
+if [[ "${1:-}" == "--extra" ]]; then
+  # Tools for benchmarks, plots, linting and fuzzing (not needed to build or test).
+  packages+=(gnuplot-nox shellcheck iperf3 clang libclang-rt-14-dev)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [[ ${#missing[@]} -eq 0 ]]; then
+  echo "install-deps: all ${#packages[@]} packages present"
+  exit 0
+fi
+
+sudo_cmd=()
+if [[ $(id -u) -ne 0 ]]; then
+  command -v sudo >/dev/null || { echo "install-deps: need root or sudo to install: ${missing[*]}" >&2; exit 1; }
+  sudo_cmd=(sudo)
+fi
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+"${sudo_cmd[@]}" apt-get update -qq
+"${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "install-deps: done"
