@@ -1,0 +1,51 @@
+// Classification models over a flat float32 parameter vector: forward, mean softmax
+// cross-entropy and its gradient. Thread rule: a Model keeps reusable scratch buffers, so
+// one thread at a time per instance; use one Model per thread.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string_view>
+
+namespace groupsgd::kernels {
+
+enum class ModelKind { kSoftmax, kMlp };
+
+// Names are "softmax", "mlp"; parse returns false on anything else.
+bool parseModelKind(std::string_view text, ModelKind* out);
+const char* modelKindName(ModelKind kind);
+
+// Hidden widths of the MLP (input_dim-256-128-classes, ReLU).
+inline constexpr std::size_t kMlpHidden1 = 256;
+inline constexpr std::size_t kMlpHidden2 = 128;
+
+// Parameter layouts (D = input_dim, C = classes), matrices row-major [out][in]:
+//   softmax: W (C×D) | b (C)
+//   mlp:     W1 (256×D) | b1 (256) | W2 (128×256) | b2 (128) | W3 (C×128) | b3 (C)
+// Inputs x are row-major batch×D floats in [0,1]; labels are in [0, C) (assert).
+class Model {
+ public:
+  virtual ~Model();
+  virtual std::size_t paramCount() const = 0;
+  virtual std::size_t inputDim() const = 0;
+  virtual std::size_t numClasses() const = 0;
+  // Deterministic for a seed (own Box-Muller on std::mt19937_64, no std:: distributions).
+  // mlp: He-normal weights, zero biases.
+  // softmax: N(0, 0.01^2) weights, zero biases, so the initial loss is close to ln(C).
+  virtual void init(std::span<float> params, std::uint64_t seed) const = 0;
+  // Returns the mean cross-entropy over the batch; grad (fully overwritten) is the gradient
+  // of that mean with respect to params. A zero batch gives 0 and a zero gradient.
+  virtual float lossAndGrad(std::span<const float> params, const float* x,
+                            const std::int32_t* labels, std::size_t batch,
+                            std::span<float> grad) = 0;
+  // Writes the arg-max class of each row.
+  virtual void predict(std::span<const float> params, const float* x, std::size_t batch,
+                       std::int32_t* out_labels) = 0;
+};
+
+std::unique_ptr<Model> makeModel(ModelKind kind, std::size_t input_dim = 784,
+                                 std::size_t classes = 10);
+
+}  // namespace groupsgd::kernels

@@ -1,0 +1,37 @@
+// Elementwise and reduction kernels on flat float32 buffers (the CPU reference).
+// Thread rule: stateless and reentrant. Buffers over ~4M floats are split across
+// std::threads internally; results do not depend on the thread count.
+#pragma once
+
+#include <cstddef>
+#include <span>
+
+namespace groupsgd::kernels {
+
+// Unless said otherwise, an output may be the very same span as an input (in place)
+// but must not partially overlap one. Sizes must match (assert).
+
+// x *= a
+void scale(std::span<float> x, float a);
+
+// y += a*x
+void axpy(float a, std::span<const float> x, std::span<float> y);
+
+// out = sum_i weights[i]*inputs[i]; out is fully overwritten (zeros when there are no
+// inputs). out must not overlap any input.
+void weightedSum(std::span<const std::span<const float>> inputs, std::span<const float> weights,
+                 std::span<float> out);
+
+// dst = src
+void copy(std::span<const float> src, std::span<float> dst);
+
+// out = a - b
+void subtract(std::span<const float> a, std::span<const float> b, std::span<float> out);
+
+// Number of NaN, +Inf and -Inf entries.
+std::size_t countNonFinite(std::span<const float> x);
+
+// sum_i x[i]^2, accumulated in double in a fixed order.
+double sumSquares(std::span<const float> x);
+
+}  // namespace groupsgd::kernels

@@ -1,0 +1,82 @@
+#include "groupsgd/kernels/optimizer.h"
+
+#include <algorithm>
+#include <cassert>
+
+#include "parallel.h"
+
+namespace groupsgd::kernels {
+namespace {
+
+// One fused pass per kind over [b, e): params, grad and velocity each read once.
+void sgdRange(float* __restrict p, const float* __restrict g, std::size_t b, std::size_t e,
+              float lr, float wd) {
+  for (std::size_t i = b; i < e; ++i) p[i] -= lr * (g[i] + wd * p[i]);
+}
+
+void momentumRange(float* __restrict p, const float* __restrict g, float* __restrict v,
+                   std::size_t b, std::size_t e, float lr, float mu, float wd, bool nesterov) {
+  if (nesterov) {
+    for (std::size_t i = b; i < e; ++i) {
+      float gi = g[i] + wd * p[i];
+      float vi = mu * v[i] + gi;
+      v[i] = vi;
+      p[i] -= lr * (gi + mu * vi);
+    }
+  } else {
+    for (std::size_t i = b; i < e; ++i) {
+      float vi = mu * v[i] + (g[i] + wd * p[i]);
+      v[i] = vi;
+      p[i] -= lr * vi;
+    }
+  }
+}
+
+}  // namespace
+
+bool parseOptimizerKind(std::string_view text, OptimizerKind* out) {
+  for (OptimizerKind k :
+       {OptimizerKind::kSgd, OptimizerKind::kMomentum, OptimizerKind::kNesterov}) {
+    if (text == optimizerKindName(k)) {
+      *out = k;
+      return true;
+    }
+  }
+  return false;
+}
+
+const char* optimizerKindName(OptimizerKind kind) {
+  switch (kind) {
+    case OptimizerKind::kSgd:
+      return "sgd";
+    case OptimizerKind::kMomentum:
+      return "momentum";
+    case OptimizerKind::kNesterov:
+      return "nesterov";
+  }
+  return "unknown";
+}
+
+Optimizer::Optimizer(OptimizerConfig cfg, std::size_t n) : cfg_(cfg), n_(n) {
+  if (cfg_.kind != OptimizerKind::kSgd) velocity_.assign(n_, 0.0f);
+}
+
+void Optimizer::reset() { std::fill(velocity_.begin(), velocity_.end(), 0.0f); }
+
+void Optimizer::step(std::span<float> params, std::span<const float> grad) {
+  assert(params.size() == n_ && grad.size() == n_);
+  float* p = params.data();
+  const float* g = grad.data();
+  const float lr = cfg_.lr, mu = cfg_.momentum, wd = cfg_.weight_decay;
+  if (cfg_.kind == OptimizerKind::kSgd) {
+    detail::parallelFor(n_, [=](std::size_t b, std::size_t e) { sgdRange(p, g, b, e, lr, wd); });
+    return;
+  }
+  float* v = velocity_.data();
+  const bool nesterov = cfg_.kind == OptimizerKind::kNesterov;
+  detail::parallelFor(n_, [=](std::size_t b, std::size_t e) {
+    momentumRange(p, g, v, b, e, lr, mu, wd, nesterov);
+  });
+}
+
+}  // namespace groupsgd::kernels
