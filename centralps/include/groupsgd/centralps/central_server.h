@@ -1,0 +1,73 @@
+// The central parameter server: serves DeltaPush (merge with staleness weight f(tau),
+// refuse beyond the staleness bound), Fetch and CentralStatsQuery on one ROUTER socket.
+// Every request gets exactly one reply; a bad request gets an ErrorReply and a counter.
+// Thread rule: create() on any thread, then run() on exactly one thread, which owns the
+// socket and the store from then on. Other threads talk to it only by messages.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <zmq.hpp>
+
+#include "groupsgd/centralps/central_store.h"
+#include "groupsgd/centralps/staleness.h"
+#include "groupsgd/common/message.h"
+#include "groupsgd/common/status.h"
+#include "groupsgd/kernels/model.h"
+#include "groupsgd/kernels/optimizer.h"
+
+namespace groupsgd::centralps {
+
+struct CentralConfig {
+  kernels::ModelKind model = kernels::ModelKind::kMlp;
+  std::uint64_t seed = 1;                  // model initialisation
+  StalenessConfig staleness;               // f(tau) and the bound
+  kernels::OptimizerConfig outer{kernels::OptimizerKind::kSgd, 1.0f, 0.0f, 0.0f};
+  std::size_t shards = 1;                  // key-range shards of the store
+  double max_delta_norm = 1e4;             // L2 norm above which a delta is refused
+  MessageLimits limits;                    // job id and size limits
+};
+
+// Counters, readable from the owner thread (and reported through CentralStats).
+struct CentralCounters {
+  std::uint64_t updates_applied = 0;
+  std::uint64_t updates_refused = 0;
+  std::uint64_t samples_applied = 0;
+  std::uint64_t samples_refused = 0;
+  std::uint64_t bad_messages = 0;
+  std::uint64_t max_staleness = 0;
+  double staleness_sum = 0;
+};
+
+class CentralServer {
+ public:
+  static Result<std::unique_ptr<CentralServer>> create(zmq::context_t& ctx, CentralConfig cfg,
+                                                       const std::string& bind_endpoint);
+  // The endpoint actually bound (port resolved).
+  const std::string& endpoint() const { return endpoint_; }
+  std::size_t paramCount() const { return store_.paramCount(); }
+  // Serves until stop becomes true (checked at least every 100 ms).
+  void run(const std::atomic<bool>& stop);
+
+ private:
+  CentralServer(zmq::socket_t sock, std::string endpoint, CentralConfig cfg,
+                std::vector<float> initial);
+  void handle(const zmq::message_t& from, std::vector<zmq::message_t>&& frames);
+  void onDeltaPush(const zmq::message_t& from, const InMessage& msg);
+  void sendModel(const zmq::message_t& from, bool applied, const std::string& reason,
+                 std::uint64_t tau, float weight);
+  void refuse(const zmq::message_t& from, const Status& why);
+  Payload currentModel();
+
+  zmq::socket_t sock_;
+  std::string endpoint_;
+  CentralConfig cfg_;
+  CentralStore store_;
+  CentralCounters counters_;
+  std::vector<float> delta_;  // receive buffer, reused
+  Payload cached_;            // snapshot of the current version (made once per version)
+  std::uint64_t cached_version_ = ~0ull;
+};
+
+}  // namespace groupsgd::centralps

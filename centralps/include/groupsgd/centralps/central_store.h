@@ -1,0 +1,49 @@
+// The authoritative model: a flat float32 vector split into key-range shards (one shard
+// by default), its version counter, and the server-side (outer) optimizer that merges
+// group deltas. Knows nothing about sockets, so it is unit-tested directly.
+// Thread rule: owned by the central PS thread; not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "groupsgd/common/payload.h"
+#include "groupsgd/common/status.h"
+#include "groupsgd/kernels/optimizer.h"
+
+namespace groupsgd::centralps {
+
+// One key range [offset, offset + size) of the parameter vector with its own optimizer
+// state, so shards can later live on different threads or hosts.
+struct Shard {
+  std::size_t offset = 0;
+  std::vector<float> params;
+  std::unique_ptr<kernels::Optimizer> optimizer;
+  std::vector<float> scratch;  // the outer "gradient" of this shard
+};
+
+class CentralStore {
+ public:
+  // outer: the server optimizer; its lr is eta_out (1 = apply deltas as they are).
+  CentralStore(std::vector<float> initial, kernels::OptimizerConfig outer, std::size_t shards = 1);
+
+  std::size_t paramCount() const { return count_; }
+  std::uint64_t version() const { return version_; }
+  std::size_t shardCount() const { return shards_.size(); }
+
+  // theta <- outer_step(theta, g = -weight * delta); version + 1. The caller has
+  // validated size and finiteness; a size mismatch here is a bug reported as a Status.
+  Status applyDelta(std::span<const float> delta, float weight);
+  // Copy of the current parameters, immutable so it can be sent without copying again.
+  Payload snapshot() const;
+  // Restores a model (checkpoint resume).
+  Status restore(std::span<const float> params, std::uint64_t version);
+
+ private:
+  std::size_t count_ = 0;
+  std::uint64_t version_ = 0;
+  std::vector<Shard> shards_;
+};
+
+}  // namespace groupsgd::centralps

@@ -1,0 +1,170 @@
+#include "groupsgd/centralps/central_server.h"
+
+#include <cmath>
+
+#include "groupsgd/common/log.h"
+#include "groupsgd/common/transport.h"
+#include "groupsgd/kernels/ops.h"
+
+namespace groupsgd::centralps {
+
+Result<std::unique_ptr<CentralServer>> CentralServer::create(zmq::context_t& ctx,
+                                                             CentralConfig cfg,
+                                                             const std::string& bind_endpoint) {
+  auto model = kernels::makeModel(cfg.model);
+  std::vector<float> initial(model->paramCount());
+  model->init(initial, cfg.seed);
+  auto sock = makeSocket(ctx, zmq::socket_type::router);
+  if (!sock) return sock.status();
+  auto ep = bindSocket(*sock, bind_endpoint);
+  if (!ep) return ep.status();
+  return std::unique_ptr<CentralServer>(
+      new CentralServer(std::move(*sock), *ep, cfg, std::move(initial)));
+}
+
+CentralServer::CentralServer(zmq::socket_t sock, std::string endpoint, CentralConfig cfg,
+                             std::vector<float> initial)
+    : sock_(std::move(sock)),
+      endpoint_(std::move(endpoint)),
+      cfg_(cfg),
+      store_(std::move(initial), cfg.outer, cfg.shards),
+      delta_(store_.paramCount()) {}
+
+void CentralServer::run(const std::atomic<bool>& stop) {
+  log::setThreadTag("central");
+  GSGD_INFO("central PS serving " << store_.paramCount() << " parameters on " << endpoint_);
+  while (!stop.load()) {
+    zmq::pollitem_t item{sock_.handle(), 0, ZMQ_POLLIN, 0};
+    try {
+      zmq::poll(&item, 1, std::chrono::milliseconds(100));
+    } catch (const zmq::error_t& e) {
+      if (e.num() == EINTR) continue;
+      GSGD_ERROR("poll failed: " << e.what());
+      break;
+    }
+    if ((item.revents & ZMQ_POLLIN) == 0) continue;
+    auto routed = recvRouted(sock_);
+    if (!routed) {
+      ++counters_.bad_messages;
+      continue;
+    }
+    try {
+      handle(routed->routing_id, std::move(routed->frames));
+    } catch (const std::exception& e) {  // never let a bad message end the server
+      ++counters_.bad_messages;
+      refuse(routed->routing_id, internalError(std::string("request failed: ") + e.what()));
+    }
+  }
+  GSGD_INFO("central PS stopped at version " << store_.version());
+}
+
+void CentralServer::refuse(const zmq::message_t& from, const Status& why) {
+  ++counters_.bad_messages;
+  GSGD_WARN("refused a request: " << why.toString());
+  (void)replyTo(sock_, from, makeErrorReply(cfg_.limits.job_id, 0, why));
+}
+
+Payload CentralServer::currentModel() {
+  if (cached_version_ != store_.version()) {
+    cached_ = store_.snapshot();
+    cached_version_ = store_.version();
+  }
+  return cached_;
+}
+
+void CentralServer::sendModel(const zmq::message_t& from, bool applied, const std::string& reason,
+                              std::uint64_t tau, float weight) {
+  OutMessage out(cfg_.limits.job_id, 0);
+  out.header().setModelVersion(store_.version());
+  auto r = out.header().getBody().initModelReply();
+  r.setApplied(applied);
+  r.setReason(reason);
+  r.setStaleness(tau);
+  r.setWeight(weight);
+  out.addTensor(currentModel());
+  Status s = replyTo(sock_, from, std::move(out));
+  if (!s) GSGD_WARN("could not send the model: " << s.toString());
+}
+
+void CentralServer::handle(const zmq::message_t& from, std::vector<zmq::message_t>&& frames) {
+  auto msg = decodeMessage(std::move(frames), cfg_.limits);
+  if (!msg) return refuse(from, msg.status());
+  switch (msg->kind()) {
+    case BodyKind::DELTA_PUSH: return onDeltaPush(from, *msg);
+    case BodyKind::FETCH: return sendModel(from, false, "", 0, 0.0f);
+    case BodyKind::CENTRAL_STATS_QUERY: {
+      OutMessage out(cfg_.limits.job_id, 0);
+      out.header().setModelVersion(store_.version());
+      auto st = out.header().getBody().initCentralStats();
+      st.setVersion(store_.version());
+      st.setUpdatesApplied(counters_.updates_applied);
+      st.setUpdatesRefused(counters_.updates_refused);
+      st.setSamplesApplied(counters_.samples_applied);
+      st.setSamplesRefused(counters_.samples_refused);
+      st.setBadMessages(counters_.bad_messages);
+      st.setMaxStaleness(counters_.max_staleness);
+      st.setMeanStaleness(counters_.updates_applied == 0
+                              ? 0.0f
+                              : static_cast<float>(counters_.staleness_sum /
+                                                   static_cast<double>(counters_.updates_applied)));
+      (void)replyTo(sock_, from, std::move(out));
+      return;
+    }
+    default:
+      return refuse(from, invalidArgument(std::string("the central PS does not serve '") +
+                                          bodyKindName(msg->kind()) + "'"));
+  }
+}
+
+void CentralServer::onDeltaPush(const zmq::message_t& from, const InMessage& msg) {
+  auto h = msg.header();
+  auto body = h.getBody().getDeltaPush();
+  if (h.getSenderId() != body.getGroupId()) {
+    return refuse(from, permissionDenied("sender " + std::to_string(h.getSenderId()) +
+                                         " pushes for group " + std::to_string(body.getGroupId())));
+  }
+  if (h.getModelVersion() > store_.version()) {
+    return refuse(from, invalidArgument("delta based on version " +
+                                        std::to_string(h.getModelVersion()) +
+                                        ", newer than the central version " +
+                                        std::to_string(store_.version())));
+  }
+  if (msg.tensorCount() != 1) return refuse(from, invalidArgument("a delta carries one tensor"));
+  Status read = msg.readTensor(0, delta_);
+  if (!read) return refuse(from, read);
+  const std::uint64_t samples = body.getSamples();
+  const std::size_t bad = kernels::countNonFinite(delta_);
+  const double norm = std::sqrt(kernels::sumSquares(delta_));
+  std::string reason;
+  if (bad != 0) {
+    ++counters_.bad_messages;
+    reason = std::to_string(bad) + " non-finite values in the delta";
+  } else if (norm > cfg_.max_delta_norm) {
+    ++counters_.bad_messages;
+    reason = "delta norm " + std::to_string(norm) + " over the bound " +
+             std::to_string(cfg_.max_delta_norm);
+  }
+  const std::uint64_t tau = store_.version() - h.getModelVersion();
+  if (reason.empty() && tau > cfg_.staleness.max_staleness) {
+    reason = "staleness " + std::to_string(tau) + " over the bound " +
+             std::to_string(cfg_.staleness.max_staleness) + "; resynchronise";
+  }
+  if (!reason.empty()) {
+    ++counters_.updates_refused;
+    counters_.samples_refused += samples;
+    GSGD_WARN("refused delta of group " << body.getGroupId() << ": " << reason);
+    return sendModel(from, false, reason, tau, 0.0f);
+  }
+  const float weight = stalenessWeight(cfg_.staleness, tau);
+  Status applied = store_.applyDelta(delta_, weight);
+  if (!applied) return refuse(from, applied);
+  ++counters_.updates_applied;
+  counters_.samples_applied += samples;
+  counters_.staleness_sum += static_cast<double>(tau);
+  counters_.max_staleness = std::max(counters_.max_staleness, tau);
+  GSGD_DEBUG("applied delta of group " << body.getGroupId() << " tau=" << tau
+                                       << " weight=" << weight << " v=" << store_.version());
+  sendModel(from, true, "", tau, weight);
+}
+
+}  // namespace groupsgd::centralps

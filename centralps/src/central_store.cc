@@ -1,0 +1,65 @@
+#include "groupsgd/centralps/central_store.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "groupsgd/kernels/ops.h"
+
+namespace groupsgd::centralps {
+
+CentralStore::CentralStore(std::vector<float> initial, kernels::OptimizerConfig outer,
+                           std::size_t shards)
+    : count_(initial.size()) {
+  shards = std::max<std::size_t>(1, std::min(shards, std::max<std::size_t>(1, count_)));
+  const std::size_t per = (count_ + shards - 1) / shards;
+  for (std::size_t off = 0; off < count_ || shards_.empty(); off += per) {
+    Shard s;
+    s.offset = off;
+    const std::size_t len = std::min(per, count_ - off);
+    s.params.assign(initial.begin() + static_cast<std::ptrdiff_t>(off),
+                    initial.begin() + static_cast<std::ptrdiff_t>(off + len));
+    s.optimizer = std::make_unique<kernels::Optimizer>(outer, len);
+    s.scratch.resize(len);
+    shards_.push_back(std::move(s));
+    if (per == 0) break;
+  }
+}
+
+Status CentralStore::applyDelta(std::span<const float> delta, float weight) {
+  if (delta.size() != count_) {
+    return internalError("delta of " + std::to_string(delta.size()) + " elements for a model of " +
+                         std::to_string(count_));
+  }
+  for (auto& s : shards_) {
+    auto part = delta.subspan(s.offset, s.params.size());
+    // The outer optimizer descends along g = -weight * delta (a pseudo-gradient).
+    kernels::copy(part, s.scratch);
+    kernels::scale(s.scratch, -weight);
+    s.optimizer->step(s.params, s.scratch);
+  }
+  ++version_;
+  return Status::ok();
+}
+
+Payload CentralStore::snapshot() const {
+  auto out = std::make_shared<std::vector<float>>(count_);
+  for (const auto& s : shards_) {
+    std::memcpy(out->data() + s.offset, s.params.data(), s.params.size() * sizeof(float));
+  }
+  return out;
+}
+
+Status CentralStore::restore(std::span<const float> params, std::uint64_t version) {
+  if (params.size() != count_) {
+    return invalidArgument("checkpoint has " + std::to_string(params.size()) +
+                           " parameters, the model has " + std::to_string(count_));
+  }
+  for (auto& s : shards_) {
+    std::memcpy(s.params.data(), params.data() + s.offset, s.params.size() * sizeof(float));
+    s.optimizer->reset();
+  }
+  version_ = version;
+  return Status::ok();
+}
+
+}  // namespace groupsgd::centralps

@@ -1,0 +1,88 @@
+// The message codec: one Cap'n Proto header frame followed by raw tensor frames.
+// OutMessage builds a header and attaches immutable payloads (sent without copying);
+// decodeMessage() validates received frames (protocol version, job, traversal limits,
+// frame sizes against the header) before any field or byte is used.
+// Thread rule: an OutMessage / InMessage belongs to one thread at a time.
+#pragma once
+
+#include <capnp/message.h>
+#include <capnp/serialize.h>
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+#include <zmq.hpp>
+
+#include "envelope.capnp.h"
+#include "groupsgd/common/payload.h"
+#include "groupsgd/common/status.h"
+
+namespace groupsgd {
+
+inline constexpr std::uint16_t kProtocolVersion = 1;
+// Tensors travel in chunks of at most this size: one huge frame serialises the
+// connection and forces a huge receive allocation (see docs/protocol.md).
+inline constexpr std::uint32_t kDefaultChunkBytes = 4u << 20;
+
+struct MessageLimits {
+  std::uint64_t job_id = 1;
+  std::uint64_t max_header_bytes = 64u << 10;
+  std::uint64_t max_tensor_bytes = 1ull << 30;  // per tensor
+  std::uint32_t max_tensors = 4;
+  std::uint32_t max_frames = 4096;
+  std::uint64_t traversal_limit_words = 16u << 10;  // header only: small
+  int nesting_limit = 16;
+};
+
+using ProtoHeader = proto::Header;
+using BodyKind = proto::Header::Body::Which;
+const char* bodyKindName(BodyKind kind);
+
+class OutMessage {
+ public:
+  explicit OutMessage(std::uint64_t job_id, std::uint64_t sender_id = 0);
+  OutMessage(OutMessage&&) = default;
+  OutMessage& operator=(OutMessage&&) = default;
+
+  proto::Header::Builder header() { return header_; }
+  // Attaches a float32 tensor; the payload is kept alive until ZeroMQ has sent it.
+  void addTensor(Payload payload, std::uint32_t chunk_bytes = kDefaultChunkBytes);
+  // Serialises the header and turns payloads into zero-copy frames. Consumes *this.
+  std::vector<zmq::message_t> toFrames() &&;
+
+ private:
+  std::unique_ptr<capnp::MallocMessageBuilder> builder_;
+  proto::Header::Builder header_;
+  std::vector<std::pair<Payload, std::uint32_t>> tensors_;
+};
+
+// Builds an ErrorReply header for the given status (common in every server).
+OutMessage makeErrorReply(std::uint64_t job_id, std::uint64_t sender_id, const Status& status);
+
+class InMessage {
+ public:
+  proto::Header::Reader header() const { return reader_->getRoot<proto::Header>(); }
+  BodyKind kind() const { return header().getBody().which(); }
+  std::size_t tensorCount() const { return tensor_frames_.size(); }
+  std::uint64_t tensorElements(std::size_t i) const;
+  // Copies tensor i into out; fails unless it is dense float32 of exactly out.size().
+  Status readTensor(std::size_t i, std::span<float> out) const;
+  // Bytes of the whole message (header + tensors), for metrics.
+  std::uint64_t wireBytes() const { return wire_bytes_; }
+
+ private:
+  friend Result<InMessage> decodeMessage(std::vector<zmq::message_t>&& frames,
+                                         const MessageLimits& limits);
+  kj::Array<capnp::word> header_words_;  // aligned copy: frames are not 8-byte aligned
+  std::unique_ptr<capnp::FlatArrayMessageReader> reader_;
+  std::vector<std::vector<zmq::message_t>> tensor_frames_;  // per tensor, its chunks
+  std::uint64_t wire_bytes_ = 0;
+};
+
+// frames = [header, tensor chunk frames...] (routing frames already removed).
+// Checks: a parsable header within limits, protocol version, job id, tensor count,
+// frame count and every frame's size against the TensorInfo list.
+Result<InMessage> decodeMessage(std::vector<zmq::message_t>&& frames, const MessageLimits& limits);
+
+}  // namespace groupsgd

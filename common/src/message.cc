@@ -1,0 +1,203 @@
+#include "groupsgd/common/message.h"
+
+#include <kj/exception.h>
+
+#include <cstring>
+#include <string>
+
+namespace groupsgd {
+namespace {
+
+// ZeroMQ free callback: drops the reference the frame held on its payload.
+void releasePayload(void* /*data*/, void* hint) { delete static_cast<Payload*>(hint); }
+
+std::uint64_t chunkCount(std::uint64_t bytes, std::uint64_t chunk) {
+  return bytes == 0 ? 1 : (bytes + chunk - 1) / chunk;
+}
+
+}  // namespace
+
+const char* bodyKindName(BodyKind kind) {
+  switch (kind) {
+    case BodyKind::ACK: return "ack";
+    case BodyKind::ERROR: return "error";
+    case BodyKind::REGISTER: return "register";
+    case BodyKind::ASSIGNMENT: return "assignment";
+    case BodyKind::HEARTBEAT: return "heartbeat";
+    case BodyKind::HEARTBEAT_REPLY: return "heartbeatReply";
+    case BodyKind::LEAVE: return "leave";
+    case BodyKind::PULL: return "pull";
+    case BodyKind::PUSH: return "push";
+    case BodyKind::STEP_REPLY: return "stepReply";
+    case BodyKind::GROUP_CONFIG: return "groupConfig";
+    case BodyKind::FLUSH: return "flush";
+    case BodyKind::GROUP_STATS_QUERY: return "groupStatsQuery";
+    case BodyKind::GROUP_STATS: return "groupStats";
+    case BodyKind::DELTA_PUSH: return "deltaPush";
+    case BodyKind::FETCH: return "fetch";
+    case BodyKind::MODEL_REPLY: return "modelReply";
+    case BodyKind::CENTRAL_STATS_QUERY: return "centralStatsQuery";
+    case BodyKind::CENTRAL_STATS: return "centralStats";
+  }
+  return "unknown";
+}
+
+OutMessage::OutMessage(std::uint64_t job_id, std::uint64_t sender_id)
+    : builder_(std::make_unique<capnp::MallocMessageBuilder>()),
+      header_(builder_->initRoot<proto::Header>()) {
+  header_.setProtocolVersion(kProtocolVersion);
+  header_.setJobId(job_id);
+  header_.setSenderId(sender_id);
+}
+
+void OutMessage::addTensor(Payload payload, std::uint32_t chunk_bytes) {
+  tensors_.emplace_back(std::move(payload), chunk_bytes == 0 ? kDefaultChunkBytes : chunk_bytes);
+}
+
+std::vector<zmq::message_t> OutMessage::toFrames() && {
+  auto infos = header_.initTensors(static_cast<unsigned>(tensors_.size()));
+  for (std::size_t i = 0; i < tensors_.size(); ++i) {
+    const auto& [payload, chunk] = tensors_[i];
+    auto info = infos[static_cast<unsigned>(i)];
+    info.setDtype(proto::DType::FLOAT32);
+    info.setEncoding(proto::Encoding::DENSE);
+    info.setElements(payload->size());
+    info.setByteLength(payload->size() * sizeof(float));
+    info.setChunkBytes(chunk);
+  }
+  std::vector<zmq::message_t> frames;
+  kj::Array<capnp::word> words = capnp::messageToFlatArray(*builder_);
+  auto bytes = words.asBytes();
+  frames.emplace_back(bytes.begin(), bytes.size());
+  for (auto& [payload, chunk] : tensors_) {
+    const std::uint64_t total = payload->size() * sizeof(float);
+    const auto* base = reinterpret_cast<const char*>(payload->data());
+    const std::uint64_t n = chunkCount(total, chunk);
+    for (std::uint64_t c = 0; c < n; ++c) {
+      const std::uint64_t off = c * chunk;
+      const std::uint64_t len = std::min<std::uint64_t>(chunk, total - off);
+      if (len == 0) {
+        frames.emplace_back();
+        continue;
+      }
+      // Zero copy: the frame points into the payload and keeps it alive.
+      frames.emplace_back(const_cast<char*>(base + off), len, &releasePayload,
+                          new Payload(payload));
+    }
+  }
+  return frames;
+}
+
+OutMessage makeErrorReply(std::uint64_t job_id, std::uint64_t sender_id, const Status& status) {
+  OutMessage m(job_id, sender_id);
+  auto err = m.header().getBody().initError();
+  err.setCode(static_cast<std::uint16_t>(status.code()));
+  err.setMessage(status.message());
+  return m;
+}
+
+std::uint64_t InMessage::tensorElements(std::size_t i) const {
+  return header().getTensors()[static_cast<unsigned>(i)].getElements();
+}
+
+Status InMessage::readTensor(std::size_t i, std::span<float> out) const {
+  if (i >= tensor_frames_.size()) {
+    return invalidArgument("message carries " + std::to_string(tensor_frames_.size()) +
+                           " tensors, tensor " + std::to_string(i) + " was expected");
+  }
+  auto info = header().getTensors()[static_cast<unsigned>(i)];
+  if (info.getDtype() != proto::DType::FLOAT32 || info.getEncoding() != proto::Encoding::DENSE) {
+    return invalidArgument("tensor " + std::to_string(i) + " is not dense float32");
+  }
+  if (info.getElements() != out.size()) {
+    return invalidArgument("tensor has " + std::to_string(info.getElements()) +
+                           " elements, expected " + std::to_string(out.size()));
+  }
+  auto* dst = reinterpret_cast<char*>(out.data());
+  for (const auto& f : tensor_frames_[i]) {
+    std::memcpy(dst, f.data(), f.size());  // frames may be unaligned: copy, never cast
+    dst += f.size();
+  }
+  return Status::ok();
+}
+
+Result<InMessage> decodeMessage(std::vector<zmq::message_t>&& frames, const MessageLimits& limits) {
+  if (frames.empty()) return invalidArgument("empty message");
+  if (frames.size() > limits.max_frames) return resourceExhausted("too many frames");
+  const zmq::message_t& head = frames[0];
+  if (head.size() == 0 || head.size() % sizeof(capnp::word) != 0) {
+    return invalidArgument("header frame of " + std::to_string(head.size()) +
+                           " bytes is not a whole number of 8-byte words");
+  }
+  if (head.size() > limits.max_header_bytes) {
+    return resourceExhausted("header frame of " + std::to_string(head.size()) + " bytes over limit");
+  }
+  InMessage msg;
+  msg.header_words_ = kj::heapArray<capnp::word>(head.size() / sizeof(capnp::word));
+  std::memcpy(msg.header_words_.begin(), head.data(), head.size());
+  capnp::ReaderOptions opts;
+  opts.traversalLimitInWords = limits.traversal_limit_words;
+  opts.nestingLimit = limits.nesting_limit;
+  std::uint64_t total_tensor_bytes = 0;
+  try {
+    msg.reader_ = std::make_unique<capnp::FlatArrayMessageReader>(msg.header_words_.asPtr(), opts);
+    auto h = msg.reader_->getRoot<proto::Header>();
+    // Traverse everything once now, so later field access cannot hit a bad pointer.
+    (void)h.totalSize();
+    if (h.getProtocolVersion() != kProtocolVersion) {
+      return invalidArgument("protocol version " + std::to_string(h.getProtocolVersion()) +
+                             " not supported (expected " + std::to_string(kProtocolVersion) + ")");
+    }
+    if (h.getJobId() != limits.job_id) {
+      return permissionDenied("job " + std::to_string(h.getJobId()) + " is not this job (" +
+                              std::to_string(limits.job_id) + ")");
+    }
+    auto infos = h.getTensors();
+    if (infos.size() > limits.max_tensors) return resourceExhausted("too many tensors");
+    std::size_t next = 1;
+    msg.tensor_frames_.resize(infos.size());
+    for (unsigned i = 0; i < infos.size(); ++i) {
+      auto info = infos[i];
+      const std::uint64_t elem_size = info.getDtype() == proto::DType::FLOAT16 ? 2 : 4;
+      if (info.getByteLength() > limits.max_tensor_bytes) {
+        return resourceExhausted("tensor of " + std::to_string(info.getByteLength()) +
+                                 " bytes over the limit of " +
+                                 std::to_string(limits.max_tensor_bytes));
+      }
+      if (info.getElements() * elem_size != info.getByteLength()) {
+        return invalidArgument("tensor byte length " + std::to_string(info.getByteLength()) +
+                               " does not match " + std::to_string(info.getElements()) +
+                               " elements");
+      }
+      if (info.getChunkBytes() == 0) return invalidArgument("tensor chunk size is zero");
+      const std::uint64_t n = chunkCount(info.getByteLength(), info.getChunkBytes());
+      if (next + n > frames.size()) {
+        return invalidArgument("header announces more tensor frames than were received");
+      }
+      std::uint64_t seen = 0;
+      for (std::uint64_t c = 0; c < n; ++c) {
+        const std::uint64_t expect =
+            std::min<std::uint64_t>(info.getChunkBytes(), info.getByteLength() - c * info.getChunkBytes());
+        if (frames[next].size() != expect) {
+          return invalidArgument("tensor " + std::to_string(i) + " frame " + std::to_string(c) +
+                                 " has " + std::to_string(frames[next].size()) +
+                                 " bytes, header says " + std::to_string(expect));
+        }
+        seen += frames[next].size();
+        msg.tensor_frames_[i].push_back(std::move(frames[next]));
+        ++next;
+      }
+      total_tensor_bytes += seen;
+    }
+    if (next != frames.size()) {
+      return invalidArgument("message has " + std::to_string(frames.size() - next) +
+                             " frames more than its header describes");
+    }
+  } catch (const kj::Exception& e) {
+    return invalidArgument(std::string("malformed header: ") + e.getDescription().cStr());
+  }
+  msg.wire_bytes_ = head.size() + total_tensor_bytes;
+  return msg;
+}
+
+}  // namespace groupsgd

@@ -1,0 +1,156 @@
+#include "groupsgd/common/transport.h"
+
+namespace groupsgd {
+
+Result<zmq::socket_t> makeSocket(zmq::context_t& ctx, zmq::socket_type type,
+                                 const SocketOptions& opts) {
+  try {
+    zmq::socket_t sock(ctx, type);
+    sock.set(zmq::sockopt::linger, opts.linger_ms);
+    sock.set(zmq::sockopt::maxmsgsize, opts.max_message_bytes);
+    sock.set(zmq::sockopt::sndhwm, opts.send_hwm);
+    sock.set(zmq::sockopt::rcvhwm, opts.recv_hwm);
+    if (type == zmq::socket_type::router) sock.set(zmq::sockopt::router_mandatory, 1);
+    return sock;
+  } catch (const zmq::error_t& e) {
+    return unavailable(std::string("cannot create socket: ") + e.what());
+  }
+}
+
+Result<std::string> bindSocket(zmq::socket_t& sock, const std::string& endpoint) {
+  try {
+    sock.bind(endpoint);
+    return sock.get(zmq::sockopt::last_endpoint);
+  } catch (const zmq::error_t& e) {
+    return unavailable("cannot bind " + endpoint + ": " + e.what());
+  }
+}
+
+Status connectSocket(zmq::socket_t& sock, const std::string& endpoint) {
+  try {
+    sock.connect(endpoint);
+    return Status::ok();
+  } catch (const zmq::error_t& e) {
+    return invalidArgument("cannot connect to " + endpoint + ": " + e.what());
+  }
+}
+
+Status sendFrames(zmq::socket_t& sock, std::vector<zmq::message_t>&& frames,
+                  const zmq::message_t* routing_id) {
+  try {
+    if (routing_id != nullptr) {
+      zmq::message_t id(routing_id->data(), routing_id->size());
+      if (!sock.send(id, zmq::send_flags::sndmore | zmq::send_flags::dontwait)) {
+        return unavailable("peer queue full");
+      }
+    }
+    for (std::size_t i = 0; i < frames.size(); ++i) {
+      auto flags = zmq::send_flags::dontwait;
+      if (i + 1 < frames.size()) flags = flags | zmq::send_flags::sndmore;
+      if (!sock.send(frames[i], flags)) return unavailable("peer queue full");
+    }
+    return Status::ok();
+  } catch (const zmq::error_t& e) {
+    if (e.num() == EHOSTUNREACH) return unavailable("peer has gone");
+    return unavailable(std::string("send failed: ") + e.what());
+  }
+}
+
+Result<std::vector<zmq::message_t>> recvFrames(zmq::socket_t& sock) {
+  std::vector<zmq::message_t> frames;
+  try {
+    while (true) {
+      zmq::message_t m;
+      if (!sock.recv(m, zmq::recv_flags::dontwait)) {
+        if (frames.empty()) return unavailable("nothing to receive");
+        return internalError("multipart message cut short");
+      }
+      const bool more = m.more();
+      frames.push_back(std::move(m));
+      if (!more) break;
+    }
+  } catch (const zmq::error_t& e) {
+    return unavailable(std::string("receive failed: ") + e.what());
+  }
+  return frames;
+}
+
+Result<RoutedFrames> recvRouted(zmq::socket_t& sock) {
+  auto frames = recvFrames(sock);
+  if (!frames) return frames.status();
+  if (frames->size() < 2) return invalidArgument("routed message without body");
+  RoutedFrames r;
+  r.routing_id = std::move(frames->front());
+  r.frames.reserve(frames->size() - 1);
+  for (std::size_t i = 1; i < frames->size(); ++i) r.frames.push_back(std::move((*frames)[i]));
+  return r;
+}
+
+Status replyTo(zmq::socket_t& sock, const zmq::message_t& routing_id, OutMessage&& msg) {
+  return sendFrames(sock, std::move(msg).toFrames(), &routing_id);
+}
+
+Status statusFromError(const InMessage& msg) {
+  if (msg.kind() != BodyKind::ERROR) return Status::ok();
+  auto e = msg.header().getBody().getError();
+  int code = e.getCode();
+  if (code <= 0 || code > static_cast<int>(Code::kInternal)) code = static_cast<int>(Code::kInternal);
+  return Status(static_cast<Code>(code), e.getMessage().cStr());
+}
+
+RpcClient::RpcClient(zmq::context_t& ctx, std::string endpoint, MessageLimits limits,
+                     SocketOptions opts)
+    : ctx_(ctx), endpoint_(std::move(endpoint)), limits_(limits), opts_(opts) {}
+
+Status RpcClient::ensureSocket() {
+  if (sock_) return Status::ok();
+  auto s = makeSocket(ctx_, zmq::socket_type::dealer, opts_);
+  if (!s) return s.status();
+  GSGD_RETURN_IF_ERROR(connectSocket(*s, endpoint_));
+  sock_.emplace(std::move(*s));
+  return Status::ok();
+}
+
+Result<InMessage> RpcClient::callRaw(OutMessage&& msg, std::chrono::milliseconds timeout) {
+  GSGD_RETURN_IF_ERROR(ensureSocket());
+  Status sent = sendFrames(*sock_, std::move(msg).toFrames());
+  if (!sent) {
+    sock_.reset();
+    return sent;
+  }
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) {
+      sock_.reset();  // a late answer must not be read as the next call's
+      return unavailable("no answer from " + endpoint_ + " within " +
+                         std::to_string(timeout.count()) + " ms");
+    }
+    zmq::pollitem_t item{sock_->handle(), 0, ZMQ_POLLIN, 0};
+    try {
+      zmq::poll(&item, 1, left);
+    } catch (const zmq::error_t& e) {
+      if (e.num() == EINTR) continue;
+      sock_.reset();
+      return unavailable(std::string("poll failed: ") + e.what());
+    }
+    if ((item.revents & ZMQ_POLLIN) == 0) continue;
+    auto frames = recvFrames(*sock_);
+    if (!frames) {
+      sock_.reset();
+      return frames.status();
+    }
+    return decodeMessage(std::move(*frames), limits_);
+  }
+}
+
+Result<InMessage> RpcClient::call(OutMessage&& msg, std::chrono::milliseconds timeout) {
+  auto reply = callRaw(std::move(msg), timeout);
+  if (!reply) return reply;
+  Status err = statusFromError(*reply);
+  if (!err) return err;
+  return reply;
+}
+
+}  // namespace groupsgd

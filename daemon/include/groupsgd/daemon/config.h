@@ -1,0 +1,66 @@
+// The daemon's configuration: one table of every option (JSON file, then command-line
+// flags on top), validated as a whole. docs/config.md documents each field.
+// Thread rule: a plain value; built on the main thread, copied into each role.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json_fwd.hpp>
+
+#include "groupsgd/centralps/staleness.h"
+#include "groupsgd/common/status.h"
+#include "groupsgd/kernels/model.h"
+#include "groupsgd/kernels/optimizer.h"
+
+namespace groupsgd::daemon {
+
+enum class Mode { kSync, kAsync, kGrouped };
+bool parseMode(const std::string& text, Mode* out);
+const char* modeName(Mode mode);
+
+struct DaemonConfig {
+  std::uint64_t job_id = 1;
+  std::string role = "all";
+  Mode mode = Mode::kGrouped;
+  std::uint32_t workers = 4;          // expected trainers: number of data shards (async: groups)
+  std::uint32_t groups = 2;           // grouped mode: G
+  std::uint32_t exchange_period = 1;  // grouped mode: K
+  std::uint32_t batch_size = 32;      // per worker
+  kernels::ModelKind model = kernels::ModelKind::kMlp;
+  std::uint64_t seed = 1;
+  std::string listen = "tcp://127.0.0.1:5555";  // coordinator endpoint (port 0 = any)
+  std::string bind_host = "127.0.0.1";          // central / group PSes bind here, any port
+  std::string endpoint_file;                    // write the coordinator endpoint here
+  kernels::OptimizerConfig optimizer{kernels::OptimizerKind::kMomentum, 0.05f, 0.9f, 0.0f};
+  kernels::OptimizerConfig outer_optimizer{kernels::OptimizerKind::kSgd, 1.0f, 0.0f, 0.0f};
+  centralps::StalenessConfig staleness;
+  std::uint32_t step_deadline_ms = 5000;
+  std::uint32_t heartbeat_ms = 1000;
+  std::uint32_t heartbeat_misses = 3;
+  double max_grad_norm = 1e4;
+  double max_delta_norm = 1e4;
+  double target_acc = 0;          // stop when the evaluator reports this (0 = never)
+  double max_seconds = 0;         // stop after this long (0 = never)
+  std::uint64_t max_samples = 0;  // stop after this many samples trained (0 = never)
+  std::uint32_t progress_ms = 1000;  // progress line period (0 = none)
+  std::string summary_file;        // write the closing summary JSON here
+  bool json = false;               // print the summary as one JSON line on stdout
+  std::string log_level = "info";
+
+  // Groups and exchange period implied by the mode.
+  std::uint32_t groupCount() const;
+  std::uint32_t exchangePeriod() const;
+};
+
+// Fills cfg from a JSON object; unknown keys are an error (typos must not pass silently).
+Status applyJson(const nlohmann::json& j, DaemonConfig* cfg);
+Status loadConfigFile(const std::string& path, DaemonConfig* cfg);
+// Applies command-line flags; sets *help when --help was given.
+Status applyFlags(const std::vector<std::string>& args, DaemonConfig* cfg, bool* help);
+Status validate(const DaemonConfig& cfg);
+nlohmann::json toJson(const DaemonConfig& cfg);
+const char* daemonUsage();
+
+}  // namespace groupsgd::daemon

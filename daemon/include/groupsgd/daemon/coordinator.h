@@ -1,0 +1,83 @@
+// The coordinator: registers workers, assigns them to groups (through a replaceable
+// AssignmentPolicy), configures the group PSes, tracks liveness from heartbeats, prints
+// progress, decides when training stops, and at the end drains workers, flushes every
+// group into the central PS and produces the run summary.
+// Thread rule: create() on any thread, run() on one thread that owns every socket.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+#include <zmq.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include "groupsgd/common/transport.h"
+#include "groupsgd/daemon/config.h"
+#include "groupsgd/daemon/registry.h"
+
+namespace groupsgd::daemon {
+
+struct Topology {
+  std::string central_endpoint;
+  std::vector<std::string> group_endpoints;  // index = group id
+  std::uint64_t param_count = 0;
+};
+
+class Coordinator {
+ public:
+  static Result<std::unique_ptr<Coordinator>> create(zmq::context_t& ctx, DaemonConfig cfg,
+                                                     Topology topo);
+  const std::string& endpoint() const { return endpoint_; }
+  // Serves until training ends (a stop condition or stop_requested), then drains and
+  // flushes. Returns the run summary (docs/config.md lists its fields).
+  nlohmann::json run(const std::atomic<bool>& stop_requested);
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  Coordinator(zmq::context_t& ctx, zmq::socket_t sock, std::string endpoint, DaemonConfig cfg,
+              Topology topo);
+
+  void serveOnce(std::chrono::milliseconds timeout);
+  void handle(const zmq::message_t& from, std::vector<zmq::message_t>&& frames);
+  void onRegister(const zmq::message_t& from, const InMessage& msg);
+  void onHeartbeat(const zmq::message_t& from, const InMessage& msg);
+  void onLeave(const zmq::message_t& from, const InMessage& msg);
+  void refuse(const zmq::message_t& from, const Status& why);
+  Status configureGroup(std::uint32_t group);
+  void checkLiveness();
+  void printProgress();
+  std::optional<std::string> stopReason();
+  struct Accuracy {
+    double value = -1;          // -1: nothing reported yet
+    std::uint64_t version = 0;  // central version it was measured on
+  };
+  // The evaluator report on the newest central version.
+  Accuracy latestAccuracy() const;
+  nlohmann::json finish(const std::string& reason);
+
+  zmq::context_t& ctx_;
+  zmq::socket_t sock_;
+  std::string endpoint_;
+  DaemonConfig cfg_;
+  Topology topo_;
+  MessageLimits limits_;
+  Registry registry_;
+  std::unique_ptr<AssignmentPolicy> policy_;
+  std::vector<std::unique_ptr<RpcClient>> groups_;
+  std::unique_ptr<RpcClient> central_;
+  std::uint64_t next_id_ = 1;
+  std::uint64_t epoch_ = 0;
+  std::uint32_t next_shard_ = 0;
+  bool stopping_ = false;
+  bool stop_evaluators_ = false;  // evaluators stop last, after measuring the final model
+  std::optional<Clock::time_point> training_started_;
+  std::optional<double> time_to_target_s_;
+  std::uint64_t stale_heartbeats_ = 0;
+  std::uint64_t bad_messages_ = 0;
+};
+
+}  // namespace groupsgd::daemon

@@ -1,0 +1,69 @@
+// The coordinator's view of every process that registered: role, group, liveness and the
+// statistics reported in heartbeats. Plain data; the coordinator thread owns it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace groupsgd::daemon {
+
+enum class WorkerRole { kTrainer, kEvaluator, kTool };
+enum class WorkerState { kActive, kLeft, kDead };
+const char* workerStateName(WorkerState s);
+
+struct WorkerRecord {
+  std::uint64_t id = 0;
+  WorkerRole role = WorkerRole::kTrainer;
+  WorkerState state = WorkerState::kActive;
+  std::string host;
+  std::uint32_t pid = 0;
+  std::string name;
+  std::uint32_t group = 0;
+  std::uint32_t batch_size = 0;
+  std::uint32_t shard = 0;
+  std::uint64_t epoch = 0;
+  std::chrono::steady_clock::time_point last_seen;
+  // From heartbeats / Leave.
+  std::uint64_t samples_trained = 0;
+  std::uint64_t steps = 0;
+  float last_loss = 0;
+  float compute_ms = 0;
+  float comm_ms = 0;
+  float test_accuracy = -1;
+  std::uint64_t evaluated_version = 0;
+};
+
+class Registry {
+ public:
+  WorkerRecord& add(WorkerRecord r);
+  WorkerRecord* find(std::uint64_t id);
+  const std::map<std::uint64_t, WorkerRecord>& all() const { return workers_; }
+  // Active trainers of one group, in id order.
+  std::vector<const WorkerRecord*> groupMembers(std::uint32_t group) const;
+  std::size_t activeTrainers() const;
+  std::size_t activeOfRole(WorkerRole role) const;
+  std::uint64_t samplesTrained() const;  // over every trainer, left and dead included
+
+ private:
+  std::map<std::uint64_t, WorkerRecord> workers_;
+};
+
+// Chooses the group of a new trainer. A replaceable policy: the adaptive coordinator
+// (regrouping by speed) plugs in here later.
+class AssignmentPolicy {
+ public:
+  virtual ~AssignmentPolicy() = default;
+  virtual std::uint32_t groupFor(const Registry& registry, std::uint32_t group_count) = 0;
+};
+
+// Static policy: the group with the fewest active trainers (lowest id on ties), which
+// spreads workers evenly in registration order.
+class LeastLoadedPolicy final : public AssignmentPolicy {
+ public:
+  std::uint32_t groupFor(const Registry& registry, std::uint32_t group_count) override;
+};
+
+}  // namespace groupsgd::daemon

@@ -1,0 +1,289 @@
+#include "groupsgd/daemon/config.h"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+namespace groupsgd::daemon {
+namespace {
+
+using nlohmann::json;
+
+Status parseOptimizer(const json& j, const std::string& where, kernels::OptimizerConfig* out) {
+  if (!j.is_object()) return invalidArgument(where + " must be an object");
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& k = it.key();
+    if (k == "kind") {
+      if (!it->is_string() || !kernels::parseOptimizerKind(it->get<std::string>(), &out->kind)) {
+        return invalidArgument(where + ".kind must be sgd, momentum or nesterov");
+      }
+    } else if (k == "lr") {
+      out->lr = it->get<float>();
+    } else if (k == "momentum") {
+      out->momentum = it->get<float>();
+    } else if (k == "weight_decay") {
+      out->weight_decay = it->get<float>();
+    } else {
+      return invalidArgument("unknown option " + where + "." + k);
+    }
+  }
+  return Status::ok();
+}
+
+Status parseStaleness(const json& j, centralps::StalenessConfig* out) {
+  if (!j.is_object()) return invalidArgument("staleness must be an object");
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (it.key() == "rule") {
+      if (!it->is_string() || !centralps::parseStalenessRule(it->get<std::string>(), &out->rule)) {
+        return invalidArgument("staleness.rule must be inverse, constant or grace");
+      }
+    } else if (it.key() == "max") {
+      out->max_staleness = it->get<std::uint64_t>();
+    } else if (it.key() == "grace") {
+      out->grace = it->get<std::uint64_t>();
+    } else {
+      return invalidArgument("unknown option staleness." + it.key());
+    }
+  }
+  return Status::ok();
+}
+
+Status applyJsonUnchecked(const json& j, DaemonConfig* c) {
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string& k = it.key();
+    const json& v = *it;
+    if (k == "job_id") c->job_id = v.get<std::uint64_t>();
+    else if (k == "role") c->role = v.get<std::string>();
+    else if (k == "mode") {
+      if (!parseMode(v.get<std::string>(), &c->mode)) {
+        return invalidArgument("mode must be sync, async or grouped");
+      }
+    }
+    else if (k == "workers") c->workers = v.get<std::uint32_t>();
+    else if (k == "groups") c->groups = v.get<std::uint32_t>();
+    else if (k == "exchange_period") c->exchange_period = v.get<std::uint32_t>();
+    else if (k == "batch_size") c->batch_size = v.get<std::uint32_t>();
+    else if (k == "model") {
+      if (!kernels::parseModelKind(v.get<std::string>(), &c->model)) {
+        return invalidArgument("model must be softmax or mlp");
+      }
+    }
+    else if (k == "seed") c->seed = v.get<std::uint64_t>();
+    else if (k == "listen") c->listen = v.get<std::string>();
+    else if (k == "bind_host") c->bind_host = v.get<std::string>();
+    else if (k == "endpoint_file") c->endpoint_file = v.get<std::string>();
+    else if (k == "optimizer") GSGD_RETURN_IF_ERROR(parseOptimizer(v, "optimizer", &c->optimizer));
+    else if (k == "outer_optimizer") {
+      GSGD_RETURN_IF_ERROR(parseOptimizer(v, "outer_optimizer", &c->outer_optimizer));
+    }
+    else if (k == "staleness") GSGD_RETURN_IF_ERROR(parseStaleness(v, &c->staleness));
+    else if (k == "step_deadline_ms") c->step_deadline_ms = v.get<std::uint32_t>();
+    else if (k == "heartbeat_ms") c->heartbeat_ms = v.get<std::uint32_t>();
+    else if (k == "heartbeat_misses") c->heartbeat_misses = v.get<std::uint32_t>();
+    else if (k == "max_grad_norm") c->max_grad_norm = v.get<double>();
+    else if (k == "max_delta_norm") c->max_delta_norm = v.get<double>();
+    else if (k == "target_acc") c->target_acc = v.get<double>();
+    else if (k == "max_seconds") c->max_seconds = v.get<double>();
+    else if (k == "max_samples") c->max_samples = v.get<std::uint64_t>();
+    else if (k == "progress_ms") c->progress_ms = v.get<std::uint32_t>();
+    else if (k == "summary_file") c->summary_file = v.get<std::string>();
+    else if (k == "json") c->json = v.get<bool>();
+    else if (k == "log_level") c->log_level = v.get<std::string>();
+    else return invalidArgument("unknown option '" + k + "'");
+  }
+  return Status::ok();
+}
+
+// Command-line flag -> (JSON key, is the value a string). Flags are applied as a JSON
+// patch so files and flags share one parser.
+struct Flag {
+  const char* flag;
+  const char* key;
+  bool is_string;
+};
+constexpr Flag kFlags[] = {
+    {"--job-id", "job_id", false},        {"--role", "role", true},
+    {"--mode", "mode", true},             {"--workers", "workers", false},
+    {"--groups", "groups", false},        {"--exchange-period", "exchange_period", false},
+    {"--batch-size", "batch_size", false}, {"--model", "model", true},
+    {"--seed", "seed", false},            {"--listen", "listen", true},
+    {"--bind-host", "bind_host", true},   {"--endpoint-file", "endpoint_file", true},
+    {"--step-deadline-ms", "step_deadline_ms", false},
+    {"--heartbeat-ms", "heartbeat_ms", false},
+    {"--heartbeat-misses", "heartbeat_misses", false},
+    {"--target-acc", "target_acc", false}, {"--max-seconds", "max_seconds", false},
+    {"--max-samples", "max_samples", false}, {"--progress-ms", "progress_ms", false},
+    {"--summary-file", "summary_file", true}, {"--log-level", "log_level", true},
+};
+
+}  // namespace
+
+bool parseMode(const std::string& text, Mode* out) {
+  if (text == "sync") *out = Mode::kSync;
+  else if (text == "async") *out = Mode::kAsync;
+  else if (text == "grouped") *out = Mode::kGrouped;
+  else return false;
+  return true;
+}
+
+const char* modeName(Mode mode) {
+  switch (mode) {
+    case Mode::kSync: return "sync";
+    case Mode::kAsync: return "async";
+    case Mode::kGrouped: return "grouped";
+  }
+  return "unknown";
+}
+
+std::uint32_t DaemonConfig::groupCount() const {
+  switch (mode) {
+    case Mode::kSync: return 1;
+    case Mode::kAsync: return workers;
+    case Mode::kGrouped: return groups;
+  }
+  return 1;
+}
+
+std::uint32_t DaemonConfig::exchangePeriod() const {
+  return mode == Mode::kGrouped ? exchange_period : 1;
+}
+
+Status applyJson(const json& j, DaemonConfig* cfg) {
+  if (!j.is_object()) return invalidArgument("the configuration must be a JSON object");
+  try {
+    return applyJsonUnchecked(j, cfg);
+  } catch (const json::exception& e) {
+    return invalidArgument(std::string("configuration value of the wrong type: ") + e.what());
+  }
+}
+
+Status loadConfigFile(const std::string& path, DaemonConfig* cfg) {
+  std::ifstream in(path);
+  if (!in) return notFound("cannot open configuration file " + path);
+  json j = json::parse(in, nullptr, /*allow_exceptions=*/false, /*ignore_comments=*/true);
+  if (j.is_discarded()) return invalidArgument("configuration file " + path + " is not valid JSON");
+  Status s = applyJson(j, cfg);
+  if (!s) return Status(s.code(), path + ": " + s.message());
+  return Status::ok();
+}
+
+Status applyFlags(const std::vector<std::string>& args, DaemonConfig* cfg, bool* help) {
+  // --config is applied first wherever it appears, so flags override the file.
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--config") {
+      if (i + 1 >= args.size()) return invalidArgument("--config needs a file");
+      GSGD_RETURN_IF_ERROR(loadConfigFile(args[i + 1], cfg));
+    }
+  }
+  json patch = json::object();
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    if (a == "--help" || a == "-h") {
+      *help = true;
+      continue;
+    }
+    if (a == "--config") {
+      ++i;
+      continue;
+    }
+    if (a == "--json") {
+      patch["json"] = true;
+      continue;
+    }
+    const Flag* f = nullptr;
+    for (const auto& candidate : kFlags) {
+      if (a == candidate.flag) f = &candidate;
+    }
+    if (f == nullptr) return invalidArgument("unknown option '" + a + "' (see --help)");
+    if (i + 1 >= args.size()) return invalidArgument(a + " needs a value");
+    const std::string& v = args[++i];
+    if (f->is_string) {
+      patch[f->key] = v;
+    } else {
+      json n = json::parse(v, nullptr, false);
+      if (!n.is_number()) return invalidArgument(a + " expects a number, got '" + v + "'");
+      patch[f->key] = n;
+    }
+  }
+  return applyJson(patch, cfg);
+}
+
+Status validate(const DaemonConfig& c) {
+  if (c.role != "all") {
+    return invalidArgument("role '" + c.role + "' is not available yet; use --role all");
+  }
+  if (c.workers == 0) return invalidArgument("workers must be at least 1");
+  if (c.mode == Mode::kGrouped && (c.groups == 0 || c.groups > c.workers)) {
+    return invalidArgument("groups must be between 1 and workers (" + std::to_string(c.workers) + ")");
+  }
+  if (c.exchange_period == 0) return invalidArgument("exchange_period must be at least 1");
+  if (c.batch_size == 0 || c.batch_size > 65536) {
+    return invalidArgument("batch_size must be between 1 and 65536");
+  }
+  if (!(c.optimizer.lr > 0) || !(c.outer_optimizer.lr > 0)) {
+    return invalidArgument("learning rates must be > 0");
+  }
+  if (c.heartbeat_ms == 0 || c.heartbeat_misses == 0) {
+    return invalidArgument("heartbeat_ms and heartbeat_misses must be > 0");
+  }
+  if (c.step_deadline_ms == 0) return invalidArgument("step_deadline_ms must be > 0");
+  if (c.target_acc < 0 || c.target_acc > 1) return invalidArgument("target_acc must be in [0, 1]");
+  return Status::ok();
+}
+
+json toJson(const DaemonConfig& c) {
+  auto opt = [](const kernels::OptimizerConfig& o) {
+    return json{{"kind", kernels::optimizerKindName(o.kind)},
+                {"lr", o.lr},
+                {"momentum", o.momentum},
+                {"weight_decay", o.weight_decay}};
+  };
+  return json{{"job_id", c.job_id},
+              {"role", c.role},
+              {"mode", modeName(c.mode)},
+              {"workers", c.workers},
+              {"groups", c.groupCount()},
+              {"exchange_period", c.exchangePeriod()},
+              {"batch_size", c.batch_size},
+              {"model", kernels::modelKindName(c.model)},
+              {"seed", c.seed},
+              {"optimizer", opt(c.optimizer)},
+              {"outer_optimizer", opt(c.outer_optimizer)},
+              {"staleness",
+               {{"rule", centralps::stalenessRuleName(c.staleness.rule)},
+                {"max", c.staleness.max_staleness},
+                {"grace", c.staleness.grace}}},
+              {"step_deadline_ms", c.step_deadline_ms}};
+}
+
+const char* daemonUsage() {
+  return R"(usage: groupsgdd [--config FILE] [options]
+Runs groupsgd: the coordinator, the central parameter server and the group parameter
+servers (--role all). Workers (groupsgd-worker) connect to --listen.
+
+  --config FILE            JSON configuration (docs/config.md); flags override it
+  --role all               roles to run (only 'all' for now)
+  --mode M                 sync | async | grouped (default grouped)
+  --workers N              expected trainers = data shards (default 4; async: groups)
+  --groups G               grouped mode: number of groups (default 2)
+  --exchange-period K      grouped mode: group steps between central exchanges (default 1)
+  --batch-size B           samples per worker step (default 32)
+  --model M                softmax | mlp (default mlp)
+  --seed S                 model initialisation and shuffling seed (default 1)
+  --listen EP              coordinator endpoint (default tcp://127.0.0.1:5555; port 0 = any)
+  --bind-host H            host the parameter servers bind on (default 127.0.0.1)
+  --endpoint-file F        write the coordinator's bound endpoint to F
+  --step-deadline-ms MS    a group step closes this long after its first push (default 5000)
+  --heartbeat-ms MS        worker heartbeat period (default 1000)
+  --heartbeat-misses N     missed heartbeats before a worker is dead (default 3)
+  --target-acc A           stop when the evaluator reports test accuracy >= A
+  --max-seconds S          stop after S seconds of training
+  --max-samples N          stop after N samples trained
+  --progress-ms MS         progress line period on stdout (default 1000; 0 = none)
+  --summary-file F         write the closing summary JSON to F
+  --json                   print the closing summary as one JSON line on stdout
+  --log-level L            debug | info | warn | error (default info)
+  --help                   this text
+)";
+}
+
+}  // namespace groupsgd::daemon

@@ -1,0 +1,407 @@
+#include "groupsgd/daemon/coordinator.h"
+
+#include <cstdio>
+
+#include "groupsgd/common/log.h"
+
+namespace groupsgd::daemon {
+namespace {
+
+constexpr auto kRpcTimeout = std::chrono::milliseconds(5000);
+
+double secondsSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+WorkerRole roleOf(proto::Role r) {
+  switch (r) {
+    case proto::Role::TRAINER: return WorkerRole::kTrainer;
+    case proto::Role::EVALUATOR: return WorkerRole::kEvaluator;
+    default: return WorkerRole::kTool;
+  }
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Coordinator>> Coordinator::create(zmq::context_t& ctx, DaemonConfig cfg,
+                                                         Topology topo) {
+  auto sock = makeSocket(ctx, zmq::socket_type::router);
+  if (!sock) return sock.status();
+  auto ep = bindSocket(*sock, cfg.listen);
+  if (!ep) return ep.status();
+  return std::unique_ptr<Coordinator>(
+      new Coordinator(ctx, std::move(*sock), *ep, std::move(cfg), std::move(topo)));
+}
+
+Coordinator::Coordinator(zmq::context_t& ctx, zmq::socket_t sock, std::string endpoint,
+                         DaemonConfig cfg, Topology topo)
+    : ctx_(ctx),
+      sock_(std::move(sock)),
+      endpoint_(std::move(endpoint)),
+      cfg_(std::move(cfg)),
+      topo_(std::move(topo)),
+      policy_(std::make_unique<LeastLoadedPolicy>()) {
+  limits_.job_id = cfg_.job_id;
+  for (const auto& ep : topo_.group_endpoints) {
+    groups_.push_back(std::make_unique<RpcClient>(ctx_, ep, limits_));
+  }
+  central_ = std::make_unique<RpcClient>(ctx_, topo_.central_endpoint, limits_);
+}
+
+nlohmann::json Coordinator::run(const std::atomic<bool>& stop_requested) {
+  log::setThreadTag("coordinator");
+  GSGD_INFO("coordinator listening on " << endpoint_ << " (mode " << modeName(cfg_.mode) << ", "
+                                        << cfg_.groupCount() << " group(s), K="
+                                        << cfg_.exchangePeriod() << ")");
+  auto next_progress = Clock::now() + std::chrono::milliseconds(cfg_.progress_ms);
+  std::string reason;
+  while (true) {
+    serveOnce(std::chrono::milliseconds(50));
+    checkLiveness();
+    if (cfg_.progress_ms > 0 && Clock::now() >= next_progress) {
+      next_progress += std::chrono::milliseconds(cfg_.progress_ms);
+      printProgress();
+    }
+    if (stop_requested.load()) {
+      reason = "stop requested";
+      break;
+    }
+    if (auto r = stopReason()) {
+      reason = *r;
+      break;
+    }
+  }
+  return finish(reason);
+}
+
+void Coordinator::serveOnce(std::chrono::milliseconds timeout) {
+  zmq::pollitem_t item{sock_.handle(), 0, ZMQ_POLLIN, 0};
+  try {
+    zmq::poll(&item, 1, timeout);
+  } catch (const zmq::error_t& e) {
+    if (e.num() != EINTR) GSGD_ERROR("poll failed: " << e.what());
+    return;
+  }
+  if ((item.revents & ZMQ_POLLIN) == 0) return;
+  auto routed = recvRouted(sock_);
+  if (!routed) {
+    ++bad_messages_;
+    return;
+  }
+  try {
+    handle(routed->routing_id, std::move(routed->frames));
+  } catch (const std::exception& e) {
+    refuse(routed->routing_id, internalError(std::string("request failed: ") + e.what()));
+  }
+}
+
+void Coordinator::refuse(const zmq::message_t& from, const Status& why) {
+  ++bad_messages_;
+  GSGD_WARN("refused: " << why.toString());
+  (void)replyTo(sock_, from, makeErrorReply(cfg_.job_id, 0, why));
+}
+
+void Coordinator::handle(const zmq::message_t& from, std::vector<zmq::message_t>&& frames) {
+  auto msg = decodeMessage(std::move(frames), limits_);
+  if (!msg) return refuse(from, msg.status());
+  switch (msg->kind()) {
+    case BodyKind::REGISTER: return onRegister(from, *msg);
+    case BodyKind::HEARTBEAT: return onHeartbeat(from, *msg);
+    case BodyKind::LEAVE: return onLeave(from, *msg);
+    default:
+      return refuse(from, invalidArgument(std::string("the coordinator does not serve '") +
+                                          bodyKindName(msg->kind()) + "'"));
+  }
+}
+
+Status Coordinator::configureGroup(std::uint32_t group) {
+  auto members = registry_.groupMembers(group);
+  OutMessage out(cfg_.job_id, 0);
+  out.header().setEpoch(epoch_);
+  auto gc = out.header().getBody().initGroupConfig();
+  gc.setGroupId(group);
+  gc.setExchangePeriod(cfg_.exchangePeriod());
+  gc.setStepDeadlineMs(cfg_.step_deadline_ms);
+  auto list = gc.initMembers(static_cast<unsigned>(members.size()));
+  for (unsigned i = 0; i < members.size(); ++i) {
+    list[i].setWorkerId(members[i]->id);
+    list[i].setBatchSize(members[i]->batch_size);
+    list[i].setEpoch(members[i]->epoch);
+  }
+  auto reply = groups_[group]->call(std::move(out), kRpcTimeout);
+  if (!reply) return Status(reply.status().code(), "group " + std::to_string(group) + ": " + reply.status().message());
+  return Status::ok();
+}
+
+void Coordinator::onRegister(const zmq::message_t& from, const InMessage& msg) {
+  auto r = msg.header().getBody().getRegister();
+  if (stopping_) return refuse(from, unavailable("training is stopping; not accepting workers"));
+  WorkerRecord w;
+  w.id = next_id_++;
+  w.role = roleOf(r.getRole());
+  w.host = r.getHost().cStr();
+  w.pid = r.getPid();
+  w.name = r.getName().cStr();
+  w.batch_size = cfg_.batch_size;
+  w.epoch = ++epoch_;
+  w.last_seen = Clock::now();
+  if (w.role == WorkerRole::kTrainer) {
+    w.group = policy_->groupFor(registry_, cfg_.groupCount());
+    w.shard = next_shard_++ % cfg_.workers;
+  }
+  WorkerRecord& rec = registry_.add(w);
+  if (rec.role == WorkerRole::kTrainer) {
+    Status s = configureGroup(rec.group);
+    if (!s) {
+      rec.state = WorkerState::kLeft;
+      return refuse(from, unavailable("cannot configure the group: " + s.message()));
+    }
+    if (!training_started_) training_started_ = Clock::now();
+  }
+  OutMessage out(cfg_.job_id, 0);
+  out.header().setEpoch(rec.epoch);
+  auto a = out.header().getBody().initAssignment();
+  a.setWorkerId(rec.id);
+  a.setGroupId(rec.group);
+  a.setGroupEndpoint(topo_.group_endpoints[rec.group]);
+  a.setCentralEndpoint(topo_.central_endpoint);
+  a.setBatchSize(rec.batch_size);
+  a.setExchangePeriod(cfg_.exchangePeriod());
+  a.setShardIndex(rec.shard);
+  a.setShardCount(cfg_.workers);
+  a.setModel(kernels::modelKindName(cfg_.model));
+  a.setParamCount(topo_.param_count);
+  a.setSeed(cfg_.seed);
+  a.setHeartbeatMs(cfg_.heartbeat_ms);
+  GSGD_INFO("registered " << (rec.role == WorkerRole::kTrainer     ? "trainer"
+                              : rec.role == WorkerRole::kEvaluator ? "evaluator"
+                                                                   : "tool")
+                          << " " << rec.id << " (" << rec.host << " pid " << rec.pid
+                          << ") -> group " << rec.group << ", shard " << rec.shard);
+  (void)replyTo(sock_, from, std::move(out));
+}
+
+void Coordinator::onHeartbeat(const zmq::message_t& from, const InMessage& msg) {
+  auto h = msg.header();
+  WorkerRecord* w = registry_.find(h.getSenderId());
+  OutMessage out(cfg_.job_id, 0);
+  auto reply = out.header().getBody().initHeartbeatReply();
+  if (w == nullptr || w->state != WorkerState::kActive || h.getEpoch() < w->epoch) {
+    // Unknown, dead or from an old epoch: refuse the statistics, ask it to register again.
+    ++stale_heartbeats_;
+    reply.setReregister(!stopping_);
+    reply.setStop(stopping_);
+    (void)replyTo(sock_, from, std::move(out));
+    return;
+  }
+  auto hb = h.getBody().getHeartbeat();
+  w->last_seen = Clock::now();
+  w->samples_trained = hb.getSamplesTrained();
+  w->steps = hb.getSteps();
+  w->last_loss = hb.getLastLoss();
+  w->compute_ms = hb.getComputeMs();
+  w->comm_ms = hb.getCommMs();
+  if (w->role == WorkerRole::kEvaluator && hb.getTestAccuracy() >= 0) {
+    w->test_accuracy = hb.getTestAccuracy();
+    w->evaluated_version = hb.getEvaluatedVersion();
+  }
+  // The evaluator is stopped last, after it has seen the final model (see finish()).
+  reply.setStop(stopping_ && (w->role != WorkerRole::kEvaluator || stop_evaluators_));
+  (void)replyTo(sock_, from, std::move(out));
+}
+
+void Coordinator::onLeave(const zmq::message_t& from, const InMessage& msg) {
+  auto h = msg.header();
+  WorkerRecord* w = registry_.find(h.getSenderId());
+  if (w == nullptr) return refuse(from, notFound("unknown worker " + std::to_string(h.getSenderId())));
+  auto l = h.getBody().getLeave();
+  if (w->role == WorkerRole::kTrainer) {
+    w->samples_trained = l.getSamplesTrained();
+    w->steps = l.getSteps();
+  }
+  const bool was_active = w->state == WorkerState::kActive;
+  w->state = WorkerState::kLeft;
+  GSGD_INFO("worker " << w->id << " left after " << w->steps << " steps, " << w->samples_trained
+                      << " samples");
+  OutMessage out(cfg_.job_id, 0);
+  out.header().getBody().setAck();
+  (void)replyTo(sock_, from, std::move(out));
+  if (was_active && w->role == WorkerRole::kTrainer) {
+    Status s = configureGroup(w->group);
+    if (!s) GSGD_WARN("could not update group " << w->group << ": " << s.toString());
+  }
+}
+
+void Coordinator::checkLiveness() {
+  // A worker waits at most one step deadline inside a push, so it is only declared dead
+  // once it has been silent for longer than that plus its heartbeat misses.
+  const auto limit = std::chrono::milliseconds(
+      std::max<std::uint64_t>(static_cast<std::uint64_t>(cfg_.heartbeat_ms) * cfg_.heartbeat_misses,
+                              cfg_.step_deadline_ms + 2ull * cfg_.heartbeat_ms));
+  const auto now = Clock::now();
+  std::vector<std::uint32_t> touched;
+  for (const auto& [id, w] : registry_.all()) {
+    if (w.state != WorkerState::kActive || now - w.last_seen < limit) continue;
+    WorkerRecord* rec = registry_.find(id);
+    rec->state = WorkerState::kDead;
+    GSGD_WARN("worker " << id << " missed its heartbeats: declared dead");
+    if (rec->role == WorkerRole::kTrainer) touched.push_back(rec->group);
+  }
+  for (auto g : touched) {
+    Status s = configureGroup(g);
+    if (!s) GSGD_WARN("could not update group " << g << ": " << s.toString());
+  }
+}
+
+Coordinator::Accuracy Coordinator::latestAccuracy() const {
+  Accuracy best;
+  for (const auto& [id, w] : registry_.all()) {
+    if (w.role != WorkerRole::kEvaluator || w.test_accuracy < 0) continue;
+    if (best.value < 0 || w.evaluated_version > best.version) {
+      best.value = w.test_accuracy;
+      best.version = w.evaluated_version;
+    }
+  }
+  return best;
+}
+
+std::optional<std::string> Coordinator::stopReason() {
+  if (!training_started_) return std::nullopt;
+  const double elapsed = secondsSince(*training_started_);
+  if (cfg_.target_acc > 0) {
+    if (latestAccuracy().value >= cfg_.target_acc) {
+      time_to_target_s_ = elapsed;
+      return "target accuracy reached";
+    }
+  }
+  if (cfg_.max_seconds > 0 && elapsed >= cfg_.max_seconds) return "time budget spent";
+  if (cfg_.max_samples > 0 && registry_.samplesTrained() >= cfg_.max_samples) {
+    return "sample budget spent";
+  }
+  return std::nullopt;
+}
+
+void Coordinator::printProgress() {
+  if (!training_started_) return;
+  double loss = 0;
+  std::uint64_t steps = 0;
+  std::size_t n = 0;
+  for (const auto& [id, w] : registry_.all()) {
+    if (w.role != WorkerRole::kTrainer || w.state != WorkerState::kActive || w.steps == 0) continue;
+    loss += w.last_loss;
+    steps = std::max(steps, w.steps);
+    ++n;
+  }
+  const double acc = latestAccuracy().value;
+  std::printf("[%7.1fs] step %6llu  loss %.4f  test_acc %s  groups %u  workers %zu  samples %llu\n",
+              secondsSince(*training_started_), static_cast<unsigned long long>(steps),
+              n ? loss / static_cast<double>(n) : 0.0,
+              acc < 0 ? "  -   " : (std::to_string(acc).substr(0, 6)).c_str(), cfg_.groupCount(),
+              registry_.activeTrainers(), static_cast<unsigned long long>(registry_.samplesTrained()));
+  std::fflush(stdout);
+}
+
+nlohmann::json Coordinator::finish(const std::string& reason) {
+  GSGD_INFO("stopping: " << reason);
+  stopping_ = true;
+  const double elapsed = training_started_ ? secondsSince(*training_started_) : 0.0;
+  // 1. Tell trainers to stop (heartbeat replies) and wait until each has left or died.
+  const auto drain_deadline = Clock::now() + std::chrono::milliseconds(
+      cfg_.step_deadline_ms + 4ull * cfg_.heartbeat_ms * cfg_.heartbeat_misses);
+  while (registry_.activeTrainers() > 0 && Clock::now() < drain_deadline) {
+    serveOnce(std::chrono::milliseconds(50));
+    checkLiveness();
+  }
+  // 2. Flush every group into the central PS and collect the counters.
+  nlohmann::json groups = nlohmann::json::array();
+  std::uint64_t received = 0, dropped = 0, pending = 0, late = 0, bad = bad_messages_;
+  for (std::uint32_t g = 0; g < groups_.size(); ++g) {
+    OutMessage out(cfg_.job_id, 0);
+    out.header().getBody().initFlush();
+    auto reply = groups_[g]->call(std::move(out), std::chrono::milliseconds(15000));
+    if (!reply || reply->kind() != BodyKind::GROUP_STATS) {
+      GSGD_ERROR("group " << g << " did not flush: "
+                          << (reply ? "unexpected answer" : reply.status().toString()));
+      continue;
+    }
+    auto s = reply->header().getBody().getGroupStats();
+    received += s.getSamplesReceived();
+    dropped += s.getSamplesDropped();
+    pending += s.getSamplesPending() + s.getSamplesInFlight();
+    late += s.getLateGradients();
+    bad += s.getBadMessages();
+    groups.push_back({{"group", g},
+                      {"steps", s.getStep()},
+                      {"samples_received", s.getSamplesReceived()},
+                      {"samples_dropped", s.getSamplesDropped()},
+                      {"late_gradients", s.getLateGradients()},
+                      {"bad_messages", s.getBadMessages()},
+                      {"exchanges", s.getExchanges()},
+                      {"refused_exchanges", s.getRefusedExchanges()}});
+  }
+  nlohmann::json central;
+  std::uint64_t applied = 0, version = 0;
+  {
+    OutMessage out(cfg_.job_id, 0);
+    out.header().getBody().initCentralStatsQuery();
+    auto reply = central_->call(std::move(out), kRpcTimeout);
+    if (reply && reply->kind() == BodyKind::CENTRAL_STATS) {
+      auto s = reply->header().getBody().getCentralStats();
+      applied = s.getSamplesApplied();
+      version = s.getVersion();
+      bad += s.getBadMessages();
+      central = {{"version", version},
+                 {"updates_applied", s.getUpdatesApplied()},
+                 {"updates_refused", s.getUpdatesRefused()},
+                 {"samples_refused", s.getSamplesRefused()},
+                 {"bad_messages", s.getBadMessages()},
+                 {"mean_staleness", s.getMeanStaleness()},
+                 {"max_staleness", s.getMaxStaleness()}};
+    } else {
+      GSGD_ERROR("central PS did not report its counters");
+    }
+  }
+  // 3. Let the evaluator measure the final model, then stop it.
+  const auto eval_deadline = Clock::now() + std::chrono::milliseconds(5000);
+  while (registry_.activeOfRole(WorkerRole::kEvaluator) > 0 &&
+         latestAccuracy().version < version && Clock::now() < eval_deadline) {
+    serveOnce(std::chrono::milliseconds(50));
+  }
+  const Accuracy final_acc = latestAccuracy();
+  stop_evaluators_ = true;
+  const auto stop_deadline =
+      Clock::now() + std::chrono::milliseconds(2ull * cfg_.heartbeat_ms + 1000);
+  while (registry_.activeOfRole(WorkerRole::kEvaluator) > 0 && Clock::now() < stop_deadline) {
+    serveOnce(std::chrono::milliseconds(50));
+  }
+
+  const std::uint64_t trained = registry_.samplesTrained();
+  nlohmann::json summary = {
+      {"mode", modeName(cfg_.mode)},
+      {"workers", cfg_.workers},
+      {"groups", cfg_.groupCount()},
+      {"exchange_period", cfg_.exchangePeriod()},
+      {"stop_reason", reason},
+      {"target_acc", cfg_.target_acc},
+      {"reached", time_to_target_s_.has_value()},
+      {"time_to_target_s", time_to_target_s_ ? nlohmann::json(*time_to_target_s_) : nlohmann::json()},
+      {"elapsed_s", elapsed},
+      {"final_test_acc", final_acc.value < 0 ? nlohmann::json() : nlohmann::json(final_acc.value)},
+      {"final_acc_version", final_acc.version},
+      {"central_version", version},
+      {"samples_trained", trained},
+      {"samples_received", received},
+      {"samples_applied", applied},
+      {"samples_dropped", dropped},
+      {"samples_unaccounted", pending},
+      {"late_gradients", late},
+      {"bad_messages", bad},
+      {"stale_heartbeats", stale_heartbeats_},
+      {"accounting_ok", trained == applied + dropped},
+      {"group_stats", groups},
+      {"central", central},
+  };
+  return summary;
+}
+
+}  // namespace groupsgd::daemon

@@ -1,0 +1,118 @@
+// groupsgdd: the groupsgd daemon. main() reads as the startup sequence: configuration,
+// the central PS, the group PSes, the coordinator, then wait for the end of training.
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <thread>
+
+#include "groupsgd/centralps/central_server.h"
+#include "groupsgd/common/log.h"
+#include "groupsgd/daemon/config.h"
+#include "groupsgd/daemon/coordinator.h"
+#include "groupsgd/groupps/group_server.h"
+
+namespace {
+
+std::atomic<bool> g_stop_requested{false};
+// Signal handlers only set a flag; the coordinator's loop acts on it.
+void onSignal(int) { g_stop_requested.store(true); }
+
+int fail(const std::string& what) {
+  std::fprintf(stderr, "groupsgdd: %s\n", what.c_str());
+  return 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace groupsgd;
+  daemon::DaemonConfig cfg;
+  bool help = false;
+  Status parsed = daemon::applyFlags(std::vector<std::string>(argv + 1, argv + argc), &cfg, &help);
+  if (help) {
+    std::fputs(daemon::daemonUsage(), stdout);
+    return 0;
+  }
+  if (!parsed) return fail(parsed.message()) + 1;
+  if (Status v = daemon::validate(cfg); !v) return fail(v.message()) + 1;
+  log::Level level;
+  if (!log::parseLevel(cfg.log_level, &level)) return fail("bad log_level '" + cfg.log_level + "'") + 1;
+  log::setLevel(level);
+  std::signal(SIGINT, onSignal);
+  std::signal(SIGTERM, onSignal);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  zmq::context_t ctx(2);
+  MessageLimits limits;
+  limits.job_id = cfg.job_id;
+  const std::string any_port = "tcp://" + cfg.bind_host + ":*";
+
+  centralps::CentralConfig ccfg;
+  ccfg.model = cfg.model;
+  ccfg.seed = cfg.seed;
+  ccfg.staleness = cfg.staleness;
+  ccfg.outer = cfg.outer_optimizer;
+  ccfg.max_delta_norm = cfg.max_delta_norm;
+  ccfg.limits = limits;
+  auto central = centralps::CentralServer::create(ctx, ccfg, any_port);
+  if (!central) return fail("central PS: " + central.status().toString());
+
+  daemon::Topology topo;
+  topo.central_endpoint = (*central)->endpoint();
+  topo.param_count = (*central)->paramCount();
+  std::vector<std::unique_ptr<groupps::GroupServer>> groups;
+  for (std::uint32_t g = 0; g < cfg.groupCount(); ++g) {
+    groupps::GroupServerConfig gcfg;
+    gcfg.group_id = g;
+    gcfg.central_endpoint = topo.central_endpoint;
+    gcfg.optimizer = cfg.optimizer;
+    gcfg.exchange_period = cfg.exchangePeriod();
+    gcfg.step_deadline_ms = cfg.step_deadline_ms;
+    gcfg.max_grad_norm = cfg.max_grad_norm;
+    gcfg.limits = limits;
+    auto server = groupps::GroupServer::create(ctx, gcfg, topo.param_count, any_port);
+    if (!server) return fail("group PS " + std::to_string(g) + ": " + server.status().toString());
+    topo.group_endpoints.push_back((*server)->endpoint());
+    groups.push_back(std::move(*server));
+  }
+  auto coordinator = daemon::Coordinator::create(ctx, cfg, topo);
+  if (!coordinator) return fail("coordinator: " + coordinator.status().toString());
+  if (!cfg.endpoint_file.empty()) {
+    std::ofstream f(cfg.endpoint_file + ".tmp");
+    f << (*coordinator)->endpoint() << "\n";
+    f.close();
+    if (!f || std::rename((cfg.endpoint_file + ".tmp").c_str(), cfg.endpoint_file.c_str()) != 0) {
+      return fail("cannot write the endpoint file " + cfg.endpoint_file);
+    }
+  }
+
+  // Each server runs on its own thread with its own sockets; they talk only by messages.
+  std::atomic<bool> servers_stop{false};
+  std::vector<std::thread> threads;
+  threads.emplace_back([&] { (*central)->run(servers_stop); });
+  for (auto& g : groups) threads.emplace_back([&g, &servers_stop] { g->run(servers_stop); });
+
+  nlohmann::json summary = (*coordinator)->run(g_stop_requested);
+
+  servers_stop.store(true);
+  for (auto& t : threads) t.join();
+  summary["config"] = daemon::toJson(cfg);
+  if (!cfg.summary_file.empty()) {
+    std::ofstream f(cfg.summary_file);
+    f << summary.dump(2) << "\n";
+    if (!f) GSGD_ERROR("cannot write the summary file " << cfg.summary_file);
+  }
+  if (cfg.json) {
+    std::printf("%s\n", summary.dump().c_str());
+  } else {
+    std::printf("done (%s): %.1f s, final test accuracy %s, %llu samples trained, %llu applied, "
+                "%llu dropped, accounting %s\n",
+                summary["stop_reason"].get<std::string>().c_str(), summary["elapsed_s"].get<double>(),
+                summary["final_test_acc"].is_null() ? "n/a" : summary["final_test_acc"].dump().c_str(),
+                static_cast<unsigned long long>(summary["samples_trained"].get<std::uint64_t>()),
+                static_cast<unsigned long long>(summary["samples_applied"].get<std::uint64_t>()),
+                static_cast<unsigned long long>(summary["samples_dropped"].get<std::uint64_t>()),
+                summary["accounting_ok"].get<bool>() ? "ok" : "MISMATCH");
+  }
+  return 0;
+}

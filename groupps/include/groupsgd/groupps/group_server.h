@@ -1,0 +1,113 @@
+// A group parameter server: runs the synchronous step of its members (barrier with a
+// deadline, batch-weighted mean, group optimizer step on the replica) and, every K steps,
+// ships replica - base to the central PS in the background and rebases on the answer.
+// Serves Pull / Push from workers and GroupConfig / Flush / GroupStatsQuery from the
+// coordinator on one ROUTER socket; talks to the central PS through one DEALER.
+// Thread rule: create() on any thread, then run() on exactly one thread, which owns both
+// sockets and all state. Other threads reach it only by messages.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+#include <zmq.hpp>
+
+#include "groupsgd/common/message.h"
+#include "groupsgd/common/status.h"
+#include "groupsgd/groupps/step_barrier.h"
+#include "groupsgd/kernels/optimizer.h"
+
+namespace groupsgd::groupps {
+
+struct GroupServerConfig {
+  std::uint32_t group_id = 0;
+  std::string central_endpoint;        // where the central PS listens
+  kernels::OptimizerConfig optimizer;  // the group (inner) optimizer
+  std::uint32_t exchange_period = 1;   // K (the coordinator may change it)
+  std::uint32_t step_deadline_ms = 5000;
+  std::uint32_t exchange_timeout_ms = 10000;  // no answer from central: resynchronise
+  double max_grad_norm = 1e4;          // L2 norm above which a gradient is refused
+  MessageLimits limits;
+};
+
+struct GroupCounters {
+  std::uint64_t samples_received = 0;   // accepted into a step
+  std::uint64_t samples_dropped = 0;    // late, or in a delta the central refused/lost
+  std::uint64_t samples_pending = 0;    // in the replica, not yet sent
+  std::uint64_t samples_in_flight = 0;  // in a delta awaiting the central answer
+  std::uint64_t late_gradients = 0;
+  std::uint64_t bad_messages = 0;
+  std::uint64_t exchanges = 0;
+  std::uint64_t refused_exchanges = 0;
+  float last_loss = 0;
+};
+
+class GroupServer {
+ public:
+  static Result<std::unique_ptr<GroupServer>> create(zmq::context_t& ctx, GroupServerConfig cfg,
+                                                     std::size_t param_count,
+                                                     const std::string& bind_endpoint);
+  const std::string& endpoint() const { return endpoint_; }
+  void run(const std::atomic<bool>& stop);
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  GroupServer(zmq::context_t& ctx, zmq::socket_t router, std::string endpoint,
+              GroupServerConfig cfg, std::size_t param_count);
+
+  // Worker and coordinator requests.
+  void handleRouter(const zmq::message_t& from, std::vector<zmq::message_t>&& frames);
+  void onPull(const zmq::message_t& from, const InMessage& msg);
+  void onPush(const zmq::message_t& from, const InMessage& msg);
+  void onGroupConfig(const zmq::message_t& from, const InMessage& msg);
+  void onFlush(const zmq::message_t& from);
+  void refuse(const zmq::message_t& from, const Status& why);
+  void sendStepReply(const zmq::message_t& to, bool accepted, const std::string& reason);
+  void sendStats(const zmq::message_t& to);
+
+  // The step.
+  void maybeCloseStep(bool deadline_passed);
+  Clock::time_point stepDeadline() const;
+
+  // Exchange with the central PS.
+  Status ensureCentral();
+  void requestModel();
+  void maybeExchange(bool force);
+  void handleCentral(std::vector<zmq::message_t>&& frames);
+  void checkExchangeTimeout();
+  void answerFlushWaiters();
+
+  zmq::context_t& ctx_;
+  zmq::socket_t router_;
+  std::optional<zmq::socket_t> central_;
+  std::string endpoint_;
+  GroupServerConfig cfg_;
+  std::uint64_t epoch_ = 0;
+
+  StepBarrier barrier_;
+  std::vector<zmq::message_t> waiting_;     // routing ids of members that pushed this step
+  std::optional<Clock::time_point> step_opened_;
+  std::uint64_t step_ = 0;
+  kernels::Optimizer optimizer_;
+
+  bool have_model_ = false;
+  std::vector<float> replica_;
+  std::vector<float> base_;        // central model the replica descends from
+  std::uint64_t base_version_ = 0;
+  std::vector<float> cut_;         // replica when the in-flight delta was cut
+  std::vector<float> scratch_;     // receive / temporary buffer
+  std::vector<float> mean_;        // mean gradient of the closing step
+  std::uint32_t steps_since_cut_ = 0;
+  Payload replica_payload_;        // immutable copy for sending, remade when replica changes
+
+  enum class CentralRequest { kNone, kFetch, kExchange };
+  CentralRequest in_flight_ = CentralRequest::kNone;
+  Clock::time_point in_flight_since_;
+  std::vector<zmq::message_t> flush_waiters_;
+  GroupCounters counters_;
+};
+
+}  // namespace groupsgd::groupps

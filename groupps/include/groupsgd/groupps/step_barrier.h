@@ -1,0 +1,63 @@
+// The synchronous step of one group: which members must report, who has, and the
+// batch-size-weighted sum of their gradients. Knows nothing about sockets or time, so
+// the barrier and averaging rules are unit-tested directly.
+// Thread rule: owned by the group PS thread; not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "groupsgd/common/status.h"
+
+namespace groupsgd::groupps {
+
+struct MemberInfo {
+  std::uint64_t worker_id = 0;
+  std::uint32_t batch_size = 0;  // assigned batch (the real weight is the pushed batch)
+  std::uint64_t epoch = 0;       // pushes from an older epoch are refused
+};
+
+class StepBarrier {
+ public:
+  explicit StepBarrier(std::size_t param_count);
+
+  // Replaces the member list. Members that stay keep their "active" flag; gradients that
+  // already arrived for the open step stay in it (a drained member's last step counts).
+  void configure(const std::vector<MemberInfo>& members);
+  const MemberInfo* member(std::uint64_t worker_id) const;
+  std::size_t memberCount() const { return members_.size(); }
+  // A member becomes active when it first pulls; only active members are waited for.
+  void markActive(std::uint64_t worker_id);
+  bool hasArrived(std::uint64_t worker_id) const;
+  std::size_t arrivals() const { return arrived_.size(); }
+
+  // Adds one gradient of batch_size samples to the open step (caller checked size,
+  // finiteness and membership).
+  Status add(std::uint64_t worker_id, std::uint32_t batch_size, float loss,
+             std::span<const float> grad);
+  // True when at least one gradient arrived and every active member has reported.
+  bool complete() const;
+  // Members that are active but have not reported (for "late" accounting).
+  std::vector<std::uint64_t> missing() const;
+
+  struct Closed {
+    std::uint64_t samples = 0;
+    float mean_loss = 0;
+    std::vector<std::uint64_t> reported;  // workers whose gradients are in the mean
+  };
+  // Writes the weighted mean gradient sum_i b_i g_i / sum_i b_i into mean and opens the
+  // next step. Requires arrivals() > 0.
+  Closed close(std::span<float> mean);
+
+ private:
+  std::unordered_map<std::uint64_t, MemberInfo> members_;
+  std::unordered_map<std::uint64_t, bool> active_;
+  std::vector<std::uint64_t> arrived_;
+  std::vector<float> sum_;
+  std::uint64_t samples_ = 0;
+  double loss_sum_ = 0;
+};
+
+}  // namespace groupsgd::groupps

@@ -1,0 +1,404 @@
+#include "groupsgd/groupps/group_server.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "groupsgd/common/log.h"
+#include "groupsgd/common/transport.h"
+#include "groupsgd/kernels/ops.h"
+
+namespace groupsgd::groupps {
+
+Result<std::unique_ptr<GroupServer>> GroupServer::create(zmq::context_t& ctx,
+                                                         GroupServerConfig cfg,
+                                                         std::size_t param_count,
+                                                         const std::string& bind_endpoint) {
+  if (param_count == 0) return invalidArgument("a group PS needs a model with parameters");
+  if (cfg.central_endpoint.empty()) return invalidArgument("a group PS needs the central endpoint");
+  auto sock = makeSocket(ctx, zmq::socket_type::router);
+  if (!sock) return sock.status();
+  auto ep = bindSocket(*sock, bind_endpoint);
+  if (!ep) return ep.status();
+  return std::unique_ptr<GroupServer>(
+      new GroupServer(ctx, std::move(*sock), *ep, std::move(cfg), param_count));
+}
+
+GroupServer::GroupServer(zmq::context_t& ctx, zmq::socket_t router, std::string endpoint,
+                         GroupServerConfig cfg, std::size_t param_count)
+    : ctx_(ctx),
+      router_(std::move(router)),
+      endpoint_(std::move(endpoint)),
+      cfg_(std::move(cfg)),
+      barrier_(param_count),
+      optimizer_(cfg_.optimizer, param_count),
+      replica_(param_count),
+      base_(param_count),
+      cut_(param_count),
+      scratch_(param_count),
+      mean_(param_count) {}
+
+void GroupServer::run(const std::atomic<bool>& stop) {
+  log::setThreadTag("group-" + std::to_string(cfg_.group_id));
+  GSGD_INFO("group PS " << cfg_.group_id << " serving on " << endpoint_);
+  requestModel();
+  while (!stop.load()) {
+    auto timeout = std::chrono::milliseconds(100);
+    if (step_opened_) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(stepDeadline() - Clock::now());
+      timeout = std::clamp(left, std::chrono::milliseconds(0), timeout);
+    }
+    zmq::pollitem_t items[2] = {{router_.handle(), 0, ZMQ_POLLIN, 0},
+                                {central_ ? central_->handle() : nullptr, 0, ZMQ_POLLIN, 0}};
+    try {
+      zmq::poll(items, central_ ? 2 : 1, timeout);
+    } catch (const zmq::error_t& e) {
+      if (e.num() == EINTR) continue;
+      GSGD_ERROR("poll failed: " << e.what());
+      break;
+    }
+    try {
+      if (items[0].revents & ZMQ_POLLIN) {
+        auto routed = recvRouted(router_);
+        if (routed) {
+          handleRouter(routed->routing_id, std::move(routed->frames));
+        } else {
+          ++counters_.bad_messages;
+        }
+      }
+      if (central_ && (items[1].revents & ZMQ_POLLIN)) {
+        auto frames = recvFrames(*central_);
+        if (frames) handleCentral(std::move(*frames));
+      }
+      if (step_opened_ && Clock::now() >= stepDeadline()) maybeCloseStep(true);
+      checkExchangeTimeout();
+      if (in_flight_ == CentralRequest::kNone && !have_model_) requestModel();
+    } catch (const std::exception& e) {  // a bug or a library throw: log, keep serving
+      GSGD_ERROR("request failed: " << e.what());
+    }
+  }
+  GSGD_INFO("group PS " << cfg_.group_id << " stopped at step " << step_);
+}
+
+void GroupServer::refuse(const zmq::message_t& from, const Status& why) {
+  ++counters_.bad_messages;
+  GSGD_WARN("refused: " << why.toString());
+  (void)replyTo(router_, from, makeErrorReply(cfg_.limits.job_id, cfg_.group_id, why));
+}
+
+void GroupServer::handleRouter(const zmq::message_t& from, std::vector<zmq::message_t>&& frames) {
+  auto msg = decodeMessage(std::move(frames), cfg_.limits);
+  if (!msg) return refuse(from, msg.status());
+  switch (msg->kind()) {
+    case BodyKind::PULL: return onPull(from, *msg);
+    case BodyKind::PUSH: return onPush(from, *msg);
+    case BodyKind::GROUP_CONFIG: return onGroupConfig(from, *msg);
+    case BodyKind::FLUSH: return onFlush(from);
+    case BodyKind::GROUP_STATS_QUERY: return sendStats(from);
+    default:
+      return refuse(from, invalidArgument(std::string("a group PS does not serve '") +
+                                          bodyKindName(msg->kind()) + "'"));
+  }
+}
+
+void GroupServer::sendStepReply(const zmq::message_t& to, bool accepted, const std::string& reason) {
+  if (!replica_payload_) {
+    auto copy = std::make_shared<std::vector<float>>(replica_);
+    replica_payload_ = std::move(copy);  // one copy per replica change, shared by all replies
+  }
+  OutMessage out(cfg_.limits.job_id, cfg_.group_id);
+  out.header().setStep(step_);
+  out.header().setEpoch(epoch_);
+  out.header().setModelVersion(base_version_);
+  auto r = out.header().getBody().initStepReply();
+  r.setAccepted(accepted);
+  r.setReason(reason);
+  out.addTensor(replica_payload_);
+  Status s = replyTo(router_, to, std::move(out));
+  if (!s) GSGD_WARN("could not answer a member: " << s.toString());
+}
+
+void GroupServer::onPull(const zmq::message_t& from, const InMessage& msg) {
+  const std::uint64_t worker = msg.header().getSenderId();
+  const MemberInfo* m = barrier_.member(worker);
+  if (m == nullptr) {
+    return refuse(from, permissionDenied("worker " + std::to_string(worker) +
+                                         " is not a member of group " +
+                                         std::to_string(cfg_.group_id)));
+  }
+  if (msg.header().getEpoch() < m->epoch) {
+    return refuse(from, failedPrecondition("epoch " + std::to_string(msg.header().getEpoch()) +
+                                           " is older than the assignment's " +
+                                           std::to_string(m->epoch) + "; register again"));
+  }
+  if (!have_model_) return refuse(from, unavailable("group has no model yet; retry"));
+  barrier_.markActive(worker);
+  sendStepReply(from, true, "");
+}
+
+void GroupServer::onPush(const zmq::message_t& from, const InMessage& msg) {
+  auto h = msg.header();
+  auto push = h.getBody().getPush();
+  const std::uint64_t worker = h.getSenderId();
+  const MemberInfo* m = barrier_.member(worker);
+  if (m == nullptr) {
+    return refuse(from, permissionDenied("worker " + std::to_string(worker) +
+                                         " is not a member of group " +
+                                         std::to_string(cfg_.group_id)));
+  }
+  if (h.getEpoch() < m->epoch) {
+    return refuse(from, failedPrecondition("push from epoch " + std::to_string(h.getEpoch()) +
+                                           ", assignment is epoch " + std::to_string(m->epoch) +
+                                           "; register again"));
+  }
+  if (!have_model_) return refuse(from, unavailable("group has no model yet; retry"));
+  if (msg.tensorCount() != 1) return refuse(from, invalidArgument("a push carries one gradient tensor"));
+  Status read = msg.readTensor(0, scratch_);
+  if (!read) return refuse(from, read);
+  if (push.getBatchSize() == 0) return refuse(from, invalidArgument("push of an empty batch"));
+  if (const std::size_t bad = kernels::countNonFinite(scratch_); bad != 0) {
+    return refuse(from, invalidArgument(std::to_string(bad) + " non-finite values in the gradient"));
+  }
+  if (const double norm = std::sqrt(kernels::sumSquares(scratch_)); norm > cfg_.max_grad_norm) {
+    return refuse(from, invalidArgument("gradient norm " + std::to_string(norm) +
+                                        " over the bound " + std::to_string(cfg_.max_grad_norm)));
+  }
+  if (h.getStep() > step_) {
+    return refuse(from, invalidArgument("push for step " + std::to_string(h.getStep()) +
+                                        ", the group is at step " + std::to_string(step_)));
+  }
+  if (h.getStep() < step_) {
+    // The step closed without it (deadline): drop the gradient, count it, and hand the
+    // member the current replica so it catches up.
+    ++counters_.late_gradients;
+    counters_.samples_dropped += push.getBatchSize();
+    barrier_.markActive(worker);
+    return sendStepReply(from, false,
+                         "late: step " + std::to_string(h.getStep()) + " closed; group at step " +
+                             std::to_string(step_));
+  }
+  Status added = barrier_.add(worker, push.getBatchSize(), push.getLoss(), scratch_);
+  if (!added) return refuse(from, added);
+  if (!step_opened_) step_opened_ = Clock::now();
+  waiting_.emplace_back(from.data(), from.size());
+  maybeCloseStep(false);
+}
+
+GroupServer::Clock::time_point GroupServer::stepDeadline() const {
+  return *step_opened_ + std::chrono::milliseconds(cfg_.step_deadline_ms);
+}
+
+void GroupServer::maybeCloseStep(bool deadline_passed) {
+  if (barrier_.arrivals() == 0) return;
+  if (!barrier_.complete() && !deadline_passed) return;
+  if (!barrier_.complete()) {
+    auto missing = barrier_.missing();
+    GSGD_INFO("step " << step_ << " closed at its deadline without " << missing.size()
+                      << " member(s)");
+  }
+  auto closed = barrier_.close(mean_);
+  optimizer_.step(replica_, mean_);
+  replica_payload_.reset();
+  ++step_;
+  ++steps_since_cut_;
+  step_opened_.reset();
+  counters_.samples_received += closed.samples;
+  counters_.samples_pending += closed.samples;
+  counters_.last_loss = closed.mean_loss;
+  for (const auto& to : waiting_) sendStepReply(to, true, "");
+  waiting_.clear();
+  maybeExchange(false);
+}
+
+void GroupServer::onGroupConfig(const zmq::message_t& from, const InMessage& msg) {
+  auto h = msg.header();
+  auto gc = h.getBody().getGroupConfig();
+  if (gc.getGroupId() != cfg_.group_id) {
+    return refuse(from, invalidArgument("configuration for group " + std::to_string(gc.getGroupId()) +
+                                        " sent to group " + std::to_string(cfg_.group_id)));
+  }
+  if (gc.getExchangePeriod() == 0) return refuse(from, invalidArgument("exchange period 0"));
+  std::vector<MemberInfo> members;
+  for (auto m : gc.getMembers()) members.push_back({m.getWorkerId(), m.getBatchSize(), m.getEpoch()});
+  barrier_.configure(members);
+  epoch_ = std::max(epoch_, h.getEpoch());
+  cfg_.exchange_period = gc.getExchangePeriod();
+  if (gc.getStepDeadlineMs() > 0) cfg_.step_deadline_ms = gc.getStepDeadlineMs();
+  GSGD_INFO("group " << cfg_.group_id << " epoch " << epoch_ << ": " << members.size()
+                     << " member(s), K=" << cfg_.exchange_period);
+  OutMessage ack(cfg_.limits.job_id, cfg_.group_id);
+  ack.header().setEpoch(epoch_);
+  ack.header().getBody().setAck();
+  (void)replyTo(router_, from, std::move(ack));
+  maybeCloseStep(false);  // a departed member may have been the one we waited for
+}
+
+void GroupServer::onFlush(const zmq::message_t& from) {
+  flush_waiters_.emplace_back(from.data(), from.size());
+  maybeExchange(true);
+  answerFlushWaiters();
+}
+
+void GroupServer::sendStats(const zmq::message_t& to) {
+  OutMessage out(cfg_.limits.job_id, cfg_.group_id);
+  out.header().setStep(step_);
+  out.header().setModelVersion(base_version_);
+  auto s = out.header().getBody().initGroupStats();
+  s.setGroupId(cfg_.group_id);
+  s.setStep(step_);
+  s.setSamplesReceived(counters_.samples_received);
+  s.setSamplesDropped(counters_.samples_dropped);
+  s.setSamplesPending(counters_.samples_pending);
+  s.setSamplesInFlight(counters_.samples_in_flight);
+  s.setLateGradients(counters_.late_gradients);
+  s.setBadMessages(counters_.bad_messages);
+  s.setExchanges(counters_.exchanges);
+  s.setRefusedExchanges(counters_.refused_exchanges);
+  s.setLastLoss(counters_.last_loss);
+  s.setMembers(static_cast<std::uint32_t>(barrier_.memberCount()));
+  (void)replyTo(router_, to, std::move(out));
+}
+
+void GroupServer::answerFlushWaiters() {
+  if (flush_waiters_.empty()) return;
+  if (in_flight_ != CentralRequest::kNone || counters_.samples_pending != 0) return;
+  for (const auto& to : flush_waiters_) sendStats(to);
+  flush_waiters_.clear();
+}
+
+Status GroupServer::ensureCentral() {
+  if (central_) return Status::ok();
+  auto s = makeSocket(ctx_, zmq::socket_type::dealer);
+  if (!s) return s.status();
+  GSGD_RETURN_IF_ERROR(connectSocket(*s, cfg_.central_endpoint));
+  central_.emplace(std::move(*s));
+  return Status::ok();
+}
+
+void GroupServer::requestModel() {
+  if (in_flight_ != CentralRequest::kNone) return;
+  Status s = ensureCentral();
+  if (s) {
+    OutMessage out(cfg_.limits.job_id, cfg_.group_id);
+    out.header().getBody().initFetch();
+    s = sendFrames(*central_, std::move(out).toFrames());
+  }
+  if (!s) {
+    GSGD_WARN("cannot ask the central PS for the model: " << s.toString());
+    central_.reset();
+    return;
+  }
+  in_flight_ = CentralRequest::kFetch;
+  in_flight_since_ = Clock::now();
+}
+
+void GroupServer::maybeExchange(bool force) {
+  if (!have_model_ || in_flight_ != CentralRequest::kNone) return;
+  if (counters_.samples_pending == 0) return;
+  if (!force && steps_since_cut_ < cfg_.exchange_period) return;
+  // delta = replica - base; keep the replica as it was at the cut for the rebase.
+  auto delta = std::make_shared<std::vector<float>>(replica_.size());
+  kernels::subtract(replica_, base_, *delta);
+  kernels::copy(replica_, cut_);
+  Status s = ensureCentral();
+  if (s) {
+    OutMessage out(cfg_.limits.job_id, cfg_.group_id);
+    out.header().setModelVersion(base_version_);
+    out.header().setStep(step_);
+    out.header().setEpoch(epoch_);
+    auto d = out.header().getBody().initDeltaPush();
+    d.setGroupId(cfg_.group_id);
+    d.setSamples(counters_.samples_pending);
+    d.setSteps(steps_since_cut_);
+    out.addTensor(std::move(delta));
+    s = sendFrames(*central_, std::move(out).toFrames());
+  }
+  if (!s) {
+    GSGD_WARN("cannot send the delta to the central PS: " << s.toString());
+    central_.reset();
+    return;  // stays pending; tried again after the next step
+  }
+  counters_.samples_in_flight = counters_.samples_pending;
+  counters_.samples_pending = 0;
+  steps_since_cut_ = 0;
+  in_flight_ = CentralRequest::kExchange;
+  in_flight_since_ = Clock::now();
+}
+
+void GroupServer::handleCentral(std::vector<zmq::message_t>&& frames) {
+  auto msg = decodeMessage(std::move(frames), cfg_.limits);
+  const CentralRequest was = in_flight_;
+  in_flight_ = CentralRequest::kNone;
+  bool applied = false;
+  std::string reason;
+  if (!msg || msg->kind() != BodyKind::MODEL_REPLY) {
+    reason = msg ? statusFromError(*msg).toString() : msg.status().toString();
+    if (reason == "ok") reason = "unexpected answer from the central PS";
+    if (was == CentralRequest::kExchange) {
+      // No model came back: roll the refused delta out of the replica (replica -= cut -
+      // base) so its samples, counted as dropped below, never reach the central PS later.
+      kernels::subtract(cut_, base_, mean_);
+      kernels::axpy(-1.0f, mean_, replica_);
+      replica_payload_.reset();
+    }
+  } else {
+    auto r = msg->header().getBody().getModelReply();
+    Status read = msg->readTensor(0, scratch_);
+    if (!read) {
+      reason = "central model unreadable: " + read.toString();
+    } else {
+      applied = r.getApplied();
+      if (!applied) reason = r.getReason().cStr();
+      if (!have_model_) {
+        kernels::copy(scratch_, replica_);
+        have_model_ = true;
+      } else if (was == CentralRequest::kExchange) {
+        // replica = central + (replica - cut): keep the local steps taken since the cut.
+        kernels::subtract(replica_, cut_, mean_);
+        kernels::copy(scratch_, replica_);
+        kernels::axpy(1.0f, mean_, replica_);
+      } else {
+        // A resync fetch: local progress since the last cut is kept the same way.
+        kernels::subtract(replica_, base_, mean_);
+        kernels::copy(scratch_, replica_);
+        kernels::axpy(1.0f, mean_, replica_);
+      }
+      kernels::copy(scratch_, base_);
+      base_version_ = msg->header().getModelVersion();
+      replica_payload_.reset();
+    }
+  }
+  if (was == CentralRequest::kExchange) {
+    if (applied) {
+      ++counters_.exchanges;
+    } else {
+      ++counters_.refused_exchanges;
+      counters_.samples_dropped += counters_.samples_in_flight;
+      GSGD_WARN("central PS refused our delta (" << counters_.samples_in_flight
+                                                 << " samples dropped): " << reason);
+    }
+    counters_.samples_in_flight = 0;
+  } else if (!have_model_) {
+    GSGD_WARN("could not get the model from the central PS: " << reason);
+  }
+  maybeExchange(!flush_waiters_.empty());
+  answerFlushWaiters();
+}
+
+void GroupServer::checkExchangeTimeout() {
+  if (in_flight_ == CentralRequest::kNone) return;
+  if (Clock::now() - in_flight_since_ < std::chrono::milliseconds(cfg_.exchange_timeout_ms)) return;
+  GSGD_WARN("no answer from the central PS within " << cfg_.exchange_timeout_ms
+                                                    << " ms; reconnecting");
+  if (in_flight_ == CentralRequest::kExchange) {
+    // We cannot know whether it was applied; count it as lost so nothing is claimed twice.
+    ++counters_.refused_exchanges;
+    counters_.samples_dropped += counters_.samples_in_flight;
+    counters_.samples_in_flight = 0;
+  }
+  in_flight_ = CentralRequest::kNone;
+  central_.reset();  // a late answer must not be taken for the next request's
+  requestModel();
+}
+
+}  // namespace groupsgd::groupps

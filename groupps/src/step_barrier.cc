@@ -1,0 +1,85 @@
+#include "groupsgd/groupps/step_barrier.h"
+
+#include <algorithm>
+
+#include "groupsgd/kernels/ops.h"
+
+namespace groupsgd::groupps {
+
+StepBarrier::StepBarrier(std::size_t param_count) : sum_(param_count, 0.0f) {}
+
+void StepBarrier::configure(const std::vector<MemberInfo>& members) {
+  std::unordered_map<std::uint64_t, MemberInfo> next;
+  std::unordered_map<std::uint64_t, bool> next_active;
+  for (const auto& m : members) {
+    next[m.worker_id] = m;
+    auto it = active_.find(m.worker_id);
+    next_active[m.worker_id] = it != active_.end() && it->second;
+  }
+  members_ = std::move(next);
+  active_ = std::move(next_active);
+}
+
+const MemberInfo* StepBarrier::member(std::uint64_t worker_id) const {
+  auto it = members_.find(worker_id);
+  return it == members_.end() ? nullptr : &it->second;
+}
+
+void StepBarrier::markActive(std::uint64_t worker_id) {
+  if (members_.count(worker_id) != 0) active_[worker_id] = true;
+}
+
+bool StepBarrier::hasArrived(std::uint64_t worker_id) const {
+  return std::find(arrived_.begin(), arrived_.end(), worker_id) != arrived_.end();
+}
+
+Status StepBarrier::add(std::uint64_t worker_id, std::uint32_t batch_size, float loss,
+                        std::span<const float> grad) {
+  if (grad.size() != sum_.size()) {
+    return invalidArgument("gradient of " + std::to_string(grad.size()) + " elements, model has " +
+                           std::to_string(sum_.size()));
+  }
+  if (batch_size == 0) return invalidArgument("gradient of an empty batch");
+  if (hasArrived(worker_id)) {
+    return failedPrecondition("worker " + std::to_string(worker_id) +
+                              " already pushed for this step");
+  }
+  kernels::axpy(static_cast<float>(batch_size), grad, sum_);
+  samples_ += batch_size;
+  loss_sum_ += static_cast<double>(loss) * batch_size;
+  arrived_.push_back(worker_id);
+  markActive(worker_id);
+  return Status::ok();
+}
+
+bool StepBarrier::complete() const {
+  if (arrived_.empty()) return false;
+  for (const auto& [id, active] : active_) {
+    if (active && !hasArrived(id)) return false;
+  }
+  return true;
+}
+
+std::vector<std::uint64_t> StepBarrier::missing() const {
+  std::vector<std::uint64_t> out;
+  for (const auto& [id, active] : active_) {
+    if (active && !hasArrived(id)) out.push_back(id);
+  }
+  return out;
+}
+
+StepBarrier::Closed StepBarrier::close(std::span<float> mean) {
+  Closed c;
+  c.samples = samples_;
+  c.mean_loss = samples_ == 0 ? 0.0f : static_cast<float>(loss_sum_ / static_cast<double>(samples_));
+  c.reported = std::move(arrived_);
+  kernels::copy(sum_, mean);
+  if (samples_ > 0) kernels::scale(mean, 1.0f / static_cast<float>(samples_));
+  std::fill(sum_.begin(), sum_.end(), 0.0f);
+  arrived_.clear();
+  samples_ = 0;
+  loss_sum_ = 0;
+  return c;
+}
+
+}  // namespace groupsgd::groupps

@@ -1,0 +1,65 @@
+# The header frame of every groupsgd message. A message is this header, serialised as
+# one ZeroMQ frame, followed by the raw tensor frames that `tensors` describes.
+@0xe74247b7062a4994;
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("groupsgd::proto");
+using W = import "worker.capnp";
+using G = import "group.capnp";
+using C = import "central.capnp";
+
+enum DType {
+  float32 @0;  # 4 bytes per element, little-endian IEEE 754
+  float16 @1;  # 2 bytes per element (reserved for compression)
+}
+
+enum Encoding {
+  dense @0;  # every element, in order
+}
+
+# Describes one tensor; its bytes follow as ceil(byteLength / chunkBytes) frames
+# (at least one), each chunkBytes long except the last.
+struct TensorInfo {
+  dtype @0 :DType;          # element type
+  encoding @1 :Encoding;    # how elements are laid out
+  elements @2 :UInt64;      # logical element count
+  byteLength @3 :UInt64;    # total bytes over all chunk frames
+  chunkBytes @4 :UInt32;    # bytes per chunk frame (the last may be shorter)
+}
+
+# A refusal: what went wrong, for a human and for code.
+struct ErrorReply {
+  code @0 :UInt16;     # groupsgd::Code number (1 invalid argument, 5 too large, ...)
+  message @1 :Text;    # one line saying what was wrong
+}
+
+struct Header {
+  protocolVersion @0 :UInt16;    # must equal the receiver's (currently 1)
+  jobId @1 :UInt64;              # the training job; a receiver refuses other jobs
+  senderId @2 :UInt64;           # worker id, group id (group->central) or 0
+  modelVersion @3 :UInt64;       # model version carried or based on
+  step @4 :UInt64;               # group step this message belongs to
+  epoch @5 :UInt64;              # membership epoch the sender is in
+  tensors @6 :List(TensorInfo);  # tensor frames that follow, in order
+  # The message kind is the body's discriminant.
+  body :union {
+    ack @7 :Void;                            # generic success
+    error @8 :ErrorReply;                    # refusal
+    register @9 :W.Register;                 # worker -> coordinator
+    assignment @10 :W.Assignment;            # coordinator -> worker
+    heartbeat @11 :W.Heartbeat;              # worker -> coordinator
+    heartbeatReply @12 :W.HeartbeatReply;    # coordinator -> worker
+    leave @13 :W.Leave;                      # worker -> coordinator
+    pull @14 :G.Pull;                        # worker -> group PS
+    push @15 :G.Push;                        # worker -> group PS (+ gradient)
+    stepReply @16 :G.StepReply;              # group PS -> worker (+ replica)
+    groupConfig @17 :G.GroupConfig;          # coordinator -> group PS
+    flush @18 :G.Flush;                      # coordinator -> group PS
+    groupStatsQuery @19 :G.GroupStatsQuery;  # coordinator -> group PS
+    groupStats @20 :G.GroupStats;            # group PS -> coordinator
+    deltaPush @21 :C.DeltaPush;              # group PS -> central (+ delta)
+    fetch @22 :C.Fetch;                      # anyone -> central
+    modelReply @23 :C.ModelReply;            # central -> sender (+ model)
+    centralStatsQuery @24 :C.CentralStatsQuery; # anyone -> central
+    centralStats @25 :C.CentralStats;        # central -> sender
+  }
+}

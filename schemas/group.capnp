@@ -1,0 +1,60 @@
+# Messages served by a group parameter server: member pulls and pushes, and the
+# coordinator's configuration and flush requests.
+@0xb740cf0e8a56a5ab;
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("groupsgd::proto");
+
+# Worker asks for the current group replica (no tensors). Also used to (re)join.
+struct Pull {}
+
+# Worker's gradient for header.step; one float32 tensor frame set of paramCount elements.
+struct Push {
+  batchSize @0 :UInt32;   # samples behind this gradient (its averaging weight)
+  loss @1 :Float32;       # mean training loss of the batch
+  computeMs @2 :Float32;  # time spent computing it (incl. emulated device time)
+}
+
+# Answer to Pull and Push: the replica for header.step (one float32 tensor).
+# Sent for a Push only when that step completed (the barrier released).
+struct StepReply {
+  accepted @0 :Bool;  # Push only: false when the gradient was dropped (late, old epoch)
+  reason @1 :Text;    # why it was dropped ("" when accepted)
+}
+
+# One member of a group as configured by the coordinator.
+struct Member {
+  workerId @0 :UInt64;   # worker id from its Assignment
+  batchSize @1 :UInt32;  # its batch size (the averaging weight)
+  epoch @2 :UInt64;      # epoch of its latest assignment; older pushes are refused
+}
+
+# Coordinator -> group PS: who is in the group from header.epoch on. Answered by Ack.
+struct GroupConfig {
+  groupId @0 :UInt32;          # this group's id
+  members @1 :List(Member);    # the full member list (replaces the previous one)
+  exchangePeriod @2 :UInt32;   # K
+  stepDeadlineMs @3 :UInt32;   # a step closes this long after its first push at the latest
+}
+
+# Coordinator -> group PS: send the pending delta to the central PS now and answer
+# with GroupStats once the central PS has answered (or refused).
+struct Flush {}
+
+# Coordinator -> group PS: report counters without flushing.
+struct GroupStatsQuery {}
+
+# Group PS counters (answer to Flush and GroupStatsQuery).
+struct GroupStats {
+  groupId @0 :UInt32;
+  step @1 :UInt64;             # group steps completed
+  samplesReceived @2 :UInt64;  # samples in gradients accepted into a step
+  samplesDropped @3 :UInt64;   # samples in gradients dropped (late, refused by central)
+  samplesPending @4 :UInt64;   # samples applied to the replica but not yet sent to central
+  samplesInFlight @5 :UInt64;  # samples in a delta the central PS has not answered yet
+  lateGradients @6 :UInt64;    # gradients that arrived after their step closed
+  badMessages @7 :UInt64;      # messages refused as malformed / wrong size / non-finite
+  exchanges @8 :UInt64;        # deltas the central PS applied
+  refusedExchanges @9 :UInt64; # deltas the central PS refused
+  lastLoss @10 :Float32;       # batch-weighted mean loss of the last completed step
+  members @11 :UInt32;         # configured members
+}

@@ -1,0 +1,59 @@
+# Worker <-> coordinator messages: registration, assignment, liveness, leaving.
+@0x850aeb8bf13cc38c;
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("groupsgd::proto");
+
+# What a connecting process is.
+enum Role {
+  trainer @0;    # computes gradients for a group
+  evaluator @1;  # reads the central model and reports test accuracy
+  tool @2;       # a diagnostic client (tests, groupsgdctl): gets endpoints, trains nothing
+}
+
+# First message of every worker process (header.senderId = 0).
+struct Register {
+  role @0 :Role;        # what the process will do
+  host @1 :Text;        # hostname, for operators
+  pid @2 :UInt32;       # process id, for operators
+  name @3 :Text;        # optional operator-chosen name ("" = none)
+}
+
+# Coordinator's answer to Register; also sent again after a regroup (new epoch).
+struct Assignment {
+  workerId @0 :UInt64;        # id to put in header.senderId from now on
+  groupId @1 :UInt32;         # the group this worker trains in
+  groupEndpoint @2 :Text;     # ZeroMQ endpoint of that group's PS
+  centralEndpoint @3 :Text;   # ZeroMQ endpoint of the central PS (evaluators fetch there)
+  batchSize @4 :UInt32;       # samples per step for this worker
+  exchangePeriod @5 :UInt32;  # K: group steps between exchanges with the central PS
+  shardIndex @6 :UInt32;      # this worker's shard of the training set
+  shardCount @7 :UInt32;      # number of shards
+  model @8 :Text;             # model kind ("softmax" | "mlp")
+  paramCount @9 :UInt64;      # length of the flat parameter vector
+  seed @10 :UInt64;           # seed for data shuffling
+  heartbeatMs @11 :UInt32;    # how often to send Heartbeat
+}
+
+# Periodic liveness + statistics (header.senderId = worker id, header.epoch = its epoch).
+struct Heartbeat {
+  samplesTrained @0 :UInt64;   # samples in gradients this worker computed and pushed so far
+  steps @1 :UInt64;            # steps pushed so far
+  lastLoss @2 :Float32;        # training loss of the last batch
+  computeMs @3 :Float32;       # mean compute time per step since the last heartbeat
+  commMs @4 :Float32;          # mean push+reply time per step (includes barrier wait)
+  testAccuracy @5 :Float32;    # evaluator only: last measured test accuracy (-1 = none)
+  evaluatedVersion @6 :UInt64; # evaluator only: central version that accuracy belongs to
+  batchSize @7 :UInt32;        # batch size in use
+}
+
+# Coordinator's answer to Heartbeat.
+struct HeartbeatReply {
+  stop @0 :Bool;        # finish the current step, send Leave, exit
+  reregister @1 :Bool;  # the coordinator does not know this worker/epoch: register again
+}
+
+# Last message of a worker that stops on its own or was told to stop.
+struct Leave {
+  samplesTrained @0 :UInt64;  # final count, same meaning as in Heartbeat
+  steps @1 :UInt64;           # final count of steps pushed
+}

@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# The main job: trains the Fashion-MNIST MLP with groupsgd on this machine — the daemon,
+# N worker processes (some of them emulated stragglers) and the evaluator — until the
+# target test accuracy, printing one progress line per second and a closing summary.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+mode=grouped workers=8 stragglers=1 slowdown=4 device_ms=10 target=0.85 groups=2 period=1
+max_seconds=300 json=0 quick=0 batch=32 extra_daemon=()
+usage() {
+  cat <<USAGE
+usage: scripts/demo.sh [options]
+  --mode M          sync | async | grouped (default grouped)
+  --workers N       worker processes (default 8)
+  --groups G        grouped mode: groups (default 2)
+  --exchange-period K  grouped mode: steps between central exchanges (default 1)
+  --stragglers K    how many workers are slowed down (default 1)
+  --slowdown F      their slowdown factor (default 4)
+  --device-ms D     emulated device time per step, every worker (default 10)
+  --batch-size B    samples per worker step (default 32)
+  --target-acc A    stop at this test accuracy (default 0.85)
+  --max-seconds S   give up after S seconds (default 300)
+  --quick           a short run (target 0.80, at most 50 s)
+  --json            the last line is one JSON summary object
+  --help            this text
+USAGE
+}
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --mode) mode=$2; shift 2 ;;
+    --workers) workers=$2; shift 2 ;;
+    --groups) groups=$2; shift 2 ;;
+    --exchange-period) period=$2; shift 2 ;;
+    --stragglers) stragglers=$2; shift 2 ;;
+    --slowdown) slowdown=$2; shift 2 ;;
+    --device-ms) device_ms=$2; shift 2 ;;
+    --batch-size) batch=$2; shift 2 ;;
+    --target-acc) target=$2; shift 2 ;;
+    --max-seconds) max_seconds=$2; shift 2 ;;
+    --quick) quick=1; shift ;;
+    --json) json=1; shift ;;
+    --help|-h) usage; exit 0 ;;
+    *) echo "demo: unknown option '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+if [[ $quick == 1 ]]; then
+  target=0.80
+  max_seconds=50
+fi
+if (( stragglers > workers )); then echo "demo: more stragglers than workers" >&2; exit 2; fi
+if [[ $mode == grouped ]] && (( groups > workers )); then groups=$workers; fi
+
+log() { echo "demo: $*" >&2; }
+"$root/scripts/install-deps.sh" >&2
+export BUILD_DIR=${BUILD_DIR:-$root/build}
+"$root/scripts/build.sh" >&2
+
+run_dir=$(mktemp -d "${TMPDIR:-/tmp}/groupsgd-demo.XXXXXX")
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+}
+trap cleanup EXIT
+trap 'log "interrupted"; exit 130' INT TERM
+
+export OPENBLAS_NUM_THREADS=1
+daemon_args=(--mode "$mode" --workers "$workers" --groups "$groups" --exchange-period "$period"
+  --batch-size "$batch" --listen tcp://127.0.0.1:0 --endpoint-file "$run_dir/endpoint"
+  --target-acc "$target" --max-seconds "$max_seconds" --summary-file "$run_dir/summary.json"
+  --log-level warn)
+[[ $json == 1 ]] && daemon_args+=(--json)
+log "mode $mode, $workers workers ($stragglers ${slowdown}x slower), target accuracy $target; logs in $run_dir"
+"$BUILD_DIR/daemon/groupsgdd" "${daemon_args[@]}" 2>"$run_dir/daemon.log" &
+daemon_pid=$!
+pids+=("$daemon_pid")
+for _ in $(seq 100); do [[ -s $run_dir/endpoint ]] && break; sleep 0.05; done
+[[ -s $run_dir/endpoint ]] || { log "the daemon did not start:"; cat "$run_dir/daemon.log" >&2; exit 1; }
+endpoint=$(cat "$run_dir/endpoint")
+
+for i in $(seq 1 "$workers"); do
+  f=1
+  (( i <= stragglers )) && f=$slowdown
+  "$BUILD_DIR/worker/groupsgd-worker" --coordinator "$endpoint" --device-ms "$device_ms" \
+    --slowdown "$f" --name "w$i" --log-level warn 2>"$run_dir/worker-$i.log" &
+  pids+=("$!")
+done
+"$BUILD_DIR/worker/groupsgd-worker" --coordinator "$endpoint" --evaluate --name evaluator \
+  --log-level warn 2>"$run_dir/evaluator.log" &
+pids+=("$!")
+
+status=0
+wait "$daemon_pid" || status=$?
+if [[ $status != 0 ]]; then
+  log "the daemon failed (exit $status):"
+  tail -20 "$run_dir/daemon.log" >&2
+  exit "$status"
+fi
+if ! grep -q '"reached": true' "$run_dir/summary.json"; then
+  log "the target accuracy $target was not reached (summary: $run_dir/summary.json)"
+  exit 3
+fi

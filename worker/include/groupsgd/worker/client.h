@@ -1,0 +1,100 @@
+// The worker client library: what any training program links to take part in groupsgd.
+// CoordinatorClient registers, heartbeats and leaves; GroupClient pulls the group replica
+// and pushes gradients. Every call has a deadline and returns a Status on failure.
+// Thread rule: each client object is used by one thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <zmq.hpp>
+
+#include "groupsgd/common/message.h"
+#include "groupsgd/common/payload.h"
+#include "groupsgd/common/status.h"
+#include "groupsgd/common/transport.h"
+
+namespace groupsgd::worker {
+
+enum class Role { kTrainer, kEvaluator, kTool };
+
+struct Assignment {
+  std::uint64_t worker_id = 0;
+  std::uint64_t epoch = 0;
+  std::uint32_t group_id = 0;
+  std::string group_endpoint;
+  std::string central_endpoint;
+  std::uint32_t batch_size = 0;
+  std::uint32_t exchange_period = 1;
+  std::uint32_t shard_index = 0;
+  std::uint32_t shard_count = 1;
+  std::string model;
+  std::uint64_t param_count = 0;
+  std::uint64_t seed = 0;
+  std::uint32_t heartbeat_ms = 1000;
+};
+
+struct HeartbeatStats {
+  std::uint64_t samples_trained = 0;
+  std::uint64_t steps = 0;
+  float last_loss = 0;
+  float compute_ms = 0;
+  float comm_ms = 0;
+  float test_accuracy = -1;
+  std::uint64_t evaluated_version = 0;
+  std::uint32_t batch_size = 0;
+};
+
+struct HeartbeatAnswer {
+  bool stop = false;
+  bool reregister = false;
+};
+
+class CoordinatorClient {
+ public:
+  CoordinatorClient(zmq::context_t& ctx, const std::string& endpoint, std::uint64_t job_id,
+                    std::chrono::milliseconds timeout = std::chrono::milliseconds(5000));
+  Result<Assignment> registerAs(Role role, const std::string& name);
+  Result<HeartbeatAnswer> heartbeat(const Assignment& a, const HeartbeatStats& stats);
+  Status leave(const Assignment& a, std::uint64_t samples_trained, std::uint64_t steps);
+
+ private:
+  RpcClient rpc_;
+  std::uint64_t job_id_;
+  std::chrono::milliseconds timeout_;
+};
+
+// What the group PS answered to a pull or a push; the replica went into the caller's span.
+struct StepAnswer {
+  std::uint64_t step = 0;           // the step the replica is for (push here next)
+  std::uint64_t model_version = 0;  // central version the replica descends from
+  bool accepted = true;             // push: false if the gradient was dropped (late)
+  std::string reason;
+};
+
+class GroupClient {
+ public:
+  GroupClient(zmq::context_t& ctx, const Assignment& a, std::uint64_t job_id,
+              std::chrono::milliseconds timeout);
+  // Fetches the current replica into params (size must equal the model's).
+  Result<StepAnswer> pull(std::span<float> params);
+  // Pushes a gradient for step; waits for the step to close and returns the next replica.
+  Result<StepAnswer> push(std::uint64_t step, std::span<const float> grad, std::uint32_t batch,
+                          float loss, float compute_ms, std::span<float> params);
+
+ private:
+  Result<StepAnswer> readAnswer(Result<InMessage>&& reply, std::span<float> params);
+  RpcClient rpc_;
+  Assignment assignment_;
+  std::uint64_t job_id_;
+  std::chrono::milliseconds timeout_;
+  PayloadPool pool_;  // gradient buffers handed to zero-copy sends
+};
+
+// Fetches the central model (evaluators, tools).
+Result<std::uint64_t> fetchCentralModel(RpcClient& central, std::uint64_t job_id,
+                                        std::span<float> params,
+                                        std::chrono::milliseconds timeout);
+
+}  // namespace groupsgd::worker

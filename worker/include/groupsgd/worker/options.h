@@ -1,0 +1,33 @@
+// Command-line options of the reference trainer groupsgd-worker. Parsing is separate
+// from main() so it can be tested and so --help stays next to the definitions.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "groupsgd/common/status.h"
+#include "groupsgd/worker/speed_schedule.h"
+
+namespace groupsgd::worker {
+
+struct WorkerOptions {
+  std::string coordinator = "tcp://127.0.0.1:5555";
+  std::uint64_t job_id = 1;
+  std::string data_dir;             // empty: the Fashion-MNIST package directory
+  SpeedProfile speed;               // --slowdown, --device-ms
+  std::string schedule_text;        // --schedule
+  bool evaluate = false;            // --evaluate: evaluator instead of trainer
+  std::uint32_t eval_interval_ms = 500;
+  std::string name;
+  std::uint64_t max_steps = 0;      // 0 = until told to stop
+  std::uint32_t timeout_ms = 15000; // per request (must exceed the step deadline)
+  std::uint32_t connect_timeout_ms = 30000;  // how long to keep trying to register
+  std::string log_level = "info";
+  bool help = false;
+};
+
+Result<WorkerOptions> parseWorkerOptions(const std::vector<std::string>& args);
+const char* workerUsage();
+
+}  // namespace groupsgd::worker

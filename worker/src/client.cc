@@ -1,0 +1,154 @@
+#include "groupsgd/worker/client.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+namespace groupsgd::worker {
+namespace {
+
+MessageLimits limitsFor(std::uint64_t job_id) {
+  MessageLimits l;
+  l.job_id = job_id;
+  return l;
+}
+
+std::string hostName() {
+  char buf[256] = {0};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "unknown";
+  return buf;
+}
+
+}  // namespace
+
+CoordinatorClient::CoordinatorClient(zmq::context_t& ctx, const std::string& endpoint,
+                                     std::uint64_t job_id, std::chrono::milliseconds timeout)
+    : rpc_(ctx, endpoint, limitsFor(job_id)), job_id_(job_id), timeout_(timeout) {}
+
+Result<Assignment> CoordinatorClient::registerAs(Role role, const std::string& name) {
+  OutMessage out(job_id_, 0);
+  auto r = out.header().getBody().initRegister();
+  r.setRole(role == Role::kTrainer     ? proto::Role::TRAINER
+            : role == Role::kEvaluator ? proto::Role::EVALUATOR
+                                       : proto::Role::TOOL);
+  r.setHost(hostName());
+  r.setPid(static_cast<std::uint32_t>(::getpid()));
+  r.setName(name);
+  auto reply = rpc_.call(std::move(out), timeout_);
+  if (!reply) return reply.status();
+  if (reply->kind() != BodyKind::ASSIGNMENT) {
+    return invalidArgument(std::string("coordinator answered '") + bodyKindName(reply->kind()) +
+                           "' to a registration");
+  }
+  auto a = reply->header().getBody().getAssignment();
+  Assignment out_a;
+  out_a.worker_id = a.getWorkerId();
+  out_a.epoch = reply->header().getEpoch();
+  out_a.group_id = a.getGroupId();
+  out_a.group_endpoint = a.getGroupEndpoint().cStr();
+  out_a.central_endpoint = a.getCentralEndpoint().cStr();
+  out_a.batch_size = a.getBatchSize();
+  out_a.exchange_period = a.getExchangePeriod();
+  out_a.shard_index = a.getShardIndex();
+  out_a.shard_count = std::max<std::uint32_t>(1, a.getShardCount());
+  out_a.model = a.getModel().cStr();
+  out_a.param_count = a.getParamCount();
+  out_a.seed = a.getSeed();
+  out_a.heartbeat_ms = std::max<std::uint32_t>(50, a.getHeartbeatMs());
+  return out_a;
+}
+
+Result<HeartbeatAnswer> CoordinatorClient::heartbeat(const Assignment& a,
+                                                     const HeartbeatStats& stats) {
+  OutMessage out(job_id_, a.worker_id);
+  out.header().setEpoch(a.epoch);
+  auto hb = out.header().getBody().initHeartbeat();
+  hb.setSamplesTrained(stats.samples_trained);
+  hb.setSteps(stats.steps);
+  hb.setLastLoss(stats.last_loss);
+  hb.setComputeMs(stats.compute_ms);
+  hb.setCommMs(stats.comm_ms);
+  hb.setTestAccuracy(stats.test_accuracy);
+  hb.setEvaluatedVersion(stats.evaluated_version);
+  hb.setBatchSize(stats.batch_size);
+  auto reply = rpc_.call(std::move(out), timeout_);
+  if (!reply) return reply.status();
+  if (reply->kind() != BodyKind::HEARTBEAT_REPLY) {
+    return invalidArgument("coordinator answered a heartbeat with something else");
+  }
+  auto r = reply->header().getBody().getHeartbeatReply();
+  return HeartbeatAnswer{r.getStop(), r.getReregister()};
+}
+
+Status CoordinatorClient::leave(const Assignment& a, std::uint64_t samples_trained,
+                                std::uint64_t steps) {
+  OutMessage out(job_id_, a.worker_id);
+  out.header().setEpoch(a.epoch);
+  auto l = out.header().getBody().initLeave();
+  l.setSamplesTrained(samples_trained);
+  l.setSteps(steps);
+  auto reply = rpc_.call(std::move(out), timeout_);
+  return reply ? Status::ok() : reply.status();
+}
+
+GroupClient::GroupClient(zmq::context_t& ctx, const Assignment& a, std::uint64_t job_id,
+                         std::chrono::milliseconds timeout)
+    : rpc_(ctx, a.group_endpoint, limitsFor(job_id)),
+      assignment_(a),
+      job_id_(job_id),
+      timeout_(timeout) {}
+
+Result<StepAnswer> GroupClient::readAnswer(Result<InMessage>&& reply, std::span<float> params) {
+  if (!reply) return reply.status();
+  if (reply->kind() != BodyKind::STEP_REPLY) {
+    return invalidArgument(std::string("group PS answered '") + bodyKindName(reply->kind()) + "'");
+  }
+  GSGD_RETURN_IF_ERROR(reply->readTensor(0, params));
+  auto r = reply->header().getBody().getStepReply();
+  StepAnswer a;
+  a.step = reply->header().getStep();
+  a.model_version = reply->header().getModelVersion();
+  a.accepted = r.getAccepted();
+  a.reason = r.getReason().cStr();
+  return a;
+}
+
+Result<StepAnswer> GroupClient::pull(std::span<float> params) {
+  OutMessage out(job_id_, assignment_.worker_id);
+  out.header().setEpoch(assignment_.epoch);
+  out.header().getBody().initPull();
+  return readAnswer(rpc_.call(std::move(out), timeout_), params);
+}
+
+Result<StepAnswer> GroupClient::push(std::uint64_t step, std::span<const float> grad,
+                                     std::uint32_t batch, float loss, float compute_ms,
+                                     std::span<float> params) {
+  auto buf = pool_.acquire(grad.size());
+  std::memcpy(buf->data(), grad.data(), grad.size_bytes());
+  OutMessage out(job_id_, assignment_.worker_id);
+  out.header().setEpoch(assignment_.epoch);
+  out.header().setStep(step);
+  auto p = out.header().getBody().initPush();
+  p.setBatchSize(batch);
+  p.setLoss(loss);
+  p.setComputeMs(compute_ms);
+  out.addTensor(std::move(buf));
+  return readAnswer(rpc_.call(std::move(out), timeout_), params);
+}
+
+Result<std::uint64_t> fetchCentralModel(RpcClient& central, std::uint64_t job_id,
+                                        std::span<float> params,
+                                        std::chrono::milliseconds timeout) {
+  OutMessage out(job_id, 0);
+  out.header().getBody().initFetch();
+  auto reply = central.call(std::move(out), timeout);
+  if (!reply) return reply.status();
+  if (reply->kind() != BodyKind::MODEL_REPLY) {
+    return invalidArgument("central PS answered a fetch with something else");
+  }
+  GSGD_RETURN_IF_ERROR(reply->readTensor(0, params));
+  return reply->header().getModelVersion();
+}
+
+}  // namespace groupsgd::worker

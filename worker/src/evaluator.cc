@@ -1,0 +1,92 @@
+#include <chrono>
+#include <thread>
+
+#include "groupsgd/common/log.h"
+#include "groupsgd/dataset/batch.h"
+#include "groupsgd/dataset/idx.h"
+#include "groupsgd/kernels/model.h"
+#include "groupsgd/worker/trainer.h"
+#include "registration.h"
+
+namespace groupsgd::worker {
+
+// Test accuracy of params over the whole set, in slices to bound memory.
+static double testAccuracy(kernels::Model& model, const dataset::Dataset& test,
+                           std::span<const float> params) {
+  constexpr std::size_t kSlice = 1000;
+  std::vector<float> x(kSlice * test.featureDim());
+  std::vector<std::int32_t> y(kSlice), pred(kSlice);
+  std::vector<std::uint32_t> idx;
+  std::size_t correct = 0;
+  for (std::size_t start = 0; start < test.count; start += kSlice) {
+    const std::size_t n = std::min(kSlice, test.count - start);
+    idx.resize(n);
+    for (std::size_t i = 0; i < n; ++i) idx[i] = static_cast<std::uint32_t>(start + i);
+    dataset::gatherBatch(test, idx, x.data(), y.data());
+    model.predict(params, x.data(), n, pred.data());
+    for (std::size_t i = 0; i < n; ++i) correct += pred[i] == y[i];
+  }
+  return test.count == 0 ? 0.0 : static_cast<double>(correct) / static_cast<double>(test.count);
+}
+
+int runEvaluator(zmq::context_t& ctx, const WorkerOptions& opts,
+                 const std::atomic<bool>& interrupted) {
+  const std::string dir = opts.data_dir.empty() ? dataset::kDefaultFashionMnistDir : opts.data_dir;
+  auto test = dataset::loadMnistDir(dir, dataset::Split::kTest);
+  if (!test) {
+    GSGD_ERROR("cannot load the test set: " << test.status().toString());
+    return 2;
+  }
+  const auto timeout = std::chrono::milliseconds(opts.timeout_ms);
+  CoordinatorClient coord(ctx, opts.coordinator, opts.job_id, timeout);
+  auto assigned = registerWithRetry(coord, Role::kEvaluator, opts, interrupted);
+  if (!assigned) {
+    GSGD_ERROR(assigned.status().toString());
+    return 1;
+  }
+  Assignment a = *assigned;
+  log::setThreadTag("evaluator");
+  kernels::ModelKind kind;
+  if (!kernels::parseModelKind(a.model, &kind)) {
+    GSGD_ERROR("unknown model '" << a.model << "'");
+    return 2;
+  }
+  auto model = kernels::makeModel(kind, test->featureDim());
+  if (model->paramCount() != a.param_count) {
+    GSGD_ERROR("model size mismatch: daemon " << a.param_count << ", evaluator " << model->paramCount());
+    return 2;
+  }
+  MessageLimits limits;
+  limits.job_id = opts.job_id;
+  RpcClient central(ctx, a.central_endpoint, limits);
+  std::vector<float> params(a.param_count);
+  HeartbeatStats st;
+  std::uint64_t evaluated = ~0ull;
+  int failures = 0;
+  while (!interrupted.load()) {
+    const auto t0 = std::chrono::steady_clock::now();
+    auto version = fetchCentralModel(central, opts.job_id, params, timeout);
+    if (!version) {
+      GSGD_WARN("cannot fetch the central model: " << version.status().toString());
+      if (++failures > 20) return 1;
+    } else if (*version != evaluated) {
+      failures = 0;
+      evaluated = *version;
+      st.test_accuracy = static_cast<float>(testAccuracy(*model, *test, params));
+      st.evaluated_version = evaluated;
+      GSGD_DEBUG("central version " << evaluated << ": test accuracy " << st.test_accuracy);
+    }
+    auto hb = coord.heartbeat(a, st);
+    if (hb && hb->stop) break;
+    if (hb && hb->reregister) {
+      auto again = registerWithRetry(coord, Role::kEvaluator, opts, interrupted);
+      if (!again) return 1;
+      a = *again;
+    }
+    std::this_thread::sleep_until(t0 + std::chrono::milliseconds(opts.eval_interval_ms));
+  }
+  (void)coord.leave(a, 0, 0);
+  return 0;
+}
+
+}  // namespace groupsgd::worker

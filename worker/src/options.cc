@@ -1,0 +1,113 @@
+#include "groupsgd/worker/options.h"
+
+#include <cmath>
+#include <cstdlib>
+
+namespace groupsgd::worker {
+namespace {
+
+template <typename T>
+Status parseUnsigned(const std::string& flag, const std::string& v, T* out) {
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long x = std::strtoull(v.c_str(), &end, 10);
+  if (v.empty() || end != v.c_str() + v.size() || errno != 0 || v[0] == '-') {
+    return invalidArgument(flag + " expects a non-negative integer, got '" + v + "'");
+  }
+  *out = static_cast<T>(x);
+  return Status::ok();
+}
+
+Status parseDouble(const std::string& flag, const std::string& v, double* out) {
+  char* end = nullptr;
+  *out = std::strtod(v.c_str(), &end);
+  if (v.empty() || end != v.c_str() + v.size() || !std::isfinite(*out)) {
+    return invalidArgument(flag + " expects a number, got '" + v + "'");
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+const char* workerUsage() {
+  return R"(usage: groupsgd-worker [options]
+Trains with a groupsgd daemon (or, with --evaluate, measures the central model's test
+accuracy and reports it).
+
+  --coordinator EP        coordinator endpoint (default tcp://127.0.0.1:5555)
+  --job-id N              training job id (default 1)
+  --data DIR              MNIST-format IDX files, gzipped or not
+                          (default /usr/share/datasets/fashion-mnist)
+  --slowdown F            every step takes F times as long (default 1)
+  --device-ms D           emulated device time added to every step (default 0)
+  --schedule S            change speed mid-run: "AT:key=value[:key=value],..." with AT a
+                          step or Ns seconds, keys slowdown, device-ms
+                          e.g. "200:slowdown=4,60s:slowdown=1"
+  --evaluate              run as the evaluator
+  --eval-interval-ms MS   evaluator: how often to fetch the central model (default 500)
+  --name NAME             a name for operators
+  --max-steps N           stop after N steps (default: until the daemon says stop)
+  --timeout-ms MS         deadline of one request (default 15000)
+  --connect-timeout-ms MS keep retrying registration this long (default 30000)
+  --log-level L           debug|info|warn|error (default info)
+  --help                  this text
+)";
+}
+
+Result<WorkerOptions> parseWorkerOptions(const std::vector<std::string>& args) {
+  WorkerOptions o;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&](std::string* out) -> Status {
+      if (i + 1 >= args.size()) return invalidArgument(a + " needs a value");
+      *out = args[++i];
+      return Status::ok();
+    };
+    std::string v;
+    if (a == "--help" || a == "-h") {
+      o.help = true;
+    } else if (a == "--evaluate") {
+      o.evaluate = true;
+    } else if (a == "--coordinator") {
+      GSGD_RETURN_IF_ERROR(value(&o.coordinator));
+    } else if (a == "--data") {
+      GSGD_RETURN_IF_ERROR(value(&o.data_dir));
+    } else if (a == "--schedule") {
+      GSGD_RETURN_IF_ERROR(value(&o.schedule_text));
+    } else if (a == "--name") {
+      GSGD_RETURN_IF_ERROR(value(&o.name));
+    } else if (a == "--log-level") {
+      GSGD_RETURN_IF_ERROR(value(&o.log_level));
+    } else if (a == "--job-id") {
+      GSGD_RETURN_IF_ERROR(value(&v));
+      GSGD_RETURN_IF_ERROR(parseUnsigned(a, v, &o.job_id));
+    } else if (a == "--max-steps") {
+      GSGD_RETURN_IF_ERROR(value(&v));
+      GSGD_RETURN_IF_ERROR(parseUnsigned(a, v, &o.max_steps));
+    } else if (a == "--eval-interval-ms") {
+      GSGD_RETURN_IF_ERROR(value(&v));
+      GSGD_RETURN_IF_ERROR(parseUnsigned(a, v, &o.eval_interval_ms));
+    } else if (a == "--timeout-ms") {
+      GSGD_RETURN_IF_ERROR(value(&v));
+      GSGD_RETURN_IF_ERROR(parseUnsigned(a, v, &o.timeout_ms));
+    } else if (a == "--connect-timeout-ms") {
+      GSGD_RETURN_IF_ERROR(value(&v));
+      GSGD_RETURN_IF_ERROR(parseUnsigned(a, v, &o.connect_timeout_ms));
+    } else if (a == "--slowdown") {
+      GSGD_RETURN_IF_ERROR(value(&v));
+      GSGD_RETURN_IF_ERROR(parseDouble(a, v, &o.speed.slowdown));
+      if (o.speed.slowdown <= 0) return invalidArgument("--slowdown must be > 0");
+    } else if (a == "--device-ms") {
+      GSGD_RETURN_IF_ERROR(value(&v));
+      GSGD_RETURN_IF_ERROR(parseDouble(a, v, &o.speed.device_ms));
+      if (o.speed.device_ms < 0) return invalidArgument("--device-ms must be >= 0");
+    } else {
+      return invalidArgument("unknown option '" + a + "' (see --help)");
+    }
+  }
+  auto sched = SpeedSchedule::parse(o.schedule_text);
+  if (!sched) return sched.status();
+  return o;
+}
+
+}  // namespace groupsgd::worker

@@ -1,0 +1,36 @@
+// groupsgd-worker: the reference trainer (or, with --evaluate, the evaluator).
+#include <csignal>
+#include <cstdio>
+
+#include "groupsgd/common/log.h"
+#include "groupsgd/worker/options.h"
+#include "groupsgd/worker/trainer.h"
+
+namespace {
+std::atomic<bool> g_interrupted{false};
+void onSignal(int) { g_interrupted.store(true); }
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace groupsgd;
+  auto opts = worker::parseWorkerOptions(std::vector<std::string>(argv + 1, argv + argc));
+  if (!opts) {
+    std::fprintf(stderr, "groupsgd-worker: %s\n", opts.status().message().c_str());
+    return 2;
+  }
+  if (opts->help) {
+    std::fputs(worker::workerUsage(), stdout);
+    return 0;
+  }
+  log::Level level;
+  if (!log::parseLevel(opts->log_level, &level)) {
+    std::fprintf(stderr, "groupsgd-worker: bad --log-level '%s'\n", opts->log_level.c_str());
+    return 2;
+  }
+  log::setLevel(level);
+  std::signal(SIGINT, onSignal);
+  std::signal(SIGTERM, onSignal);
+  zmq::context_t ctx(1);
+  return opts->evaluate ? worker::runEvaluator(ctx, *opts, g_interrupted)
+                        : worker::runTrainer(ctx, *opts, g_interrupted);
+}
