@@ -81,8 +81,11 @@ void GroupServer::run(const std::atomic<bool>& stop) {
 }
 
 void GroupServer::refuse(const zmq::message_t& from, const Status& why) {
-  ++counters_.bad_messages;
-  GSGD_WARN("refused: " << why.toString());
+  // "No model yet" is a retry hint during start-up, not a bad message.
+  if (why.code() != Code::kUnavailable) {
+    ++counters_.bad_messages;
+    GSGD_WARN("refused: " << why.toString());
+  }
   (void)replyTo(router_, from, makeErrorReply(cfg_.limits.job_id, cfg_.group_id, why));
 }
 

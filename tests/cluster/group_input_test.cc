@@ -1,0 +1,158 @@
+// The group PS refuses bad pushes with an error reply and a counter, drops late
+// gradients with a count, and keeps serving.
+#include <cmath>
+#include <limits>
+#include <thread>
+
+#include "cluster_fixture.h"
+
+using namespace groupsgd;
+using namespace std::chrono_literals;
+
+namespace {
+
+groupps::GroupServerConfig groupConfig() {
+  groupps::GroupServerConfig g;
+  g.optimizer = {kernels::OptimizerKind::kSgd, 0.1f, 0.0f, 0.0f};
+  return g;
+}
+
+centralps::CentralConfig smallModel() {
+  centralps::CentralConfig c;
+  c.model = kernels::ModelKind::kSoftmax;
+  return c;
+}
+
+// A raw push, so tests can send what a well-behaved client never would.
+OutMessage rawPush(std::uint64_t worker, std::uint64_t epoch, std::uint64_t step,
+                   std::vector<float> grad, std::uint32_t batch = 4) {
+  OutMessage out(1, worker);
+  out.header().setEpoch(epoch);
+  out.header().setStep(step);
+  auto p = out.header().getBody().initPush();
+  p.setBatchSize(batch);
+  out.addTensor(std::make_shared<std::vector<float>>(std::move(grad)));
+  return out;
+}
+
+groupps::GroupCounters countersOf(const InMessage& m) {
+  auto s = m.header().getBody().getGroupStats();
+  groupps::GroupCounters c;
+  c.samples_received = s.getSamplesReceived();
+  c.samples_dropped = s.getSamplesDropped();
+  c.late_gradients = s.getLateGradients();
+  c.bad_messages = s.getBadMessages();
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("group PS: bad pushes get an error reply and a counter; training goes on") {
+  testing::MiniCluster cluster(smallModel(), groupConfig());
+  cluster.configure({{1, 4}}, 5);
+  std::vector<float> params(cluster.params);
+  worker::GroupClient good(cluster.ctx, cluster.assignment(1, 5), 1, 5000ms);
+  // The group fetches its model from the central PS first; pull until it has one.
+  Result<worker::StepAnswer> pulled = unavailable("not yet");
+  for (int i = 0; i < 50 && !pulled.isOk(); ++i) {
+    pulled = good.pull(params);
+    if (!pulled.isOk()) std::this_thread::sleep_for(20ms);
+  }
+  REQUIRE(pulled.isOk());
+  const std::vector<float> before = params;
+
+  RpcClient raw(cluster.ctx, (*cluster.group)->endpoint(), MessageLimits{});
+  std::vector<float> ok_grad(cluster.params, 0.01f);
+
+  SUBCASE("each bad push is refused with its own code") {
+    auto nan_grad = ok_grad;
+    nan_grad[3] = std::numeric_limits<float>::quiet_NaN();
+    auto inf_grad = ok_grad;
+    inf_grad[0] = std::numeric_limits<float>::infinity();
+    struct Case {
+      const char* what;
+      OutMessage msg;
+      Code code;
+    };
+    std::vector<Case> cases;
+    cases.push_back({"non-member", rawPush(9, 5, 0, ok_grad), Code::kPermissionDenied});
+    cases.push_back({"old epoch", rawPush(1, 4, 0, ok_grad), Code::kFailedPrecondition});
+    cases.push_back({"short gradient", rawPush(1, 5, 0, std::vector<float>(10, 0.f)),
+                     Code::kInvalidArgument});
+    cases.push_back({"NaN", rawPush(1, 5, 0, nan_grad), Code::kInvalidArgument});
+    cases.push_back({"Inf", rawPush(1, 5, 0, inf_grad), Code::kInvalidArgument});
+    cases.push_back({"huge norm", rawPush(1, 5, 0, std::vector<float>(cluster.params, 1e6f)),
+                     Code::kInvalidArgument});
+    cases.push_back({"future step", rawPush(1, 5, 3, ok_grad), Code::kInvalidArgument});
+    cases.push_back({"empty batch", rawPush(1, 5, 0, ok_grad, 0), Code::kInvalidArgument});
+    for (auto& c : cases) {
+      CAPTURE(c.what);
+      auto r = raw.call(std::move(c.msg), 3000ms);
+      CHECK(r.status().code() == c.code);
+      CHECK_FALSE(r.status().message().empty());
+    }
+    // A malformed header: raw bytes that are not Cap'n Proto.
+    {
+      auto sock = makeSocket(cluster.ctx, zmq::socket_type::dealer);
+      REQUIRE(sock.isOk());
+      REQUIRE(connectSocket(*sock, (*cluster.group)->endpoint()).isOk());
+      std::vector<zmq::message_t> junk;
+      std::vector<unsigned char> bytes(24, 0xab);
+      junk.emplace_back(bytes.data(), bytes.size());
+      REQUIRE(sendFrames(*sock, std::move(junk)).isOk());
+      zmq::pollitem_t item{sock->handle(), 0, ZMQ_POLLIN, 0};
+      zmq::poll(&item, 1, 3000ms);
+      REQUIRE((item.revents & ZMQ_POLLIN) != 0);
+      auto frames = recvFrames(*sock);
+      REQUIRE(frames.isOk());
+      auto reply = decodeMessage(std::move(*frames), MessageLimits{});
+      REQUIRE(reply.isOk());
+      CHECK(reply->kind() == BodyKind::ERROR);
+    }
+    // Nothing bad touched the replica, and a good push still completes the step.
+    CHECK(params == before);
+    auto ans = good.push(pulled->step, ok_grad, 4, 1.0f, 1.0f, params);
+    REQUIRE(ans.isOk());
+    CHECK(ans->accepted);
+    CHECK(ans->step == pulled->step + 1);
+    CHECK(params != before);
+    auto c = countersOf(cluster.flush());
+    CHECK(c.bad_messages == 9);
+    CHECK(c.samples_received == 4);
+    CHECK(c.samples_dropped == 0);
+  }
+}
+
+TEST_CASE("group PS: a member that misses the deadline does not block; its late gradient is dropped and counted") {
+  testing::MiniCluster cluster(smallModel(), groupConfig());
+  cluster.configure({{1, 4}, {2, 6}}, 1, 1, /*deadline_ms=*/200);
+  std::vector<float> pa(cluster.params), pb(cluster.params);
+  worker::GroupClient a(cluster.ctx, cluster.assignment(1, 1), 1, 5000ms);
+  worker::GroupClient b(cluster.ctx, cluster.assignment(2, 1), 1, 5000ms);
+  Result<worker::StepAnswer> ra = unavailable("not yet");
+  for (int i = 0; i < 50 && !ra.isOk(); ++i) {
+    ra = a.pull(pa);
+    if (!ra.isOk()) std::this_thread::sleep_for(20ms);
+  }
+  REQUIRE(ra.isOk());
+  auto rb = b.pull(pb);  // b becomes an active member, so the step waits for it...
+  REQUIRE(rb.isOk());
+  std::vector<float> grad(cluster.params, 0.01f);
+  const auto t0 = std::chrono::steady_clock::now();
+  auto done = a.push(ra->step, grad, 4, 1.0f, 1.0f, pa);  // ...until the deadline
+  const auto waited = std::chrono::steady_clock::now() - t0;
+  REQUIRE(done.isOk());
+  CHECK(done->accepted);
+  CHECK(done->step == ra->step + 1);
+  CHECK(waited >= 150ms);  // it did wait for b, up to the deadline
+  auto late = b.push(rb->step, grad, 6, 1.0f, 1.0f, pb);
+  REQUIRE(late.isOk());
+  CHECK_FALSE(late->accepted);
+  CHECK(late->reason.find("late") != std::string::npos);
+  CHECK(late->step == done->step);
+  CHECK(pb == pa);  // the late member was handed the current replica
+  auto c = countersOf(cluster.flush());
+  CHECK(c.late_gradients == 1);
+  CHECK(c.samples_dropped == 6);
+  CHECK(c.samples_received == 4);
+}

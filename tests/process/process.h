@@ -1,0 +1,32 @@
+// Child processes for the process tests: spawned with their output in a log file, waited
+// for with a deadline, killed if still running when the test ends.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace groupsgd::testing {
+
+class Process {
+ public:
+  Process(const std::vector<std::string>& argv, const std::string& log_path);
+  ~Process();
+  Process(const Process&) = delete;
+  Process& operator=(const Process&) = delete;
+  // Exit code, or nullopt if it did not exit within the timeout (or died by a signal: -sig).
+  std::optional<int> wait(std::chrono::milliseconds timeout);
+  int pid() const { return pid_; }
+
+ private:
+  int pid_ = -1;
+  std::optional<int> status_;
+};
+
+std::string readFile(const std::string& path);
+// Polls until the file exists and is non-empty.
+bool waitForFile(const std::string& path, std::chrono::milliseconds timeout);
+std::string makeTempDir();
+
+}  // namespace groupsgd::testing

@@ -1,0 +1,148 @@
+// Process tests: the real groupsgdd and groupsgd-worker binaries on TCP loopback, ports
+// chosen by the OS, training on the Fashion-MNIST package's files.
+#include <doctest/doctest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "process.h"
+
+using namespace groupsgd::testing;
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+namespace {
+
+struct Cluster {
+  std::string dir = makeTempDir();
+  std::unique_ptr<Process> daemon;
+  std::vector<std::unique_ptr<Process>> workers;
+  std::string endpoint;
+
+  explicit Cluster(std::vector<std::string> daemon_args) {
+    std::vector<std::string> argv = {GROUPSGDD_PATH, "--listen", "tcp://127.0.0.1:0",
+                                     "--endpoint-file", dir + "/endpoint", "--summary-file",
+                                     dir + "/summary.json", "--progress-ms", "0",
+                                     "--heartbeat-ms", "300"};
+    argv.insert(argv.end(), daemon_args.begin(), daemon_args.end());
+    daemon = std::make_unique<Process>(argv, dir + "/daemon.log");
+    REQUIRE_MESSAGE(waitForFile(dir + "/endpoint", 10000ms), readFile(dir + "/daemon.log"));
+    endpoint = readFile(dir + "/endpoint");
+    endpoint.erase(endpoint.find_last_not_of("\n") + 1);
+  }
+  ~Cluster() {
+    workers.clear();
+    daemon.reset();
+    std::filesystem::remove_all(dir);
+  }
+  Process& addWorker(std::vector<std::string> extra) {
+    std::vector<std::string> argv = {WORKER_PATH, "--coordinator", endpoint};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    workers.push_back(std::make_unique<Process>(
+        argv, dir + "/worker-" + std::to_string(workers.size()) + ".log"));
+    return *workers.back();
+  }
+  json finish(std::chrono::milliseconds timeout) {
+    auto rc = daemon->wait(timeout);
+    REQUIRE_MESSAGE(rc.has_value(), "the daemon did not stop in time");
+    CHECK(*rc == 0);
+    for (std::size_t i = 0; i < workers.size(); ++i) {
+      auto wrc = workers[i]->wait(15000ms);
+      CHECK_MESSAGE(wrc == std::optional<int>(0),
+                    "worker " << i << ": " << readFile(dir + "/worker-" + std::to_string(i) + ".log"));
+    }
+    return json::parse(readFile(dir + "/summary.json"));
+  }
+};
+
+void checkAccounting(const json& s) {
+  INFO("summary: " << s.dump());
+  const auto trained = s["samples_trained"].get<std::uint64_t>();
+  CHECK(trained > 0);
+  CHECK(trained == s["samples_applied"].get<std::uint64_t>() + s["samples_dropped"].get<std::uint64_t>());
+  CHECK(s["samples_unaccounted"].get<std::uint64_t>() == 0);
+  CHECK(s["accounting_ok"].get<bool>());
+}
+
+}  // namespace
+
+TEST_CASE("process: grouped mode with 4 workers reaches 0.80 test accuracy; bad input is refused while training goes on") {
+  Cluster c({"--mode", "grouped", "--workers", "4", "--groups", "2", "--target-acc", "0.80",
+             "--max-seconds", "90"});
+  for (int i = 0; i < 4; ++i) c.addWorker({"--device-ms", "2"});
+  c.addWorker({"--evaluate", "--eval-interval-ms", "200"});
+  // The probe registers mid-run and sends a malformed header, a wrong-length gradient and a
+  // NaN gradient; each must come back as an error reply.
+  Process probe({PROBE_PATH, c.endpoint}, c.dir + "/probe.log");
+  auto probe_rc = probe.wait(30000ms);
+  INFO("probe: " << readFile(c.dir + "/probe.log"));
+  CHECK(probe_rc == std::optional<int>(0));
+  json s = c.finish(120000ms);
+  INFO("summary: " << s.dump());
+  CHECK(s["reached"].get<bool>());
+  CHECK(s["time_to_target_s"].get<double>() > 0);
+  CHECK(s["final_test_acc"].get<double>() >= 0.75);
+  CHECK(s["bad_messages"].get<std::uint64_t>() >= 3);
+  CHECK(s["groups"].get<int>() == 2);
+  checkAccounting(s);
+}
+
+TEST_CASE("process: sync mode trains and keeps the accounting invariant") {
+  Cluster c({"--mode", "sync", "--workers", "3", "--max-samples", "15000", "--max-seconds", "60"});
+  for (int i = 0; i < 3; ++i) c.addWorker({"--device-ms", "1"});
+  json s = c.finish(90000ms);
+  INFO("summary: " << s.dump());
+  CHECK(s["stop_reason"] == "sample budget spent");
+  CHECK(s["groups"].get<int>() == 1);
+  CHECK(s["central"]["max_staleness"].get<std::uint64_t>() == 0);  // one group: never stale
+  checkAccounting(s);
+}
+
+TEST_CASE("process: async mode weights stale updates and keeps the accounting invariant") {
+  Cluster c({"--mode", "async", "--workers", "3", "--max-samples", "15000", "--max-seconds", "60"});
+  for (int i = 0; i < 3; ++i) c.addWorker({"--device-ms", "1"});
+  json s = c.finish(90000ms);
+  INFO("summary: " << s.dump());
+  CHECK(s["groups"].get<int>() == 3);
+  CHECK(s["central"]["mean_staleness"].get<double>() > 0);  // groups interleave
+  checkAccounting(s);
+}
+
+TEST_CASE("process: a straggler in sync mode past the step deadline is dropped and counted, never lost") {
+  Cluster c({"--mode", "sync", "--workers", "2", "--max-samples", "6000", "--max-seconds", "60",
+             "--step-deadline-ms", "40"});
+  c.addWorker({"--device-ms", "1"});
+  c.addWorker({"--device-ms", "1", "--slowdown", "60"});
+  json s = c.finish(90000ms);
+  INFO("summary: " << s.dump());
+  CHECK(s["late_gradients"].get<std::uint64_t>() > 0);
+  CHECK(s["samples_dropped"].get<std::uint64_t>() > 0);
+  checkAccounting(s);
+}
+
+TEST_CASE("process: a worker given a missing data directory exits 2 with a clear message") {
+  const std::string dir = makeTempDir();
+  Process w({WORKER_PATH, "--coordinator", "tcp://127.0.0.1:1", "--data", dir + "/nowhere"},
+            dir + "/w.log");
+  CHECK(w.wait(20000ms) == std::optional<int>(2));
+  const std::string log = readFile(dir + "/w.log");
+  CHECK(log.find("nowhere") != std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("process: the daemon refuses a bad configuration with one clear line") {
+  const std::string dir = makeTempDir();
+  {
+    std::ofstream f(dir + "/bad.json");
+    f << "{\"workers\": 4, \"grups\": 2}";
+  }
+  Process d({GROUPSGDD_PATH, "--config", dir + "/bad.json"}, dir + "/d.log");
+  CHECK(d.wait(10000ms) == std::optional<int>(2));
+  CHECK(readFile(dir + "/d.log").find("grups") != std::string::npos);
+  Process d2({GROUPSGDD_PATH, "--workers", "two"}, dir + "/d2.log");
+  CHECK(d2.wait(10000ms) == std::optional<int>(2));
+  CHECK(readFile(dir + "/d2.log").find("--workers") != std::string::npos);
+  std::filesystem::remove_all(dir);
+}
