@@ -51,7 +51,6 @@ void CentralServer::run(const std::atomic<bool>& stop) {
     try {
       handle(routed->routing_id, std::move(routed->frames));
     } catch (const std::exception& e) {  // never let a bad message end the server
-      ++counters_.bad_messages;
       refuse(routed->routing_id, internalError(std::string("request failed: ") + e.what()));
     }
   }

@@ -164,7 +164,8 @@ Result<InMessage> decodeMessage(std::vector<zmq::message_t>&& frames, const Mess
                                  " bytes over the limit of " +
                                  std::to_string(limits.max_tensor_bytes));
       }
-      if (info.getElements() * elem_size != info.getByteLength()) {
+      if (info.getElements() > limits.max_tensor_bytes / elem_size ||
+          info.getElements() * elem_size != info.getByteLength()) {
         return invalidArgument("tensor byte length " + std::to_string(info.getByteLength()) +
                                " does not match " + std::to_string(info.getElements()) +
                                " elements");

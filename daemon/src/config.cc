@@ -1,12 +1,28 @@
 #include "groupsgd/daemon/config.h"
 
 #include <fstream>
+#include <limits>
+#include <stdexcept>
 #include <nlohmann/json.hpp>
 
 namespace groupsgd::daemon {
 namespace {
 
 using nlohmann::json;
+
+// Thrown inside the parser only; applyJson turns it into a Status.
+struct ConfigError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// nlohmann's get<unsigned>() silently wraps -1 and truncates 2.5; options must not.
+template <typename T>
+T unsignedValue(const json& v, const std::string& key) {
+  if (!v.is_number_unsigned() || v.get<std::uint64_t>() > std::numeric_limits<T>::max()) {
+    throw ConfigError(key + " must be a non-negative integer, got " + v.dump());
+  }
+  return static_cast<T>(v.get<std::uint64_t>());
+}
 
 Status parseOptimizer(const json& j, const std::string& where, kernels::OptimizerConfig* out) {
   if (!j.is_object()) return invalidArgument(where + " must be an object");
@@ -37,9 +53,9 @@ Status parseStaleness(const json& j, centralps::StalenessConfig* out) {
         return invalidArgument("staleness.rule must be inverse, constant or grace");
       }
     } else if (it.key() == "max") {
-      out->max_staleness = it->get<std::uint64_t>();
+      out->max_staleness = unsignedValue<std::uint64_t>(*it, "staleness.max");
     } else if (it.key() == "grace") {
-      out->grace = it->get<std::uint64_t>();
+      out->grace = unsignedValue<std::uint64_t>(*it, "staleness.grace");
     } else {
       return invalidArgument("unknown option staleness." + it.key());
     }
@@ -51,23 +67,23 @@ Status applyJsonUnchecked(const json& j, DaemonConfig* c) {
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& k = it.key();
     const json& v = *it;
-    if (k == "job_id") c->job_id = v.get<std::uint64_t>();
+    if (k == "job_id") c->job_id = unsignedValue<std::uint64_t>(v, k);
     else if (k == "role") c->role = v.get<std::string>();
     else if (k == "mode") {
       if (!parseMode(v.get<std::string>(), &c->mode)) {
         return invalidArgument("mode must be sync, async or grouped");
       }
     }
-    else if (k == "workers") c->workers = v.get<std::uint32_t>();
-    else if (k == "groups") c->groups = v.get<std::uint32_t>();
-    else if (k == "exchange_period") c->exchange_period = v.get<std::uint32_t>();
-    else if (k == "batch_size") c->batch_size = v.get<std::uint32_t>();
+    else if (k == "workers") c->workers = unsignedValue<std::uint32_t>(v, k);
+    else if (k == "groups") c->groups = unsignedValue<std::uint32_t>(v, k);
+    else if (k == "exchange_period") c->exchange_period = unsignedValue<std::uint32_t>(v, k);
+    else if (k == "batch_size") c->batch_size = unsignedValue<std::uint32_t>(v, k);
     else if (k == "model") {
       if (!kernels::parseModelKind(v.get<std::string>(), &c->model)) {
         return invalidArgument("model must be softmax or mlp");
       }
     }
-    else if (k == "seed") c->seed = v.get<std::uint64_t>();
+    else if (k == "seed") c->seed = unsignedValue<std::uint64_t>(v, k);
     else if (k == "listen") c->listen = v.get<std::string>();
     else if (k == "bind_host") c->bind_host = v.get<std::string>();
     else if (k == "endpoint_file") c->endpoint_file = v.get<std::string>();
@@ -76,15 +92,15 @@ Status applyJsonUnchecked(const json& j, DaemonConfig* c) {
       GSGD_RETURN_IF_ERROR(parseOptimizer(v, "outer_optimizer", &c->outer_optimizer));
     }
     else if (k == "staleness") GSGD_RETURN_IF_ERROR(parseStaleness(v, &c->staleness));
-    else if (k == "step_deadline_ms") c->step_deadline_ms = v.get<std::uint32_t>();
-    else if (k == "heartbeat_ms") c->heartbeat_ms = v.get<std::uint32_t>();
-    else if (k == "heartbeat_misses") c->heartbeat_misses = v.get<std::uint32_t>();
+    else if (k == "step_deadline_ms") c->step_deadline_ms = unsignedValue<std::uint32_t>(v, k);
+    else if (k == "heartbeat_ms") c->heartbeat_ms = unsignedValue<std::uint32_t>(v, k);
+    else if (k == "heartbeat_misses") c->heartbeat_misses = unsignedValue<std::uint32_t>(v, k);
     else if (k == "max_grad_norm") c->max_grad_norm = v.get<double>();
     else if (k == "max_delta_norm") c->max_delta_norm = v.get<double>();
     else if (k == "target_acc") c->target_acc = v.get<double>();
     else if (k == "max_seconds") c->max_seconds = v.get<double>();
-    else if (k == "max_samples") c->max_samples = v.get<std::uint64_t>();
-    else if (k == "progress_ms") c->progress_ms = v.get<std::uint32_t>();
+    else if (k == "max_samples") c->max_samples = unsignedValue<std::uint64_t>(v, k);
+    else if (k == "progress_ms") c->progress_ms = unsignedValue<std::uint32_t>(v, k);
     else if (k == "summary_file") c->summary_file = v.get<std::string>();
     else if (k == "json") c->json = v.get<bool>();
     else if (k == "log_level") c->log_level = v.get<std::string>();
@@ -151,6 +167,8 @@ Status applyJson(const json& j, DaemonConfig* cfg) {
   if (!j.is_object()) return invalidArgument("the configuration must be a JSON object");
   try {
     return applyJsonUnchecked(j, cfg);
+  } catch (const ConfigError& e) {
+    return invalidArgument(e.what());
   } catch (const json::exception& e) {
     return invalidArgument(std::string("configuration value of the wrong type: ") + e.what());
   }

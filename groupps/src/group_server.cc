@@ -60,10 +60,14 @@ void GroupServer::run(const std::atomic<bool>& stop) {
     try {
       if (items[0].revents & ZMQ_POLLIN) {
         auto routed = recvRouted(router_);
-        if (routed) {
-          handleRouter(routed->routing_id, std::move(routed->frames));
-        } else {
+        if (!routed) {
           ++counters_.bad_messages;
+        } else {
+          try {
+            handleRouter(routed->routing_id, std::move(routed->frames));
+          } catch (const std::exception& e) {  // never leave a sender without an answer
+            refuse(routed->routing_id, internalError(std::string("request failed: ") + e.what()));
+          }
         }
       }
       if (central_ && (items[1].revents & ZMQ_POLLIN)) {
@@ -337,18 +341,13 @@ void GroupServer::handleCentral(std::vector<zmq::message_t>&& frames) {
   if (!msg || msg->kind() != BodyKind::MODEL_REPLY) {
     reason = msg ? statusFromError(*msg).toString() : msg.status().toString();
     if (reason == "ok") reason = "unexpected answer from the central PS";
-    if (was == CentralRequest::kExchange) {
-      // No model came back: roll the refused delta out of the replica (replica -= cut -
-      // base) so its samples, counted as dropped below, never reach the central PS later.
-      kernels::subtract(cut_, base_, mean_);
-      kernels::axpy(-1.0f, mean_, replica_);
-      replica_payload_.reset();
-    }
+    if (was == CentralRequest::kExchange) rollOutLostDelta();
   } else {
     auto r = msg->header().getBody().getModelReply();
     Status read = msg->readTensor(0, scratch_);
     if (!read) {
       reason = "central model unreadable: " + read.toString();
+      if (was == CentralRequest::kExchange) rollOutLostDelta();
     } else {
       applied = r.getApplied();
       if (!applied) reason = r.getReason().cStr();
@@ -388,13 +387,23 @@ void GroupServer::handleCentral(std::vector<zmq::message_t>&& frames) {
   answerFlushWaiters();
 }
 
+void GroupServer::rollOutLostDelta() {
+  // replica -= cut - base: the delta's progress leaves the replica with its samples,
+  // which the caller counts as dropped.
+  kernels::subtract(cut_, base_, mean_);
+  kernels::axpy(-1.0f, mean_, replica_);
+  replica_payload_.reset();
+}
+
 void GroupServer::checkExchangeTimeout() {
   if (in_flight_ == CentralRequest::kNone) return;
   if (Clock::now() - in_flight_since_ < std::chrono::milliseconds(cfg_.exchange_timeout_ms)) return;
   GSGD_WARN("no answer from the central PS within " << cfg_.exchange_timeout_ms
                                                     << " ms; reconnecting");
   if (in_flight_ == CentralRequest::kExchange) {
-    // We cannot know whether it was applied; count it as lost so nothing is claimed twice.
+    // We cannot know whether it was applied; count it as lost and take it out of the
+    // replica, so it is never sent (and claimed) a second time.
+    rollOutLostDelta();
     ++counters_.refused_exchanges;
     counters_.samples_dropped += counters_.samples_in_flight;
     counters_.samples_in_flight = 0;

@@ -103,12 +103,18 @@ TEST_CASE("sync mode: one group with K=1 equals single-process SGD on the union 
 
   // After a flush the central model holds the same parameters.
   auto stats = cluster.flush();
-  CHECK(stats.header().getBody().getGroupStats().getSamplesReceived() == kSteps * (8 + 16 + 24));
+  auto gs = stats.header().getBody().getGroupStats();
+  CHECK(gs.getSamplesReceived() == kSteps * (8 + 16 + 24));
+  CHECK(gs.getSamplesPending() == 0);
+  CHECK(gs.getSamplesInFlight() == 0);
   RpcClient central(cluster.ctx, (*cluster.central)->endpoint(), MessageLimits{});
   std::vector<float> central_params(ref.size());
   auto version = worker::fetchCentralModel(central, 1, central_params, 3000ms);
   REQUIRE(version.isOk());
-  CHECK(*version == kSteps);
+  // Exchanges never block the members: a step that closes while a delta is in flight
+  // rides in the next delta, so there are at most kSteps central versions.
+  CHECK(*version >= 1);
+  CHECK(*version <= kSteps);
   double central_err = 0;
   for (std::size_t i = 0; i < ref.size(); ++i) {
     central_err = std::max(central_err, static_cast<double>(std::fabs(central_params[i] - ref[i])));

@@ -69,8 +69,10 @@ int runEvaluator(zmq::context_t& ctx, const WorkerOptions& opts,
     if (!version) {
       GSGD_WARN("cannot fetch the central model: " << version.status().toString());
       if (++failures > 20) return 1;
-    } else if (*version != evaluated) {
+    } else {
       failures = 0;
+    }
+    if (version && *version != evaluated) {
       evaluated = *version;
       st.test_accuracy = static_cast<float>(testAccuracy(*model, *test, params));
       st.evaluated_version = evaluated;

@@ -68,9 +68,15 @@ int runTrainer(zmq::context_t& ctx, const WorkerOptions& opts, const std::atomic
   std::vector<std::int32_t> y;
   std::vector<std::uint32_t> idx;
   auto group = std::make_unique<GroupClient>(ctx, a, opts.job_id, std::chrono::milliseconds(opts.timeout_ms));
-  dataset::ShardSampler sampler(data->count, a.shard_index, a.shard_count, a.seed + a.shard_index);
+  auto makeSampler = [&] {
+    return std::make_unique<dataset::ShardSampler>(data->count, a.shard_index, a.shard_count,
+                                                   a.seed + a.shard_index);
+  };
+  auto sampler = makeSampler();
 
-  std::uint64_t samples_trained = 0, steps = 0, step = 0;
+  // samples_trained / steps count this registration (reported to the coordinator);
+  // total_steps counts the whole process life (schedule, --max-steps).
+  std::uint64_t samples_trained = 0, steps = 0, total_steps = 0, step = 0;
   bool need_pull = true;
   float last_loss = 0;
   Window window;
@@ -86,6 +92,7 @@ int runTrainer(zmq::context_t& ctx, const WorkerOptions& opts, const std::atomic
     auto again = registerWithRetry(coord, Role::kTrainer, opts, interrupted);
     if (!again) return false;
     a = *again;
+    sampler = makeSampler();  // the new registration may have a different shard
     group = std::make_unique<GroupClient>(ctx, a, opts.job_id, std::chrono::milliseconds(opts.timeout_ms));
     need_pull = true;
     GSGD_INFO("re-registered as worker " << a.worker_id << " in group " << a.group_id);
@@ -93,7 +100,7 @@ int runTrainer(zmq::context_t& ctx, const WorkerOptions& opts, const std::atomic
   };
 
   while (!interrupted.load()) {
-    if (opts.max_steps != 0 && steps >= opts.max_steps) break;
+    if (opts.max_steps != 0 && total_steps >= opts.max_steps) break;
     if (need_pull) {
       auto pulled = group->pull(params);
       if (!pulled) {
@@ -111,10 +118,10 @@ int runTrainer(zmq::context_t& ctx, const WorkerOptions& opts, const std::atomic
       need_pull = false;
     }
     // Compute a gradient on the next batch of this worker's shard.
-    const SpeedProfile speed = schedule->at(opts.speed, steps, msSince(started) / 1000.0);
+    const SpeedProfile speed = schedule->at(opts.speed, total_steps, msSince(started) / 1000.0);
     const std::uint32_t batch = a.batch_size;
     const auto t0 = Clock::now();
-    sampler.next(batch, &idx);
+    sampler->next(batch, &idx);
     x.resize(static_cast<std::size_t>(batch) * data->featureDim());
     y.resize(batch);
     dataset::gatherBatch(*data, idx, x.data(), y.data());
@@ -143,6 +150,7 @@ int runTrainer(zmq::context_t& ctx, const WorkerOptions& opts, const std::atomic
     consecutive_failures = 0;
     samples_trained += batch;
     ++steps;
+    ++total_steps;
     step = ans->step;
     window.add(compute_ms, comm_ms);
     if (!ans->accepted) GSGD_DEBUG("gradient dropped: " << ans->reason);

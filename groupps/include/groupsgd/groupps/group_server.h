@@ -78,6 +78,7 @@ class GroupServer {
   void maybeExchange(bool force);
   void handleCentral(std::vector<zmq::message_t>&& frames);
   void checkExchangeTimeout();
+  void rollOutLostDelta();
   void answerFlushWaiters();
 
   zmq::context_t& ctx_;
