@@ -1,0 +1,35 @@
+#include "groupsgd/daemon/policy/regroup_decider.h"
+
+#include <algorithm>
+#include <set>
+
+namespace groupsgd::daemon::policy {
+
+bool sameGrouping(const std::vector<std::vector<std::uint64_t>>& a,
+                  const std::vector<std::vector<std::uint64_t>>& b) {
+  auto canon = [](const std::vector<std::vector<std::uint64_t>>& g) {
+    std::set<std::set<std::uint64_t>> out;
+    for (const auto& members : g) {
+      if (!members.empty()) out.insert(std::set<std::uint64_t>(members.begin(), members.end()));
+    }
+    return out;
+  };
+  return canon(a) == canon(b);
+}
+
+std::optional<RegroupDecision> RegroupDecider::decide(
+    std::span<const WorkerSpeed> speeds, const std::vector<std::vector<std::uint64_t>>& current,
+    const PlanConfig& plan_cfg, const std::string& trigger, bool forced, Clock::time_point now) {
+  if (!forced && last_ && now - *last_ < cfg_.min_interval) return std::nullopt;
+  RegroupDecision d;
+  d.plan = planGroups(speeds, plan_cfg);
+  if (d.plan.groups.empty()) return std::nullopt;
+  const GroupPlan now_plan = evaluatePlan(speeds, current, plan_cfg);
+  d.predicted_gain = now_plan.useful > 0 ? (d.plan.useful - now_plan.useful) / now_plan.useful : 1.0;
+  if (sameGrouping(d.plan.groups, current)) return std::nullopt;
+  if (!forced && d.predicted_gain < cfg_.min_gain) return std::nullopt;
+  d.cause = trigger;
+  return d;
+}
+
+}  // namespace groupsgd::daemon::policy
