@@ -14,18 +14,30 @@ struct Push {
   computeMs @2 :Float32;  # time spent computing it (incl. emulated device time)
 }
 
+# What a member must do after this reply.
+enum Directive {
+  continue @0;  # keep training in this group
+  reassign @1;  # your membership here has ended: register again with your worker id
+  stop @2;      # you were drained: send Leave and exit
+}
+
 # Answer to Pull and Push: the replica for header.step (one float32 tensor).
 # Sent for a Push only when that step completed (the barrier released).
 struct StepReply {
-  accepted @0 :Bool;  # Push only: false when the gradient was dropped (late, old epoch)
-  reason @1 :Text;    # why it was dropped ("" when accepted)
+  accepted @0 :Bool;        # Push only: false when the gradient was dropped (late, moved)
+  reason @1 :Text;          # why it was dropped ("" when accepted)
+  waitMs @2 :Float32;       # Push only: how long the gradient waited at the barrier
+  batchSize @3 :UInt32;     # batch to use from the next step on (0 = unchanged)
+  directive @4 :Directive;  # what to do next
 }
 
 # One member of a group as configured by the coordinator.
 struct Member {
-  workerId @0 :UInt64;   # worker id from its Assignment
-  batchSize @1 :UInt32;  # its batch size (the averaging weight)
-  epoch @2 :UInt64;      # epoch of its latest assignment; older pushes are refused
+  workerId @0 :UInt64;     # worker id from its Assignment
+  batchSize @1 :UInt32;    # batch it should use (the pushed batch is the averaging weight)
+  epoch @2 :UInt64;        # epoch of its latest assignment; older pushes are refused
+  leaving @3 :Directive;   # continue = member; reassign / stop = its next gradient is its
+                           # last here (included in the step), then it is told so and removed
 }
 
 # Coordinator -> group PS: who is in the group from header.epoch on. Answered by Ack.
@@ -34,6 +46,7 @@ struct GroupConfig {
   members @1 :List(Member);    # the full member list (replaces the previous one)
   exchangePeriod @2 :UInt32;   # K
   stepDeadlineMs @3 :UInt32;   # a step closes this long after its first push at the latest
+  flush @4 :Bool;              # send the pending delta to the central PS now (regroups)
 }
 
 # Coordinator -> group PS: send the pending delta to the central PS now and answer

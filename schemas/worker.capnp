@@ -16,6 +16,7 @@ struct Register {
   host @1 :Text;        # hostname, for operators
   pid @2 :UInt32;       # process id, for operators
   name @3 :Text;        # optional operator-chosen name ("" = none)
+  workerId @4 :UInt64;  # 0 = a new worker; else the id it has: fetch its current assignment
 }
 
 # Coordinator's answer to Register; also sent again after a regroup (new epoch).
@@ -44,6 +45,7 @@ struct Heartbeat {
   testAccuracy @5 :Float32;    # evaluator only: last measured test accuracy (-1 = none)
   evaluatedVersion @6 :UInt64; # evaluator only: central version that accuracy belongs to
   batchSize @7 :UInt32;        # batch size in use
+  waitMs @8 :Float32;          # mean time per step its gradient waited at the barrier
 }
 
 # Coordinator's answer to Heartbeat.

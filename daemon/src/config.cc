@@ -1,5 +1,6 @@
 #include "groupsgd/daemon/config.h"
 
+#include <cmath>
 #include <fstream>
 #include <limits>
 #include <stdexcept>
@@ -24,6 +25,15 @@ T unsignedValue(const json& v, const std::string& key) {
   return static_cast<T>(v.get<std::uint64_t>());
 }
 
+// A finite float (get<float>() would take true as 1 and 1e39 as infinity).
+float floatValue(const json& v, const std::string& key) {
+  if (!v.is_number() || !std::isfinite(v.get<double>()) ||
+      std::fabs(v.get<double>()) > std::numeric_limits<float>::max()) {
+    throw ConfigError(key + " must be a finite number, got " + v.dump());
+  }
+  return v.get<float>();
+}
+
 Status parseOptimizer(const json& j, const std::string& where, kernels::OptimizerConfig* out) {
   if (!j.is_object()) return invalidArgument(where + " must be an object");
   for (auto it = j.begin(); it != j.end(); ++it) {
@@ -33,11 +43,11 @@ Status parseOptimizer(const json& j, const std::string& where, kernels::Optimize
         return invalidArgument(where + ".kind must be sgd, momentum or nesterov");
       }
     } else if (k == "lr") {
-      out->lr = it->get<float>();
+      out->lr = floatValue(*it, where + ".lr");
     } else if (k == "momentum") {
-      out->momentum = it->get<float>();
+      out->momentum = floatValue(*it, where + ".momentum");
     } else if (k == "weight_decay") {
-      out->weight_decay = it->get<float>();
+      out->weight_decay = floatValue(*it, where + ".weight_decay");
     } else {
       return invalidArgument("unknown option " + where + "." + k);
     }

@@ -108,7 +108,29 @@ void GroupServer::handleRouter(const zmq::message_t& from, std::vector<zmq::mess
   }
 }
 
-void GroupServer::sendStepReply(const zmq::message_t& to, bool accepted, const std::string& reason) {
+namespace {
+
+proto::Directive toProto(Leaving l) {
+  switch (l) {
+    case Leaving::kNo: return proto::Directive::CONTINUE;
+    case Leaving::kReassign: return proto::Directive::REASSIGN;
+    case Leaving::kStop: return proto::Directive::STOP;
+  }
+  return proto::Directive::CONTINUE;
+}
+
+Leaving fromProto(proto::Directive d) {
+  switch (d) {
+    case proto::Directive::REASSIGN: return Leaving::kReassign;
+    case proto::Directive::STOP: return Leaving::kStop;
+    default: return Leaving::kNo;
+  }
+}
+
+}  // namespace
+
+void GroupServer::sendStepReply(const zmq::message_t& to, std::uint64_t worker, bool accepted,
+                                const std::string& reason, double wait_ms) {
   if (!replica_payload_) {
     auto copy = std::make_shared<std::vector<float>>(replica_);
     replica_payload_ = std::move(copy);  // one copy per replica change, shared by all replies
@@ -120,15 +142,45 @@ void GroupServer::sendStepReply(const zmq::message_t& to, bool accepted, const s
   auto r = out.header().getBody().initStepReply();
   r.setAccepted(accepted);
   r.setReason(reason);
+  r.setWaitMs(static_cast<float>(wait_ms));
+  if (const MemberInfo* m = barrier_.member(worker)) {
+    r.setBatchSize(m->batch_size);
+    r.setDirective(toProto(m->leaving));
+  } else if (auto it = departed_.find(worker); it != departed_.end()) {
+    r.setDirective(toProto(it->second));
+  }
   out.addTensor(replica_payload_);
   Status s = replyTo(router_, to, std::move(out));
   if (!s) GSGD_WARN("could not answer a member: " << s.toString());
+}
+
+void GroupServer::answerDeparted(const zmq::message_t& from, std::uint64_t worker,
+                                 Leaving directive, std::uint32_t dropped_batch) {
+  if (dropped_batch > 0) {
+    counters_.samples_dropped += dropped_batch;  // acknowledged, so counted, never lost
+    ++counters_.late_gradients;
+  }
+  departed_[worker] = directive;
+  sendStepReply(from, worker, false,
+                directive == Leaving::kStop ? "drained: leave" : "moved to another group");
+}
+
+void GroupServer::retireIfLeaving(std::uint64_t worker) {
+  const MemberInfo* m = barrier_.member(worker);
+  if (m == nullptr || m->leaving == Leaving::kNo) return;
+  departed_[worker] = m->leaving;
+  barrier_.remove(worker);
+  GSGD_INFO("member " << worker << " finished its last step here ("
+                      << (departed_[worker] == Leaving::kStop ? "drained" : "moved") << ")");
 }
 
 void GroupServer::onPull(const zmq::message_t& from, const InMessage& msg) {
   const std::uint64_t worker = msg.header().getSenderId();
   const MemberInfo* m = barrier_.member(worker);
   if (m == nullptr) {
+    if (auto it = departed_.find(worker); it != departed_.end() && have_model_) {
+      return answerDeparted(from, worker, it->second, 0);
+    }
     return refuse(from, permissionDenied("worker " + std::to_string(worker) +
                                          " is not a member of group " +
                                          std::to_string(cfg_.group_id)));
@@ -140,7 +192,7 @@ void GroupServer::onPull(const zmq::message_t& from, const InMessage& msg) {
   }
   if (!have_model_) return refuse(from, unavailable("group has no model yet; retry"));
   barrier_.markActive(worker);
-  sendStepReply(from, true, "");
+  sendStepReply(from, worker, true, "");
 }
 
 void GroupServer::onPush(const zmq::message_t& from, const InMessage& msg) {
@@ -148,6 +200,13 @@ void GroupServer::onPush(const zmq::message_t& from, const InMessage& msg) {
   auto push = h.getBody().getPush();
   const std::uint64_t worker = h.getSenderId();
   const MemberInfo* m = barrier_.member(worker);
+  const auto departed = departed_.find(worker);
+  if (m == nullptr && departed != departed_.end() && have_model_ && push.getBatchSize() > 0 &&
+      msg.tensorCount() == 1 && msg.tensorElements(0) == replica_.size()) {
+    // It left (moved or drained) before this gradient arrived: drop it, count it, and
+    // tell the worker where it stands.
+    return answerDeparted(from, worker, departed->second, push.getBatchSize());
+  }
   if (m == nullptr) {
     return refuse(from, permissionDenied("worker " + std::to_string(worker) +
                                          " is not a member of group " +
@@ -180,14 +239,16 @@ void GroupServer::onPush(const zmq::message_t& from, const InMessage& msg) {
     ++counters_.late_gradients;
     counters_.samples_dropped += push.getBatchSize();
     barrier_.markActive(worker);
-    return sendStepReply(from, false,
-                         "late: step " + std::to_string(h.getStep()) + " closed; group at step " +
-                             std::to_string(step_));
+    sendStepReply(from, worker, false,
+                  "late: step " + std::to_string(h.getStep()) + " closed; group at step " +
+                      std::to_string(step_));
+    retireIfLeaving(worker);
+    return maybeCloseStep(false);
   }
   Status added = barrier_.add(worker, push.getBatchSize(), push.getLoss(), scratch_);
   if (!added) return refuse(from, added);
   if (!step_opened_) step_opened_ = Clock::now();
-  waiting_.emplace_back(from.data(), from.size());
+  waiting_.push_back({zmq::message_t(from.data(), from.size()), worker, Clock::now()});
   maybeCloseStep(false);
 }
 
@@ -212,7 +273,12 @@ void GroupServer::maybeCloseStep(bool deadline_passed) {
   counters_.samples_received += closed.samples;
   counters_.samples_pending += closed.samples;
   counters_.last_loss = closed.mean_loss;
-  for (const auto& to : waiting_) sendStepReply(to, true, "");
+  const auto released = Clock::now();
+  for (const auto& w : waiting_) {
+    const double wait_ms = std::chrono::duration<double, std::milli>(released - w.arrived).count();
+    sendStepReply(w.routing_id, w.worker, true, "", wait_ms);
+    retireIfLeaving(w.worker);
+  }
   waiting_.clear();
   maybeExchange(false);
 }
@@ -226,7 +292,12 @@ void GroupServer::onGroupConfig(const zmq::message_t& from, const InMessage& msg
   }
   if (gc.getExchangePeriod() == 0) return refuse(from, invalidArgument("exchange period 0"));
   std::vector<MemberInfo> members;
-  for (auto m : gc.getMembers()) members.push_back({m.getWorkerId(), m.getBatchSize(), m.getEpoch()});
+  for (auto m : gc.getMembers()) {
+    const Leaving leaving = fromProto(m.getLeaving());
+    if (leaving != Leaving::kNo && departed_.count(m.getWorkerId()) != 0) continue;  // done
+    if (leaving == Leaving::kNo) departed_.erase(m.getWorkerId());
+    members.push_back({m.getWorkerId(), m.getBatchSize(), m.getEpoch(), leaving});
+  }
   barrier_.configure(members);
   epoch_ = std::max(epoch_, h.getEpoch());
   cfg_.exchange_period = gc.getExchangePeriod();
@@ -237,6 +308,7 @@ void GroupServer::onGroupConfig(const zmq::message_t& from, const InMessage& msg
   ack.header().setEpoch(epoch_);
   ack.header().getBody().setAck();
   (void)replyTo(router_, from, std::move(ack));
+  if (gc.getFlush()) maybeExchange(true);  // regroup: hand the progress to the central PS
   maybeCloseStep(false);  // a departed member may have been the one we waited for
 }
 

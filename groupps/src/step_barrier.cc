@@ -25,6 +25,11 @@ const MemberInfo* StepBarrier::member(std::uint64_t worker_id) const {
   return it == members_.end() ? nullptr : &it->second;
 }
 
+void StepBarrier::remove(std::uint64_t worker_id) {
+  members_.erase(worker_id);
+  active_.erase(worker_id);
+}
+
 void StepBarrier::markActive(std::uint64_t worker_id) {
   if (members_.count(worker_id) != 0) active_[worker_id] = true;
 }

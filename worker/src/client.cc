@@ -26,7 +26,8 @@ CoordinatorClient::CoordinatorClient(zmq::context_t& ctx, const std::string& end
                                      std::uint64_t job_id, std::chrono::milliseconds timeout)
     : rpc_(ctx, endpoint, limitsFor(job_id)), job_id_(job_id), timeout_(timeout) {}
 
-Result<Assignment> CoordinatorClient::registerAs(Role role, const std::string& name) {
+Result<Assignment> CoordinatorClient::registerAs(Role role, const std::string& name,
+                                                 std::uint64_t worker_id) {
   OutMessage out(job_id_, 0);
   auto r = out.header().getBody().initRegister();
   r.setRole(role == Role::kTrainer     ? proto::Role::TRAINER
@@ -35,6 +36,7 @@ Result<Assignment> CoordinatorClient::registerAs(Role role, const std::string& n
   r.setHost(hostName());
   r.setPid(static_cast<std::uint32_t>(::getpid()));
   r.setName(name);
+  r.setWorkerId(worker_id);
   auto reply = rpc_.call(std::move(out), timeout_);
   if (!reply) return reply.status();
   if (reply->kind() != BodyKind::ASSIGNMENT) {
@@ -72,6 +74,7 @@ Result<HeartbeatAnswer> CoordinatorClient::heartbeat(const Assignment& a,
   hb.setTestAccuracy(stats.test_accuracy);
   hb.setEvaluatedVersion(stats.evaluated_version);
   hb.setBatchSize(stats.batch_size);
+  hb.setWaitMs(stats.wait_ms);
   auto reply = rpc_.call(std::move(out), timeout_);
   if (!reply) return reply.status();
   if (reply->kind() != BodyKind::HEARTBEAT_REPLY) {
@@ -111,6 +114,11 @@ Result<StepAnswer> GroupClient::readAnswer(Result<InMessage>&& reply, std::span<
   a.model_version = reply->header().getModelVersion();
   a.accepted = r.getAccepted();
   a.reason = r.getReason().cStr();
+  a.wait_ms = r.getWaitMs();
+  a.batch_size = r.getBatchSize();
+  a.directive = r.getDirective() == proto::Directive::REASSIGN ? Directive::kReassign
+                : r.getDirective() == proto::Directive::STOP   ? Directive::kStop
+                                                                : Directive::kContinue;
   return a;
 }
 

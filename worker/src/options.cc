@@ -1,6 +1,8 @@
 #include "groupsgd/worker/options.h"
 
+#include <cerrno>
 #include <cmath>
+#include <limits>
 #include <cstdlib>
 
 namespace groupsgd::worker {
@@ -10,9 +12,12 @@ template <typename T>
 Status parseUnsigned(const std::string& flag, const std::string& v, T* out) {
   char* end = nullptr;
   errno = 0;
-  unsigned long long x = std::strtoull(v.c_str(), &end, 10);
-  if (v.empty() || end != v.c_str() + v.size() || errno != 0 || v[0] == '-') {
-    return invalidArgument(flag + " expects a non-negative integer, got '" + v + "'");
+  // Digits only: strtoull would accept leading blanks and negate a '-'.
+  const bool digits = !v.empty() && v.find_first_not_of("0123456789") == std::string::npos;
+  unsigned long long x = digits ? std::strtoull(v.c_str(), &end, 10) : 0;
+  if (!digits || end != v.c_str() + v.size() || errno != 0 ||
+      x > std::numeric_limits<T>::max()) {
+    return invalidArgument(flag + " expects a non-negative integer that fits, got '" + v + "'");
   }
   *out = static_cast<T>(x);
   return Status::ok();
@@ -39,9 +44,11 @@ accuracy and reports it).
   --data DIR              MNIST-format IDX files, gzipped or not
                           (default /usr/share/datasets/fashion-mnist)
   --slowdown F            every step takes F times as long (default 1)
-  --device-ms D           emulated device time added to every step (default 0)
+  --device-ms D           emulated device time per step at the assigned batch, scaled
+                          with the batch when the daemon resizes it (default 0)
+  --link-ms L             emulated link delay added to every push (default 0)
   --schedule S            change speed mid-run: "AT:key=value[:key=value],..." with AT a
-                          step or Ns seconds, keys slowdown, device-ms
+                          step or Ns seconds, keys slowdown, device-ms, link-ms
                           e.g. "200:slowdown=4,60s:slowdown=1"
   --evaluate              run as the evaluator
   --eval-interval-ms MS   evaluator: how often to fetch the central model (default 500)
@@ -97,6 +104,10 @@ Result<WorkerOptions> parseWorkerOptions(const std::vector<std::string>& args) {
       GSGD_RETURN_IF_ERROR(value(&v));
       GSGD_RETURN_IF_ERROR(parseDouble(a, v, &o.speed.slowdown));
       if (o.speed.slowdown <= 0) return invalidArgument("--slowdown must be > 0");
+    } else if (a == "--link-ms") {
+      GSGD_RETURN_IF_ERROR(value(&v));
+      GSGD_RETURN_IF_ERROR(parseDouble(a, v, &o.speed.link_ms));
+      if (o.speed.link_ms < 0) return invalidArgument("--link-ms must be >= 0");
     } else if (a == "--device-ms") {
       GSGD_RETURN_IF_ERROR(value(&v));
       GSGD_RETURN_IF_ERROR(parseDouble(a, v, &o.speed.device_ms));

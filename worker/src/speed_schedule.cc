@@ -24,8 +24,8 @@ bool parseNumber(const std::string& s, double* out) {
 
 }  // namespace
 
-double emulatedSleepMs(const SpeedProfile& p, double compute_ms) {
-  const double total = p.slowdown * (compute_ms + p.device_ms);
+double emulatedSleepMs(const SpeedProfile& p, double compute_ms, double batch_scale) {
+  const double total = p.slowdown * (compute_ms + p.device_ms * batch_scale);
   return std::max(0.0, total - compute_ms);
 }
 
@@ -59,9 +59,12 @@ Result<SpeedSchedule> SpeedSchedule::parse(const std::string& text) {
       } else if (kv[0] == "device-ms") {
         if (v < 0) return invalidArgument("device-ms must be >= 0 in '" + entry + "'");
         e.device_ms = v;
+      } else if (kv[0] == "link-ms") {
+        if (v < 0) return invalidArgument("link-ms must be >= 0 in '" + entry + "'");
+        e.link_ms = v;
       } else {
         return invalidArgument("schedule entry '" + entry + "': unknown key '" + kv[0] +
-                               "' (slowdown, device-ms)");
+                               "' (slowdown, device-ms, link-ms)");
       }
     }
     sched.entries_.push_back(e);
@@ -76,6 +79,7 @@ SpeedProfile SpeedSchedule::at(const SpeedProfile& base, std::uint64_t step, dou
     if (!due) continue;
     if (e.slowdown) p.slowdown = *e.slowdown;
     if (e.device_ms) p.device_ms = *e.device_ms;
+    if (e.link_ms) p.link_ms = *e.link_ms;
   }
   return p;
 }

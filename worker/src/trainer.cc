@@ -16,15 +16,225 @@ using Clock = std::chrono::steady_clock;
 double msSince(Clock::time_point t) {
   return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
 }
+void sleepMs(double ms) {
+  if (ms > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
+}
 
 // Per-heartbeat-window means of the step-time breakdown.
 struct Window {
-  double compute_ms = 0, comm_ms = 0;
+  double compute_ms = 0, comm_ms = 0, wait_ms = 0;
   int steps = 0;
-  void add(double c, double m) { compute_ms += c; comm_ms += m; ++steps; }
-  float meanCompute() const { return steps ? static_cast<float>(compute_ms / steps) : 0.f; }
-  float meanComm() const { return steps ? static_cast<float>(comm_ms / steps) : 0.f; }
+  void add(double c, double m, double w) {
+    compute_ms += c;
+    comm_ms += m;
+    wait_ms += w;
+    ++steps;
+  }
+  float mean(double v) const { return steps ? static_cast<float>(v / steps) : 0.f; }
 };
+
+// One training process: its registration, data, model and counters.
+class Trainer {
+ public:
+  Trainer(zmq::context_t& ctx, const WorkerOptions& opts, const std::atomic<bool>& interrupted,
+          dataset::Dataset data, SpeedSchedule schedule)
+      : ctx_(ctx),
+        opts_(opts),
+        interrupted_(interrupted),
+        data_(std::move(data)),
+        schedule_(std::move(schedule)),
+        coord_(ctx, opts.coordinator, opts.job_id, std::chrono::milliseconds(opts.timeout_ms)) {}
+
+  int run();
+
+ private:
+  bool adopt(const Assignment& a);          // new group client, sampler, batch
+  bool register_(std::uint64_t keep_id);    // (re)register; keep_id 0 = as a new worker
+  bool follow(const StepAnswer& ans);       // obey a directive; false = stop training
+  int finish();
+
+  zmq::context_t& ctx_;
+  const WorkerOptions& opts_;
+  const std::atomic<bool>& interrupted_;
+  dataset::Dataset data_;
+  SpeedSchedule schedule_;
+  CoordinatorClient coord_;
+  Assignment a_;
+  std::unique_ptr<kernels::Model> model_;
+  std::unique_ptr<GroupClient> group_;
+  std::unique_ptr<dataset::ShardSampler> sampler_;
+  std::vector<float> params_, grad_;
+  std::uint32_t batch_ = 0;
+  std::uint32_t reference_batch_ = 0;  // --device-ms is given at this batch
+  std::uint64_t step_ = 0;
+  bool need_pull_ = true;
+  bool stop_ = false;
+  // samples_trained_/steps_ count this registration (reported to the coordinator);
+  // total_steps_ counts the whole process life (schedule, --max-steps).
+  std::uint64_t samples_trained_ = 0, steps_ = 0, total_steps_ = 0;
+};
+
+bool Trainer::adopt(const Assignment& a) {
+  kernels::ModelKind kind;
+  if (!kernels::parseModelKind(a.model, &kind)) {
+    GSGD_ERROR("the daemon trains model '" << a.model << "', unknown to this worker");
+    return false;
+  }
+  if (!model_ || model_->paramCount() != a.param_count) {
+    model_ = kernels::makeModel(kind, data_.featureDim());
+    if (model_->paramCount() != a.param_count) {
+      GSGD_ERROR("model size mismatch: daemon says " << a.param_count << " parameters, this worker "
+                                                      << model_->paramCount() << " (wrong --data?)");
+      return false;
+    }
+    params_.assign(a.param_count, 0.0f);
+    grad_.assign(a.param_count, 0.0f);
+  }
+  const bool new_shard = !sampler_ || a.shard_index != a_.shard_index || a.shard_count != a_.shard_count;
+  a_ = a;
+  if (new_shard) {
+    sampler_ = std::make_unique<dataset::ShardSampler>(data_.count, a.shard_index, a.shard_count,
+                                                       a.seed + a.shard_index);
+  }
+  group_ = std::make_unique<GroupClient>(ctx_, a, opts_.job_id, std::chrono::milliseconds(opts_.timeout_ms));
+  batch_ = a.batch_size;
+  if (reference_batch_ == 0) reference_batch_ = a.batch_size;
+  need_pull_ = true;
+  log::setThreadTag("worker-" + std::to_string(a.worker_id));
+  GSGD_INFO("assigned: group " << a.group_id << " at " << a.group_endpoint << ", batch " << a.batch_size
+                               << ", shard " << a.shard_index << "/" << a.shard_count << ", epoch "
+                               << a.epoch);
+  return true;
+}
+
+bool Trainer::register_(std::uint64_t keep_id) {
+  if (keep_id == 0 && a_.worker_id != 0) {
+    // Close the old registration with its own counts so nothing is counted twice.
+    (void)coord_.leave(a_, samples_trained_, steps_);
+    samples_trained_ = 0;
+    steps_ = 0;
+  }
+  auto assigned = keep_id != 0 ? coord_.registerAs(Role::kTrainer, opts_.name, keep_id)
+                               : registerWithRetry(coord_, Role::kTrainer, opts_, interrupted_);
+  if (!assigned) {
+    GSGD_ERROR("registration failed: " << assigned.status().toString());
+    return false;
+  }
+  return adopt(*assigned);
+}
+
+bool Trainer::follow(const StepAnswer& ans) {
+  if (ans.batch_size != 0) batch_ = ans.batch_size;
+  switch (ans.directive) {
+    case Directive::kContinue: return true;
+    case Directive::kStop:
+      GSGD_INFO("drained by the coordinator");
+      stop_ = true;
+      return false;
+    case Directive::kReassign:
+      GSGD_INFO("moved by a regroup; fetching the new assignment");
+      if (!register_(a_.worker_id) && !register_(0)) stop_ = true;
+      return false;
+  }
+  return true;
+}
+
+int Trainer::run() {
+  if (!register_(0)) return 1;
+  Window window;
+  const auto started = Clock::now();
+  auto next_heartbeat = Clock::now() + std::chrono::milliseconds(a_.heartbeat_ms);
+  int consecutive_failures = 0;
+  std::vector<float> x;
+  std::vector<std::int32_t> y;
+  std::vector<std::uint32_t> idx;
+  float last_loss = 0;
+
+  while (!interrupted_.load() && !stop_) {
+    if (opts_.max_steps != 0 && total_steps_ >= opts_.max_steps) break;
+    if (need_pull_) {
+      auto pulled = group_->pull(params_);
+      if (!pulled) {
+        GSGD_WARN("pull failed: " << pulled.status().toString());
+        const Code code = pulled.status().code();
+        if (code == Code::kFailedPrecondition || code == Code::kPermissionDenied) {
+          if (!register_(0)) return 1;
+        } else if (++consecutive_failures > 20) {
+          return 1;
+        } else {
+          std::this_thread::sleep_for(std::chrono::milliseconds(200));
+        }
+        continue;
+      }
+      if (!follow(*pulled)) continue;
+      step_ = pulled->step;
+      need_pull_ = false;
+    }
+    // Compute a gradient on the next batch of this worker's shard.
+    const SpeedProfile speed = schedule_.at(opts_.speed, total_steps_, msSince(started) / 1000.0);
+    const std::uint32_t batch = batch_;
+    const auto t0 = Clock::now();
+    sampler_->next(batch, &idx);
+    x.resize(static_cast<std::size_t>(batch) * data_.featureDim());
+    y.resize(batch);
+    dataset::gatherBatch(data_, idx, x.data(), y.data());
+    last_loss = model_->lossAndGrad(params_, x.data(), y.data(), batch, grad_);
+    sleepMs(emulatedSleepMs(speed, msSince(t0),
+                            static_cast<double>(batch) / std::max<std::uint32_t>(1, reference_batch_)));
+    const double compute_ms = msSince(t0);
+
+    const auto t1 = Clock::now();
+    sleepMs(speed.link_ms);  // a slow link delays every exchange
+    auto ans = group_->push(step_, grad_, batch, last_loss, static_cast<float>(compute_ms), params_);
+    const double rtt_ms = msSince(t1);
+    if (!ans) {
+      // Refused or lost: not counted as trained (the group PS did not count it either),
+      // and the replica is fetched again.
+      GSGD_WARN("push for step " << step_ << " failed: " << ans.status().toString());
+      const Code code = ans.status().code();
+      if (code == Code::kFailedPrecondition || code == Code::kPermissionDenied) {
+        if (!register_(0)) return 1;
+      } else if (++consecutive_failures > 20) {
+        return 1;
+      }
+      need_pull_ = true;
+      continue;
+    }
+    consecutive_failures = 0;
+    samples_trained_ += batch;
+    ++steps_;
+    ++total_steps_;
+    step_ = ans->step;
+    window.add(compute_ms, std::max(0.0, rtt_ms - ans->wait_ms), ans->wait_ms);
+    if (!ans->accepted) GSGD_DEBUG("gradient dropped: " << ans->reason);
+    follow(*ans);
+
+    if (!stop_ && Clock::now() >= next_heartbeat) {
+      HeartbeatStats st{samples_trained_, steps_, last_loss, window.mean(window.compute_ms),
+                        window.mean(window.comm_ms), -1.0f, 0, batch,
+                        window.mean(window.wait_ms)};
+      window = Window{};
+      next_heartbeat = Clock::now() + std::chrono::milliseconds(a_.heartbeat_ms);
+      auto hb = coord_.heartbeat(a_, st);
+      if (!hb) {
+        GSGD_WARN("heartbeat failed: " << hb.status().toString());
+      } else if (hb->stop) {
+        GSGD_INFO("coordinator asks us to stop");
+        break;
+      } else if (hb->reregister) {
+        if (!register_(0)) return 1;
+      }
+    }
+  }
+  return finish();
+}
+
+int Trainer::finish() {
+  Status left = coord_.leave(a_, samples_trained_, steps_);
+  if (!left) GSGD_WARN("leave was not acknowledged: " << left.toString());
+  GSGD_INFO("done: " << total_steps_ << " steps, " << samples_trained_ << " samples");
+  return 0;
+}
 
 }  // namespace
 
@@ -40,141 +250,8 @@ int runTrainer(zmq::context_t& ctx, const WorkerOptions& opts, const std::atomic
     GSGD_ERROR("cannot load the training set: " << data.status().toString());
     return 2;
   }
-  CoordinatorClient coord(ctx, opts.coordinator, opts.job_id, std::chrono::milliseconds(opts.timeout_ms));
-  auto assigned = registerWithRetry(coord, Role::kTrainer, opts, interrupted);
-  if (!assigned) {
-    GSGD_ERROR(assigned.status().toString());
-    return 1;
-  }
-  Assignment a = *assigned;
-  log::setThreadTag("worker-" + std::to_string(a.worker_id));
-  kernels::ModelKind kind;
-  if (!kernels::parseModelKind(a.model, &kind)) {
-    GSGD_ERROR("the daemon trains model '" << a.model << "', unknown to this worker");
-    return 2;
-  }
-  auto model = kernels::makeModel(kind, data->featureDim());
-  if (model->paramCount() != a.param_count) {
-    GSGD_ERROR("model size mismatch: daemon says " << a.param_count << " parameters, this worker "
-                                                    << model->paramCount() << " (wrong --data?)");
-    return 2;
-  }
-  GSGD_INFO("registered: group " << a.group_id << " at " << a.group_endpoint << ", batch "
-                                 << a.batch_size << ", shard " << a.shard_index << "/"
-                                 << a.shard_count);
-
-  std::vector<float> params(a.param_count), grad(a.param_count);
-  std::vector<float> x;
-  std::vector<std::int32_t> y;
-  std::vector<std::uint32_t> idx;
-  auto group = std::make_unique<GroupClient>(ctx, a, opts.job_id, std::chrono::milliseconds(opts.timeout_ms));
-  auto makeSampler = [&] {
-    return std::make_unique<dataset::ShardSampler>(data->count, a.shard_index, a.shard_count,
-                                                   a.seed + a.shard_index);
-  };
-  auto sampler = makeSampler();
-
-  // samples_trained / steps count this registration (reported to the coordinator);
-  // total_steps counts the whole process life (schedule, --max-steps).
-  std::uint64_t samples_trained = 0, steps = 0, total_steps = 0, step = 0;
-  bool need_pull = true;
-  float last_loss = 0;
-  Window window;
-  const auto started = Clock::now();
-  auto next_heartbeat = Clock::now() + std::chrono::milliseconds(a.heartbeat_ms);
-  int consecutive_failures = 0;
-
-  auto reassign = [&]() -> bool {
-    // Close the old registration with its own counts so nothing is counted twice.
-    (void)coord.leave(a, samples_trained, steps);
-    samples_trained = 0;
-    steps = 0;
-    auto again = registerWithRetry(coord, Role::kTrainer, opts, interrupted);
-    if (!again) return false;
-    a = *again;
-    sampler = makeSampler();  // the new registration may have a different shard
-    group = std::make_unique<GroupClient>(ctx, a, opts.job_id, std::chrono::milliseconds(opts.timeout_ms));
-    need_pull = true;
-    GSGD_INFO("re-registered as worker " << a.worker_id << " in group " << a.group_id);
-    return true;
-  };
-
-  while (!interrupted.load()) {
-    if (opts.max_steps != 0 && total_steps >= opts.max_steps) break;
-    if (need_pull) {
-      auto pulled = group->pull(params);
-      if (!pulled) {
-        GSGD_WARN("pull failed: " << pulled.status().toString());
-        if (pulled.status().code() == Code::kFailedPrecondition ||
-            pulled.status().code() == Code::kPermissionDenied) {
-          if (!reassign()) return 1;
-          continue;
-        }
-        if (++consecutive_failures > 20) return 1;
-        std::this_thread::sleep_for(std::chrono::milliseconds(200));
-        continue;
-      }
-      step = pulled->step;
-      need_pull = false;
-    }
-    // Compute a gradient on the next batch of this worker's shard.
-    const SpeedProfile speed = schedule->at(opts.speed, total_steps, msSince(started) / 1000.0);
-    const std::uint32_t batch = a.batch_size;
-    const auto t0 = Clock::now();
-    sampler->next(batch, &idx);
-    x.resize(static_cast<std::size_t>(batch) * data->featureDim());
-    y.resize(batch);
-    dataset::gatherBatch(*data, idx, x.data(), y.data());
-    last_loss = model->lossAndGrad(params, x.data(), y.data(), batch, grad);
-    const double real_ms = msSince(t0);
-    const double sleep_ms = emulatedSleepMs(speed, real_ms);
-    if (sleep_ms > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(sleep_ms));
-    const double compute_ms = msSince(t0);
-
-    const auto t1 = Clock::now();
-    auto ans = group->push(step, grad, batch, last_loss, static_cast<float>(compute_ms), params);
-    const double comm_ms = msSince(t1);
-    if (!ans) {
-      // The gradient was refused or lost: it is not counted as trained (the group PS did
-      // not count it either), and the replica is fetched again.
-      GSGD_WARN("push for step " << step << " failed: " << ans.status().toString());
-      if (ans.status().code() == Code::kFailedPrecondition ||
-          ans.status().code() == Code::kPermissionDenied) {
-        if (!reassign()) return 1;
-      } else if (++consecutive_failures > 20) {
-        return 1;
-      }
-      need_pull = true;
-      continue;
-    }
-    consecutive_failures = 0;
-    samples_trained += batch;
-    ++steps;
-    ++total_steps;
-    step = ans->step;
-    window.add(compute_ms, comm_ms);
-    if (!ans->accepted) GSGD_DEBUG("gradient dropped: " << ans->reason);
-
-    if (Clock::now() >= next_heartbeat) {
-      HeartbeatStats st{samples_trained, steps, last_loss, window.meanCompute(), window.meanComm(),
-                        -1.0f, 0, batch};
-      window = Window{};
-      next_heartbeat = Clock::now() + std::chrono::milliseconds(a.heartbeat_ms);
-      auto hb = coord.heartbeat(a, st);
-      if (!hb) {
-        GSGD_WARN("heartbeat failed: " << hb.status().toString());
-      } else if (hb->stop) {
-        GSGD_INFO("coordinator asks us to stop");
-        break;
-      } else if (hb->reregister) {
-        if (!reassign()) return 1;
-      }
-    }
-  }
-  Status left = coord.leave(a, samples_trained, steps);
-  if (!left) GSGD_WARN("leave was not acknowledged: " << left.toString());
-  GSGD_INFO("done: " << steps << " steps, " << samples_trained << " samples");
-  return 0;
+  Trainer t(ctx, opts, interrupted, std::move(*data), std::move(*schedule));
+  return t.run();
 }
 
 }  // namespace groupsgd::worker

@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 #include <zmq.hpp>
 
@@ -65,7 +66,14 @@ class GroupServer {
   void onGroupConfig(const zmq::message_t& from, const InMessage& msg);
   void onFlush(const zmq::message_t& from);
   void refuse(const zmq::message_t& from, const Status& why);
-  void sendStepReply(const zmq::message_t& to, bool accepted, const std::string& reason);
+  // accepted/reason for a push; the member's batch and directive are filled in.
+  void sendStepReply(const zmq::message_t& to, std::uint64_t worker, bool accepted,
+                     const std::string& reason, double wait_ms = 0);
+  // A push or pull from a member that has left: drop (push), tell it where to go.
+  void answerDeparted(const zmq::message_t& from, std::uint64_t worker, Leaving directive,
+                      std::uint32_t dropped_batch);
+  // After its last gradient: remove a leaving member and remember what to tell it.
+  void retireIfLeaving(std::uint64_t worker);
   void sendStats(const zmq::message_t& to);
 
   // The step.
@@ -89,7 +97,13 @@ class GroupServer {
   std::uint64_t epoch_ = 0;
 
   StepBarrier barrier_;
-  std::vector<zmq::message_t> waiting_;     // routing ids of members that pushed this step
+  struct Waiting {
+    zmq::message_t routing_id;
+    std::uint64_t worker = 0;
+    Clock::time_point arrived;
+  };
+  std::vector<Waiting> waiting_;            // members that pushed for the open step
+  std::unordered_map<std::uint64_t, Leaving> departed_;  // left members -> what they were told
   std::optional<Clock::time_point> step_opened_;
   std::uint64_t step_ = 0;
   kernels::Optimizer optimizer_;

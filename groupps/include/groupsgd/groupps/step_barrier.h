@@ -13,10 +13,14 @@
 
 namespace groupsgd::groupps {
 
+// What happens to a member after its next gradient (mirrors proto::Directive).
+enum class Leaving { kNo, kReassign, kStop };
+
 struct MemberInfo {
   std::uint64_t worker_id = 0;
   std::uint32_t batch_size = 0;  // assigned batch (the real weight is the pushed batch)
   std::uint64_t epoch = 0;       // pushes from an older epoch are refused
+  Leaving leaving = Leaving::kNo;  // its next gradient is its last in this group
 };
 
 class StepBarrier {
@@ -27,6 +31,8 @@ class StepBarrier {
   // already arrived for the open step stay in it (a drained member's last step counts).
   void configure(const std::vector<MemberInfo>& members);
   const MemberInfo* member(std::uint64_t worker_id) const;
+  // Removes one member (after its last gradient); its arrival, if any, stays in the step.
+  void remove(std::uint64_t worker_id);
   std::size_t memberCount() const { return members_.size(); }
   // A member becomes active when it first pulls; only active members are waited for.
   void markActive(std::uint64_t worker_id);

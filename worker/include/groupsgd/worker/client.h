@@ -44,6 +44,7 @@ struct HeartbeatStats {
   float test_accuracy = -1;
   std::uint64_t evaluated_version = 0;
   std::uint32_t batch_size = 0;
+  float wait_ms = 0;
 };
 
 struct HeartbeatAnswer {
@@ -55,7 +56,9 @@ class CoordinatorClient {
  public:
   CoordinatorClient(zmq::context_t& ctx, const std::string& endpoint, std::uint64_t job_id,
                     std::chrono::milliseconds timeout = std::chrono::milliseconds(5000));
-  Result<Assignment> registerAs(Role role, const std::string& name);
+  // worker_id 0 registers a new worker; a known id fetches that worker's current
+  // assignment (after a regroup moved it).
+  Result<Assignment> registerAs(Role role, const std::string& name, std::uint64_t worker_id = 0);
   Result<HeartbeatAnswer> heartbeat(const Assignment& a, const HeartbeatStats& stats);
   Status leave(const Assignment& a, std::uint64_t samples_trained, std::uint64_t steps);
 
@@ -66,11 +69,16 @@ class CoordinatorClient {
 };
 
 // What the group PS answered to a pull or a push; the replica went into the caller's span.
+enum class Directive { kContinue, kReassign, kStop };
+
 struct StepAnswer {
   std::uint64_t step = 0;           // the step the replica is for (push here next)
   std::uint64_t model_version = 0;  // central version the replica descends from
   bool accepted = true;             // push: false if the gradient was dropped (late)
   std::string reason;
+  double wait_ms = 0;               // push: time the gradient waited at the barrier
+  std::uint32_t batch_size = 0;     // batch to use from now on (0 = unchanged)
+  Directive directive = Directive::kContinue;
 };
 
 class GroupClient {

@@ -1,6 +1,8 @@
-// Heterogeneity emulation for one worker: a slowdown factor F and an emulated device
-// time D per step (a step whose real compute took c ms lasts F * (c + D) ms), and a
-// schedule that changes F and D at given steps or times. Pure; any thread.
+// Heterogeneity emulation for one worker: a slowdown factor F, an emulated device time D
+// per step at the reference batch (scaled by batch / reference batch, like real device
+// work), so a step whose real compute took c ms lasts F * (c + D * b / b_ref) ms; a link
+// delay L added to every push (a slow network, which no batch size can hide); and a
+// schedule that changes F, D and L at given steps or times. Pure; any thread.
 #pragma once
 
 #include <optional>
@@ -13,21 +15,24 @@ namespace groupsgd::worker {
 
 struct SpeedProfile {
   double slowdown = 1.0;  // F >= 1 typically; > 0 required
-  double device_ms = 0.0; // D >= 0
+  double device_ms = 0.0; // D >= 0, at the reference batch
+  double link_ms = 0.0;   // L >= 0, added to every push
 };
 
-// Milliseconds to sleep after a step whose real compute took compute_ms.
-double emulatedSleepMs(const SpeedProfile& p, double compute_ms);
+// Milliseconds to sleep after a step whose real compute took compute_ms, at a batch of
+// batch_scale times the reference batch.
+double emulatedSleepMs(const SpeedProfile& p, double compute_ms, double batch_scale = 1.0);
 
 struct ScheduleEntry {
   bool at_seconds = false;  // trigger on elapsed time instead of step count
   double at = 0;            // step number or seconds since the worker started
   std::optional<double> slowdown;
   std::optional<double> device_ms;
+  std::optional<double> link_ms;
 };
 
 // Text form: entries separated by ',', each "AT:key=value[:key=value]", AT a step number
-// or seconds with an 's' suffix, keys 'slowdown' and 'device-ms'.
+// or seconds with an 's' suffix, keys 'slowdown', 'device-ms' and 'link-ms'.
 // Example: "200:slowdown=4,30s:slowdown=1:device-ms=10".
 class SpeedSchedule {
  public:

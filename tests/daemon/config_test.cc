@@ -1,0 +1,433 @@
+#include "groupsgd/daemon/config.h"
+
+#include <doctest/doctest.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+using namespace groupsgd;
+using namespace groupsgd::daemon;
+using nlohmann::json;
+
+namespace {
+
+bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+// A fresh directory under /tmp, removed with everything in it when the test ends.
+class TempDir {
+ public:
+  TempDir() {
+    static std::atomic<int> counter{0};
+    path_ = std::filesystem::temp_directory_path() /
+            ("groupsgd_daemon_test_" + std::to_string(::getpid()) + "_" +
+             std::to_string(counter++));
+    std::filesystem::remove_all(path_);
+    std::filesystem::create_directories(path_);
+  }
+  ~TempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  std::string write(const std::string& name, const std::string& text) const {
+    auto p = path_ / name;
+    std::ofstream(p) << text;
+    return p.string();
+  }
+  std::string path(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+}  // namespace
+
+TEST_CASE("daemon config: the defaults are valid") {
+  DaemonConfig cfg;
+  CHECK(validate(cfg).isOk());
+  CHECK(cfg.mode == Mode::kGrouped);
+  CHECK(cfg.role == "all");
+  CHECK(cfg.workers == 4);
+  CHECK(cfg.groups == 2);
+  CHECK(cfg.batch_size == 32);
+}
+
+TEST_CASE("daemon config: mode names parse and round-trip") {
+  for (Mode m : {Mode::kSync, Mode::kAsync, Mode::kGrouped}) {
+    Mode parsed = m == Mode::kSync ? Mode::kAsync : Mode::kSync;
+    REQUIRE(parseMode(modeName(m), &parsed));
+    CHECK(parsed == m);
+  }
+  Mode m = Mode::kAsync;
+  CHECK_FALSE(parseMode("Sync", &m));
+  CHECK_FALSE(parseMode("", &m));
+  CHECK(m == Mode::kAsync);
+}
+
+TEST_CASE("daemon config: applyJson sets top-level, optimizer and staleness fields") {
+  DaemonConfig cfg;
+  const json j = json::parse(R"({
+    "job_id": 9, "mode": "async", "workers": 6, "groups": 3, "exchange_period": 4,
+    "batch_size": 16, "model": "softmax", "seed": 77, "listen": "tcp://127.0.0.1:0",
+    "optimizer": {"kind": "nesterov", "lr": 0.25, "momentum": 0.5, "weight_decay": 0.125},
+    "outer_optimizer": {"kind": "momentum", "lr": 0.75},
+    "staleness": {"rule": "grace", "max": 8, "grace": 2},
+    "target_acc": 0.9, "max_samples": 1000, "json": true, "log_level": "debug"
+  })");
+  REQUIRE(applyJson(j, &cfg).isOk());
+  CHECK(cfg.job_id == 9);
+  CHECK(cfg.mode == Mode::kAsync);
+  CHECK(cfg.workers == 6);
+  CHECK(cfg.groups == 3);
+  CHECK(cfg.exchange_period == 4);
+  CHECK(cfg.batch_size == 16);
+  CHECK(cfg.model == kernels::ModelKind::kSoftmax);
+  CHECK(cfg.seed == 77);
+  CHECK(cfg.listen == "tcp://127.0.0.1:0");
+  CHECK(cfg.optimizer.kind == kernels::OptimizerKind::kNesterov);
+  CHECK(cfg.optimizer.lr == 0.25f);
+  CHECK(cfg.optimizer.momentum == 0.5f);
+  CHECK(cfg.optimizer.weight_decay == 0.125f);
+  CHECK(cfg.outer_optimizer.kind == kernels::OptimizerKind::kMomentum);
+  CHECK(cfg.outer_optimizer.lr == 0.75f);
+  CHECK(cfg.outer_optimizer.momentum == 0.0f);  // untouched: the default outer momentum
+  CHECK(cfg.staleness.rule == centralps::StalenessRule::kGrace);
+  CHECK(cfg.staleness.max_staleness == 8);
+  CHECK(cfg.staleness.grace == 2);
+  CHECK(cfg.target_acc == 0.9);
+  CHECK(cfg.max_samples == 1000);
+  CHECK(cfg.json);
+  CHECK(cfg.log_level == "debug");
+  CHECK(validate(cfg).isOk());
+}
+
+TEST_CASE("daemon config: a nested object only changes the keys it names") {
+  DaemonConfig cfg;
+  REQUIRE(applyJson(json::parse(R"({"optimizer": {"lr": 0.5}})"), &cfg).isOk());
+  CHECK(cfg.optimizer.lr == 0.5f);
+  CHECK(cfg.optimizer.kind == kernels::OptimizerKind::kMomentum);
+  CHECK(cfg.optimizer.momentum == 0.9f);
+}
+
+TEST_CASE("daemon config: an unknown key is refused, naming the key") {
+  DaemonConfig cfg;
+  Status s = applyJson(json::parse(R"({"workers": 2, "grups": 3})"), &cfg);
+  CHECK(s.code() == Code::kInvalidArgument);
+  CHECK(contains(s.message(), "grups"));
+
+  Status nested = applyJson(json::parse(R"({"optimizer": {"learning_rate": 0.1}})"), &cfg);
+  CHECK(nested.code() == Code::kInvalidArgument);
+  CHECK(contains(nested.message(), "optimizer.learning_rate"));
+
+  Status stale = applyJson(json::parse(R"({"staleness": {"maximum": 3}})"), &cfg);
+  CHECK(stale.code() == Code::kInvalidArgument);
+  CHECK(contains(stale.message(), "staleness.maximum"));
+}
+
+TEST_CASE("daemon config: a value of the wrong type is refused") {
+  for (const char* text :
+       {R"({"workers": "four"})", R"({"role": 5})", R"({"json": 1})", R"({"mode": 2})",
+        R"({"batch_size": {"n": 3}})", R"({"optimizer": {"lr": "fast"}})",
+        R"({"optimizer": 0.1})", R"({"staleness": {"max": "many"}})",
+        R"({"staleness": "inverse"})", R"({"seed": [1, 2]})"}) {
+    CAPTURE(text);
+    DaemonConfig cfg;
+    Status s = applyJson(json::parse(text), &cfg);
+    CHECK(s.code() == Code::kInvalidArgument);
+  }
+}
+
+TEST_CASE("daemon config: bad enum names are refused") {
+  DaemonConfig cfg;
+  CHECK(applyJson(json::parse(R"({"mode": "parallel"})"), &cfg).code() == Code::kInvalidArgument);
+  CHECK(applyJson(json::parse(R"({"model": "resnet"})"), &cfg).code() == Code::kInvalidArgument);
+  CHECK(applyJson(json::parse(R"({"optimizer": {"kind": "adam"}})"), &cfg).code() ==
+        Code::kInvalidArgument);
+  CHECK(applyJson(json::parse(R"({"staleness": {"rule": "linear"}})"), &cfg).code() ==
+        Code::kInvalidArgument);
+}
+
+TEST_CASE("daemon config: a configuration that is not an object is refused") {
+  DaemonConfig cfg;
+  CHECK(applyJson(json::parse("[1, 2]"), &cfg).code() == Code::kInvalidArgument);
+  CHECK(applyJson(json::parse("3"), &cfg).code() == Code::kInvalidArgument);
+}
+
+TEST_CASE("daemon config: a missing configuration file is kNotFound") {
+  TempDir dir;
+  DaemonConfig cfg;
+  Status s = loadConfigFile(dir.path("does-not-exist.json"), &cfg);
+  CHECK(s.code() == Code::kNotFound);
+  CHECK(contains(s.message(), "does-not-exist.json"));
+}
+
+TEST_CASE("daemon config: a file that is not valid JSON is kInvalidArgument") {
+  TempDir dir;
+  DaemonConfig cfg;
+  const auto path = dir.write("bad.json", R"({"workers": 3,, })");
+  Status s = loadConfigFile(path, &cfg);
+  CHECK(s.code() == Code::kInvalidArgument);
+  CHECK(contains(s.message(), path));
+  CHECK(loadConfigFile(dir.write("empty.json", ""), &cfg).code() == Code::kInvalidArgument);
+}
+
+TEST_CASE("daemon config: a file may contain // and /* */ comments") {
+  TempDir dir;
+  DaemonConfig cfg;
+  const auto path = dir.write("c.json", R"(// a grouped run
+{
+  "workers": 8,   // trainers
+  /* groups of two */
+  "groups": 4
+}
+)");
+  Status s = loadConfigFile(path, &cfg);
+  INFO(s.toString());
+  REQUIRE(s.isOk());
+  CHECK(cfg.workers == 8);
+  CHECK(cfg.groups == 4);
+}
+
+TEST_CASE("daemon config: an error inside a file names the file and the key") {
+  TempDir dir;
+  DaemonConfig cfg;
+  const auto path = dir.write("typo.json", R"({"exchange_periodd": 2})");
+  Status s = loadConfigFile(path, &cfg);
+  CHECK(s.code() == Code::kInvalidArgument);
+  CHECK(contains(s.message(), path));
+  CHECK(contains(s.message(), "exchange_periodd"));
+}
+
+TEST_CASE("daemon config: flags override a --config file wherever it appears") {
+  TempDir dir;
+  const auto path = dir.write("c.json", R"({"workers": 8, "groups": 4, "batch_size": 64})");
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {"--workers", "6", "--config", path},
+           {"--config", path, "--workers", "6"}}) {
+    DaemonConfig cfg;
+    bool help = false;
+    Status s = applyFlags(args, &cfg, &help);
+    INFO(s.toString());
+    REQUIRE(s.isOk());
+    CHECK(cfg.workers == 6);      // the flag wins
+    CHECK(cfg.groups == 4);       // from the file
+    CHECK(cfg.batch_size == 64);  // from the file
+    CHECK_FALSE(help);
+  }
+}
+
+TEST_CASE("daemon config: flags set string and number fields") {
+  DaemonConfig cfg;
+  bool help = false;
+  Status s = applyFlags({"--mode", "sync", "--model", "softmax", "--batch-size", "8",
+                         "--target-acc", "0.85", "--listen", "tcp://127.0.0.1:0",
+                         "--summary-file", "/tmp/x.json", "--max-seconds", "2.5"},
+                        &cfg, &help);
+  INFO(s.toString());
+  REQUIRE(s.isOk());
+  CHECK(cfg.mode == Mode::kSync);
+  CHECK(cfg.model == kernels::ModelKind::kSoftmax);
+  CHECK(cfg.batch_size == 8);
+  CHECK(cfg.target_acc == 0.85);
+  CHECK(cfg.listen == "tcp://127.0.0.1:0");
+  CHECK(cfg.summary_file == "/tmp/x.json");
+  CHECK(cfg.max_seconds == 2.5);
+}
+
+TEST_CASE("daemon config: --json turns on the JSON summary, --help sets help") {
+  DaemonConfig cfg;
+  bool help = false;
+  REQUIRE(applyFlags({"--json"}, &cfg, &help).isOk());
+  CHECK(cfg.json);
+  CHECK_FALSE(help);
+  REQUIRE(applyFlags({"--help"}, &cfg, &help).isOk());
+  CHECK(help);
+  CHECK(contains(daemonUsage(), "--config"));
+}
+
+TEST_CASE("daemon config: an unknown flag is refused, naming it") {
+  DaemonConfig cfg;
+  bool help = false;
+  Status s = applyFlags({"--workers", "2", "--wrokers", "3"}, &cfg, &help);
+  CHECK(s.code() == Code::kInvalidArgument);
+  CHECK(contains(s.message(), "--wrokers"));
+}
+
+TEST_CASE("daemon config: a flag without a value, or a non-number, is refused") {
+  DaemonConfig cfg;
+  bool help = false;
+  CHECK(applyFlags({"--workers"}, &cfg, &help).code() == Code::kInvalidArgument);
+  CHECK(applyFlags({"--config"}, &cfg, &help).code() == Code::kInvalidArgument);
+  Status s = applyFlags({"--workers", "many"}, &cfg, &help);
+  CHECK(s.code() == Code::kInvalidArgument);
+  CHECK(contains(s.message(), "--workers"));
+  CHECK(cfg.workers == 4);
+}
+
+TEST_CASE("daemon config: --config with a missing file passes kNotFound through") {
+  TempDir dir;
+  DaemonConfig cfg;
+  bool help = false;
+  CHECK(applyFlags({"--config", dir.path("nope.json")}, &cfg, &help).code() == Code::kNotFound);
+}
+
+TEST_CASE("daemon config: validate refuses more groups than workers in grouped mode") {
+  DaemonConfig cfg;
+  cfg.workers = 3;
+  cfg.groups = 4;
+  CHECK(validate(cfg).code() == Code::kInvalidArgument);
+  cfg.groups = 3;
+  CHECK(validate(cfg).isOk());
+  cfg.groups = 0;
+  CHECK(validate(cfg).code() == Code::kInvalidArgument);
+  // Outside grouped mode the groups field is not used.
+  cfg.groups = 10;
+  cfg.mode = Mode::kAsync;
+  CHECK(validate(cfg).isOk());
+}
+
+TEST_CASE("daemon config: validate refuses batch 0 and oversized batches") {
+  DaemonConfig cfg;
+  cfg.batch_size = 0;
+  CHECK(validate(cfg).code() == Code::kInvalidArgument);
+  cfg.batch_size = 65537;
+  CHECK(validate(cfg).code() == Code::kInvalidArgument);
+  cfg.batch_size = 65536;
+  CHECK(validate(cfg).isOk());
+}
+
+TEST_CASE("daemon config: validate refuses a role other than all") {
+  DaemonConfig cfg;
+  cfg.role = "central";
+  Status s = validate(cfg);
+  CHECK(s.code() == Code::kInvalidArgument);
+  CHECK(contains(s.message(), "central"));
+}
+
+TEST_CASE("daemon config: validate refuses target_acc outside [0, 1]") {
+  DaemonConfig cfg;
+  cfg.target_acc = 1.01;
+  CHECK(validate(cfg).code() == Code::kInvalidArgument);
+  cfg.target_acc = -0.1;
+  CHECK(validate(cfg).code() == Code::kInvalidArgument);
+  cfg.target_acc = 1.0;
+  CHECK(validate(cfg).isOk());
+}
+
+TEST_CASE("daemon config: validate refuses zero workers, periods, deadlines and learning rates") {
+  auto refused = [](auto mutate) {
+    DaemonConfig cfg;
+    mutate(cfg);
+    return validate(cfg).code() == Code::kInvalidArgument;
+  };
+  CHECK(refused([](DaemonConfig& c) { c.workers = 0; }));
+  CHECK(refused([](DaemonConfig& c) { c.exchange_period = 0; }));
+  CHECK(refused([](DaemonConfig& c) { c.step_deadline_ms = 0; }));
+  CHECK(refused([](DaemonConfig& c) { c.heartbeat_ms = 0; }));
+  CHECK(refused([](DaemonConfig& c) { c.heartbeat_misses = 0; }));
+  CHECK(refused([](DaemonConfig& c) { c.optimizer.lr = 0; }));
+  CHECK(refused([](DaemonConfig& c) { c.outer_optimizer.lr = -1; }));
+}
+
+TEST_CASE("daemon config: groups and exchange period per mode") {
+  DaemonConfig cfg;
+  cfg.workers = 6;
+  cfg.groups = 3;
+  cfg.exchange_period = 5;
+  cfg.mode = Mode::kSync;
+  CHECK(cfg.groupCount() == 1);
+  CHECK(cfg.exchangePeriod() == 1);
+  cfg.mode = Mode::kAsync;
+  CHECK(cfg.groupCount() == 6);
+  CHECK(cfg.exchangePeriod() == 1);
+  cfg.mode = Mode::kGrouped;
+  CHECK(cfg.groupCount() == 3);
+  CHECK(cfg.exchangePeriod() == 5);
+}
+
+TEST_CASE("daemon config: toJson reports the effective groups and period, and reads back") {
+  DaemonConfig cfg;
+  cfg.mode = Mode::kAsync;
+  cfg.workers = 5;
+  cfg.exchange_period = 7;
+  cfg.staleness.rule = centralps::StalenessRule::kConstant;
+  cfg.optimizer.lr = 0.25f;
+  const json j = toJson(cfg);
+  CHECK(j["mode"] == "async");
+  CHECK(j["groups"] == 5);
+  CHECK(j["exchange_period"] == 1);
+  CHECK(j["staleness"]["rule"] == "constant");
+  DaemonConfig back;
+  REQUIRE(applyJson(j, &back).isOk());
+  CHECK(back.mode == Mode::kAsync);
+  CHECK(back.workers == 5);
+  CHECK(back.optimizer.lr == 0.25f);
+  CHECK(back.staleness.rule == centralps::StalenessRule::kConstant);
+}
+
+TEST_CASE("daemon config: a negative count is refused instead of wrapping to 2^32 - 1") {
+  DaemonConfig cfg;
+  Status s = applyJson(json::parse(R"({"workers": -1})"), &cfg);
+  CHECK(s.code() == Code::kInvalidArgument);
+  CHECK(contains(s.message(), "workers"));
+  CHECK(cfg.workers == 4);
+}
+
+TEST_CASE("daemon config: --batch-size -1 is refused instead of wrapping") {
+  DaemonConfig cfg;
+  bool help = false;
+  Status s = applyFlags({"--batch-size", "-1"}, &cfg, &help);
+  CHECK(s.code() == Code::kInvalidArgument);
+  CHECK(contains(s.message(), "batch_size"));
+  CHECK(cfg.batch_size == 32);
+}
+
+TEST_CASE("daemon config: a fractional count is refused instead of truncated") {
+  DaemonConfig cfg;
+  CHECK(applyJson(json::parse(R"({"workers": 2.7})"), &cfg).code() == Code::kInvalidArgument);
+  CHECK(applyJson(json::parse(R"({"staleness": {"max": 1.5}})"), &cfg).code() ==
+        Code::kInvalidArgument);
+  CHECK(cfg.workers == 4);
+}
+
+TEST_CASE("daemon config: a count too large for its 32-bit field is refused") {
+  DaemonConfig cfg;
+  CHECK(applyJson(json::parse(R"({"batch_size": 4294967296})"), &cfg).code() ==
+        Code::kInvalidArgument);
+  CHECK(cfg.batch_size == 32);
+  REQUIRE(applyJson(json::parse(R"({"max_samples": 4294967296})"), &cfg).isOk());  // 64-bit
+  CHECK(cfg.max_samples == 4294967296ull);
+}
+
+TEST_CASE("daemon config: a boolean is refused where a count is expected") {
+  DaemonConfig cfg;
+  CHECK(applyJson(json::parse(R"({"batch_size": true})"), &cfg).code() == Code::kInvalidArgument);
+}
+
+TEST_CASE("daemon config: a boolean is refused where a real number is expected") {
+  DaemonConfig cfg;
+  CHECK(applyJson(json::parse(R"({"target_acc": true})"), &cfg).code() == Code::kInvalidArgument);
+  CHECK(cfg.target_acc == 0.0);
+}
+
+// ---- Regression tests for bugs found by these tests and since fixed.
+
+TEST_CASE("daemon config: a boolean optimizer setting is refused") {
+  // nlohmann's get<float>() (unlike get<double>()) converts true to 1.0f silently.
+  DaemonConfig cfg;
+  CHECK(applyJson(json::parse(R"({"optimizer": {"lr": true}})"), &cfg).code() ==
+        Code::kInvalidArgument);
+}
+
+TEST_CASE("daemon config: a learning rate that overflows float is refused") {
+  // 1e39 becomes +inf as a float, and validate() only checks lr > 0.
+  DaemonConfig cfg;
+  Status s = applyJson(json::parse(R"({"optimizer": {"lr": 1e39}})"), &cfg);
+  CHECK((s.code() == Code::kInvalidArgument || validate(cfg).code() == Code::kInvalidArgument));
+}

@@ -1,0 +1,144 @@
+#include "groupsgd/worker/options.h"
+
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+using namespace groupsgd;
+using namespace groupsgd::worker;
+
+namespace {
+
+WorkerOptions parseOk(const std::vector<std::string>& args) {
+  auto r = parseWorkerOptions(args);
+  INFO(r.status().toString());
+  REQUIRE(r.isOk());
+  return *r;
+}
+
+Status parseFails(const std::vector<std::string>& args) {
+  auto r = parseWorkerOptions(args);
+  REQUIRE_FALSE(r.isOk());
+  return r.status();
+}
+
+bool contains(const std::string& haystack, const std::string& needle) {
+  return haystack.find(needle) != std::string::npos;
+}
+
+}  // namespace
+
+TEST_CASE("worker options: no arguments give the documented defaults") {
+  auto o = parseOk({});
+  CHECK(o.coordinator == "tcp://127.0.0.1:5555");
+  CHECK(o.job_id == 1);
+  CHECK(o.data_dir.empty());
+  CHECK(o.speed.slowdown == 1.0);
+  CHECK(o.speed.device_ms == 0.0);
+  CHECK(o.schedule_text.empty());
+  CHECK_FALSE(o.evaluate);
+  CHECK(o.eval_interval_ms == 500);
+  CHECK(o.name.empty());
+  CHECK(o.max_steps == 0);
+  CHECK(o.timeout_ms == 15000);
+  CHECK(o.connect_timeout_ms == 30000);
+  CHECK(o.log_level == "info");
+  CHECK_FALSE(o.help);
+}
+
+TEST_CASE("worker options: every flag sets its field") {
+  auto o = parseOk({"--coordinator", "tcp://10.0.0.1:7000", "--job-id", "42", "--data", "/tmp/d",
+                    "--slowdown", "2.5", "--device-ms", "12", "--schedule", "100:slowdown=1",
+                    "--evaluate", "--eval-interval-ms", "250", "--name", "w7", "--max-steps",
+                    "300", "--timeout-ms", "900", "--connect-timeout-ms", "1200", "--log-level",
+                    "debug"});
+  CHECK(o.coordinator == "tcp://10.0.0.1:7000");
+  CHECK(o.job_id == 42);
+  CHECK(o.data_dir == "/tmp/d");
+  CHECK(o.speed.slowdown == 2.5);
+  CHECK(o.speed.device_ms == 12.0);
+  CHECK(o.schedule_text == "100:slowdown=1");
+  CHECK(o.evaluate);
+  CHECK(o.eval_interval_ms == 250);
+  CHECK(o.name == "w7");
+  CHECK(o.max_steps == 300);
+  CHECK(o.timeout_ms == 900);
+  CHECK(o.connect_timeout_ms == 1200);
+  CHECK(o.log_level == "debug");
+  CHECK_FALSE(o.help);
+}
+
+TEST_CASE("worker options: a later flag overrides an earlier one") {
+  auto o = parseOk({"--job-id", "3", "--job-id", "4"});
+  CHECK(o.job_id == 4);
+}
+
+TEST_CASE("worker options: --help and -h set help") {
+  CHECK(parseOk({"--help"}).help);
+  CHECK(parseOk({"-h"}).help);
+  CHECK(parseOk({"--job-id", "2", "--help"}).help);
+  const std::string usage = workerUsage();
+  CHECK(contains(usage, "--coordinator"));
+  CHECK(contains(usage, "--schedule"));
+  CHECK(contains(usage, "--help"));
+}
+
+TEST_CASE("worker options: an unknown option is refused, naming it") {
+  auto s = parseFails({"--coordinator", "tcp://x:1", "--frobnicate"});
+  CHECK(s.code() == Code::kInvalidArgument);
+  CHECK(contains(s.message(), "--frobnicate"));
+  CHECK(parseFails({"positional"}).code() == Code::kInvalidArgument);
+}
+
+TEST_CASE("worker options: a flag without its value is refused, naming the flag") {
+  for (const char* flag : {"--coordinator", "--job-id", "--data", "--slowdown", "--device-ms",
+                           "--schedule", "--name", "--max-steps", "--timeout-ms",
+                           "--connect-timeout-ms", "--eval-interval-ms", "--log-level"}) {
+    CAPTURE(flag);
+    auto s = parseFails({flag});
+    CHECK(s.code() == Code::kInvalidArgument);
+    CHECK(contains(s.message(), flag));
+    CHECK(contains(s.message(), "needs a value"));
+  }
+}
+
+TEST_CASE("worker options: integer flags refuse negatives and non-numbers") {
+  for (const char* v : {"-1", "abc", "", "12x", "1.5"}) {
+    CAPTURE(v);
+    auto s = parseFails({"--max-steps", v});
+    CHECK(s.code() == Code::kInvalidArgument);
+    CHECK(contains(s.message(), "--max-steps"));
+  }
+}
+
+TEST_CASE("worker options: --slowdown must be a positive number, --device-ms non-negative") {
+  CHECK(parseFails({"--slowdown", "0"}).code() == Code::kInvalidArgument);
+  CHECK(parseFails({"--slowdown", "-1"}).code() == Code::kInvalidArgument);
+  CHECK(parseFails({"--slowdown", "fast"}).code() == Code::kInvalidArgument);
+  CHECK(parseFails({"--slowdown", "inf"}).code() == Code::kInvalidArgument);
+  CHECK(parseFails({"--device-ms", "-0.5"}).code() == Code::kInvalidArgument);
+  CHECK(parseOk({"--device-ms", "0"}).speed.device_ms == 0.0);
+}
+
+TEST_CASE("worker options: a bad --schedule is refused at parse time") {
+  auto s = parseFails({"--schedule", "200:speed=4"});
+  CHECK(s.code() == Code::kInvalidArgument);
+  CHECK(contains(s.message(), "speed"));
+}
+
+// ---- Regression tests for bugs found by these tests and since fixed.
+
+TEST_CASE("worker options: a value too large for a 32-bit field is refused instead of "
+          "truncated") {
+  // 2^32 + 5 is silently stored as 5 in the uint32 timeout_ms.
+  auto r = parseWorkerOptions({"--timeout-ms", "4294967301"});
+  CHECK_FALSE(r.isOk());
+  if (r.isOk()) CHECK(r->timeout_ms != 5);
+}
+
+TEST_CASE("worker options: a negative integer after whitespace is refused") {
+  // strtoull skips the blank and negates: " -1" becomes 2^64 - 1 steps.
+  auto r = parseWorkerOptions({"--max-steps", " -1"});
+  CHECK_FALSE(r.isOk());
+}
