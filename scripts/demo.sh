@@ -5,18 +5,20 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
-mode=grouped workers=8 stragglers=1 slowdown=4 device_ms=10 target=0.85 groups=2 period=1
-max_seconds=300 json=0 quick=0 batch=32 extra_daemon=()
+mode=adaptive workers=8 stragglers=1 slowdown=4 device_ms=10 target=0.85 groups=2 period=1
+max_seconds=300 json=0 quick=0 batch=32 link_ms=0 schedule=""
 usage() {
   cat <<USAGE
 usage: scripts/demo.sh [options]
-  --mode M          sync | async | grouped (default grouped)
+  --mode M          adaptive | sync | async | grouped (default adaptive)
   --workers N       worker processes (default 8)
   --groups G        grouped mode: groups (default 2)
   --exchange-period K  grouped mode: steps between central exchanges (default 1)
   --stragglers K    how many workers are slowed down (default 1)
   --slowdown F      their slowdown factor (default 4)
-  --device-ms D     emulated device time per step, every worker (default 10)
+  --device-ms D     emulated device time per step at the base batch, every worker (default 10)
+  --link-ms L       stragglers: extra delay on every exchange instead of a slowdown
+  --schedule S      stragglers: a speed schedule (groupsgd-worker --schedule syntax)
   --batch-size B    samples per worker step (default 32)
   --target-acc A    stop at this test accuracy (default 0.85)
   --max-seconds S   give up after S seconds (default 300)
@@ -34,6 +36,8 @@ while [[ $# -gt 0 ]]; do
     --stragglers) stragglers=$2; shift 2 ;;
     --slowdown) slowdown=$2; shift 2 ;;
     --device-ms) device_ms=$2; shift 2 ;;
+    --link-ms) link_ms=$2; shift 2 ;;
+    --schedule) schedule=$2; shift 2 ;;
     --batch-size) batch=$2; shift 2 ;;
     --target-acc) target=$2; shift 2 ;;
     --max-seconds) max_seconds=$2; shift 2 ;;
@@ -68,9 +72,12 @@ export OPENBLAS_NUM_THREADS=1
 daemon_args=(--mode "$mode" --workers "$workers" --groups "$groups" --exchange-period "$period"
   --batch-size "$batch" --listen tcp://127.0.0.1:0 --endpoint-file "$run_dir/endpoint"
   --target-acc "$target" --max-seconds "$max_seconds" --summary-file "$run_dir/summary.json"
-  --log-level warn)
+  --heartbeat-ms 250 --control-ms 500 --log-level warn)
 [[ $json == 1 ]] && daemon_args+=(--json)
-log "mode $mode, $workers workers ($stragglers ${slowdown}x slower), target accuracy $target; logs in $run_dir"
+kind="${slowdown}x slower"
+[[ $link_ms != 0 ]] && kind="+${link_ms} ms per exchange"
+[[ -n $schedule ]] && kind="schedule $schedule"
+log "mode $mode, $workers workers ($stragglers $kind), target accuracy $target; logs in $run_dir"
 "$BUILD_DIR/daemon/groupsgdd" "${daemon_args[@]}" 2>"$run_dir/daemon.log" &
 daemon_pid=$!
 pids+=("$daemon_pid")
@@ -79,10 +86,14 @@ for _ in $(seq 100); do [[ -s $run_dir/endpoint ]] && break; sleep 0.05; done
 endpoint=$(cat "$run_dir/endpoint")
 
 for i in $(seq 1 "$workers"); do
-  f=1
-  (( i <= stragglers )) && f=$slowdown
+  speed=(--slowdown 1)
+  if (( i <= stragglers )); then
+    if [[ -n $schedule ]]; then speed=(--schedule "$schedule")
+    elif [[ $link_ms != 0 ]]; then speed=(--link-ms "$link_ms")
+    else speed=(--slowdown "$slowdown"); fi
+  fi
   "$BUILD_DIR/worker/groupsgd-worker" --coordinator "$endpoint" --device-ms "$device_ms" \
-    --slowdown "$f" --name "w$i" --log-level warn 2>"$run_dir/worker-$i.log" &
+    "${speed[@]}" --name "w$i" --log-level warn 2>"$run_dir/worker-$i.log" &
   pids+=("$!")
 done
 "$BUILD_DIR/worker/groupsgd-worker" --coordinator "$endpoint" --evaluate --name evaluator \

@@ -73,6 +73,38 @@ Status parseStaleness(const json& j, centralps::StalenessConfig* out) {
   return Status::ok();
 }
 
+Status parseAdaptive(const json& j, AdaptiveConfig* a) {
+  if (!j.is_object()) return invalidArgument("adaptive must be an object");
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string k = "adaptive." + it.key();
+    const json& v = *it;
+    const std::string& f = it.key();
+    if (f == "control_ms") a->control_ms = unsignedValue<std::uint32_t>(v, k);
+    else if (f == "estimator_window") a->estimator_window = unsignedValue<std::uint32_t>(v, k);
+    else if (f == "min_samples") a->min_samples = unsignedValue<std::uint32_t>(v, k);
+    else if (f == "min_batch") a->min_batch = unsignedValue<std::uint32_t>(v, k);
+    else if (f == "max_batch") a->max_batch = unsignedValue<std::uint32_t>(v, k);
+    else if (f == "staleness_penalty") a->staleness_penalty = floatValue(v, k);
+    else if (f == "staleness_bound") a->staleness_bound = floatValue(v, k);
+    else if (f == "min_gain") a->min_gain = floatValue(v, k);
+    else if (f == "min_regroup_interval_ms") a->min_regroup_interval_ms = unsignedValue<std::uint32_t>(v, k);
+    else if (f == "straggler_enter_ratio") a->straggler.enter_ratio = floatValue(v, k);
+    else if (f == "straggler_enter_windows") a->straggler.enter_windows = unsignedValue<std::uint32_t>(v, k);
+    else if (f == "straggler_exit_ratio") a->straggler.exit_ratio = floatValue(v, k);
+    else if (f == "straggler_exit_windows") a->straggler.exit_windows = unsignedValue<std::uint32_t>(v, k);
+    else if (f == "profile_steps") a->stages.profile_steps = unsignedValue<std::uint32_t>(v, k);
+    else if (f == "coarse_period") a->stages.coarse_period = unsignedValue<std::uint32_t>(v, k);
+    else if (f == "coarse_max_groups") a->stages.coarse_max_groups = unsignedValue<std::uint32_t>(v, k);
+    else if (f == "fine_period") a->stages.fine_period = unsignedValue<std::uint32_t>(v, k);
+    else if (f == "fine_max_groups") a->stages.fine_max_groups = unsignedValue<std::uint32_t>(v, k);
+    else if (f == "loss_window") a->stages.loss_window = unsignedValue<std::uint32_t>(v, k);
+    else if (f == "flat_threshold") a->stages.flat_threshold = floatValue(v, k);
+    else if (f == "fine_at_fraction") a->stages.fine_at_fraction = floatValue(v, k);
+    else return invalidArgument("unknown option " + k);
+  }
+  return Status::ok();
+}
+
 Status applyJsonUnchecked(const json& j, DaemonConfig* c) {
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& k = it.key();
@@ -81,7 +113,7 @@ Status applyJsonUnchecked(const json& j, DaemonConfig* c) {
     else if (k == "role") c->role = v.get<std::string>();
     else if (k == "mode") {
       if (!parseMode(v.get<std::string>(), &c->mode)) {
-        return invalidArgument("mode must be sync, async or grouped");
+        return invalidArgument("mode must be sync, async, grouped or adaptive");
       }
     }
     else if (k == "workers") c->workers = unsignedValue<std::uint32_t>(v, k);
@@ -114,6 +146,7 @@ Status applyJsonUnchecked(const json& j, DaemonConfig* c) {
     else if (k == "summary_file") c->summary_file = v.get<std::string>();
     else if (k == "json") c->json = v.get<bool>();
     else if (k == "log_level") c->log_level = v.get<std::string>();
+    else if (k == "adaptive") GSGD_RETURN_IF_ERROR(parseAdaptive(v, &c->adaptive));
     else return invalidArgument("unknown option '" + k + "'");
   }
   return Status::ok();
@@ -139,6 +172,10 @@ constexpr Flag kFlags[] = {
     {"--target-acc", "target_acc", false}, {"--max-seconds", "max_seconds", false},
     {"--max-samples", "max_samples", false}, {"--progress-ms", "progress_ms", false},
     {"--summary-file", "summary_file", true}, {"--log-level", "log_level", true},
+    // Nested keys are JSON pointers.
+    {"--control-ms", "/adaptive/control_ms", false},
+    {"--profile-steps", "/adaptive/profile_steps", false},
+    {"--min-regroup-interval-ms", "/adaptive/min_regroup_interval_ms", false},
 };
 
 }  // namespace
@@ -147,6 +184,7 @@ bool parseMode(const std::string& text, Mode* out) {
   if (text == "sync") *out = Mode::kSync;
   else if (text == "async") *out = Mode::kAsync;
   else if (text == "grouped") *out = Mode::kGrouped;
+  else if (text == "adaptive") *out = Mode::kAdaptive;
   else return false;
   return true;
 }
@@ -156,6 +194,7 @@ const char* modeName(Mode mode) {
     case Mode::kSync: return "sync";
     case Mode::kAsync: return "async";
     case Mode::kGrouped: return "grouped";
+    case Mode::kAdaptive: return "adaptive";
   }
   return "unknown";
 }
@@ -165,6 +204,9 @@ std::uint32_t DaemonConfig::groupCount() const {
     case Mode::kSync: return 1;
     case Mode::kAsync: return workers;
     case Mode::kGrouped: return groups;
+    case Mode::kAdaptive:
+      return std::min(workers, std::max({1u, adaptive.stages.coarse_max_groups,
+                                         adaptive.stages.fine_max_groups}));
   }
   return 1;
 }
@@ -224,12 +266,15 @@ Status applyFlags(const std::vector<std::string>& args, DaemonConfig* cfg, bool*
     if (f == nullptr) return invalidArgument("unknown option '" + a + "' (see --help)");
     if (i + 1 >= args.size()) return invalidArgument(a + " needs a value");
     const std::string& v = args[++i];
-    if (f->is_string) {
-      patch[f->key] = v;
+    json value = v;
+    if (!f->is_string) {
+      value = json::parse(v, nullptr, false);
+      if (!value.is_number()) return invalidArgument(a + " expects a number, got '" + v + "'");
+    }
+    if (f->key[0] == '/') {
+      patch[json::json_pointer(f->key)] = value;
     } else {
-      json n = json::parse(v, nullptr, false);
-      if (!n.is_number()) return invalidArgument(a + " expects a number, got '" + v + "'");
-      patch[f->key] = n;
+      patch[f->key] = value;
     }
   }
   return applyJson(patch, cfg);
@@ -244,6 +289,21 @@ Status validate(const DaemonConfig& c) {
     return invalidArgument("groups must be between 1 and workers (" + std::to_string(c.workers) + ")");
   }
   if (c.exchange_period == 0) return invalidArgument("exchange_period must be at least 1");
+  const AdaptiveConfig& a = c.adaptive;
+  if (a.control_ms == 0 || a.estimator_window == 0 || a.min_samples == 0 ||
+      a.min_samples > a.estimator_window) {
+    return invalidArgument("adaptive: control_ms, estimator_window > 0 and min_samples in [1, estimator_window]");
+  }
+  if (a.min_batch == 0 || a.min_batch > c.batch_size || a.max_batch < c.batch_size) {
+    return invalidArgument("adaptive: need 0 < min_batch <= batch_size <= max_batch");
+  }
+  if (a.stages.coarse_period == 0 || a.stages.fine_period == 0 ||
+      a.stages.coarse_max_groups == 0 || a.stages.fine_max_groups == 0) {
+    return invalidArgument("adaptive: stage periods and group limits must be at least 1");
+  }
+  if (a.straggler.exit_ratio > a.straggler.enter_ratio) {
+    return invalidArgument("adaptive: straggler_exit_ratio must not exceed straggler_enter_ratio");
+  }
   if (c.batch_size == 0 || c.batch_size > 65536) {
     return invalidArgument("batch_size must be between 1 and 65536");
   }
@@ -280,7 +340,20 @@ json toJson(const DaemonConfig& c) {
                {{"rule", centralps::stalenessRuleName(c.staleness.rule)},
                 {"max", c.staleness.max_staleness},
                 {"grace", c.staleness.grace}}},
-              {"step_deadline_ms", c.step_deadline_ms}};
+              {"step_deadline_ms", c.step_deadline_ms},
+              {"adaptive",
+               {{"control_ms", c.adaptive.control_ms},
+                {"min_batch", c.adaptive.min_batch},
+                {"max_batch", c.adaptive.max_batch},
+                {"staleness_penalty", c.adaptive.staleness_penalty},
+                {"staleness_bound", c.adaptive.staleness_bound},
+                {"min_gain", c.adaptive.min_gain},
+                {"min_regroup_interval_ms", c.adaptive.min_regroup_interval_ms},
+                {"profile_steps", c.adaptive.stages.profile_steps},
+                {"coarse_period", c.adaptive.stages.coarse_period},
+                {"coarse_max_groups", c.adaptive.stages.coarse_max_groups},
+                {"fine_period", c.adaptive.stages.fine_period},
+                {"fine_max_groups", c.adaptive.stages.fine_max_groups}}}};
 }
 
 const char* daemonUsage() {
@@ -290,7 +363,7 @@ servers (--role all). Workers (groupsgd-worker) connect to --listen.
 
   --config FILE            JSON configuration (docs/config.md); flags override it
   --role all               roles to run (only 'all' for now)
-  --mode M                 sync | async | grouped (default grouped)
+  --mode M                 sync | async | grouped | adaptive (default grouped)
   --workers N              expected trainers = data shards (default 4; async: groups)
   --groups G               grouped mode: number of groups (default 2)
   --exchange-period K      grouped mode: group steps between central exchanges (default 1)
@@ -310,6 +383,9 @@ servers (--role all). Workers (groupsgd-worker) connect to --listen.
   --summary-file F         write the closing summary JSON to F
   --json                   print the closing summary as one JSON line on stdout
   --log-level L            debug | info | warn | error (default info)
+  --control-ms MS          adaptive: control window (default 1000)
+  --profile-steps N        adaptive: steps every worker runs before the first plan (default 20)
+  --min-regroup-interval-ms MS  adaptive: least time between regroups (default 5000)
   --help                   this text
 )";
 }

@@ -1,6 +1,8 @@
 #include "groupsgd/daemon/coordinator.h"
 
+#include <algorithm>
 #include <cstdio>
+#include <sstream>
 
 #include "groupsgd/common/log.h"
 
@@ -42,6 +44,12 @@ Coordinator::Coordinator(zmq::context_t& ctx, zmq::socket_t sock, std::string en
       topo_(std::move(topo)),
       policy_(std::make_unique<LeastLoadedPolicy>()) {
   limits_.job_id = cfg_.job_id;
+  periods_.assign(topo_.group_endpoints.size(), cfg_.exchangePeriod());
+  if (cfg_.mode == Mode::kAdaptive) {
+    adaptive_ = std::make_unique<AdaptiveController>(
+        cfg_.adaptive, cfg_.batch_size, static_cast<std::uint32_t>(topo_.group_endpoints.size()));
+    for (std::uint32_t g = 0; g < periods_.size(); ++g) periods_[g] = adaptive_->periodOf(g);
+  }
   for (const auto& ep : topo_.group_endpoints) {
     groups_.push_back(std::make_unique<RpcClient>(ctx_, ep, limits_));
   }
@@ -54,10 +62,15 @@ nlohmann::json Coordinator::run(const std::atomic<bool>& stop_requested) {
                                         << cfg_.groupCount() << " group(s), K="
                                         << cfg_.exchangePeriod() << ")");
   auto next_progress = Clock::now() + std::chrono::milliseconds(cfg_.progress_ms);
+  next_control_ = Clock::now() + std::chrono::milliseconds(cfg_.adaptive.control_ms);
   std::string reason;
   while (true) {
     serveOnce(std::chrono::milliseconds(50));
     checkLiveness();
+    if (adaptive_ && Clock::now() >= next_control_) {
+      next_control_ = Clock::now() + std::chrono::milliseconds(cfg_.adaptive.control_ms);
+      controlWindow();
+    }
     if (cfg_.progress_ms > 0 && Clock::now() >= next_progress) {
       next_progress += std::chrono::milliseconds(cfg_.progress_ms);
       printProgress();
@@ -114,19 +127,32 @@ void Coordinator::handle(const zmq::message_t& from, std::vector<zmq::message_t>
   }
 }
 
-Status Coordinator::configureGroup(std::uint32_t group) {
+Status Coordinator::configureGroup(std::uint32_t group, bool flush) {
   auto members = registry_.groupMembers(group);
+  // Workers regrouped away from this group are still listed, leaving, until they learn it.
+  for (const auto& [id, w] : registry_.all()) {
+    if (w.state == WorkerState::kActive && w.moving_from == group && w.group != group) {
+      members.push_back(&w);
+    }
+  }
   OutMessage out(cfg_.job_id, 0);
   out.header().setEpoch(epoch_);
   auto gc = out.header().getBody().initGroupConfig();
   gc.setGroupId(group);
-  gc.setExchangePeriod(cfg_.exchangePeriod());
+  gc.setExchangePeriod(periods_[group]);
   gc.setStepDeadlineMs(cfg_.step_deadline_ms);
+  gc.setFlush(flush);
   auto list = gc.initMembers(static_cast<unsigned>(members.size()));
   for (unsigned i = 0; i < members.size(); ++i) {
-    list[i].setWorkerId(members[i]->id);
-    list[i].setBatchSize(members[i]->batch_size);
-    list[i].setEpoch(members[i]->epoch);
+    const WorkerRecord* m = members[i];
+    list[i].setWorkerId(m->id);
+    list[i].setBatchSize(m->batch_size);
+    list[i].setEpoch(m->epoch);
+    if (m->group != group) {
+      list[i].setLeaving(proto::Directive::REASSIGN);
+    } else if (m->draining) {
+      list[i].setLeaving(proto::Directive::STOP);
+    }
   }
   auto reply = groups_[group]->call(std::move(out), kRpcTimeout);
   if (!reply) return Status(reply.status().code(), "group " + std::to_string(group) + ": " + reply.status().message());
@@ -136,6 +162,21 @@ Status Coordinator::configureGroup(std::uint32_t group) {
 void Coordinator::onRegister(const zmq::message_t& from, const InMessage& msg) {
   auto r = msg.header().getBody().getRegister();
   if (stopping_) return refuse(from, unavailable("training is stopping; not accepting workers"));
+  if (r.getWorkerId() != 0) {
+    // A moved worker asks for its new assignment under the id it has.
+    WorkerRecord* known = registry_.find(r.getWorkerId());
+    if (known == nullptr || known->state != WorkerState::kActive) {
+      return refuse(from, notFound("worker " + std::to_string(r.getWorkerId()) +
+                                   " is not registered; register as a new worker"));
+    }
+    known->last_seen = Clock::now();
+    if (known->moving_from) {
+      const std::uint32_t old = *known->moving_from;
+      known->moving_from.reset();
+      (void)configureGroup(old);  // drop it from the old group's list
+    }
+    return sendAssignment(from, *known);
+  }
   WorkerRecord w;
   w.id = next_id_++;
   w.role = roleOf(r.getRole());
@@ -146,8 +187,13 @@ void Coordinator::onRegister(const zmq::message_t& from, const InMessage& msg) {
   w.epoch = ++epoch_;
   w.last_seen = Clock::now();
   if (w.role == WorkerRole::kTrainer) {
-    w.group = policy_->groupFor(registry_, cfg_.groupCount());
+    // Adaptive mode profiles everybody in one group first; later joiners go to the
+    // smallest group until the next window re-plans.
+    const std::uint32_t slots =
+        adaptive_ && adaptive_->stage() == policy::Stage::kProfiling ? 1 : cfg_.groupCount();
+    w.group = policy_->groupFor(registry_, slots);
     w.shard = next_shard_++ % cfg_.workers;
+    if (adaptive_) adaptive_->membershipChanged("worker " + std::to_string(w.id) + " joined");
   }
   WorkerRecord& rec = registry_.add(w);
   if (rec.role == WorkerRole::kTrainer) {
@@ -158,6 +204,13 @@ void Coordinator::onRegister(const zmq::message_t& from, const InMessage& msg) {
     }
     if (!training_started_) training_started_ = Clock::now();
   }
+  GSGD_INFO("registered " << workerRoleName(rec.role) << " " << rec.id << " (" << rec.host
+                          << " pid " << rec.pid << ") -> group " << rec.group << ", shard "
+                          << rec.shard);
+  sendAssignment(from, rec);
+}
+
+void Coordinator::sendAssignment(const zmq::message_t& to, const WorkerRecord& rec) {
   OutMessage out(cfg_.job_id, 0);
   out.header().setEpoch(rec.epoch);
   auto a = out.header().getBody().initAssignment();
@@ -173,12 +226,7 @@ void Coordinator::onRegister(const zmq::message_t& from, const InMessage& msg) {
   a.setParamCount(topo_.param_count);
   a.setSeed(cfg_.seed);
   a.setHeartbeatMs(cfg_.heartbeat_ms);
-  GSGD_INFO("registered " << (rec.role == WorkerRole::kTrainer     ? "trainer"
-                              : rec.role == WorkerRole::kEvaluator ? "evaluator"
-                                                                   : "tool")
-                          << " " << rec.id << " (" << rec.host << " pid " << rec.pid
-                          << ") -> group " << rec.group << ", shard " << rec.shard);
-  (void)replyTo(sock_, from, std::move(out));
+  (void)replyTo(sock_, to, std::move(out));
 }
 
 void Coordinator::onHeartbeat(const zmq::message_t& from, const InMessage& msg) {
@@ -201,12 +249,17 @@ void Coordinator::onHeartbeat(const zmq::message_t& from, const InMessage& msg) 
   w->last_loss = hb.getLastLoss();
   w->compute_ms = hb.getComputeMs();
   w->comm_ms = hb.getCommMs();
+  w->wait_ms = hb.getWaitMs();
+  if (adaptive_ && w->role == WorkerRole::kTrainer && hb.getBatchSize() > 0 && hb.getComputeMs() > 0) {
+    adaptive_->observe(w->id, {hb.getBatchSize(), hb.getComputeMs(), hb.getCommMs()});
+  }
   if (w->role == WorkerRole::kEvaluator && hb.getTestAccuracy() >= 0) {
     w->test_accuracy = hb.getTestAccuracy();
     w->evaluated_version = hb.getEvaluatedVersion();
   }
   // The evaluator is stopped last, after it has seen the final model (see finish()).
-  reply.setStop(stopping_ && (w->role != WorkerRole::kEvaluator || stop_evaluators_));
+  reply.setStop((stopping_ && (w->role != WorkerRole::kEvaluator || stop_evaluators_)) ||
+                w->draining);
   (void)replyTo(sock_, from, std::move(out));
 }
 
@@ -227,6 +280,10 @@ void Coordinator::onLeave(const zmq::message_t& from, const InMessage& msg) {
   out.header().getBody().setAck();
   (void)replyTo(sock_, from, std::move(out));
   if (was_active && w->role == WorkerRole::kTrainer) {
+    if (adaptive_) {
+      adaptive_->forget(w->id);
+      adaptive_->membershipChanged("worker " + std::to_string(w->id) + " left");
+    }
     Status s = configureGroup(w->group);
     if (!s) GSGD_WARN("could not update group " << w->group << ": " << s.toString());
   }
@@ -245,7 +302,14 @@ void Coordinator::checkLiveness() {
     WorkerRecord* rec = registry_.find(id);
     rec->state = WorkerState::kDead;
     GSGD_WARN("worker " << id << " missed its heartbeats: declared dead");
-    if (rec->role == WorkerRole::kTrainer) touched.push_back(rec->group);
+    if (rec->role == WorkerRole::kTrainer) {
+      touched.push_back(rec->group);
+      if (adaptive_) {
+        adaptive_->forget(id);
+        adaptive_->membershipChanged("worker " + std::to_string(id) + " died");
+      }
+      event("death", "worker " + std::to_string(id) + " missed its heartbeats: declared dead");
+    }
   }
   for (auto g : touched) {
     Status s = configureGroup(g);
@@ -281,6 +345,16 @@ std::optional<std::string> Coordinator::stopReason() {
   return std::nullopt;
 }
 
+std::size_t Coordinator::groupsInUse() const {
+  std::vector<bool> used(periods_.size(), false);
+  for (const auto& [id, w] : registry_.all()) {
+    if (w.role == WorkerRole::kTrainer && w.state == WorkerState::kActive && w.group < used.size()) {
+      used[w.group] = true;
+    }
+  }
+  return static_cast<std::size_t>(std::count(used.begin(), used.end(), true));
+}
+
 void Coordinator::printProgress() {
   if (!training_started_) return;
   double loss = 0;
@@ -293,11 +367,14 @@ void Coordinator::printProgress() {
     ++n;
   }
   const double acc = latestAccuracy().value;
-  std::printf("[%7.1fs] step %6llu  loss %.4f  test_acc %s  groups %u  workers %zu  samples %llu\n",
+  const std::string stage =
+      adaptive_ ? std::string("  stage ") + policy::stageName(adaptive_->stage()) : std::string();
+  std::printf("[%7.1fs] step %6llu  loss %.4f  test_acc %s  groups %zu  workers %zu  samples %llu%s\n",
               secondsSince(*training_started_), static_cast<unsigned long long>(steps),
               n ? loss / static_cast<double>(n) : 0.0,
-              acc < 0 ? "  -   " : (std::to_string(acc).substr(0, 6)).c_str(), cfg_.groupCount(),
-              registry_.activeTrainers(), static_cast<unsigned long long>(registry_.samplesTrained()));
+              acc < 0 ? "  -   " : (std::to_string(acc).substr(0, 6)).c_str(), groupsInUse(),
+              registry_.activeTrainers(), static_cast<unsigned long long>(registry_.samplesTrained()),
+              stage.c_str());
   std::fflush(stdout);
 }
 
@@ -376,6 +453,14 @@ nlohmann::json Coordinator::finish(const std::string& reason) {
   }
 
   const std::uint64_t trained = registry_.samplesTrained();
+  nlohmann::json workers = nlohmann::json::array();
+  for (const auto& [id, w] : registry_.all()) {
+    if (w.role != WorkerRole::kTrainer) continue;
+    workers.push_back({{"id", id}, {"name", w.name}, {"group", w.group}, {"batch", w.batch_size},
+                       {"steps", w.steps}, {"samples", w.samples_trained},
+                       {"state", workerStateName(w.state)}, {"compute_ms", w.compute_ms},
+                       {"comm_ms", w.comm_ms}, {"wait_ms", w.wait_ms}});
+  }
   nlohmann::json summary = {
       {"mode", modeName(cfg_.mode)},
       {"workers", cfg_.workers},
@@ -398,10 +483,111 @@ nlohmann::json Coordinator::finish(const std::string& reason) {
       {"bad_messages", bad},
       {"stale_heartbeats", stale_heartbeats_},
       {"accounting_ok", trained == applied + dropped},
+      {"regroups", regroups_},
+      {"stage", adaptive_ ? policy::stageName(adaptive_->stage()) : "none"},
+      {"events", events_},
+      {"worker_stats", workers},
       {"group_stats", groups},
       {"central", central},
   };
   return summary;
+}
+
+void Coordinator::event(const std::string& kind, const std::string& text, double predicted_gain) {
+  const double t = training_started_ ? secondsSince(*training_started_) : 0.0;
+  nlohmann::json e = {{"t_s", t}, {"kind", kind}, {"text", text}};
+  if (kind == "regroup") e["predicted_gain"] = predicted_gain;
+  events_.push_back(e);
+  GSGD_INFO(kind << ": " << text);
+  if (cfg_.progress_ms > 0) {
+    std::printf("[%7.1fs] %s: %s\n", t, kind.c_str(), text.c_str());
+    std::fflush(stdout);
+  }
+}
+
+Status Coordinator::drain(std::uint64_t worker_id) {
+  WorkerRecord* w = registry_.find(worker_id);
+  if (w == nullptr || w->role != WorkerRole::kTrainer) {
+    return notFound("no trainer " + std::to_string(worker_id));
+  }
+  if (w->state != WorkerState::kActive) {
+    return failedPrecondition("worker " + std::to_string(worker_id) + " is " +
+                              workerStateName(w->state));
+  }
+  if (w->draining) return Status::ok();  // idempotent
+  w->draining = true;
+  event("drain", "worker " + std::to_string(worker_id) + " drains after its next step");
+  return configureGroup(w->group);
+}
+
+void Coordinator::controlWindow() {
+  if (stopping_) return;
+  const ControlActions act = adaptive_->window(registry_, Clock::now(), registry_.samplesTrained(),
+                                               cfg_.max_samples);
+  if (act.stage_change) {
+    event("stage", std::string("-> ") + policy::stageName(act.stage_change->to) + " (" +
+                       act.stage_change->cause + ")");
+  }
+  if (act.regroup) return applyRegroup(act);
+  std::vector<bool> touched(periods_.size(), false);
+  for (std::uint32_t g = 0; g < periods_.size() && g < act.periods.size(); ++g) {
+    if (periods_[g] != act.periods[g]) {
+      periods_[g] = act.periods[g];
+      touched[g] = true;
+    }
+  }
+  for (const auto& [id, batch] : act.rebatch) {
+    WorkerRecord* w = registry_.find(id);
+    if (w == nullptr || w->batch_size == batch) continue;
+    w->batch_size = batch;
+    touched[w->group] = true;
+  }
+  for (std::uint32_t g = 0; g < touched.size(); ++g) {
+    if (!touched[g]) continue;
+    Status s = configureGroup(g);
+    if (!s) GSGD_WARN("could not update group " << g << ": " << s.toString());
+  }
+}
+
+void Coordinator::applyRegroup(const ControlActions& act) {
+  // 1. Record where everybody goes; a worker that changes group gets a new epoch and
+  //    stays listed (leaving) in its old group until it has been told.
+  std::vector<bool> gains(periods_.size(), false), affected(periods_.size(), false);
+  std::size_t moved = 0;
+  for (const auto& [id, place] : act.placement) {
+    WorkerRecord* w = registry_.find(id);
+    if (w == nullptr || w->state != WorkerState::kActive) continue;
+    w->batch_size = place.batch;
+    affected[place.slot] = true;
+    if (w->group != place.slot) {
+      affected[w->group] = true;
+      gains[place.slot] = true;
+      w->moving_from = w->group;
+      w->group = place.slot;
+      w->epoch = ++epoch_;
+      ++moved;
+    }
+  }
+  for (std::uint32_t g = 0; g < periods_.size() && g < act.periods.size(); ++g) {
+    if (periods_[g] != act.periods[g]) affected[g] = true;
+    periods_[g] = act.periods[g];
+  }
+  ++regroups_;
+  std::ostringstream os;
+  os << act.regroup->plan.describe() << "; " << moved << " worker(s) move; cause: "
+     << act.regroup->cause << "; predicted gain "
+     << static_cast<int>(act.regroup->predicted_gain * 100) << "%";
+  event("regroup", os.str(), act.regroup->predicted_gain);
+  // 2. Groups that receive workers learn about them first (so a moved worker is
+  //    expected when it arrives), then the others; every affected group flushes its
+  //    delta to the central PS so the new grouping starts from the central model.
+  for (int pass = 0; pass < 2; ++pass) {
+    for (std::uint32_t g = 0; g < affected.size(); ++g) {
+      if (!affected[g] || gains[g] != (pass == 0)) continue;
+      Status s = configureGroup(g, /*flush=*/true);
+      if (!s) GSGD_WARN("could not reconfigure group " << g << ": " << s.toString());
+    }
+  }
 }
 
 }  // namespace groupsgd::daemon

@@ -4,6 +4,15 @@
 
 namespace groupsgd::daemon {
 
+const char* workerRoleName(WorkerRole r) {
+  switch (r) {
+    case WorkerRole::kTrainer: return "trainer";
+    case WorkerRole::kEvaluator: return "evaluator";
+    case WorkerRole::kTool: return "tool";
+  }
+  return "unknown";
+}
+
 const char* workerStateName(WorkerState s) {
   switch (s) {
     case WorkerState::kActive: return "active";

@@ -10,13 +10,30 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "groupsgd/centralps/staleness.h"
+#include "groupsgd/daemon/policy/stage_controller.h"
+#include "groupsgd/daemon/policy/straggler_detector.h"
 #include "groupsgd/common/status.h"
 #include "groupsgd/kernels/model.h"
 #include "groupsgd/kernels/optimizer.h"
 
 namespace groupsgd::daemon {
 
-enum class Mode { kSync, kAsync, kGrouped };
+enum class Mode { kSync, kAsync, kGrouped, kAdaptive };
+
+// Knobs of the adaptive coordinator (mode adaptive); docs/adaptive.md explains each.
+struct AdaptiveConfig {
+  std::uint32_t control_ms = 1000;       // one control window
+  std::uint32_t estimator_window = 16;   // heartbeat samples per worker speed estimate
+  std::uint32_t min_samples = 3;         // samples before a worker's estimate is used
+  std::uint32_t min_batch = 4;
+  std::uint32_t max_batch = 512;
+  double staleness_penalty = 0.1;        // lambda in useful = X / (1 + lambda E[tau])
+  double staleness_bound = 3.0;          // max expected staleness of a plan
+  double min_gain = 0.10;                // predicted gain needed to regroup
+  std::uint32_t min_regroup_interval_ms = 5000;
+  policy::StragglerConfig straggler;
+  policy::StageConfig stages;
+};
 bool parseMode(const std::string& text, Mode* out);
 const char* modeName(Mode mode);
 
@@ -48,8 +65,9 @@ struct DaemonConfig {
   std::string summary_file;        // write the closing summary JSON here
   bool json = false;               // print the summary as one JSON line on stdout
   std::string log_level = "info";
+  AdaptiveConfig adaptive;
 
-  // Groups and exchange period implied by the mode.
+  // Groups (group PS slots) and exchange period implied by the mode.
   std::uint32_t groupCount() const;
   std::uint32_t exchangePeriod() const;
 };

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "groupsgd/common/transport.h"
+#include "groupsgd/daemon/adaptive_controller.h"
 #include "groupsgd/daemon/config.h"
 #include "groupsgd/daemon/registry.h"
 
@@ -36,6 +37,10 @@ class Coordinator {
   // flushes. Returns the run summary (docs/config.md lists its fields).
   nlohmann::json run(const std::atomic<bool>& stop_requested);
 
+  // Operator actions (the control socket calls these on the coordinator thread).
+  // Drain: the worker's next gradient is included, then it is told to leave.
+  Status drain(std::uint64_t worker_id);
+
  private:
   using Clock = std::chrono::steady_clock;
   Coordinator(zmq::context_t& ctx, zmq::socket_t sock, std::string endpoint, DaemonConfig cfg,
@@ -47,9 +52,14 @@ class Coordinator {
   void onHeartbeat(const zmq::message_t& from, const InMessage& msg);
   void onLeave(const zmq::message_t& from, const InMessage& msg);
   void refuse(const zmq::message_t& from, const Status& why);
-  Status configureGroup(std::uint32_t group);
+  Status configureGroup(std::uint32_t group, bool flush = false);
+  void sendAssignment(const zmq::message_t& to, const WorkerRecord& rec);
+  void controlWindow();
+  void applyRegroup(const ControlActions& act);
+  void event(const std::string& kind, const std::string& text, double predicted_gain = 0);
   void checkLiveness();
   void printProgress();
+  std::size_t groupsInUse() const;
   std::optional<std::string> stopReason();
   struct Accuracy {
     double value = -1;          // -1: nothing reported yet
@@ -78,6 +88,11 @@ class Coordinator {
   std::optional<double> time_to_target_s_;
   std::uint64_t stale_heartbeats_ = 0;
   std::uint64_t bad_messages_ = 0;
+  std::vector<std::uint32_t> periods_;  // exchange period K per group slot
+  std::unique_ptr<AdaptiveController> adaptive_;  // mode adaptive only
+  Clock::time_point next_control_;
+  std::uint64_t regroups_ = 0;
+  nlohmann::json events_ = nlohmann::json::array();
 };
 
 }  // namespace groupsgd::daemon

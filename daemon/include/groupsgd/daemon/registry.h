@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@ namespace groupsgd::daemon {
 
 enum class WorkerRole { kTrainer, kEvaluator, kTool };
 enum class WorkerState { kActive, kLeft, kDead };
+const char* workerRoleName(WorkerRole r);
 const char* workerStateName(WorkerState s);
 
 struct WorkerRecord {
@@ -25,6 +27,8 @@ struct WorkerRecord {
   std::uint32_t batch_size = 0;
   std::uint32_t shard = 0;
   std::uint64_t epoch = 0;
+  std::optional<std::uint32_t> moving_from;  // regrouped: still told so by its old group
+  bool draining = false;                     // its next gradient is its last
   std::chrono::steady_clock::time_point last_seen;
   // From heartbeats / Leave.
   std::uint64_t samples_trained = 0;
@@ -32,6 +36,7 @@ struct WorkerRecord {
   float last_loss = 0;
   float compute_ms = 0;
   float comm_ms = 0;
+  float wait_ms = 0;
   float test_accuracy = -1;
   std::uint64_t evaluated_version = 0;
 };

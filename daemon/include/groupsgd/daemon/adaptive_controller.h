@@ -1,0 +1,85 @@
+// The adaptive coordinator's brain, separate from its sockets: it turns heartbeat
+// statistics into decisions once per control window — stage changes, regroups (with the
+// new member -> group slot mapping, batches and exchange periods) and batch rebalancing
+// inside groups. The Coordinator carries the decisions out. Deterministic for a given
+// input sequence, so it is tested without a network.
+// Thread rule: owned by the coordinator thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "groupsgd/daemon/config.h"
+#include "groupsgd/daemon/policy/grouping.h"
+#include "groupsgd/daemon/policy/regroup_decider.h"
+#include "groupsgd/daemon/policy/speed_model.h"
+#include "groupsgd/daemon/policy/stage_controller.h"
+#include "groupsgd/daemon/policy/straggler_detector.h"
+#include "groupsgd/daemon/registry.h"
+
+namespace groupsgd::daemon {
+
+struct SlotAssignment {
+  std::uint32_t slot = 0;   // group PS index
+  std::uint32_t batch = 0;
+};
+
+struct ControlActions {
+  std::optional<policy::StageChange> stage_change;
+  // A regroup: where every active trainer goes, each slot's K, and why.
+  std::optional<policy::RegroupDecision> regroup;
+  std::map<std::uint64_t, SlotAssignment> placement;
+  // Without a regroup: new batches of members of groups whose batches changed.
+  std::map<std::uint64_t, std::uint32_t> rebatch;
+  // Exchange period per slot (always filled; the coordinator sends changes).
+  std::vector<std::uint32_t> periods;
+  std::string current_plan;  // describe() of the plan in force, for logs and status
+};
+
+class AdaptiveController {
+ public:
+  using Clock = std::chrono::steady_clock;
+  AdaptiveController(const AdaptiveConfig& cfg, std::uint32_t base_batch, std::uint32_t slots);
+
+  // One heartbeat's window means for a trainer.
+  void observe(std::uint64_t worker, const policy::StepSample& sample);
+  void forget(std::uint64_t worker);
+  // A trainer joined, left or died: the next window re-plans without the gain margin.
+  void membershipChanged(const std::string& why);
+  // An operator asked for a regroup (forced) or a preview (dry_run: nothing changes).
+  std::optional<policy::RegroupDecision> proposal(const Registry& registry, bool forced);
+
+  ControlActions window(const Registry& registry, Clock::time_point now, std::uint64_t samples,
+                        std::uint64_t sample_budget);
+
+  policy::Stage stage() const { return stages_.stage(); }
+  std::uint32_t periodOf(std::uint32_t slot) const;
+  std::size_t stragglers() const { return detector_.stragglers(); }
+  void setConfig(const AdaptiveConfig& cfg);
+  const AdaptiveConfig& config() const { return cfg_; }
+
+ private:
+  policy::PlanConfig planConfig() const;
+  std::vector<policy::WorkerSpeed> speeds(const Registry& registry, bool* complete) const;
+  std::vector<std::vector<std::uint64_t>> currentGroups(const Registry& registry) const;
+  // Maps plan groups onto slots keeping as many workers in place as possible.
+  std::map<std::uint64_t, SlotAssignment> place(const Registry& registry,
+                                                const policy::GroupPlan& plan,
+                                                std::vector<std::uint32_t>* periods) const;
+
+  AdaptiveConfig cfg_;
+  std::uint32_t base_batch_;
+  std::uint32_t slots_;
+  std::map<std::uint64_t, policy::SpeedEstimator> estimators_;
+  policy::StragglerDetector detector_;
+  policy::StageController stages_;
+  policy::RegroupDecider decider_;
+  std::vector<std::uint32_t> periods_;
+  std::optional<std::string> membership_change_;
+};
+
+}  // namespace groupsgd::daemon

@@ -1,0 +1,222 @@
+#include "groupsgd/daemon/adaptive_controller.h"
+
+#include <algorithm>
+#include <sstream>
+
+namespace groupsgd::daemon {
+
+AdaptiveController::AdaptiveController(const AdaptiveConfig& cfg, std::uint32_t base_batch,
+                                       std::uint32_t slots)
+    : cfg_(cfg),
+      base_batch_(base_batch),
+      slots_(std::max<std::uint32_t>(1, slots)),
+      detector_(cfg.straggler),
+      stages_(cfg.stages),
+      decider_({cfg.min_gain, std::chrono::milliseconds(cfg.min_regroup_interval_ms)}),
+      periods_(slots_, cfg.stages.fine_period) {}
+
+void AdaptiveController::setConfig(const AdaptiveConfig& cfg) {
+  cfg_ = cfg;
+  detector_.setConfig(cfg.straggler);
+  decider_.setConfig({cfg.min_gain, std::chrono::milliseconds(cfg.min_regroup_interval_ms)});
+}
+
+void AdaptiveController::observe(std::uint64_t worker, const policy::StepSample& sample) {
+  auto it = estimators_.find(worker);
+  if (it == estimators_.end()) {
+    it = estimators_.emplace(worker, policy::SpeedEstimator(cfg_.estimator_window)).first;
+  }
+  it->second.add(sample);
+}
+
+void AdaptiveController::forget(std::uint64_t worker) {
+  estimators_.erase(worker);
+  detector_.forget(worker);
+}
+
+void AdaptiveController::membershipChanged(const std::string& why) { membership_change_ = why; }
+
+std::uint32_t AdaptiveController::periodOf(std::uint32_t slot) const {
+  return slot < periods_.size() ? periods_[slot] : stages_.exchangePeriod();
+}
+
+policy::PlanConfig AdaptiveController::planConfig() const {
+  policy::PlanConfig p;
+  p.max_groups = std::min(stages_.maxGroups(), slots_);
+  p.base_batch = base_batch_;
+  p.bounds = {cfg_.min_batch, cfg_.max_batch};
+  p.staleness_penalty = cfg_.staleness_penalty;
+  p.staleness_bound = cfg_.staleness_bound;
+  p.exchange_period = stages_.exchangePeriod();
+  return p;
+}
+
+std::vector<policy::WorkerSpeed> AdaptiveController::speeds(const Registry& registry,
+                                                            bool* complete) const {
+  std::vector<policy::WorkerSpeed> out;
+  *complete = true;
+  for (const auto& [id, w] : registry.all()) {
+    if (w.role != WorkerRole::kTrainer || w.state != WorkerState::kActive || w.draining) continue;
+    auto it = estimators_.find(id);
+    if (it == estimators_.end() || !it->second.ready(cfg_.min_samples)) {
+      *complete = false;
+      continue;
+    }
+    out.push_back(it->second.estimate(id));
+  }
+  return out;
+}
+
+std::vector<std::vector<std::uint64_t>> AdaptiveController::currentGroups(
+    const Registry& registry) const {
+  std::vector<std::vector<std::uint64_t>> groups(slots_);
+  for (const auto& [id, w] : registry.all()) {
+    if (w.role == WorkerRole::kTrainer && w.state == WorkerState::kActive && !w.draining &&
+        w.group < slots_) {
+      groups[w.group].push_back(id);
+    }
+  }
+  groups.erase(std::remove_if(groups.begin(), groups.end(), [](const auto& g) { return g.empty(); }),
+               groups.end());
+  return groups;
+}
+
+std::map<std::uint64_t, SlotAssignment> AdaptiveController::place(
+    const Registry& registry, const policy::GroupPlan& plan,
+    std::vector<std::uint32_t>* periods) const {
+  // Largest plan groups choose first, each taking the free slot it overlaps most.
+  std::vector<std::size_t> order(plan.groups.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(),
+            [&](std::size_t a, std::size_t b) { return plan.groups[a].size() > plan.groups[b].size(); });
+  std::vector<bool> used(slots_, false);
+  std::map<std::uint64_t, SlotAssignment> out;
+  periods->assign(slots_, stages_.exchangePeriod());
+  for (std::size_t gi : order) {
+    std::vector<std::size_t> overlap(slots_, 0);
+    for (auto id : plan.groups[gi]) {
+      const auto& all = registry.all();
+      if (auto it = all.find(id); it != all.end() && it->second.group < slots_) {
+        ++overlap[it->second.group];
+      }
+    }
+    std::uint32_t best = 0;
+    bool found = false;
+    for (std::uint32_t s = 0; s < slots_; ++s) {
+      if (used[s]) continue;
+      if (!found || overlap[s] > overlap[best]) {
+        best = s;
+        found = true;
+      }
+    }
+    used[best] = true;
+    (*periods)[best] = gi < plan.exchange_periods.size() ? plan.exchange_periods[gi]
+                                                          : stages_.exchangePeriod();
+    for (std::size_t k = 0; k < plan.groups[gi].size(); ++k) {
+      out[plan.groups[gi][k]] = {best, plan.batches[gi][k]};
+    }
+  }
+  return out;
+}
+
+std::optional<policy::RegroupDecision> AdaptiveController::proposal(const Registry& registry,
+                                                                    bool forced) {
+  bool complete = false;
+  auto s = speeds(registry, &complete);
+  if (s.empty()) return std::nullopt;
+  policy::RegroupDecider preview({forced ? -1e9 : cfg_.min_gain, std::chrono::milliseconds(0)});
+  return preview.decide(s, currentGroups(registry), planConfig(), "operator request", forced,
+                        Clock::now());
+}
+
+ControlActions AdaptiveController::window(const Registry& registry, Clock::time_point now,
+                                          std::uint64_t samples, std::uint64_t sample_budget) {
+  ControlActions act;
+  bool complete = false;
+  auto s = speeds(registry, &complete);
+  // Stage: every active trainer's steps and the mean training loss of the window.
+  std::uint64_t min_steps = ~0ull;
+  double loss = 0;
+  std::size_t n = 0;
+  for (const auto& [id, w] : registry.all()) {
+    if (w.role != WorkerRole::kTrainer || w.state != WorkerState::kActive) continue;
+    min_steps = std::min(min_steps, w.steps);
+    if (w.steps > 0) {
+      loss += w.last_loss;
+      ++n;
+    }
+  }
+  if (n == 0) min_steps = 0;
+  const policy::Stage before = stages_.stage();
+  if (before != policy::Stage::kProfiling || complete) {
+    act.stage_change = stages_.update(min_steps, n ? loss / n : 0.0, samples, sample_budget);
+  }
+  if (stages_.stage() == policy::Stage::kProfiling || s.empty()) {
+    act.periods = periods_;
+    return act;
+  }
+  std::string trigger;
+  bool forced = false;
+  if (act.stage_change) {
+    trigger = std::string("stage ") + policy::stageName(act.stage_change->to);
+    forced = true;  // new K and G_max: always re-plan
+  }
+  if (detector_.update(s, base_batch_)) {
+    std::ostringstream os;
+    os << "stragglers changed (now " << detector_.stragglers() << ")";
+    trigger = trigger.empty() ? os.str() : trigger + ", " + os.str();
+  }
+  if (membership_change_ && complete) {
+    trigger = trigger.empty() ? *membership_change_ : trigger + ", " + *membership_change_;
+    forced = true;
+    membership_change_.reset();
+  }
+  const auto current = currentGroups(registry);
+  if (!trigger.empty() && complete) {
+    if (auto d = decider_.decide(s, current, planConfig(), trigger, forced, now)) {
+      act.placement = place(registry, d->plan, &periods_);
+      act.current_plan = d->plan.describe();
+      act.regroup = std::move(d);
+      decider_.applied(now);
+      act.periods = periods_;
+      return act;
+    }
+    if (forced) {
+      // Same grouping is still best: keep it, but adopt the stage's exchange periods.
+      auto eval = policy::evaluatePlan(s, current, planConfig());
+      for (std::size_t gi = 0; gi < current.size(); ++gi) {
+        const auto& all = registry.all();
+        auto it = all.find(current[gi].front());
+        if (it != all.end() && it->second.group < slots_ && gi < eval.exchange_periods.size()) {
+          periods_[it->second.group] = eval.exchange_periods[gi];
+        }
+      }
+    }
+  }
+  // No regroup: move each group's batches toward the water-filled target, damped.
+  std::map<std::uint64_t, const policy::WorkerSpeed*> by_id;
+  for (const auto& w : s) by_id[w.id] = &w;
+  const auto& all = registry.all();
+  for (const auto& members : current) {
+    std::vector<policy::WorkerSpeed> ms;
+    std::vector<std::uint32_t> cur;
+    for (auto id : members) {
+      auto it = by_id.find(id);
+      if (it == by_id.end()) break;
+      ms.push_back(*it->second);
+      cur.push_back(all.at(id).batch_size);
+    }
+    if (ms.size() != members.size()) continue;  // someone without an estimate yet
+    std::uint32_t total = 0;
+    for (auto b : cur) total += b;
+    auto target = policy::allocateBatches(ms, total, {cfg_.min_batch, cfg_.max_batch});
+    auto next = policy::dampedUpdate(cur, target, {cfg_.min_batch, cfg_.max_batch}, {});
+    if (next != cur) {
+      for (std::size_t i = 0; i < members.size(); ++i) act.rebatch[members[i]] = next[i];
+    }
+  }
+  act.periods = periods_;
+  return act;
+}
+
+}  // namespace groupsgd::daemon
