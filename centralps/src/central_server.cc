@@ -154,7 +154,12 @@ void CentralServer::onDeltaPush(const zmq::message_t& from, const InMessage& msg
     GSGD_WARN("refused delta of group " << body.getGroupId() << ": " << reason);
     return sendModel(from, false, reason, tau, 0.0f);
   }
-  const float weight = stalenessWeight(cfg_.staleness, tau);
+  float weight = stalenessWeight(cfg_.staleness, tau);
+  if (cfg_.sample_weighting && samples > 0) {
+    const double n = static_cast<double>(samples);
+    mean_samples_ = mean_samples_ == 0 ? n : 0.9 * mean_samples_ + 0.1 * n;
+    weight *= static_cast<float>(std::min(1.0, n / mean_samples_));
+  }
   Status applied = store_.applyDelta(delta_, weight);
   if (!applied) return refuse(from, applied);
   ++counters_.updates_applied;

@@ -294,7 +294,8 @@ Status validate(const DaemonConfig& c) {
       a.min_samples > a.estimator_window) {
     return invalidArgument("adaptive: control_ms, estimator_window > 0 and min_samples in [1, estimator_window]");
   }
-  if (a.min_batch == 0 || a.min_batch > c.batch_size || a.max_batch < c.batch_size) {
+  if (c.mode == Mode::kAdaptive &&
+      (a.min_batch == 0 || a.min_batch > c.batch_size || a.max_batch < c.batch_size)) {
     return invalidArgument("adaptive: need 0 < min_batch <= batch_size <= max_batch");
   }
   if (a.stages.coarse_period == 0 || a.stages.fine_period == 0 ||

@@ -147,7 +147,7 @@ Status Coordinator::configureGroup(std::uint32_t group, bool flush) {
     const WorkerRecord* m = members[i];
     list[i].setWorkerId(m->id);
     list[i].setBatchSize(m->batch_size);
-    list[i].setEpoch(m->epoch);
+    list[i].setEpoch(m->group != group ? m->moving_epoch : m->epoch);
     if (m->group != group) {
       list[i].setLeaving(proto::Directive::REASSIGN);
     } else if (m->draining) {
@@ -563,6 +563,7 @@ void Coordinator::applyRegroup(const ControlActions& act) {
       affected[w->group] = true;
       gains[place.slot] = true;
       w->moving_from = w->group;
+      w->moving_epoch = w->epoch;
       w->group = place.slot;
       w->epoch = ++epoch_;
       ++moved;

@@ -373,7 +373,12 @@ void GroupServer::requestModel() {
 
 void GroupServer::maybeExchange(bool force) {
   if (!have_model_ || in_flight_ != CentralRequest::kNone) return;
-  if (counters_.samples_pending == 0) return;
+  if (counters_.samples_pending == 0) {
+    // Nothing to hand over; a forced exchange (regroup, flush) still resynchronises the
+    // replica with the newest central model, so a group never starts from a stale base.
+    if (force) requestModel();
+    return;
+  }
   if (!force && steps_since_cut_ < cfg_.exchange_period) return;
   // delta = replica - base; keep the replica as it was at the cut for the rebase.
   auto delta = std::make_shared<std::vector<float>>(replica_.size());
@@ -455,7 +460,8 @@ void GroupServer::handleCentral(std::vector<zmq::message_t>&& frames) {
   } else if (!have_model_) {
     GSGD_WARN("could not get the model from the central PS: " << reason);
   }
-  maybeExchange(!flush_waiters_.empty());
+  // Forced only to hand over pending samples; with none, a flush is complete now.
+  if (counters_.samples_pending > 0) maybeExchange(!flush_waiters_.empty());
   answerFlushWaiters();
 }
 

@@ -26,6 +26,9 @@ struct CentralConfig {
   kernels::OptimizerConfig outer{kernels::OptimizerKind::kSgd, 1.0f, 0.0f, 0.0f};
   std::size_t shards = 1;                  // key-range shards of the store
   double max_delta_norm = 1e4;             // L2 norm above which a delta is refused
+  // Scale a delta by lambda = min(1, samples / running mean samples per delta), so a small
+  // group's few-sample deltas count for less than a large group's (ALGORITHMS.md).
+  bool sample_weighting = true;
   MessageLimits limits;                    // job id and size limits
 };
 
@@ -68,6 +71,7 @@ class CentralServer {
   std::vector<float> delta_;  // receive buffer, reused
   Payload cached_;            // snapshot of the current version (made once per version)
   std::uint64_t cached_version_ = ~0ull;
+  double mean_samples_ = 0;   // running mean of samples per delta (sample weighting)
 };
 
 }  // namespace groupsgd::centralps

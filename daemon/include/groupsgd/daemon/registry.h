@@ -28,6 +28,7 @@ struct WorkerRecord {
   std::uint32_t shard = 0;
   std::uint64_t epoch = 0;
   std::optional<std::uint32_t> moving_from;  // regrouped: still told so by its old group
+  std::uint64_t moving_epoch = 0;            // the epoch it has in that old group
   bool draining = false;                     // its next gradient is its last
   std::chrono::steady_clock::time_point last_seen;
   // From heartbeats / Leave.
