@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "groupsgd/centralps/central_server.h"
@@ -14,6 +15,18 @@
 #include "support/server_thread.h"
 
 namespace groupsgd::testing {
+
+// Pulls until the group PS has fetched its first model from the central PS (it answers
+// "unavailable" until then), for at most ~2 s.
+inline Result<worker::StepAnswer> pullWhenReady(worker::GroupClient& client, std::span<float> params) {
+  Result<worker::StepAnswer> r = unavailable("not tried");
+  for (int i = 0; i < 100; ++i) {
+    r = client.pull(params);
+    if (r.isOk() || r.status().code() != Code::kUnavailable) return r;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return r;
+}
 
 struct MiniCluster {
   zmq::context_t ctx{1};

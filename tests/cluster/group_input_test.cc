@@ -53,11 +53,7 @@ TEST_CASE("group PS: bad pushes get an error reply and a counter; training goes 
   std::vector<float> params(cluster.params);
   worker::GroupClient good(cluster.ctx, cluster.assignment(1, 5), 1, 5000ms);
   // The group fetches its model from the central PS first; pull until it has one.
-  Result<worker::StepAnswer> pulled = unavailable("not yet");
-  for (int i = 0; i < 50 && !pulled.isOk(); ++i) {
-    pulled = good.pull(params);
-    if (!pulled.isOk()) std::this_thread::sleep_for(20ms);
-  }
+  auto pulled = testing::pullWhenReady(good, params);
   REQUIRE(pulled.isOk());
   const std::vector<float> before = params;
 
@@ -129,11 +125,7 @@ TEST_CASE("group PS: a member that misses the deadline does not block; its late 
   std::vector<float> pa(cluster.params), pb(cluster.params);
   worker::GroupClient a(cluster.ctx, cluster.assignment(1, 1), 1, 5000ms);
   worker::GroupClient b(cluster.ctx, cluster.assignment(2, 1), 1, 5000ms);
-  Result<worker::StepAnswer> ra = unavailable("not yet");
-  for (int i = 0; i < 50 && !ra.isOk(); ++i) {
-    ra = a.pull(pa);
-    if (!ra.isOk()) std::this_thread::sleep_for(20ms);
-  }
+  auto ra = testing::pullWhenReady(a, pa);
   REQUIRE(ra.isOk());
   auto rb = b.pull(pb);  // b becomes an active member, so the step waits for it...
   REQUIRE(rb.isOk());

@@ -1,6 +1,7 @@
 // Sync mode (one group, K = 1) must compute the same parameters as single-process SGD
 // over the union of the members' batches, up to float reassociation.
 #include <cmath>
+#include <latch>
 #include <random>
 #include <thread>
 
@@ -50,14 +51,18 @@ TEST_CASE("sync mode: one group with K=1 equals single-process SGD on the union 
   // Three workers on threads, each with its own model instance (models keep scratch).
   std::vector<std::vector<float>> finals(3);
   std::vector<std::thread> threads;
+  // A member counts in a step once it has pulled: all pull before anyone pushes, so
+  // every step has all three (as after the start-up of a real run).
+  std::latch joined(3);
   for (std::uint32_t w = 0; w < 3; ++w) {
     threads.emplace_back([&, w] {
       auto model = kernels::makeModel(kernels::ModelKind::kMlp);
       worker::GroupClient client(cluster.ctx, cluster.assignment(w + 1, 1), 1, 10000ms);
       std::vector<float> params(cluster.params), grad(cluster.params);
-      auto pulled = client.pull(params);
+      auto pulled = testing::pullWhenReady(client, params);
       REQUIRE(pulled.isOk());
       std::uint64_t step = pulled->step;
+      joined.arrive_and_wait();
       for (int s = 0; s < kSteps; ++s) {
         Batch b = makeBatch(w, s, kBatches[w]);
         float loss = model->lossAndGrad(params, b.x.data(), b.y.data(), kBatches[w], grad);
