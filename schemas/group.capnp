@@ -70,4 +70,11 @@ struct GroupStats {
   refusedExchanges @9 :UInt64; # deltas the central PS refused
   lastLoss @10 :Float32;       # batch-weighted mean loss of the last completed step
   members @11 :UInt32;         # configured members
+  acknowledged @12 :List(MemberSamples);  # per worker: samples of acknowledged pushes
+}
+
+# Samples of one worker's pushes that this group acknowledged (accepted or counted dropped).
+struct MemberSamples {
+  workerId @0 :UInt64;
+  samples @1 :UInt64;
 }

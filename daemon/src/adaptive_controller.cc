@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <sstream>
 
+#include "groupsgd/common/log.h"
+
 namespace groupsgd::daemon {
 
 AdaptiveController::AdaptiveController(const AdaptiveConfig& cfg, std::uint32_t base_batch,
@@ -160,6 +162,11 @@ ControlActions AdaptiveController::window(const Registry& registry, Clock::time_
   if (act.stage_change) {
     trigger = std::string("stage ") + policy::stageName(act.stage_change->to);
     forced = true;  // new K and G_max: always re-plan
+  }
+  for (const auto& w : s) {
+    GSGD_DEBUG("worker " << w.id << ": overhead " << w.overhead_ms << " ms, " << w.samples_per_ms
+                         << " samples/ms, t(b0) " << w.stepMs(base_batch_) << " ms"
+                         << (detector_.isStraggler(w.id) ? " [straggler]" : ""));
   }
   if (detector_.update(s, base_batch_)) {
     std::ostringstream os;

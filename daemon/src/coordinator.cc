@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <sstream>
 
 #include "groupsgd/common/log.h"
@@ -392,6 +393,7 @@ nlohmann::json Coordinator::finish(const std::string& reason) {
   // 2. Flush every group into the central PS and collect the counters.
   nlohmann::json groups = nlohmann::json::array();
   std::uint64_t received = 0, dropped = 0, pending = 0, late = 0, bad = bad_messages_;
+  std::map<std::uint64_t, std::uint64_t> acknowledged;  // per worker, over all groups
   for (std::uint32_t g = 0; g < groups_.size(); ++g) {
     OutMessage out(cfg_.job_id, 0);
     out.header().getBody().initFlush();
@@ -402,6 +404,7 @@ nlohmann::json Coordinator::finish(const std::string& reason) {
       continue;
     }
     auto s = reply->header().getBody().getGroupStats();
+    for (auto a : s.getAcknowledged()) acknowledged[a.getWorkerId()] += a.getSamples();
     received += s.getSamplesReceived();
     dropped += s.getSamplesDropped();
     pending += s.getSamplesPending() + s.getSamplesInFlight();
@@ -452,6 +455,15 @@ nlohmann::json Coordinator::finish(const std::string& reason) {
     serveOnce(std::chrono::milliseconds(50));
   }
 
+  // A worker that died cannot report its last steps: what it trained is what the groups
+  // acknowledged from it (a gradient it computed but never pushed reached no model).
+  std::uint64_t dead_trained = 0;
+  for (const auto& [id, w] : registry_.all()) {
+    if (w.role == WorkerRole::kTrainer && w.state == WorkerState::kDead) {
+      registry_.find(id)->samples_trained = acknowledged[id];
+      dead_trained += acknowledged[id];
+    }
+  }
   const std::uint64_t trained = registry_.samplesTrained();
   nlohmann::json workers = nlohmann::json::array();
   for (const auto& [id, w] : registry_.all()) {
@@ -484,6 +496,7 @@ nlohmann::json Coordinator::finish(const std::string& reason) {
       {"stale_heartbeats", stale_heartbeats_},
       {"accounting_ok", trained == applied + dropped},
       {"regroups", regroups_},
+      {"samples_trained_by_dead_workers", dead_trained},
       {"stage", adaptive_ ? policy::stageName(adaptive_->stage()) : "none"},
       {"events", events_},
       {"worker_stats", workers},

@@ -158,6 +158,7 @@ void GroupServer::answerDeparted(const zmq::message_t& from, std::uint64_t worke
                                  Leaving directive, std::uint32_t dropped_batch) {
   if (dropped_batch > 0) {
     counters_.samples_dropped += dropped_batch;  // acknowledged, so counted, never lost
+    acknowledged_[worker] += dropped_batch;
     ++counters_.late_gradients;
   }
   departed_[worker] = directive;
@@ -238,6 +239,7 @@ void GroupServer::onPush(const zmq::message_t& from, const InMessage& msg) {
     // member the current replica so it catches up.
     ++counters_.late_gradients;
     counters_.samples_dropped += push.getBatchSize();
+    acknowledged_[worker] += push.getBatchSize();
     barrier_.markActive(worker);
     sendStepReply(from, worker, false,
                   "late: step " + std::to_string(h.getStep()) + " closed; group at step " +
@@ -247,6 +249,7 @@ void GroupServer::onPush(const zmq::message_t& from, const InMessage& msg) {
   }
   Status added = barrier_.add(worker, push.getBatchSize(), push.getLoss(), scratch_);
   if (!added) return refuse(from, added);
+  acknowledged_[worker] += push.getBatchSize();
   if (!step_opened_) step_opened_ = Clock::now();
   waiting_.push_back({zmq::message_t(from.data(), from.size()), worker, Clock::now()});
   maybeCloseStep(false);
@@ -335,6 +338,13 @@ void GroupServer::sendStats(const zmq::message_t& to) {
   s.setRefusedExchanges(counters_.refused_exchanges);
   s.setLastLoss(counters_.last_loss);
   s.setMembers(static_cast<std::uint32_t>(barrier_.memberCount()));
+  auto ack = s.initAcknowledged(static_cast<unsigned>(acknowledged_.size()));
+  unsigned i = 0;
+  for (const auto& [worker, samples] : acknowledged_) {
+    ack[i].setWorkerId(worker);
+    ack[i].setSamples(samples);
+    ++i;
+  }
   (void)replyTo(router_, to, std::move(out));
 }
 

@@ -68,6 +68,15 @@ bool waitForFile(const std::string& path, std::chrono::milliseconds timeout) {
   return false;
 }
 
+bool waitForText(const std::string& path, const std::string& text, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (readFile(path).find(text) != std::string::npos) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return false;
+}
+
 std::string makeTempDir() {
   std::string tmpl = "/tmp/groupsgd-test.XXXXXX";
   if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");

@@ -27,6 +27,8 @@ class Process {
 std::string readFile(const std::string& path);
 // Polls until the file exists and is non-empty.
 bool waitForFile(const std::string& path, std::chrono::milliseconds timeout);
+// Polls until the file contains text.
+bool waitForText(const std::string& path, const std::string& text, std::chrono::milliseconds timeout);
 std::string makeTempDir();
 
 }  // namespace groupsgd::testing

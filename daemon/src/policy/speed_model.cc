@@ -35,7 +35,7 @@ WorkerSpeed SpeedEstimator::estimate(std::uint64_t id) const {
   });
   const std::size_t cut = std::min(static_cast<std::size_t>(static_cast<double>(kept.size()) * trim_),
                                    (kept.size() - 1) / 2);
-  std::vector<double> comm;
+  std::vector<double> comm, per_sample;
   double sb = 0, st = 0, sbb = 0, sbt = 0;
   std::uint32_t bmin = ~0u, bmax = 0;
   const std::size_t n = kept.size() - 2 * cut;
@@ -48,21 +48,24 @@ WorkerSpeed SpeedEstimator::estimate(std::uint64_t id) const {
     bmin = std::min(bmin, kept[i]->batch);
     bmax = std::max(bmax, kept[i]->batch);
     comm.push_back(kept[i]->comm_ms);
+    per_sample.push_back(t / b);
   }
   const double comm_ms = trimmedMean(comm, trim_);
   const double nn = static_cast<double>(n);
   const double var = sbb - sb * sb / nn;
-  // Least squares t = c + b / v needs batches that differ by more than a few percent.
-  if (bmax > bmin && bmax >= bmin + std::max<std::uint32_t>(2, bmin / 10) && var > 0) {
+  // Least squares t = c + b / v only when the batches spread widely (>= 30% of the
+  // mean) and the fit is plausible; timing noise on a narrow spread gives wild fits.
+  const double mean_b = sb / nn, mean_t = st / nn;
+  if (var > 0 && static_cast<double>(bmax - bmin) >= 0.3 * mean_b) {
     const double slope = (sbt - sb * st / nn) / var;  // ms per sample
     const double intercept = (st - slope * sb) / nn;
-    if (slope > 0 && intercept >= 0) {
+    if (slope > 0 && intercept >= 0 && intercept <= 0.5 * mean_t) {
       w.samples_per_ms = 1.0 / slope;
       w.overhead_ms = intercept + comm_ms;
       return w;
     }
   }
-  w.samples_per_ms = sb / st;
+  w.samples_per_ms = 1.0 / trimmedMean(per_sample, 0.0);  // already trimmed above
   w.overhead_ms = comm_ms;
   return w;
 }

@@ -103,6 +103,8 @@ class GroupServer {
     Clock::time_point arrived;
   };
   std::vector<Waiting> waiting_;            // members that pushed for the open step
+  // Samples of every push acknowledged per worker (what a worker that died had trained).
+  std::unordered_map<std::uint64_t, std::uint64_t> acknowledged_;
   std::unordered_map<std::uint64_t, Leaving> departed_;  // left members -> what they were told
   std::optional<Clock::time_point> step_opened_;
   std::uint64_t step_ = 0;

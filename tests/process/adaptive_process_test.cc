@@ -1,0 +1,186 @@
+// Process tests of the adaptive coordinator: real daemon and workers on loopback.
+#include <doctest/doctest.h>
+
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "process.h"
+
+using namespace groupsgd::testing;
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+namespace {
+
+struct Run {
+  std::string dir = makeTempDir();
+  std::unique_ptr<Process> daemon;
+  std::vector<std::unique_ptr<Process>> workers;
+  std::string endpoint;
+
+  Run(const json& config, std::vector<std::string> flags) {
+    {
+      std::ofstream f(dir + "/config.json");
+      f << config.dump(2);
+    }
+    std::vector<std::string> argv = {GROUPSGDD_PATH, "--config", dir + "/config.json", "--listen",
+                                     "tcp://127.0.0.1:0", "--endpoint-file", dir + "/endpoint",
+                                     "--summary-file", dir + "/summary.json", "--progress-ms", "0"};
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    daemon = std::make_unique<Process>(argv, dir + "/daemon.log");
+    REQUIRE_MESSAGE(waitForFile(dir + "/endpoint", 10000ms), readFile(dir + "/daemon.log"));
+    endpoint = readFile(dir + "/endpoint");
+    endpoint.erase(endpoint.find_last_not_of("\n") + 1);
+  }
+  ~Run() {
+    workers.clear();
+    daemon.reset();
+    std::filesystem::remove_all(dir);
+  }
+  Process& worker(std::vector<std::string> extra) {
+    std::vector<std::string> argv = {WORKER_PATH, "--coordinator", endpoint, "--log-level", "warn"};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    workers.push_back(std::make_unique<Process>(
+        argv, dir + "/worker-" + std::to_string(workers.size()) + ".log"));
+    return *workers.back();
+  }
+  json finish(std::chrono::milliseconds timeout, std::size_t expect_clean = ~0u) {
+    auto rc = daemon->wait(timeout);
+    REQUIRE_MESSAGE(rc.has_value(), "the daemon did not stop in time");
+    CHECK(*rc == 0);
+    for (std::size_t i = 0; i < workers.size() && i < expect_clean; ++i) {
+      auto wrc = workers[i]->wait(15000ms);
+      CHECK_MESSAGE(wrc == std::optional<int>(0), "worker " << i << ": "
+                    << readFile(dir + "/worker-" + std::to_string(i) + ".log"));
+    }
+    return json::parse(readFile(dir + "/summary.json"));
+  }
+};
+
+void checkAccounting(const json& s) {
+  const auto trained = s["samples_trained"].get<std::uint64_t>();
+  CHECK(trained > 0);
+  CHECK(trained == s["samples_applied"].get<std::uint64_t>() + s["samples_dropped"].get<std::uint64_t>());
+  CHECK(s["accounting_ok"].get<bool>());
+}
+
+// The group of a worker (by its --name) in the final summary.
+int groupOf(const json& s, const std::string& name) {
+  for (const auto& w : s["worker_stats"]) {
+    if (w["name"] == name) return w["group"].get<int>();
+  }
+  return -1;
+}
+
+}  // namespace
+
+TEST_CASE("adaptive: a worker that slows 1x -> 4x is moved to its own group, and back when it recovers") {
+  // A minimum batch of 24 means a 4x slower worker cannot be fixed by its batch alone
+  // (it would need about 10 samples), so grouping is the right answer for it. Device time
+  // dominates the step so timing noise on a busy machine does not decide the outcome.
+  json cfg = {{"mode", "adaptive"},
+              {"workers", 4},
+              {"heartbeat_ms", 150},
+              {"adaptive",
+               {{"control_ms", 300},
+                {"min_batch", 24},
+                {"min_gain", 0.05},
+                {"staleness_penalty", 0.3},
+                {"profile_steps", 10},
+                {"min_regroup_interval_ms", 1500},
+                {"straggler_enter_windows", 2},
+                {"straggler_exit_windows", 3},
+                {"estimator_window", 8}}}};
+  Run r(cfg, {"--max-seconds", "17"});
+  r.worker({"--device-ms", "30", "--name", "slow", "--schedule", "3s:slowdown=4,10s:slowdown=1"});
+  for (int i = 0; i < 3; ++i) r.worker({"--device-ms", "30", "--name", "w" + std::to_string(i)});
+  json s = r.finish(60000ms);
+  INFO("summary: " << s.dump());
+  std::vector<json> regroups;
+  for (const auto& e : s["events"]) {
+    if (e["kind"] == "regroup") regroups.push_back(e);
+  }
+  REQUIRE(regroups.size() >= 2);
+  // The first regroup after the slowdown isolates the straggler within a bounded time...
+  bool isolated = false, rejoined = false;
+  double isolated_at = 0;
+  for (const auto& e : regroups) {
+    const std::string text = e["text"];
+    const double t = e["t_s"];
+    if (!isolated && t > 3.0 && text.find("G=2") != std::string::npos) {
+      isolated = true;
+      isolated_at = t;
+    } else if (isolated && t > 10.0 && text.find("G=1") != std::string::npos) {
+      rejoined = true;
+    }
+  }
+  CHECK(isolated);
+  CHECK(isolated_at < 3.0 + 5.0);
+  CHECK(rejoined);
+  // ...and it ends up back with the others.
+  CHECK(groupOf(s, "slow") == groupOf(s, "w0"));
+  CHECK(groupOf(s, "w0") == groupOf(s, "w1"));
+  checkAccounting(s);
+}
+
+TEST_CASE("adaptive: batches follow speed inside a group (a 3x slower worker gets a smaller batch)") {
+  json cfg = {{"mode", "adaptive"},
+              {"workers", 3},
+              {"heartbeat_ms", 150},
+              {"adaptive", {{"control_ms", 300}, {"profile_steps", 10}, {"min_batch", 4}}}};
+  Run r(cfg, {"--max-seconds", "8"});
+  r.worker({"--device-ms", "8", "--name", "slow", "--slowdown", "3"});
+  r.worker({"--device-ms", "8", "--name", "a"});
+  r.worker({"--device-ms", "8", "--name", "b"});
+  json s = r.finish(60000ms);
+  INFO("summary: " << s.dump());
+  std::map<std::string, int> batch;
+  for (const auto& w : s["worker_stats"]) batch[w["name"]] = w["batch"];
+  CHECK(batch["slow"] < 20);
+  CHECK(batch["a"] > 36);
+  CHECK(batch["slow"] + batch["a"] + batch["b"] == 96);  // the group total is kept
+  CHECK(s["regroups"].get<int>() == 0);                  // a batch fixes it; no regroup
+  checkAccounting(s);
+}
+
+TEST_CASE("process: a killed worker is declared dead and its group carries on") {
+  Run r(json{{"mode", "grouped"}, {"workers", 3}, {"groups", 1}, {"heartbeat_ms", 200},
+             {"step_deadline_ms", 300}},
+        {"--max-seconds", "8"});
+  r.worker({"--device-ms", "5", "--name", "a"});
+  r.worker({"--device-ms", "5", "--name", "b"});
+  Process& victim = r.worker({"--device-ms", "5", "--name", "victim", "--log-level", "info"});
+  // Kill it once it trains: registered, then a second of steps.
+  REQUIRE(waitForText(r.dir + "/worker-2.log", "assigned:", 20000ms));
+  std::this_thread::sleep_for(1000ms);
+  ::kill(victim.pid(), SIGKILL);
+  CHECK(victim.wait(5000ms) == std::optional<int>(-SIGKILL));
+  json s = r.finish(60000ms, /*expect_clean=*/2);
+  INFO("summary: " << s.dump());
+  bool death = false;
+  double died_at = 0;
+  for (const auto& e : s["events"]) {
+    if (e["kind"] == "death") {
+      death = true;
+      died_at = e["t_s"];
+    }
+  }
+  CHECK(death);
+  std::uint64_t a_steps = 0, victim_steps = 0;
+  for (const auto& w : s["worker_stats"]) {
+    if (w["name"] == "a") a_steps = w["steps"];
+    if (w["name"] == "victim") {
+      victim_steps = w["steps"];
+      CHECK(w["state"] == "dead");
+    }
+  }
+  CHECK(died_at < 8.0);
+  CHECK(a_steps > victim_steps + 50);  // the group kept stepping after the death
+  // What the dead worker trained is what its group acknowledged: nothing is unaccounted.
+  CHECK(s["samples_trained_by_dead_workers"].get<std::uint64_t>() > 0);
+  checkAccounting(s);
+}
