@@ -17,17 +17,27 @@ std::vector<std::uint32_t> roundToSum(std::span<const double> values, std::uint3
   std::vector<std::uint32_t> out(n);
   if (n == 0) return out;
   std::int64_t sum = 0;
+  std::vector<double> frac(n);
   for (std::size_t i = 0; i < n; ++i) {
-    out[i] = static_cast<std::uint32_t>(clampD(std::floor(values[i]), bounds.min, bounds.max));
+    const double f = std::floor(values[i]);
+    frac[i] = values[i] - f;
+    out[i] = static_cast<std::uint32_t>(clampD(f, bounds.min, bounds.max));
     sum += out[i];
   }
   // Hand out (or take back) the difference one sample at a time, largest remainder first.
+  // Only the first |diff| of that order matter in the common case: select, do not sort.
+  std::int64_t diff = static_cast<std::int64_t>(total) - sum;
   std::vector<std::size_t> order(n);
   std::iota(order.begin(), order.end(), 0);
-  std::sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) {
-    return values[x] - std::floor(values[x]) > values[y] - std::floor(values[y]);
-  });
-  std::int64_t diff = static_cast<std::int64_t>(total) - sum;
+  auto by_frac = [&](std::size_t x, std::size_t y) { return frac[x] > frac[y]; };
+  const auto need = static_cast<std::size_t>(std::min<std::int64_t>(std::llabs(diff), static_cast<std::int64_t>(n)));
+  if (need > 0 && need < n) {
+    auto pivot = diff > 0 ? order.begin() + static_cast<std::ptrdiff_t>(need)
+                          : order.end() - static_cast<std::ptrdiff_t>(need);
+    std::nth_element(order.begin(), pivot, order.end(), by_frac);
+    if (diff > 0) std::sort(order.begin(), pivot, by_frac);
+    else std::sort(pivot, order.end(), by_frac);
+  }
   for (int pass = 0; diff != 0 && pass < 1000000; ++pass) {
     bool moved = false;
     for (std::size_t k = 0; k < n && diff != 0; ++k) {
@@ -59,7 +69,7 @@ std::vector<std::uint32_t> allocateBatches(std::span<const WorkerSpeed> members,
   // f(T) is non-decreasing in T: bisect for f(T) = total.
   double lo = 0, hi = 1;
   for (const auto& m : members) hi = std::max(hi, m.overhead_ms + bounds.max / m.samples_per_ms);
-  for (int it = 0; it < 100; ++it) {
+  for (int it = 0; it < 50 && hi - lo > 1e-9 * hi; ++it) {
     const double mid = 0.5 * (lo + hi);
     (filled(mid) < total ? lo : hi) = mid;
   }

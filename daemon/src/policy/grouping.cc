@@ -28,7 +28,7 @@ double classStepMs(const SpeedClass* c, std::size_t n, double total, const Batch
   };
   double lo = 0, hi = 1;
   for (std::size_t i = 0; i < n; ++i) hi = std::max(hi, c[i].a + b.max / c[i].v);
-  for (int it = 0; it < 48; ++it) {
+  for (int it = 0; it < 48 && hi - lo > 1e-7 * hi; ++it) {
     const double mid = 0.5 * (lo + hi);
     (filled(mid) < total ? lo : hi) = mid;
   }
@@ -173,28 +173,40 @@ GroupPlan planGroups(std::span<const WorkerSpeed> speeds, const PlanConfig& cfg)
       }
     }
   }
-  GroupPlan chosen;
-  bool have = false;
+  // Choose G on the class-level figures (cheap), then evaluate that plan exactly once.
+  std::size_t chosen_g = 0;
+  double chosen_useful = kNone;
   for (std::size_t g = 1; g <= gmax; ++g) {
     if (best[g][q] == kNone) continue;
-    std::vector<std::vector<std::uint64_t>> groups(g);
+    GroupPlan approx;
     std::size_t j = q;
     for (std::size_t k = g; k > 0; --k) {
       const std::size_t i = from[k][j];
-      for (std::size_t c = i; c < j; ++c) {
-        const std::size_t end = c + 1 < q ? cuts[c + 1] : n;
-        for (std::size_t w = cuts[c]; w < end; ++w) groups[k - 1].push_back(speeds[order[w]].id);
-      }
+      double workers = 0;
+      for (std::size_t c = i; c < j; ++c) workers += classes[c].count;
+      approx.step_ms.push_back(1000.0 * workers * cfg.base_batch / seg[i][j]);
+      approx.throughput += seg[i][j];
       j = i;
     }
-    GroupPlan p = evaluatePlan(speeds, groups, cfg);
-    if (g > 1 && p.max_staleness > cfg.staleness_bound) continue;
-    if (!have || p.useful > chosen.useful) {
-      chosen = std::move(p);
-      have = true;
+    fillStaleness(&approx, cfg);
+    if (g > 1 && approx.max_staleness > cfg.staleness_bound) continue;
+    if (approx.useful > chosen_useful) {
+      chosen_useful = approx.useful;
+      chosen_g = g;
     }
   }
-  return chosen;
+  if (chosen_g == 0) return {};
+  std::vector<std::vector<std::uint64_t>> groups(chosen_g);
+  std::size_t j = q;
+  for (std::size_t k = chosen_g; k > 0; --k) {
+    const std::size_t i = from[k][j];
+    for (std::size_t c = i; c < j; ++c) {
+      const std::size_t end = c + 1 < q ? cuts[c + 1] : n;
+      for (std::size_t w = cuts[c]; w < end; ++w) groups[k - 1].push_back(speeds[order[w]].id);
+    }
+    j = i;
+  }
+  return evaluatePlan(speeds, groups, cfg);
 }
 
 }  // namespace groupsgd::daemon::policy
