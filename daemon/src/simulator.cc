@@ -30,6 +30,9 @@ TrueSpeed trueSpeed(const SimConfig& c, std::uint32_t i, std::uint32_t w, double
     if (w >= start) s.a += c.link_ms;
   } else if (c.scenario == "recover") {
     if (w >= start && w < end) s.v /= c.slowdown;
+  } else if (c.scenario == "alternate") {
+    // slowdown x for `dwell` windows, 1x for `dwell` windows, and so on.
+    if ((w / c.dwell_windows) % 2 == 1) s.v /= c.slowdown;
   } else if (c.scenario == "drift") {
     // Slows linearly to the full slowdown by mid-run, then recovers linearly.
     const double mid = c.windows / 2.0;
@@ -48,10 +51,11 @@ nlohmann::json SimResult::summary() const {
 }
 
 Result<SimResult> simulate(const SimConfig& c) {
-  static const char* kScenarios[] = {"steady", "straggler", "link", "recover", "drift", "lognormal"};
+  static const char* kScenarios[] = {"steady", "straggler", "link",     "recover",
+                                     "drift",  "lognormal", "alternate"};
   if (std::find(std::begin(kScenarios), std::end(kScenarios), c.scenario) == std::end(kScenarios)) {
     return invalidArgument("unknown scenario '" + c.scenario +
-                           "' (steady, straggler, link, recover, drift, lognormal)");
+                           "' (steady, straggler, link, recover, drift, lognormal, alternate)");
   }
   if (c.workers == 0 || c.windows == 0) return invalidArgument("workers and windows must be > 0");
   std::mt19937_64 rng(c.seed);

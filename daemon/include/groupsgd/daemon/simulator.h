@@ -20,7 +20,9 @@ namespace groupsgd::daemon {
 struct SimConfig {
   std::uint32_t workers = 8;
   std::uint32_t windows = 120;
-  std::string scenario = "straggler";  // steady | straggler | link | recover | drift | lognormal
+  // steady | straggler | link | recover | drift | lognormal | alternate
+  std::string scenario = "straggler";
+  std::uint32_t dwell_windows = 20;    // alternate: windows per phase
   double slowdown = 4.0;               // straggler factor
   double link_ms = 40.0;               // link scenario: extra fixed ms per step
   std::uint32_t stragglers = 1;        // how many workers the scenario affects
