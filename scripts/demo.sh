@@ -6,7 +6,7 @@ set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 mode=adaptive workers=8 stragglers=1 slowdown=4 device_ms=10 target=0.85 groups=2 period=1
-max_seconds=300 json=0 quick=0 batch=32 link_ms=0 schedule=""
+max_seconds=300 json=0 quick=0 batch=32 link_ms=0 schedule="" erratic="" max_samples=0 daemon_extra=""
 usage() {
   cat <<USAGE
 usage: scripts/demo.sh [options]
@@ -18,10 +18,13 @@ usage: scripts/demo.sh [options]
   --slowdown F      their slowdown factor (default 4)
   --device-ms D     emulated device time per step at the base batch, every worker (default 10)
   --link-ms L       stragglers: extra delay on every exchange instead of a slowdown
+  --erratic P:S     stragglers: random pauses instead (probability P per step, mean S ms)
   --schedule S      stragglers: a speed schedule (groupsgd-worker --schedule syntax)
   --batch-size B    samples per worker step (default 32)
   --target-acc A    stop at this test accuracy (default 0.85)
   --max-seconds S   give up after S seconds (default 300)
+  --max-samples N   stop after N samples trained (a fixed sample budget; default none)
+  --daemon-args S   extra groupsgdd flags, word-split (e.g. "--step-deadline-ms 500")
   --quick           a short run (target 0.80, at most 50 s)
   --json            the last line is one JSON summary object
   --help            this text
@@ -37,10 +40,13 @@ while [[ $# -gt 0 ]]; do
     --slowdown) slowdown=$2; shift 2 ;;
     --device-ms) device_ms=$2; shift 2 ;;
     --link-ms) link_ms=$2; shift 2 ;;
+    --erratic) erratic=$2; shift 2 ;;
     --schedule) schedule=$2; shift 2 ;;
     --batch-size) batch=$2; shift 2 ;;
     --target-acc) target=$2; shift 2 ;;
     --max-seconds) max_seconds=$2; shift 2 ;;
+    --max-samples) max_samples=$2; shift 2 ;;
+    --daemon-args) daemon_extra=$2; shift 2 ;;
     --quick) quick=1; shift ;;
     --json) json=1; shift ;;
     --help|-h) usage; exit 0 ;;
@@ -74,9 +80,13 @@ daemon_args=(--mode "$mode" --workers "$workers" --groups "$groups" --exchange-p
   --target-acc "$target" --max-seconds "$max_seconds" --summary-file "$run_dir/summary.json"
   --heartbeat-ms 250 --control-ms 500 --log-level warn)
 [[ $json == 1 ]] && daemon_args+=(--json)
+[[ $max_samples != 0 ]] && daemon_args+=(--max-samples "$max_samples")
+# shellcheck disable=SC2206  # word splitting is the point of --daemon-args
+[[ -n $daemon_extra ]] && daemon_args+=($daemon_extra)
 kind="${slowdown}x slower"
 [[ $link_ms != 0 ]] && kind="+${link_ms} ms per exchange"
 [[ -n $schedule ]] && kind="schedule $schedule"
+[[ -n $erratic ]] && kind="erratic pauses $erratic"
 log "mode $mode, $workers workers ($stragglers $kind), target accuracy $target; logs in $run_dir"
 "$BUILD_DIR/daemon/groupsgdd" "${daemon_args[@]}" 2>"$run_dir/daemon.log" &
 daemon_pid=$!
@@ -89,6 +99,7 @@ for i in $(seq 1 "$workers"); do
   speed=(--slowdown 1)
   if (( i <= stragglers )); then
     if [[ -n $schedule ]]; then speed=(--schedule "$schedule")
+    elif [[ -n $erratic ]]; then speed=(--stall-prob "${erratic%%:*}" --stall-ms "${erratic##*:}")
     elif [[ $link_ms != 0 ]]; then speed=(--link-ms "$link_ms")
     else speed=(--slowdown "$slowdown"); fi
   fi
@@ -107,7 +118,7 @@ if [[ $status != 0 ]]; then
   tail -20 "$run_dir/daemon.log" >&2
   exit "$status"
 fi
-if ! grep -q '"reached": true' "$run_dir/summary.json"; then
+if [[ $target != 0 ]] && ! grep -q '"reached": true' "$run_dir/summary.json"; then
   log "the target accuracy $target was not reached (summary: $run_dir/summary.json)"
   exit 3
 fi

@@ -47,6 +47,9 @@ accuracy and reports it).
   --device-ms D           emulated device time per step at the assigned batch, scaled
                           with the batch when the daemon resizes it (default 0)
   --link-ms L             emulated link delay added to every push (default 0)
+  --stall-prob P          erratic worker: chance per step of a random pause (default 0)
+  --stall-ms S            mean length of such a pause, exponentially distributed
+  --seed N                seed for the pauses (default: from the process id)
   --schedule S            change speed mid-run: "AT:key=value[:key=value],..." with AT a
                           step or Ns seconds, keys slowdown, device-ms, link-ms
                           e.g. "200:slowdown=4,60s:slowdown=1"
@@ -104,6 +107,17 @@ Result<WorkerOptions> parseWorkerOptions(const std::vector<std::string>& args) {
       GSGD_RETURN_IF_ERROR(value(&v));
       GSGD_RETURN_IF_ERROR(parseDouble(a, v, &o.speed.slowdown));
       if (o.speed.slowdown <= 0) return invalidArgument("--slowdown must be > 0");
+    } else if (a == "--stall-prob") {
+      GSGD_RETURN_IF_ERROR(value(&v));
+      GSGD_RETURN_IF_ERROR(parseDouble(a, v, &o.stall_prob));
+      if (o.stall_prob < 0 || o.stall_prob > 1) return invalidArgument("--stall-prob must be in [0, 1]");
+    } else if (a == "--stall-ms") {
+      GSGD_RETURN_IF_ERROR(value(&v));
+      GSGD_RETURN_IF_ERROR(parseDouble(a, v, &o.stall_ms));
+      if (o.stall_ms < 0) return invalidArgument("--stall-ms must be >= 0");
+    } else if (a == "--seed") {
+      GSGD_RETURN_IF_ERROR(value(&v));
+      GSGD_RETURN_IF_ERROR(parseUnsigned(a, v, &o.seed));
     } else if (a == "--link-ms") {
       GSGD_RETURN_IF_ERROR(value(&v));
       GSGD_RETURN_IF_ERROR(parseDouble(a, v, &o.speed.link_ms));

@@ -1,6 +1,9 @@
 #include "groupsgd/worker/trainer.h"
 
+#include <unistd.h>
+
 #include <chrono>
+#include <random>
 #include <thread>
 
 #include "groupsgd/common/log.h"
@@ -72,6 +75,8 @@ class Trainer {
   // samples_trained_/steps_ count this registration (reported to the coordinator);
   // total_steps_ counts the whole process life (schedule, --max-steps).
   std::uint64_t samples_trained_ = 0, steps_ = 0, total_steps_ = 0;
+  std::mt19937_64 rng_{opts_.seed != 0 ? opts_.seed : static_cast<std::uint64_t>(::getpid())};
+  std::uniform_real_distribution<double> uniform_{0.0, 1.0};
 };
 
 bool Trainer::adopt(const Assignment& a) {
@@ -181,6 +186,9 @@ int Trainer::run() {
     last_loss = model_->lossAndGrad(params_, x.data(), y.data(), batch, grad_);
     sleepMs(emulatedSleepMs(speed, msSince(t0),
                             static_cast<double>(batch) / std::max<std::uint32_t>(1, reference_batch_)));
+    if (opts_.stall_prob > 0 && uniform_(rng_) < opts_.stall_prob) {
+      sleepMs(std::exponential_distribution<double>(1.0 / std::max(1e-3, opts_.stall_ms))(rng_));
+    }
     const double compute_ms = msSince(t0);
 
     const auto t1 = Clock::now();

@@ -15,7 +15,10 @@ struct WorkerOptions {
   std::string coordinator = "tcp://127.0.0.1:5555";
   std::uint64_t job_id = 1;
   std::string data_dir;             // empty: the Fashion-MNIST package directory
-  SpeedProfile speed;               // --slowdown, --device-ms
+  SpeedProfile speed;               // --slowdown, --device-ms, --link-ms
+  double stall_prob = 0;            // --stall-prob: chance per step of a random pause
+  double stall_ms = 0;              // --stall-ms: mean length of such a pause (exponential)
+  std::uint64_t seed = 0;           // --seed: for the pauses (0 = from the pid)
   std::string schedule_text;        // --schedule
   bool evaluate = false;            // --evaluate: evaluator instead of trainer
   std::uint32_t eval_interval_ms = 500;
