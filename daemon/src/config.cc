@@ -173,6 +173,8 @@ constexpr Flag kFlags[] = {
     {"--max-samples", "max_samples", false}, {"--progress-ms", "progress_ms", false},
     {"--summary-file", "summary_file", true}, {"--log-level", "log_level", true},
     // Nested keys are JSON pointers.
+    {"--lr", "/optimizer/lr", false},
+    {"--momentum", "/optimizer/momentum", false},
     {"--control-ms", "/adaptive/control_ms", false},
     {"--profile-steps", "/adaptive/profile_steps", false},
     {"--min-regroup-interval-ms", "/adaptive/min_regroup_interval_ms", false},
@@ -384,6 +386,8 @@ servers (--role all). Workers (groupsgd-worker) connect to --listen.
   --summary-file F         write the closing summary JSON to F
   --json                   print the closing summary as one JSON line on stdout
   --log-level L            debug | info | warn | error (default info)
+  --lr X                   group optimizer learning rate (default 0.05)
+  --momentum X             group optimizer momentum (default 0.9)
   --control-ms MS          adaptive: control window (default 1000)
   --profile-steps N        adaptive: steps every worker runs before the first plan (default 20)
   --min-regroup-interval-ms MS  adaptive: least time between regroups (default 5000)
