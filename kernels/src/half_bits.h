@@ -1,6 +1,7 @@
 // float <-> IEEE 754 binary16 on bit patterns, shared by the CPU codec and the CUDA kernels
 // so both produce the same bits. Round to nearest, ties to even; subnormals exact; Inf kept;
-// NaN kept as a quiet NaN with its sign and top 9 payload bits.
+// NaN kept as a quiet NaN with its sign and payload (the top 10 bits of it, float -> half),
+// as x86 F16C and CUDA's conversions do.
 // Thread rule: pure functions.
 #pragma once
 
@@ -46,7 +47,7 @@ GROUPSGD_HOST_DEVICE inline std::uint32_t halfToFloatBits(std::uint16_t h) {
   const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
   const std::uint32_t exp = (h >> 10) & 0x1fu;
   const std::uint32_t mant = h & 0x3ffu;
-  if (exp == 0x1fu) return sign | 0x7f800000u | (mant << 13);
+  if (exp == 0x1fu) return sign | 0x7f800000u | (mant << 13) | (mant != 0 ? 0x400000u : 0u);
   if (exp != 0) return sign | ((exp + 112u) << 23) | (mant << 13);
   if (mant == 0) return sign;
   // Subnormal: normalise so the leading 1 becomes the implicit bit.
@@ -57,6 +58,57 @@ GROUPSGD_HOST_DEVICE inline std::uint32_t halfToFloatBits(std::uint16_t h) {
     --e;
   }
   return sign | (e << 23) | ((m & 0x3ffu) << 13);
+}
+
+// All ones when cond holds, else zero; select(m, a, b) = m ? a : b without a branch.
+inline std::uint32_t maskIf(bool cond) { return 0u - static_cast<std::uint32_t>(cond); }
+inline std::uint32_t select(std::uint32_t mask, std::uint32_t a, std::uint32_t b) {
+  return (a & mask) | (b & ~mask);
+}
+
+// Branch-free forms of the two functions above, bit-identical to them (tested), for the
+// bulk CPU loops: written with masks so the compiler vectorises them. They rely on the
+// default floating-point environment (round to nearest, no flush-to-zero).
+inline std::uint16_t floatBitsToHalfBranchless(std::uint32_t x) {
+  const std::uint32_t sign = (x >> 16) & 0x8000u;
+  const std::uint32_t ax = x & 0x7fffffffu;
+  const auto sax = static_cast<std::int32_t>(ax);  // < 2^31: signed compares vectorise
+  std::uint32_t normal = ax - 0x38000000u;
+  normal = (normal + 0xfffu + ((normal >> 13) & 1u)) >> 13;
+  // Below 2^-14: adding 0.5 leaves |x| rounded (to nearest even) to a multiple of 2^-24 in
+  // the low mantissa bits of the sum.
+  float f, half = 0.5f;
+  __builtin_memcpy(&f, &ax, sizeof f);
+  f += half;
+  std::uint32_t subnormal;
+  __builtin_memcpy(&subnormal, &f, sizeof subnormal);
+  subnormal -= 0x3f000000u;
+  const std::uint32_t nan = 0x7e00u | ((ax >> 13) & 0x3ffu);
+  std::uint32_t r = select(maskIf(sax < 0x38800000), subnormal, normal);
+  r = select(maskIf(sax >= 0x477ff000), 0x7c00u, r);
+  r = select(maskIf(sax > 0x7f800000), nan, r);
+  return static_cast<std::uint16_t>(sign | r);
+}
+
+inline std::uint32_t halfToFloatBitsBranchless(std::uint16_t h) {
+  const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
+  const std::uint32_t shifted = static_cast<std::uint32_t>(h & 0x7fffu) << 13;
+  const std::uint32_t exp = shifted & 0x0f800000u;
+  const std::uint32_t normal = shifted + 0x38000000u;  // rebias 15 -> 127
+  const std::uint32_t inf_nan = (normal + 0x38000000u)  // exponent all ones, payload kept,
+                                | (maskIf(shifted & 0x7fe000u) & 0x400000u);  // NaN made quiet
+  // Subnormal: 2^-14 * (1 + m/1024) - 2^-14 = m * 2^-24, exactly.
+  const std::uint32_t biased = normal + 0x00800000u;
+  float f, base;
+  const std::uint32_t base_bits = 0x38800000u;
+  __builtin_memcpy(&f, &biased, sizeof f);
+  __builtin_memcpy(&base, &base_bits, sizeof base);
+  f -= base;
+  std::uint32_t subnormal;
+  __builtin_memcpy(&subnormal, &f, sizeof subnormal);
+  std::uint32_t r = select(maskIf(exp == 0), subnormal, normal);
+  r = select(maskIf(exp == 0x0f800000u), inf_nan, r);
+  return sign | r;
 }
 
 }  // namespace groupsgd::kernels::detail

@@ -117,6 +117,45 @@ TEST_CASE("compression: every half value survives half -> float -> half") {
   }
 }
 
+TEST_CASE("compression: the bulk fp16 codec is bit-identical to floatToHalf/halfToFloat") {
+  // Decode: every half.
+  Bytes all(2 * 65536);
+  for (std::uint32_t h = 0; h <= 0xffff; ++h) {
+    all[2 * h] = static_cast<std::uint8_t>(h);
+    all[2 * h + 1] = static_cast<std::uint8_t>(h >> 8);
+  }
+  std::vector<float> decoded(65536);
+  REQUIRE(decode(Encoding::kFp16, all, decoded).ok());
+  std::size_t bad = 0;
+  for (std::uint32_t h = 0; h <= 0xffff; ++h) {
+    bad += std::bit_cast<std::uint32_t>(decoded[h]) !=
+           std::bit_cast<std::uint32_t>(halfToFloat(static_cast<std::uint16_t>(h)));
+  }
+  CHECK(bad == 0);
+  // Encode: every half value, its float neighbours and the rounding midpoints around it, plus
+  // random bit patterns (all exponents, NaN payloads included).
+  std::vector<float> x;
+  for (std::uint32_t h = 0; h <= 0xffff; ++h) {
+    const std::uint32_t f = std::bit_cast<std::uint32_t>(halfToFloat(static_cast<std::uint16_t>(h)));
+    for (std::uint32_t d : {0u, 1u, 2u, 0xfffu, 0x1000u, 0x1001u}) {
+      x.push_back(std::bit_cast<float>(f + d));
+      x.push_back(std::bit_cast<float>(f - d));
+    }
+  }
+  std::mt19937 rng(5);
+  for (int i = 0; i < 1'000'000; ++i) x.push_back(std::bit_cast<float>(std::uint32_t(rng())));
+  Compressor c(Encoding::kFp16, x.size());
+  Bytes payload;
+  c.encode(x, &payload);
+  bad = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    std::uint16_t got;
+    std::memcpy(&got, payload.data() + 2 * i, 2);
+    bad += got != floatToHalf(x[i]);
+  }
+  CHECK(bad == 0);
+}
+
 #if defined(__FLT16_MAX__)
 TEST_CASE("compression: fp16 conversion agrees with the compiler's _Float16 rounding") {
   std::mt19937 rng(11);
@@ -198,6 +237,49 @@ TEST_CASE("compression: top-k sends exactly the k largest magnitudes, indices as
     std::memcpy(&i, payload.data() + 4 + 4 * j, 4);
     if (j > 0) CHECK(i > prev);
     prev = i;
+  }
+}
+
+namespace {
+
+// Decodes a top-k payload of x and checks it holds exactly the k largest magnitudes (ties
+// at the k-th broken towards lower indices).
+void checkExactTopK(const std::vector<float>& x, float ratio) {
+  const std::size_t n = x.size(), k = topKCount(n, ratio);
+  Compressor c(Encoding::kTopK, n, ratio);
+  Bytes payload;
+  c.encode(x, &payload);
+  std::vector<std::size_t> order(n);
+  for (std::size_t i = 0; i < n; ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return std::fabs(x[a]) > std::fabs(x[b]); });
+  std::vector<float> want(n, 0.0f), got(n);
+  for (std::size_t j = 0; j < k; ++j) want[order[j]] = x[order[j]];
+  REQUIRE(decode(Encoding::kTopK, payload, got).ok());
+  std::size_t bad = 0;
+  for (std::size_t i = 0; i < n; ++i) bad += got[i] != want[i];
+  CHECK(bad == 0);
+}
+
+}  // namespace
+
+TEST_CASE("compression: top-k is exact on large tensors, whatever the sample guesses") {
+  const std::size_t n = 200'003;
+  SUBCASE("random values") { checkExactTopK(randomVector(n, 41), 0.01f); }
+  SUBCASE("large values only where the strided sample never looks") {
+    // The sample reads every (n/4096)-th element; make exactly those the largest, so for
+    // k = 10% too few values reach the bound guessed from them and the exact fallback must
+    // take over (for k = 1% the guess still holds).
+    std::vector<float> x = randomVector(n, 42, 0.5f, 1.0f);
+    for (std::size_t i = 0; i < n; i += n / 4096) x[i] = 2.0f + static_cast<float>(i) * 1e-6f;
+    checkExactTopK(x, 0.01f);
+    checkExactTopK(x, 0.1f);
+  }
+  SUBCASE("all equal: the first k indices") { checkExactTopK(std::vector<float>(n, -0.25f), 0.01f); }
+  SUBCASE("mostly zeros") {
+    std::vector<float> x(n, 0.0f);
+    for (std::size_t i = 7; i < n; i += 1001) x[i] = static_cast<float>(i % 13) - 6.0f;
+    checkExactTopK(x, 0.01f);
   }
 }
 

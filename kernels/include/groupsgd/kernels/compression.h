@@ -78,8 +78,8 @@ class Compressor {
   std::vector<std::uint32_t> picked_;  // topk scratch: chosen indices
 };
 
-// IEEE 754 binary16 conversions, round to nearest even; Inf and NaN kept (a NaN stays a
-// NaN with its sign and top payload bits, quietened), subnormals exact.
+// IEEE 754 binary16 conversions, round to nearest even; subnormals exact; Inf kept; a NaN
+// stays a NaN with its sign and (top) payload bits, made quiet in both directions.
 std::uint16_t floatToHalf(float value);
 float halfToFloat(std::uint16_t bits);
 
