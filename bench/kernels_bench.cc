@@ -123,8 +123,27 @@ CpuResults benchCpu(const Settings& s) {
     json j = measurement("weighted_sum", "cpu", (kInputs + 1) * buf, t);
     j["inputs"] = kInputs;
     j["buffer_mib"] = buf / kMiB;
+    j["threads"] = "library";
     emit(j);
     out.aggregate_gbps = (kInputs + 1) * buf / t / 1e9;
+  }
+  {
+    // The same on one core, for comparison with the one-thread memcpy: slices below the
+    // library's threading threshold run on the calling thread.
+    constexpr std::size_t kSlice = std::size_t{1} << 21;
+    const double t = bestSeconds(s.reps, [&] {
+      for (std::size_t b = 0; b < n; b += kSlice) {
+        const std::size_t m = std::min(kSlice, n - b);
+        std::vector<std::span<const float>> parts;
+        for (const auto& in : spans) parts.push_back(in.subspan(b, m));
+        k::weightedSum(parts, weights, std::span<float>(dst).subspan(b, m));
+      }
+    });
+    json j = measurement("weighted_sum", "cpu", (kInputs + 1) * buf, t);
+    j["inputs"] = kInputs;
+    j["buffer_mib"] = buf / kMiB;
+    j["threads"] = 1;
+    emit(j);
   }
   inputs.resize(2);  // free what the next measurements do not need
 
