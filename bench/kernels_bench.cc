@@ -40,16 +40,19 @@ struct Settings {
   int codec_reps = 3;
 };
 
+// Wall time of one call of fn.
+double timeOnce(const std::function<void()>& fn) {
+  const auto t0 = std::chrono::steady_clock::now();
+  fn();
+  const auto t1 = std::chrono::steady_clock::now();
+  return std::chrono::duration<double>(t1 - t0).count();
+}
+
 // Best wall time of `reps` calls of fn, after one untimed warm-up call.
 double bestSeconds(int reps, const std::function<void()>& fn) {
   fn();
   double best = 1e300;
-  for (int r = 0; r < reps; ++r) {
-    const auto t0 = std::chrono::steady_clock::now();
-    fn();
-    const auto t1 = std::chrono::steady_clock::now();
-    best = std::min(best, std::chrono::duration<double>(t1 - t0).count());
-  }
+  for (int r = 0; r < reps; ++r) best = std::min(best, timeOnce(fn));
   return best;
 }
 
@@ -95,55 +98,61 @@ CpuResults benchCpu(const Settings& s) {
   CpuResults out;
   const std::size_t n = s.buffer_bytes / sizeof(float);
   const double buf = static_cast<double>(n * sizeof(float));
-
-  // memcpy baseline: one thread (glibc) and all hardware threads; the best is the bar.
-  std::vector<float> src = filled(n, 1.0f), dst = filled(n, 2.0f);
   const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
-  for (unsigned threads : {1u, hw}) {
-    const double t = bestSeconds(s.reps, [&] {
-      parallelMemcpy(reinterpret_cast<char*>(dst.data()), reinterpret_cast<const char*>(src.data()),
-                     n * sizeof(float), threads);
-    });
-    json j = measurement("memcpy", "cpu", 2 * buf, t);
-    j["threads"] = threads;
-    j["buffer_mib"] = buf / kMiB;
-    emit(j);
-    out.memcpy_gbps = std::max(out.memcpy_gbps, 2 * buf / t / 1e9);
-    if (hw == 1) break;
-  }
-
-  // Aggregation: weightedSum of 8 buffers into a ninth.
+  std::vector<float> src = filled(n, 1.0f), dst = filled(n, 2.0f);
   constexpr std::size_t kInputs = 8;
   std::vector<std::vector<float>> inputs;
   for (std::size_t i = 0; i < kInputs; ++i) inputs.push_back(filled(n, float(i)));
   std::vector<std::span<const float>> spans(inputs.begin(), inputs.end());
   std::vector<float> weights(kInputs, 1.0f / kInputs);
-  {
-    const double t = bestSeconds(s.reps, [&] { k::weightedSum(spans, weights, dst); });
-    json j = measurement("weighted_sum", "cpu", (kInputs + 1) * buf, t);
-    j["inputs"] = kInputs;
-    j["buffer_mib"] = buf / kMiB;
-    j["threads"] = "library";
-    emit(j);
-    out.aggregate_gbps = (kInputs + 1) * buf / t / 1e9;
+
+  // The memcpy baselines (one thread = glibc, and all hardware threads) and the aggregation
+  // (weightedSum of 8 buffers into a ninth, as the library runs it and on one core) are
+  // timed round-robin, so that load from other processes hits them alike.
+  constexpr std::size_t kSlice = std::size_t{1} << 21;  // below the library's threading
+  struct Case {
+    const char* name;
+    unsigned threads;  // 0: as the library decides
+    double moved;
+    std::function<void()> fn;
+    double best = 1e300;
+  };
+  auto memcpyWith = [&](unsigned threads) {
+    return [&, threads] {
+      parallelMemcpy(reinterpret_cast<char*>(dst.data()), reinterpret_cast<const char*>(src.data()),
+                     n * sizeof(float), threads);
+    };
+  };
+  std::vector<Case> cases;
+  cases.push_back({"memcpy", 1, 2 * buf, memcpyWith(1)});
+  if (hw > 1) cases.push_back({"memcpy", hw, 2 * buf, memcpyWith(hw)});
+  cases.push_back({"weighted_sum", 0, (kInputs + 1) * buf,
+                   [&] { k::weightedSum(spans, weights, dst); }});
+  cases.push_back({"weighted_sum", 1, (kInputs + 1) * buf, [&] {
+                     for (std::size_t b = 0; b < n; b += kSlice) {
+                       const std::size_t m = std::min(kSlice, n - b);
+                       std::vector<std::span<const float>> parts;
+                       for (const auto& in : spans) parts.push_back(in.subspan(b, m));
+                       k::weightedSum(parts, weights, std::span<float>(dst).subspan(b, m));
+                     }
+                   }});
+  for (Case& c : cases) c.fn();  // warm-up
+  for (int r = 0; r < s.reps; ++r) {
+    for (Case& c : cases) c.best = std::min(c.best, timeOnce(c.fn));
   }
-  {
-    // The same on one core, for comparison with the one-thread memcpy: slices below the
-    // library's threading threshold run on the calling thread.
-    constexpr std::size_t kSlice = std::size_t{1} << 21;
-    const double t = bestSeconds(s.reps, [&] {
-      for (std::size_t b = 0; b < n; b += kSlice) {
-        const std::size_t m = std::min(kSlice, n - b);
-        std::vector<std::span<const float>> parts;
-        for (const auto& in : spans) parts.push_back(in.subspan(b, m));
-        k::weightedSum(parts, weights, std::span<float>(dst).subspan(b, m));
-      }
-    });
-    json j = measurement("weighted_sum", "cpu", (kInputs + 1) * buf, t);
-    j["inputs"] = kInputs;
+  for (const Case& c : cases) {
+    json j = measurement(c.name, "cpu", c.moved, c.best);
     j["buffer_mib"] = buf / kMiB;
-    j["threads"] = 1;
+    if (c.threads == 0) {
+      j["threads"] = "library";
+    } else {
+      j["threads"] = c.threads;
+    }
+    if (std::string_view(c.name) == "weighted_sum") j["inputs"] = kInputs;
     emit(j);
+    const double gbps = c.moved / c.best / 1e9;
+    if (std::string_view(c.name) == "memcpy") out.memcpy_gbps = std::max(out.memcpy_gbps, gbps);
+    if (std::string_view(c.name) == "weighted_sum" && c.threads == 0) out.aggregate_gbps = gbps;
   }
   inputs.resize(2);  // free what the next measurements do not need
 
