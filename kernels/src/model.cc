@@ -9,7 +9,7 @@ namespace groupsgd::kernels {
 Model::~Model() = default;
 
 bool parseModelKind(std::string_view text, ModelKind* out) {
-  for (ModelKind k : {ModelKind::kSoftmax, ModelKind::kMlp}) {
+  for (ModelKind k : {ModelKind::kSoftmax, ModelKind::kMlp, ModelKind::kCnn}) {
     if (text == modelKindName(k)) {
       *out = k;
       return true;
@@ -24,6 +24,8 @@ const char* modelKindName(ModelKind kind) {
       return "softmax";
     case ModelKind::kMlp:
       return "mlp";
+    case ModelKind::kCnn:
+      return "cnn";
   }
   return "unknown";
 }
@@ -35,6 +37,8 @@ std::unique_ptr<Model> makeModel(ModelKind kind, std::size_t input_dim, std::siz
       return detail::makeSoftmaxModel(input_dim, classes);
     case ModelKind::kMlp:
       return detail::makeMlpModel(input_dim, classes);
+    case ModelKind::kCnn:
+      return detail::makeCnnModel(input_dim, classes);
   }
   return nullptr;
 }

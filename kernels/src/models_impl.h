@@ -11,5 +11,7 @@ namespace groupsgd::kernels::detail {
 
 std::unique_ptr<Model> makeSoftmaxModel(std::size_t input_dim, std::size_t classes);
 std::unique_ptr<Model> makeMlpModel(std::size_t input_dim, std::size_t classes);
+// Null when input_dim is not a square image the CNN can take (see cnnPooledSide).
+std::unique_ptr<Model> makeCnnModel(std::size_t input_dim, std::size_t classes);
 
 }  // namespace groupsgd::kernels::detail

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <thread>
 #include <vector>
@@ -12,8 +13,12 @@ namespace groupsgd::kernels::detail {
 // Below this many floats a thread spawn costs more than it saves.
 inline constexpr std::size_t kParallelThreshold = std::size_t{1} << 22;
 inline constexpr std::size_t kMinChunk = std::size_t{1} << 20;
+// Work is handed out in pieces of about this many floats, so that a thread the OS
+// deschedules (other processes share the cores) does not hold the others up: whoever runs
+// takes the next piece.
+inline constexpr std::size_t kPieceFloats = std::size_t{1} << 18;
 
-// Calls fn(begin, end) over [0, n), chunks aligned to `align` indices. Each index stands
+// Calls fn(begin, end) over [0, n), pieces aligned to `align` indices. Each index stands
 // for `unit` floats of work (unit > 1 when the indices are blocks).
 template <typename Fn>
 void parallelFor(std::size_t n, Fn&& fn, std::size_t align = 64, std::size_t unit = 1) {
@@ -24,14 +29,20 @@ void parallelFor(std::size_t n, Fn&& fn, std::size_t align = 64, std::size_t uni
     fn(std::size_t{0}, n);
     return;
   }
-  std::size_t chunk = (n / workers + align - 1) / align * align;
+  const std::size_t per_piece = std::max<std::size_t>(1, kPieceFloats / unit);
+  const std::size_t piece = (per_piece + align - 1) / align * align;
+  const std::size_t pieces = (n + piece - 1) / piece;
+  std::atomic<std::size_t> next{0};
+  auto run = [&] {
+    for (std::size_t i = next.fetch_add(1, std::memory_order_relaxed); i < pieces;
+         i = next.fetch_add(1, std::memory_order_relaxed)) {
+      fn(i * piece, std::min(n, (i + 1) * piece));
+    }
+  };
   std::vector<std::thread> threads;
   threads.reserve(workers - 1);
-  std::size_t begin = 0;
-  for (std::size_t w = 0; w + 1 < workers && begin + chunk < n; ++w, begin += chunk) {
-    threads.emplace_back([&fn, begin, chunk] { fn(begin, begin + chunk); });
-  }
-  fn(begin, n);  // the caller takes the last chunk
+  for (std::size_t w = 0; w + 1 < workers; ++w) threads.emplace_back(run);
+  run();  // the caller works too
   for (auto& t : threads) t.join();
 }
 

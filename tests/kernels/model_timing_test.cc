@@ -15,9 +15,11 @@ using groupsgd::kernels::testing::randomVector;
 
 // Reported, not asserted: timings vary by machine and sanitizer. ctest runs this with
 // OPENBLAS_NUM_THREADS=1.
-TEST_CASE("timing: one mlp lossAndGrad at batch 64 (median of 50, reported)") {
-  constexpr std::size_t kBatch = 64, kRuns = 50;
-  auto m = makeModel(ModelKind::kMlp);
+namespace {
+
+void timeLossAndGrad(ModelKind kind, std::size_t runs) {
+  constexpr std::size_t kBatch = 64;
+  auto m = makeModel(kind);
   std::vector<float> params(m->paramCount()), grad(m->paramCount());
   m->init(params, 1);
   auto x = randomVector(kBatch * 784, 2, 0.0f, 1.0f);
@@ -26,7 +28,7 @@ TEST_CASE("timing: one mlp lossAndGrad at batch 64 (median of 50, reported)") {
   for (int i = 0; i < 5; ++i) m->lossAndGrad(params, x.data(), y.data(), kBatch, grad);  // warm up
   std::vector<double> ms;
   float loss = 0;
-  for (std::size_t i = 0; i < kRuns; ++i) {
+  for (std::size_t i = 0; i < runs; ++i) {
     auto t0 = std::chrono::steady_clock::now();
     loss = m->lossAndGrad(params, x.data(), y.data(), kBatch, grad);
     auto t1 = std::chrono::steady_clock::now();
@@ -34,6 +36,17 @@ TEST_CASE("timing: one mlp lossAndGrad at batch 64 (median of 50, reported)") {
   }
   std::sort(ms.begin(), ms.end());
   CHECK(std::isfinite(loss));
-  MESSAGE("mlp lossAndGrad batch 64: median ", ms[kRuns / 2], " ms, min ", ms.front(), " ms, max ",
-          ms.back(), " ms (", std::string(haveBlas() ? "OpenBLAS" : "C++ fallback"), ")");
+  MESSAGE(std::string(modelKindName(kind)), " lossAndGrad batch 64: median ", ms[runs / 2],
+          " ms, min ", ms.front(), " ms, max ", ms.back(), " ms (",
+          std::string(haveBlas() ? "OpenBLAS" : "C++ fallback"), ")");
+}
+
+}  // namespace
+
+TEST_CASE("timing: one mlp lossAndGrad at batch 64 (median of 50, reported)") {
+  timeLossAndGrad(ModelKind::kMlp, 50);
+}
+
+TEST_CASE("timing: one cnn lossAndGrad at batch 64 (median of 20, reported)") {
+  timeLossAndGrad(ModelKind::kCnn, 20);
 }

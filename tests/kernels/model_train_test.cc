@@ -72,3 +72,50 @@ TEST_CASE("training: momentum on the mlp drives the loss down on a separable pro
 TEST_CASE("training: nesterov with weight decay on the mlp drives the loss down") {
   trainAndCheck(ModelKind::kMlp, {OptimizerKind::kNesterov, 0.05f, 0.9f, 1e-4f});
 }
+
+namespace {
+
+// Three classes of 16x16 images: a bright 5x5 square in the top-left, top-right or bottom
+// middle, on a noisy background.
+void squares(std::size_t count, std::vector<float>* x, std::vector<std::int32_t>* y) {
+  constexpr std::size_t kSide = 16;
+  const std::size_t corner[3][2] = {{2, 2}, {2, 9}, {9, 5}};
+  std::mt19937_64 rng(31);
+  std::uniform_real_distribution<float> noise(0.0f, 0.3f);
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::size_t c = i % 3;
+    y->push_back(static_cast<std::int32_t>(c));
+    for (std::size_t r = 0; r < kSide; ++r)
+      for (std::size_t q = 0; q < kSide; ++q) {
+        const bool in = r >= corner[c][0] && r < corner[c][0] + 5 && q >= corner[c][1] &&
+                        q < corner[c][1] + 5;
+        x->push_back(in ? 0.9f : noise(rng));
+      }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("training: momentum on the cnn learns to tell squares apart") {
+  constexpr std::size_t kCount = 48, kBatch = 12, kSteps = 150, kDim = 256;
+  std::vector<float> x;
+  std::vector<std::int32_t> y;
+  squares(kCount, &x, &y);
+  auto m = makeModel(ModelKind::kCnn, kDim, 3);
+  REQUIRE(m != nullptr);
+  std::vector<float> params(m->paramCount()), grad(m->paramCount());
+  m->init(params, 3);
+  Optimizer opt({OptimizerKind::kMomentum, 0.02f, 0.9f, 0.0f}, params.size());
+  const float first = m->lossAndGrad(params, x.data(), y.data(), kCount, grad);
+  for (std::size_t step = 0; step < kSteps; ++step) {
+    const std::size_t off = (step * kBatch) % kCount;
+    m->lossAndGrad(params, x.data() + off * kDim, y.data() + off, kBatch, grad);
+    opt.step(params, grad);
+  }
+  const float final_loss = m->lossAndGrad(params, x.data(), y.data(), kCount, grad);
+  MESSAGE("cnn/momentum: loss ", first, " -> ", final_loss);
+  CHECK(final_loss < 0.1f * first);
+  std::vector<std::int32_t> pred(kCount);
+  m->predict(params, x.data(), kCount, pred.data());
+  CHECK(pred == y);
+}

@@ -75,6 +75,38 @@ TEST_CASE("ops: weightedSum matches a naive loop and fully overwrites out") {
   }
 }
 
+TEST_CASE("ops: weightedSum of many inputs equals the plain float loop bit for bit") {
+  // 8 inputs are one register-held group, 9 and 17 need several; offsets misalign out and
+  // the inputs; kBig takes the threaded, streaming-store path.
+  for (std::size_t n : {std::size_t{4099}, std::size_t{70'001}, kBig}) {
+    for (std::size_t k : {3, 8, 9, 17}) {
+      for (std::size_t off : {0, 1}) {
+        // Big buffers cost seconds: two combinations cover the threaded streaming path.
+        if (n == kBig && !((k == 3 && off == 0) || (k == 9 && off == 1))) continue;
+        CAPTURE(n);
+        CAPTURE(k);
+        CAPTURE(off);
+        std::vector<std::vector<float>> store;
+        std::vector<std::span<const float>> inputs;
+        for (std::size_t i = 0; i < k; ++i) store.push_back(randomVector(n + 1, 3 * k + i));
+        for (std::size_t i = 0; i < k; ++i)
+          inputs.push_back(std::span<const float>(store[i]).subspan(i % 2 ? off : 0, n));
+        auto w = randomVector(k, 5 + k);
+        std::vector<float> out_store(n + 1, std::numeric_limits<float>::quiet_NaN());
+        std::span<float> out(out_store.data() + off, n);
+        weightedSum(inputs, w, out);
+        std::size_t bad = 0;
+        for (std::size_t j = 0; j < n; ++j) {
+          float want = w[0] * inputs[0][j];
+          for (std::size_t i = 1; i < k; ++i) want += w[i] * inputs[i][j];
+          bad += out[j] != want;
+        }
+        CHECK(bad == 0);
+      }
+    }
+  }
+}
+
 TEST_CASE("ops: countNonFinite finds NaN, +Inf and -Inf and nothing else") {
   std::vector<float> x = randomVector(1000, 3);
   CHECK(countNonFinite(x) == 0);

@@ -11,9 +11,9 @@
 
 namespace groupsgd::kernels {
 
-enum class ModelKind { kSoftmax, kMlp };
+enum class ModelKind { kSoftmax, kMlp, kCnn };
 
-// Names are "softmax", "mlp"; parse returns false on anything else.
+// Names are "softmax", "mlp", "cnn"; parse returns false on anything else.
 bool parseModelKind(std::string_view text, ModelKind* out);
 const char* modelKindName(ModelKind kind);
 
@@ -21,9 +21,24 @@ const char* modelKindName(ModelKind kind);
 inline constexpr std::size_t kMlpHidden1 = 256;
 inline constexpr std::size_t kMlpHidden2 = 128;
 
+// LeNet-like CNN on a square single-channel image of side S (input_dim = S*S, S >= 16):
+// conv 5x5 1->8 + ReLU + maxpool 2, conv 5x5 8->16 + ReLU + maxpool 2, dense -> classes.
+// Valid convolutions, stride 1; pooling 2x2 stride 2, an odd last row/column dropped.
+inline constexpr std::size_t kCnnKernel = 5;
+inline constexpr std::size_t kCnnChannels1 = 8;
+inline constexpr std::size_t kCnnChannels2 = 16;
+inline constexpr std::size_t kCnnMinSide = 16;
+// Side of the second pooled map (4 for 28x28 images), or 0 when input_dim is not a square of
+// side >= kCnnMinSide. The dense layer then has kCnnChannels2 * side^2 inputs.
+std::size_t cnnPooledSide(std::size_t input_dim);
+
 // Parameter layouts (D = input_dim, C = classes), matrices row-major [out][in]:
 //   softmax: W (C×D) | b (C)
 //   mlp:     W1 (256×D) | b1 (256) | W2 (128×256) | b2 (128) | W3 (C×128) | b3 (C)
+//   cnn:     K1 (8×5×5×1) | c1 (8) | K2 (16×5×5×8) | c2 (16) | W (C×F) | b (C)
+//            conv kernels row-major [out][ky][kx][in]; activations are kept as
+//            [batch][y][x][channel], and the dense layer's F = 16·P·P inputs (P =
+//            cnnPooledSide) are the second pooled map flattened in (y, x, channel) order.
 // Inputs x are row-major batch×D floats in [0,1]; labels are in [0, C) (assert).
 class Model {
  public:
@@ -32,7 +47,7 @@ class Model {
   virtual std::size_t inputDim() const = 0;
   virtual std::size_t numClasses() const = 0;
   // Deterministic for a seed (own Box-Muller on std::mt19937_64, no std:: distributions).
-  // mlp: He-normal weights, zero biases.
+  // mlp and cnn: He-normal weights (std sqrt(2/fan_in)), zero biases.
   // softmax: N(0, 0.01^2) weights, zero biases, so the initial loss is close to ln(C).
   virtual void init(std::span<float> params, std::uint64_t seed) const = 0;
   // Returns the mean cross-entropy over the batch; grad (fully overwritten) is the gradient
@@ -45,6 +60,7 @@ class Model {
                        std::int32_t* out_labels) = 0;
 };
 
+// Returns null only for kCnn with an input_dim that cnnPooledSide rejects.
 std::unique_ptr<Model> makeModel(ModelKind kind, std::size_t input_dim = 784,
                                  std::size_t classes = 10);
 
