@@ -122,7 +122,7 @@ Status applyJsonUnchecked(const json& j, DaemonConfig* c) {
     else if (k == "batch_size") c->batch_size = unsignedValue<std::uint32_t>(v, k);
     else if (k == "model") {
       if (!kernels::parseModelKind(v.get<std::string>(), &c->model)) {
-        return invalidArgument("model must be softmax or mlp");
+        return invalidArgument("model must be softmax, mlp or cnn");
       }
     }
     else if (k == "seed") c->seed = unsignedValue<std::uint64_t>(v, k);
@@ -371,7 +371,7 @@ servers (--role all). Workers (groupsgd-worker) connect to --listen.
   --groups G               grouped mode: number of groups (default 2)
   --exchange-period K      grouped mode: group steps between central exchanges (default 1)
   --batch-size B           samples per worker step (default 32)
-  --model M                softmax | mlp (default mlp)
+  --model M                softmax | mlp | cnn (default mlp)
   --seed S                 model initialisation and shuffling seed (default 1)
   --listen EP              coordinator endpoint (default tcp://127.0.0.1:5555; port 0 = any)
   --bind-host H            host the parameter servers bind on (default 127.0.0.1)

@@ -52,7 +52,7 @@ int runEvaluator(zmq::context_t& ctx, const WorkerOptions& opts,
     return 2;
   }
   auto model = kernels::makeModel(kind, test->featureDim());
-  if (model->paramCount() != a.param_count) {
+  if (!model || model->paramCount() != a.param_count) {
     GSGD_ERROR("model size mismatch: daemon " << a.param_count << ", evaluator " << model->paramCount());
     return 2;
   }

@@ -87,6 +87,11 @@ bool Trainer::adopt(const Assignment& a) {
   }
   if (!model_ || model_->paramCount() != a.param_count) {
     model_ = kernels::makeModel(kind, data_.featureDim());
+    if (!model_) {
+      GSGD_ERROR("model '" << a.model << "' does not fit inputs of " << data_.featureDim()
+                           << " features");
+      return false;
+    }
     if (model_->paramCount() != a.param_count) {
       GSGD_ERROR("model size mismatch: daemon says " << a.param_count << " parameters, this worker "
                                                       << model_->paramCount() << " (wrong --data?)");
