@@ -12,8 +12,12 @@ enum DType {
   float16 @1;  # 2 bytes per element (reserved for compression)
 }
 
+# How a tensor's elements are laid out (docs/kernels.md gives each layout byte by byte).
 enum Encoding {
-  dense @0;  # every element, in order
+  dense @0;  # every element, in order, as dtype
+  fp16 @1;   # every element as IEEE half precision (2 bytes)
+  topk @2;   # u32 count, count u32 indices (strictly increasing), count f32 values
+  sign @3;   # f32 scale, then one bit per element (1 = +scale, 0 = -scale)
 }
 
 # Describes one tensor; its bytes follow as ceil(byteLength / chunkBytes) frames

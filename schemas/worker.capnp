@@ -33,6 +33,7 @@ struct Assignment {
   paramCount @9 :UInt64;      # length of the flat parameter vector
   seed @10 :UInt64;           # seed for data shuffling
   heartbeatMs @11 :UInt32;    # how often to send Heartbeat
+  compression @12 :Text;      # how to encode gradients: dense | fp16 | sign | topk:RATIO
 }
 
 # Periodic liveness + statistics (header.senderId = worker id, header.epoch = its epoch).

@@ -156,7 +156,9 @@ void CentralServer::onDeltaPush(const zmq::message_t& from, const InMessage& msg
   }
   float weight = stalenessWeight(cfg_.staleness, tau);
   if (cfg_.sample_weighting && samples > 0) {
-    const double n = static_cast<double>(samples);
+    // Per group step, so a delta that covers several steps (an exchange was still in
+    // flight, or K > 1) is not mistaken for a big group.
+    const double n = static_cast<double>(samples) / std::max<std::uint32_t>(1, body.getSteps());
     mean_samples_ = mean_samples_ == 0 ? n : 0.9 * mean_samples_ + 0.1 * n;
     weight *= static_cast<float>(std::min(1.0, n / mean_samples_));
   }

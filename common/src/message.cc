@@ -9,7 +9,40 @@ namespace groupsgd {
 namespace {
 
 // ZeroMQ free callback: drops the reference the frame held on its payload.
-void releasePayload(void* /*data*/, void* hint) { delete static_cast<Payload*>(hint); }
+void releasePayload(void* /*data*/, void* hint) {
+  delete static_cast<std::shared_ptr<const void>*>(hint);
+}
+
+proto::Encoding toProto(kernels::Encoding e) {
+  switch (e) {
+    case kernels::Encoding::kDense: return proto::Encoding::DENSE;
+    case kernels::Encoding::kFp16: return proto::Encoding::FP16;
+    case kernels::Encoding::kTopK: return proto::Encoding::TOPK;
+    case kernels::Encoding::kSign: return proto::Encoding::SIGN;
+  }
+  return proto::Encoding::DENSE;
+}
+
+kernels::Encoding fromProto(proto::Encoding e) {
+  switch (e) {
+    case proto::Encoding::FP16: return kernels::Encoding::kFp16;
+    case proto::Encoding::TOPK: return kernels::Encoding::kTopK;
+    case proto::Encoding::SIGN: return kernels::Encoding::kSign;
+    default: return kernels::Encoding::kDense;
+  }
+}
+
+// Byte length a tensor of n float32 elements may have in an encoding: exact for the
+// fixed-size layouts, a range for top-k (its count is in the payload).
+bool plausibleLength(proto::Encoding e, std::uint64_t n, std::uint64_t bytes) {
+  switch (e) {
+    case proto::Encoding::DENSE: return bytes == n * 4;
+    case proto::Encoding::FP16: return bytes == n * 2;
+    case proto::Encoding::TOPK: return bytes >= 4 && bytes <= 4 + n * 8;
+    case proto::Encoding::SIGN: return bytes == kernels::encodedBytes(kernels::Encoding::kSign, n, 0);
+  }
+  return false;
+}
 
 std::uint64_t chunkCount(std::uint64_t bytes, std::uint64_t chunk) {
   return bytes == 0 ? 1 : (bytes + chunk - 1) / chunk;
@@ -51,27 +84,47 @@ OutMessage::OutMessage(std::uint64_t job_id, std::uint64_t sender_id)
 }
 
 void OutMessage::addTensor(Payload payload, std::uint32_t chunk_bytes) {
-  tensors_.emplace_back(std::move(payload), chunk_bytes == 0 ? kDefaultChunkBytes : chunk_bytes);
+  Attached a;
+  a.data = reinterpret_cast<const char*>(payload->data());
+  a.bytes = payload->size() * sizeof(float);
+  a.elements = payload->size();
+  a.chunk = chunk_bytes == 0 ? kDefaultChunkBytes : chunk_bytes;
+  a.owner = std::move(payload);
+  tensors_.push_back(std::move(a));
+}
+
+void OutMessage::addEncodedTensor(std::shared_ptr<const std::vector<std::uint8_t>> bytes,
+                                  kernels::Encoding encoding, std::uint64_t elements,
+                                  std::uint32_t chunk_bytes) {
+  Attached a;
+  a.data = reinterpret_cast<const char*>(bytes->data());
+  a.bytes = bytes->size();
+  a.elements = elements;
+  a.encoding = encoding;
+  a.chunk = chunk_bytes == 0 ? kDefaultChunkBytes : chunk_bytes;
+  a.owner = std::move(bytes);
+  tensors_.push_back(std::move(a));
 }
 
 std::vector<zmq::message_t> OutMessage::toFrames() && {
   auto infos = header_.initTensors(static_cast<unsigned>(tensors_.size()));
   for (std::size_t i = 0; i < tensors_.size(); ++i) {
-    const auto& [payload, chunk] = tensors_[i];
+    const Attached& t = tensors_[i];
     auto info = infos[static_cast<unsigned>(i)];
     info.setDtype(proto::DType::FLOAT32);
-    info.setEncoding(proto::Encoding::DENSE);
-    info.setElements(payload->size());
-    info.setByteLength(payload->size() * sizeof(float));
-    info.setChunkBytes(chunk);
+    info.setEncoding(toProto(t.encoding));
+    info.setElements(t.elements);
+    info.setByteLength(t.bytes);
+    info.setChunkBytes(t.chunk);
   }
   std::vector<zmq::message_t> frames;
   kj::Array<capnp::word> words = capnp::messageToFlatArray(*builder_);
   auto bytes = words.asBytes();
   frames.emplace_back(bytes.begin(), bytes.size());
-  for (auto& [payload, chunk] : tensors_) {
-    const std::uint64_t total = payload->size() * sizeof(float);
-    const auto* base = reinterpret_cast<const char*>(payload->data());
+  for (auto& t : tensors_) {
+    const std::uint64_t total = t.bytes;
+    const char* base = t.data;
+    const std::uint32_t chunk = t.chunk;
     const std::uint64_t n = chunkCount(total, chunk);
     for (std::uint64_t c = 0; c < n; ++c) {
       const std::uint64_t off = c * chunk;
@@ -82,7 +135,7 @@ std::vector<zmq::message_t> OutMessage::toFrames() && {
       }
       // Zero copy: the frame points into the payload and keeps it alive.
       frames.emplace_back(const_cast<char*>(base + off), len, &releasePayload,
-                          new Payload(payload));
+                          new std::shared_ptr<const void>(t.owner));
     }
   }
   return frames;
@@ -106,19 +159,39 @@ Status InMessage::readTensor(std::size_t i, std::span<float> out) const {
                            " tensors, tensor " + std::to_string(i) + " was expected");
   }
   auto info = header().getTensors()[static_cast<unsigned>(i)];
-  if (info.getDtype() != proto::DType::FLOAT32 || info.getEncoding() != proto::Encoding::DENSE) {
-    return invalidArgument("tensor " + std::to_string(i) + " is not dense float32");
+  if (info.getDtype() != proto::DType::FLOAT32) {
+    return invalidArgument("tensor " + std::to_string(i) + " is not float32");
   }
   if (info.getElements() != out.size()) {
     return invalidArgument("tensor has " + std::to_string(info.getElements()) +
                            " elements, expected " + std::to_string(out.size()));
   }
-  auto* dst = reinterpret_cast<char*>(out.data());
-  for (const auto& f : tensor_frames_[i]) {
-    std::memcpy(dst, f.data(), f.size());  // frames may be unaligned: copy, never cast
-    dst += f.size();
+  if (info.getEncoding() == proto::Encoding::DENSE) {
+    auto* dst = reinterpret_cast<char*>(out.data());
+    for (const auto& f : tensor_frames_[i]) {
+      std::memcpy(dst, f.data(), f.size());  // frames may be unaligned: copy, never cast
+      dst += f.size();
+    }
+    return Status::ok();
   }
-  return Status::ok();
+  // Compressed: gather the chunks into one buffer, then decode (which validates).
+  thread_local std::vector<std::uint8_t> gathered;
+  gathered.resize(info.getByteLength());
+  std::size_t off = 0;
+  for (const auto& f : tensor_frames_[i]) {
+    std::memcpy(gathered.data() + off, f.data(), f.size());
+    off += f.size();
+  }
+  kernels::KernelStatus k = kernels::decode(fromProto(info.getEncoding()), gathered, out);
+  if (k.ok()) return Status::ok();
+  return Status(k.code == kernels::KernelStatus::Code::kDataLoss ? Code::kDataLoss
+                                                                 : Code::kInvalidArgument,
+                std::string(kernels::encodingName(fromProto(info.getEncoding()))) +
+                    " tensor: " + k.message);
+}
+
+kernels::Encoding InMessage::tensorEncoding(std::size_t i) const {
+  return fromProto(header().getTensors()[static_cast<unsigned>(i)].getEncoding());
 }
 
 Result<InMessage> decodeMessage(std::vector<zmq::message_t>&& frames, const MessageLimits& limits) {
@@ -159,13 +232,16 @@ Result<InMessage> decodeMessage(std::vector<zmq::message_t>&& frames, const Mess
     for (unsigned i = 0; i < infos.size(); ++i) {
       auto info = infos[i];
       const std::uint64_t elem_size = info.getDtype() == proto::DType::FLOAT16 ? 2 : 4;
+      if (info.getDtype() != proto::DType::FLOAT32) {
+        return invalidArgument("tensor " + std::to_string(i) + ": only float32 tensors are used");
+      }
       if (info.getByteLength() > limits.max_tensor_bytes) {
         return resourceExhausted("tensor of " + std::to_string(info.getByteLength()) +
                                  " bytes over the limit of " +
                                  std::to_string(limits.max_tensor_bytes));
       }
       if (info.getElements() > limits.max_tensor_bytes / elem_size ||
-          info.getElements() * elem_size != info.getByteLength()) {
+          !plausibleLength(info.getEncoding(), info.getElements(), info.getByteLength())) {
         return invalidArgument("tensor byte length " + std::to_string(info.getByteLength()) +
                                " does not match " + std::to_string(info.getElements()) +
                                " elements");

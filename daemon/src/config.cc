@@ -1,5 +1,7 @@
 #include "groupsgd/daemon/config.h"
 
+#include "groupsgd/common/compression_spec.h"
+
 #include <cmath>
 #include <fstream>
 #include <limits>
@@ -147,6 +149,8 @@ Status applyJsonUnchecked(const json& j, DaemonConfig* c) {
     else if (k == "json") c->json = v.get<bool>();
     else if (k == "log_level") c->log_level = v.get<std::string>();
     else if (k == "adaptive") GSGD_RETURN_IF_ERROR(parseAdaptive(v, &c->adaptive));
+    else if (k == "compress_gradients") c->compress_gradients = v.get<std::string>();
+    else if (k == "compress_deltas") c->compress_deltas = v.get<std::string>();
     else return invalidArgument("unknown option '" + k + "'");
   }
   return Status::ok();
@@ -173,6 +177,8 @@ constexpr Flag kFlags[] = {
     {"--max-samples", "max_samples", false}, {"--progress-ms", "progress_ms", false},
     {"--summary-file", "summary_file", true}, {"--log-level", "log_level", true},
     // Nested keys are JSON pointers.
+    {"--compress-gradients", "compress_gradients", true},
+    {"--compress-deltas", "compress_deltas", true},
     {"--lr", "/optimizer/lr", false},
     {"--momentum", "/optimizer/momentum", false},
     {"--control-ms", "/adaptive/control_ms", false},
@@ -291,6 +297,9 @@ Status validate(const DaemonConfig& c) {
     return invalidArgument("groups must be between 1 and workers (" + std::to_string(c.workers) + ")");
   }
   if (c.exchange_period == 0) return invalidArgument("exchange_period must be at least 1");
+  for (const auto* spec : {&c.compress_gradients, &c.compress_deltas}) {
+    if (auto parsed = parseCompressionSpec(*spec); !parsed) return parsed.status();
+  }
   const AdaptiveConfig& a = c.adaptive;
   if (a.control_ms == 0 || a.estimator_window == 0 || a.min_samples == 0 ||
       a.min_samples > a.estimator_window) {
@@ -344,6 +353,8 @@ json toJson(const DaemonConfig& c) {
                 {"max", c.staleness.max_staleness},
                 {"grace", c.staleness.grace}}},
               {"step_deadline_ms", c.step_deadline_ms},
+              {"compress_gradients", c.compress_gradients},
+              {"compress_deltas", c.compress_deltas},
               {"adaptive",
                {{"control_ms", c.adaptive.control_ms},
                 {"min_batch", c.adaptive.min_batch},
@@ -386,6 +397,8 @@ servers (--role all). Workers (groupsgd-worker) connect to --listen.
   --summary-file F         write the closing summary JSON to F
   --json                   print the closing summary as one JSON line on stdout
   --log-level L            debug | info | warn | error (default info)
+  --compress-gradients C   worker -> group encoding: dense | fp16 | sign | topk:RATIO
+  --compress-deltas C      group -> central encoding (same forms; default dense)
   --lr X                   group optimizer learning rate (default 0.05)
   --momentum X             group optimizer momentum (default 0.9)
   --control-ms MS          adaptive: control window (default 1000)

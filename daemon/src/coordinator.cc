@@ -227,6 +227,7 @@ void Coordinator::sendAssignment(const zmq::message_t& to, const WorkerRecord& r
   a.setParamCount(topo_.param_count);
   a.setSeed(cfg_.seed);
   a.setHeartbeatMs(cfg_.heartbeat_ms);
+  a.setCompression(cfg_.compress_gradients);
   (void)replyTo(sock_, to, std::move(out));
 }
 

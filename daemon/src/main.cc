@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "groupsgd/centralps/central_server.h"
+#include "groupsgd/common/compression_spec.h"
 #include "groupsgd/common/log.h"
 #include "groupsgd/daemon/config.h"
 #include "groupsgd/daemon/coordinator.h"
@@ -69,6 +70,7 @@ int main(int argc, char** argv) {
     gcfg.exchange_period = cfg.exchangePeriod();
     gcfg.step_deadline_ms = cfg.step_deadline_ms;
     gcfg.max_grad_norm = cfg.max_grad_norm;
+    gcfg.delta_compression = *parseCompressionSpec(cfg.compress_deltas);  // validated
     gcfg.limits = limits;
     auto server = groupps::GroupServer::create(ctx, gcfg, topo.param_count, any_port);
     if (!server) return fail("group PS " + std::to_string(g) + ": " + server.status().toString());

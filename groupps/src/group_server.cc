@@ -36,7 +36,11 @@ GroupServer::GroupServer(zmq::context_t& ctx, zmq::socket_t router, std::string 
       base_(param_count),
       cut_(param_count),
       scratch_(param_count),
-      mean_(param_count) {}
+      mean_(param_count) {
+  if (cfg_.delta_compression.encoding != kernels::Encoding::kDense) {
+    compressor_.emplace(cfg_.delta_compression.encoding, param_count, cfg_.delta_compression.ratio);
+  }
+}
 
 void GroupServer::run(const std::atomic<bool>& stop) {
   log::setThreadTag("group-" + std::to_string(cfg_.group_id));
@@ -394,6 +398,20 @@ void GroupServer::maybeExchange(bool force) {
   auto delta = std::make_shared<std::vector<float>>(replica_.size());
   kernels::subtract(replica_, base_, *delta);
   kernels::copy(replica_, cut_);
+  std::shared_ptr<std::vector<std::uint8_t>> encoded;
+  if (compressor_ && !force) {
+    // Compressed with error feedback: what is not sent now stays in the compressor's
+    // residual and rides in a later delta; the rebase (replica = central + progress since
+    // the cut) leaves it out of the replica meanwhile, so each bit of progress reaches the
+    // central PS exactly once.
+    encoded = std::make_shared<std::vector<std::uint8_t>>();
+    compressor_->encode(*delta, encoded.get());
+  } else if (compressor_) {
+    // A forced exchange (flush, regroup, shutdown) sends everything, residual included,
+    // dense, so nothing stays behind in this group.
+    kernels::axpy(1.0f, compressor_->residual(), *delta);
+    compressor_->reset();
+  }
   Status s = ensureCentral();
   if (s) {
     OutMessage out(cfg_.limits.job_id, cfg_.group_id);
@@ -404,7 +422,11 @@ void GroupServer::maybeExchange(bool force) {
     d.setGroupId(cfg_.group_id);
     d.setSamples(counters_.samples_pending);
     d.setSteps(steps_since_cut_);
-    out.addTensor(std::move(delta));
+    if (encoded) {
+      out.addEncodedTensor(std::move(encoded), compressor_->encoding(), replica_.size());
+    } else {
+      out.addTensor(std::move(delta));
+    }
     s = sendFrames(*central_, std::move(out).toFrames());
   }
   if (!s) {
@@ -477,9 +499,10 @@ void GroupServer::handleCentral(std::vector<zmq::message_t>&& frames) {
 
 void GroupServer::rollOutLostDelta() {
   // replica -= cut - base: the delta's progress leaves the replica with its samples,
-  // which the caller counts as dropped.
+  // which the caller counts as dropped; so does any error-feedback residual.
   kernels::subtract(cut_, base_, mean_);
   kernels::axpy(-1.0f, mean_, replica_);
+  if (compressor_) compressor_->reset();
   replica_payload_.reset();
 }
 

@@ -147,3 +147,15 @@ TEST_CASE("process: the daemon refuses a bad configuration with one clear line")
   CHECK(readFile(dir + "/d2.log").find("--workers") != std::string::npos);
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("process: top-k 1% gradients and fp16 deltas (with error feedback) still reach 0.80") {
+  Cluster c({"--mode", "grouped", "--workers", "4", "--groups", "2", "--target-acc", "0.80",
+             "--max-seconds", "90", "--compress-gradients", "topk:0.01", "--compress-deltas", "fp16"});
+  for (int i = 0; i < 4; ++i) c.addWorker({"--device-ms", "2"});
+  c.addWorker({"--evaluate", "--eval-interval-ms", "200"});
+  json s = c.finish(120000ms);
+  INFO("summary: " << s.dump());
+  CHECK(s["reached"].get<bool>());
+  CHECK(s["config"]["compress_gradients"] == "topk:0.01");
+  checkAccounting(s);
+}

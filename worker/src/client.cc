@@ -58,6 +58,7 @@ Result<Assignment> CoordinatorClient::registerAs(Role role, const std::string& n
   out_a.param_count = a.getParamCount();
   out_a.seed = a.getSeed();
   out_a.heartbeat_ms = std::max<std::uint32_t>(50, a.getHeartbeatMs());
+  if (a.hasCompression() && a.getCompression().size() > 0) out_a.compression = a.getCompression().cStr();
   return out_a;
 }
 
@@ -96,11 +97,15 @@ Status CoordinatorClient::leave(const Assignment& a, std::uint64_t samples_train
 }
 
 GroupClient::GroupClient(zmq::context_t& ctx, const Assignment& a, std::uint64_t job_id,
-                         std::chrono::milliseconds timeout)
+                         std::chrono::milliseconds timeout, CompressionSpec compression)
     : rpc_(ctx, a.group_endpoint, limitsFor(job_id)),
       assignment_(a),
       job_id_(job_id),
-      timeout_(timeout) {}
+      timeout_(timeout) {
+  if (compression.encoding != kernels::Encoding::kDense) {
+    compressor_.emplace(compression.encoding, a.param_count, compression.ratio);
+  }
+}
 
 Result<StepAnswer> GroupClient::readAnswer(Result<InMessage>&& reply, std::span<float> params) {
   if (!reply) return reply.status();
@@ -132,8 +137,6 @@ Result<StepAnswer> GroupClient::pull(std::span<float> params) {
 Result<StepAnswer> GroupClient::push(std::uint64_t step, std::span<const float> grad,
                                      std::uint32_t batch, float loss, float compute_ms,
                                      std::span<float> params) {
-  auto buf = pool_.acquire(grad.size());
-  std::memcpy(buf->data(), grad.data(), grad.size_bytes());
   OutMessage out(job_id_, assignment_.worker_id);
   out.header().setEpoch(assignment_.epoch);
   out.header().setStep(step);
@@ -141,7 +144,20 @@ Result<StepAnswer> GroupClient::push(std::uint64_t step, std::span<const float> 
   p.setBatchSize(batch);
   p.setLoss(loss);
   p.setComputeMs(compute_ms);
-  out.addTensor(std::move(buf));
+  if (compressor_ && grad.size() == compressor_->size()) {
+    // Reuse an encode buffer no message in flight still holds.
+    std::shared_ptr<std::vector<std::uint8_t>> bytes;
+    for (auto& e : encoded_) {
+      if (e.use_count() == 1) bytes = e;
+    }
+    if (!bytes) bytes = encoded_.emplace_back(std::make_shared<std::vector<std::uint8_t>>());
+    compressor_->encode(grad, bytes.get());
+    out.addEncodedTensor(bytes, compressor_->encoding(), grad.size());
+  } else {
+    auto buf = pool_.acquire(grad.size());
+    std::memcpy(buf->data(), grad.data(), grad.size_bytes());
+    out.addTensor(std::move(buf));
+  }
   return readAnswer(rpc_.call(std::move(out), timeout_), params);
 }
 

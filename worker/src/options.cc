@@ -1,5 +1,7 @@
 #include "groupsgd/worker/options.h"
 
+#include "groupsgd/common/compression_spec.h"
+
 #include <cerrno>
 #include <cmath>
 #include <limits>
@@ -50,6 +52,8 @@ accuracy and reports it).
   --stall-prob P          erratic worker: chance per step of a random pause (default 0)
   --stall-ms S            mean length of such a pause, exponentially distributed
   --seed N                seed for the pauses (default: from the process id)
+  --compress SPEC         gradient encoding: dense | fp16 | sign | topk:RATIO
+                          (default: what the daemon assigns)
   --schedule S            change speed mid-run: "AT:key=value[:key=value],..." with AT a
                           step or Ns seconds, keys slowdown, device-ms, link-ms
                           e.g. "200:slowdown=4,60s:slowdown=1"
@@ -115,6 +119,10 @@ Result<WorkerOptions> parseWorkerOptions(const std::vector<std::string>& args) {
       GSGD_RETURN_IF_ERROR(value(&v));
       GSGD_RETURN_IF_ERROR(parseDouble(a, v, &o.stall_ms));
       if (o.stall_ms < 0) return invalidArgument("--stall-ms must be >= 0");
+    } else if (a == "--compress") {
+      GSGD_RETURN_IF_ERROR(value(&o.compress));
+      auto spec = parseCompressionSpec(o.compress);
+      if (!spec) return spec.status();
     } else if (a == "--seed") {
       GSGD_RETURN_IF_ERROR(value(&v));
       GSGD_RETURN_IF_ERROR(parseUnsigned(a, v, &o.seed));

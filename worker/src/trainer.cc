@@ -106,7 +106,13 @@ bool Trainer::adopt(const Assignment& a) {
     sampler_ = std::make_unique<dataset::ShardSampler>(data_.count, a.shard_index, a.shard_count,
                                                        a.seed + a.shard_index);
   }
-  group_ = std::make_unique<GroupClient>(ctx_, a, opts_.job_id, std::chrono::milliseconds(opts_.timeout_ms));
+  auto spec = parseCompressionSpec(opts_.compress.empty() ? a.compression : opts_.compress);
+  if (!spec) {
+    GSGD_ERROR("gradient compression: " << spec.status().message());
+    return false;
+  }
+  group_ = std::make_unique<GroupClient>(ctx_, a, opts_.job_id,
+                                         std::chrono::milliseconds(opts_.timeout_ms), *spec);
   batch_ = a.batch_size;
   if (reference_batch_ == 0) reference_batch_ = a.batch_size;
   need_pull_ = true;

@@ -26,8 +26,8 @@ struct CentralConfig {
   kernels::OptimizerConfig outer{kernels::OptimizerKind::kSgd, 1.0f, 0.0f, 0.0f};
   std::size_t shards = 1;                  // key-range shards of the store
   double max_delta_norm = 1e4;             // L2 norm above which a delta is refused
-  // Scale a delta by lambda = min(1, samples / running mean samples per delta), so a small
-  // group's few-sample deltas count for less than a large group's (ALGORITHMS.md).
+  // Scale a delta by lambda = min(1, n / running mean of n), n = samples per group step
+  // behind it, so a small group's few-sample deltas count for less (ALGORITHMS.md).
   bool sample_weighting = true;
   MessageLimits limits;                    // job id and size limits
 };

@@ -17,6 +17,7 @@
 #include "envelope.capnp.h"
 #include "groupsgd/common/payload.h"
 #include "groupsgd/common/status.h"
+#include "groupsgd/kernels/compression.h"
 
 namespace groupsgd {
 
@@ -48,13 +49,25 @@ class OutMessage {
   proto::Header::Builder header() { return header_; }
   // Attaches a float32 tensor; the payload is kept alive until ZeroMQ has sent it.
   void addTensor(Payload payload, std::uint32_t chunk_bytes = kDefaultChunkBytes);
+  // Attaches a compressed float32 tensor of `elements` elements (kernels::Compressor).
+  void addEncodedTensor(std::shared_ptr<const std::vector<std::uint8_t>> bytes,
+                        kernels::Encoding encoding, std::uint64_t elements,
+                        std::uint32_t chunk_bytes = kDefaultChunkBytes);
   // Serialises the header and turns payloads into zero-copy frames. Consumes *this.
   std::vector<zmq::message_t> toFrames() &&;
 
  private:
   std::unique_ptr<capnp::MallocMessageBuilder> builder_;
   proto::Header::Builder header_;
-  std::vector<std::pair<Payload, std::uint32_t>> tensors_;
+  struct Attached {
+    std::shared_ptr<const void> owner;  // keeps the bytes alive while ZeroMQ sends them
+    const char* data = nullptr;
+    std::uint64_t bytes = 0;
+    std::uint64_t elements = 0;
+    kernels::Encoding encoding = kernels::Encoding::kDense;
+    std::uint32_t chunk = kDefaultChunkBytes;
+  };
+  std::vector<Attached> tensors_;
 };
 
 // Builds an ErrorReply header for the given status (common in every server).
@@ -66,8 +79,10 @@ class InMessage {
   BodyKind kind() const { return header().getBody().which(); }
   std::size_t tensorCount() const { return tensor_frames_.size(); }
   std::uint64_t tensorElements(std::size_t i) const;
-  // Copies tensor i into out; fails unless it is dense float32 of exactly out.size().
+  // Writes tensor i into out, decoding a compressed encoding; fails unless it has exactly
+  // out.size() elements and (compressed) its payload is valid (indices, lengths, values).
   Status readTensor(std::size_t i, std::span<float> out) const;
+  kernels::Encoding tensorEncoding(std::size_t i) const;
   // Bytes of the whole message (header + tensors), for metrics.
   std::uint64_t wireBytes() const { return wire_bytes_; }
 

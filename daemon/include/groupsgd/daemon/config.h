@@ -65,6 +65,8 @@ struct DaemonConfig {
   std::string summary_file;        // write the closing summary JSON here
   bool json = false;               // print the summary as one JSON line on stdout
   std::string log_level = "info";
+  std::string compress_gradients = "dense";  // worker -> group encoding (CompressionSpec)
+  std::string compress_deltas = "dense";     // group -> central encoding
   AdaptiveConfig adaptive;
 
   // Groups (group PS slots) and exchange period implied by the mode.

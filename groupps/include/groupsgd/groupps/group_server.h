@@ -16,6 +16,7 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "groupsgd/common/compression_spec.h"
 #include "groupsgd/common/message.h"
 #include "groupsgd/common/status.h"
 #include "groupsgd/groupps/step_barrier.h"
@@ -31,6 +32,7 @@ struct GroupServerConfig {
   std::uint32_t step_deadline_ms = 5000;
   std::uint32_t exchange_timeout_ms = 10000;  // no answer from central: resynchronise
   double max_grad_norm = 1e4;          // L2 norm above which a gradient is refused
+  CompressionSpec delta_compression;   // group -> central encoding (error feedback here)
   MessageLimits limits;
 };
 
@@ -117,6 +119,7 @@ class GroupServer {
   std::vector<float> cut_;         // replica when the in-flight delta was cut
   std::vector<float> scratch_;     // receive / temporary buffer
   std::vector<float> mean_;        // mean gradient of the closing step
+  std::optional<kernels::Compressor> compressor_;  // deltas, when compressed
   std::uint32_t steps_since_cut_ = 0;
   Payload replica_payload_;        // immutable copy for sending, remade when replica changes
 

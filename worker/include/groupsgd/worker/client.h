@@ -5,11 +5,13 @@
 #pragma once
 
 #include <chrono>
+#include <optional>
 #include <cstdint>
 #include <span>
 #include <string>
 #include <zmq.hpp>
 
+#include "groupsgd/common/compression_spec.h"
 #include "groupsgd/common/message.h"
 #include "groupsgd/common/payload.h"
 #include "groupsgd/common/status.h"
@@ -33,6 +35,7 @@ struct Assignment {
   std::uint64_t param_count = 0;
   std::uint64_t seed = 0;
   std::uint32_t heartbeat_ms = 1000;
+  std::string compression = "dense";  // gradient encoding (the worker may override it)
 };
 
 struct HeartbeatStats {
@@ -83,8 +86,9 @@ struct StepAnswer {
 
 class GroupClient {
  public:
+  // compression: how gradients are encoded (error feedback kept here, per sender).
   GroupClient(zmq::context_t& ctx, const Assignment& a, std::uint64_t job_id,
-              std::chrono::milliseconds timeout);
+              std::chrono::milliseconds timeout, CompressionSpec compression = {});
   // Fetches the current replica into params (size must equal the model's).
   Result<StepAnswer> pull(std::span<float> params);
   // Pushes a gradient for step; waits for the step to close and returns the next replica.
@@ -98,6 +102,8 @@ class GroupClient {
   std::uint64_t job_id_;
   std::chrono::milliseconds timeout_;
   PayloadPool pool_;  // gradient buffers handed to zero-copy sends
+  std::optional<kernels::Compressor> compressor_;  // non-dense encodings only
+  std::vector<std::shared_ptr<std::vector<std::uint8_t>>> encoded_;  // reused when free
 };
 
 // Fetches the central model (evaluators, tools).

@@ -19,6 +19,7 @@ struct WorkerOptions {
   double stall_prob = 0;            // --stall-prob: chance per step of a random pause
   double stall_ms = 0;              // --stall-ms: mean length of such a pause (exponential)
   std::uint64_t seed = 0;           // --seed: for the pauses (0 = from the pid)
+  std::string compress;             // --compress: gradient encoding ("" = as assigned)
   std::string schedule_text;        // --schedule
   bool evaluate = false;            // --evaluate: evaluator instead of trainer
   std::uint32_t eval_interval_ms = 500;
