@@ -1,0 +1,10 @@
+// The build's version string (CMake's project version), for `groupsgdctl version`, the
+// control method "version" and the groupsgd_build_info metric.
+// Thread rule: a constant; any thread.
+#pragma once
+
+namespace groupsgd::daemon {
+
+const char* buildVersion();
+
+}  // namespace groupsgd::daemon
