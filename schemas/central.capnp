@@ -26,6 +26,19 @@ struct ModelReply {
 # Anyone -> central: counters, answered with CentralStats.
 struct CentralStatsQuery {}
 
+# Coordinator -> central: write a checkpoint of the current model now; answered with
+# CheckpointDone once the file is durable (or the write failed).
+struct CheckpointRequest {}
+
+struct CheckpointDone {
+  ok @0 :Bool;            # the checkpoint is on disk (fsynced, renamed, directory fsynced)
+  error @1 :Text;         # why not, when ok is false
+  version @2 :UInt64;     # model version written
+  path @3 :Text;          # the file
+  bytes @4 :UInt64;       # file size
+  durationMs @5 :Float32; # time the write took
+}
+
 struct CentralStats {
   version @0 :UInt64;          # central model version (deltas applied)
   updatesApplied @1 :UInt64;   # deltas merged
@@ -35,4 +48,6 @@ struct CentralStats {
   badMessages @5 :UInt64;      # malformed messages
   maxStaleness @6 :UInt64;     # largest tau seen in a merged delta
   meanStaleness @7 :Float32;   # mean tau over merged deltas
+  checkpointVersion @8 :UInt64;  # version of the newest durable checkpoint (0 = none)
+  checkpointFailures @9 :UInt64; # checkpoint writes that failed
 }

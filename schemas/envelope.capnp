@@ -65,5 +65,7 @@ struct Header {
     modelReply @23 :C.ModelReply;            # central -> sender (+ model)
     centralStatsQuery @24 :C.CentralStatsQuery; # anyone -> central
     centralStats @25 :C.CentralStats;        # central -> sender
+    checkpointRequest @26 :C.CheckpointRequest;  # coordinator -> central
+    checkpointDone @27 :C.CheckpointDone;        # central -> coordinator
   }
 }

@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake pkg-config
+  build-essential cmake pkg-config python3
   libzmq3-dev cppzmq-dev capnproto libcapnp-dev
   libboost-dev nlohmann-json3-dev doctest-dev
   libopenblas-dev zlib1g-dev

@@ -1,6 +1,9 @@
 #include "groupsgd/centralps/central_server.h"
 
+#include "groupsgd/centralps/checkpoint.h"
+
 #include <cmath>
+#include <filesystem>
 
 #include "groupsgd/common/log.h"
 #include "groupsgd/common/transport.h"
@@ -14,12 +17,33 @@ Result<std::unique_ptr<CentralServer>> CentralServer::create(zmq::context_t& ctx
   auto model = kernels::makeModel(cfg.model);
   std::vector<float> initial(model->paramCount());
   model->init(initial, cfg.seed);
+  std::optional<LoadedCheckpoint> resume;
+  if (!cfg.checkpoint_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(cfg.checkpoint_dir, ec);
+    if (ec) {
+      return unavailable("cannot create checkpoint directory " + cfg.checkpoint_dir + ": " +
+                         ec.message());
+    }
+    auto loaded = loadNewestCheckpoint(cfg.checkpoint_dir, initial.size());
+    if (loaded) {
+      resume = std::move(*loaded);
+    } else if (loaded.status().code() != Code::kNotFound) {
+      return Status(loaded.status().code(), "cannot resume: " + loaded.status().message());
+    }
+  }
   auto sock = makeSocket(ctx, zmq::socket_type::router);
   if (!sock) return sock.status();
   auto ep = bindSocket(*sock, bind_endpoint);
   if (!ep) return ep.status();
-  return std::unique_ptr<CentralServer>(
-      new CentralServer(std::move(*sock), *ep, cfg, std::move(initial)));
+  std::unique_ptr<CentralServer> server(new CentralServer(std::move(*sock), *ep, cfg, std::move(initial)));
+  if (resume) {
+    GSGD_RETURN_IF_ERROR(server->store_.restore(resume->params, resume->version));
+    server->resumed_from_ = resume->path;
+    server->checkpoint_version_ = resume->version;
+    GSGD_INFO("central PS resumed from " << resume->path << " at version " << resume->version);
+  }
+  return server;
 }
 
 CentralServer::CentralServer(zmq::socket_t sock, std::string endpoint, CentralConfig cfg,
@@ -42,6 +66,7 @@ void CentralServer::run(const std::atomic<bool>& stop) {
       GSGD_ERROR("poll failed: " << e.what());
       break;
     }
+    pollCheckpoint(false);
     if ((item.revents & ZMQ_POLLIN) == 0) continue;
     auto routed = recvRouted(sock_);
     if (!routed) {
@@ -54,7 +79,70 @@ void CentralServer::run(const std::atomic<bool>& stop) {
       refuse(routed->routing_id, internalError(std::string("request failed: ") + e.what()));
     }
   }
+  pollCheckpoint(true);
   GSGD_INFO("central PS stopped at version " << store_.version());
+}
+
+void CentralServer::startCheckpoint(std::optional<zmq::message_t> requester) {
+  if (checkpoint_) {  // one write at a time; a requester waits for the running one
+    if (requester) checkpoint_->requesters.push_back(std::move(*requester));
+    return;
+  }
+  if (cfg_.checkpoint_dir.empty()) {
+    if (requester) refuse(*requester, failedPrecondition("checkpoints are off (no checkpoint_dir)"));
+    return;
+  }
+  CheckpointJob job;
+  job.version = store_.version();
+  job.started = std::chrono::steady_clock::now();
+  job.path = cfg_.checkpoint_dir + "/" + checkpointFileName(job.version);
+  if (requester) job.requesters.push_back(std::move(*requester));
+  // The write (fsyncs included) runs off the serving thread on an immutable snapshot.
+  Payload model = currentModel();
+  job.done = std::async(std::launch::async, [dir = cfg_.checkpoint_dir, v = job.version, model,
+                                             keep = cfg_.checkpoint_keep] {
+    return writeCheckpoint(dir, v, *model, keep);
+  });
+  checkpoint_ = std::move(job);
+}
+
+void CentralServer::pollCheckpoint(bool wait) {
+  const auto now = std::chrono::steady_clock::now();
+  if (!checkpoint_ && !cfg_.checkpoint_dir.empty() && store_.version() > checkpoint_version_) {
+    const bool by_versions = cfg_.checkpoint_every_versions > 0 &&
+                             store_.version() - checkpoint_version_ >= cfg_.checkpoint_every_versions;
+    const bool by_time = cfg_.checkpoint_interval_s > 0 &&
+                         std::chrono::duration<double>(now - last_checkpoint_).count() >=
+                             cfg_.checkpoint_interval_s;
+    if (by_versions || by_time || wait) startCheckpoint(std::nullopt);  // wait: at shutdown
+  }
+  if (!checkpoint_) return;
+  if (!wait && checkpoint_->done.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return;
+  const Status s = checkpoint_->done.get();
+  const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
+                                                              checkpoint_->started).count();
+  last_checkpoint_ = std::chrono::steady_clock::now();
+  if (s) {
+    checkpoint_version_ = checkpoint_->version;
+    GSGD_INFO("checkpoint " << checkpoint_->path << " written in " << ms << " ms");
+  } else {
+    ++checkpoint_failures_;
+    // Loud and never retried silently: the old checkpoint stays the newest valid one.
+    GSGD_ERROR("checkpoint of version " << checkpoint_->version << " FAILED: " << s.toString());
+  }
+  for (const auto& to : checkpoint_->requesters) {
+    OutMessage out(cfg_.limits.job_id, 0);
+    out.header().setModelVersion(checkpoint_->version);
+    auto d = out.header().getBody().initCheckpointDone();
+    d.setOk(s.isOk());
+    d.setError(s.isOk() ? "" : s.toString());
+    d.setVersion(checkpoint_->version);
+    d.setPath(checkpoint_->path);
+    d.setBytes(s.isOk() ? kCheckpointHeaderBytes + store_.paramCount() * sizeof(float) : 0);
+    d.setDurationMs(static_cast<float>(ms));
+    (void)replyTo(sock_, to, std::move(out));
+  }
+  checkpoint_.reset();
 }
 
 void CentralServer::refuse(const zmq::message_t& from, const Status& why) {
@@ -91,6 +179,8 @@ void CentralServer::handle(const zmq::message_t& from, std::vector<zmq::message_
   switch (msg->kind()) {
     case BodyKind::DELTA_PUSH: return onDeltaPush(from, *msg);
     case BodyKind::FETCH: return sendModel(from, false, "", 0, 0.0f);
+    case BodyKind::CHECKPOINT_REQUEST:
+      return startCheckpoint(zmq::message_t(from.data(), from.size()));
     case BodyKind::CENTRAL_STATS_QUERY: {
       OutMessage out(cfg_.limits.job_id, 0);
       out.header().setModelVersion(store_.version());
@@ -102,6 +192,8 @@ void CentralServer::handle(const zmq::message_t& from, std::vector<zmq::message_
       st.setSamplesRefused(counters_.samples_refused);
       st.setBadMessages(counters_.bad_messages);
       st.setMaxStaleness(counters_.max_staleness);
+      st.setCheckpointVersion(checkpoint_version_);
+      st.setCheckpointFailures(checkpoint_failures_);
       st.setMeanStaleness(counters_.updates_applied == 0
                               ? 0.0f
                               : static_cast<float>(counters_.staleness_sum /

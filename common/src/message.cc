@@ -71,6 +71,8 @@ const char* bodyKindName(BodyKind kind) {
     case BodyKind::MODEL_REPLY: return "modelReply";
     case BodyKind::CENTRAL_STATS_QUERY: return "centralStatsQuery";
     case BodyKind::CENTRAL_STATS: return "centralStats";
+    case BodyKind::CHECKPOINT_REQUEST: return "checkpointRequest";
+    case BodyKind::CHECKPOINT_DONE: return "checkpointDone";
   }
   return "unknown";
 }

@@ -121,14 +121,26 @@ std::map<std::uint64_t, SlotAssignment> AdaptiveController::place(
   return out;
 }
 
-std::optional<policy::RegroupDecision> AdaptiveController::proposal(const Registry& registry,
-                                                                    bool forced) {
+std::optional<ControlActions> AdaptiveController::operatorRegroup(const Registry& registry,
+                                                                  bool apply) {
   bool complete = false;
   auto s = speeds(registry, &complete);
-  if (s.empty()) return std::nullopt;
-  policy::RegroupDecider preview({forced ? -1e9 : cfg_.min_gain, std::chrono::milliseconds(0)});
-  return preview.decide(s, currentGroups(registry), planConfig(), "operator request", forced,
-                        Clock::now());
+  if (s.empty() || !complete) return std::nullopt;
+  policy::RegroupDecider once({-1e9, std::chrono::milliseconds(0)});
+  auto d = once.decide(s, currentGroups(registry), planConfig(), "operator request", true,
+                       Clock::now());
+  if (!d) return std::nullopt;
+  ControlActions act;
+  std::vector<std::uint32_t> periods = periods_;
+  act.placement = place(registry, d->plan, &periods);
+  act.periods = periods;
+  act.current_plan = d->plan.describe();
+  act.regroup = std::move(d);
+  if (apply) {
+    periods_ = periods;
+    decider_.applied(Clock::now());
+  }
+  return act;
 }
 
 ControlActions AdaptiveController::window(const Registry& registry, Clock::time_point now,

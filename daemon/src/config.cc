@@ -150,6 +150,16 @@ Status applyJsonUnchecked(const json& j, DaemonConfig* c) {
     else if (k == "log_level") c->log_level = v.get<std::string>();
     else if (k == "adaptive") GSGD_RETURN_IF_ERROR(parseAdaptive(v, &c->adaptive));
     else if (k == "compress_gradients") c->compress_gradients = v.get<std::string>();
+    else if (k == "control_socket") c->control_socket = v.get<std::string>();
+    else if (k == "control_admin_gid") {
+      if (!v.is_number_integer()) throw ConfigError("control_admin_gid must be an integer");
+      c->control_admin_gid = v.get<std::int64_t>();
+    }
+    else if (k == "metrics_listen") c->metrics_listen = v.get<std::string>();
+    else if (k == "checkpoint_dir") c->checkpoint_dir = v.get<std::string>();
+    else if (k == "checkpoint_keep") c->checkpoint_keep = unsignedValue<std::uint32_t>(v, k);
+    else if (k == "checkpoint_every_versions") c->checkpoint_every_versions = unsignedValue<std::uint64_t>(v, k);
+    else if (k == "checkpoint_interval_s") c->checkpoint_interval_s = floatValue(v, k);
     else if (k == "compress_deltas") c->compress_deltas = v.get<std::string>();
     else return invalidArgument("unknown option '" + k + "'");
   }
@@ -177,6 +187,11 @@ constexpr Flag kFlags[] = {
     {"--max-samples", "max_samples", false}, {"--progress-ms", "progress_ms", false},
     {"--summary-file", "summary_file", true}, {"--log-level", "log_level", true},
     // Nested keys are JSON pointers.
+    {"--control-socket", "control_socket", true},
+    {"--metrics-listen", "metrics_listen", true},
+    {"--checkpoint-dir", "checkpoint_dir", true},
+    {"--checkpoint-every-versions", "checkpoint_every_versions", false},
+    {"--checkpoint-interval-s", "checkpoint_interval_s", false},
     {"--compress-gradients", "compress_gradients", true},
     {"--compress-deltas", "compress_deltas", true},
     {"--lr", "/optimizer/lr", false},
@@ -250,6 +265,7 @@ Status applyFlags(const std::vector<std::string>& args, DaemonConfig* cfg, bool*
     if (args[i] == "--config") {
       if (i + 1 >= args.size()) return invalidArgument("--config needs a file");
       GSGD_RETURN_IF_ERROR(loadConfigFile(args[i + 1], cfg));
+      cfg->config_file = args[i + 1];
     }
   }
   json patch = json::object();
@@ -327,6 +343,10 @@ Status validate(const DaemonConfig& c) {
   }
   if (c.step_deadline_ms == 0) return invalidArgument("step_deadline_ms must be > 0");
   if (c.target_acc < 0 || c.target_acc > 1) return invalidArgument("target_acc must be in [0, 1]");
+  if (!c.metrics_listen.empty() && c.metrics_listen.rfind(':') == std::string::npos) {
+    return invalidArgument("metrics_listen must be HOST:PORT");
+  }
+  if (c.checkpoint_keep == 0) return invalidArgument("checkpoint_keep must be at least 1");
   return Status::ok();
 }
 
@@ -397,6 +417,11 @@ servers (--role all). Workers (groupsgd-worker) connect to --listen.
   --summary-file F         write the closing summary JSON to F
   --json                   print the closing summary as one JSON line on stdout
   --log-level L            debug | info | warn | error (default info)
+  --control-socket PATH    serve the JSON control socket here (groupsgdctl --socket PATH)
+  --metrics-listen H:P     serve Prometheus /metrics on HOST:PORT (127.0.0.1:0 = any port)
+  --checkpoint-dir DIR     write central checkpoints here; resume from the newest at start
+  --checkpoint-every-versions N  also checkpoint every N central versions
+  --checkpoint-interval-s S      and every S seconds (default 60; 0 = off)
   --compress-gradients C   worker -> group encoding: dense | fp16 | sign | topk:RATIO
   --compress-deltas C      group -> central encoding (same forms; default dense)
   --lr X                   group optimizer learning rate (default 0.05)

@@ -72,9 +72,16 @@ nlohmann::json Coordinator::run(const std::atomic<bool>& stop_requested) {
       next_control_ = Clock::now() + std::chrono::milliseconds(cfg_.adaptive.control_ms);
       controlWindow();
     }
-    if (cfg_.progress_ms > 0 && Clock::now() >= next_progress) {
-      next_progress += std::chrono::milliseconds(cfg_.progress_ms);
-      printProgress();
+    serveControl();
+    if (reload_ != nullptr && reload_->exchange(false)) reloadConfig();
+    if (shutdown_requested_) {
+      reason = "shutdown requested over the control socket";
+      break;
+    }
+    if (Clock::now() >= next_progress) {
+      next_progress += std::chrono::milliseconds(cfg_.progress_ms > 0 ? cfg_.progress_ms : 1000);
+      if (cfg_.progress_ms > 0) printProgress();
+      updateMetrics();
     }
     if (stop_requested.load()) {
       reason = "stop requested";
@@ -387,9 +394,11 @@ nlohmann::json Coordinator::finish(const std::string& reason) {
   // 1. Tell trainers to stop (heartbeat replies) and wait until each has left or died.
   const auto drain_deadline = Clock::now() + std::chrono::milliseconds(
       cfg_.step_deadline_ms + 4ull * cfg_.heartbeat_ms * cfg_.heartbeat_misses);
+  if (control_ != nullptr) control_->setRefusing("the daemon is stopping");
   while (registry_.activeTrainers() > 0 && Clock::now() < drain_deadline) {
     serveOnce(std::chrono::milliseconds(50));
     checkLiveness();
+    serveControl();
   }
   // 2. Flush every group into the central PS and collect the counters.
   nlohmann::json groups = nlohmann::json::array();

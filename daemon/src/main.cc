@@ -9,14 +9,21 @@
 #include "groupsgd/common/compression_spec.h"
 #include "groupsgd/common/log.h"
 #include "groupsgd/daemon/config.h"
+#include "groupsgd/daemon/control_server.h"
 #include "groupsgd/daemon/coordinator.h"
+#include "groupsgd/daemon/metrics.h"
+#include "groupsgd/daemon/metrics_server.h"
+#include "groupsgd/daemon/sd_notify.h"
+#include "groupsgd/daemon/version.h"
 #include "groupsgd/groupps/group_server.h"
 
 namespace {
 
 std::atomic<bool> g_stop_requested{false};
+std::atomic<bool> g_reload_requested{false};
 // Signal handlers only set a flag; the coordinator's loop acts on it.
 void onSignal(int) { g_stop_requested.store(true); }
+void onHangup(int) { g_reload_requested.store(true); }
 
 int fail(const std::string& what) {
   std::fprintf(stderr, "groupsgdd: %s\n", what.c_str());
@@ -41,6 +48,7 @@ int main(int argc, char** argv) {
   log::setLevel(level);
   std::signal(SIGINT, onSignal);
   std::signal(SIGTERM, onSignal);
+  std::signal(SIGHUP, onHangup);
   std::signal(SIGPIPE, SIG_IGN);
 
   zmq::context_t ctx(2);
@@ -55,6 +63,10 @@ int main(int argc, char** argv) {
   ccfg.outer = cfg.outer_optimizer;
   ccfg.max_delta_norm = cfg.max_delta_norm;
   ccfg.limits = limits;
+  ccfg.checkpoint_dir = cfg.checkpoint_dir;
+  ccfg.checkpoint_keep = cfg.checkpoint_keep;
+  ccfg.checkpoint_every_versions = cfg.checkpoint_every_versions;
+  ccfg.checkpoint_interval_s = cfg.checkpoint_interval_s;
   auto central = centralps::CentralServer::create(ctx, ccfg, any_port);
   if (!central) return fail("central PS: " + central.status().toString());
 
@@ -79,6 +91,40 @@ int main(int argc, char** argv) {
   }
   auto coordinator = daemon::Coordinator::create(ctx, cfg, topo);
   if (!coordinator) return fail("coordinator: " + coordinator.status().toString());
+  // Operations: the control socket and /metrics start once the data plane is bound.
+  daemon::MetricsRegistry metrics;
+  metrics.setBuildInfo(daemon::buildVersion());
+  std::unique_ptr<daemon::ControlServer> control;
+  if (!cfg.control_socket.empty()) {
+    daemon::ControlServerOptions copts;
+    copts.path = cfg.control_socket;
+    if (cfg.control_admin_gid >= 0) copts.admin_gid = static_cast<gid_t>(cfg.control_admin_gid);
+    copts.metrics = &metrics;
+    auto started = daemon::ControlServer::start(copts);
+    if (!started) return fail("control socket: " + started.status().toString());
+    control = std::move(*started);
+    (*coordinator)->attachControl(control.get());
+  }
+  std::unique_ptr<daemon::MetricsServer> metrics_server;
+  if (!cfg.metrics_listen.empty()) {
+    daemon::MetricsServerOptions mopts;
+    const auto colon = cfg.metrics_listen.rfind(':');
+    mopts.host = cfg.metrics_listen.substr(0, colon);
+    mopts.port = static_cast<std::uint16_t>(std::atoi(cfg.metrics_listen.c_str() + colon + 1));
+    auto started = daemon::MetricsServer::start(metrics, mopts);
+    if (!started) return fail("metrics endpoint: " + started.status().toString());
+    metrics_server = std::move(*started);
+    GSGD_INFO("metrics on http://" << metrics_server->host() << ":" << metrics_server->port()
+                                   << "/metrics");
+  }
+  (*coordinator)->attachMetrics(&metrics);
+  (*coordinator)->setWatchdog(daemon::sdWatchdogInterval());
+  (*coordinator)->setReloadFlag(&g_reload_requested);
+  if (!(*central)->resumedFrom().empty()) {
+    GSGD_INFO("resumed from checkpoint " << (*central)->resumedFrom() << " (central version "
+                                         << (*central)->version() << ")");
+  }
+
   if (!cfg.endpoint_file.empty()) {
     std::ofstream f(cfg.endpoint_file + ".tmp");
     f << (*coordinator)->endpoint() << "\n";
@@ -94,10 +140,14 @@ int main(int argc, char** argv) {
   threads.emplace_back([&] { (*central)->run(servers_stop); });
   for (auto& g : groups) threads.emplace_back([&g, &servers_stop] { g->run(servers_stop); });
 
+  (void)daemon::sdNotifyReady("training: coordinator on " + (*coordinator)->endpoint());
   nlohmann::json summary = (*coordinator)->run(g_stop_requested);
 
-  servers_stop.store(true);
+  (void)daemon::sdNotifyStopping();
+  servers_stop.store(true);  // the central PS writes its final checkpoint before it returns
   for (auto& t : threads) t.join();
+  control.reset();
+  metrics_server.reset();
   summary["config"] = daemon::toJson(cfg);
   if (!cfg.summary_file.empty()) {
     std::ofstream f(cfg.summary_file);

@@ -6,6 +6,9 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <future>
+#include <optional>
 #include <memory>
 #include <string>
 #include <zmq.hpp>
@@ -29,6 +32,13 @@ struct CentralConfig {
   // Scale a delta by lambda = min(1, n / running mean of n), n = samples per group step
   // behind it, so a small group's few-sample deltas count for less (ALGORITHMS.md).
   bool sample_weighting = true;
+  // Checkpoints: off when dir is empty. Written every `every_versions` versions and/or
+  // `interval_s` seconds (0 = not on that trigger), on request and at shutdown, on a
+  // background thread; the newest valid one is loaded at start.
+  std::string checkpoint_dir;
+  std::size_t checkpoint_keep = 3;
+  std::uint64_t checkpoint_every_versions = 0;
+  double checkpoint_interval_s = 0;
   MessageLimits limits;                    // job id and size limits
 };
 
@@ -50,8 +60,12 @@ class CentralServer {
   // The endpoint actually bound (port resolved).
   const std::string& endpoint() const { return endpoint_; }
   std::size_t paramCount() const { return store_.paramCount(); }
-  // Serves until stop becomes true (checked at least every 100 ms).
+  // Serves until stop becomes true (checked at least every 100 ms); waits for a
+  // checkpoint being written before returning.
   void run(const std::atomic<bool>& stop);
+  // What start-up loaded ("" when it started from a fresh initialisation).
+  const std::string& resumedFrom() const { return resumed_from_; }
+  std::uint64_t version() const { return store_.version(); }
 
  private:
   CentralServer(zmq::socket_t sock, std::string endpoint, CentralConfig cfg,
@@ -61,6 +75,9 @@ class CentralServer {
   void sendModel(const zmq::message_t& from, bool applied, const std::string& reason,
                  std::uint64_t tau, float weight);
   void refuse(const zmq::message_t& from, const Status& why);
+  // Checkpoints: start a background write of the current model (one at a time).
+  void startCheckpoint(std::optional<zmq::message_t> requester);
+  void pollCheckpoint(bool wait);
   Payload currentModel();
 
   zmq::socket_t sock_;
@@ -72,6 +89,18 @@ class CentralServer {
   Payload cached_;            // snapshot of the current version (made once per version)
   std::uint64_t cached_version_ = ~0ull;
   double mean_samples_ = 0;   // running mean of samples per delta (sample weighting)
+  struct CheckpointJob {
+    std::future<Status> done;
+    std::uint64_t version = 0;
+    std::string path;
+    std::chrono::steady_clock::time_point started;
+    std::vector<zmq::message_t> requesters;
+  };
+  std::optional<CheckpointJob> checkpoint_;
+  std::uint64_t checkpoint_version_ = 0;       // newest durable
+  std::uint64_t checkpoint_failures_ = 0;
+  std::chrono::steady_clock::time_point last_checkpoint_ = std::chrono::steady_clock::now();
+  std::string resumed_from_;
 };
 
 }  // namespace groupsgd::centralps

@@ -50,8 +50,9 @@ class AdaptiveController {
   void forget(std::uint64_t worker);
   // A trainer joined, left or died: the next window re-plans without the gain margin.
   void membershipChanged(const std::string& why);
-  // An operator asked for a regroup (forced) or a preview (dry_run: nothing changes).
-  std::optional<policy::RegroupDecision> proposal(const Registry& registry, bool forced);
+  // An operator asked for a regroup: the best plan now, without the gain margin or the
+  // interval. apply=false is a preview and changes nothing here.
+  std::optional<ControlActions> operatorRegroup(const Registry& registry, bool apply);
 
   ControlActions window(const Registry& registry, Clock::time_point now, std::uint64_t samples,
                         std::uint64_t sample_budget);

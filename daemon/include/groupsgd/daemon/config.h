@@ -65,6 +65,14 @@ struct DaemonConfig {
   std::string summary_file;        // write the closing summary JSON here
   bool json = false;               // print the summary as one JSON line on stdout
   std::string log_level = "info";
+  std::string control_socket;               // Unix socket for groupsgdctl ("" = none)
+  std::int64_t control_admin_gid = -1;      // group allowed admin methods (-1 = none)
+  std::string metrics_listen;               // "HOST:PORT" for /metrics ("" = none)
+  std::string checkpoint_dir;               // "" = no checkpoints
+  std::uint32_t checkpoint_keep = 3;
+  std::uint64_t checkpoint_every_versions = 0;  // 0 = not by versions
+  double checkpoint_interval_s = 60;            // 0 = not by time
+  std::string config_file;                  // set from --config (SIGHUP reloads it)
   std::string compress_gradients = "dense";  // worker -> group encoding (CompressionSpec)
   std::string compress_deltas = "dense";     // group -> central encoding
   AdaptiveConfig adaptive;

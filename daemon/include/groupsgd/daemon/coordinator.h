@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -18,6 +19,8 @@
 #include "groupsgd/common/transport.h"
 #include "groupsgd/daemon/adaptive_controller.h"
 #include "groupsgd/daemon/config.h"
+#include "groupsgd/daemon/control_server.h"
+#include "groupsgd/daemon/metrics.h"
 #include "groupsgd/daemon/registry.h"
 
 namespace groupsgd::daemon {
@@ -41,6 +44,14 @@ class Coordinator {
   // Drain: the worker's next gradient is included, then it is told to leave.
   Status drain(std::uint64_t worker_id);
 
+  // Operations plumbing, all optional, set before run(): the control socket's request
+  // queue, the metrics registry to update, the systemd watchdog period, and a flag that
+  // SIGHUP sets to reload the configuration file.
+  void attachControl(ControlServer* control) { control_ = control; }
+  void attachMetrics(MetricsRegistry* metrics) { metrics_ = metrics; }
+  void setWatchdog(std::optional<std::chrono::microseconds> period) { watchdog_ = period; }
+  void setReloadFlag(std::atomic<bool>* reload) { reload_ = reload; }
+
  private:
   using Clock = std::chrono::steady_clock;
   Coordinator(zmq::context_t& ctx, zmq::socket_t sock, std::string endpoint, DaemonConfig cfg,
@@ -57,6 +68,19 @@ class Coordinator {
   void controlWindow();
   void applyRegroup(const ControlActions& act);
   void event(const std::string& kind, const std::string& text, double predicted_gain = 0);
+  // Control socket (coordinator_control.cc).
+  void serveControl();
+  void handleControl(PendingRequest&& r);
+  nlohmann::ordered_json statusJson() const;
+  nlohmann::ordered_json workersJson() const;
+  nlohmann::ordered_json groupsJson() const;
+  Result<std::uint64_t> findWorker(const nlohmann::json& ref) const;
+  Status applySettings(const nlohmann::json& values, nlohmann::ordered_json* applied,
+                       nlohmann::ordered_json* previous);
+  Result<nlohmann::ordered_json> checkpointNow();
+  void reloadConfig();
+  void answerDrainWaiters();
+  void updateMetrics();
   void checkLiveness();
   void printProgress();
   std::size_t groupsInUse() const;
@@ -92,6 +116,17 @@ class Coordinator {
   std::unique_ptr<AdaptiveController> adaptive_;  // mode adaptive only
   Clock::time_point next_control_;
   std::uint64_t regroups_ = 0;
+  ControlServer* control_ = nullptr;       // borrowed: main() owns it and outlives run()
+  MetricsRegistry* metrics_ = nullptr;     // borrowed, likewise
+  std::optional<std::chrono::microseconds> watchdog_;
+  Clock::time_point next_watchdog_;
+  std::atomic<bool>* reload_ = nullptr;
+  bool shutdown_requested_ = false;
+  std::vector<std::pair<PendingRequest, std::uint64_t>> drain_waiters_;
+  Clock::time_point started_ = Clock::now();
+  std::uint64_t central_version_seen_ = 0;
+  std::optional<nlohmann::ordered_json> last_checkpoint_;
+  std::map<std::string, double> exported_;  // counter values already exported
   nlohmann::json events_ = nlohmann::json::array();
 };
 

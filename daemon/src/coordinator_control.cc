@@ -1,0 +1,343 @@
+// The coordinator's side of the control socket (docs/operations.md lists every method),
+// its metrics, the systemd watchdog and configuration reloads. All of it runs on the
+// coordinator thread, between ZeroMQ polls.
+#include <algorithm>
+#include <cstdio>
+
+#include "groupsgd/common/log.h"
+#include "groupsgd/daemon/coordinator.h"
+#include "groupsgd/daemon/sd_notify.h"
+#include "groupsgd/daemon/version.h"
+
+namespace groupsgd::daemon {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+double secondsSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+}  // namespace
+
+void Coordinator::serveControl() {
+  if (watchdog_ && Clock::now() >= next_watchdog_) {
+    // Pinged from the main loop, so a stuck loop stops the pings and systemd restarts us.
+    (void)sdNotifyWatchdog();
+    next_watchdog_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(*watchdog_ / 2);
+  }
+  if (control_ == nullptr) return;
+  while (auto r = control_->tryPop()) handleControl(std::move(*r));
+  answerDrainWaiters();
+}
+
+void Coordinator::answerDrainWaiters() {
+  for (auto it = drain_waiters_.begin(); it != drain_waiters_.end();) {
+    const WorkerRecord* w = registry_.find(it->second);
+    if (w != nullptr && w->state == WorkerState::kActive) {
+      ++it;
+      continue;
+    }
+    ojson result = {{"worker", it->second},
+                    {"state", w ? workerStateName(w->state) : "unknown"},
+                    {"samples_trained", w ? w->samples_trained : 0}};
+    it->first.respond(std::move(result));
+    it = drain_waiters_.erase(it);
+  }
+}
+
+Result<std::uint64_t> Coordinator::findWorker(const nlohmann::json& ref) const {
+  for (const auto& [id, w] : registry_.all()) {
+    if ((ref.is_number_unsigned() && ref.get<std::uint64_t>() == id) ||
+        (ref.is_string() && (ref.get<std::string>() == w.name ||
+                             ref.get<std::string>() == std::to_string(id)))) {
+      return id;
+    }
+  }
+  return invalidArgument("no worker " + ref.dump());
+}
+
+ojson Coordinator::statusJson() const {
+  std::map<std::string, int> counts = {{"active", 0}, {"draining", 0}, {"left", 0}, {"dead", 0}};
+  for (const auto& [id, w] : registry_.all()) {
+    if (w.role != WorkerRole::kTrainer) continue;
+    counts[w.draining && w.state == WorkerState::kActive ? "draining" : workerStateName(w.state)]++;
+  }
+  const Accuracy acc = latestAccuracy();
+  ojson s;
+  s["state"] = stopping_ ? "stopping" : "training";
+  s["mode"] = modeName(cfg_.mode);
+  s["stage"] = adaptive_ ? policy::stageName(adaptive_->stage()) : "none";
+  s["uptime_s"] = secondsSince(started_);
+  s["elapsed_s"] = training_started_ ? ojson(secondsSince(*training_started_)) : ojson();
+  s["workers"] = counts;
+  s["groups"] = groupsInUse();
+  s["exchange_period"] = periods_.empty() ? 0 : periods_[0];
+  s["central_version"] = std::max<std::uint64_t>(central_version_seen_, acc.version);
+  s["samples_trained"] = registry_.samplesTrained();
+  s["regroups"] = regroups_;
+  s["test_acc"] = acc.value < 0 ? ojson() : ojson(acc.value);
+  s["last_checkpoint"] = last_checkpoint_ ? *last_checkpoint_ : ojson();
+  return s;
+}
+
+ojson Coordinator::workersJson() const {
+  ojson rows = ojson::array();
+  for (const auto& [id, w] : registry_.all()) {
+    rows.push_back({{"id", id},
+                    {"name", w.name},
+                    {"role", workerRoleName(w.role)},
+                    {"host", w.host},
+                    {"pid", w.pid},
+                    {"group", w.group},
+                    {"state", w.draining && w.state == WorkerState::kActive ? "draining"
+                                                                             : workerStateName(w.state)},
+                    {"batch", w.batch_size},
+                    {"steps", w.steps},
+                    {"compute_ms", w.compute_ms},
+                    {"comm_ms", w.comm_ms},
+                    {"wait_ms", w.wait_ms}});
+  }
+  return rows;
+}
+
+ojson Coordinator::groupsJson() const {
+  ojson rows = ojson::array();
+  for (std::uint32_t g = 0; g < periods_.size(); ++g) {
+    auto members = registry_.groupMembers(g);
+    std::uint32_t batch = 0;
+    ojson ids = ojson::array();
+    for (const auto* m : members) {
+      batch += m->batch_size;
+      ids.push_back(m->id);
+    }
+    rows.push_back({{"group", g},
+                    {"endpoint", topo_.group_endpoints[g]},
+                    {"members", members.size()},
+                    {"workers", ids},
+                    {"batch", batch},
+                    {"exchange_period", periods_[g]}});
+  }
+  return rows;
+}
+
+Status Coordinator::applySettings(const nlohmann::json& values, ojson* applied, ojson* previous) {
+  if (!values.is_object() || values.empty()) {
+    return invalidArgument("set needs params {\"values\": {KEY: VALUE, ...}}");
+  }
+  // Validate everything on a copy first: either all values apply or none.
+  DaemonConfig next = cfg_;
+  static const char* kRuntime[] = {"step_deadline_ms", "target_acc",  "max_seconds",
+                                   "max_samples",      "progress_ms", "log_level",
+                                   "heartbeat_misses", "adaptive"};
+  for (auto it = values.begin(); it != values.end(); ++it) {
+    if (std::find(std::begin(kRuntime), std::end(kRuntime), it.key()) == std::end(kRuntime)) {
+      return invalidArgument("'" + it.key() + "' cannot be changed at run time (runtime keys: "
+                             "step_deadline_ms, target_acc, max_seconds, max_samples, "
+                             "progress_ms, log_level, heartbeat_misses, adaptive.*)");
+    }
+  }
+  GSGD_RETURN_IF_ERROR(applyJson(values, &next));
+  GSGD_RETURN_IF_ERROR(validate(next));
+  log::Level level;
+  if (!log::parseLevel(next.log_level, &level)) return invalidArgument("bad log_level");
+  const nlohmann::json before = toJson(cfg_);
+  for (auto it = values.begin(); it != values.end(); ++it) {
+    (*previous)[it.key()] = before.contains(it.key()) ? ojson(before[it.key()]) : ojson();
+    (*applied)[it.key()] = it.value();
+  }
+  const bool deadline_changed = next.step_deadline_ms != cfg_.step_deadline_ms;
+  cfg_ = next;
+  log::setLevel(level);
+  if (adaptive_) adaptive_->setConfig(cfg_.adaptive);
+  if (deadline_changed) {
+    for (std::uint32_t g = 0; g < periods_.size(); ++g) (void)configureGroup(g);
+  }
+  return Status::ok();
+}
+
+Result<ojson> Coordinator::checkpointNow() {
+  OutMessage out(cfg_.job_id, 0);
+  out.header().getBody().initCheckpointRequest();
+  auto reply = central_->call(std::move(out), std::chrono::milliseconds(60000));
+  if (!reply) return reply.status();
+  if (reply->kind() != BodyKind::CHECKPOINT_DONE) return internalError("unexpected answer");
+  auto d = reply->header().getBody().getCheckpointDone();
+  if (!d.getOk()) return unavailable(std::string("checkpoint failed: ") + d.getError().cStr());
+  ojson r = {{"version", d.getVersion()},
+             {"path", d.getPath().cStr()},
+             {"bytes", d.getBytes()},
+             {"duration_ms", d.getDurationMs()}};
+  last_checkpoint_ = r;
+  central_version_seen_ = std::max<std::uint64_t>(central_version_seen_, d.getVersion());
+  return r;
+}
+
+void Coordinator::reloadConfig() {
+  (void)sdNotifyReloading();
+  if (cfg_.config_file.empty()) {
+    GSGD_WARN("SIGHUP: no configuration file to reload (started without --config)");
+    (void)sdNotifyReady("reload: nothing to do");
+    return;
+  }
+  DaemonConfig fresh;
+  Status s = loadConfigFile(cfg_.config_file, &fresh);
+  if (s) s = validate(fresh);
+  if (!s) {
+    // Keep running with the old configuration; say so loudly.
+    GSGD_ERROR("reload refused, keeping the running configuration: " << s.toString());
+    (void)sdNotifyReady("reload refused: " + s.message());
+    return;
+  }
+  const nlohmann::json f = toJson(fresh);
+  nlohmann::json runtime = {{"step_deadline_ms", fresh.step_deadline_ms},
+                            {"target_acc", fresh.target_acc},
+                            {"max_seconds", fresh.max_seconds},
+                            {"max_samples", fresh.max_samples},
+                            {"log_level", fresh.log_level}};
+  ojson applied, previous;
+  s = applySettings(runtime, &applied, &previous);
+  if (adaptive_) {
+    cfg_.adaptive = fresh.adaptive;
+    adaptive_->setConfig(cfg_.adaptive);
+  }
+  GSGD_INFO("configuration reloaded from " << cfg_.config_file
+                                           << (s ? "" : " (partly: " + s.message() + ")")
+                                           << "; settings that need a restart are unchanged");
+  (void)sdNotifyReady("reloaded");
+}
+
+void Coordinator::handleControl(PendingRequest&& r) {
+  const std::string& m = r.method();
+  const nlohmann::json& p = r.params();
+  try {
+    if (m == "version") {
+      r.respond({{"version", buildVersion()}, {"control_protocol", kControlProtocolVersion}});
+    } else if (m == "status") {
+      r.respond(statusJson());
+    } else if (m == "workers") {
+      r.respond({{"workers", workersJson()}});
+    } else if (m == "groups") {
+      r.respond({{"groups", groupsJson()}});
+    } else if (m == "drain") {
+      auto id = findWorker(p.value("worker", nlohmann::json()));
+      if (!id) return r.fail(id.status());
+      const WorkerRecord* w = registry_.find(*id);
+      if (w->state != WorkerState::kActive) {
+        // Idempotent: draining a worker that already left is a success that says so.
+        return r.respond({{"worker", *id}, {"state", workerStateName(w->state)},
+                          {"samples_trained", w->samples_trained}});
+      }
+      if (Status s = drain(*id); !s) return r.fail(s);
+      if (p.value("wait", false)) {
+        drain_waiters_.emplace_back(std::move(r), *id);
+      } else {
+        r.respond({{"worker", *id}, {"state", "draining"}});
+      }
+    } else if (m == "undrain") {
+      auto id = findWorker(p.value("worker", nlohmann::json()));
+      if (!id) return r.fail(id.status());
+      WorkerRecord* w = registry_.find(*id);
+      if (w->state != WorkerState::kActive) {
+        return r.fail(ControlError::kRefused,
+                      "worker " + std::to_string(*id) + " is " + workerStateName(w->state));
+      }
+      if (w->draining) {
+        w->draining = false;
+        (void)configureGroup(w->group);
+        event("undrain", "worker " + std::to_string(*id) + " stays");
+      }
+      r.respond({{"worker", *id}, {"state", "active"}});
+    } else if (m == "regroup") {
+      if (!adaptive_) return r.fail(ControlError::kRefused, "regroup needs mode adaptive");
+      const bool dry = p.value("dry_run", false);
+      auto proposal = adaptive_->operatorRegroup(registry_, !dry);
+      if (!proposal) {
+        return r.respond({{"applied", false}, {"reason", "no better grouping (or no estimates yet)"}});
+      }
+      ojson groups = ojson::array();
+      for (const auto& g : proposal->regroup->plan.groups) groups.push_back(g);
+      ojson result = {{"applied", !dry},
+                      {"groups", groups},
+                      {"plan", proposal->regroup->plan.describe()},
+                      {"predicted_gain", proposal->regroup->predicted_gain}};
+      if (!dry) applyRegroup(*proposal);
+      r.respond(std::move(result));
+    } else if (m == "set") {
+      ojson applied = ojson::object(), previous = ojson::object();
+      if (Status s = applySettings(p.value("values", nlohmann::json()), &applied, &previous); !s) {
+        return r.fail(s);
+      }
+      event("set", applied.dump());
+      r.respond({{"applied", applied}, {"previous", previous}});
+    } else if (m == "checkpoint") {
+      auto done = checkpointNow();
+      if (!done) return r.fail(ControlError::kRefused, done.status().message());
+      r.respond(*done);
+    } else if (m == "shutdown") {
+      shutdown_requested_ = true;
+      r.respond({{"state", "stopping"}});
+    } else {
+      r.fail(ControlError::kMethodNotFound, "no method '" + m + "'");
+    }
+  } catch (const std::exception& e) {  // e.g. a param of the wrong JSON type
+    r.fail(ControlError::kInvalidParams, e.what());
+  }
+}
+
+void Coordinator::updateMetrics() {
+  if (metrics_ == nullptr) return;
+  auto counterTo = [&](const char* name, const char* help, double value) {
+    double& last = exported_[name];
+    if (value > last) metrics_->counter(name, help).inc(value - last);
+    last = std::max(last, value);
+  };
+  std::map<std::string, int> counts = {{"active", 0}, {"draining", 0}, {"left", 0}, {"dead", 0}};
+  for (const auto& [id, w] : registry_.all()) {
+    if (w.role != WorkerRole::kTrainer) continue;
+    counts[w.draining && w.state == WorkerState::kActive ? "draining" : workerStateName(w.state)]++;
+    if (w.state == WorkerState::kActive) {
+      const MetricLabels l = {{"worker", std::to_string(id)}};
+      metrics_->gauge("worker_compute_seconds", "mean compute time per step", l).set(w.compute_ms / 1e3);
+      metrics_->gauge("worker_comm_seconds", "mean communication time per step", l).set(w.comm_ms / 1e3);
+      metrics_->gauge("worker_wait_seconds", "mean barrier wait per step", l).set(w.wait_ms / 1e3);
+      metrics_->gauge("worker_batch", "assigned batch size", l).set(w.batch_size);
+    }
+  }
+  for (const auto& [state, n] : counts) {
+    metrics_->gauge("workers", "trainers by state", {{"state", state}}).set(n);
+  }
+  metrics_->gauge("groups", "groups in use").set(static_cast<double>(groupsInUse()));
+  for (std::uint32_t g = 0; g < periods_.size(); ++g) {
+    metrics_->gauge("group_size", "members per group", {{"group", std::to_string(g)}})
+        .set(static_cast<double>(registry_.groupMembers(g).size()));
+  }
+  const Accuracy acc = latestAccuracy();
+  if (acc.value >= 0) metrics_->gauge("test_accuracy", "evaluator's latest test accuracy").set(acc.value);
+  counterTo("samples_trained_total", "samples trained by workers",
+            static_cast<double>(registry_.samplesTrained()));
+  counterTo("regroups_total", "regroups carried out", static_cast<double>(regroups_));
+  counterTo("stale_heartbeats_total", "heartbeats refused (unknown or old epoch)",
+            static_cast<double>(stale_heartbeats_));
+  // Server-side counters come from the central PS (cheap, local).
+  OutMessage out(cfg_.job_id, 0);
+  out.header().getBody().initCentralStatsQuery();
+  auto reply = central_->call(std::move(out), std::chrono::milliseconds(1000));
+  if (reply && reply->kind() == BodyKind::CENTRAL_STATS) {
+    auto s = reply->header().getBody().getCentralStats();
+    central_version_seen_ = s.getVersion();
+    metrics_->gauge("central_version", "central model version").set(static_cast<double>(s.getVersion()));
+    counterTo("updates_applied_total", "deltas merged by the central PS", static_cast<double>(s.getUpdatesApplied()));
+    counterTo("updates_refused_total", "deltas refused by the central PS", static_cast<double>(s.getUpdatesRefused()));
+    counterTo("samples_applied_total", "samples in merged deltas", static_cast<double>(s.getSamplesApplied()));
+    metrics_->gauge("staleness_mean", "mean staleness of merged deltas").set(s.getMeanStaleness());
+    metrics_->gauge("staleness_max", "largest staleness of a merged delta").set(static_cast<double>(s.getMaxStaleness()));
+    metrics_->gauge("checkpoint_last_version", "newest durable checkpoint").set(static_cast<double>(s.getCheckpointVersion()));
+    counterTo("checkpoint_failures_total", "checkpoint writes that failed", static_cast<double>(s.getCheckpointFailures()));
+  }
+  (void)sdNotifyStatus("mode " + std::string(modeName(cfg_.mode)) + ", " +
+                       std::to_string(registry_.activeTrainers()) + " trainers, version " +
+                       std::to_string(central_version_seen_));
+}
+
+}  // namespace groupsgd::daemon

@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# Starts one groupsgd worker and waits until the coordinator has registered and assigned
+# it. Locally by default; with --host, on that host through its systemd template unit
+# groupsgd-worker@NAME (over ssh). Idempotent: a worker NAME that is already active is
+# left alone (exit 0).
+#   scripts/add-worker.sh --socket PATH --coordinator ENDPOINT --name NAME [-- WORKER ARGS]
+#   scripts/add-worker.sh --socket PATH --host HOST --name NAME
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build_dir=${BUILD_DIR:-$root/build}
+ctl=${GROUPSGDCTL:-$build_dir/daemon/groupsgdctl}
+worker_bin=${GROUPSGD_WORKER:-$build_dir/worker/groupsgd-worker}
+socket=${GROUPSGD_CONTROL_SOCKET:-/run/groupsgd/control.sock}
+coordinator="" name="" host="" timeout=60 log_dir=${TMPDIR:-/tmp}
+worker_args=()
+
+usage() {
+  sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'
+  echo "options: --socket PATH --coordinator EP --name NAME [--host HOST] [--timeout S] [--log-dir DIR] [-- ARGS]"
+}
+while [[ $# -gt 0 ]]; do
+  case "$1" in
+    --socket) socket=$2; shift 2 ;;
+    --coordinator) coordinator=$2; shift 2 ;;
+    --name) name=$2; shift 2 ;;
+    --host) host=$2; shift 2 ;;
+    --timeout) timeout=$2; shift 2 ;;
+    --log-dir) log_dir=$2; shift 2 ;;
+    --help|-h) usage; exit 0 ;;
+    --) shift; worker_args=("$@"); break ;;
+    *) echo "add-worker: unknown option '$1'" >&2; usage >&2; exit 2 ;;
+  esac
+done
+[[ -n $name ]] || { echo "add-worker: --name is required" >&2; exit 2; }
+
+# The state of worker NAME as the coordinator sees it ("" when unknown).
+state_of() {
+  "$ctl" --socket "$socket" --json workers 2>/dev/null |
+    python3 -c 'import json,sys
+name=sys.argv[1]
+rows=json.load(sys.stdin).get("workers",[])
+states=[r["state"] for r in rows if r.get("name")==name and r.get("role")=="trainer"]
+print("active" if "active" in states else ("draining" if "draining" in states else ""))' "$name"
+}
+
+if ! "$ctl" --socket "$socket" status >/dev/null 2>&1; then
+  echo "add-worker: the daemon does not answer on $socket" >&2
+  exit 2
+fi
+if [[ $(state_of) == active ]]; then
+  echo "add-worker: worker '$name' is already active; nothing to do"
+  exit 0
+fi
+
+if [[ -n $host ]]; then
+  # The template unit reads /etc/groupsgd/worker-NAME.env on that host.
+  ssh -o BatchMode=yes "$host" systemctl start "groupsgd-worker@$name.service"
+else
+  [[ -n $coordinator ]] || { echo "add-worker: --coordinator is required to start locally" >&2; exit 2; }
+  log="$log_dir/groupsgd-worker-$name.log"
+  nohup "$worker_bin" --coordinator "$coordinator" --name "$name" "${worker_args[@]}" >"$log" 2>&1 &
+  echo "add-worker: started '$name' (pid $!, log $log)"
+fi
+
+for _ in $(seq $((timeout * 10))); do
+  if [[ $(state_of) == active ]]; then
+    echo "add-worker: worker '$name' is registered and assigned"
+    exit 0
+  fi
+  sleep 0.1
+done
+echo "add-worker: worker '$name' did not register within ${timeout}s" >&2
+exit 1

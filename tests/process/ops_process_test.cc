@@ -1,0 +1,139 @@
+// Operating a real daemon: the control socket through groupsgdctl and the add/drain
+// scripts during training, and SIGTERM -> checkpoint -> restart -> resume.
+#include <doctest/doctest.h>
+
+#include <signal.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "process.h"
+
+using namespace groupsgd::testing;
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+namespace {
+
+std::unique_ptr<Process> startDaemon(const std::string& dir, const std::string& log,
+                                     std::vector<std::string> extra) {
+  std::vector<std::string> argv = {GROUPSGDD_PATH, "--listen", "tcp://127.0.0.1:0",
+                                   "--endpoint-file", dir + "/endpoint", "--control-socket",
+                                   dir + "/ctl.sock", "--summary-file", dir + "/summary.json",
+                                   "--progress-ms", "0", "--heartbeat-ms", "250"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  std::filesystem::remove(dir + "/endpoint");
+  auto d = std::make_unique<Process>(argv, dir + "/" + log);
+  REQUIRE_MESSAGE(waitForFile(dir + "/endpoint", 10000ms), readFile(dir + "/" + log));
+  return d;
+}
+
+std::string endpointOf(const std::string& dir) {
+  std::string ep = readFile(dir + "/endpoint");
+  ep.erase(ep.find_last_not_of("\n") + 1);
+  return ep;
+}
+
+// Runs a command to completion; returns its exit code and leaves its output in `log`.
+int runTool(std::vector<std::string> argv, const std::string& log) {
+  Process p(argv, log);
+  auto rc = p.wait(120000ms);
+  REQUIRE(rc.has_value());
+  return *rc;
+}
+
+}  // namespace
+
+TEST_CASE("ops: add-worker and drain-worker scripts during training; groupsgdctl exit codes") {
+  const std::string dir = makeTempDir();
+  auto daemon = startDaemon(dir, "daemon.log", {"--mode", "grouped", "--workers", "3", "--groups", "1"});
+  const std::string ep = endpointOf(dir);
+  const std::string sock = dir + "/ctl.sock";
+  std::vector<std::unique_ptr<Process>> workers;
+  for (int i = 0; i < 2; ++i) {
+    workers.push_back(std::make_unique<Process>(
+        std::vector<std::string>{WORKER_PATH, "--coordinator", ep, "--device-ms", "3", "--name",
+                                 "w" + std::to_string(i)},
+        dir + "/w" + std::to_string(i) + ".log"));
+  }
+  const std::string scripts = std::string(SOURCE_DIR) + "/scripts";
+  // The script starts a real worker process and waits until it is registered.
+  CHECK(runTool({"/bin/bash", scripts + "/add-worker.sh", "--socket", sock, "--coordinator", ep,
+                 "--name", "extra", "--log-dir", dir, "--", "--device-ms", "3"},
+                dir + "/add.log") == 0);
+  INFO("add: " << readFile(dir + "/add.log"));
+  // Idempotent: a second run finds it active and does nothing.
+  CHECK(runTool({"/bin/bash", scripts + "/add-worker.sh", "--socket", sock, "--coordinator", ep,
+                 "--name", "extra"},
+                dir + "/add2.log") == 0);
+  CHECK(readFile(dir + "/add2.log").find("nothing to do") != std::string::npos);
+  std::this_thread::sleep_for(1000ms);
+  CHECK(runTool({"/bin/bash", scripts + "/drain-worker.sh", "--socket", sock, "extra"},
+                dir + "/drain.log") == 0);
+  INFO("drain: " << readFile(dir + "/drain.log"));
+  CHECK(readFile(dir + "/drain.log").find("left") != std::string::npos);
+  CHECK(runTool({"/bin/bash", scripts + "/drain-worker.sh", "--socket", sock, "extra"},
+                dir + "/drain2.log") == 0);  // already gone: still a success
+  // groupsgdctl: refused by the daemon -> 1; usage or connection errors -> 2.
+  CHECK(runTool({GROUPSGDCTL_PATH, "--socket", sock, "drain", "nobody"}, dir + "/c1.log") == 1);
+  CHECK(runTool({GROUPSGDCTL_PATH, "--socket", dir + "/absent.sock", "status"}, dir + "/c2.log") == 2);
+  CHECK(runTool({GROUPSGDCTL_PATH, "--socket", sock, "frobnicate"}, dir + "/c3.log") == 2);
+  CHECK(runTool({GROUPSGDCTL_PATH, "--socket", sock, "--json", "status"}, dir + "/c4.log") == 0);
+  json st = json::parse(readFile(dir + "/c4.log"));
+  CHECK(st["workers"]["left"] == 1);
+  CHECK(st["workers"]["active"] == 2);
+  // Training went on without the drained worker; stop it over the socket.
+  CHECK(runTool({GROUPSGDCTL_PATH, "--socket", sock, "shutdown"}, dir + "/c5.log") == 0);
+  CHECK(daemon->wait(60000ms) == std::optional<int>(0));
+  for (auto& w : workers) CHECK(w->wait(20000ms) == std::optional<int>(0));
+  json s = json::parse(readFile(dir + "/summary.json"));
+  INFO("summary: " << s.dump());
+  bool drained_clean = false;
+  for (const auto& w : s["worker_stats"]) {
+    if (w["name"] == "extra") drained_clean = w["state"] == "left" && w["samples"].get<int>() > 0;
+  }
+  CHECK(drained_clean);
+  CHECK(s["accounting_ok"].get<bool>());
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("ops: SIGTERM checkpoints; a restart resumes at the same central version") {
+  const std::string dir = makeTempDir();
+  auto daemon = startDaemon(dir, "d1.log", {"--mode", "sync", "--workers", "2",
+                                            "--checkpoint-dir", dir + "/ck"});
+  const std::string ep = endpointOf(dir);
+  std::vector<std::unique_ptr<Process>> workers;
+  for (int i = 0; i < 2; ++i) {
+    workers.push_back(std::make_unique<Process>(
+        std::vector<std::string>{WORKER_PATH, "--coordinator", ep, "--device-ms", "3"},
+        dir + "/w" + std::to_string(i) + ".log"));
+  }
+  std::this_thread::sleep_for(3000ms);
+  ::kill(daemon->pid(), SIGTERM);
+  REQUIRE(daemon->wait(60000ms) == std::optional<int>(0));
+  for (auto& w : workers) CHECK(w->wait(20000ms) == std::optional<int>(0));
+  json s = json::parse(readFile(dir + "/summary.json"));
+  const auto version = s["central_version"].get<std::uint64_t>();
+  REQUIRE(version > 0);
+  CHECK(s["accounting_ok"].get<bool>());
+  // The checkpoint written at shutdown holds that version.
+  char name[64];
+  std::snprintf(name, sizeof name, "/ck/ckpt-%020llu.gsgd", static_cast<unsigned long long>(version));
+  CHECK(std::filesystem::exists(dir + name));
+  // A damaged newer file must not win over it.
+  {
+    std::ofstream junk(dir + "/ck/ckpt-00000000009999999999.gsgd");
+    junk << "torn write";
+  }
+  auto again = startDaemon(dir, "d2.log", {"--mode", "sync", "--workers", "2", "--checkpoint-dir",
+                                           dir + "/ck", "--max-seconds", "1"});
+  REQUIRE(waitForText(dir + "/d2.log", "resumed from", 10000ms));
+  const std::string log = readFile(dir + "/d2.log");
+  CHECK(log.find("at version " + std::to_string(version)) != std::string::npos);
+  CHECK(log.find("skipped") != std::string::npos);
+  ::kill(again->pid(), SIGTERM);
+  CHECK(again->wait(30000ms) == std::optional<int>(0));
+  std::filesystem::remove_all(dir);
+}
