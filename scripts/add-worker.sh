@@ -8,8 +8,11 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build_dir=${BUILD_DIR:-$root/build}
+# From a build tree when there is one, else the installed programs (the .deb).
 ctl=${GROUPSGDCTL:-$build_dir/daemon/groupsgdctl}
+[[ -x $ctl ]] || ctl=$(command -v groupsgdctl || echo groupsgdctl)
 worker_bin=${GROUPSGD_WORKER:-$build_dir/worker/groupsgd-worker}
+[[ -x $worker_bin ]] || worker_bin=$(command -v groupsgd-worker || echo groupsgd-worker)
 socket=${GROUPSGD_CONTROL_SOCKET:-/run/groupsgd/control.sock}
 coordinator="" name="" host="" timeout=60 log_dir=${TMPDIR:-/tmp}
 worker_args=()

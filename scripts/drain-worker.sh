@@ -6,6 +6,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 ctl=${GROUPSGDCTL:-${BUILD_DIR:-$root/build}/daemon/groupsgdctl}
+[[ -x $ctl ]] || ctl=$(command -v groupsgdctl || echo groupsgdctl)
 socket=${GROUPSGD_CONTROL_SOCKET:-/run/groupsgd/control.sock}
 timeout=120 worker=""
 while [[ $# -gt 0 ]]; do
