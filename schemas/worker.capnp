@@ -8,6 +8,7 @@ enum Role {
   trainer @0;    # computes gradients for a group
   evaluator @1;  # reads the central model and reports test accuracy
   tool @2;       # a diagnostic client (tests, groupsgdctl): gets endpoints, trains nothing
+  node @3;       # a node daemon (groupsgdd --role node) offering the group PSes it hosts
 }
 
 # First message of every worker process (header.senderId = 0).
@@ -17,6 +18,7 @@ struct Register {
   pid @2 :UInt32;       # process id, for operators
   name @3 :Text;        # optional operator-chosen name ("" = none)
   workerId @4 :UInt64;  # 0 = a new worker; else the id it has: fetch its current assignment
+  endpoints @5 :List(Text);  # node only: endpoints of the group PSes it hosts (bound, idle)
 }
 
 # Coordinator's answer to Register; also sent again after a regroup (new epoch).

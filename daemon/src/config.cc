@@ -113,6 +113,8 @@ Status applyJsonUnchecked(const json& j, DaemonConfig* c) {
     const json& v = *it;
     if (k == "job_id") c->job_id = unsignedValue<std::uint64_t>(v, k);
     else if (k == "role") c->role = v.get<std::string>();
+    else if (k == "coordinator") c->coordinator = v.get<std::string>();
+    else if (k == "node_groups") c->node_groups = unsignedValue<std::uint32_t>(v, k);
     else if (k == "mode") {
       if (!parseMode(v.get<std::string>(), &c->mode)) {
         return invalidArgument("mode must be sync, async, grouped or adaptive");
@@ -187,6 +189,8 @@ constexpr Flag kFlags[] = {
     {"--max-samples", "max_samples", false}, {"--progress-ms", "progress_ms", false},
     {"--summary-file", "summary_file", true}, {"--log-level", "log_level", true},
     // Nested keys are JSON pointers.
+    {"--coordinator", "coordinator", true},
+    {"--node-groups", "node_groups", false},
     {"--control-socket", "control_socket", true},
     {"--metrics-listen", "metrics_listen", true},
     {"--checkpoint-dir", "checkpoint_dir", true},
@@ -305,8 +309,11 @@ Status applyFlags(const std::vector<std::string>& args, DaemonConfig* cfg, bool*
 }
 
 Status validate(const DaemonConfig& c) {
-  if (c.role != "all") {
-    return invalidArgument("role '" + c.role + "' is not available yet; use --role all");
+  if (c.role != "all" && c.role != "coordinator" && c.role != "node") {
+    return invalidArgument("role '" + c.role + "' is not one of all, coordinator, node");
+  }
+  if (c.role == "node" && (c.coordinator.empty() || c.node_groups == 0)) {
+    return invalidArgument("role node needs --coordinator ENDPOINT and --node-groups >= 1");
   }
   if (c.workers == 0) return invalidArgument("workers must be at least 1");
   if (c.mode == Mode::kGrouped && (c.groups == 0 || c.groups > c.workers)) {
@@ -396,7 +403,11 @@ Runs groupsgd: the coordinator, the central parameter server and the group param
 servers (--role all). Workers (groupsgd-worker) connect to --listen.
 
   --config FILE            JSON configuration (docs/config.md); flags override it
-  --role all               roles to run (only 'all' for now)
+  --role R                 all (one machine: coordinator, central PS, group PSes),
+                           coordinator (coordinator + central PS; group PSes come from nodes)
+                           or node (hosts group PSes for the coordinator at --coordinator)
+  --coordinator EP         role node: the coordinator's endpoint
+  --node-groups N          role node: how many group PSes this node hosts (default 1)
   --mode M                 sync | async | grouped | adaptive (default grouped)
   --workers N              expected trainers = data shards (default 4; async: groups)
   --groups G               grouped mode: number of groups (default 2)

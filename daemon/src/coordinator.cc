@@ -20,6 +20,7 @@ WorkerRole roleOf(proto::Role r) {
   switch (r) {
     case proto::Role::TRAINER: return WorkerRole::kTrainer;
     case proto::Role::EVALUATOR: return WorkerRole::kEvaluator;
+    case proto::Role::NODE: return WorkerRole::kNode;
     default: return WorkerRole::kTool;
   }
 }
@@ -45,10 +46,10 @@ Coordinator::Coordinator(zmq::context_t& ctx, zmq::socket_t sock, std::string en
       topo_(std::move(topo)),
       policy_(std::make_unique<LeastLoadedPolicy>()) {
   limits_.job_id = cfg_.job_id;
-  periods_.assign(topo_.group_endpoints.size(), cfg_.exchangePeriod());
+  periods_.assign(cfg_.groupCount(), cfg_.exchangePeriod());
   if (cfg_.mode == Mode::kAdaptive) {
-    adaptive_ = std::make_unique<AdaptiveController>(
-        cfg_.adaptive, cfg_.batch_size, static_cast<std::uint32_t>(topo_.group_endpoints.size()));
+    adaptive_ = std::make_unique<AdaptiveController>(cfg_.adaptive, cfg_.batch_size,
+                                                     cfg_.groupCount());
     for (std::uint32_t g = 0; g < periods_.size(); ++g) periods_[g] = adaptive_->periodOf(g);
   }
   for (const auto& ep : topo_.group_endpoints) {
@@ -136,6 +137,7 @@ void Coordinator::handle(const zmq::message_t& from, std::vector<zmq::message_t>
 }
 
 Status Coordinator::configureGroup(std::uint32_t group, bool flush) {
+  if (group >= groups_.size()) return unavailable("group " + std::to_string(group) + " has no PS yet");
   auto members = registry_.groupMembers(group);
   // Workers regrouped away from this group are still listed, leaving, until they learn it.
   for (const auto& [id, w] : registry_.all()) {
@@ -194,6 +196,16 @@ void Coordinator::onRegister(const zmq::message_t& from, const InMessage& msg) {
   w.batch_size = cfg_.batch_size;
   w.epoch = ++epoch_;
   w.last_seen = Clock::now();
+  if (w.role == WorkerRole::kTrainer && !slotsReady()) {
+    --next_id_;
+    return refuse(from, unavailable("waiting for node daemons to offer group PSes (" +
+                                    std::to_string(groups_.size()) + " of " +
+                                    std::to_string(cfg_.groupCount()) + "); retry"));
+  }
+  if (w.role == WorkerRole::kNode) {
+    WorkerRecord& node = registry_.add(w);
+    return onNodeRegister(from, msg, node);
+  }
   if (w.role == WorkerRole::kTrainer) {
     // Adaptive mode profiles everybody in one group first; later joiners go to the
     // smallest group until the next window re-plans.
@@ -218,13 +230,30 @@ void Coordinator::onRegister(const zmq::message_t& from, const InMessage& msg) {
   sendAssignment(from, rec);
 }
 
+void Coordinator::onNodeRegister(const zmq::message_t& from, const InMessage& msg,
+                                 WorkerRecord& rec) {
+  auto eps = msg.header().getBody().getRegister().getEndpoints();
+  std::size_t taken = 0;
+  for (auto ep : eps) {
+    if (groups_.size() >= cfg_.groupCount()) break;  // enough group PSes already
+    topo_.group_endpoints.push_back(ep.cStr());
+    groups_.push_back(std::make_unique<RpcClient>(ctx_, ep.cStr(), limits_));
+    ++taken;
+  }
+  event("node", "node " + std::to_string(rec.id) + " (" + rec.host + ") offers " +
+                    std::to_string(eps.size()) + " group PS(es), " + std::to_string(taken) +
+                    " used; " + std::to_string(groups_.size()) + " of " +
+                    std::to_string(cfg_.groupCount()) + " groups ready");
+  sendAssignment(from, rec);
+}
+
 void Coordinator::sendAssignment(const zmq::message_t& to, const WorkerRecord& rec) {
   OutMessage out(cfg_.job_id, 0);
   out.header().setEpoch(rec.epoch);
   auto a = out.header().getBody().initAssignment();
   a.setWorkerId(rec.id);
   a.setGroupId(rec.group);
-  a.setGroupEndpoint(topo_.group_endpoints[rec.group]);
+  a.setGroupEndpoint(rec.group < topo_.group_endpoints.size() ? topo_.group_endpoints[rec.group] : "");
   a.setCentralEndpoint(topo_.central_endpoint);
   a.setBatchSize(rec.batch_size);
   a.setExchangePeriod(cfg_.exchangePeriod());
@@ -267,8 +296,9 @@ void Coordinator::onHeartbeat(const zmq::message_t& from, const InMessage& msg) 
     w->evaluated_version = hb.getEvaluatedVersion();
   }
   // The evaluator is stopped last, after it has seen the final model (see finish()).
-  reply.setStop((stopping_ && (w->role != WorkerRole::kEvaluator || stop_evaluators_)) ||
-                w->draining);
+  // Evaluators and nodes stop last: after the final flush (nodes host the group PSes).
+  const bool last = w->role == WorkerRole::kEvaluator || w->role == WorkerRole::kNode;
+  reply.setStop((stopping_ && (!last || stop_evaluators_)) || w->draining);
   (void)replyTo(sock_, from, std::move(out));
 }
 
@@ -461,7 +491,9 @@ nlohmann::json Coordinator::finish(const std::string& reason) {
   stop_evaluators_ = true;
   const auto stop_deadline =
       Clock::now() + std::chrono::milliseconds(2ull * cfg_.heartbeat_ms + 1000);
-  while (registry_.activeOfRole(WorkerRole::kEvaluator) > 0 && Clock::now() < stop_deadline) {
+  while ((registry_.activeOfRole(WorkerRole::kEvaluator) > 0 ||
+          registry_.activeOfRole(WorkerRole::kNode) > 0) &&
+         Clock::now() < stop_deadline) {
     serveOnce(std::chrono::milliseconds(50));
   }
 

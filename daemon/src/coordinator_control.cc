@@ -112,7 +112,7 @@ ojson Coordinator::groupsJson() const {
       ids.push_back(m->id);
     }
     rows.push_back({{"group", g},
-                    {"endpoint", topo_.group_endpoints[g]},
+                    {"endpoint", g < topo_.group_endpoints.size() ? topo_.group_endpoints[g] : ""},
                     {"members", members.size()},
                     {"workers", ids},
                     {"batch", batch},

@@ -13,6 +13,7 @@
 #include "groupsgd/daemon/coordinator.h"
 #include "groupsgd/daemon/metrics.h"
 #include "groupsgd/daemon/metrics_server.h"
+#include "groupsgd/daemon/node.h"
 #include "groupsgd/daemon/sd_notify.h"
 #include "groupsgd/daemon/version.h"
 #include "groupsgd/groupps/group_server.h"
@@ -51,6 +52,8 @@ int main(int argc, char** argv) {
   std::signal(SIGHUP, onHangup);
   std::signal(SIGPIPE, SIG_IGN);
 
+  if (cfg.role == "node") return daemon::runNode(cfg, g_stop_requested);
+
   zmq::context_t ctx(2);
   MessageLimits limits;
   limits.job_id = cfg.job_id;
@@ -74,7 +77,9 @@ int main(int argc, char** argv) {
   topo.central_endpoint = (*central)->endpoint();
   topo.param_count = (*central)->paramCount();
   std::vector<std::unique_ptr<groupps::GroupServer>> groups;
-  for (std::uint32_t g = 0; g < cfg.groupCount(); ++g) {
+  // Role coordinator hosts no group PS: node daemons offer them when they register.
+  const std::uint32_t local_groups = cfg.role == "coordinator" ? 0 : cfg.groupCount();
+  for (std::uint32_t g = 0; g < local_groups; ++g) {
     groupps::GroupServerConfig gcfg;
     gcfg.group_id = g;
     gcfg.central_endpoint = topo.central_endpoint;

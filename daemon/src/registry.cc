@@ -9,6 +9,7 @@ const char* workerRoleName(WorkerRole r) {
     case WorkerRole::kTrainer: return "trainer";
     case WorkerRole::kEvaluator: return "evaluator";
     case WorkerRole::kTool: return "tool";
+    case WorkerRole::kNode: return "node";
   }
   return "unknown";
 }

@@ -293,6 +293,12 @@ void GroupServer::maybeCloseStep(bool deadline_passed) {
 void GroupServer::onGroupConfig(const zmq::message_t& from, const InMessage& msg) {
   auto h = msg.header();
   auto gc = h.getBody().getGroupConfig();
+  if (cfg_.adopt_group_id && !group_id_adopted_) {
+    // A node daemon's group PS learns its cluster-wide id from its first configuration.
+    cfg_.group_id = gc.getGroupId();
+    group_id_adopted_ = true;
+    log::setThreadTag("group-" + std::to_string(cfg_.group_id));
+  }
   if (gc.getGroupId() != cfg_.group_id) {
     return refuse(from, invalidArgument("configuration for group " + std::to_string(gc.getGroupId()) +
                                         " sent to group " + std::to_string(cfg_.group_id)));

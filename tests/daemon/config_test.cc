@@ -302,7 +302,7 @@ TEST_CASE("daemon config: validate refuses batch 0 and oversized batches") {
   CHECK(validate(cfg).isOk());
 }
 
-TEST_CASE("daemon config: validate refuses a role other than all") {
+TEST_CASE("daemon config: validate refuses a role other than all, coordinator or node") {
   DaemonConfig cfg;
   cfg.role = "central";
   Status s = validate(cfg);

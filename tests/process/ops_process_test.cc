@@ -137,3 +137,36 @@ TEST_CASE("ops: SIGTERM checkpoints; a restart resumes at the same central versi
   CHECK(again->wait(30000ms) == std::optional<int>(0));
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("ops: multi-node roles: a coordinator daemon and a node daemon hosting the group PSes") {
+  const std::string dir = makeTempDir();
+  auto head = startDaemon(dir, "head.log", {"--role", "coordinator", "--mode", "grouped",
+                                            "--workers", "4", "--groups", "2", "--max-samples",
+                                            "20000", "--max-seconds", "60"});
+  const std::string ep = endpointOf(dir);
+  // Workers may come first: they are told to retry until a node offers the group PSes.
+  std::vector<std::unique_ptr<Process>> workers;
+  for (int i = 0; i < 4; ++i) {
+    workers.push_back(std::make_unique<Process>(
+        std::vector<std::string>{WORKER_PATH, "--coordinator", ep, "--device-ms", "3"},
+        dir + "/w" + std::to_string(i) + ".log"));
+  }
+  std::this_thread::sleep_for(500ms);
+  Process node({GROUPSGDD_PATH, "--role", "node", "--coordinator", ep, "--node-groups", "2",
+                "--mode", "grouped", "--workers", "4", "--groups", "2", "--heartbeat-ms", "250"},
+               dir + "/node.log");
+  REQUIRE(head->wait(90000ms) == std::optional<int>(0));
+  CHECK(node.wait(20000ms) == std::optional<int>(0));  // told to stop after the final flush
+  for (auto& w : workers) CHECK(w->wait(20000ms) == std::optional<int>(0));
+  json s = json::parse(readFile(dir + "/summary.json"));
+  INFO("summary: " << s.dump());
+  INFO("node: " << readFile(dir + "/node.log"));
+  CHECK(s["stop_reason"] == "sample budget spent");
+  REQUIRE(s["group_stats"].size() == 2);
+  for (const auto& g : s["group_stats"]) CHECK(g["steps"].get<int>() > 10);
+  bool offered = false;
+  for (const auto& e : s["events"]) offered |= e["kind"] == "node";
+  CHECK(offered);
+  CHECK(s["accounting_ok"].get<bool>());
+  std::filesystem::remove_all(dir);
+}

@@ -27,12 +27,16 @@ CoordinatorClient::CoordinatorClient(zmq::context_t& ctx, const std::string& end
     : rpc_(ctx, endpoint, limitsFor(job_id)), job_id_(job_id), timeout_(timeout) {}
 
 Result<Assignment> CoordinatorClient::registerAs(Role role, const std::string& name,
-                                                 std::uint64_t worker_id) {
+                                                 std::uint64_t worker_id,
+                                                 const std::vector<std::string>& endpoints) {
   OutMessage out(job_id_, 0);
   auto r = out.header().getBody().initRegister();
   r.setRole(role == Role::kTrainer     ? proto::Role::TRAINER
             : role == Role::kEvaluator ? proto::Role::EVALUATOR
+            : role == Role::kNode      ? proto::Role::NODE
                                        : proto::Role::TOOL);
+  auto eps = r.initEndpoints(static_cast<unsigned>(endpoints.size()));
+  for (unsigned i = 0; i < endpoints.size(); ++i) eps.set(i, endpoints[i]);
   r.setHost(hostName());
   r.setPid(static_cast<std::uint32_t>(::getpid()));
   r.setName(name);

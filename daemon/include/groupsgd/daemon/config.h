@@ -39,7 +39,9 @@ const char* modeName(Mode mode);
 
 struct DaemonConfig {
   std::uint64_t job_id = 1;
-  std::string role = "all";
+  std::string role = "all";                  // all | coordinator | node
+  std::string coordinator;                   // role node: the coordinator's endpoint
+  std::uint32_t node_groups = 1;             // role node: group PSes this node hosts
   Mode mode = Mode::kGrouped;
   std::uint32_t workers = 4;          // expected trainers: number of data shards (async: groups)
   std::uint32_t groups = 2;           // grouped mode: G

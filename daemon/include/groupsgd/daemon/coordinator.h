@@ -64,6 +64,9 @@ class Coordinator {
   void onLeave(const zmq::message_t& from, const InMessage& msg);
   void refuse(const zmq::message_t& from, const Status& why);
   Status configureGroup(std::uint32_t group, bool flush = false);
+  // Group PS slots exist (role coordinator: offered by node daemons as they register).
+  bool slotsReady() const { return groups_.size() >= cfg_.groupCount(); }
+  void onNodeRegister(const zmq::message_t& from, const InMessage& msg, WorkerRecord& rec);
   void sendAssignment(const zmq::message_t& to, const WorkerRecord& rec);
   void controlWindow();
   void applyRegroup(const ControlActions& act);

@@ -11,7 +11,7 @@
 
 namespace groupsgd::daemon {
 
-enum class WorkerRole { kTrainer, kEvaluator, kTool };
+enum class WorkerRole { kTrainer, kEvaluator, kTool, kNode };
 enum class WorkerState { kActive, kLeft, kDead };
 const char* workerRoleName(WorkerRole r);
 const char* workerStateName(WorkerState s);

@@ -33,6 +33,7 @@ struct GroupServerConfig {
   std::uint32_t exchange_timeout_ms = 10000;  // no answer from central: resynchronise
   double max_grad_norm = 1e4;          // L2 norm above which a gradient is refused
   CompressionSpec delta_compression;   // group -> central encoding (error feedback here)
+  bool adopt_group_id = false;  // node daemons: take the id from the first GroupConfig
   MessageLimits limits;
 };
 
@@ -97,6 +98,7 @@ class GroupServer {
   std::string endpoint_;
   GroupServerConfig cfg_;
   std::uint64_t epoch_ = 0;
+  bool group_id_adopted_ = false;
 
   StepBarrier barrier_;
   struct Waiting {

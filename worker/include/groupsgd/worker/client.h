@@ -19,7 +19,7 @@
 
 namespace groupsgd::worker {
 
-enum class Role { kTrainer, kEvaluator, kTool };
+enum class Role { kTrainer, kEvaluator, kTool, kNode };
 
 struct Assignment {
   std::uint64_t worker_id = 0;
@@ -61,7 +61,8 @@ class CoordinatorClient {
                     std::chrono::milliseconds timeout = std::chrono::milliseconds(5000));
   // worker_id 0 registers a new worker; a known id fetches that worker's current
   // assignment (after a regroup moved it).
-  Result<Assignment> registerAs(Role role, const std::string& name, std::uint64_t worker_id = 0);
+  Result<Assignment> registerAs(Role role, const std::string& name, std::uint64_t worker_id = 0,
+                                const std::vector<std::string>& endpoints = {});
   Result<HeartbeatAnswer> heartbeat(const Assignment& a, const HeartbeatStats& stats);
   Status leave(const Assignment& a, std::uint64_t samples_trained, std::uint64_t steps);
 
