@@ -79,7 +79,8 @@ void CentralServer::run(const std::atomic<bool>& stop) {
       refuse(routed->routing_id, internalError(std::string("request failed: ") + e.what()));
     }
   }
-  pollCheckpoint(true);
+  pollCheckpoint(true);  // a periodic write may still be running: finish it...
+  pollCheckpoint(true);  // ...then write the final version if it is newer
   GSGD_INFO("central PS stopped at version " << store_.version());
 }
 

@@ -350,8 +350,13 @@ Status validate(const DaemonConfig& c) {
   }
   if (c.step_deadline_ms == 0) return invalidArgument("step_deadline_ms must be > 0");
   if (c.target_acc < 0 || c.target_acc > 1) return invalidArgument("target_acc must be in [0, 1]");
-  if (!c.metrics_listen.empty() && c.metrics_listen.rfind(':') == std::string::npos) {
-    return invalidArgument("metrics_listen must be HOST:PORT");
+  if (!c.metrics_listen.empty()) {
+    const auto colon = c.metrics_listen.rfind(':');
+    const std::string port = colon == std::string::npos ? "" : c.metrics_listen.substr(colon + 1);
+    if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos ||
+        std::stoul(port) > 65535) {
+      return invalidArgument("metrics_listen must be HOST:PORT with a port 0-65535");
+    }
   }
   if (c.checkpoint_keep == 0) return invalidArgument("checkpoint_keep must be at least 1");
   return Status::ok();
@@ -380,6 +385,13 @@ json toJson(const DaemonConfig& c) {
                 {"max", c.staleness.max_staleness},
                 {"grace", c.staleness.grace}}},
               {"step_deadline_ms", c.step_deadline_ms},
+              {"target_acc", c.target_acc},
+              {"max_seconds", c.max_seconds},
+              {"max_samples", c.max_samples},
+              {"progress_ms", c.progress_ms},
+              {"log_level", c.log_level},
+              {"heartbeat_ms", c.heartbeat_ms},
+              {"heartbeat_misses", c.heartbeat_misses},
               {"compress_gradients", c.compress_gradients},
               {"compress_deltas", c.compress_deltas},
               {"adaptive",

@@ -256,7 +256,7 @@ void Coordinator::sendAssignment(const zmq::message_t& to, const WorkerRecord& r
   a.setGroupEndpoint(rec.group < topo_.group_endpoints.size() ? topo_.group_endpoints[rec.group] : "");
   a.setCentralEndpoint(topo_.central_endpoint);
   a.setBatchSize(rec.batch_size);
-  a.setExchangePeriod(cfg_.exchangePeriod());
+  a.setExchangePeriod(rec.group < periods_.size() ? periods_[rec.group] : cfg_.exchangePeriod());
   a.setShardIndex(rec.shard);
   a.setShardCount(cfg_.workers);
   a.setModel(kernels::modelKindName(cfg_.model));

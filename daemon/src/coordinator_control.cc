@@ -333,6 +333,10 @@ void Coordinator::updateMetrics() {
     metrics_->gauge("staleness_mean", "mean staleness of merged deltas").set(s.getMeanStaleness());
     metrics_->gauge("staleness_max", "largest staleness of a merged delta").set(static_cast<double>(s.getMaxStaleness()));
     metrics_->gauge("checkpoint_last_version", "newest durable checkpoint").set(static_cast<double>(s.getCheckpointVersion()));
+    if (s.getCheckpointVersion() > 0 &&
+        (!last_checkpoint_ || (*last_checkpoint_)["version"] != s.getCheckpointVersion())) {
+      last_checkpoint_ = ojson{{"version", s.getCheckpointVersion()}};  // periodic ones too
+    }
     counterTo("checkpoint_failures_total", "checkpoint writes that failed", static_cast<double>(s.getCheckpointFailures()));
   }
   (void)sdNotifyStatus("mode " + std::string(modeName(cfg_.mode)) + ", " +

@@ -11,7 +11,8 @@ namespace {
 const char* kUsage = R"(usage: groupsgd-sim [options]
   --workers N        simulated workers (default 8)
   --windows W        control windows to simulate (default 120)
-  --scenario S       steady | straggler | link | recover | drift | lognormal (default straggler)
+  --scenario S       steady | straggler | link | recover | drift | lognormal | alternate
+                     (default straggler)
   --slowdown F       straggler slowdown (default 4)
   --link-ms L        link scenario: extra ms per step (default 40)
   --stragglers K     workers the scenario affects (default 1)

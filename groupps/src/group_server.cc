@@ -393,7 +393,9 @@ void GroupServer::requestModel() {
 
 void GroupServer::maybeExchange(bool force) {
   if (!have_model_ || in_flight_ != CentralRequest::kNone) return;
-  if (counters_.samples_pending == 0) {
+  const bool residual_left =
+      force && compressor_ && kernels::sumSquares(compressor_->residual()) > 0;
+  if (counters_.samples_pending == 0 && !residual_left) {
     // Nothing to hand over; a forced exchange (regroup, flush) still resynchronises the
     // replica with the newest central model, so a group never starts from a stale base.
     if (force) requestModel();
