@@ -158,7 +158,10 @@ void CentralServer::refuse(const zmq::message_t& from, const Status& why) {
 
 Payload CentralServer::currentModel() {
   if (cached_version_ != store_.version()) {
-    cached_ = store_.snapshot();
+    cached_.reset();  // its buffer may be reused at once if no reply holds it
+    auto buf = snapshot_pool_.acquire(store_.paramCount());
+    store_.snapshotInto(*buf);
+    cached_ = std::move(buf);
     cached_version_ = store_.version();
   }
   return cached_;

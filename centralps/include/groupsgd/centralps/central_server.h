@@ -90,6 +90,7 @@ class CentralServer {
   CentralCounters counters_;
   std::vector<float> delta_;  // receive buffer, reused
   Payload cached_;            // snapshot of the current version (made once per version)
+  PayloadPool snapshot_pool_; // snapshot buffers, reused once no reply holds them
   std::uint64_t cached_version_ = ~0ull;
   double mean_samples_ = 0;   // running mean of samples per delta (sample weighting)
   struct CheckpointJob {
