@@ -12,7 +12,7 @@ packages=(
 )
 if [[ "${1:-}" == "--extra" ]]; then
   # Tools for benchmarks, plots, linting and fuzzing (not needed to build or test).
-  packages+=(gnuplot-nox shellcheck iperf3 clang libclang-rt-14-dev)
+  packages+=(gnuplot-nox python3 shellcheck iperf3 clang libclang-rt-14-dev)
 fi
 
 missing=()

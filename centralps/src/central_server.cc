@@ -14,9 +14,14 @@ namespace groupsgd::centralps {
 Result<std::unique_ptr<CentralServer>> CentralServer::create(zmq::context_t& ctx,
                                                              CentralConfig cfg,
                                                              const std::string& bind_endpoint) {
-  auto model = kernels::makeModel(cfg.model);
-  std::vector<float> initial(model->paramCount());
-  model->init(initial, cfg.seed);
+  std::vector<float> initial;
+  if (cfg.param_count != 0) {
+    initial.assign(cfg.param_count, 0.0f);
+  } else {
+    auto model = kernels::makeModel(cfg.model);
+    initial.resize(model->paramCount());
+    model->init(initial, cfg.seed);
+  }
   std::optional<LoadedCheckpoint> resume;
   if (!cfg.checkpoint_dir.empty()) {
     std::error_code ec;
@@ -154,7 +159,10 @@ void CentralServer::refuse(const zmq::message_t& from, const Status& why) {
 
 Payload CentralServer::currentModel() {
   if (cached_version_ != store_.version()) {
-    cached_ = store_.snapshot();
+    cached_.reset();  // its buffer may be reused at once if no reply holds it
+    auto buf = snapshot_pool_.acquire(store_.paramCount());
+    store_.snapshotInto(*buf);
+    cached_ = std::move(buf);
     cached_version_ = store_.version();
   }
   return cached_;

@@ -41,6 +41,12 @@ Status CentralStore::applyDelta(std::span<const float> delta, float weight) {
   return Status::ok();
 }
 
+void CentralStore::snapshotInto(std::span<float> out) const {
+  for (const auto& s : shards_) {
+    std::memcpy(out.data() + s.offset, s.params.data(), s.params.size() * sizeof(float));
+  }
+}
+
 Payload CentralStore::snapshot() const {
   auto out = std::make_shared<std::vector<float>>(count_);
   for (const auto& s : shards_) {

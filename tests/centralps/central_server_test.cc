@@ -121,6 +121,31 @@ TEST_CASE("central server: Fetch returns version 0 and the initial model of para
   CHECK(bitIdentical(c.model(*reply), init));
 }
 
+TEST_CASE("central server: param_count serves a zero model of that size and merges into it") {
+  auto cfg = softmaxConfig();
+  cfg.param_count = 1000003;  // not a model size; over one 4 MiB chunk, so two frames
+  Central c(cfg);
+  CHECK(c.params == 1000003);
+  auto reply = c.fetch();
+  REQUIRE(reply.isOk());
+  CHECK(reply->header().getModelVersion() == 0);
+  REQUIRE(reply->tensorCount() == 1);
+  CHECK(reply->tensorElements(0) == 1000003);
+  CHECK(bitIdentical(c.model(*reply), std::vector<float>(1000003, 0.0f)));
+
+  const auto delta = smallDelta(c.params, 7);
+  auto applied = c.push(/*group=*/0, /*base=*/0, /*samples=*/32, delta);
+  REQUIRE(applied.isOk());
+  CHECK(applied->header().getBody().getModelReply().getApplied());
+  CHECK(applied->header().getModelVersion() == 1);
+  CHECK(bitIdentical(c.model(*applied), delta));  // 0 + 1 * delta
+
+  // A delta of the model's old size is refused: the size is param_count, not the model's.
+  auto wrong = c.push(0, 1, 32, smallDelta(7850, 8));
+  CHECK_FALSE(wrong.isOk());
+  CHECK(wrong.status().code() == Code::kInvalidArgument);
+}
+
 TEST_CASE("central server: a fresh delta is applied and the reply carries init + delta") {
   Central c(softmaxConfig());
   const auto init = initialModel(c.cfg);

@@ -118,6 +118,19 @@ TEST_CASE("central store: 3 shards give bit-identical results to 1 shard") {
   }
 }
 
+TEST_CASE("central store: snapshotInto fills a reused buffer with what snapshot returns") {
+  std::mt19937 rng(99);
+  const auto init = randomVector(1001, rng);
+  CentralStore store(init, {OptimizerKind::kSgd, 1.0f, 0.0f, 0.0f}, 3);
+  std::vector<float> buf(1001, -7.0f);
+  store.snapshotInto(buf);
+  CHECK(bitIdentical(buf, init));
+  REQUIRE(store.applyDelta(randomVector(1001, rng, 0.5f), 1.0f).isOk());
+  store.snapshotInto(buf);  // the same buffer, overwritten on every shard's range
+  CHECK(bitIdentical(buf, *store.snapshot()));
+  CHECK_FALSE(bitIdentical(buf, init));
+}
+
 TEST_CASE("central store: more shards than parameters are clamped, still correct") {
   CentralStore store({1.0f, 2.0f}, plainSgd(), 3);
   CHECK(store.shardCount() <= 2);

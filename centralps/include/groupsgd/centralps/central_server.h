@@ -25,6 +25,9 @@ namespace groupsgd::centralps {
 struct CentralConfig {
   kernels::ModelKind model = kernels::ModelKind::kMlp;
   std::uint64_t seed = 1;                  // model initialisation
+  // Non-zero: serve a zero-initialised vector of this many parameters instead of `model`
+  // (benchmarks and tests of arbitrary model sizes; no model code is involved).
+  std::size_t param_count = 0;
   StalenessConfig staleness;               // f(tau) and the bound
   kernels::OptimizerConfig outer{kernels::OptimizerKind::kSgd, 1.0f, 0.0f, 0.0f};
   std::size_t shards = 1;                  // key-range shards of the store
@@ -87,6 +90,7 @@ class CentralServer {
   CentralCounters counters_;
   std::vector<float> delta_;  // receive buffer, reused
   Payload cached_;            // snapshot of the current version (made once per version)
+  PayloadPool snapshot_pool_; // snapshot buffers, reused once no reply holds them
   std::uint64_t cached_version_ = ~0ull;
   double mean_samples_ = 0;   // running mean of samples per delta (sample weighting)
   struct CheckpointJob {

@@ -37,6 +37,8 @@ class CentralStore {
   Status applyDelta(std::span<const float> delta, float weight);
   // Copy of the current parameters, immutable so it can be sent without copying again.
   Payload snapshot() const;
+  // The same into a caller's buffer of paramCount() floats (reused between versions).
+  void snapshotInto(std::span<float> out) const;
   // Restores a model (checkpoint resume).
   Status restore(std::span<const float> params, std::uint64_t version);
 

@@ -1,0 +1,174 @@
+// Helpers shared by the benchmark programs: timing and percentiles, a tiny flag reader,
+// and driving a group PS as the coordinator would (GroupConfig) and as a worker would
+// (pull until the group has its model). Benchmarks print one JSON object per line.
+// Thread rule: every function is reentrant; a zmq context or client passed in belongs to
+// the calling thread as usual.
+#pragma once
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <malloc.h>
+#include <pthread.h>
+
+#include <atomic>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "groupsgd/common/transport.h"
+#include "groupsgd/worker/client.h"
+
+namespace groupsgd::bench {
+
+using Clock = std::chrono::steady_clock;
+using nlohmann::json;
+
+inline double secondsSince(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// p in [0, 1], nearest rank on a sorted copy; 0 for an empty sample.
+inline double percentile(std::vector<double> v, double p) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const auto rank = static_cast<std::size_t>(p * static_cast<double>(v.size() - 1) + 0.5);
+  return v[std::min(rank, v.size() - 1)];
+}
+
+inline void emit(const json& j) {
+  std::printf("%s\n", j.dump().c_str());
+  std::fflush(stdout);
+}
+
+// glibc keeps large blocks in the process instead of returning them to the kernel after
+// every free: blocks up to 32 MiB (a 4 MiB ZeroMQ receive frame) come from the heap, and a
+// free heap top is kept up to 1 GiB (trim) with 256 MiB of slack (top pad, which also keeps
+// per-thread heaps from being unmapped). Without it, each large message lands in fresh pages
+// and pays one page fault per 4 KiB. Call before any thread starts. False if refused.
+inline bool tuneMalloc() {
+  return mallopt(M_MMAP_THRESHOLD, 32 << 20) == 1 && mallopt(M_TRIM_THRESHOLD, 1 << 30) == 1 &&
+         mallopt(M_TOP_PAD, 256 << 20) == 1;
+}
+
+// Runs server->run(stop) on a thread named `name` (so perf and top tell the roles apart)
+// until destroyed. Like tests/support/ServerThread, plus the name.
+template <typename Server>
+class ServerThread {
+ public:
+  ServerThread(std::unique_ptr<Server> server, const char* name) : server_(std::move(server)) {
+    thread_ = std::thread([this] { server_->run(stop_); });
+    pthread_setname_np(thread_.native_handle(), name);
+  }
+  ~ServerThread() {
+    stop_.store(true);
+    thread_.join();
+  }
+  Server* operator->() { return server_.get(); }
+
+ private:
+  std::unique_ptr<Server> server_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+// argv reader: flag(name) for "--name", value(name) for "--name V"; unknown flags are an error.
+class Args {
+ public:
+  Args(int argc, char** argv) : args_(argv + 1, argv + argc), used_(args_.size(), false) {}
+  bool flag(const char* name) {
+    for (std::size_t i = 0; i < args_.size(); ++i) {
+      if (args_[i] == name) return used_[i] = true;
+    }
+    return false;
+  }
+  std::string value(const char* name, std::string fallback) {
+    for (std::size_t i = 0; i + 1 < args_.size(); ++i) {
+      if (args_[i] == name) {
+        used_[i] = used_[i + 1] = true;
+        return args_[i + 1];
+      }
+    }
+    return fallback;
+  }
+  // Names the first argument no flag() / value() call claimed; empty if all were used.
+  std::string unused() const {
+    for (std::size_t i = 0; i < args_.size(); ++i) {
+      if (!used_[i]) return args_[i];
+    }
+    return "";
+  }
+
+ private:
+  std::vector<std::string> args_;
+  std::vector<bool> used_;
+};
+
+// "1,16,64" -> {1, 16, 64}
+inline std::vector<std::size_t> parseList(const std::string& text) {
+  std::vector<std::size_t> out;
+  std::size_t pos = 0;
+  while (pos < text.size()) {
+    const std::size_t comma = std::min(text.find(',', pos), text.size());
+    out.push_back(std::strtoull(text.substr(pos, comma - pos).c_str(), nullptr, 10));
+    pos = comma + 1;
+  }
+  return out;
+}
+
+// Sends group 0 a GroupConfig listing workers 1..members (batch 32, this epoch), as the
+// coordinator does; K and the step deadline as given.
+inline Status configureGroup(zmq::context_t& ctx, const std::string& group_endpoint,
+                             std::uint32_t members, std::uint64_t epoch, std::uint32_t k,
+                             std::uint32_t deadline_ms) {
+  RpcClient rpc(ctx, group_endpoint, MessageLimits{});
+  OutMessage out(1, 0);
+  out.header().setEpoch(epoch);
+  auto gc = out.header().getBody().initGroupConfig();
+  gc.setGroupId(0);
+  gc.setExchangePeriod(k);
+  gc.setStepDeadlineMs(deadline_ms);
+  auto list = gc.initMembers(members);
+  for (std::uint32_t i = 0; i < members; ++i) {
+    list[i].setWorkerId(i + 1);
+    list[i].setBatchSize(32);
+    list[i].setEpoch(epoch);
+  }
+  auto reply = rpc.call(std::move(out), std::chrono::milliseconds(10000));
+  return reply ? Status::ok() : reply.status();
+}
+
+inline worker::Assignment memberAssignment(std::uint64_t worker_id, std::uint64_t epoch,
+                                           const std::string& group_endpoint,
+                                           std::size_t params) {
+  worker::Assignment a;
+  a.worker_id = worker_id;
+  a.epoch = epoch;
+  a.group_endpoint = group_endpoint;
+  a.param_count = params;
+  a.batch_size = 32;
+  return a;
+}
+
+// Pulls until the group PS has fetched its first model from the central PS (it answers
+// "unavailable" until then), for at most ~20 s (a large model takes a while).
+inline Result<worker::StepAnswer> pullWhenReady(worker::GroupClient& client,
+                                                std::span<float> params) {
+  Result<worker::StepAnswer> r = unavailable("not tried");
+  for (int i = 0; i < 1000; ++i) {
+    r = client.pull(params);
+    if (r.isOk() || r.status().code() != Code::kUnavailable) return r;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return r;
+}
+
+}  // namespace groupsgd::bench

@@ -1,0 +1,431 @@
+// groupsgd-bench-dataplane: data-plane throughput against raw TCP on loopback, in one run.
+//
+// For each tensor size (1, 16, 64 and 256 MiB; 256 only without --quick), a central PS and
+// a group PS run on threads of this process (tcp://127.0.0.1:*, one zmq context with two
+// I/O threads as in groupsgdd), the group has one member, and a worker::GroupClient (own
+// context, one I/O thread, as in groupsgd-worker) pushes gradients. A push is answered when
+// its step closes, with the updated replica, so one round trip moves 2 x size bytes:
+//   groupsgd_gbps   push round trips with K = "never exchange" (pure worker <-> group path)
+//   k1_gbps         the same with K = 1: every step also ships a delta to the central PS
+//                   and rebases on its answer, on the group PS thread
+//   exchange_gbps   DeltaPush -> ModelReply round trips straight to the central PS (the
+//                   group -> central exchange by itself)
+//   tcp_gbps        the same bytes over a plain TCP socket pair on 127.0.0.1, echoed back
+//                   by a thread that first reads the whole message (store and forward)
+// GB/s = 1e9 bytes/s, computed from the median round trip. ratio = groupsgd / tcp.
+// Then: the full-step latency of a 1 MiB model with 8 members pushing in lockstep (8
+// GroupClients on threads, K = 1): per step, first push sent to last reply received.
+//
+// Flags: --quick, --sizes 1,16,64 (MiB), --seconds S per measurement, --only
+// tcp,push,k1,exchange (a subset, e.g. to profile one path), --no-latency, --tune-malloc
+// (glibc keeps freed large blocks: what groupsgdd and groupsgd-worker would do with the
+// proposed allocator settings; see docs/benchmarks.md).
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <barrier>
+#include <functional>
+#include <memory>
+
+#include "bench_util.h"
+#include "groupsgd/centralps/central_server.h"
+#include "groupsgd/common/log.h"
+#include "groupsgd/groupps/group_server.h"
+
+using namespace groupsgd;
+using namespace groupsgd::bench;
+
+namespace {
+
+constexpr double kTargetRatio = 0.8;
+constexpr std::uint32_t kNeverExchange = ~0u;
+constexpr auto kTimeout = std::chrono::milliseconds(120000);
+
+struct Timing {
+  std::vector<double> seconds;  // one per round trip
+  double gbps(std::uint64_t bytes_per_trip) const {
+    const double median = percentile(seconds, 0.5);
+    return median > 0 ? static_cast<double>(bytes_per_trip) / median / 1e9 : 0.0;
+  }
+};
+
+// Times round trips of several kinds in alternation (one trip of each per round), so a
+// busy machine slows them alike; every kind first runs twice untimed (buffers, page
+// faults, connections). Stops after min_rounds rounds and min_seconds, or at a failure
+// (that kind's timing is then cleared).
+std::vector<Timing> timeInterleaved(const std::vector<std::function<bool()>>& trips,
+                                    int min_rounds, double min_seconds) {
+  std::vector<Timing> out(trips.size());
+  std::vector<bool> alive(trips.size(), true);
+  for (std::size_t k = 0; k < trips.size(); ++k) {
+    for (int i = 0; i < 2 && alive[k]; ++i) alive[k] = trips[k]();
+  }
+  const auto start = Clock::now();
+  for (int round = 0; round < min_rounds || secondsSince(start) < min_seconds; ++round) {
+    for (std::size_t k = 0; k < trips.size(); ++k) {
+      if (!alive[k]) continue;
+      const auto t0 = Clock::now();
+      alive[k] = trips[k]();
+      out[k].seconds.push_back(secondsSince(t0));
+    }
+    if (std::none_of(alive.begin(), alive.end(), [](bool a) { return a; })) break;
+  }
+  for (std::size_t k = 0; k < trips.size(); ++k) {
+    if (!alive[k]) out[k].seconds.clear();
+  }
+  return out;
+}
+
+// ---- plain TCP baseline ---------------------------------------------------------------
+
+bool writeAll(int fd, const char* p, std::size_t n) {
+  while (n > 0) {
+    const ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL);
+    if (w <= 0) return false;
+    p += w;
+    n -= static_cast<std::size_t>(w);
+  }
+  return true;
+}
+
+bool readAll(int fd, char* p, std::size_t n) {
+  while (n > 0) {
+    const ssize_t r = ::recv(fd, p, n, 0);
+    if (r <= 0) return false;
+    p += r;
+    n -= static_cast<std::size_t>(r);
+  }
+  return true;
+}
+
+// A connected socket pair on 127.0.0.1 with a thread that reads `bytes` and sends them
+// back, until the client side closes.
+class TcpEcho {
+ public:
+  explicit TcpEcho(std::size_t bytes) : bytes_(bytes) {
+    const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    if (listener < 0 || ::bind(listener, reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
+        ::listen(listener, 1) != 0 ||
+        ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      return;
+    }
+    client_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    if (client_ < 0 || ::connect(client_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+      return;
+    }
+    const int server = ::accept(listener, nullptr, nullptr);
+    ::close(listener);
+    if (server < 0) return;
+    echo_ = std::thread([this, server] {
+      std::vector<char> buf(bytes_, 1);
+      while (readAll(server, buf.data(), bytes_) && writeAll(server, buf.data(), bytes_)) {
+      }
+      ::close(server);
+    });
+    out_.assign(bytes_, 2);
+    in_.assign(bytes_, 0);
+  }
+  ~TcpEcho() {
+    if (client_ >= 0) ::shutdown(client_, SHUT_RDWR);
+    if (echo_.joinable()) echo_.join();
+    if (client_ >= 0) ::close(client_);
+  }
+  bool ok() const { return echo_.joinable(); }
+  bool roundTrip() {
+    return writeAll(client_, out_.data(), bytes_) && readAll(client_, in_.data(), bytes_);
+  }
+
+ private:
+  std::size_t bytes_;
+  int client_ = -1;
+  std::thread echo_;
+  std::vector<char> out_, in_;
+};
+
+// ---- groupsgd ---------------------------------------------------------------------------
+
+// A central PS serving `params` zero-initialised parameters and one group PS (group 0)
+// on threads, both on 127.0.0.1 in one context with two I/O threads (as in groupsgdd).
+struct Servers {
+  zmq::context_t ctx{2};
+  std::unique_ptr<ServerThread<centralps::CentralServer>> central;
+  std::unique_ptr<ServerThread<groupps::GroupServer>> group;
+  std::string central_ep, group_ep;
+
+  Status start(std::size_t params) {
+    centralps::CentralConfig ccfg;
+    ccfg.param_count = params;
+    ccfg.max_delta_norm = 1e30;
+    ccfg.staleness.max_staleness = 1u << 30;  // the exchange trips move the version on
+    auto c = centralps::CentralServer::create(ctx, ccfg, "tcp://127.0.0.1:*");
+    if (!c) return c.status();
+    central_ep = (*c)->endpoint();
+    groupps::GroupServerConfig gcfg;
+    gcfg.central_endpoint = central_ep;
+    gcfg.max_grad_norm = 1e30;
+    gcfg.step_deadline_ms = 120000;
+    gcfg.exchange_timeout_ms = 120000;
+    central = std::make_unique<ServerThread<centralps::CentralServer>>(std::move(*c), "central");
+    auto g = groupps::GroupServer::create(ctx, gcfg, params, "tcp://127.0.0.1:*");
+    if (!g) return g.status();
+    group_ep = (*g)->endpoint();
+    group = std::make_unique<ServerThread<groupps::GroupServer>>(std::move(*g), "group");
+    return Status::ok();
+  }
+  ~Servers() {
+    group.reset();
+    central.reset();
+  }
+};
+
+// One member pushing gradients through the group PS (GroupConfig with K as given first).
+class PushTrips {
+ public:
+  PushTrips(Servers& s, std::size_t params, std::uint32_t k, std::uint64_t epoch)
+      : client_(ctx_, memberAssignment(1, epoch, s.group_ep, params), 1, kTimeout),
+        replica_(params),
+        grad_(params, 1e-6f) {
+    Status st = configureGroup(s.ctx, s.group_ep, 1, epoch, k, 120000);
+    auto pulled = st ? pullWhenReady(client_, replica_) : Result<worker::StepAnswer>(st);
+    if (!pulled) {
+      std::fprintf(stderr, "dataplane: cannot start pushing: %s\n",
+                   pulled.status().toString().c_str());
+      return;
+    }
+    step_ = pulled->step;
+    ready_ = true;
+  }
+  bool trip() {
+    if (!ready_) return false;
+    auto r = client_.push(step_, grad_, 32, 0.0f, 0.0f, replica_);
+    if (!r || !r->accepted) {
+      std::fprintf(stderr, "dataplane: push failed: %s\n",
+                   r ? r->reason.c_str() : r.status().toString().c_str());
+      return false;
+    }
+    step_ = r->step;
+    return true;
+  }
+
+ private:
+  zmq::context_t ctx_{1};  // as in groupsgd-worker
+  worker::GroupClient client_;
+  std::vector<float> replica_, grad_;
+  std::uint64_t step_ = 0;
+  bool ready_ = false;
+};
+
+// DeltaPush -> ModelReply straight to the central PS, as a group PS sends them (the group
+// id is one no group PS uses).
+class ExchangeTrips {
+ public:
+  ExchangeTrips(Servers& s, std::size_t params)
+      : rpc_(ctx_, s.central_ep, MessageLimits{}),
+        delta_(std::make_shared<const std::vector<float>>(params, 1e-7f)),
+        model_(params) {}
+  bool trip() {
+    OutMessage out(1, kGroup);
+    out.header().setModelVersion(version_);
+    auto d = out.header().getBody().initDeltaPush();
+    d.setGroupId(kGroup);
+    d.setSamples(32);
+    d.setSteps(1);
+    out.addTensor(delta_);
+    auto r = rpc_.call(std::move(out), kTimeout);
+    if (!r || !r->header().getBody().getModelReply().getApplied() || !r->readTensor(0, model_)) {
+      std::fprintf(stderr, "dataplane: exchange failed\n");
+      return false;
+    }
+    version_ = r->header().getModelVersion();
+    return true;
+  }
+
+ private:
+  static constexpr std::uint32_t kGroup = 7;
+  zmq::context_t ctx_{1};
+  RpcClient rpc_;
+  Payload delta_;
+  std::vector<float> model_;
+  std::uint64_t version_ = 0;  // tau stays 0 while nobody else exchanges
+};
+
+// Which measurements run (--only tcp,push,k1,exchange; all by default).
+struct Selection {
+  bool tcp = true, push = true, k1 = true, exchange = true;
+  static Selection parse(const std::string& text) {
+    if (text.empty()) return {};
+    const std::string list = "," + text + ",";
+    auto has = [&](const char* name) {
+      return list.find(std::string(",") + name + ",") != std::string::npos;
+    };
+    return {has("tcp"), has("push"), has("k1"), has("exchange")};
+  }
+};
+
+json measureSize(std::size_t mib, const Selection& only, int min_trips, double min_seconds) {
+  const std::size_t bytes = mib << 20;
+  const std::size_t params = bytes / sizeof(float);
+  const std::uint64_t trip_bytes = 2 * bytes;
+  json row = {{"size_mib", mib}};
+
+  Servers s;
+  if (Status st = s.start(params); !st) {
+    std::fprintf(stderr, "dataplane: cannot start servers: %s\n", st.toString().c_str());
+    return row;
+  }
+  // tcp, push (K never) and the central exchange alternate; then K = 1 on its own, since
+  // its exchanges run on after each reply and would overlap whatever is timed next.
+  Timing tcp, push, k1, exch;
+  {
+    TcpEcho echo(bytes);
+    PushTrips pusher(s, params, kNeverExchange, 1);
+    ExchangeTrips exchanger(s, params);
+    std::vector<std::function<bool()>> trips;
+    std::vector<Timing*> into;
+    auto add = [&](bool on, std::function<bool()> fn, Timing* t) {
+      if (!on) return;
+      trips.push_back(std::move(fn));
+      into.push_back(t);
+    };
+    add(only.tcp && echo.ok(), [&] { return echo.roundTrip(); }, &tcp);
+    add(only.push, [&] { return pusher.trip(); }, &push);
+    add(only.exchange, [&] { return exchanger.trip(); }, &exch);
+    auto timed = timeInterleaved(trips, min_trips, min_seconds * static_cast<double>(trips.size()));
+    for (std::size_t i = 0; i < timed.size(); ++i) *into[i] = std::move(timed[i]);
+  }
+  if (only.k1) {
+    PushTrips pusher(s, params, 1, 2);
+    k1 = std::move(timeInterleaved({[&] { return pusher.trip(); }}, min_trips, min_seconds)[0]);
+  }
+
+  const std::pair<const char*, const Timing*> all[] = {{"tcp_round_trip", &tcp},
+                                                       {"push_round_trip", &push},
+                                                       {"push_round_trip_k1", &k1},
+                                                       {"central_exchange", &exch}};
+  for (const auto& [name, t] : all) {
+    if (t->seconds.empty()) continue;
+    emit({{"bench", "dataplane"}, {"what", name}, {"size_mib", mib},
+          {"bytes_per_trip", trip_bytes}, {"trips", t->seconds.size()},
+          {"p50_ms", percentile(t->seconds, 0.5) * 1e3},
+          {"p90_ms", percentile(t->seconds, 0.9) * 1e3},
+          {"gbps", t->gbps(trip_bytes)}});
+  }
+  row["groupsgd_gbps"] = push.gbps(trip_bytes);
+  row["tcp_gbps"] = tcp.gbps(trip_bytes);
+  row["ratio"] = row["tcp_gbps"].get<double>() > 0
+                     ? row["groupsgd_gbps"].get<double>() / row["tcp_gbps"].get<double>()
+                     : 0.0;
+  row["k1_gbps"] = k1.gbps(trip_bytes);
+  row["exchange_gbps"] = exch.gbps(trip_bytes);
+  return row;
+}
+
+// 8 members of one group (K = 1) push a 1 MiB gradient in lockstep; per step, the time
+// from the first push sent to the last reply received.
+json measureStepLatency(std::uint32_t members, int steps) {
+  const std::size_t params = (1u << 20) / sizeof(float);
+  Servers s;
+  if (!s.start(params) || !configureGroup(s.ctx, s.group_ep, members, 1, 1, 120000)) return {};
+  std::vector<std::vector<Clock::time_point>> sent(members), done(members);
+  std::atomic<bool> failed{false};
+  std::barrier pulled(members);  // nobody pushes before every member is active
+  std::vector<std::thread> threads;
+  for (std::uint32_t m = 0; m < members; ++m) {
+    threads.emplace_back([&, m] {
+      zmq::context_t ctx(1);  // as a separate worker process would have
+      worker::GroupClient client(ctx, memberAssignment(m + 1, 1, s.group_ep, params), 1, kTimeout);
+      std::vector<float> replica(params), grad(params, 1e-6f);
+      auto r = pullWhenReady(client, replica);
+      if (!r) failed = true;
+      pulled.arrive_and_wait();
+      std::uint64_t step = r ? r->step : 0;
+      for (int i = 0; i < steps && !failed; ++i) {
+        sent[m].push_back(Clock::now());
+        auto a = client.push(step, grad, 32, 0.0f, 0.0f, replica);
+        done[m].push_back(Clock::now());
+        if (!a || !a->accepted) {
+          failed = true;
+          break;
+        }
+        step = a->step;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  if (failed) return {};
+  std::vector<double> ms;
+  const int skip = std::min(5, steps / 10);  // warm-up steps
+  for (int i = skip; i < steps; ++i) {
+    Clock::time_point first = sent[0][i], last = done[0][i];
+    for (std::uint32_t m = 1; m < members; ++m) {
+      first = std::min(first, sent[m][i]);
+      last = std::max(last, done[m][i]);
+    }
+    ms.push_back(std::chrono::duration<double, std::milli>(last - first).count());
+  }
+  const double total_s =
+      std::chrono::duration<double>(done[0].back() - sent[0][static_cast<std::size_t>(skip)]).count();
+  json j = {{"bench", "dataplane"}, {"what", "step_latency"}, {"model_mib", 1},
+            {"members", members}, {"steps", ms.size()},
+            {"p50_ms", percentile(ms, 0.5)}, {"p90_ms", percentile(ms, 0.9)},
+            {"p99_ms", percentile(ms, 0.99)}, {"max_ms", percentile(ms, 1.0)},
+            {"steps_per_s", static_cast<double>(ms.size()) / total_s}};
+  emit(j);
+  return j;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args args(argc, argv);
+  const bool quick = args.flag("--quick");
+  const auto sizes = parseList(args.value("--sizes", quick ? "1,16,64" : "1,16,64,256"));
+  const double seconds = std::atof(args.value("--seconds", quick ? "0.5" : "3").c_str());
+  const bool latency = !args.flag("--no-latency");
+  const Selection only = Selection::parse(args.value("--only", ""));
+  const bool tune_malloc = args.flag("--tune-malloc");
+  if (!args.unused().empty()) {
+    std::fprintf(stderr,
+                 "usage: groupsgd-bench-dataplane [--quick] [--sizes 1,16,64,256] "
+                 "[--seconds S] [--only tcp,push,k1,exchange] [--no-latency] [--tune-malloc]\n");
+    return 2;
+  }
+  log::setLevel(log::Level::kError);
+  if (tune_malloc && !tuneMalloc()) {
+    std::fprintf(stderr, "dataplane: mallopt refused the settings\n");
+    return 1;
+  }
+
+  json summary = {{"bench", "dataplane"}, {"quick", quick}, {"malloc_tuned", tune_malloc},
+                  {"target_ratio", kTargetRatio}};
+  json rows = json::array();
+  bool ok = true;
+  bool target_met = true;
+  for (std::size_t mib : sizes) {
+    json row = measureSize(mib, only, quick ? 3 : 5, seconds);
+    ok = ok && row.contains("ratio") && (!only.push || row["groupsgd_gbps"].get<double>() > 0) &&
+         (!only.tcp || row["tcp_gbps"].get<double>() > 0);
+    if (row.contains("ratio") && mib >= 64) {
+      target_met = target_met && row["ratio"].get<double>() >= kTargetRatio;
+    }
+    rows.push_back(row);
+  }
+  summary["sizes"] = rows;
+  summary["ratio_target_met_at_64mib_and_up"] = target_met;
+  if (latency) {
+    json lat = measureStepLatency(8, quick ? 100 : 500);
+    ok = ok && !lat.empty();
+    summary["step_latency_1mib_8w"] = lat.empty() ? json() : json{
+        {"p50_ms", lat["p50_ms"]}, {"p99_ms", lat["p99_ms"]}, {"steps_per_s", lat["steps_per_s"]}};
+  }
+  summary["ok"] = ok;
+  emit(summary);
+  return ok ? 0 : 1;
+}

@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# Runs one benchmark: builds (scripts/build.sh), runs it, and tees the JSON lines it prints
+# into results/NAME-<UTC timestamp>.jsonl. Exits with the benchmark's status.
+#   scripts/bench.sh NAME [--quick] [extra args]
+# NAME is straggler (scripts/bench/straggler.sh) or any program build/bench/groupsgd-bench-NAME
+# (bench/NAME_bench.cc). Set BENCH_NO_BUILD=1 to skip the build.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+export BUILD_DIR=${BUILD_DIR:-$root/build}
+
+# Benchmarks: the known ones, then any other bench/*_bench.cc or built program.
+names() {
+  local f n
+  {
+    printf '%s\n' straggler dataplane memory scale kernels
+    for f in "$root"/bench/*_bench.cc; do
+      [[ -e $f ]] || continue
+      n=$(basename "$f" _bench.cc)
+      echo "${n//_/-}"
+    done
+    for f in "$BUILD_DIR"/bench/groupsgd-bench-*; do
+      [[ -x $f ]] && basename "$f" | sed 's/^groupsgd-bench-//'
+    done
+  } | awk '!seen[$0]++'
+}
+
+describe() {
+  case "$1" in
+    straggler) echo "time to target accuracy with one straggler (compute, link, erratic) per mode; plots in docs/img/" ;;
+    dataplane) echo "push round trips through a group PS vs plain TCP on loopback; 8-worker step latency" ;;
+    memory) echo "peak resident memory of a central PS and a group PS serving a 25M-parameter model" ;;
+    scale) echo "regroup decision time and plan quality for 100 to 10,000 workers" ;;
+    kernels) echo "numeric kernels against memory bandwidth" ;;
+    *) echo "build/bench/groupsgd-bench-$1" ;;
+  esac
+}
+
+usage() {
+  echo "usage: scripts/bench.sh NAME [--quick] [extra args]"
+  echo "Builds, runs the benchmark NAME and writes its JSON lines to results/NAME-<UTC time>.jsonl."
+  echo "--quick: a short run that checks the output, not the speed. Benchmarks:"
+  local n
+  while read -r n; do
+    local note=""
+    if [[ $n != straggler && ! -e $root/bench/${n//-/_}_bench.cc ]]; then note=" (not in this tree yet)"; fi
+    printf '  %-10s %s%s\n' "$n" "$(describe "$n")" "$note"
+  done < <(names)
+}
+
+if [[ $# -lt 1 ]]; then
+  usage >&2
+  exit 2
+fi
+if [[ $1 == --help || $1 == -h ]]; then
+  usage
+  exit 0
+fi
+name=$1
+shift
+
+if [[ ${BENCH_NO_BUILD:-0} != 1 ]]; then
+  "$root/scripts/build.sh" >&2
+fi
+
+if [[ $name == straggler ]]; then
+  cmd=("$root/scripts/bench/straggler.sh")
+else
+  binary=$BUILD_DIR/bench/groupsgd-bench-$name
+  if [[ ! -x $binary ]]; then
+    echo "bench: no benchmark '$name' ($binary is missing); see scripts/bench.sh --help" >&2
+    exit 2
+  fi
+  cmd=("$binary")
+fi
+
+mkdir -p "$root/results"
+out="$root/results/$name-$(date -u +%Y%m%dT%H%M%SZ).jsonl"
+echo "bench: $name $*; JSON lines to $out" >&2
+status=0
+"${cmd[@]}" "$@" | tee "$out" || status=${PIPESTATUS[0]}
+echo "bench: $name exited $status" >&2
+exit "$status"
