@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "groupsgd/centralps/central_server.h"
+#include "groupsgd/common/allocator.h"
 #include "groupsgd/common/compression_spec.h"
 #include "groupsgd/common/log.h"
 #include "groupsgd/daemon/config.h"
@@ -47,6 +48,7 @@ int main(int argc, char** argv) {
   log::Level level;
   if (!log::parseLevel(cfg.log_level, &level)) return fail("bad log_level '" + cfg.log_level + "'") + 1;
   log::setLevel(level);
+  if (!tuneAllocatorForLargeBuffers()) GSGD_WARN("mallopt refused the allocator settings");
   std::signal(SIGINT, onSignal);
   std::signal(SIGTERM, onSignal);
   std::signal(SIGHUP, onHangup);

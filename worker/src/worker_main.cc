@@ -2,6 +2,7 @@
 #include <csignal>
 #include <cstdio>
 
+#include "groupsgd/common/allocator.h"
 #include "groupsgd/common/log.h"
 #include "groupsgd/worker/options.h"
 #include "groupsgd/worker/trainer.h"
@@ -28,6 +29,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   log::setLevel(level);
+  (void)tuneAllocatorForLargeBuffers();  // warm buffers for frames and replicas
   std::signal(SIGINT, onSignal);
   std::signal(SIGTERM, onSignal);
   zmq::context_t ctx(1);
