@@ -5,6 +5,8 @@
 // the calling thread as usual.
 #pragma once
 
+#include "groupsgd/common/allocator.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -54,10 +56,7 @@ inline void emit(const json& j) {
 // free heap top is kept up to 1 GiB (trim) with 256 MiB of slack (top pad, which also keeps
 // per-thread heaps from being unmapped). Without it, each large message lands in fresh pages
 // and pays one page fault per 4 KiB. Call before any thread starts. False if refused.
-inline bool tuneMalloc() {
-  return mallopt(M_MMAP_THRESHOLD, 32 << 20) == 1 && mallopt(M_TRIM_THRESHOLD, 1 << 30) == 1 &&
-         mallopt(M_TOP_PAD, 256 << 20) == 1;
-}
+inline bool tuneMalloc() { return groupsgd::tuneAllocatorForLargeBuffers(); }
 
 // Runs server->run(stop) on a thread named `name` (so perf and top tell the roles apart)
 // until destroyed. Like tests/support/ServerThread, plus the name.
