@@ -171,6 +171,7 @@ Status InMessage::readTensor(std::size_t i, std::span<float> out) const {
   if (info.getEncoding() == proto::Encoding::DENSE) {
     auto* dst = reinterpret_cast<char*>(out.data());
     for (const auto& f : tensor_frames_[i]) {
+      if (f.size() == 0) continue;  // an empty tensor's one frame; dst may be null then
       std::memcpy(dst, f.data(), f.size());  // frames may be unaligned: copy, never cast
       dst += f.size();
     }
@@ -181,6 +182,7 @@ Status InMessage::readTensor(std::size_t i, std::span<float> out) const {
   gathered.resize(info.getByteLength());
   std::size_t off = 0;
   for (const auto& f : tensor_frames_[i]) {
+    if (f.size() == 0) continue;  // an empty payload: gathered.data() may be null
     std::memcpy(gathered.data() + off, f.data(), f.size());
     off += f.size();
   }

@@ -1,5 +1,6 @@
 #include "groupsgd/daemon/control_protocol.h"
 
+#include <algorithm>
 #include <array>
 #include <utility>
 
@@ -54,6 +55,46 @@ std::vector<ControlMethod> defaultControlMethods() {
       {"drain", true},    {"undrain", true},    {"regroup", true},     {"set", true},
       {"checkpoint", true}, {"shutdown", true},
   };
+}
+
+ControlDecoded decodeControlRequest(std::string_view line,
+                                    const std::vector<ControlMethod>& methods) {
+  using nlohmann::json;
+  const auto fail = [](json id, ControlError code, std::string message, std::string method = {}) {
+    return ControlDecoded{std::nullopt, ControlDecodeError{std::move(id), code, std::move(message),
+                                                           std::move(method)}};
+  };
+  json doc = json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (doc.is_discarded()) return fail(nullptr, ControlError::kParseError, "the line is not valid JSON");
+  if (!doc.is_object()) return fail(nullptr, ControlError::kInvalidRequest, "a request is a JSON object");
+  json id = nullptr;
+  if (auto it = doc.find("id"); it != doc.end()) {
+    if (!it->is_string() && !it->is_number() && !it->is_null()) {
+      return fail(nullptr, ControlError::kInvalidRequest, "id must be a string, a number or null");
+    }
+    id = *it;
+  }
+  auto m = doc.find("method");
+  if (m == doc.end() || !m->is_string()) {
+    return fail(std::move(id), ControlError::kInvalidRequest, "method (a string) is missing");
+  }
+  std::string method = m->get<std::string>();
+  const auto spec = std::find_if(methods.begin(), methods.end(),
+                                 [&](const ControlMethod& c) { return c.name == method; });
+  if (spec == methods.end()) {
+    return fail(std::move(id), ControlError::kMethodNotFound, "no method '" + method + "'");
+  }
+  json params = json::object();
+  if (auto p = doc.find("params"); p != doc.end() && !p->is_null()) {
+    if (!p->is_object()) {
+      return fail(std::move(id), ControlError::kInvalidParams, "params must be an object",
+                  std::move(method));
+    }
+    params = std::move(*p);
+  }
+  ControlRequest request{std::move(id), std::move(method), std::move(params), Caller{},
+                         spec->admin};
+  return ControlDecoded{std::move(request), std::nullopt};
 }
 
 nlohmann::ordered_json makeOkReply(const nlohmann::json& id, nlohmann::ordered_json result) {

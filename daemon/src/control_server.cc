@@ -305,50 +305,26 @@ void Connection::replyError(const json& id, ControlError code, std::string_view 
 }
 
 void Connection::handleLine(std::string_view line) {
-  json doc = json::parse(line, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) {
-    return replyError(nullptr, ControlError::kParseError, "the line is not valid JSON", "");
+  ControlDecoded decoded = decodeControlRequest(line, server_.options.methods);
+  if (decoded.error) {
+    ControlDecodeError& e = *decoded.error;
+    return replyError(e.id, e.code, e.message, e.method);
   }
-  if (!doc.is_object()) {
-    return replyError(nullptr, ControlError::kInvalidRequest, "a request is a JSON object", "");
-  }
-  json id = nullptr;
-  if (auto it = doc.find("id"); it != doc.end()) {
-    if (!it->is_string() && !it->is_number() && !it->is_null()) {
-      return replyError(nullptr, ControlError::kInvalidRequest,
-                        "id must be a string, a number or null", "");
-    }
-    id = *it;
-  }
-  auto m = doc.find("method");
-  if (m == doc.end() || !m->is_string()) {
-    return replyError(id, ControlError::kInvalidRequest, "method (a string) is missing", "");
-  }
-  const std::string method = m->get<std::string>();
-  const ControlMethod* spec = server_.findMethod(method);
-  if (spec == nullptr) {
-    return replyError(id, ControlError::kMethodNotFound, "no method '" + method + "'", "");
-  }
-  json params = json::object();
-  if (auto p = doc.find("params"); p != doc.end() && !p->is_null()) {
-    if (!p->is_object()) {
-      return replyError(id, ControlError::kInvalidParams, "params must be an object", method);
-    }
-    params = std::move(*p);
-  }
-  if (spec->admin) {
+  ControlRequest request = std::move(*decoded.request);
+  request.caller = caller_;
+  const std::string& method = request.method;
+  if (request.admin) {
     GSGD_INFO("control: " << method << " from " << describe(caller_));
   } else {
     GSGD_DEBUG("control: " << method << " from " << describe(caller_));
   }
-  if (spec->admin && !isAdminCaller(caller_, server_.options)) {
+  if (request.admin && !isAdminCaller(caller_, server_.options)) {
     GSGD_WARN("control: refused admin method " << method << " to " << describe(caller_));
-    return replyError(id, ControlError::kPermissionDenied,
+    return replyError(request.id, ControlError::kPermissionDenied,
                       "'" + method + "' needs an admin caller (uid " +
                           std::to_string(caller_.uid) + " is not allowed)",
                       method);
   }
-  ControlRequest request{std::move(id), method, std::move(params), caller_, spec->admin};
   busy_ = true;
   server_.dispatch(shared_from_this(), std::move(request));
 }

@@ -596,3 +596,46 @@ TEST_CASE("control client: connect and read deadlines") {
   CHECK(took >= milliseconds(190));
   CHECK(took < milliseconds(2000));
 }
+
+TEST_CASE("control protocol: decodeControlRequest is the server's line check, without I/O") {
+  const auto methods = defaultControlMethods();
+  auto ok = decodeControlRequest(R"({"id": 7, "method": "drain", "params": {"worker": 3}, "x": 1})",
+                                 methods);
+  REQUIRE(ok.request);
+  CHECK_FALSE(ok.error);
+  CHECK(ok.request->id == 7);
+  CHECK(ok.request->method == "drain");
+  CHECK(ok.request->admin);
+  CHECK(ok.request->params["worker"] == 3);
+  auto no_params = decodeControlRequest(R"({"method": "status", "params": null})", methods);
+  REQUIRE(no_params.request);
+  CHECK(no_params.request->id.is_null());
+  CHECK(no_params.request->params == json::object());
+  CHECK_FALSE(no_params.request->admin);
+
+  struct Case {
+    const char* line;
+    ControlError code;
+    json id;
+    const char* method;
+  };
+  const Case cases[] = {
+      {"{not json", ControlError::kParseError, nullptr, ""},
+      {"[1, 2]", ControlError::kInvalidRequest, nullptr, ""},
+      {R"({"id": [1], "method": "status"})", ControlError::kInvalidRequest, nullptr, ""},
+      {R"({"id": "a"})", ControlError::kInvalidRequest, "a", ""},
+      {R"({"id": "b", "method": 3})", ControlError::kInvalidRequest, "b", ""},
+      {R"({"id": 1.5, "method": "nope"})", ControlError::kMethodNotFound, 1.5, ""},
+      {R"({"id": null, "method": "set", "params": [1]})", ControlError::kInvalidParams, nullptr, "set"},
+  };
+  for (const Case& c : cases) {
+    INFO(c.line);
+    auto d = decodeControlRequest(c.line, methods);
+    CHECK_FALSE(d.request);
+    REQUIRE(d.error);
+    CHECK(d.error->code == c.code);
+    CHECK(d.error->id == c.id);
+    CHECK(d.error->method == c.method);
+    CHECK_FALSE(d.error->message.empty());
+  }
+}

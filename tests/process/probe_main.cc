@@ -1,10 +1,15 @@
 // groupsgd-probe: a misbehaving client for the process tests. It registers as a trainer,
-// then sends its group PS a malformed header, a gradient of the wrong length and a
-// gradient holding a NaN, and checks that each one is answered with an ErrorReply.
+// then sends its group PS (and the coordinator) the malformed or out-of-place messages
+// named on the command line and checks that each one is answered with an ErrorReply.
+//   groupsgd-probe COORDINATOR_ENDPOINT [PROBE...]
+// Without PROBE names it runs the first three (kDefault); "all" runs every probe.
 // Prints one line per probe and exits 0 only if every probe was refused.
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <functional>
 #include <limits>
+#include <string>
 
 #include "groupsgd/common/transport.h"
 #include "groupsgd/worker/client.h"
@@ -14,15 +19,43 @@ using namespace std::chrono_literals;
 
 namespace {
 
-bool report(const char* what, bool refused, const std::string& detail) {
-  std::printf("probe %-16s %s (%s)\n", what, refused ? "refused" : "NOT REFUSED", detail.c_str());
+constexpr std::uint64_t kUnknownWorker = 987654321;
+
+bool report(const std::string& what, bool refused, const std::string& detail) {
+  std::printf("probe %-24s %s (%s)\n", what.c_str(), refused ? "refused" : "NOT REFUSED",
+              detail.c_str());
+  std::fflush(stdout);
   return refused;
 }
 
 // An ErrorReply (any code but "unavailable", which would mean no real answer) counts.
-bool expectError(const char* what, Result<InMessage>&& reply) {
+bool expectError(const std::string& what, Result<InMessage>&& reply) {
   const bool refused = !reply.isOk() && reply.status().code() != Code::kUnavailable;
   return report(what, refused, reply.isOk() ? "answered normally" : reply.status().toString());
+}
+
+// Sends frames as they are (no codec in between) and expects an ErrorReply back.
+bool expectErrorForRaw(const std::string& what, zmq::context_t& ctx, const std::string& endpoint,
+                       std::vector<zmq::message_t> frames) {
+  auto sock = makeSocket(ctx, zmq::socket_type::dealer);
+  if (!sock || !connectSocket(*sock, endpoint)) return report(what, false, "cannot connect");
+  (void)sendFrames(*sock, std::move(frames));
+  zmq::pollitem_t item{sock->handle(), 0, ZMQ_POLLIN, 0};
+  zmq::poll(&item, 1, 5000ms);
+  bool refused = false;
+  std::string detail = "no answer";
+  if (item.revents & ZMQ_POLLIN) {
+    auto got = recvFrames(*sock);
+    auto msg = got ? decodeMessage(std::move(*got), MessageLimits{}) : Result<InMessage>(got.status());
+    if (msg) {
+      const Status s = statusFromError(*msg);
+      refused = !s.isOk();
+      detail = refused ? s.toString() : std::string("answered '") + bodyKindName(msg->kind()) + "'";
+    } else {
+      detail = "undecodable answer: " + msg.status().toString();
+    }
+  }
+  return report(what, refused, detail);
 }
 
 OutMessage push(const worker::Assignment& a, std::vector<float> grad) {
@@ -35,11 +68,17 @@ OutMessage push(const worker::Assignment& a, std::vector<float> grad) {
   return out;
 }
 
+struct Probe {
+  const char* name;
+  bool in_default;
+  std::function<bool(const std::string& name)> run;
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc != 2) {
-    std::fprintf(stderr, "usage: groupsgd-probe COORDINATOR_ENDPOINT\n");
+  if (argc < 2) {
+    std::fprintf(stderr, "usage: groupsgd-probe COORDINATOR_ENDPOINT [PROBE...|all]\n");
     return 2;
   }
   zmq::context_t ctx(1);
@@ -49,38 +88,98 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "probe: cannot register: %s\n", a.status().toString().c_str());
     return 1;
   }
-  bool all = true;
-  // 1. A header frame that is not Cap'n Proto at all.
-  {
-    auto sock = makeSocket(ctx, zmq::socket_type::dealer);
-    if (!sock || !connectSocket(*sock, a->group_endpoint)) return 1;
-    std::vector<zmq::message_t> junk;
-    const char bytes[] = "this is not a capnp header!!!!!";  // 32 bytes: word-sized junk
-    junk.emplace_back(bytes, 32);
-    (void)sendFrames(*sock, std::move(junk));
-    zmq::pollitem_t item{sock->handle(), 0, ZMQ_POLLIN, 0};
-    zmq::poll(&item, 1, 5000ms);
-    bool refused = false;
-    std::string detail = "no answer";
-    if (item.revents & ZMQ_POLLIN) {
-      auto frames = recvFrames(*sock);
-      auto msg = frames ? decodeMessage(std::move(*frames), MessageLimits{})
-                        : Result<InMessage>(frames.status());
-      if (msg) {
-        const Status s = statusFromError(*msg);
-        refused = !s.isOk();
-        detail = s.toString();
-      }
-    }
-    all &= report("malformed-header", refused, detail);
-  }
   RpcClient group(ctx, a->group_endpoint, MessageLimits{});
-  // 2. A gradient with the wrong number of elements.
-  all &= expectError("wrong-length", group.call(push(*a, std::vector<float>(a->param_count + 7, 0.f)), 5000ms));
-  // 3. A gradient holding a NaN.
-  std::vector<float> nan_grad(a->param_count, 0.001f);
-  nan_grad[a->param_count / 2] = std::numeric_limits<float>::quiet_NaN();
-  all &= expectError("nan-gradient", group.call(push(*a, std::move(nan_grad)), 5000ms));
+  RpcClient coordinator(ctx, argv[1], MessageLimits{});
+  const std::vector<float> zeros(a->param_count, 0.0f);
+  const std::vector<Probe> probes = {
+      // A header frame that is not Cap'n Proto at all (32 bytes: word-sized junk).
+      {"malformed-header", true,
+       [&](const std::string& n) {
+         std::vector<zmq::message_t> junk;
+         junk.emplace_back("this is not a capnp header!!!!!", 32);
+         return expectErrorForRaw(n, ctx, a->group_endpoint, std::move(junk));
+       }},
+      // A gradient with the wrong number of elements.
+      {"wrong-length", true,
+       [&](const std::string& n) {
+         return expectError(n, group.call(push(*a, std::vector<float>(a->param_count + 7, 0.f)), 5000ms));
+       }},
+      // A gradient holding a NaN.
+      {"nan-gradient", true,
+       [&](const std::string& n) {
+         std::vector<float> g(a->param_count, 0.001f);
+         g[a->param_count / 2] = std::numeric_limits<float>::quiet_NaN();
+         return expectError(n, group.call(push(*a, std::move(g)), 5000ms));
+       }},
+      // A header claiming protocol version 2 (the group PS speaks 1).
+      {"bad-version", false,
+       [&](const std::string& n) {
+         OutMessage m = push(*a, zeros);
+         m.header().setProtocolVersion(kProtocolVersion + 1);
+         return expectError(n, group.call(std::move(m), 5000ms));
+       }},
+      // The same to the coordinator, in a heartbeat.
+      {"coordinator-bad-version", false,
+       [&](const std::string& n) {
+         OutMessage m(1, a->worker_id);
+         m.header().setProtocolVersion(kProtocolVersion + 1);
+         m.header().getBody().initHeartbeat();
+         return expectError(n, coordinator.call(std::move(m), 5000ms));
+       }},
+      // Another training job's message.
+      {"wrong-job", false,
+       [&](const std::string& n) {
+         OutMessage m = push(*a, zeros);
+         m.header().setJobId(7);
+         return expectError(n, group.call(std::move(m), 5000ms));
+       }},
+      // A tensor frame one byte longer than the header declares.
+      {"frame-too-long", false,
+       [&](const std::string& n) {
+         auto frames = push(*a, zeros).toFrames();
+         zmq::message_t longer(frames.back().size() + 1);
+         std::memcpy(longer.data(), frames.back().data(), frames.back().size());
+         static_cast<char*>(longer.data())[frames.back().size()] = 0;
+         frames.back() = std::move(longer);
+         return expectErrorForRaw(n, ctx, a->group_endpoint, std::move(frames));
+       }},
+      // A push signed with a worker id nobody was given.
+      {"unknown-worker", false,
+       [&](const std::string& n) {
+         OutMessage m = push(*a, zeros);
+         m.header().setSenderId(kUnknownWorker);
+         return expectError(n, group.call(std::move(m), 5000ms));
+       }},
+      // The coordinator is told that an unknown worker leaves.
+      {"coordinator-unknown-leave", false,
+       [&](const std::string& n) {
+         worker::Assignment fake = *a;
+         fake.worker_id = kUnknownWorker;
+         const Status s = coord.leave(fake, 0, 0);
+         return report(n, !s.isOk() && s.code() != Code::kUnavailable, s.toString());
+       }},
+      // A valid gradient for a step the group has not reached.
+      {"future-step", false,
+       [&](const std::string& n) {
+         OutMessage m = push(*a, zeros);
+         m.header().setStep(1ull << 40);
+         return expectError(n, group.call(std::move(m), 5000ms));
+       }},
+  };
+  std::vector<std::string> wanted(argv + 2, argv + argc);
+  bool all = true;
+  int ran = 0;
+  for (const auto& p : probes) {
+    bool selected = wanted.empty() ? p.in_default : false;
+    for (const auto& w : wanted) selected |= w == "all" || w == p.name;
+    if (!selected) continue;
+    all &= p.run(p.name);
+    ++ran;
+  }
   (void)coord.leave(*a, 0, 0);
+  if (ran == 0 || ran < static_cast<int>(wanted.size())) {
+    std::fprintf(stderr, "probe: unknown probe name among the arguments\n");
+    return 2;
+  }
   return all ? 0 : 1;
 }

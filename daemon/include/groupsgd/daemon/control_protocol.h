@@ -76,6 +76,31 @@ struct ControlMethod {
 // (read-only); drain, undrain, regroup, set, checkpoint, shutdown (admin).
 std::vector<ControlMethod> defaultControlMethods();
 
+// What decodeControlRequest() found wrong with a line: the reply's id (null when none
+// could be read), code and message, and the method (for the metrics label; "" when the
+// line named no known method).
+struct ControlDecodeError {
+  nlohmann::json id;
+  ControlError code = ControlError::kInvalidRequest;
+  std::string message;
+  std::string method;
+};
+
+// One request line as the control server decodes it, before the admin rule and the queue.
+// Exactly one of request / error is set. request has id, method, params ({} when absent or
+// null) and admin (the method's flag) filled in; its caller is left for the server.
+struct ControlDecoded {
+  std::optional<ControlRequest> request;
+  std::optional<ControlDecodeError> error;
+};
+
+// Parses and checks one request line (without its '\n'; the server strips a trailing '\r',
+// skips blank lines and enforces the size cap before calling this): parse_error,
+// invalid_request (not an object; id not a string, number or null; method missing or not
+// a string), method_not_found (not in methods), invalid_params (params not an object or
+// null). Pure: no I/O, no logging, no exceptions.
+ControlDecoded decodeControlRequest(std::string_view line, const std::vector<ControlMethod>& methods);
+
 // Replies keep their keys in insertion order (ordered_json), so a result built as an
 // ordered_json reaches groupsgdctl's tables with its columns in the order chosen; a plain
 // nlohmann::json converts implicitly (its keys then come sorted).

@@ -1,0 +1,235 @@
+// Fault tests on real processes (docs/reliability.md): a worker frozen with SIGSTOP for
+// longer than the heartbeat timeout and then resumed, and malformed or out-of-place
+// messages sent while training runs. Each prints the figures docs/reliability.md quotes
+// ("fault: ..." lines; ctest -V or the test log shows them).
+#include <doctest/doctest.h>
+
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "process.h"
+
+using namespace groupsgd::testing;
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+namespace {
+
+double wallNow() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// The log timestamp (seconds since the epoch, log.cc's format) of the first line of `log`
+// holding `text`; -1 if none.
+double stampOf(const std::string& log, const std::string& text) {
+  const std::size_t at = log.find(text);
+  if (at == std::string::npos) return -1;
+  const std::size_t start = log.rfind('\n', at);
+  return std::atof(log.c_str() + (start == std::string::npos ? 0 : start + 1));
+}
+
+double lastStampOf(const std::string& log, const std::string& text) {
+  const std::size_t at = log.rfind(text);
+  if (at == std::string::npos) return -1;
+  const std::size_t start = log.rfind('\n', at);
+  return std::atof(log.c_str() + (start == std::string::npos ? 0 : start + 1));
+}
+
+// The first whole line of `log` holding `text` ("" if none).
+std::string lineWith(const std::string& log, const std::string& text) {
+  const std::size_t at = log.find(text);
+  if (at == std::string::npos) return "";
+  const std::size_t start = log.rfind('\n', at);
+  const std::size_t end = log.find('\n', at);
+  return log.substr(start == std::string::npos ? 0 : start + 1,
+                    end == std::string::npos ? std::string::npos : end - (start == std::string::npos ? 0 : start + 1));
+}
+
+std::size_t countOf(const std::string& log, const std::string& text) {
+  std::size_t n = 0;
+  for (std::size_t at = log.find(text); at != std::string::npos; at = log.find(text, at + 1)) ++n;
+  return n;
+}
+
+struct FaultCluster {
+  std::string dir = makeTempDir();
+  std::unique_ptr<Process> daemon;
+  std::vector<std::unique_ptr<Process>> workers;
+  std::string endpoint;
+
+  explicit FaultCluster(std::vector<std::string> daemon_args) {
+    std::vector<std::string> argv = {GROUPSGDD_PATH, "--listen", "tcp://127.0.0.1:0",
+                                     "--endpoint-file", dir + "/endpoint", "--summary-file",
+                                     dir + "/summary.json", "--control-socket", dir + "/ctl.sock",
+                                     "--progress-ms", "0"};
+    argv.insert(argv.end(), daemon_args.begin(), daemon_args.end());
+    daemon = std::make_unique<Process>(argv, dir + "/daemon.log");
+    REQUIRE_MESSAGE(waitForFile(dir + "/endpoint", 10000ms), readFile(dir + "/daemon.log"));
+    endpoint = readFile(dir + "/endpoint");
+    endpoint.erase(endpoint.find_last_not_of("\n") + 1);
+  }
+  ~FaultCluster() {
+    for (auto& w : workers) ::kill(w->pid(), SIGCONT);  // never leave a stopped child behind
+    workers.clear();
+    daemon.reset();
+    std::filesystem::remove_all(dir);
+  }
+  std::string workerLog(std::size_t i) const { return dir + "/worker-" + std::to_string(i) + ".log"; }
+  Process& addWorker(std::vector<std::string> extra) {
+    std::vector<std::string> argv = {WORKER_PATH, "--coordinator", endpoint, "--name",
+                                     "w" + std::to_string(workers.size())};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    workers.push_back(std::make_unique<Process>(argv, workerLog(workers.size())));
+    return *workers.back();
+  }
+  // groupsgdctl --json status, parsed.
+  json status() {
+    const std::string out = dir + "/status.json";
+    Process ctl({GROUPSGDCTL_PATH, "--socket", dir + "/ctl.sock", "--json", "status"}, out);
+    auto rc = ctl.wait(20000ms);
+    REQUIRE_MESSAGE(rc == std::optional<int>(0), readFile(out));
+    return json::parse(readFile(out));
+  }
+  // Waits until the daemon's trainers have reported more than `samples` samples.
+  bool waitForSamples(std::uint64_t samples, std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (status()["samples_trained"].get<std::uint64_t>() > samples) return true;
+      std::this_thread::sleep_for(200ms);
+    }
+    return false;
+  }
+  // SIGTERM, then the summary; every worker must exit 0.
+  json stop() {
+    ::kill(daemon->pid(), SIGTERM);
+    auto rc = daemon->wait(90000ms);
+    REQUIRE_MESSAGE(rc.has_value(), "the daemon did not stop in time");
+    CHECK(*rc == 0);
+    for (std::size_t i = 0; i < workers.size(); ++i) {
+      auto wrc = workers[i]->wait(20000ms);
+      CHECK_MESSAGE(wrc == std::optional<int>(0), "worker " << i << ": " << readFile(workerLog(i)));
+    }
+    return json::parse(readFile(dir + "/summary.json"));
+  }
+};
+
+void checkAccounting(const json& s) {
+  INFO("summary: " << s.dump());
+  const auto trained = s["samples_trained"].get<std::uint64_t>();
+  CHECK(trained > 0);
+  CHECK(trained == s["samples_applied"].get<std::uint64_t>() + s["samples_dropped"].get<std::uint64_t>());
+  CHECK(s["samples_unaccounted"].get<std::uint64_t>() == 0);
+  CHECK(s["accounting_ok"].get<bool>());
+}
+
+}  // namespace
+
+TEST_CASE("fault: a worker frozen past the heartbeat timeout is declared dead, refused on its return, re-registers; training and accounting go on") {
+  // Dead after max(heartbeat_ms * misses, step_deadline_ms + 2 * heartbeat_ms) of silence
+  // (coordinator.cc checkLiveness): here max(900, 1100) = 1.1 s.
+  constexpr double kDeadAfterS = 1.1;
+  FaultCluster c({"--mode", "grouped", "--workers", "4", "--groups", "2", "--heartbeat-ms", "300",
+                  "--heartbeat-misses", "3", "--step-deadline-ms", "500"});
+  for (int i = 0; i < 4; ++i) c.addWorker({"--device-ms", "2"});
+  REQUIRE(waitForText(c.dir + "/daemon.log", "registered trainer 4", 30000ms));
+  REQUIRE(c.waitForSamples(2000, 60000ms));
+  // Freeze w1 for three times the dead limit.
+  Process& frozen = *c.workers[1];
+  const std::string wlog = c.workerLog(1);
+  const std::size_t assigned_before = countOf(readFile(wlog), "assigned: group");
+  const double stopped_at = wallNow();
+  REQUIRE(::kill(frozen.pid(), SIGSTOP) == 0);
+  const bool declared = waitForText(c.dir + "/daemon.log", "missed its heartbeats: declared dead", 15000ms);
+  INFO("daemon: " << readFile(c.dir + "/daemon.log"));
+  REQUIRE(declared);
+  const double dead_after = stampOf(readFile(c.dir + "/daemon.log"), "declared dead") - stopped_at;
+  json during = c.status();
+  CHECK(during["workers"]["dead"] == 1);
+  CHECK(during["workers"]["active"] == 3);
+  // The other three keep training while w1 is frozen.
+  const auto samples_frozen = during["samples_trained"].get<std::uint64_t>();
+  REQUIRE(c.waitForSamples(samples_frozen + 1000, 30000ms));
+  const double sleep_left = 3 * kDeadAfterS - (wallNow() - stopped_at);
+  if (sleep_left > 0) std::this_thread::sleep_for(std::chrono::duration<double>(sleep_left));
+  const double frozen_for = wallNow() - stopped_at;
+  const std::size_t log_at_resume = readFile(wlog).size();
+  REQUIRE(::kill(frozen.pid(), SIGCONT) == 0);
+  const double resumed_at = wallNow();
+  // Its next push or heartbeat is refused; it closes the old registration and registers
+  // again as a new worker.
+  const auto deadline = std::chrono::steady_clock::now() + 30000ms;
+  while (countOf(readFile(wlog), "assigned: group") <= assigned_before &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(20ms);
+  }
+  const std::string after = readFile(wlog);
+  INFO("worker 1: " << after);
+  REQUIRE(countOf(after, "assigned: group") == assigned_before + 1);
+  const double reregistered_after = lastStampOf(after, "assigned: group") - resumed_at;
+  // What told it: a refused push (logged) or a heartbeat answered "register again".
+  const std::string refusal = lineWith(after.substr(std::min(log_at_resume, after.size())), "failed: ");
+  // The returning worker trains again, and the total keeps growing.
+  REQUIRE(c.waitForSamples(c.status()["samples_trained"].get<std::uint64_t>() + 1000, 30000ms));
+  CHECK(c.status()["workers"]["active"] == 4);
+  json s = c.stop();
+  checkAccounting(s);
+  bool death_event = false;
+  for (const auto& e : s["events"]) death_event |= e["kind"] == "death";
+  CHECK(death_event);
+  std::uint64_t frozen_samples = 0;
+  for (const auto& w : s["worker_stats"]) {
+    if (w["name"] == "w1" && w["state"] != "active") frozen_samples += w["samples"].get<std::uint64_t>();
+  }
+  // The figures docs/reliability.md quotes.
+  std::printf("fault: SIGSTOP w1 for %.2f s; declared dead %.2f s after SIGSTOP (limit %.1f s); "
+              "re-registered %.2f s after SIGCONT; refusal: %s\n"
+              "fault: summary samples_trained %llu applied %llu dropped %llu late_gradients %llu "
+              "stale_heartbeats %llu bad_messages %llu; w1's first registration closed with %llu samples\n",
+              frozen_for, dead_after, kDeadAfterS, reregistered_after,
+              refusal.empty() ? "(none: a heartbeat was answered reregister)" : refusal.c_str(),
+              static_cast<unsigned long long>(s["samples_trained"].get<std::uint64_t>()),
+              static_cast<unsigned long long>(s["samples_applied"].get<std::uint64_t>()),
+              static_cast<unsigned long long>(s["samples_dropped"].get<std::uint64_t>()),
+              static_cast<unsigned long long>(s["late_gradients"].get<std::uint64_t>()),
+              static_cast<unsigned long long>(s["stale_heartbeats"].get<std::uint64_t>()),
+              static_cast<unsigned long long>(s["bad_messages"].get<std::uint64_t>()),
+              static_cast<unsigned long long>(frozen_samples));
+  std::fflush(stdout);
+  CHECK(dead_after >= kDeadAfterS - 0.05);
+  CHECK(dead_after < kDeadAfterS + 2.0);
+  CHECK(reregistered_after < 5.0);
+}
+
+TEST_CASE("fault: malformed and out-of-place messages during training each get an error reply; training goes on") {
+  FaultCluster c({"--mode", "grouped", "--workers", "2", "--groups", "1", "--heartbeat-ms", "300"});
+  for (int i = 0; i < 2; ++i) c.addWorker({"--device-ms", "2"});
+  REQUIRE(waitForText(c.dir + "/daemon.log", "registered trainer 2", 30000ms));
+  REQUIRE(c.waitForSamples(1000, 60000ms));
+  // Every probe of groupsgd-probe: a non-Cap'n Proto header, a wrong-length and a NaN
+  // gradient, protocol version 2 (group PS and coordinator), another job's id, a tensor
+  // frame longer than declared, an unknown worker id (push and leave), a future step.
+  Process probe({PROBE_PATH, c.endpoint, "all"}, c.dir + "/probe.log");
+  const auto probe_rc = probe.wait(60000ms);
+  const std::string report = readFile(c.dir + "/probe.log");
+  INFO("probe: " << report);
+  CHECK(probe_rc == std::optional<int>(0));
+  CHECK(countOf(report, " refused (") == 10);
+  CHECK(countOf(report, "NOT REFUSED") == 0);
+  std::printf("%s", report.c_str());
+  // Training goes on after all of it.
+  const auto samples = c.status()["samples_trained"].get<std::uint64_t>();
+  REQUIRE(c.waitForSamples(samples + 1000, 30000ms));
+  json s = c.stop();
+  checkAccounting(s);
+  CHECK(s["bad_messages"].get<std::uint64_t>() >= 10);
+  std::printf("fault: probes refused 10/10; summary bad_messages %llu, samples_trained %llu\n",
+              static_cast<unsigned long long>(s["bad_messages"].get<std::uint64_t>()),
+              static_cast<unsigned long long>(s["samples_trained"].get<std::uint64_t>()));
+}
