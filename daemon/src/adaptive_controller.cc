@@ -143,6 +143,15 @@ std::optional<ControlActions> AdaptiveController::operatorRegroup(const Registry
   return act;
 }
 
+bool AdaptiveController::mixedGroup(const std::vector<std::vector<std::uint64_t>>& groups) const {
+  for (const auto& members : groups) {
+    std::size_t flagged = 0;
+    for (auto id : members) flagged += detector_.isStraggler(id);
+    if (flagged > 0 && flagged < members.size()) return true;
+  }
+  return false;
+}
+
 ControlActions AdaptiveController::window(const Registry& registry, Clock::time_point now,
                                           std::uint64_t samples, std::uint64_t sample_budget) {
   ControlActions act;
@@ -183,7 +192,13 @@ ControlActions AdaptiveController::window(const Registry& registry, Clock::time_
   if (detector_.update(s, base_batch_)) {
     std::ostringstream os;
     os << "stragglers changed (now " << detector_.stragglers() << ")";
-    trigger = trigger.empty() ? os.str() : trigger + ", " + os.str();
+    straggler_change_ = os.str();
+    std::ostringstream who;
+    for (const auto& w : s) {
+      if (detector_.isStraggler(w.id)) who << ' ' << w.id;
+    }
+    GSGD_INFO("straggler set changed: [" << who.str() << " ] of " << s.size()
+                                         << " profiled worker(s)");
   }
   if (membership_change_ && complete) {
     trigger = trigger.empty() ? *membership_change_ : trigger + ", " + *membership_change_;
@@ -191,6 +206,16 @@ ControlActions AdaptiveController::window(const Registry& registry, Clock::time_
     membership_change_.reset();
   }
   const auto current = currentGroups(registry);
+  // The straggler change is judged once the decider may act on it; until then it waits.
+  // A straggler still sharing a group with non-stragglers stays a question every window:
+  // the window that flagged it often mixes its old and new step times, so the first
+  // estimate of the gain is low; the gain margin and the regroup interval stop thrash.
+  std::optional<std::string> straggler_question = straggler_change_;
+  if (!straggler_question && mixedGroup(current)) straggler_question = "straggler shares a group";
+  const bool judge_stragglers = straggler_question && complete && !decider_.coolingDown(now);
+  if (judge_stragglers) {
+    trigger = trigger.empty() ? *straggler_question : trigger + ", " + *straggler_question;
+  }
   if (!trigger.empty() && complete) {
     if (auto d = decider_.decide(s, current, planConfig(), trigger, forced, now)) {
       act.placement = place(registry, d->plan, &periods_);
@@ -198,7 +223,13 @@ ControlActions AdaptiveController::window(const Registry& registry, Clock::time_
       act.regroup = std::move(d);
       decider_.applied(now);
       act.periods = periods_;
+      straggler_change_.reset();
       return act;
+    }
+    if (forced || (judge_stragglers && straggler_change_)) {
+      GSGD_INFO("regroup considered (" << trigger << "): the current grouping stays; current "
+                << policy::evaluatePlan(s, current, planConfig()).describe() << ", best "
+                << policy::planGroups(s, planConfig()).describe());
     }
     if (forced) {
       // Same grouping is still best: keep it, but adopt the stage's exchange periods.
@@ -212,6 +243,7 @@ ControlActions AdaptiveController::window(const Registry& registry, Clock::time_
       }
     }
   }
+  if (judge_stragglers) straggler_change_.reset();
   // No regroup: move each group's batches toward the water-filled target, damped.
   std::map<std::uint64_t, const policy::WorkerSpeed*> by_id;
   for (const auto& w : s) by_id[w.id] = &w;

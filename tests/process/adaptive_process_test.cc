@@ -92,6 +92,7 @@ TEST_CASE("adaptive: a worker that slows 1x -> 4x is moved to its own group, and
   for (int i = 0; i < 3; ++i) r.worker({"--device-ms", "30", "--name", "w" + std::to_string(i)});
   json s = r.finish(60000ms);
   INFO("summary: " << s.dump());
+  INFO("daemon: " << readFile(r.dir + "/daemon.log"));
   std::vector<json> regroups;
   for (const auto& e : s["events"]) {
     if (e["kind"] == "regroup") regroups.push_back(e);

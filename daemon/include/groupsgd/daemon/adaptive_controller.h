@@ -81,6 +81,12 @@ class AdaptiveController {
   policy::RegroupDecider decider_;
   std::vector<std::uint32_t> periods_;
   std::optional<std::string> membership_change_;
+  // A straggler-set change waits here until a complete, non-cooling-down window has
+  // judged it: a change seen while an estimate was missing or inside the regroup interval
+  // must not be forgotten (the detector reports each change once).
+  std::optional<std::string> straggler_change_;
+  // True if some group holds both a flagged straggler and a worker that is not one.
+  bool mixedGroup(const std::vector<std::vector<std::uint64_t>>& groups) const;
 };
 
 }  // namespace groupsgd::daemon

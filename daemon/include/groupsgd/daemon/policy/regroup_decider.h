@@ -40,6 +40,10 @@ class RegroupDecider {
                                         const std::vector<std::vector<std::uint64_t>>& current,
                                         const PlanConfig& plan_cfg, const std::string& trigger,
                                         bool forced, Clock::time_point now);
+  // True while the last regroup is younger than the minimum interval.
+  bool coolingDown(Clock::time_point now) const {
+    return last_ && now - *last_ < cfg_.min_interval;
+  }
   // Records that a regroup was carried out at `now`.
   void applied(Clock::time_point now) { last_ = now; }
 
