@@ -147,9 +147,13 @@ json measureSize(std::size_t mib, double seconds, int min_trips, const CurveKeys
     return static_cast<double>(trip_bytes) / percentile(t, 0.5) / 1e9;
   };
   for (auto [name, t] : {std::pair{"plain", &t_plain}, std::pair{"curve", &t_curve}}) {
-    emit({{"bench", "curve"}, {"what", std::string(name) + "_push_round_trip"}, {"size_mib", mib},
-          {"trips", t->size()}, {"p50_ms", percentile(*t, 0.5) * 1e3},
-          {"p90_ms", percentile(*t, 0.9) * 1e3}, {"gbps", gbps(*t)}});
+    emit({{"bench", "curve"},
+          {"what", std::string(name) + "_push_round_trip"},
+          {"size_mib", mib},
+          {"trips", t->size()},
+          {"p50_ms", percentile(*t, 0.5) * 1e3},
+          {"p90_ms", percentile(*t, 0.9) * 1e3},
+          {"gbps", gbps(*t)}});
   }
   row["plain_gbps"] = gbps(t_plain);
   row["curve_gbps"] = gbps(t_curve);

@@ -80,7 +80,8 @@ Status writeKeyPair(const std::string& prefix, const CurveKeyPair& keys) {
     return failedPrecondition(sec + " or " + pub + " exists; refusing to overwrite a key");
   }
   GSGD_RETURN_IF_ERROR(writeNewFile(
-      sec, "# groupsgd CURVE secret key: keep private (mode 0600)\n" + keys.secret_key + "\n", 0600));
+      sec, "# groupsgd CURVE secret key: keep private (mode 0600)\n" + keys.secret_key + "\n",
+      0600));
   return writeNewFile(pub, "# groupsgd CURVE public key\n" + keys.public_key + "\n", 0644);
 }
 

@@ -12,8 +12,10 @@ namespace {
 constexpr const char* kZapEndpoint = "inproc://zeromq.zap.01";
 
 void exitOnFatal(const std::string& why) {
-  std::fprintf(stderr, "fatal: the ZAP handler stopped (%s); exiting, since CURVE without it "
-                       "would admit any client\n", why.c_str());
+  std::fprintf(stderr,
+               "fatal: the ZAP handler stopped (%s); exiting, since CURVE without it "
+               "would admit any client\n",
+               why.c_str());
   std::fflush(stderr);
   std::_Exit(70);
 }

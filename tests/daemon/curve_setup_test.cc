@@ -24,8 +24,10 @@ std::string tempDir() {
 
 TEST_CASE("config: curve keys from JSON and flags; one without the other is refused") {
   DaemonConfig c;
-  REQUIRE(applyJson(nlohmann::json::parse(R"({"curve": {"secret_key_file": "/k", "allow_file": "/a"}})"), &c)
-              .isOk());
+  REQUIRE(
+      applyJson(
+          nlohmann::json::parse(R"({"curve": {"secret_key_file": "/k", "allow_file": "/a"}})"), &c)
+          .isOk());
   CHECK(c.curve_secret_key_file == "/k");
   CHECK(c.curve_allow_file == "/a");
   CHECK(validate(c).isOk());
@@ -39,7 +41,9 @@ TEST_CASE("config: curve keys from JSON and flags; one without the other is refu
   CHECK(validate(f).code() == Code::kInvalidArgument);  // no allow-list
 }
 
-TEST_CASE("curve setup: plain without keys; with keys the ZAP handler runs and admits the daemon's own key") {
+TEST_CASE(
+    "curve setup: plain without keys; with keys the ZAP handler runs and admits the daemon's own "
+    "key") {
   zmq::context_t ctx;
   DaemonConfig plain;
   auto none = startCurve(ctx, plain);
