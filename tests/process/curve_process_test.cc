@@ -194,3 +194,64 @@ TEST_CASE("curve: a secret key file readable by others stops daemon and worker a
   CHECK(readFile(dir + "/daemon2.log").find("line 1") != std::string::npos);
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("curve: a coordinator and a node daemon sharing the daemon key pair train keyed workers" *
+          doctest::skip(noCurve())) {
+  const std::string dir = makeTempDir();
+  for (const char* name : {"server", "w0", "w1"}) {
+    REQUIRE(runTool({GROUPSGDCTL_PATH, "keygen", "--out", dir + "/" + name},
+                    dir + "/keygen-" + name + ".log") == 0);
+  }
+  std::ofstream(dir + "/allow") << readFile(dir + "/w0.pub") << readFile(dir + "/w1.pub");
+  const std::vector<std::string> keys = {"--curve-secret-key-file", dir + "/server.key",
+                                         "--curve-allow-file", dir + "/allow"};
+  std::vector<std::string> head_args = {GROUPSGDD_PATH,
+                                        "--role",
+                                        "coordinator",
+                                        "--mode",
+                                        "grouped",
+                                        "--workers",
+                                        "2",
+                                        "--groups",
+                                        "2",
+                                        "--listen",
+                                        "tcp://127.0.0.1:0",
+                                        "--endpoint-file",
+                                        dir + "/endpoint",
+                                        "--summary-file",
+                                        dir + "/summary.json",
+                                        "--progress-ms",
+                                        "0",
+                                        "--heartbeat-ms",
+                                        "250",
+                                        "--max-samples",
+                                        "8000",
+                                        "--max-seconds",
+                                        "60"};
+  head_args.insert(head_args.end(), keys.begin(), keys.end());
+  Process head(head_args, dir + "/head.log");
+  REQUIRE_MESSAGE(waitForFile(dir + "/endpoint", 20000ms), readFile(dir + "/head.log"));
+  std::string ep = readFile(dir + "/endpoint");
+  ep.erase(ep.find_last_not_of("\n") + 1);
+  std::vector<std::string> node_args = {
+      GROUPSGDD_PATH, "--role",    "node", "--coordinator", ep,  "--node-groups",  "2",  "--mode",
+      "grouped",      "--workers", "2",    "--groups",      "2", "--heartbeat-ms", "250"};
+  node_args.insert(node_args.end(), keys.begin(), keys.end());
+  Process node(node_args, dir + "/node.log");
+  Process w0(workerArgs(ep, dir, "w0", true), dir + "/w0.log");
+  Process w1(workerArgs(ep, dir, "w1", true), dir + "/w1.log");
+  REQUIRE_MESSAGE(head.wait(90000ms) == std::optional<int>(0), readFile(dir + "/head.log"));
+  CHECK(node.wait(20000ms) == std::optional<int>(0));
+  CHECK(w0.wait(20000ms) == std::optional<int>(0));
+  CHECK(w1.wait(20000ms) == std::optional<int>(0));
+  json s = json::parse(readFile(dir + "/summary.json"));
+  INFO("summary: " << s.dump());
+  INFO("node: " << readFile(dir + "/node.log"));
+  CHECK(s["stop_reason"] == "sample budget spent");
+  REQUIRE(s["group_stats"].size() == 2);
+  for (const auto& g : s["group_stats"]) CHECK(g["steps"].get<int>() > 10);
+  CHECK(s["curve"]["enabled"] == true);
+  CHECK(s["curve"]["clients_refused"] == 0);
+  CHECK(s["accounting_ok"].get<bool>());
+  std::filesystem::remove_all(dir);
+}
