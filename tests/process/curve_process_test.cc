@@ -198,11 +198,12 @@ TEST_CASE("curve: a secret key file readable by others stops daemon and worker a
 TEST_CASE("curve: a coordinator and a node daemon sharing the daemon key pair train keyed workers" *
           doctest::skip(noCurve())) {
   const std::string dir = makeTempDir();
-  for (const char* name : {"server", "w0", "w1"}) {
+  for (const char* name : {"server", "w0", "w1", "ev"}) {
     REQUIRE(runTool({GROUPSGDCTL_PATH, "keygen", "--out", dir + "/" + name},
                     dir + "/keygen-" + name + ".log") == 0);
   }
-  std::ofstream(dir + "/allow") << readFile(dir + "/w0.pub") << readFile(dir + "/w1.pub");
+  std::ofstream(dir + "/allow") << readFile(dir + "/w0.pub") << readFile(dir + "/w1.pub")
+                                << readFile(dir + "/ev.pub");
   const std::vector<std::string> keys = {"--curve-secret-key-file", dir + "/server.key",
                                          "--curve-allow-file", dir + "/allow"};
   std::vector<std::string> head_args = {GROUPSGDD_PATH,
@@ -240,13 +241,19 @@ TEST_CASE("curve: a coordinator and a node daemon sharing the daemon key pair tr
   Process node(node_args, dir + "/node.log");
   Process w0(workerArgs(ep, dir, "w0", true), dir + "/w0.log");
   Process w1(workerArgs(ep, dir, "w1", true), dir + "/w1.log");
+  auto ev_args = workerArgs(ep, dir, "ev", true);
+  ev_args.push_back("--evaluate");
+  Process evaluator(ev_args, dir + "/ev.log");  // fetches the central model with its own key
   REQUIRE_MESSAGE(head.wait(90000ms) == std::optional<int>(0), readFile(dir + "/head.log"));
   CHECK(node.wait(20000ms) == std::optional<int>(0));
   CHECK(w0.wait(20000ms) == std::optional<int>(0));
   CHECK(w1.wait(20000ms) == std::optional<int>(0));
+  CHECK(evaluator.wait(20000ms) == std::optional<int>(0));
   json s = json::parse(readFile(dir + "/summary.json"));
   INFO("summary: " << s.dump());
   INFO("node: " << readFile(dir + "/node.log"));
+  INFO("evaluator: " << readFile(dir + "/ev.log"));
+  CHECK_FALSE(s["final_test_acc"].is_null());
   CHECK(s["stop_reason"] == "sample budget spent");
   REQUIRE(s["group_stats"].size() == 2);
   for (const auto& g : s["group_stats"]) CHECK(g["steps"].get<int>() > 10);
