@@ -34,7 +34,6 @@ GroupServer::GroupServer(zmq::context_t& ctx, zmq::socket_t router, std::string 
       optimizer_(cfg_.optimizer, param_count),
       replica_(std::make_shared<std::vector<float>>(param_count)),
       base_(param_count),
-      cut_(param_count),
       local_(std::min<std::size_t>(param_count, kLocalElements)) {
   if (cfg_.delta_compression.encoding != kernels::Encoding::kDense) {
     compressor_.emplace(cfg_.delta_compression.encoding, param_count, cfg_.delta_compression.ratio);
@@ -419,10 +418,11 @@ void GroupServer::maybeExchange(bool force) {
     return;
   }
   if (!force && steps_since_cut_ < cfg_.exchange_period) return;
-  // delta = replica - base; keep the replica as it was at the cut for the rebase.
+  // delta = replica - base. The replica at the cut is base + delta: the rebase needs only
+  // the delta, kept until the answer (no model-sized copy of the replica).
   auto delta = send_pool_.acquire(replica().size());
   kernels::subtract(replica(), base_, *delta);
-  kernels::copy(replica(), cut_);
+  std::shared_ptr<const std::vector<float>> cut = delta;
   std::shared_ptr<std::vector<std::uint8_t>> encoded;
   if (compressor_ && !force) {
     // Compressed with error feedback: what is not sent now stays in the compressor's
@@ -434,8 +434,11 @@ void GroupServer::maybeExchange(bool force) {
   } else if (compressor_) {
     // A forced exchange (flush, regroup, shutdown) sends everything, residual included,
     // dense, so nothing stays behind in this group.
-    kernels::axpy(1.0f, compressor_->residual(), *delta);
+    auto all = send_pool_.acquire(delta->size());
+    kernels::copy(*delta, *all);
+    kernels::axpy(1.0f, compressor_->residual(), *all);
     compressor_->reset();
+    delta = std::move(all);  // the cut stays base + delta: the residual was not in the replica
   }
   Status s = ensureCentral();
   if (s) {
@@ -459,6 +462,7 @@ void GroupServer::maybeExchange(bool force) {
     central_.reset();
     return;  // stays pending; tried again after the next step
   }
+  cut_delta_ = std::move(cut);
   counters_.samples_in_flight = counters_.samples_pending;
   counters_.samples_pending = 0;
   steps_since_cut_ = 0;
@@ -485,10 +489,11 @@ void GroupServer::handleCentral(std::vector<zmq::message_t>&& frames) {
     } else {
       applied = r.getApplied();
       if (!applied) reason = r.getReason().cStr();
-      // replica = central + (replica - since), since = the cut (exchange) or the base
-      // (resync): the local steps taken meanwhile are kept. Part by part, with a
-      // part-sized temporary instead of model-sized ones.
-      const std::vector<float>* since = was == CentralRequest::kExchange ? &cut_ : &base_;
+      // replica = central + (replica - since), since = the cut = base + delta (exchange)
+      // or the base (resync): the local steps taken meanwhile are kept. Part by part,
+      // with a part-sized temporary instead of model-sized ones.
+      const std::vector<float>* cut_delta =
+          was == CentralRequest::kExchange && cut_delta_ ? cut_delta_.get() : nullptr;
       std::size_t off = 0;
       std::vector<float>& replica = writableReplica();
       for (const auto& part : central->parts) {
@@ -497,8 +502,11 @@ void GroupServer::handleCentral(std::vector<zmq::message_t>&& frames) {
           for (std::size_t o = 0; o < part.size(); o += local_.size()) {
             const std::size_t n = std::min(local_.size(), part.size() - o);
             auto tmp = std::span<float>(local_).first(n);
-            kernels::subtract(rep.subspan(o, n), std::span<const float>(*since).subspan(off + o, n),
+            kernels::subtract(rep.subspan(o, n), std::span<const float>(base_).subspan(off + o, n),
                               tmp);
+            if (cut_delta) {
+              kernels::axpy(-1.0f, std::span<const float>(*cut_delta).subspan(off + o, n), tmp);
+            }
             kernels::copy(part.subspan(o, n), rep.subspan(o, n));
             kernels::axpy(1.0f, tmp, rep.subspan(o, n));
           }
@@ -514,6 +522,7 @@ void GroupServer::handleCentral(std::vector<zmq::message_t>&& frames) {
     }
   }
   if (was == CentralRequest::kExchange) {
+    cut_delta_.reset();  // its buffer goes back to the pool
     if (applied) {
       ++counters_.exchanges;
     } else {
@@ -532,16 +541,10 @@ void GroupServer::handleCentral(std::vector<zmq::message_t>&& frames) {
 }
 
 void GroupServer::rollOutLostDelta() {
-  // replica -= cut - base: the delta's progress leaves the replica with its samples,
-  // which the caller counts as dropped; so does any error-feedback residual.
-  std::vector<float>& replica = writableReplica();
-  for (std::size_t o = 0; o < replica.size(); o += local_.size()) {
-    const std::size_t n = std::min(local_.size(), replica.size() - o);
-    auto tmp = std::span<float>(local_).first(n);
-    kernels::subtract(std::span<const float>(cut_).subspan(o, n),
-                      std::span<const float>(base_).subspan(o, n), tmp);
-    kernels::axpy(-1.0f, tmp, std::span<float>(replica).subspan(o, n));
-  }
+  // replica -= cut - base (= the delta): the delta's progress leaves the replica with its
+  // samples, which the caller counts as dropped; so does any error-feedback residual.
+  if (cut_delta_) kernels::axpy(-1.0f, *cut_delta_, writableReplica());
+  cut_delta_.reset();
   if (compressor_) compressor_->reset();
   replica_payload_.reset();
 }

@@ -124,7 +124,8 @@ class GroupServer {
   std::shared_ptr<std::vector<float>> spare_;  // the previous replica buffer, for reuse
   std::vector<float> base_;        // central model the replica descends from
   std::uint64_t base_version_ = 0;
-  std::vector<float> cut_;         // replica when the in-flight delta was cut
+  // The in-flight delta as cut (replica at the cut = base + this), until the answer.
+  std::shared_ptr<const std::vector<float>> cut_delta_;
   // Temporary of the rebase and roll-out, which go part by part (received gradients
   // and models are read in place, the step's mean lives in the barrier).
   static constexpr std::size_t kLocalElements = 1u << 20;
