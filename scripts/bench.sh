@@ -3,10 +3,12 @@
 # into results/NAME-<UTC timestamp>.jsonl. Exits with the benchmark's status.
 #   scripts/bench.sh NAME [--quick] [extra args]
 # NAME is straggler (scripts/bench/straggler.sh) or any program build/bench/groupsgd-bench-NAME
-# (bench/NAME_bench.cc). Set BENCH_NO_BUILD=1 to skip the build.
+# (bench/NAME_bench.cc). Set BENCH_NO_BUILD=1 to skip the build, GROUPSGD_RESULTS_DIR to
+# write the results elsewhere than results/ (the CTest smoke tests use the build tree).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export BUILD_DIR=${BUILD_DIR:-$root/build}
+export GROUPSGD_RESULTS_DIR=${GROUPSGD_RESULTS_DIR:-$root/results}
 
 # Benchmarks: the known ones, then any other bench/*_bench.cc or built program.
 names() {
@@ -73,8 +75,8 @@ else
   cmd=("$binary")
 fi
 
-mkdir -p "$root/results"
-out="$root/results/$name-$(date -u +%Y%m%dT%H%M%SZ).jsonl"
+mkdir -p "$GROUPSGD_RESULTS_DIR"
+out="$GROUPSGD_RESULTS_DIR/$name-$(date -u +%Y%m%dT%H%M%SZ).jsonl"
 echo "bench: $name $*; JSON lines to $out" >&2
 status=0
 "${cmd[@]}" "$@" | tee "$out" || status=${PIPESTATUS[0]}

@@ -61,9 +61,12 @@ if (( stragglers > workers )); then echo "demo: more stragglers than workers" >&
 if [[ $mode == grouped ]] && (( groups > workers )); then groups=$workers; fi
 
 log() { echo "demo: $*" >&2; }
-"$root/scripts/install-deps.sh" >&2
 export BUILD_DIR=${BUILD_DIR:-$root/build}
-"$root/scripts/build.sh" >&2
+# BENCH_NO_BUILD=1 (scripts/bench.sh, the bench smoke tests): use the binaries as built.
+if [[ ${BENCH_NO_BUILD:-0} != 1 ]]; then
+  "$root/scripts/install-deps.sh" >&2
+  "$root/scripts/build.sh" >&2
+fi
 
 run_dir=$(mktemp -d "${TMPDIR:-/tmp}/groupsgd-demo.XXXXXX")
 pids=()
