@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "groupsgd/common/status.h"
+#include "groupsgd/kernels/model_device.h"
 #include "groupsgd/worker/speed_schedule.h"
 
 namespace groupsgd::worker {
@@ -28,6 +29,7 @@ struct WorkerOptions {
   std::uint32_t timeout_ms = 15000; // per request (must exceed the step deadline)
   std::uint32_t connect_timeout_ms = 30000;  // how long to keep trying to register
   std::string log_level = "info";
+  kernels::ModelDevice device;      // --device cpu|cuda|cuda:N (training only)
   bool help = false;
 };
 
