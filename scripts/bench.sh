@@ -12,7 +12,7 @@ export BUILD_DIR=${BUILD_DIR:-$root/build}
 names() {
   local f n
   {
-    printf '%s\n' straggler dataplane memory scale kernels
+    printf '%s\n' straggler dataplane memory scale kernels trainer-step
     for f in "$root"/bench/*_bench.cc; do
       [[ -e $f ]] || continue
       n=$(basename "$f" _bench.cc)
@@ -31,6 +31,7 @@ describe() {
     memory) echo "peak resident memory of a central PS and a group PS serving a 25M-parameter model" ;;
     scale) echo "regroup decision time and plan quality for 100 to 10,000 workers" ;;
     kernels) echo "numeric kernels against memory bandwidth" ;;
+    trainer-step) echo "training-step samples/s of mlp and cnn, CPU and (with a GPU) CUDA" ;;
     *) echo "build/bench/groupsgd-bench-$1" ;;
   esac
 }
