@@ -190,3 +190,19 @@ TEST_CASE("cuda models: unsupported requests get a clear status" * doctest::skip
   CHECK(st.message.find("does not exist") != std::string::npos);
   CHECK(m == nullptr);
 }
+
+TEST_CASE("cuda models: a failed step sticks: NaN loss and gradient, deviceStatus says why" *
+          doctest::skip(noGpu())) {
+  std::unique_ptr<Model> gpu;
+  REQUIRE(makeModelOn(kGpu, ModelKind::kMlp, 784, 10, &gpu).ok());
+  std::vector<float> params(gpu->paramCount()), grad(gpu->paramCount(), 0.0f);
+  gpu->init(params, 1);
+  Batch b = randomBatch(4, 784, 10, 3);
+  b.y[2] = 10;  // not a class: refused before anything reaches the device
+  CHECK(std::isnan(gpu->lossAndGrad(params, b.x.data(), b.y.data(), 4, grad)));
+  CHECK(std::all_of(grad.begin(), grad.end(), [](float v) { return std::isnan(v); }));
+  CHECK(gpu->deviceStatus().code == KernelStatus::Code::kInvalidArgument);
+  CHECK(gpu->deviceStatus().message.find("label 10 at 2") != std::string::npos);
+  b.y[2] = 1;  // a good batch afterwards still fails: the model is not trusted any more
+  CHECK(std::isnan(gpu->lossAndGrad(params, b.x.data(), b.y.data(), 4, grad)));
+}

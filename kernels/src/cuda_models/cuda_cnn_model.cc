@@ -84,20 +84,26 @@ struct ConvLayer {
     GSGD_DNN_TRY(cudnnGetConvolutionForwardAlgorithm_v7(h, in, filter, conv, out, kMax, &n, fp));
     GSGD_GPU_TRY(pick(fp, n, "the forward convolution", &f));
     fwd = f.algo;
-    workspace = std::max(workspace, f.memory);
+    std::size_t bytes = 0;
+    GSGD_DNN_TRY(cudnnGetConvolutionForwardWorkspaceSize(h, in, filter, conv, out, fwd, &bytes));
+    workspace = std::max(workspace, bytes);
     cudnnConvolutionBwdFilterAlgoPerf_t bp[kMax], b{};
     GSGD_DNN_TRY(
         cudnnGetConvolutionBackwardFilterAlgorithm_v7(h, in, out, conv, filter, kMax, &n, bp));
     GSGD_GPU_TRY(pick(bp, n, "the filter gradient", &b));
     bwd_filter = b.algo;
-    workspace = std::max(workspace, b.memory);
+    GSGD_DNN_TRY(cudnnGetConvolutionBackwardFilterWorkspaceSize(h, in, out, conv, filter,
+                                                                bwd_filter, &bytes));
+    workspace = std::max(workspace, bytes);
     if (need_data) {
       cudnnConvolutionBwdDataAlgoPerf_t dp[kMax], d{};
       GSGD_DNN_TRY(
           cudnnGetConvolutionBackwardDataAlgorithm_v7(h, filter, out, conv, in, kMax, &n, dp));
       GSGD_GPU_TRY(pick(dp, n, "the input gradient", &d));
       bwd_data = d.algo;
-      workspace = std::max(workspace, d.memory);
+      GSGD_DNN_TRY(cudnnGetConvolutionBackwardDataWorkspaceSize(h, filter, out, conv, in,
+                                                                bwd_data, &bytes));
+      workspace = std::max(workspace, bytes);
     }
     return KernelStatus::success();
   }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <limits>
 #include <numeric>
+#include <string>
 
 #include "../layer_math.h"
 #include "model_kernels.h"
@@ -22,8 +23,8 @@ KernelStatus CudaModelBase::open(int ordinal) {
   ordinal_ = ordinal;
   GSGD_CUDA_TRY(cudaSetDevice(ordinal));
   GSGD_BLAS_TRY(cublasCreate(&blas_));
-  // Plain FP32 arithmetic (no TF32 tensor cores), so results stay comparable to the CPU's.
-  GSGD_BLAS_TRY(cublasSetMathMode(blas_, CUBLAS_PEDANTIC_MATH));
+  // FP32 arithmetic: the default math mode never uses TF32 tensor cores for SGEMM.
+  GSGD_BLAS_TRY(cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH));
   return setup();
 }
 
@@ -46,6 +47,14 @@ KernelStatus CudaModelBase::upload(std::span<const float> params, const float* x
 KernelStatus CudaModelBase::step(std::span<const float> params, const float* x,
                                  const std::int32_t* labels, std::size_t batch,
                                  std::span<float> grad, float* loss) {
+  // The CPU models assert on a bad label; on the device it would read out of bounds.
+  for (std::size_t i = 0; i < batch; ++i) {
+    if (labels[i] < 0 || static_cast<std::size_t>(labels[i]) >= numClasses()) {
+      return KernelStatus::error(KernelStatus::Code::kInvalidArgument,
+                                 "label " + std::to_string(labels[i]) + " at " +
+                                     std::to_string(i) + " is not a class of this model");
+    }
+  }
   GSGD_GPU_TRY(upload(params, x, batch));
   // Labels travel as int32 in a float-sized scratch (same size, 4 bytes each).
   static_assert(sizeof(std::int32_t) == sizeof(float));

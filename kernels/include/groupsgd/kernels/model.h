@@ -60,9 +60,9 @@ class Model {
   // Writes the arg-max class of each row.
   virtual void predict(std::span<const float> params, const float* x, std::size_t batch,
                        std::int32_t* out_labels) = 0;
-  // The first device error this model met (CUDA models, model_device.h: a failed copy,
-  // kernel or cuBLAS/cuDNN call; lossAndGrad then returned NaN and filled grad with NaN, and
-  // every later call does the same). The CPU models are always ok.
+  // The first error this model met (CUDA models, model_device.h: a label out of range, a
+  // failed copy, kernel or cuBLAS/cuDNN call; lossAndGrad then returned NaN and filled grad
+  // with NaN, and every later call does the same). The CPU models are always ok.
   virtual KernelStatus deviceStatus() const;
 };
 
