@@ -14,7 +14,7 @@ export GROUPSGD_RESULTS_DIR=${GROUPSGD_RESULTS_DIR:-$root/results}
 names() {
   local f n
   {
-    printf '%s\n' straggler dataplane memory scale kernels
+    printf '%s\n' straggler dataplane memory scale kernels trainer-step
     for f in "$root"/bench/*_bench.cc; do
       [[ -e $f ]] || continue
       n=$(basename "$f" _bench.cc)
@@ -33,6 +33,7 @@ describe() {
     memory) echo "peak resident memory of a central PS and a group PS serving a 25M-parameter model" ;;
     scale) echo "regroup decision time and plan quality for 100 to 10,000 workers" ;;
     kernels) echo "numeric kernels against memory bandwidth" ;;
+    trainer-step) echo "training-step samples/s of mlp and cnn, CPU and (with a GPU) CUDA" ;;
     *) echo "build/bench/groupsgd-bench-$1" ;;
   esac
 }

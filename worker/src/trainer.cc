@@ -10,6 +10,7 @@
 #include "groupsgd/dataset/batch.h"
 #include "groupsgd/dataset/idx.h"
 #include "groupsgd/kernels/model.h"
+#include "groupsgd/kernels/model_device.h"
 #include "registration.h"
 
 namespace groupsgd::worker {
@@ -87,11 +88,16 @@ bool Trainer::adopt(const Assignment& a) {
     return false;
   }
   if (!model_ || model_->paramCount() != a.param_count) {
-    model_ = kernels::makeModel(kind, data_.featureDim());
-    if (!model_) {
-      GSGD_ERROR("model '" << a.model << "' does not fit inputs of " << data_.featureDim()
-                           << " features");
+    model_.reset();
+    const kernels::KernelStatus made =
+        kernels::makeModelOn(opts_.device, kind, data_.featureDim(), 10, &model_);
+    if (!made.ok()) {
+      GSGD_ERROR("model '" << a.model << "' on " << kernels::modelDeviceName(opts_.device)
+                           << ": " << made.message);
       return false;
+    }
+    if (opts_.device.backend != kernels::Backend::kCpu) {
+      GSGD_INFO("model '" << a.model << "' runs on " << kernels::modelDeviceName(opts_.device));
     }
     if (model_->paramCount() != a.param_count) {
       GSGD_ERROR("model size mismatch: daemon says " << a.param_count << " parameters, this worker "
@@ -198,6 +204,11 @@ int Trainer::run() {
     // Into the client's send buffer, so the push sends it without a copy.
     const std::span<float> grad = group_->gradientBuffer();
     last_loss = model_->lossAndGrad(params_, x.data(), y.data(), batch, grad);
+    if (kernels::KernelStatus dev = model_->deviceStatus(); !dev.ok()) {
+      GSGD_ERROR("the model failed on " << kernels::modelDeviceName(opts_.device) << ": "
+                                        << dev.message);
+      return 1;
+    }
     sleepMs(emulatedSleepMs(speed, msSince(t0),
                             static_cast<double>(batch) / std::max<std::uint32_t>(1, reference_batch_)));
     if (opts_.stall_prob > 0 && uniform_(rng_) < opts_.stall_prob) {

@@ -8,6 +8,7 @@
 
 #include "groupsgd/common/curve_keys.h"
 #include "groupsgd/common/status.h"
+#include "groupsgd/kernels/model_device.h"
 #include "groupsgd/worker/speed_schedule.h"
 
 namespace groupsgd::worker {
@@ -29,6 +30,7 @@ struct WorkerOptions {
   std::uint32_t timeout_ms = 15000; // per request (must exceed the step deadline)
   std::uint32_t connect_timeout_ms = 30000;  // how long to keep trying to register
   std::string log_level = "info";
+  kernels::ModelDevice device;      // --device cpu|cuda|cuda:N (training only)
   std::string curve_secret_key_file;  // --curve-secret-key-file: this worker's key (0600)
   std::string curve_server_key_file;  // --curve-server-key-file: the daemons' public key
   CurveKeys curve;                    // loaded from the two files (empty = plain links)
