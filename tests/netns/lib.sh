@@ -61,6 +61,19 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
+# A run killed outright (SIGKILL on a CTest timeout) cannot clean up: remove the
+# namespaces of runs whose shell is gone, with what still runs in them.
+reap_stale_namespaces() {
+  local ns pid p
+  for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E '^gsgd[0-9]+-' || true); do
+    pid=${ns#gsgd}
+    pid=${pid%%-*}
+    kill -0 "$pid" 2>/dev/null && continue
+    for p in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$p" 2>/dev/null || true; done
+    ip netns del "$ns" 2>/dev/null && echo "removed $ns, left by a killed run" >&2
+  done
+}
+
 # Skips (77) unless this machine lets us make namespaces, veths, nft tables and tbf.
 require_netns() {
   [[ $(id -u) -eq 0 ]] || skip "network-namespace tests need root (uid $(id -u))"
@@ -68,6 +81,7 @@ require_netns() {
   for tool in ip nft tc jq bc; do
     command -v "$tool" >/dev/null || skip "'$tool' is not installed (scripts/install-deps.sh)"
   done
+  reap_stale_namespaces
   local err
   err=$(ip netns add "${NS}-probe" 2>&1) || skip "'ip netns add' refused: $err"
   err=$(ip link add name p0 netns "${NS}-probe" type veth peer name p1 netns "${NS}-probe" 2>&1) ||
