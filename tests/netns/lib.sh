@@ -4,8 +4,8 @@
 #   head (10.77.0.1) --veth-- rt (10.77.0.254 | 10.77.i.254) --veth-- side i (10.77.i.1)
 #
 # "head" runs groupsgdd (coordinator, central PS, group PSes); each side namespace runs
-# one worker; "rt" routes between them and is where faults go (nft drops, tc tbf on its
-# ports, links taken down, the delaying proxy), so every fault sits on a real path.
+# one worker; "rt" routes between them and is where faults go (nft drop and redirect
+# rules, tc tbf on its ports, the delaying proxy), so every fault sits on a real path.
 # Everything (processes, namespaces, their veths and nft tables) is removed on exit.
 # Needs root; exits 77 (CTest: skipped) with the reason when namespaces cannot be made.
 set -euo pipefail
