@@ -4,6 +4,7 @@
 
 #include "groupsgd/common/compression_spec.h"
 #include "groupsgd/common/log.h"
+#include "groupsgd/daemon/curve_setup.h"
 #include "groupsgd/groupps/group_server.h"
 #include "groupsgd/worker/client.h"
 
@@ -30,7 +31,14 @@ Result<worker::Assignment> registerNode(worker::CoordinatorClient& coord, worker
 int runNode(const DaemonConfig& cfg, const std::atomic<bool>& stop_requested) {
   log::setThreadTag("node");
   zmq::context_t ctx(2);
-  worker::CoordinatorClient coord(ctx, cfg.coordinator, cfg.job_id);
+  // The node serves group PSes with the cluster's daemon key pair: ZAP before any bind.
+  auto curve = startCurve(ctx, cfg);
+  if (!curve) {
+    GSGD_ERROR("CURVE: " << curve.status().toString());
+    return 1;
+  }
+  worker::CoordinatorClient coord(ctx, cfg.coordinator, cfg.job_id,
+                                  std::chrono::milliseconds(5000), curve->keys);
   // 1. Where is the central PS, and how big is the model? (asked as a tool, then left)
   auto probe = registerNode(coord, worker::Role::kTool, {}, stop_requested);
   if (!probe) {
@@ -55,6 +63,7 @@ int runNode(const DaemonConfig& cfg, const std::atomic<bool>& stop_requested) {
     gcfg.delta_compression = *parseCompressionSpec(cfg.compress_deltas);
     gcfg.limits = limits;
     gcfg.adopt_group_id = true;
+    gcfg.curve = curve->keys;
     auto server = groupps::GroupServer::create(ctx, gcfg, probe->param_count,
                                                "tcp://" + cfg.bind_host + ":*");
     if (!server) {

@@ -54,7 +54,7 @@ struct Run {
     CHECK(*rc == 0);
     for (std::size_t i = 0; i < workers.size() && i < expect_clean; ++i) {
       auto wrc = workers[i]->wait(15000ms);
-      CHECK_MESSAGE(wrc == std::optional<int>(0), "worker " << i << ": "
+      CHECK_MESSAGE(wrc == std::optional<int>(0), exitText(wrc) << ", worker " << i << ": "
                     << readFile(dir + "/worker-" + std::to_string(i) + ".log"));
     }
     return json::parse(readFile(dir + "/summary.json"));
@@ -124,9 +124,11 @@ TEST_CASE("adaptive: batches follow speed inside a group (a 3x slower worker get
               {"heartbeat_ms", 150},
               {"adaptive", {{"control_ms", 300}, {"profile_steps", 10}, {"min_batch", 4}}}};
   Run r(cfg, {"--max-seconds", "8"});
-  r.worker({"--device-ms", "8", "--name", "slow", "--slowdown", "3"});
-  r.worker({"--device-ms", "8", "--name", "a"});
-  r.worker({"--device-ms", "8", "--name", "b"});
+  // Emulated device time dominates each step, so a loaded machine's noise in the real
+  // compute (tens of ms at a load of 10 on 2 cores) does not make "a" or "b" look slow.
+  r.worker({"--device-ms", "40", "--name", "slow", "--slowdown", "3"});
+  r.worker({"--device-ms", "40", "--name", "a"});
+  r.worker({"--device-ms", "40", "--name", "b"});
   json s = r.finish(60000ms);
   INFO("summary: " << s.dump());
   std::map<std::string, int> batch;
@@ -155,7 +157,7 @@ TEST_CASE("process: a killed worker is declared dead and its group carries on") 
   bool death = false;
   double died_at = 0;
   for (const auto& e : s["events"]) {
-    if (e["kind"] == "death") {
+    if (e["kind"] == "death" && !death) {  // the victim's; others may die at the stop
       death = true;
       died_at = e["t_s"];
     }

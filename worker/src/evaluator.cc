@@ -38,7 +38,7 @@ int runEvaluator(zmq::context_t& ctx, const WorkerOptions& opts,
     return 2;
   }
   const auto timeout = std::chrono::milliseconds(opts.timeout_ms);
-  CoordinatorClient coord(ctx, opts.coordinator, opts.job_id, timeout);
+  CoordinatorClient coord(ctx, opts.coordinator, opts.job_id, timeout, opts.curve);
   auto assigned = registerWithRetry(coord, Role::kEvaluator, opts, interrupted);
   if (!assigned) {
     GSGD_ERROR(assigned.status().toString());
@@ -58,7 +58,7 @@ int runEvaluator(zmq::context_t& ctx, const WorkerOptions& opts,
   }
   MessageLimits limits;
   limits.job_id = opts.job_id;
-  RpcClient central(ctx, a.central_endpoint, limits);
+  RpcClient central(ctx, a.central_endpoint, limits, clientSocketOptions(opts.curve));
   std::vector<float> params(a.param_count);
   HeartbeatStats st;
   std::uint64_t evaluated = ~0ull;

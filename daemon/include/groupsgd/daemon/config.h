@@ -78,6 +78,11 @@ struct DaemonConfig {
   std::string compress_gradients = "dense";  // worker -> group encoding (CompressionSpec)
   std::string compress_deltas = "dense";     // group -> central encoding
   AdaptiveConfig adaptive;
+  // CURVE on every TCP link (docs/operations.md, "Securing the links"): this daemon's
+  // secret key file (mode 0600; every daemon of a cluster shares the pair) and the file of
+  // client public keys it admits. Both empty = plain links.
+  std::string curve_secret_key_file;
+  std::string curve_allow_file;
 
   // Groups (group PS slots) and exchange period implied by the mode.
   std::uint32_t groupCount() const;

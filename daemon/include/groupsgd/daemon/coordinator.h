@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 #include <zmq.hpp>
@@ -17,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "groupsgd/common/transport.h"
+#include "groupsgd/common/zap_handler.h"
 #include "groupsgd/daemon/adaptive_controller.h"
 #include "groupsgd/daemon/config.h"
 #include "groupsgd/daemon/control_server.h"
@@ -33,8 +35,9 @@ struct Topology {
 
 class Coordinator {
  public:
+  // curve: the daemon's keys (empty = plain links); its ZAP handler must already run.
   static Result<std::unique_ptr<Coordinator>> create(zmq::context_t& ctx, DaemonConfig cfg,
-                                                     Topology topo);
+                                                     Topology topo, CurveKeys curve = {});
   const std::string& endpoint() const { return endpoint_; }
   // Serves until training ends (a stop condition or stop_requested), then drains and
   // flushes. Returns the run summary (docs/config.md lists its fields).
@@ -51,17 +54,24 @@ class Coordinator {
   void attachMetrics(MetricsRegistry* metrics) { metrics_ = metrics; }
   void setWatchdog(std::optional<std::chrono::microseconds> period) { watchdog_ = period; }
   void setReloadFlag(std::atomic<bool>* reload) { reload_ = reload; }
+  // The ZAP handler whose counters status and /metrics report (borrowed; outlives run()).
+  void attachZap(const ZapHandler* zap) { zap_ = zap; }
 
  private:
   using Clock = std::chrono::steady_clock;
   Coordinator(zmq::context_t& ctx, zmq::socket_t sock, std::string endpoint, DaemonConfig cfg,
-              Topology topo);
+              Topology topo, CurveKeys curve);
 
   void serveOnce(std::chrono::milliseconds timeout);
   void handle(const zmq::message_t& from, std::vector<zmq::message_t>&& frames);
-  void onRegister(const zmq::message_t& from, const InMessage& msg);
-  void onHeartbeat(const zmq::message_t& from, const InMessage& msg);
-  void onLeave(const zmq::message_t& from, const InMessage& msg);
+  // key: the sender's authenticated CURVE key ("" on plain links).
+  void onRegister(const zmq::message_t& from, const InMessage& msg, const std::string& key);
+  void onHeartbeat(const zmq::message_t& from, const InMessage& msg, const std::string& key);
+  void onLeave(const zmq::message_t& from, const InMessage& msg, const std::string& key);
+  // Under CURVE a worker id belongs to the key that registered it; refuses and counts
+  // a request under that id from another key.
+  bool ownsId(const zmq::message_t& from, const WorkerRecord& w, const std::string& key);
+  nlohmann::ordered_json curveJson() const;
   void refuse(const zmq::message_t& from, const Status& why);
   Status configureGroup(std::uint32_t group, bool flush = false);
   // Group PS slots exist (role coordinator: offered by node daemons as they register).
@@ -102,6 +112,9 @@ class Coordinator {
   DaemonConfig cfg_;
   Topology topo_;
   MessageLimits limits_;
+  CurveKeys curve_;
+  const ZapHandler* zap_ = nullptr;  // borrowed, like control_
+  std::uint64_t identity_refused_ = 0;
   Registry registry_;
   std::unique_ptr<AssignmentPolicy> policy_;
   std::vector<std::unique_ptr<RpcClient>> groups_;
@@ -110,6 +123,9 @@ class Coordinator {
   std::uint64_t epoch_ = 0;
   std::uint32_t next_shard_ = 0;
   bool stopping_ = false;
+  // Trainers declared dead while stopping: a loaded machine can stall a live one past the
+  // heartbeat limit; finish() keeps answering until each has heard "stop" or the deadline.
+  std::set<std::uint64_t> dead_while_stopping_;
   bool stop_evaluators_ = false;  // evaluators stop last, after measuring the final model
   std::optional<Clock::time_point> training_started_;
   std::optional<double> time_to_target_s_;

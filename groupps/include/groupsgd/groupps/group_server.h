@@ -17,6 +17,7 @@
 #include <zmq.hpp>
 
 #include "groupsgd/common/compression_spec.h"
+#include "groupsgd/common/curve_keys.h"
 #include "groupsgd/common/message.h"
 #include "groupsgd/common/status.h"
 #include "groupsgd/groupps/step_barrier.h"
@@ -35,6 +36,7 @@ struct GroupServerConfig {
   CompressionSpec delta_compression;   // group -> central encoding (error feedback here)
   bool adopt_group_id = false;  // node daemons: take the id from the first GroupConfig
   MessageLimits limits;
+  CurveKeys curve;  // set: CURVE on the router (server) and toward the central PS (client)
 };
 
 struct GroupCounters {
@@ -46,6 +48,7 @@ struct GroupCounters {
   std::uint64_t bad_messages = 0;
   std::uint64_t exchanges = 0;
   std::uint64_t refused_exchanges = 0;
+  std::uint64_t identity_refused = 0;  // another worker's id, or not the coordinator's key
   float last_loss = 0;
 };
 
@@ -64,6 +67,9 @@ class GroupServer {
 
   // Worker and coordinator requests.
   void handleRouter(const zmq::message_t& from, std::vector<zmq::message_t>&& frames);
+  // Under CURVE: may the connection authenticated as `key` act as this sender? Refuses
+  // (and counts) when not. An empty key is a plain or inproc link: nothing to check.
+  bool mayActAs(const zmq::message_t& from, const std::string& key, const InMessage& msg);
   void onPull(const zmq::message_t& from, const InMessage& msg);
   void onPush(const zmq::message_t& from, const InMessage& msg);
   void onGroupConfig(const zmq::message_t& from, const InMessage& msg);
@@ -110,6 +116,7 @@ class GroupServer {
   // Samples of every push acknowledged per worker (what a worker that died had trained).
   std::unordered_map<std::uint64_t, std::uint64_t> acknowledged_;
   std::unordered_map<std::uint64_t, Leaving> departed_;  // left members -> what they were told
+  std::unordered_map<std::uint64_t, std::string> member_keys_;  // CURVE key per worker ever configured
   std::optional<Clock::time_point> step_opened_;
   std::uint64_t step_ = 0;
   kernels::Optimizer optimizer_;
