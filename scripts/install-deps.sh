@@ -10,8 +10,9 @@ packages=(
   libopenblas-dev zlib1g-dev
   dataset-fashion-mnist
 )
-# The network-fault tests (tests/netns): ip netns / veth / tc tbf, and nft for drops.
-packages+=(iproute2 nftables)
+# The network-fault tests (tests/netns): ip netns / veth / tc tbf, nft for drops; jq and
+# bc read the control socket's JSON and do the timing arithmetic in those scripts.
+packages+=(iproute2 nftables jq bc)
 if [[ "${1:-}" == "--extra" ]]; then
   # Tools for benchmarks, plots, linting and fuzzing (not needed to build or test).
   packages+=(gnuplot-nox python3 shellcheck iperf3 clang libclang-rt-14-dev)
