@@ -71,6 +71,9 @@ struct GroupStats {
   lastLoss @10 :Float32;       # batch-weighted mean loss of the last completed step
   members @11 :UInt32;         # configured members
   acknowledged @12 :List(MemberSamples);  # per worker: samples of acknowledged pushes
+  quarantined @13 :List(UInt64);  # workers quarantined here for repeated bad updates
+  replayedPushes @14 :UInt64;     # pushes refused as replays (a step already pushed)
+  quarantineRefusals @15 :UInt64; # messages refused because their sender is quarantined
 }
 
 # Samples of one worker's pushes that this group acknowledged (accepted or counted dropped).
