@@ -313,7 +313,8 @@ void Coordinator::updateMetrics() {
     if (value > last) metrics_->counter(name, help).inc(value - last);
     last = std::max(last, value);
   };
-  std::map<std::string, int> counts = {{"active", 0}, {"draining", 0}, {"left", 0}, {"dead", 0}};
+  std::map<std::string, int> counts = {{"active", 0}, {"draining", 0}, {"left", 0}, {"dead", 0},
+                                       {"quarantined", 0}};
   for (const auto& [id, w] : registry_.all()) {
     if (w.role != WorkerRole::kTrainer) continue;
     counts[w.draining && w.state == WorkerState::kActive ? "draining" : workerStateName(w.state)]++;
