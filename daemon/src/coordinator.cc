@@ -318,6 +318,7 @@ void Coordinator::onHeartbeat(const zmq::message_t& from, const InMessage& msg) 
   if (w == nullptr || w->state != WorkerState::kActive || h.getEpoch() < w->epoch) {
     // Unknown, dead or from an old epoch: refuse the statistics, ask it to register again.
     ++stale_heartbeats_;
+    if (stopping_) dead_while_stopping_.erase(h.getSenderId());  // it hears "stop" now
     reply.setReregister(!stopping_);
     reply.setStop(stopping_);
     (void)replyTo(sock_, from, std::move(out));
@@ -398,6 +399,7 @@ void Coordinator::checkLiveness() {
         adaptive_->membershipChanged("worker " + std::to_string(id) + " died");
       }
       event("death", "worker " + std::to_string(id) + " missed its heartbeats: declared dead");
+      if (stopping_) dead_while_stopping_.insert(id);
     }
   }
   for (auto g : touched) {
@@ -476,7 +478,8 @@ nlohmann::json Coordinator::finish(const std::string& reason) {
   const auto drain_deadline = Clock::now() + std::chrono::milliseconds(
       cfg_.step_deadline_ms + 4ull * cfg_.heartbeat_ms * cfg_.heartbeat_misses);
   if (control_ != nullptr) control_->setRefusing("the daemon is stopping");
-  while (registry_.activeTrainers() > 0 && Clock::now() < drain_deadline) {
+  while ((registry_.activeTrainers() > 0 || !dead_while_stopping_.empty()) &&
+         Clock::now() < drain_deadline) {
     serveOnce(std::chrono::milliseconds(50));
     checkLiveness();
     serveControl();

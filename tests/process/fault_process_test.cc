@@ -114,7 +114,8 @@ struct FaultCluster {
     CHECK(*rc == 0);
     for (std::size_t i = 0; i < workers.size(); ++i) {
       auto wrc = workers[i]->wait(20000ms);
-      CHECK_MESSAGE(wrc == std::optional<int>(0), "worker " << i << ": " << readFile(workerLog(i)));
+      CHECK_MESSAGE(wrc == std::optional<int>(0),
+                    exitText(wrc) << ", worker " << i << ": " << readFile(workerLog(i)));
     }
     return json::parse(readFile(dir + "/summary.json"));
   }

@@ -77,6 +77,12 @@ bool waitForText(const std::string& path, const std::string& text, std::chrono::
   return false;
 }
 
+std::string exitText(const std::optional<int>& status) {
+  if (!status) return "still running";
+  if (*status < 0) return "killed by signal " + std::to_string(-*status);
+  return "exit " + std::to_string(*status);
+}
+
 std::string makeTempDir() {
   std::string tmpl = "/tmp/groupsgd-test.XXXXXX";
   if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");

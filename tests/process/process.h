@@ -30,5 +30,7 @@ bool waitForFile(const std::string& path, std::chrono::milliseconds timeout);
 // Polls until the file contains text.
 bool waitForText(const std::string& path, const std::string& text, std::chrono::milliseconds timeout);
 std::string makeTempDir();
+// "exit N", "killed by signal N" or "still running", for test messages.
+std::string exitText(const std::optional<int>& status);
 
 }  // namespace groupsgd::testing

@@ -50,8 +50,8 @@ struct Cluster {
     CHECK(*rc == 0);
     for (std::size_t i = 0; i < workers.size(); ++i) {
       auto wrc = workers[i]->wait(15000ms);
-      CHECK_MESSAGE(wrc == std::optional<int>(0),
-                    "worker " << i << ": " << readFile(dir + "/worker-" + std::to_string(i) + ".log"));
+      CHECK_MESSAGE(wrc == std::optional<int>(0), exitText(wrc) << ", worker " << i << ": "
+                    << readFile(dir + "/worker-" + std::to_string(i) + ".log"));
     }
     return json::parse(readFile(dir + "/summary.json"));
   }

@@ -133,6 +133,9 @@ class Coordinator {
   std::uint64_t epoch_ = 0;
   std::uint32_t next_shard_ = 0;
   bool stopping_ = false;
+  // Trainers declared dead while stopping: a loaded machine can stall a live one past the
+  // heartbeat limit; finish() keeps answering until each has heard "stop" or the deadline.
+  std::set<std::uint64_t> dead_while_stopping_;
   bool stop_evaluators_ = false;  // evaluators stop last, after measuring the final model
   std::optional<Clock::time_point> training_started_;
   std::optional<double> time_to_target_s_;
