@@ -38,6 +38,8 @@ struct Member {
   epoch @2 :UInt64;        # epoch of its latest assignment; older pushes are refused
   leaving @3 :Directive;   # continue = member; reassign / stop = its next gradient is its
                            # last here (included in the step), then it is told so and removed
+  publicKey @4 :Text;      # Z85 CURVE key it registered with; its pushes and pulls must
+                           # come over a connection authenticated with it ("" = no CURVE)
 }
 
 # Coordinator -> group PS: who is in the group from header.epoch on. Answered by Ack.
@@ -71,9 +73,11 @@ struct GroupStats {
   lastLoss @10 :Float32;       # batch-weighted mean loss of the last completed step
   members @11 :UInt32;         # configured members
   acknowledged @12 :List(MemberSamples);  # per worker: samples of acknowledged pushes
-  quarantined @13 :List(UInt64);  # workers quarantined here for repeated bad updates
-  replayedPushes @14 :UInt64;     # pushes refused as replays (a step already pushed)
-  quarantineRefusals @15 :UInt64; # messages refused because their sender is quarantined
+  identityRefused @13 :UInt64; # requests refused: sent under another worker's id, or a
+                               # coordinator request from a key that is not the daemons'
+  quarantined @14 :List(UInt64);  # workers quarantined here for repeated bad updates
+  replayedPushes @15 :UInt64;     # pushes refused as replays (a step already pushed)
+  quarantineRefusals @16 :UInt64; # messages refused because their sender is quarantined
 }
 
 # Samples of one worker's pushes that this group acknowledged (accepted or counted dropped).

@@ -7,6 +7,7 @@
 
 #include "groupsgd/common/log.h"
 #include "groupsgd/common/transport.h"
+#include "groupsgd/common/zap_handler.h"
 #include "groupsgd/kernels/ops.h"
 
 namespace groupsgd::centralps {
@@ -37,7 +38,7 @@ Result<std::unique_ptr<CentralServer>> CentralServer::create(zmq::context_t& ctx
       return Status(loaded.status().code(), "cannot resume: " + loaded.status().message());
     }
   }
-  auto sock = makeSocket(ctx, zmq::socket_type::router);
+  auto sock = makeSocket(ctx, zmq::socket_type::router, serverSocketOptions(cfg.curve));
   if (!sock) return sock.status();
   auto ep = bindSocket(*sock, bind_endpoint);
   if (!ep) return ep.status();
@@ -183,8 +184,13 @@ void CentralServer::sendModel(const zmq::message_t& from, bool applied, const st
 }
 
 void CentralServer::handle(const zmq::message_t& from, std::vector<zmq::message_t>&& frames) {
+  const std::string key = frames.empty() ? std::string() : peerKey(frames.front());
   auto msg = decodeMessage(std::move(frames), cfg_.limits);
   if (!msg) return refuse(from, msg.status());
+  if (!key.empty() && key != cfg_.curve.public_key && msg->kind() != BodyKind::FETCH) {
+    return refuse(from, permissionDenied(std::string("only a groupsgd daemon may send '") +
+                                         bodyKindName(msg->kind()) + "' (key " + key + ")"));
+  }
   switch (msg->kind()) {
     case BodyKind::DELTA_PUSH: return onDeltaPush(from, *msg);
     case BodyKind::FETCH: return sendModel(from, false, "", 0, 0.0f);

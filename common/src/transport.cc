@@ -1,6 +1,26 @@
 #include "groupsgd/common/transport.h"
 
+#include "groupsgd/common/zap_handler.h"
+
 namespace groupsgd {
+
+SocketOptions serverSocketOptions(const CurveKeys& keys) {
+  SocketOptions o;
+  if (keys.enabled()) {
+    o.curve_side = CurveSide::kServer;
+    o.curve = keys;
+  }
+  return o;
+}
+
+SocketOptions clientSocketOptions(const CurveKeys& keys) {
+  SocketOptions o;
+  if (keys.enabled()) {
+    o.curve_side = CurveSide::kClient;
+    o.curve = keys;
+  }
+  return o;
+}
 
 Result<zmq::socket_t> makeSocket(zmq::context_t& ctx, zmq::socket_type type,
                                  const SocketOptions& opts) {
@@ -11,6 +31,18 @@ Result<zmq::socket_t> makeSocket(zmq::context_t& ctx, zmq::socket_type type,
     sock.set(zmq::sockopt::sndhwm, opts.send_hwm);
     sock.set(zmq::sockopt::rcvhwm, opts.recv_hwm);
     if (type == zmq::socket_type::router) sock.set(zmq::sockopt::router_mandatory, 1);
+    if (opts.curve_side == CurveSide::kServer) {
+      sock.set(zmq::sockopt::zap_domain, kZapDomain);  // a non-empty domain: always ask ZAP
+      sock.set(zmq::sockopt::curve_server, true);
+      sock.set(zmq::sockopt::curve_secretkey, opts.curve.secret_key);
+    } else if (opts.curve_side == CurveSide::kClient) {
+      if (opts.curve.server_public_key.empty()) {
+        return invalidArgument("a CURVE client needs the server's public key");
+      }
+      sock.set(zmq::sockopt::curve_serverkey, opts.curve.server_public_key);
+      sock.set(zmq::sockopt::curve_publickey, opts.curve.public_key);
+      sock.set(zmq::sockopt::curve_secretkey, opts.curve.secret_key);
+    }
     return sock;
   } catch (const zmq::error_t& e) {
     return unavailable(std::string("cannot create socket: ") + e.what());

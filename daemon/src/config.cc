@@ -107,6 +107,16 @@ Status parseAdaptive(const json& j, AdaptiveConfig* a) {
   return Status::ok();
 }
 
+Status parseCurve(const json& j, DaemonConfig* c) {
+  if (!j.is_object()) return invalidArgument("curve must be an object");
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    if (it.key() == "secret_key_file") c->curve_secret_key_file = it->get<std::string>();
+    else if (it.key() == "allow_file") c->curve_allow_file = it->get<std::string>();
+    else return invalidArgument("unknown option curve." + it.key());
+  }
+  return Status::ok();
+}
+
 Status applyJsonUnchecked(const json& j, DaemonConfig* c) {
   for (auto it = j.begin(); it != j.end(); ++it) {
     const std::string& k = it.key();
@@ -151,6 +161,7 @@ Status applyJsonUnchecked(const json& j, DaemonConfig* c) {
     else if (k == "json") c->json = v.get<bool>();
     else if (k == "log_level") c->log_level = v.get<std::string>();
     else if (k == "adaptive") GSGD_RETURN_IF_ERROR(parseAdaptive(v, &c->adaptive));
+    else if (k == "curve") GSGD_RETURN_IF_ERROR(parseCurve(v, c));
     else if (k == "compress_gradients") c->compress_gradients = v.get<std::string>();
     else if (k == "control_socket") c->control_socket = v.get<std::string>();
     else if (k == "control_admin_gid") {
@@ -209,6 +220,8 @@ constexpr Flag kFlags[] = {
     {"--control-ms", "/adaptive/control_ms", false},
     {"--profile-steps", "/adaptive/profile_steps", false},
     {"--min-regroup-interval-ms", "/adaptive/min_regroup_interval_ms", false},
+    {"--curve-secret-key-file", "/curve/secret_key_file", true},
+    {"--curve-allow-file", "/curve/allow_file", true},
 };
 
 }  // namespace
@@ -369,6 +382,9 @@ Status validate(const DaemonConfig& c) {
     return invalidArgument("quarantine_window_s must be in (0, 86400]");
   }
   if (!(c.give_up_s > 0)) return invalidArgument("give_up_s must be > 0");
+  if (c.curve_secret_key_file.empty() != c.curve_allow_file.empty()) {
+    return invalidArgument("curve needs both secret_key_file and allow_file (or neither)");
+  }
   return Status::ok();
 }
 
@@ -407,6 +423,9 @@ json toJson(const DaemonConfig& c) {
               {"quarantine_after", c.quarantine_after},
               {"quarantine_window_s", c.quarantine_window_s},
               {"give_up_s", c.give_up_s},
+              {"curve",
+               {{"secret_key_file", c.curve_secret_key_file},
+                {"allow_file", c.curve_allow_file}}},
               {"adaptive",
                {{"control_ms", c.adaptive.control_ms},
                 {"min_batch", c.adaptive.min_batch},
@@ -469,6 +488,9 @@ servers (--role all). Workers (groupsgd-worker) connect to --listen.
   --control-ms MS          adaptive: control window (default 1000)
   --profile-steps N        adaptive: steps every worker runs before the first plan (default 20)
   --min-regroup-interval-ms MS  adaptive: least time between regroups (default 5000)
+  --curve-secret-key-file F  CURVE on every TCP link with this secret key (mode 0600;
+                           from groupsgdctl keygen); needs --curve-allow-file
+  --curve-allow-file F     public keys of the workers and nodes to admit, one per line
   --help                   this text
 )";
 }

@@ -28,22 +28,23 @@ WorkerRole roleOf(proto::Role r) {
 }  // namespace
 
 Result<std::unique_ptr<Coordinator>> Coordinator::create(zmq::context_t& ctx, DaemonConfig cfg,
-                                                         Topology topo) {
-  auto sock = makeSocket(ctx, zmq::socket_type::router);
+                                                         Topology topo, CurveKeys curve) {
+  auto sock = makeSocket(ctx, zmq::socket_type::router, serverSocketOptions(curve));
   if (!sock) return sock.status();
   auto ep = bindSocket(*sock, cfg.listen);
   if (!ep) return ep.status();
   return std::unique_ptr<Coordinator>(
-      new Coordinator(ctx, std::move(*sock), *ep, std::move(cfg), std::move(topo)));
+      new Coordinator(ctx, std::move(*sock), *ep, std::move(cfg), std::move(topo), std::move(curve)));
 }
 
 Coordinator::Coordinator(zmq::context_t& ctx, zmq::socket_t sock, std::string endpoint,
-                         DaemonConfig cfg, Topology topo)
+                         DaemonConfig cfg, Topology topo, CurveKeys curve)
     : ctx_(ctx),
       sock_(std::move(sock)),
       endpoint_(std::move(endpoint)),
       cfg_(std::move(cfg)),
       topo_(std::move(topo)),
+      curve_(std::move(curve)),
       policy_(std::make_unique<LeastLoadedPolicy>()) {
   limits_.job_id = cfg_.job_id;
   periods_.assign(cfg_.groupCount(), cfg_.exchangePeriod());
@@ -56,9 +57,10 @@ Coordinator::Coordinator(zmq::context_t& ctx, zmq::socket_t sock, std::string en
     for (std::uint32_t g = 0; g < periods_.size(); ++g) periods_[g] = adaptive_->periodOf(g);
   }
   for (const auto& ep : topo_.group_endpoints) {
-    groups_.push_back(std::make_unique<RpcClient>(ctx_, ep, limits_));
+    groups_.push_back(std::make_unique<RpcClient>(ctx_, ep, limits_, clientSocketOptions(curve_)));
   }
-  central_ = std::make_unique<RpcClient>(ctx_, topo_.central_endpoint, limits_);
+  central_ = std::make_unique<RpcClient>(ctx_, topo_.central_endpoint, limits_,
+                                         clientSocketOptions(curve_));
 }
 
 void Coordinator::setHeadStart(HeadStart start) {
@@ -136,16 +138,29 @@ void Coordinator::refuse(const zmq::message_t& from, const Status& why) {
 }
 
 void Coordinator::handle(const zmq::message_t& from, std::vector<zmq::message_t>&& frames) {
+  const std::string key = frames.empty() ? std::string() : peerKey(frames.front());
   auto msg = decodeMessage(std::move(frames), limits_);
   if (!msg) return refuse(from, msg.status());
   switch (msg->kind()) {
-    case BodyKind::REGISTER: return onRegister(from, *msg);
-    case BodyKind::HEARTBEAT: return onHeartbeat(from, *msg);
-    case BodyKind::LEAVE: return onLeave(from, *msg);
+    case BodyKind::REGISTER: return onRegister(from, *msg, key);
+    case BodyKind::HEARTBEAT: return onHeartbeat(from, *msg, key);
+    case BodyKind::LEAVE: return onLeave(from, *msg, key);
     default:
       return refuse(from, invalidArgument(std::string("the coordinator does not serve '") +
                                           bodyKindName(msg->kind()) + "'"));
   }
+}
+
+bool Coordinator::ownsId(const zmq::message_t& from, const WorkerRecord& w,
+                         const std::string& key) {
+  if (key.empty() || key == w.public_key) return true;
+  ++identity_refused_;
+  GSGD_WARN("identity refused: key " << key << " used worker " << w.id << "'s id");
+  (void)replyTo(sock_, from,
+                makeErrorReply(cfg_.job_id, 0,
+                               permissionDenied("worker " + std::to_string(w.id) +
+                                                " is bound to another key")));
+  return false;
 }
 
 Status Coordinator::configureGroup(std::uint32_t group, bool flush) {
@@ -171,6 +186,7 @@ Status Coordinator::configureGroup(std::uint32_t group, bool flush) {
     list[i].setWorkerId(m->id);
     list[i].setBatchSize(m->batch_size);
     list[i].setEpoch(m->group != group ? m->moving_epoch : m->epoch);
+    list[i].setPublicKey(m->public_key);
     if (m->group != group) {
       list[i].setLeaving(proto::Directive::REASSIGN);
     } else if (m->draining) {
@@ -182,7 +198,8 @@ Status Coordinator::configureGroup(std::uint32_t group, bool flush) {
   return Status::ok();
 }
 
-void Coordinator::onRegister(const zmq::message_t& from, const InMessage& msg) {
+void Coordinator::onRegister(const zmq::message_t& from, const InMessage& msg,
+                             const std::string& key) {
   auto r = msg.header().getBody().getRegister();
   if (stopping_) return refuse(from, unavailable("training is stopping; not accepting workers"));
   if (quarantined_procs_.count({r.getHost().cStr(), r.getPid()}) != 0) {
@@ -204,6 +221,7 @@ void Coordinator::onRegister(const zmq::message_t& from, const InMessage& msg) {
       return refuse(from, notFound("worker " + std::to_string(r.getWorkerId()) +
                                    " is not registered; register as a new worker"));
     }
+    if (!ownsId(from, *known, key)) return;
     known->last_seen = Clock::now();
     if (known->role == WorkerRole::kTrainer && groupFailed(known->group)) {
       return refuse(from, unavailable("group " + std::to_string(known->group) +
@@ -222,6 +240,7 @@ void Coordinator::onRegister(const zmq::message_t& from, const InMessage& msg) {
   w.host = r.getHost().cStr();
   w.pid = r.getPid();
   w.name = r.getName().cStr();
+  w.public_key = key;
   w.batch_size = cfg_.batch_size;
   w.epoch = ++epoch_;
   w.last_seen = Clock::now();
@@ -276,7 +295,8 @@ void Coordinator::onNodeRegister(const zmq::message_t& from, const InMessage& ms
     if (groups_.size() >= cfg_.groupCount()) break;  // enough group PSes already
     group_node_[groups_.size()] = rec.id;
     topo_.group_endpoints.push_back(ep.cStr());
-    groups_.push_back(std::make_unique<RpcClient>(ctx_, ep.cStr(), limits_));
+    groups_.push_back(
+        std::make_unique<RpcClient>(ctx_, ep.cStr(), limits_, clientSocketOptions(curve_)));
     ++taken;
   }
   event("node", "node " + std::to_string(rec.id) + " (" + rec.host + ") offers " +
@@ -306,9 +326,11 @@ void Coordinator::sendAssignment(const zmq::message_t& to, const WorkerRecord& r
   (void)replyTo(sock_, to, std::move(out));
 }
 
-void Coordinator::onHeartbeat(const zmq::message_t& from, const InMessage& msg) {
+void Coordinator::onHeartbeat(const zmq::message_t& from, const InMessage& msg,
+                              const std::string& key) {
   auto h = msg.header();
   WorkerRecord* w = registry_.find(h.getSenderId());
+  if (w != nullptr && !ownsId(from, *w, key)) return;
   if (w != nullptr && w->state == WorkerState::kQuarantined && h.getEpoch() >= w->epoch) {
     ++quarantine_refusals_;
     return refuse(from, quarantined("worker " + std::to_string(w->id) + " is quarantined"));
@@ -346,10 +368,12 @@ void Coordinator::onHeartbeat(const zmq::message_t& from, const InMessage& msg) 
   (void)replyTo(sock_, from, std::move(out));
 }
 
-void Coordinator::onLeave(const zmq::message_t& from, const InMessage& msg) {
+void Coordinator::onLeave(const zmq::message_t& from, const InMessage& msg,
+                          const std::string& key) {
   auto h = msg.header();
   WorkerRecord* w = registry_.find(h.getSenderId());
   if (w == nullptr) return refuse(from, notFound("unknown worker " + std::to_string(h.getSenderId())));
+  if (!ownsId(from, *w, key)) return;
   if (h.getEpoch() >> 32 != w->epoch >> 32) {
     // The id is reused by this head incarnation; the sender's registration died with the
     // previous head.
@@ -514,7 +538,8 @@ nlohmann::json Coordinator::finish(const std::string& reason) {
                       {"late_gradients", s.getLateGradients()},
                       {"bad_messages", s.getBadMessages()},
                       {"exchanges", s.getExchanges()},
-                      {"refused_exchanges", s.getRefusedExchanges()}});
+                      {"refused_exchanges", s.getRefusedExchanges()},
+                      {"identity_refused", s.getIdentityRefused()}});
   }
   nlohmann::json central;
   std::uint64_t applied = 0, version = 0;
@@ -609,6 +634,7 @@ nlohmann::json Coordinator::finish(const std::string& reason) {
       {"late_gradients", late},
       {"bad_messages", bad},
       {"stale_heartbeats", stale_heartbeats_},
+      {"curve", curveJson()},
       {"accounting_ok", trained == applied + dropped && lost_ok},
       {"samples_lost_in_failed_groups", lost},
       {"replayed_pushes", replays},

@@ -85,7 +85,15 @@ ojson Coordinator::statusJson() const {
     if (failed_[g]) failed.push_back(g);
   }
   s["failed_groups"] = failed;
+  s["curve"] = curveJson();
   return s;
+}
+
+ojson Coordinator::curveJson() const {
+  return {{"enabled", curve_.enabled()},
+          {"clients_admitted", zap_ != nullptr ? zap_->admitted() : 0},
+          {"clients_refused", zap_ != nullptr ? zap_->refused() : 0},
+          {"identity_refused", identity_refused_}};
 }
 
 ojson Coordinator::workersJson() const {
@@ -341,6 +349,12 @@ void Coordinator::updateMetrics() {
   counterTo("regroups_total", "regroups carried out", static_cast<double>(regroups_));
   counterTo("stale_heartbeats_total", "heartbeats refused (unknown or old epoch)",
             static_cast<double>(stale_heartbeats_));
+  counterTo("identity_refused_total", "requests under a worker id bound to another CURVE key",
+            static_cast<double>(identity_refused_));
+  if (zap_ != nullptr) {
+    counterTo("curve_clients_refused_total", "CURVE handshakes the ZAP handler refused",
+              static_cast<double>(zap_->refused()));
+  }
   // Server-side counters come from the central PS (cheap, local).
   OutMessage out(cfg_.job_id, 0);
   out.header().getBody().initCentralStatsQuery();

@@ -7,6 +7,7 @@
 #include <ostream>
 #include <utility>
 
+#include "groupsgd/common/curve_keys.h"
 #include "groupsgd/daemon/control_client.h"
 #include "groupsgd/daemon/version.h"
 
@@ -45,9 +46,38 @@ constexpr CommandSpec kCommands[] = {
     {"checkpoint", "checkpoint", "write a checkpoint of the central model now (admin)", ""},
     {"shutdown", "shutdown", "drain, checkpoint and stop the daemon (admin)",
      "The reply comes when shutdown has begun, not when the daemon has exited.\n"},
+    {"keygen", "keygen --out PREFIX", "write a new CURVE key pair (local; no daemon needed)",
+     "Writes PREFIX.key (the secret key, mode 0600) and PREFIX.pub (the public key) and\n"
+     "prints the public key. Refuses to overwrite an existing key. Put worker and node\n"
+     "public keys in the daemon's allow-list; see docs/operations.md.\n"},
     {"raw", "raw METHOD [JSON_PARAMS]", "send any method with params given as a JSON object",
      "Example: groupsgdctl raw drain '{\"worker\": 3, \"wait\": false}'\n"},
 };
+
+// keygen runs locally: it never touches the control socket.
+int runKeygen(const std::vector<std::string>& rest, std::ostream& out, std::ostream& err) {
+  std::string prefix;
+  for (std::size_t i = 0; i < rest.size(); ++i) {
+    if (rest[i] == "--out" && i + 1 < rest.size()) {
+      prefix = rest[++i];
+    } else {
+      err << "groupsgdctl: usage: groupsgdctl keygen --out PREFIX\n";
+      return kCtlUsageOrConnection;
+    }
+  }
+  if (prefix.empty()) {
+    err << "groupsgdctl: usage: groupsgdctl keygen --out PREFIX\n";
+    return kCtlUsageOrConnection;
+  }
+  auto keys = generateKeyPair();
+  Status written = keys ? writeKeyPair(prefix, *keys) : keys.status();
+  if (!written) {
+    err << "groupsgdctl: keygen: " << written.message() << "\n";
+    return kCtlRefused;
+  }
+  out << keys->public_key << "\n";
+  return kCtlOk;
+}
 
 const CommandSpec* findCommand(const std::string& name) {
   for (const auto& c : kCommands) {
@@ -374,6 +404,7 @@ int runCtlUnchecked(const std::vector<std::string>& args, const std::string& def
     printCommandHelp(*spec, out);
     return kCtlOk;
   }
+  if (cmd == "keygen") return runKeygen(rest, out, err);
   std::string error;
   const auto inv = buildInvocation(cmd, rest, &error);
   if (!inv) return usageError(error);

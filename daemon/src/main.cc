@@ -13,6 +13,7 @@
 #include "groupsgd/daemon/control_server.h"
 #include "groupsgd/daemon/coordinator.h"
 #include "groupsgd/daemon/incarnation.h"
+#include "groupsgd/daemon/curve_setup.h"
 #include "groupsgd/daemon/metrics.h"
 #include "groupsgd/daemon/metrics_server.h"
 #include "groupsgd/daemon/node.h"
@@ -58,6 +59,9 @@ int main(int argc, char** argv) {
   if (cfg.role == "node") return daemon::runNode(cfg, g_stop_requested);
 
   zmq::context_t ctx(2);
+  // CURVE: the ZAP handler runs before anything binds (without it libzmq admits anyone).
+  auto curve = daemon::startCurve(ctx, cfg);
+  if (!curve) return fail("CURVE: " + curve.status().toString());
   MessageLimits limits;
   limits.job_id = cfg.job_id;
   const std::string any_port = "tcp://" + cfg.bind_host + ":*";
@@ -69,6 +73,7 @@ int main(int argc, char** argv) {
   ccfg.outer = cfg.outer_optimizer;
   ccfg.max_delta_norm = cfg.max_delta_norm;
   ccfg.limits = limits;
+  ccfg.curve = curve->keys;
   ccfg.checkpoint_dir = cfg.checkpoint_dir;
   ccfg.checkpoint_keep = cfg.checkpoint_keep;
   ccfg.checkpoint_every_versions = cfg.checkpoint_every_versions;
@@ -94,13 +99,15 @@ int main(int argc, char** argv) {
     gcfg.quarantine_window_ms = static_cast<std::uint32_t>(cfg.quarantine_window_s * 1000);
     gcfg.delta_compression = *parseCompressionSpec(cfg.compress_deltas);  // validated
     gcfg.limits = limits;
+    gcfg.curve = curve->keys;
     auto server = groupps::GroupServer::create(ctx, gcfg, topo.param_count, any_port);
     if (!server) return fail("group PS " + std::to_string(g) + ": " + server.status().toString());
     topo.group_endpoints.push_back((*server)->endpoint());
     groups.push_back(std::move(*server));
   }
-  auto coordinator = daemon::Coordinator::create(ctx, cfg, topo);
+  auto coordinator = daemon::Coordinator::create(ctx, cfg, topo, curve->keys);
   if (!coordinator) return fail("coordinator: " + coordinator.status().toString());
+  (*coordinator)->attachZap(curve->zap.get());
   // Operations: the control socket and /metrics start once the data plane is bound.
   daemon::MetricsRegistry metrics;
   metrics.setBuildInfo(daemon::buildVersion());

@@ -5,6 +5,7 @@
 #include "groupsgd/common/backoff.h"
 #include "groupsgd/common/compression_spec.h"
 #include "groupsgd/common/log.h"
+#include "groupsgd/daemon/curve_setup.h"
 #include "groupsgd/groupps/group_server.h"
 #include "groupsgd/worker/client.h"
 
@@ -34,7 +35,7 @@ enum class HeadEnd { kStopped, kHeadLost, kFailed };
 // heartbeats. Returns kHeadLost when a restarted head does not know this node (its group
 // PSes point at the old central PS, so they are rebuilt from scratch).
 HeadEnd serveHead(const DaemonConfig& cfg, zmq::context_t& ctx, worker::CoordinatorClient& coord,
-                  const std::atomic<bool>& stop_requested) {
+                  const CurveKeys& curve_keys, const std::atomic<bool>& stop_requested) {
   // 1. Where is the central PS, and how big is the model? (asked as a tool, then left)
   auto probe = registerNode(coord, worker::Role::kTool, {}, stop_requested, cfg.give_up_s);
   if (!probe) {
@@ -62,6 +63,7 @@ HeadEnd serveHead(const DaemonConfig& cfg, zmq::context_t& ctx, worker::Coordina
     gcfg.delta_compression = *parseCompressionSpec(cfg.compress_deltas);
     gcfg.limits = limits;
     gcfg.adopt_group_id = true;
+    gcfg.curve = curve_keys;
     auto server = groupps::GroupServer::create(ctx, gcfg, probe->param_count,
                                                "tcp://" + cfg.bind_host + ":*");
     if (!server) {
@@ -123,9 +125,16 @@ HeadEnd serveHead(const DaemonConfig& cfg, zmq::context_t& ctx, worker::Coordina
 int runNode(const DaemonConfig& cfg, const std::atomic<bool>& stop_requested) {
   log::setThreadTag("node");
   zmq::context_t ctx(2);
-  worker::CoordinatorClient coord(ctx, cfg.coordinator, cfg.job_id);
+  // The node serves group PSes with the cluster's daemon key pair: ZAP before any bind.
+  auto curve = startCurve(ctx, cfg);
+  if (!curve) {
+    GSGD_ERROR("CURVE: " << curve.status().toString());
+    return 1;
+  }
+  worker::CoordinatorClient coord(ctx, cfg.coordinator, cfg.job_id,
+                                  std::chrono::milliseconds(5000), curve->keys);
   while (true) {
-    switch (serveHead(cfg, ctx, coord, stop_requested)) {
+    switch (serveHead(cfg, ctx, coord, curve->keys, stop_requested)) {
       case HeadEnd::kStopped: return 0;
       case HeadEnd::kFailed: return 1;
       case HeadEnd::kHeadLost: break;  // serve the new head with fresh group PSes

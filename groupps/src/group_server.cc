@@ -6,6 +6,7 @@
 
 #include "groupsgd/common/log.h"
 #include "groupsgd/common/transport.h"
+#include "groupsgd/common/zap_handler.h"
 #include "groupsgd/kernels/ops.h"
 
 namespace groupsgd::groupps {
@@ -16,7 +17,7 @@ Result<std::unique_ptr<GroupServer>> GroupServer::create(zmq::context_t& ctx,
                                                          const std::string& bind_endpoint) {
   if (param_count == 0) return invalidArgument("a group PS needs a model with parameters");
   if (cfg.central_endpoint.empty()) return invalidArgument("a group PS needs the central endpoint");
-  auto sock = makeSocket(ctx, zmq::socket_type::router);
+  auto sock = makeSocket(ctx, zmq::socket_type::router, serverSocketOptions(cfg.curve));
   if (!sock) return sock.status();
   auto ep = bindSocket(*sock, bind_endpoint);
   if (!ep) return ep.status();
@@ -112,8 +113,10 @@ void GroupServer::refuseBadUpdate(const zmq::message_t& from, std::uint64_t work
 }
 
 void GroupServer::handleRouter(const zmq::message_t& from, std::vector<zmq::message_t>&& frames) {
+  const std::string key = frames.empty() ? std::string() : peerKey(frames.front());
   auto msg = decodeMessage(std::move(frames), cfg_.limits);
   if (!msg) return refuse(from, msg.status());
+  if (!mayActAs(from, key, *msg)) return;
   switch (msg->kind()) {
     case BodyKind::PULL: return onPull(from, *msg);
     case BodyKind::PUSH: return onPush(from, *msg);
@@ -124,6 +127,27 @@ void GroupServer::handleRouter(const zmq::message_t& from, std::vector<zmq::mess
       return refuse(from, invalidArgument(std::string("a group PS does not serve '") +
                                           bodyKindName(msg->kind()) + "'"));
   }
+}
+
+bool GroupServer::mayActAs(const zmq::message_t& from, const std::string& key,
+                           const InMessage& msg) {
+  if (key.empty()) return true;
+  const BodyKind kind = msg.kind();
+  std::string why;
+  if (kind == BodyKind::PULL || kind == BodyKind::PUSH) {
+    const std::uint64_t worker = msg.header().getSenderId();
+    auto it = member_keys_.find(worker);
+    if (it != member_keys_.end() && it->second != key) {
+      why = "worker " + std::to_string(worker) + " is bound to another key";
+    }
+  } else if (key != cfg_.curve.public_key) {
+    why = std::string("only the coordinator may send '") + bodyKindName(kind) + "'";
+  }
+  if (why.empty()) return true;
+  ++counters_.identity_refused;
+  GSGD_WARN("identity refused (key " << key << "): " << why);
+  (void)replyTo(router_, from, makeErrorReply(cfg_.limits.job_id, cfg_.group_id, permissionDenied(why)));
+  return false;
 }
 
 namespace {
@@ -351,7 +375,9 @@ void GroupServer::onGroupConfig(const zmq::message_t& from, const InMessage& msg
     const Leaving leaving = fromProto(m.getLeaving());
     if (leaving != Leaving::kNo && departed_.count(m.getWorkerId()) != 0) continue;  // done
     if (leaving == Leaving::kNo) departed_.erase(m.getWorkerId());
-    members.push_back({m.getWorkerId(), m.getBatchSize(), m.getEpoch(), leaving});
+    members.push_back({m.getWorkerId(), m.getBatchSize(), m.getEpoch(), leaving,
+                       m.getPublicKey().cStr()});
+    if (m.getPublicKey().size() > 0) member_keys_[m.getWorkerId()] = m.getPublicKey().cStr();
   }
   barrier_.configure(members);
   epoch_ = std::max(epoch_, h.getEpoch());
@@ -388,6 +414,7 @@ void GroupServer::sendStats(const zmq::message_t& to) {
   s.setBadMessages(counters_.bad_messages);
   s.setExchanges(counters_.exchanges);
   s.setRefusedExchanges(counters_.refused_exchanges);
+  s.setIdentityRefused(counters_.identity_refused);
   s.setLastLoss(counters_.last_loss);
   s.setMembers(static_cast<std::uint32_t>(barrier_.memberCount()));
   auto ack = s.initAcknowledged(static_cast<unsigned>(acknowledged_.size()));
@@ -414,7 +441,7 @@ void GroupServer::answerFlushWaiters() {
 
 Status GroupServer::ensureCentral() {
   if (central_) return Status::ok();
-  auto s = makeSocket(ctx_, zmq::socket_type::dealer);
+  auto s = makeSocket(ctx_, zmq::socket_type::dealer, clientSocketOptions(cfg_.curve));
   if (!s) return s.status();
   GSGD_RETURN_IF_ERROR(connectSocket(*s, cfg_.central_endpoint));
   central_.emplace(std::move(*s));

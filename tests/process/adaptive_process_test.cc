@@ -124,9 +124,11 @@ TEST_CASE("adaptive: batches follow speed inside a group (a 3x slower worker get
               {"heartbeat_ms", 150},
               {"adaptive", {{"control_ms", 300}, {"profile_steps", 10}, {"min_batch", 4}}}};
   Run r(cfg, {"--max-seconds", "8"});
-  r.worker({"--device-ms", "8", "--name", "slow", "--slowdown", "3"});
-  r.worker({"--device-ms", "8", "--name", "a"});
-  r.worker({"--device-ms", "8", "--name", "b"});
+  // Emulated device time dominates each step, so a loaded machine's noise in the real
+  // compute (tens of ms at a load of 10 on 2 cores) does not make "a" or "b" look slow.
+  r.worker({"--device-ms", "40", "--name", "slow", "--slowdown", "3"});
+  r.worker({"--device-ms", "40", "--name", "a"});
+  r.worker({"--device-ms", "40", "--name", "b"});
   json s = r.finish(60000ms);
   INFO("summary: " << s.dump());
   std::map<std::string, int> batch;

@@ -1,6 +1,10 @@
 #include "groupsgd/worker/options.h"
 
 #include <doctest/doctest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
 
 #include <string>
 #include <vector>
@@ -141,4 +145,26 @@ TEST_CASE("worker options: a negative integer after whitespace is refused") {
   // strtoull skips the blank and negates: " -1" becomes 2^64 - 1 steps.
   auto r = parseWorkerOptions({"--max-steps", " -1"});
   CHECK_FALSE(r.isOk());
+}
+
+TEST_CASE("worker options: CURVE key files load; a lone or readable key file is refused") {
+  std::string tmpl = (std::filesystem::temp_directory_path() / "gsgd-wkeys-XXXXXX").string();
+  const std::string dir = ::mkdtemp(tmpl.data());
+  auto server = groupsgd::generateKeyPair();
+  auto mine = groupsgd::generateKeyPair();
+  REQUIRE(groupsgd::writeKeyPair(dir + "/server", *server).isOk());
+  REQUIRE(groupsgd::writeKeyPair(dir + "/w", *mine).isOk());
+  auto o = parseWorkerOptions({"--curve-secret-key-file", dir + "/w.key",
+                               "--curve-server-key-file", dir + "/server.pub"});
+  REQUIRE(o.isOk());
+  CHECK(o->curve.public_key == mine->public_key);
+  CHECK(o->curve.server_public_key == server->public_key);
+  CHECK(parseWorkerOptions({"--curve-secret-key-file", dir + "/w.key"}).status().code() ==
+        groupsgd::Code::kInvalidArgument);
+  REQUIRE(::chmod((dir + "/w.key").c_str(), 0644) == 0);
+  CHECK(parseWorkerOptions({"--curve-secret-key-file", dir + "/w.key",
+                            "--curve-server-key-file", dir + "/server.pub"})
+            .status()
+            .code() == groupsgd::Code::kPermissionDenied);
+  std::filesystem::remove_all(dir);
 }

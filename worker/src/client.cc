@@ -23,8 +23,11 @@ std::string hostName() {
 }  // namespace
 
 CoordinatorClient::CoordinatorClient(zmq::context_t& ctx, const std::string& endpoint,
-                                     std::uint64_t job_id, std::chrono::milliseconds timeout)
-    : rpc_(ctx, endpoint, limitsFor(job_id)), job_id_(job_id), timeout_(timeout) {}
+                                     std::uint64_t job_id, std::chrono::milliseconds timeout,
+                                     const CurveKeys& curve)
+    : rpc_(ctx, endpoint, limitsFor(job_id), clientSocketOptions(curve)),
+      job_id_(job_id),
+      timeout_(timeout) {}
 
 Result<Assignment> CoordinatorClient::registerAs(Role role, const std::string& name,
                                                  std::uint64_t worker_id,
@@ -103,8 +106,9 @@ Status CoordinatorClient::leave(const Assignment& a, std::uint64_t samples_train
 }
 
 GroupClient::GroupClient(zmq::context_t& ctx, const Assignment& a, std::uint64_t job_id,
-                         std::chrono::milliseconds timeout, CompressionSpec compression)
-    : rpc_(ctx, a.group_endpoint, limitsFor(job_id)),
+                         std::chrono::milliseconds timeout, CompressionSpec compression,
+                         const CurveKeys& curve)
+    : rpc_(ctx, a.group_endpoint, limitsFor(job_id), clientSocketOptions(curve)),
       assignment_(a),
       job_id_(job_id),
       timeout_(timeout) {

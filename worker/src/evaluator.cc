@@ -39,7 +39,7 @@ int runEvaluator(zmq::context_t& ctx, const WorkerOptions& opts,
     return 2;
   }
   const auto timeout = std::chrono::milliseconds(opts.timeout_ms);
-  CoordinatorClient coord(ctx, opts.coordinator, opts.job_id, timeout);
+  CoordinatorClient coord(ctx, opts.coordinator, opts.job_id, timeout, opts.curve);
   auto assigned = registerWithRetry(coord, Role::kEvaluator, opts, interrupted,
                                     std::chrono::milliseconds(opts.connect_timeout_ms));
   if (!assigned) {
@@ -60,7 +60,8 @@ int runEvaluator(zmq::context_t& ctx, const WorkerOptions& opts,
   }
   MessageLimits limits;
   limits.job_id = opts.job_id;
-  auto central = std::make_unique<RpcClient>(ctx, a.central_endpoint, limits);
+  auto central =
+      std::make_unique<RpcClient>(ctx, a.central_endpoint, limits, clientSocketOptions(opts.curve));
   std::vector<float> params(a.param_count);
   HeartbeatStats st;
   std::uint64_t evaluated = ~0ull;
@@ -89,7 +90,8 @@ int runEvaluator(zmq::context_t& ctx, const WorkerOptions& opts,
       a = *again;
       // A restarted head has its central PS on a new endpoint.
       if (a.central_endpoint != central->endpoint()) {
-        central = std::make_unique<RpcClient>(ctx, a.central_endpoint, limits);
+        central = std::make_unique<RpcClient>(ctx, a.central_endpoint, limits,
+                                              clientSocketOptions(opts.curve));
       }
     }
     std::this_thread::sleep_until(t0 + std::chrono::milliseconds(opts.eval_interval_ms));

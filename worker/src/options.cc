@@ -68,6 +68,9 @@ accuracy and reports it).
   --backoff-initial-ms MS registration retries: first delay (default 100), doubling
   --backoff-max-ms MS     up to this (default 8000), each shortened by up to 20% jitter
   --log-level L           debug|info|warn|error (default info)
+  --curve-secret-key-file F  CURVE: this worker's secret key (mode 0600, groupsgdctl keygen);
+                          its public key must be in the daemon's allow-list
+  --curve-server-key-file F  CURVE: the daemons' public key file
   --help                  this text
 )";
 }
@@ -96,6 +99,10 @@ Result<WorkerOptions> parseWorkerOptions(const std::vector<std::string>& args) {
       GSGD_RETURN_IF_ERROR(value(&o.name));
     } else if (a == "--log-level") {
       GSGD_RETURN_IF_ERROR(value(&o.log_level));
+    } else if (a == "--curve-secret-key-file") {
+      GSGD_RETURN_IF_ERROR(value(&o.curve_secret_key_file));
+    } else if (a == "--curve-server-key-file") {
+      GSGD_RETURN_IF_ERROR(value(&o.curve_server_key_file));
     } else if (a == "--job-id") {
       GSGD_RETURN_IF_ERROR(value(&v));
       GSGD_RETURN_IF_ERROR(parseUnsigned(a, v, &o.job_id));
@@ -158,6 +165,16 @@ Result<WorkerOptions> parseWorkerOptions(const std::vector<std::string>& args) {
   }
   auto sched = SpeedSchedule::parse(o.schedule_text);
   if (!sched) return sched.status();
+  if (o.curve_secret_key_file.empty() != o.curve_server_key_file.empty()) {
+    return invalidArgument("CURVE needs both --curve-secret-key-file and --curve-server-key-file");
+  }
+  if (!o.curve_secret_key_file.empty() && !o.help) {
+    auto own = loadSecretKeyFile(o.curve_secret_key_file);
+    if (!own) return own.status();
+    auto server = loadPublicKeyFile(o.curve_server_key_file);
+    if (!server) return server.status();
+    o.curve = CurveKeys{own->public_key, own->secret_key, *server};
+  }
   return o;
 }
 

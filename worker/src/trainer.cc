@@ -56,7 +56,8 @@ class Trainer {
         interrupted_(interrupted),
         data_(std::move(data)),
         schedule_(std::move(schedule)),
-        coord_(ctx, opts.coordinator, opts.job_id, std::chrono::milliseconds(opts.timeout_ms)) {}
+        coord_(ctx, opts.coordinator, opts.job_id, std::chrono::milliseconds(opts.timeout_ms),
+               opts.curve) {}
 
   int run();
 
@@ -133,7 +134,8 @@ bool Trainer::adopt(const Assignment& a) {
     return false;
   }
   group_ = std::make_unique<GroupClient>(ctx_, a, opts_.job_id,
-                                         std::chrono::milliseconds(opts_.timeout_ms), *spec);
+                                         std::chrono::milliseconds(opts_.timeout_ms), *spec,
+                                         opts_.curve);
   batch_ = a.batch_size;
   if (reference_batch_ == 0) reference_batch_ = a.batch_size;
   need_pull_ = true;

@@ -15,6 +15,7 @@
 
 #include "groupsgd/centralps/central_store.h"
 #include "groupsgd/centralps/staleness.h"
+#include "groupsgd/common/curve_keys.h"
 #include "groupsgd/common/message.h"
 #include "groupsgd/common/status.h"
 #include "groupsgd/kernels/model.h"
@@ -43,6 +44,9 @@ struct CentralConfig {
   std::uint64_t checkpoint_every_versions = 0;
   double checkpoint_interval_s = 0;
   MessageLimits limits;                    // job id and size limits
+  // Set: CURVE on the socket. Then only the daemons' own key may push deltas, ask for a
+  // checkpoint or read the counters; any admitted key may fetch the model (evaluators).
+  CurveKeys curve;
 };
 
 // Counters, readable from the owner thread (and reported through CentralStats).

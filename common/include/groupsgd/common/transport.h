@@ -11,17 +11,27 @@
 #include <vector>
 #include <zmq.hpp>
 
+#include "groupsgd/common/curve_keys.h"
 #include "groupsgd/common/message.h"
 #include "groupsgd/common/status.h"
 
 namespace groupsgd {
+
+// Which end of a CURVE handshake a socket is (docs/operations.md, "Securing the links").
+enum class CurveSide { kNone, kServer, kClient };
 
 struct SocketOptions {
   int linger_ms = 100;                   // never block shutdown on a dead peer
   std::int64_t max_message_bytes = 1ll << 30;  // per frame, enforced by libzmq
   int send_hwm = 1000;
   int recv_hwm = 1000;
+  CurveSide curve_side = CurveSide::kNone;  // kNone: plain TCP
+  CurveKeys curve;                          // used unless kNone
 };
+// Options for a socket that binds (server) or connects (client) with the given keys;
+// plain when the keys are empty.
+SocketOptions serverSocketOptions(const CurveKeys& keys);
+SocketOptions clientSocketOptions(const CurveKeys& keys);
 
 // Creates a socket with the options above; ROUTER sockets also get ROUTER_MANDATORY so
 // a send to a departed peer fails loudly instead of vanishing.

@@ -82,6 +82,11 @@ struct DaemonConfig {
   std::uint32_t quarantine_after = 5;       // bad updates within the window (0 = never)
   double quarantine_window_s = 60;
   double give_up_s = 600;  // role node: how long to keep re-registering with a lost head
+  // CURVE on every TCP link (docs/operations.md, "Securing the links"): this daemon's
+  // secret key file (mode 0600; every daemon of a cluster shares the pair) and the file of
+  // client public keys it admits. Both empty = plain links.
+  std::string curve_secret_key_file;
+  std::string curve_allow_file;
 
   // Groups (group PS slots) and exchange period implied by the mode.
   std::uint32_t groupCount() const;

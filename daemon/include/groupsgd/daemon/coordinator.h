@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "groupsgd/common/transport.h"
+#include "groupsgd/common/zap_handler.h"
 #include "groupsgd/daemon/adaptive_controller.h"
 #include "groupsgd/daemon/config.h"
 #include "groupsgd/daemon/control_server.h"
@@ -43,8 +44,9 @@ struct HeadStart {
 
 class Coordinator {
  public:
+  // curve: the daemon's keys (empty = plain links); its ZAP handler must already run.
   static Result<std::unique_ptr<Coordinator>> create(zmq::context_t& ctx, DaemonConfig cfg,
-                                                     Topology topo);
+                                                     Topology topo, CurveKeys curve = {});
   const std::string& endpoint() const { return endpoint_; }
   // Serves until training ends (a stop condition or stop_requested), then drains and
   // flushes. Returns the run summary (docs/config.md lists its fields).
@@ -63,17 +65,24 @@ class Coordinator {
   void setReloadFlag(std::atomic<bool>* reload) { reload_ = reload; }
   // Set before run(): the incarnation and what was resumed (default: a fresh first head).
   void setHeadStart(HeadStart start);
+  // The ZAP handler whose counters status and /metrics report (borrowed; outlives run()).
+  void attachZap(const ZapHandler* zap) { zap_ = zap; }
 
  private:
   using Clock = std::chrono::steady_clock;
   Coordinator(zmq::context_t& ctx, zmq::socket_t sock, std::string endpoint, DaemonConfig cfg,
-              Topology topo);
+              Topology topo, CurveKeys curve);
 
   void serveOnce(std::chrono::milliseconds timeout);
   void handle(const zmq::message_t& from, std::vector<zmq::message_t>&& frames);
-  void onRegister(const zmq::message_t& from, const InMessage& msg);
-  void onHeartbeat(const zmq::message_t& from, const InMessage& msg);
-  void onLeave(const zmq::message_t& from, const InMessage& msg);
+  // key: the sender's authenticated CURVE key ("" on plain links).
+  void onRegister(const zmq::message_t& from, const InMessage& msg, const std::string& key);
+  void onHeartbeat(const zmq::message_t& from, const InMessage& msg, const std::string& key);
+  void onLeave(const zmq::message_t& from, const InMessage& msg, const std::string& key);
+  // Under CURVE a worker id belongs to the key that registered it; refuses and counts
+  // a request under that id from another key.
+  bool ownsId(const zmq::message_t& from, const WorkerRecord& w, const std::string& key);
+  nlohmann::ordered_json curveJson() const;
   void refuse(const zmq::message_t& from, const Status& why);
   Status configureGroup(std::uint32_t group, bool flush = false);
   // Group PS slots exist (role coordinator: offered by node daemons as they register).
@@ -125,6 +134,9 @@ class Coordinator {
   DaemonConfig cfg_;
   Topology topo_;
   MessageLimits limits_;
+  CurveKeys curve_;
+  const ZapHandler* zap_ = nullptr;  // borrowed, like control_
+  std::uint64_t identity_refused_ = 0;
   Registry registry_;
   std::unique_ptr<AssignmentPolicy> policy_;
   std::vector<std::unique_ptr<RpcClient>> groups_;

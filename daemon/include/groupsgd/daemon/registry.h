@@ -24,6 +24,7 @@ struct WorkerRecord {
   std::string host;
   std::uint32_t pid = 0;
   std::string name;
+  std::string public_key;  // CURVE key it registered with; binds its id ("" = no CURVE)
   std::uint32_t group = 0;
   std::uint32_t batch_size = 0;
   std::uint32_t shard = 0;

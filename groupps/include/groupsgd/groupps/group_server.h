@@ -17,6 +17,7 @@
 #include <zmq.hpp>
 
 #include "groupsgd/common/compression_spec.h"
+#include "groupsgd/common/curve_keys.h"
 #include "groupsgd/common/message.h"
 #include "groupsgd/common/quarantine.h"
 #include "groupsgd/common/status.h"
@@ -40,6 +41,7 @@ struct GroupServerConfig {
   std::uint32_t quarantine_after = 5;
   std::uint32_t quarantine_window_ms = 60000;
   MessageLimits limits;
+  CurveKeys curve;  // set: CURVE on the router (server) and toward the central PS (client)
 };
 
 struct GroupCounters {
@@ -51,6 +53,7 @@ struct GroupCounters {
   std::uint64_t bad_messages = 0;
   std::uint64_t exchanges = 0;
   std::uint64_t refused_exchanges = 0;
+  std::uint64_t identity_refused = 0;  // another worker's id, or not the coordinator's key
   std::uint64_t replayed_pushes = 0;      // a step this worker already pushed for
   std::uint64_t quarantine_refusals = 0;  // messages from quarantined workers
   float last_loss = 0;
@@ -71,6 +74,9 @@ class GroupServer {
 
   // Worker and coordinator requests.
   void handleRouter(const zmq::message_t& from, std::vector<zmq::message_t>&& frames);
+  // Under CURVE: may the connection authenticated as `key` act as this sender? Refuses
+  // (and counts) when not. An empty key is a plain or inproc link: nothing to check.
+  bool mayActAs(const zmq::message_t& from, const std::string& key, const InMessage& msg);
   void onPull(const zmq::message_t& from, const InMessage& msg);
   void onPush(const zmq::message_t& from, const InMessage& msg);
   void onGroupConfig(const zmq::message_t& from, const InMessage& msg);
@@ -119,6 +125,7 @@ class GroupServer {
   // Samples of every push acknowledged per worker (what a worker that died had trained).
   std::unordered_map<std::uint64_t, std::uint64_t> acknowledged_;
   std::unordered_map<std::uint64_t, Leaving> departed_;  // left members -> what they were told
+  std::unordered_map<std::uint64_t, std::string> member_keys_;  // CURVE key per worker ever configured
   // The step of each worker's newest gradient taken into a step: an older or equal step
   // pushed again is a replay, not a late gradient.
   std::unordered_map<std::uint64_t, std::uint64_t> last_step_;

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -21,6 +22,7 @@ struct MemberInfo {
   std::uint32_t batch_size = 0;  // assigned batch (the real weight is the pushed batch)
   std::uint64_t epoch = 0;       // pushes from an older epoch are refused
   Leaving leaving = Leaving::kNo;  // its next gradient is its last in this group
+  std::string public_key{};        // CURVE key it registered with ("" = no CURVE)
 };
 
 class StepBarrier {

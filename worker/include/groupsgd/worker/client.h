@@ -57,8 +57,10 @@ struct HeartbeatAnswer {
 
 class CoordinatorClient {
  public:
+  // curve: this process's keys (empty = plain link).
   CoordinatorClient(zmq::context_t& ctx, const std::string& endpoint, std::uint64_t job_id,
-                    std::chrono::milliseconds timeout = std::chrono::milliseconds(5000));
+                    std::chrono::milliseconds timeout = std::chrono::milliseconds(5000),
+                    const CurveKeys& curve = {});
   // worker_id 0 registers a new worker; a known id fetches that worker's current
   // assignment (after a regroup moved it).
   // `epoch` is that of the assignment the known id came with (the coordinator refuses an
@@ -92,7 +94,8 @@ class GroupClient {
  public:
   // compression: how gradients are encoded (error feedback kept here, per sender).
   GroupClient(zmq::context_t& ctx, const Assignment& a, std::uint64_t job_id,
-              std::chrono::milliseconds timeout, CompressionSpec compression = {});
+              std::chrono::milliseconds timeout, CompressionSpec compression = {},
+              const CurveKeys& curve = {});
   // Fetches the current replica into params (size must equal the model's).
   Result<StepAnswer> pull(std::span<float> params);
   // Pushes a gradient for step; waits for the step to close and returns the next replica.

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "groupsgd/common/curve_keys.h"
 #include "groupsgd/common/status.h"
 #include "groupsgd/worker/speed_schedule.h"
 
@@ -31,9 +32,14 @@ struct WorkerOptions {
   std::uint32_t backoff_initial_ms = 100;  // re-registration back-off: first delay,
   std::uint32_t backoff_max_ms = 8000;     // doubling to this, 20% jitter
   std::string log_level = "info";
+  std::string curve_secret_key_file;  // --curve-secret-key-file: this worker's key (0600)
+  std::string curve_server_key_file;  // --curve-server-key-file: the daemons' public key
+  CurveKeys curve;                    // loaded from the two files (empty = plain links)
   bool help = false;
 };
 
+// Parses the flags and, when CURVE files are named, loads the keys (a secret key file
+// readable by group or others is refused).
 Result<WorkerOptions> parseWorkerOptions(const std::vector<std::string>& args);
 const char* workerUsage();
 

@@ -1,0 +1,25 @@
+// CURVE for a daemon: loads its key pair and allow-list and starts the ZAP handler in its
+// ZeroMQ context. Call before any socket of that context binds: libzmq admits every
+// client while no handler is running. The daemon's own public key is always admitted
+// (its roles, and node daemons sharing the pair, connect to each other with it).
+// Thread rule: main thread, at startup.
+#pragma once
+
+#include <memory>
+#include <zmq.hpp>
+
+#include "groupsgd/common/curve_keys.h"
+#include "groupsgd/common/status.h"
+#include "groupsgd/common/zap_handler.h"
+#include "groupsgd/daemon/config.h"
+
+namespace groupsgd::daemon {
+
+struct CurveSetup {
+  CurveKeys keys;                   // empty when CURVE is not configured
+  std::unique_ptr<ZapHandler> zap;  // null when CURVE is not configured
+};
+
+Result<CurveSetup> startCurve(zmq::context_t& ctx, const DaemonConfig& cfg);
+
+}  // namespace groupsgd::daemon

@@ -1,0 +1,26 @@
+#include "groupsgd/daemon/curve_setup.h"
+
+#include "groupsgd/common/log.h"
+
+namespace groupsgd::daemon {
+
+Result<CurveSetup> startCurve(zmq::context_t& ctx, const DaemonConfig& cfg) {
+  CurveSetup setup;
+  if (cfg.curve_secret_key_file.empty()) return setup;
+  if (!zmq_has("curve")) return failedPrecondition("this libzmq was built without CURVE");
+  auto own = loadSecretKeyFile(cfg.curve_secret_key_file);
+  if (!own) return own.status();
+  auto allowed = loadAllowList(cfg.curve_allow_file);
+  if (!allowed) return allowed.status();
+  const std::size_t listed = allowed->size();
+  allowed->insert(own->public_key);
+  auto zap = ZapHandler::start(ctx, std::move(*allowed));
+  if (!zap) return zap.status();
+  setup.keys = CurveKeys{own->public_key, own->secret_key, own->public_key};
+  setup.zap = std::move(*zap);
+  GSGD_INFO("CURVE on every TCP link: server key " << own->public_key << ", " << listed
+                                                   << " client key(s) allowed");
+  return setup;
+}
+
+}  // namespace groupsgd::daemon

@@ -1,0 +1,142 @@
+// CURVE identity checks of the parameter servers, in process: a central PS and a group PS
+// with the daemon key pair behind a ZAP handler, clients with allowed worker keys.
+#include <doctest/doctest.h>
+
+#include "cluster_fixture.h"
+#include "groupsgd/common/zap_handler.h"
+
+using namespace groupsgd;
+using namespace groupsgd::testing;
+using namespace std::chrono_literals;
+
+namespace {
+
+bool noCurve() {
+  static const bool none = zmq_has("curve") == 0;
+  return none;
+}
+
+CurveKeys keysOf(const CurveKeyPair& own, const CurveKeyPair& server) {
+  return CurveKeys{own.public_key, own.secret_key, server.public_key};
+}
+
+struct KeyedCluster {
+  CurveKeyPair server = *generateKeyPair();
+  CurveKeyPair wa = *generateKeyPair();
+  CurveKeyPair wb = *generateKeyPair();
+  zmq::context_t ctx{1};
+  std::unique_ptr<ZapHandler> zap;
+  std::unique_ptr<ServerThread<centralps::CentralServer>> central;
+  std::unique_ptr<ServerThread<groupps::GroupServer>> group;
+  std::size_t params = 0;
+
+  KeyedCluster() {
+    auto z = ZapHandler::start(ctx, {server.public_key, wa.public_key, wb.public_key});
+    REQUIRE(z.isOk());
+    zap = std::move(*z);
+    centralps::CentralConfig ccfg;
+    ccfg.model = kernels::ModelKind::kSoftmax;
+    ccfg.curve = keysOf(server, server);
+    auto c = centralps::CentralServer::create(ctx, ccfg, "tcp://127.0.0.1:*");
+    REQUIRE(c.isOk());
+    params = (*c)->paramCount();
+    groupps::GroupServerConfig gcfg;
+    gcfg.central_endpoint = (*c)->endpoint();
+    gcfg.curve = ccfg.curve;
+    central = std::make_unique<ServerThread<centralps::CentralServer>>(std::move(*c));
+    auto g = groupps::GroupServer::create(ctx, gcfg, params, "tcp://127.0.0.1:*");
+    REQUIRE(g.isOk());
+    group = std::make_unique<ServerThread<groupps::GroupServer>>(std::move(*g));
+  }
+  ~KeyedCluster() {
+    group.reset();
+    central.reset();
+  }
+
+  // GroupConfig with workers 1 (key wa) and 2 (key wb), sent with the given keys.
+  Status configure(const CurveKeys& as) {
+    RpcClient rpc(ctx, (*group)->endpoint(), MessageLimits{}, clientSocketOptions(as));
+    OutMessage out(1, 0);
+    out.header().setEpoch(1);
+    auto gc = out.header().getBody().initGroupConfig();
+    gc.setGroupId(0);
+    gc.setExchangePeriod(1);
+    gc.setStepDeadlineMs(5000);
+    auto list = gc.initMembers(2);
+    for (unsigned i = 0; i < 2; ++i) {
+      list[i].setWorkerId(i + 1);
+      list[i].setBatchSize(8);
+      list[i].setEpoch(1);
+      list[i].setPublicKey(i == 0 ? wa.public_key : wb.public_key);
+    }
+    auto reply = rpc.call(std::move(out), 5000ms);
+    return reply ? Status::ok() : reply.status();
+  }
+
+  worker::Assignment assignment(std::uint64_t worker_id) const {
+    worker::Assignment a;
+    a.worker_id = worker_id;
+    a.epoch = 1;
+    a.group_endpoint = (*group)->endpoint();
+    a.central_endpoint = (*central)->endpoint();
+    a.param_count = params;
+    return a;
+  }
+};
+
+Status askCentral(zmq::context_t& ctx, const std::string& ep, const CurveKeys& as, BodyKind kind,
+                  std::size_t params) {
+  RpcClient rpc(ctx, ep, MessageLimits{}, clientSocketOptions(as));
+  OutMessage out(1, 0);
+  if (kind == BodyKind::DELTA_PUSH) {
+    auto d = out.header().getBody().initDeltaPush();
+    d.setSamples(8);
+    d.setSteps(1);
+    out.addTensor(std::make_shared<const std::vector<float>>(params, 0.0f));
+  } else if (kind == BodyKind::FETCH) {
+    out.header().getBody().initFetch();
+  } else {
+    out.header().getBody().initCentralStatsQuery();
+  }
+  auto reply = rpc.call(std::move(out), 5000ms);
+  return reply ? Status::ok() : reply.status();
+}
+
+}  // namespace
+
+TEST_CASE("curve cluster: a worker key cannot act as another worker or as the coordinator" *
+          doctest::skip(noCurve())) {
+  KeyedCluster k;
+  const CurveKeys daemon = keysOf(k.server, k.server);
+  const CurveKeys a = keysOf(k.wa, k.server);
+  const CurveKeys b = keysOf(k.wb, k.server);
+  // Only the daemons' key configures the group.
+  CHECK(k.configure(a).code() == Code::kPermissionDenied);
+  REQUIRE(k.configure(daemon).isOk());
+
+  std::vector<float> params(k.params);
+  worker::GroupClient honest(k.ctx, k.assignment(1), 1, 5000ms, {}, a);
+  CHECK(pullWhenReady(honest, params).isOk());
+  worker::GroupClient impostor(k.ctx, k.assignment(1), 1, 5000ms, {}, b);  // b claims id 1
+  CHECK(impostor.pull(params).status().code() == Code::kPermissionDenied);
+  std::vector<float> grad(k.params, 0.0f);
+  CHECK(impostor.push(0, grad, 8, 0.1f, 1.0f, params).status().code() == Code::kPermissionDenied);
+
+  // The central PS: any admitted key may fetch; only the daemons' key pushes or reads stats.
+  const std::string central = (*k.central)->endpoint();
+  CHECK(askCentral(k.ctx, central, a, BodyKind::FETCH, k.params).isOk());
+  CHECK(askCentral(k.ctx, central, a, BodyKind::DELTA_PUSH, k.params).code() ==
+        Code::kPermissionDenied);
+  CHECK(askCentral(k.ctx, central, a, BodyKind::CENTRAL_STATS_QUERY, k.params).code() ==
+        Code::kPermissionDenied);
+  CHECK(askCentral(k.ctx, central, daemon, BodyKind::CENTRAL_STATS_QUERY, k.params).isOk());
+
+  // The refusals are counted in the group's stats (read with the daemons' key).
+  RpcClient rpc(k.ctx, (*k.group)->endpoint(), MessageLimits{}, clientSocketOptions(daemon));
+  OutMessage q(1, 0);
+  q.header().getBody().initGroupStatsQuery();
+  auto stats = rpc.call(std::move(q), 5000ms);
+  REQUIRE(stats.isOk());
+  CHECK(stats->header().getBody().getGroupStats().getIdentityRefused() == 3);
+  CHECK(k.zap->refused() == 0);
+}

@@ -1,0 +1,264 @@
+// CURVE across real processes: a daemon with keys and an allow-list, workers with their
+// own keys. Training completes; an unknown key, a plaintext client and a readable secret
+// key are refused; a worker with an allowed key cannot act under another worker's id
+// (this test is that impostor: it links the worker client library).
+#include <doctest/doctest.h>
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "groupsgd/common/curve_keys.h"
+#include "groupsgd/worker/client.h"
+#include "process.h"
+
+using namespace groupsgd;
+using namespace groupsgd::testing;
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+namespace {
+
+// A libzmq built without CURVE: these cases are marked skipped (never passed silently).
+bool noCurve() {
+  static const bool none = zmq_has("curve") == 0;
+  return none;
+}
+
+int runTool(const std::vector<std::string>& argv, const std::string& log) {
+  Process p(argv, log);
+  auto rc = p.wait(60000ms);
+  REQUIRE(rc.has_value());
+  return *rc;
+}
+
+json ctlJson(const std::string& dir, const std::string& command) {
+  const std::string log = dir + "/ctl-" + command + ".log";
+  REQUIRE(runTool({GROUPSGDCTL_PATH, "--socket", dir + "/ctl.sock", "--json", command}, log) == 0);
+  return json::parse(readFile(log));
+}
+
+CurveKeys keysOf(const std::string& dir, const std::string& name) {
+  auto own = loadSecretKeyFile(dir + "/" + name + ".key");
+  REQUIRE(own.isOk());
+  auto server = loadPublicKeyFile(dir + "/server.pub");
+  REQUIRE(server.isOk());
+  return CurveKeys{own->public_key, own->secret_key, *server};
+}
+
+std::vector<std::string> workerArgs(const std::string& ep, const std::string& dir,
+                                    const std::string& name, bool with_keys) {
+  std::vector<std::string> argv = {WORKER_PATH, "--coordinator", ep,  "--device-ms",
+                                   "3",         "--name",        name};
+  if (with_keys) {
+    argv.insert(argv.end(), {"--curve-secret-key-file", dir + "/" + name + ".key",
+                             "--curve-server-key-file", dir + "/server.pub"});
+  }
+  return argv;
+}
+
+}  // namespace
+
+TEST_CASE("curve: keyed training completes; unknown keys, plaintext and impostors are refused" *
+          doctest::skip(noCurve())) {
+  const std::string dir = makeTempDir();
+  for (const char* name : {"server", "w1", "w2", "stranger"}) {
+    REQUIRE(runTool({GROUPSGDCTL_PATH, "keygen", "--out", dir + "/" + name},
+                    dir + "/keygen-" + name + ".log") == 0);
+  }
+  {
+    std::ofstream allow(dir + "/allow");
+    allow << "# trainers\n" << readFile(dir + "/w1.pub") << readFile(dir + "/w2.pub");
+  }
+  Process daemon({GROUPSGDD_PATH,
+                  "--mode",
+                  "sync",
+                  "--workers",
+                  "2",
+                  "--listen",
+                  "tcp://127.0.0.1:0",
+                  "--endpoint-file",
+                  dir + "/endpoint",
+                  "--control-socket",
+                  dir + "/ctl.sock",
+                  "--summary-file",
+                  dir + "/summary.json",
+                  "--progress-ms",
+                  "0",
+                  "--heartbeat-ms",
+                  "250",
+                  "--curve-secret-key-file",
+                  dir + "/server.key",
+                  "--curve-allow-file",
+                  dir + "/allow"},
+                 dir + "/daemon.log");
+  REQUIRE_MESSAGE(waitForFile(dir + "/endpoint", 20000ms), readFile(dir + "/daemon.log"));
+  std::string ep = readFile(dir + "/endpoint");
+  ep.erase(ep.find_last_not_of("\n") + 1);
+
+  Process w1(workerArgs(ep, dir, "w1", true), dir + "/w1.log");
+  Process w2(workerArgs(ep, dir, "w2", true), dir + "/w2.log");
+
+  // Unknown key and no key at all: never registered, gives up after its connect timeout.
+  auto stranger = workerArgs(ep, dir, "stranger", true);
+  auto plain = workerArgs(ep, dir, "plain", false);
+  for (auto* argv : {&stranger, &plain}) {
+    argv->insert(argv->end(), {"--connect-timeout-ms", "3000", "--timeout-ms", "1000"});
+  }
+  CHECK(runTool(stranger, dir + "/stranger.log") != 0);
+  CHECK(runTool(plain, dir + "/plain.log") != 0);
+
+  // Wait until both trainers run, then find w1's id.
+  std::uint64_t w1_id = 0;
+  for (auto deadline = std::chrono::steady_clock::now() + 30s;
+       w1_id == 0 && std::chrono::steady_clock::now() < deadline;) {
+    json rows = ctlJson(dir, "workers");
+    if (rows.is_object()) rows = rows["workers"];
+    int training = 0;
+    std::uint64_t id = 0;
+    for (const auto& r : rows) {
+      CHECK(r["name"] != "stranger");
+      CHECK(r["name"] != "plain");
+      if (r["steps"].get<std::uint64_t>() > 0 && (r["name"] == "w1" || r["name"] == "w2"))
+        ++training;
+      if (r["name"] == "w1") id = r["id"].get<std::uint64_t>();
+    }
+    if (training == 2) w1_id = id;
+    if (w1_id == 0) std::this_thread::sleep_for(250ms);
+  }
+  REQUIRE_MESSAGE(w1_id != 0, readFile(dir + "/daemon.log"));
+
+  {
+    // The impostor holds w2's allowed key and claims w1's id.
+    zmq::context_t ctx(1);
+    const CurveKeys w2_keys = keysOf(dir, "w2");
+    worker::CoordinatorClient coord(ctx, ep, 1, 5000ms, w2_keys);
+    auto tool = coord.registerAs(worker::Role::kTool, "impostor");  // its own, honest identity
+    REQUIRE(tool.isOk());
+    worker::Assignment as_w1 = *tool;
+    as_w1.worker_id = w1_id;
+    as_w1.epoch = ~0ull >> 1;
+    auto hb = coord.heartbeat(as_w1, {});
+    CHECK(hb.status().code() == Code::kPermissionDenied);
+    auto re = coord.registerAs(worker::Role::kTrainer, "impostor", w1_id);
+    CHECK(re.status().code() == Code::kPermissionDenied);
+    CHECK(coord.leave(as_w1, 0, 0).code() == Code::kPermissionDenied);
+    worker::GroupClient group(ctx, as_w1, 1, 5000ms, {}, w2_keys);
+    std::vector<float> params(as_w1.param_count), grad(as_w1.param_count, 0.0f);
+    auto pushed = group.push(1, grad, 8, 0.5f, 1.0f, params);
+    CHECK(pushed.status().code() == Code::kPermissionDenied);
+    (void)coord.leave(*tool, 0, 0);
+  }
+
+  json st = ctlJson(dir, "status");
+  CHECK(st["curve"]["enabled"] == true);
+  CHECK(st["curve"]["clients_refused"].get<int>() >= 2);  // stranger and plain (at least once each)
+  CHECK(st["curve"]["identity_refused"].get<int>() >= 3);
+  REQUIRE(runTool({GROUPSGDCTL_PATH, "--socket", dir + "/ctl.sock", "shutdown"},
+                  dir + "/stop.log") == 0);
+  CHECK(daemon.wait(60000ms) == std::optional<int>(0));
+  CHECK(w1.wait(30000ms) == std::optional<int>(0));
+  CHECK(w2.wait(30000ms) == std::optional<int>(0));
+  json s = json::parse(readFile(dir + "/summary.json"));
+  INFO("summary: " << s.dump());
+  CHECK(s["accounting_ok"].get<bool>());
+  CHECK(s["samples_trained"].get<std::uint64_t>() > 0);
+  CHECK(s["group_stats"][0]["identity_refused"].get<int>() >= 1);
+  CHECK(readFile(dir + "/daemon.log").find("bound to another key") != std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("curve: a secret key file readable by others stops daemon and worker at start" *
+          doctest::skip(noCurve())) {
+  const std::string dir = makeTempDir();
+  REQUIRE(runTool({GROUPSGDCTL_PATH, "keygen", "--out", dir + "/server"}, dir + "/keygen.log") ==
+          0);
+  REQUIRE(::chmod((dir + "/server.key").c_str(), 0644) == 0);
+  std::ofstream(dir + "/allow") << "";
+  CHECK(runTool({GROUPSGDD_PATH, "--listen", "tcp://127.0.0.1:0", "--curve-secret-key-file",
+                 dir + "/server.key", "--curve-allow-file", dir + "/allow"},
+                dir + "/daemon.log") != 0);
+  CHECK(readFile(dir + "/daemon.log").find("chmod 600") != std::string::npos);
+  CHECK(runTool({WORKER_PATH, "--curve-secret-key-file", dir + "/server.key",
+                 "--curve-server-key-file", dir + "/server.pub"},
+                dir + "/worker.log") == 2);
+  CHECK(readFile(dir + "/worker.log").find("chmod 600") != std::string::npos);
+  // A bad allow-list line is a startup error too.
+  REQUIRE(::chmod((dir + "/server.key").c_str(), 0600) == 0);
+  std::ofstream(dir + "/allow") << "not-a-key\n";
+  CHECK(runTool({GROUPSGDD_PATH, "--listen", "tcp://127.0.0.1:0", "--curve-secret-key-file",
+                 dir + "/server.key", "--curve-allow-file", dir + "/allow"},
+                dir + "/daemon2.log") != 0);
+  CHECK(readFile(dir + "/daemon2.log").find("line 1") != std::string::npos);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("curve: a coordinator and a node daemon sharing the daemon key pair train keyed workers" *
+          doctest::skip(noCurve())) {
+  const std::string dir = makeTempDir();
+  for (const char* name : {"server", "w0", "w1", "ev"}) {
+    REQUIRE(runTool({GROUPSGDCTL_PATH, "keygen", "--out", dir + "/" + name},
+                    dir + "/keygen-" + name + ".log") == 0);
+  }
+  std::ofstream(dir + "/allow") << readFile(dir + "/w0.pub") << readFile(dir + "/w1.pub")
+                                << readFile(dir + "/ev.pub");
+  const std::vector<std::string> keys = {"--curve-secret-key-file", dir + "/server.key",
+                                         "--curve-allow-file", dir + "/allow"};
+  std::vector<std::string> head_args = {GROUPSGDD_PATH,
+                                        "--role",
+                                        "coordinator",
+                                        "--mode",
+                                        "grouped",
+                                        "--workers",
+                                        "2",
+                                        "--groups",
+                                        "2",
+                                        "--listen",
+                                        "tcp://127.0.0.1:0",
+                                        "--endpoint-file",
+                                        dir + "/endpoint",
+                                        "--summary-file",
+                                        dir + "/summary.json",
+                                        "--progress-ms",
+                                        "0",
+                                        "--heartbeat-ms",
+                                        "250",
+                                        "--max-samples",
+                                        "8000",
+                                        "--max-seconds",
+                                        "60"};
+  head_args.insert(head_args.end(), keys.begin(), keys.end());
+  Process head(head_args, dir + "/head.log");
+  REQUIRE_MESSAGE(waitForFile(dir + "/endpoint", 20000ms), readFile(dir + "/head.log"));
+  std::string ep = readFile(dir + "/endpoint");
+  ep.erase(ep.find_last_not_of("\n") + 1);
+  std::vector<std::string> node_args = {
+      GROUPSGDD_PATH, "--role",    "node", "--coordinator", ep,  "--node-groups",  "2",  "--mode",
+      "grouped",      "--workers", "2",    "--groups",      "2", "--heartbeat-ms", "250"};
+  node_args.insert(node_args.end(), keys.begin(), keys.end());
+  Process node(node_args, dir + "/node.log");
+  Process w0(workerArgs(ep, dir, "w0", true), dir + "/w0.log");
+  Process w1(workerArgs(ep, dir, "w1", true), dir + "/w1.log");
+  auto ev_args = workerArgs(ep, dir, "ev", true);
+  ev_args.push_back("--evaluate");
+  Process evaluator(ev_args, dir + "/ev.log");  // fetches the central model with its own key
+  REQUIRE_MESSAGE(head.wait(90000ms) == std::optional<int>(0), readFile(dir + "/head.log"));
+  CHECK(node.wait(20000ms) == std::optional<int>(0));
+  CHECK(w0.wait(20000ms) == std::optional<int>(0));
+  CHECK(w1.wait(20000ms) == std::optional<int>(0));
+  CHECK(evaluator.wait(20000ms) == std::optional<int>(0));
+  json s = json::parse(readFile(dir + "/summary.json"));
+  INFO("summary: " << s.dump());
+  INFO("node: " << readFile(dir + "/node.log"));
+  INFO("evaluator: " << readFile(dir + "/ev.log"));
+  CHECK_FALSE(s["final_test_acc"].is_null());
+  CHECK(s["stop_reason"] == "sample budget spent");
+  REQUIRE(s["group_stats"].size() == 2);
+  for (const auto& g : s["group_stats"]) CHECK(g["steps"].get<int>() > 10);
+  CHECK(s["curve"]["enabled"] == true);
+  CHECK(s["curve"]["clients_refused"] == 0);
+  CHECK(s["accounting_ok"].get<bool>());
+  std::filesystem::remove_all(dir);
+}
