@@ -17,9 +17,10 @@
 // GroupClients on threads, K = 1): per step, first push sent to last reply received.
 //
 // Flags: --quick, --sizes 1,16,64 (MiB), --seconds S per measurement, --only
-// tcp,push,k1,exchange (a subset, e.g. to profile one path), --no-latency, --tune-malloc
-// (glibc keeps freed large blocks: what groupsgdd and groupsgd-worker would do with the
-// proposed allocator settings; see docs/benchmarks.md).
+// tcp,push,k1,exchange (a subset, e.g. to profile one path), --no-latency,
+// --no-tune-malloc (glibc's default allocator settings instead of the ones groupsgdd and
+// groupsgd-worker set at start, tuneAllocatorForLargeBuffers(); see docs/benchmarks.md).
+// --tune-malloc (the default) is still accepted.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -29,6 +30,7 @@
 #include <barrier>
 #include <functional>
 #include <memory>
+#include <set>
 
 #include "bench_util.h"
 #include "groupsgd/centralps/central_server.h"
@@ -190,8 +192,7 @@ class PushTrips {
  public:
   PushTrips(Servers& s, std::size_t params, std::uint32_t k, std::uint64_t epoch)
       : client_(ctx_, memberAssignment(1, epoch, s.group_ep, params), 1, kTimeout),
-        replica_(params),
-        grad_(params, 1e-6f) {
+        replica_(params) {
     Status st = configureGroup(s.ctx, s.group_ep, 1, epoch, k, 120000);
     auto pulled = st ? pullWhenReady(client_, replica_) : Result<worker::StepAnswer>(st);
     if (!pulled) {
@@ -204,7 +205,11 @@ class PushTrips {
   }
   bool trip() {
     if (!ready_) return false;
-    auto r = client_.push(step_, grad_, 32, 0.0f, 0.0f, replica_);
+    // As groupsgd-worker does: the gradient is computed into the client's send buffer
+    // (here: filled once per buffer), which the push sends without a copy.
+    auto grad = client_.gradientBuffer();
+    if (filled_.insert(grad.data()).second) std::fill(grad.begin(), grad.end(), 1e-6f);
+    auto r = client_.push(step_, grad, 32, 0.0f, 0.0f, replica_);
     if (!r || !r->accepted) {
       std::fprintf(stderr, "dataplane: push failed: %s\n",
                    r ? r->reason.c_str() : r.status().toString().c_str());
@@ -217,7 +222,8 @@ class PushTrips {
  private:
   zmq::context_t ctx_{1};  // as in groupsgd-worker
   worker::GroupClient client_;
-  std::vector<float> replica_, grad_;
+  std::vector<float> replica_;
+  std::set<const float*> filled_;  // send buffers that hold the gradient already
   std::uint64_t step_ = 0;
   bool ready_ = false;
 };
@@ -390,11 +396,13 @@ int main(int argc, char** argv) {
   const double seconds = std::atof(args.value("--seconds", quick ? "0.5" : "3").c_str());
   const bool latency = !args.flag("--no-latency");
   const Selection only = Selection::parse(args.value("--only", ""));
-  const bool tune_malloc = args.flag("--tune-malloc");
+  // As groupsgdd and groupsgd-worker run: allocator tuned, unless asked otherwise.
+  (void)args.flag("--tune-malloc");
+  const bool tune_malloc = !args.flag("--no-tune-malloc");
   if (!args.unused().empty()) {
     std::fprintf(stderr,
                  "usage: groupsgd-bench-dataplane [--quick] [--sizes 1,16,64,256] "
-                 "[--seconds S] [--only tcp,push,k1,exchange] [--no-latency] [--tune-malloc]\n");
+                 "[--seconds S] [--only tcp,push,k1,exchange] [--no-latency] [--no-tune-malloc]\n");
     return 2;
   }
   log::setLevel(log::Level::kError);

@@ -3,16 +3,18 @@
 # into results/NAME-<UTC timestamp>.jsonl. Exits with the benchmark's status.
 #   scripts/bench.sh NAME [--quick] [extra args]
 # NAME is straggler (scripts/bench/straggler.sh) or any program build/bench/groupsgd-bench-NAME
-# (bench/NAME_bench.cc). Set BENCH_NO_BUILD=1 to skip the build.
+# (bench/NAME_bench.cc). Set BENCH_NO_BUILD=1 to skip the build, GROUPSGD_RESULTS_DIR to
+# write the results elsewhere than results/ (the CTest smoke tests use the build tree).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 export BUILD_DIR=${BUILD_DIR:-$root/build}
+export GROUPSGD_RESULTS_DIR=${GROUPSGD_RESULTS_DIR:-$root/results}
 
 # Benchmarks: the known ones, then any other bench/*_bench.cc or built program.
 names() {
   local f n
   {
-    printf '%s\n' straggler dataplane memory scale kernels
+    printf '%s\n' straggler dataplane memory scale kernels trainer-step
     for f in "$root"/bench/*_bench.cc; do
       [[ -e $f ]] || continue
       n=$(basename "$f" _bench.cc)
@@ -31,6 +33,7 @@ describe() {
     memory) echo "peak resident memory of a central PS and a group PS serving a 25M-parameter model" ;;
     scale) echo "regroup decision time and plan quality for 100 to 10,000 workers" ;;
     kernels) echo "numeric kernels against memory bandwidth" ;;
+    trainer-step) echo "training-step samples/s of mlp and cnn, CPU and (with a GPU) CUDA" ;;
     *) echo "build/bench/groupsgd-bench-$1" ;;
   esac
 }
@@ -73,8 +76,8 @@ else
   cmd=("$binary")
 fi
 
-mkdir -p "$root/results"
-out="$root/results/$name-$(date -u +%Y%m%dT%H%M%SZ).jsonl"
+mkdir -p "$GROUPSGD_RESULTS_DIR"
+out="$GROUPSGD_RESULTS_DIR/$name-$(date -u +%Y%m%dT%H%M%SZ).jsonl"
 echo "bench: $name $*; JSON lines to $out" >&2
 status=0
 "${cmd[@]}" "$@" | tee "$out" || status=${PIPESTATUS[0]}

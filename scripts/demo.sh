@@ -7,6 +7,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 mode=adaptive workers=8 stragglers=1 slowdown=4 device_ms=10 target=0.85 groups=2 period=1
 max_seconds=300 json=0 quick=0 batch=32 link_ms=0 schedule="" erratic="" max_samples=0 daemon_extra=""
+device=cpu
 usage() {
   cat <<USAGE
 usage: scripts/demo.sh [options]
@@ -21,6 +22,7 @@ usage: scripts/demo.sh [options]
   --erratic P:S     stragglers: random pauses instead (probability P per step, mean S ms)
   --schedule S      stragglers: a speed schedule (groupsgd-worker --schedule syntax)
   --batch-size B    samples per worker step (default 32)
+  --device D        where the trainers compute: cpu | cuda | cuda:N (default cpu)
   --target-acc A    stop at this test accuracy (default 0.85)
   --max-seconds S   give up after S seconds (default 300)
   --max-samples N   stop after N samples trained (a fixed sample budget; default none)
@@ -43,6 +45,7 @@ while [[ $# -gt 0 ]]; do
     --erratic) erratic=$2; shift 2 ;;
     --schedule) schedule=$2; shift 2 ;;
     --batch-size) batch=$2; shift 2 ;;
+    --device) device=$2; shift 2 ;;
     --target-acc) target=$2; shift 2 ;;
     --max-seconds) max_seconds=$2; shift 2 ;;
     --max-samples) max_samples=$2; shift 2 ;;
@@ -61,9 +64,20 @@ if (( stragglers > workers )); then echo "demo: more stragglers than workers" >&
 if [[ $mode == grouped ]] && (( groups > workers )); then groups=$workers; fi
 
 log() { echo "demo: $*" >&2; }
-"$root/scripts/install-deps.sh" >&2
 export BUILD_DIR=${BUILD_DIR:-$root/build}
-"$root/scripts/build.sh" >&2
+# BENCH_NO_BUILD=1 (scripts/bench.sh, the bench smoke tests): use the binaries as built.
+if [[ ${BENCH_NO_BUILD:-0} != 1 ]]; then
+  "$root/scripts/install-deps.sh" >&2
+  "$root/scripts/build.sh" >&2
+fi
+if [[ $device != cpu ]]; then
+  # A worker refuses an unusable device with exit 2 before it registers; find out now
+  # rather than after the daemon waited for workers that all quit.
+  probe_status=0
+  probe_err=$("$BUILD_DIR/worker/groupsgd-worker" --device "$device" --coordinator tcp://127.0.0.1:1 \
+    --connect-timeout-ms 1 --log-level error 2>&1 >/dev/null) || probe_status=$?
+  if (( probe_status == 2 )); then echo "demo: $probe_err" >&2; exit 2; fi
+fi
 
 run_dir=$(mktemp -d "${TMPDIR:-/tmp}/groupsgd-demo.XXXXXX")
 pids=()
@@ -104,7 +118,7 @@ for i in $(seq 1 "$workers"); do
     else speed=(--slowdown "$slowdown"); fi
   fi
   "$BUILD_DIR/worker/groupsgd-worker" --coordinator "$endpoint" --device-ms "$device_ms" \
-    "${speed[@]}" --name "w$i" --log-level warn 2>"$run_dir/worker-$i.log" &
+    --device "$device" "${speed[@]}" --name "w$i" --log-level warn 2>"$run_dir/worker-$i.log" &
   pids+=("$!")
 done
 "$BUILD_DIR/worker/groupsgd-worker" --coordinator "$endpoint" --evaluate --name evaluator \

@@ -10,6 +10,8 @@ packages=(
   libopenblas-dev zlib1g-dev
   dataset-fashion-mnist
 )
+# The network-fault tests (tests/netns): ip netns / veth / tc tbf, and nft for drops.
+packages+=(iproute2 nftables)
 if [[ "${1:-}" == "--extra" ]]; then
   # Tools for benchmarks, plots, linting and fuzzing (not needed to build or test).
   packages+=(gnuplot-nox python3 shellcheck iperf3 clang libclang-rt-14-dev)

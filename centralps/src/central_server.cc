@@ -57,8 +57,7 @@ CentralServer::CentralServer(zmq::socket_t sock, std::string endpoint, CentralCo
     : sock_(std::move(sock)),
       endpoint_(std::move(endpoint)),
       cfg_(cfg),
-      store_(std::move(initial), cfg.outer, cfg.shards),
-      delta_(store_.paramCount()) {}
+      store_(std::move(initial), cfg.outer, cfg.shards) {}
 
 void CentralServer::run(const std::atomic<bool>& stop) {
   log::setThreadTag("central");
@@ -236,15 +235,16 @@ void CentralServer::onDeltaPush(const zmq::message_t& from, const InMessage& msg
                                         std::to_string(store_.version())));
   }
   if (msg.tensorCount() != 1) return refuse(from, invalidArgument("a delta carries one tensor"));
-  Status read = msg.readTensor(0, delta_);
-  if (!read) return refuse(from, read);
+  // Checked and applied in place in the received frames: no model-sized copy.
+  auto delta = msg.viewTensor(0, store_.paramCount());
+  if (!delta) return refuse(from, delta.status());
   const std::uint64_t samples = body.getSamples();
-  const std::size_t bad = kernels::countNonFinite(delta_);
-  const double norm = std::sqrt(kernels::sumSquares(delta_));
+  const double squares = delta->sumSquares();  // not finite iff an element is not
+  const double norm = std::sqrt(squares);
   std::string reason;
-  if (bad != 0) {
+  if (!std::isfinite(squares)) {
     ++counters_.bad_messages;
-    reason = std::to_string(bad) + " non-finite values in the delta";
+    reason = std::to_string(delta->countNonFinite()) + " non-finite values in the delta";
   } else if (norm > cfg_.max_delta_norm) {
     ++counters_.bad_messages;
     reason = "delta norm " + std::to_string(norm) + " over the bound " +
@@ -269,7 +269,7 @@ void CentralServer::onDeltaPush(const zmq::message_t& from, const InMessage& msg
     mean_samples_ = mean_samples_ == 0 ? n : 0.9 * mean_samples_ + 0.1 * n;
     weight *= static_cast<float>(std::min(1.0, n / mean_samples_));
   }
-  Status applied = store_.applyDelta(delta_, weight);
+  Status applied = store_.applyDelta(*delta, weight);
   if (!applied) return refuse(from, applied);
   ++counters_.updates_applied;
   counters_.samples_applied += samples;

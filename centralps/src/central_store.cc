@@ -18,24 +18,39 @@ CentralStore::CentralStore(std::vector<float> initial, kernels::OptimizerConfig 
     const std::size_t len = std::min(per, count_ - off);
     s.params.assign(initial.begin() + static_cast<std::ptrdiff_t>(off),
                     initial.begin() + static_cast<std::ptrdiff_t>(off + len));
-    s.optimizer = std::make_unique<kernels::Optimizer>(outer, len);
-    s.scratch.resize(len);
+    for (std::size_t p = 0; p < len || s.pieces.empty(); p += Shard::kPieceElements) {
+      s.pieces.push_back(std::make_unique<kernels::Optimizer>(
+          outer, std::min(Shard::kPieceElements, len - p)));
+      if (len == 0) break;
+    }
     shards_.push_back(std::move(s));
     if (per == 0) break;
   }
 }
 
 Status CentralStore::applyDelta(std::span<const float> delta, float weight) {
-  if (delta.size() != count_) {
-    return internalError("delta of " + std::to_string(delta.size()) + " elements for a model of " +
+  TensorView view;
+  view.size = delta.size();
+  if (!delta.empty()) view.parts.push_back(delta);
+  return applyDelta(view, weight);
+}
+
+Status CentralStore::applyDelta(const TensorView& delta, float weight) {
+  if (delta.size != count_) {
+    return internalError("delta of " + std::to_string(delta.size) + " elements for a model of " +
                          std::to_string(count_));
   }
+  scratch_.resize(std::min(count_, Shard::kPieceElements));
   for (auto& s : shards_) {
-    auto part = delta.subspan(s.offset, s.params.size());
-    // The outer optimizer descends along g = -weight * delta (a pseudo-gradient).
-    kernels::copy(part, s.scratch);
-    kernels::scale(s.scratch, -weight);
-    s.optimizer->step(s.params, s.scratch);
+    for (std::size_t p = 0; p < s.pieces.size(); ++p) {
+      const std::size_t begin = p * Shard::kPieceElements;
+      const std::size_t n = std::min(Shard::kPieceElements, s.params.size() - begin);
+      auto g = std::span<float>(scratch_).first(n);
+      // The outer optimizer descends along g = -weight * delta (a pseudo-gradient).
+      delta.copyRange(s.offset + begin, g);
+      kernels::scale(g, -weight);
+      s.pieces[p]->step(std::span<float>(s.params).subspan(begin, n), g);
+    }
   }
   ++version_;
   return Status::ok();
@@ -62,7 +77,7 @@ Status CentralStore::restore(std::span<const float> params, std::uint64_t versio
   }
   for (auto& s : shards_) {
     std::memcpy(s.params.data(), params.data() + s.offset, s.params.size() * sizeof(float));
-    s.optimizer->reset();
+    for (auto& piece : s.pieces) piece->reset();
   }
   version_ = version;
   return Status::ok();

@@ -2,6 +2,7 @@
 
 #include <kj/exception.h>
 
+#include <cstdint>
 #include <cstring>
 #include <string>
 
@@ -192,6 +193,41 @@ Status InMessage::readTensor(std::size_t i, std::span<float> out) const {
                                                                  : Code::kInvalidArgument,
                 std::string(kernels::encodingName(fromProto(info.getEncoding()))) +
                     " tensor: " + k.message);
+}
+
+Result<TensorView> InMessage::viewTensor(std::size_t i, std::size_t elements) const {
+  if (i >= tensor_frames_.size()) {
+    return invalidArgument("message carries " + std::to_string(tensor_frames_.size()) +
+                           " tensors, tensor " + std::to_string(i) + " was expected");
+  }
+  auto info = header().getTensors()[static_cast<unsigned>(i)];
+  if (info.getElements() != elements) {
+    return invalidArgument("tensor has " + std::to_string(info.getElements()) +
+                           " elements, expected " + std::to_string(elements));
+  }
+  TensorView view;
+  view.size = elements;
+  if (elements == 0) return view;
+  if (info.getEncoding() != proto::Encoding::DENSE || info.getChunkBytes() % sizeof(float) != 0) {
+    // Decode (compressed) or reassemble (chunks splitting a float) into one owned buffer.
+    auto& buf = owned_.emplace_back(elements);
+    GSGD_RETURN_IF_ERROR(readTensor(i, buf));
+    view.parts.emplace_back(buf.data(), buf.size());
+    return view;
+  }
+  view.parts.reserve(tensor_frames_[i].size());
+  for (const auto& f : tensor_frames_[i]) {
+    const std::size_t n = f.size() / sizeof(float);
+    if (n == 0) continue;
+    if (reinterpret_cast<std::uintptr_t>(f.data()) % alignof(float) == 0) {
+      view.parts.emplace_back(static_cast<const float*>(f.data()), n);
+    } else {  // ZeroMQ's large frames are malloc'd and aligned; this is the fallback
+      auto& buf = owned_.emplace_back(n);
+      std::memcpy(buf.data(), f.data(), f.size());
+      view.parts.emplace_back(buf.data(), n);
+    }
+  }
+  return view;
 }
 
 kernels::Encoding InMessage::tensorEncoding(std::size_t i) const {

@@ -49,6 +49,7 @@ policy::PlanConfig AdaptiveController::planConfig() const {
   p.bounds = {cfg_.min_batch, cfg_.max_batch};
   p.staleness_penalty = cfg_.staleness_penalty;
   p.staleness_bound = cfg_.staleness_bound;
+  p.max_period_factor = cfg_.max_period_factor;
   p.exchange_period = stages_.exchangePeriod();
   return p;
 }

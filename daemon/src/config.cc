@@ -90,6 +90,7 @@ Status parseAdaptive(const json& j, AdaptiveConfig* a) {
     else if (f == "staleness_bound") a->staleness_bound = floatValue(v, k);
     else if (f == "min_gain") a->min_gain = floatValue(v, k);
     else if (f == "min_regroup_interval_ms") a->min_regroup_interval_ms = unsignedValue<std::uint32_t>(v, k);
+    else if (f == "max_period_factor") a->max_period_factor = unsignedValue<std::uint32_t>(v, k);
     else if (f == "straggler_enter_ratio") a->straggler.enter_ratio = floatValue(v, k);
     else if (f == "straggler_enter_windows") a->straggler.enter_windows = unsignedValue<std::uint32_t>(v, k);
     else if (f == "straggler_exit_ratio") a->straggler.exit_ratio = floatValue(v, k);
@@ -355,6 +356,7 @@ Status validate(const DaemonConfig& c) {
       a.stages.coarse_max_groups == 0 || a.stages.fine_max_groups == 0) {
     return invalidArgument("adaptive: stage periods and group limits must be at least 1");
   }
+  if (a.max_period_factor == 0) return invalidArgument("adaptive: max_period_factor must be at least 1");
   if (a.straggler.exit_ratio > a.straggler.enter_ratio) {
     return invalidArgument("adaptive: straggler_exit_ratio must not exceed straggler_enter_ratio");
   }
@@ -434,6 +436,7 @@ json toJson(const DaemonConfig& c) {
                 {"staleness_bound", c.adaptive.staleness_bound},
                 {"min_gain", c.adaptive.min_gain},
                 {"min_regroup_interval_ms", c.adaptive.min_regroup_interval_ms},
+                {"max_period_factor", c.adaptive.max_period_factor},
                 {"profile_steps", c.adaptive.stages.profile_steps},
                 {"coarse_period", c.adaptive.stages.coarse_period},
                 {"coarse_max_groups", c.adaptive.stages.coarse_max_groups},

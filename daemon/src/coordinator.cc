@@ -381,6 +381,17 @@ void Coordinator::onLeave(const zmq::message_t& from, const InMessage& msg,
                                  " registered with an earlier head incarnation"));
   }
   auto l = h.getBody().getLeave();
+  if (w->state == WorkerState::kDead) {
+    // Declared dead, back after a partition or a freeze: it stays dead and is credited
+    // with what its groups acknowledged (finish()). Its own count can be short: a push
+    // whose reply the partition swallowed was counted by the group, not by the worker.
+    GSGD_INFO("worker " << w->id << " (declared dead) closed its registration at "
+                        << l.getSamplesTrained() << " samples; credited by its groups instead");
+    OutMessage out(cfg_.job_id, 0);
+    out.header().getBody().setAck();
+    (void)replyTo(sock_, from, std::move(out));
+    return;
+  }
   if (w->role == WorkerRole::kTrainer) {
     w->samples_trained = l.getSamplesTrained();
     w->steps = l.getSteps();

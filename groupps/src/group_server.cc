@@ -34,11 +34,9 @@ GroupServer::GroupServer(zmq::context_t& ctx, zmq::socket_t router, std::string 
       barrier_(param_count),
       quarantine_(cfg_.quarantine_after, std::chrono::milliseconds(cfg_.quarantine_window_ms)),
       optimizer_(cfg_.optimizer, param_count),
-      replica_(param_count),
+      replica_(std::make_shared<std::vector<float>>(param_count)),
       base_(param_count),
-      cut_(param_count),
-      scratch_(param_count),
-      mean_(param_count) {
+      local_(std::min<std::size_t>(param_count, kLocalElements)) {
   if (cfg_.delta_compression.encoding != kernels::Encoding::kDense) {
     compressor_.emplace(cfg_.delta_compression.encoding, param_count, cfg_.delta_compression.ratio);
   }
@@ -173,10 +171,8 @@ Leaving fromProto(proto::Directive d) {
 
 void GroupServer::sendStepReply(const zmq::message_t& to, std::uint64_t worker, bool accepted,
                                 const std::string& reason, double wait_ms) {
-  if (!replica_payload_) {
-    auto copy = std::make_shared<std::vector<float>>(replica_);
-    replica_payload_ = std::move(copy);  // one copy per replica change, shared by all replies
-  }
+  // The replica itself, shared by all replies until it next changes: no copy.
+  if (!replica_payload_) replica_payload_ = replica_;
   OutMessage out(cfg_.limits.job_id, cfg_.group_id);
   out.header().setStep(step_);
   out.header().setEpoch(epoch_);
@@ -194,6 +190,22 @@ void GroupServer::sendStepReply(const zmq::message_t& to, std::uint64_t worker, 
   out.addTensor(replica_payload_);
   Status s = replyTo(router_, to, std::move(out));
   if (!s) GSGD_WARN("could not answer a member: " << s.toString());
+}
+
+std::vector<float>& GroupServer::writableReplica() {
+  replica_payload_.reset();  // it is about to change
+  if (replica_.use_count() > 1) {
+    // A reply still being sent holds it: write into another buffer, the spare when no
+    // reply holds that one either.
+    if (!spare_ || spare_.use_count() > 1) {
+      spare_ = std::make_shared<std::vector<float>>(replica_->size());
+    }
+    kernels::copy(*replica_, *spare_);
+    std::swap(replica_, spare_);
+  }
+  // Pairs with the release in the I/O thread's final reference drop (as PayloadPool).
+  std::atomic_thread_fence(std::memory_order_acquire);
+  return *replica_;
 }
 
 void GroupServer::answerDeparted(const zmq::message_t& from, std::uint64_t worker,
@@ -254,7 +266,7 @@ void GroupServer::onPush(const zmq::message_t& from, const InMessage& msg) {
   const MemberInfo* m = barrier_.member(worker);
   const auto departed = departed_.find(worker);
   if (m == nullptr && departed != departed_.end() && have_model_ && push.getBatchSize() > 0 &&
-      msg.tensorCount() == 1 && msg.tensorElements(0) == replica_.size()) {
+      msg.tensorCount() == 1 && msg.tensorElements(0) == replica().size()) {
     // It left (moved or drained) before this gradient arrived: drop it, count it, and
     // tell the worker where it stands.
     return answerDeparted(from, worker, departed->second, push.getBatchSize());
@@ -273,16 +285,18 @@ void GroupServer::onPush(const zmq::message_t& from, const InMessage& msg) {
   if (msg.tensorCount() != 1) {
     return refuseBadUpdate(from, worker, invalidArgument("a push carries one gradient tensor"));
   }
-  Status read = msg.readTensor(0, scratch_);
-  if (!read) return refuseBadUpdate(from, worker, read);
+  // Checked and accumulated in place in the received frames: no copy of the gradient.
+  auto grad = msg.viewTensor(0, replica().size());
+  if (!grad) return refuseBadUpdate(from, worker, grad.status());
   if (push.getBatchSize() == 0) {
     return refuseBadUpdate(from, worker, invalidArgument("push of an empty batch"));
   }
-  if (const std::size_t bad = kernels::countNonFinite(scratch_); bad != 0) {
-    return refuseBadUpdate(from, worker, invalidArgument(std::to_string(bad) +
+  const double squares = grad->sumSquares();  // one pass for both checks
+  if (!std::isfinite(squares)) {
+    return refuseBadUpdate(from, worker, invalidArgument(std::to_string(grad->countNonFinite()) +
                                                          " non-finite values in the gradient"));
   }
-  if (const double norm = std::sqrt(kernels::sumSquares(scratch_)); norm > cfg_.max_grad_norm) {
+  if (const double norm = std::sqrt(squares); norm > cfg_.max_grad_norm) {
     return refuseBadUpdate(from, worker,
                            invalidArgument("gradient norm " + std::to_string(norm) +
                                            " over the bound " + std::to_string(cfg_.max_grad_norm)));
@@ -315,7 +329,7 @@ void GroupServer::onPush(const zmq::message_t& from, const InMessage& msg) {
     retireIfLeaving(worker);
     return maybeCloseStep(false);
   }
-  Status added = barrier_.add(worker, push.getBatchSize(), push.getLoss(), scratch_);
+  Status added = barrier_.add(worker, push.getBatchSize(), push.getLoss(), *grad);
   if (!added) return refuse(from, added);
   last_step_[worker] = h.getStep();
   acknowledged_[worker] += push.getBatchSize();
@@ -336,8 +350,9 @@ void GroupServer::maybeCloseStep(bool deadline_passed) {
     GSGD_INFO("step " << step_ << " closed at its deadline without " << missing.size()
                       << " member(s)");
   }
-  auto closed = barrier_.close(mean_);
-  optimizer_.step(replica_, mean_);
+  std::span<const float> mean;
+  auto closed = barrier_.closeInPlace(&mean);
+  optimizer_.step(writableReplica(), mean);
   replica_payload_.reset();
   ++step_;
   ++steps_since_cut_;
@@ -476,10 +491,11 @@ void GroupServer::maybeExchange(bool force) {
     return;
   }
   if (!force && steps_since_cut_ < cfg_.exchange_period) return;
-  // delta = replica - base; keep the replica as it was at the cut for the rebase.
-  auto delta = std::make_shared<std::vector<float>>(replica_.size());
-  kernels::subtract(replica_, base_, *delta);
-  kernels::copy(replica_, cut_);
+  // delta = replica - base. The replica at the cut is base + delta: the rebase needs only
+  // the delta, kept until the answer (no model-sized copy of the replica).
+  auto delta = send_pool_.acquire(replica().size());
+  kernels::subtract(replica(), base_, *delta);
+  std::shared_ptr<const std::vector<float>> cut = delta;
   std::shared_ptr<std::vector<std::uint8_t>> encoded;
   if (compressor_ && !force) {
     // Compressed with error feedback: what is not sent now stays in the compressor's
@@ -491,8 +507,11 @@ void GroupServer::maybeExchange(bool force) {
   } else if (compressor_) {
     // A forced exchange (flush, regroup, shutdown) sends everything, residual included,
     // dense, so nothing stays behind in this group.
-    kernels::axpy(1.0f, compressor_->residual(), *delta);
+    auto all = send_pool_.acquire(delta->size());
+    kernels::copy(*delta, *all);
+    kernels::axpy(1.0f, compressor_->residual(), *all);
     compressor_->reset();
+    delta = std::move(all);  // the cut stays base + delta: the residual was not in the replica
   }
   Status s = ensureCentral();
   if (s) {
@@ -505,7 +524,7 @@ void GroupServer::maybeExchange(bool force) {
     d.setSamples(counters_.samples_pending);
     d.setSteps(steps_since_cut_);
     if (encoded) {
-      out.addEncodedTensor(std::move(encoded), compressor_->encoding(), replica_.size());
+      out.addEncodedTensor(std::move(encoded), compressor_->encoding(), replica().size());
     } else {
       out.addTensor(std::move(delta));
     }
@@ -516,6 +535,7 @@ void GroupServer::maybeExchange(bool force) {
     central_.reset();
     return;  // stays pending; tried again after the next step
   }
+  cut_delta_ = std::move(cut);
   counters_.samples_in_flight = counters_.samples_pending;
   counters_.samples_pending = 0;
   steps_since_cut_ = 0;
@@ -535,33 +555,47 @@ void GroupServer::handleCentral(std::vector<zmq::message_t>&& frames) {
     if (was == CentralRequest::kExchange) rollOutLostDelta();
   } else {
     auto r = msg->header().getBody().getModelReply();
-    Status read = msg->readTensor(0, scratch_);
-    if (!read) {
-      reason = "central model unreadable: " + read.toString();
+    auto central = msg->viewTensor(0, replica().size());  // in place in the frames
+    if (!central) {
+      reason = "central model unreadable: " + central.status().toString();
       if (was == CentralRequest::kExchange) rollOutLostDelta();
     } else {
       applied = r.getApplied();
       if (!applied) reason = r.getReason().cStr();
-      if (!have_model_) {
-        kernels::copy(scratch_, replica_);
-        have_model_ = true;
-      } else if (was == CentralRequest::kExchange) {
-        // replica = central + (replica - cut): keep the local steps taken since the cut.
-        kernels::subtract(replica_, cut_, mean_);
-        kernels::copy(scratch_, replica_);
-        kernels::axpy(1.0f, mean_, replica_);
-      } else {
-        // A resync fetch: local progress since the last cut is kept the same way.
-        kernels::subtract(replica_, base_, mean_);
-        kernels::copy(scratch_, replica_);
-        kernels::axpy(1.0f, mean_, replica_);
+      // replica = central + (replica - since), since = the cut = base + delta (exchange)
+      // or the base (resync): the local steps taken meanwhile are kept. Part by part,
+      // with a part-sized temporary instead of model-sized ones.
+      const std::vector<float>* cut_delta =
+          was == CentralRequest::kExchange && cut_delta_ ? cut_delta_.get() : nullptr;
+      std::size_t off = 0;
+      std::vector<float>& replica = writableReplica();
+      for (const auto& part : central->parts) {
+        auto rep = std::span<float>(replica).subspan(off, part.size());
+        if (have_model_) {
+          for (std::size_t o = 0; o < part.size(); o += local_.size()) {
+            const std::size_t n = std::min(local_.size(), part.size() - o);
+            auto tmp = std::span<float>(local_).first(n);
+            kernels::subtract(rep.subspan(o, n), std::span<const float>(base_).subspan(off + o, n),
+                              tmp);
+            if (cut_delta) {
+              kernels::axpy(-1.0f, std::span<const float>(*cut_delta).subspan(off + o, n), tmp);
+            }
+            kernels::copy(part.subspan(o, n), rep.subspan(o, n));
+            kernels::axpy(1.0f, tmp, rep.subspan(o, n));
+          }
+        } else {
+          kernels::copy(part, rep);
+        }
+        kernels::copy(part, std::span<float>(base_).subspan(off, part.size()));
+        off += part.size();
       }
-      kernels::copy(scratch_, base_);
+      have_model_ = true;
       base_version_ = msg->header().getModelVersion();
       replica_payload_.reset();
     }
   }
   if (was == CentralRequest::kExchange) {
+    cut_delta_.reset();  // its buffer goes back to the pool
     if (applied) {
       ++counters_.exchanges;
     } else {
@@ -580,10 +614,10 @@ void GroupServer::handleCentral(std::vector<zmq::message_t>&& frames) {
 }
 
 void GroupServer::rollOutLostDelta() {
-  // replica -= cut - base: the delta's progress leaves the replica with its samples,
-  // which the caller counts as dropped; so does any error-feedback residual.
-  kernels::subtract(cut_, base_, mean_);
-  kernels::axpy(-1.0f, mean_, replica_);
+  // replica -= cut - base (= the delta): the delta's progress leaves the replica with its
+  // samples, which the caller counts as dropped; so does any error-feedback residual.
+  if (cut_delta_) kernels::axpy(-1.0f, *cut_delta_, writableReplica());
+  cut_delta_.reset();
   if (compressor_) compressor_->reset();
   replica_payload_.reset();
 }

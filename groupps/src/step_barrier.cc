@@ -38,10 +38,10 @@ bool StepBarrier::hasArrived(std::uint64_t worker_id) const {
   return std::find(arrived_.begin(), arrived_.end(), worker_id) != arrived_.end();
 }
 
-Status StepBarrier::add(std::uint64_t worker_id, std::uint32_t batch_size, float loss,
-                        std::span<const float> grad) {
-  if (grad.size() != sum_.size()) {
-    return invalidArgument("gradient of " + std::to_string(grad.size()) + " elements, model has " +
+Status StepBarrier::checkAdd(std::uint64_t worker_id, std::uint32_t batch_size,
+                             std::size_t size) const {
+  if (size != sum_.size()) {
+    return invalidArgument("gradient of " + std::to_string(size) + " elements, model has " +
                            std::to_string(sum_.size()));
   }
   if (batch_size == 0) return invalidArgument("gradient of an empty batch");
@@ -49,11 +49,48 @@ Status StepBarrier::add(std::uint64_t worker_id, std::uint32_t batch_size, float
     return failedPrecondition("worker " + std::to_string(worker_id) +
                               " already pushed for this step");
   }
-  kernels::axpy(static_cast<float>(batch_size), grad, sum_);
+  return Status::ok();
+}
+
+void StepBarrier::accumulate(std::uint32_t batch_size, std::span<const float> part,
+                             std::size_t offset) {
+  auto dst = std::span<float>(sum_).subspan(offset, part.size());
+  if (arrived_.empty()) {
+    kernels::copy(part, dst);  // chunk-sized: the scale below reads it from cache
+    kernels::scale(dst, static_cast<float>(batch_size));
+  } else {
+    kernels::axpy(static_cast<float>(batch_size), part, dst);
+  }
+}
+
+void StepBarrier::recordAdd(std::uint64_t worker_id, std::uint32_t batch_size, float loss) {
   samples_ += batch_size;
   loss_sum_ += static_cast<double>(loss) * batch_size;
   arrived_.push_back(worker_id);
   markActive(worker_id);
+}
+
+Status StepBarrier::add(std::uint64_t worker_id, std::uint32_t batch_size, float loss,
+                        std::span<const float> grad) {
+  GSGD_RETURN_IF_ERROR(checkAdd(worker_id, batch_size, grad.size()));
+  // In chunks, so that the first arrival's copy + scale stays in cache.
+  constexpr std::size_t kChunk = 1u << 20;
+  for (std::size_t off = 0; off < grad.size(); off += kChunk) {
+    accumulate(batch_size, grad.subspan(off, std::min(kChunk, grad.size() - off)), off);
+  }
+  recordAdd(worker_id, batch_size, loss);
+  return Status::ok();
+}
+
+Status StepBarrier::add(std::uint64_t worker_id, std::uint32_t batch_size, float loss,
+                        const TensorView& grad) {
+  GSGD_RETURN_IF_ERROR(checkAdd(worker_id, batch_size, grad.size));
+  std::size_t off = 0;
+  for (const auto& part : grad.parts) {
+    accumulate(batch_size, part, off);
+    off += part.size();
+  }
+  recordAdd(worker_id, batch_size, loss);
   return Status::ok();
 }
 
@@ -73,17 +110,24 @@ std::vector<std::uint64_t> StepBarrier::missing() const {
   return out;
 }
 
-StepBarrier::Closed StepBarrier::close(std::span<float> mean) {
+StepBarrier::Closed StepBarrier::closeInPlace(std::span<const float>* mean) {
   Closed c;
   c.samples = samples_;
   c.mean_loss = samples_ == 0 ? 0.0f : static_cast<float>(loss_sum_ / static_cast<double>(samples_));
   c.reported = std::move(arrived_);
-  kernels::copy(sum_, mean);
-  if (samples_ > 0) kernels::scale(mean, 1.0f / static_cast<float>(samples_));
-  std::fill(sum_.begin(), sum_.end(), 0.0f);
-  arrived_.clear();
+  if (c.reported.empty()) std::fill(sum_.begin(), sum_.end(), 0.0f);  // nothing arrived
+  if (samples_ > 0) kernels::scale(sum_, 1.0f / static_cast<float>(samples_));
+  *mean = sum_;
+  arrived_.clear();  // the next add() overwrites the buffer
   samples_ = 0;
   loss_sum_ = 0;
+  return c;
+}
+
+StepBarrier::Closed StepBarrier::close(std::span<float> mean) {
+  std::span<const float> in_place;
+  Closed c = closeInPlace(&in_place);
+  kernels::copy(in_place, mean);
   return c;
 }
 

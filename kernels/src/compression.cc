@@ -15,6 +15,7 @@
 #include "half_bits.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
 #endif
 
@@ -153,8 +154,20 @@ __attribute__((target("avx,f16c"))) void decodeFp16F16c(const std::uint8_t* payl
   }
 }
 
+// CPUID directly: clang 14 rejects __builtin_cpu_supports("f16c") (the fuzz build).
+// AVX needs the OS to save the YMM state too (OSXSAVE, then XCR0 bits 1 and 2).
+bool cpuHasAvxF16c() {
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(1, &a, &b, &c, &d)) return false;
+  const bool osxsave = c & (1u << 27), avx = c & (1u << 28), f16c = c & (1u << 29);
+  if (!osxsave || !avx || !f16c) return false;
+  unsigned lo = 0, hi = 0;
+  __asm__("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  return (lo & 0x6u) == 0x6u;
+}
+
 bool haveF16c() {
-  static const bool yes = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  static const bool yes = cpuHasAvxF16c();
   return yes;
 }
 #endif

@@ -8,6 +8,8 @@ namespace groupsgd::kernels {
 
 Model::~Model() = default;
 
+KernelStatus Model::deviceStatus() const { return KernelStatus::success(); }
+
 bool parseModelKind(std::string_view text, ModelKind* out) {
   for (ModelKind k : {ModelKind::kSoftmax, ModelKind::kMlp, ModelKind::kCnn}) {
     if (text == modelKindName(k)) {

@@ -22,6 +22,7 @@ usage: scripts/bench/straggler.sh [options]
   --quick            compute kind, slowdown 1 and 4, sync and adaptive, demo --quick
                      (target 0.80, 50 s per run), no sample-budget runs; plots into the
                      results directory. Checks the output, not the speed (~2-4 minutes).
+                     Options given with it override these (--quick --modes adaptive).
   --kinds "K..."     of compute link erratic (default all)
   --slowdowns "F..." (default "1 2 4 8")
   --modes "M..."     of sync async grouped2 grouped4 adaptive (groupedG = grouped, G groups)
@@ -35,9 +36,15 @@ usage: scripts/bench/straggler.sh [options]
   --no-plots         skip gnuplot
 USAGE
 }
+# --quick sets the defaults below; options given beside it (--modes, ...) still win.
+for arg in "$@"; do
+  if [[ $arg == --quick ]]; then
+    quick=1 kinds=compute slowdowns="1 4" modes="sync adaptive" target=0.80 budget=0 max_seconds=50
+  fi
+done
 while [[ $# -gt 0 ]]; do
   case "$1" in
-    --quick) quick=1; shift ;;
+    --quick) shift ;;
     --kinds) kinds=$2; shift 2 ;;
     --slowdowns) slowdowns=$2; shift 2 ;;
     --modes) modes=$2; shift 2 ;;
@@ -53,10 +60,7 @@ while [[ $# -gt 0 ]]; do
     *) echo "straggler: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
-if [[ $quick == 1 ]]; then
-  kinds=compute slowdowns="1 4" modes="sync adaptive" target=0.80 budget=0 max_seconds=50
-fi
-run_dir=$root/results/straggler-$(date -u +%Y%m%dT%H%M%SZ)
+run_dir=${GROUPSGD_RESULTS_DIR:-$root/results}/straggler-$(date -u +%Y%m%dT%H%M%SZ)
 mkdir -p "$run_dir"
 if [[ -z $img_dir ]]; then
   img_dir=$root/docs/img

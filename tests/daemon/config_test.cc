@@ -431,3 +431,15 @@ TEST_CASE("daemon config: a learning rate that overflows float is refused") {
   Status s = applyJson(json::parse(R"({"optimizer": {"lr": 1e39}})"), &cfg);
   CHECK((s.code() == Code::kInvalidArgument || validate(cfg).code() == Code::kInvalidArgument));
 }
+
+TEST_CASE("daemon config: adaptive.max_period_factor defaults to 2, is set, reported and checked") {
+  DaemonConfig cfg;
+  CHECK(cfg.adaptive.max_period_factor == 2);
+  REQUIRE(applyJson(json::parse(R"({"adaptive": {"max_period_factor": 4}})"), &cfg).isOk());
+  CHECK(cfg.adaptive.max_period_factor == 4);
+  CHECK(toJson(cfg)["adaptive"]["max_period_factor"] == 4);
+  cfg.adaptive.max_period_factor = 0;
+  Status s = validate(cfg);
+  CHECK(s.code() == Code::kInvalidArgument);
+  CHECK(contains(s.message(), "max_period_factor"));
+}

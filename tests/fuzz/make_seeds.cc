@@ -1,15 +1,20 @@
-// fuzz_make_seeds DIR: writes the generated seeds of fuzz_decode_message and
-// fuzz_compression_decode under DIR/<target>/gen-*: messages and payloads built with the
-// real encoders (so the fuzzer starts from inputs that pass every check) and near-misses
-// of each check (wrong protocol version, wrong job, a frame longer than declared, a frame
-// missing, one too many, a bad top-k payload).
+// fuzz_make_seeds DIR: writes the generated seeds of fuzz_decode_message,
+// fuzz_compression_decode and fuzz_checkpoint_file under DIR/<target>/gen-*: messages,
+// payloads and checkpoint files built with the real encoders (so the fuzzer starts from
+// inputs that pass every check) and near-misses of each check (wrong protocol version,
+// wrong job, a frame longer than declared, a frame missing, one too many, a bad top-k
+// payload, a truncated or bit-flipped checkpoint).
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 
 #include "fuzz_check.h"
+#include "groupsgd/centralps/checkpoint.h"
 #include "groupsgd/common/message.h"
 
 using namespace groupsgd;
@@ -183,6 +188,36 @@ void payloads() {
   }
 }
 
+// fuzz_checkpoint_file: real checkpoints (writeCheckpoint) of 0, 1 and 37 parameters,
+// and near-misses: cut short, one payload byte flipped (checksum), one header byte flipped.
+void checkpoints() {
+  const fs::path tmp = g_dir / ".ckpt-seeds";
+  for (std::size_t n : {0u, 1u, 37u}) {
+    fs::remove_all(tmp);
+    fs::create_directories(tmp);
+    std::vector<float> params(n);
+    for (std::size_t i = 0; i < n; ++i) params[i] = 0.25f * static_cast<float>(i) - 3.0f;
+    centralps::CheckpointWriteInfo info;
+    if (!centralps::writeCheckpoint(tmp.string(), 42 + n, params, 1, &info)) {
+      std::fprintf(stderr, "fuzz_make_seeds: writeCheckpoint failed\n");
+      std::exit(1);
+    }
+    std::ifstream in(info.path, std::ios::binary);
+    std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string tag = "ckpt-" + std::to_string(n);
+    write("fuzz_checkpoint_file", tag, bytes);
+    write("fuzz_checkpoint_file", tag + "-short",
+          std::vector<std::uint8_t>(bytes.begin(), bytes.end() - std::min<std::size_t>(bytes.size(), 3)));
+    auto flipped = bytes;
+    flipped.back() ^= 0x40;
+    write("fuzz_checkpoint_file", tag + "-payload-flip", flipped);
+    flipped = bytes;
+    flipped[20] ^= 0x01;
+    write("fuzz_checkpoint_file", tag + "-header-flip", flipped);
+  }
+  fs::remove_all(tmp);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -193,6 +228,7 @@ int main(int argc, char** argv) {
   g_dir = argv[1];
   messages();
   payloads();
+  checkpoints();
   std::printf("seeds written under %s\n", argv[1]);
   return 0;
 }

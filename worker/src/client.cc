@@ -163,12 +163,21 @@ Result<StepAnswer> GroupClient::push(std::uint64_t step, std::span<const float> 
     if (!bytes) bytes = encoded_.emplace_back(std::make_shared<std::vector<std::uint8_t>>());
     compressor_->encode(grad, bytes.get());
     out.addEncodedTensor(bytes, compressor_->encoding(), grad.size());
+  } else if (next_grad_ && grad.data() == next_grad_->data() &&
+             grad.size() == next_grad_->size()) {
+    out.addTensor(std::move(next_grad_));  // computed in place: sent without a copy
+    next_grad_.reset();
   } else {
     auto buf = pool_.acquire(grad.size());
     std::memcpy(buf->data(), grad.data(), grad.size_bytes());
     out.addTensor(std::move(buf));
   }
   return readAnswer(rpc_.call(std::move(out), timeout_), params);
+}
+
+std::span<float> GroupClient::gradientBuffer() {
+  if (!next_grad_) next_grad_ = pool_.acquire(assignment_.param_count);
+  return *next_grad_;
 }
 
 Result<std::uint64_t> fetchCentralModel(RpcClient& central, std::uint64_t job_id,

@@ -57,6 +57,9 @@ accuracy and reports it).
   --schedule S            change speed mid-run: "AT:key=value[:key=value],..." with AT a
                           step or Ns seconds, keys slowdown, device-ms, link-ms
                           e.g. "200:slowdown=4,60s:slowdown=1"
+  --device D              where the gradients are computed: cpu | cuda | cuda:N
+                          (default cpu; cuda runs the mlp and cnn models on GPU N
+                          through cuBLAS/cuDNN; the evaluator always uses the CPU)
   --evaluate              run as the evaluator
   --eval-interval-ms MS   evaluator: how often to fetch the central model (default 500)
   --name NAME             a name for operators
@@ -145,6 +148,11 @@ Result<WorkerOptions> parseWorkerOptions(const std::vector<std::string>& args) {
       GSGD_RETURN_IF_ERROR(value(&o.compress));
       auto spec = parseCompressionSpec(o.compress);
       if (!spec) return spec.status();
+    } else if (a == "--device") {
+      GSGD_RETURN_IF_ERROR(value(&v));
+      if (kernels::KernelStatus st = kernels::parseModelDevice(v, &o.device); !st.ok()) {
+        return invalidArgument("--device: " + st.message);
+      }
     } else if (a == "--seed") {
       GSGD_RETURN_IF_ERROR(value(&v));
       GSGD_RETURN_IF_ERROR(parseUnsigned(a, v, &o.seed));

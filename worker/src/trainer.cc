@@ -11,6 +11,7 @@
 #include "groupsgd/dataset/batch.h"
 #include "groupsgd/dataset/idx.h"
 #include "groupsgd/kernels/model.h"
+#include "groupsgd/kernels/model_device.h"
 #include "registration.h"
 
 namespace groupsgd::worker {
@@ -85,7 +86,7 @@ class Trainer {
   std::unique_ptr<kernels::Model> model_;
   std::unique_ptr<GroupClient> group_;
   std::unique_ptr<dataset::ShardSampler> sampler_;
-  std::vector<float> params_, grad_;
+  std::vector<float> params_;
   std::uint32_t batch_ = 0;
   std::uint32_t reference_batch_ = 0;  // --device-ms is given at this batch
   std::uint64_t step_ = 0;
@@ -108,11 +109,16 @@ bool Trainer::adopt(const Assignment& a) {
     return false;
   }
   if (!model_ || model_->paramCount() != a.param_count) {
-    model_ = kernels::makeModel(kind, data_.featureDim());
-    if (!model_) {
-      GSGD_ERROR("model '" << a.model << "' does not fit inputs of " << data_.featureDim()
-                           << " features");
+    model_.reset();
+    const kernels::KernelStatus made =
+        kernels::makeModelOn(opts_.device, kind, data_.featureDim(), 10, &model_);
+    if (!made.ok()) {
+      GSGD_ERROR("model '" << a.model << "' on " << kernels::modelDeviceName(opts_.device)
+                           << ": " << made.message);
       return false;
+    }
+    if (opts_.device.backend != kernels::Backend::kCpu) {
+      GSGD_INFO("model '" << a.model << "' runs on " << kernels::modelDeviceName(opts_.device));
     }
     if (model_->paramCount() != a.param_count) {
       GSGD_ERROR("model size mismatch: daemon says " << a.param_count << " parameters, this worker "
@@ -120,7 +126,6 @@ bool Trainer::adopt(const Assignment& a) {
       return false;
     }
     params_.assign(a.param_count, 0.0f);
-    grad_.assign(a.param_count, 0.0f);
   }
   const bool new_shard = !sampler_ || a.shard_index != a_.shard_index || a.shard_count != a_.shard_count;
   a_ = a;
@@ -265,7 +270,14 @@ int Trainer::run() {
     x.resize(static_cast<std::size_t>(batch) * data_.featureDim());
     y.resize(batch);
     dataset::gatherBatch(data_, idx, x.data(), y.data());
-    last_loss = model_->lossAndGrad(params_, x.data(), y.data(), batch, grad_);
+    // Into the client's send buffer, so the push sends it without a copy.
+    const std::span<float> grad = group_->gradientBuffer();
+    last_loss = model_->lossAndGrad(params_, x.data(), y.data(), batch, grad);
+    if (kernels::KernelStatus dev = model_->deviceStatus(); !dev.ok()) {
+      GSGD_ERROR("the model failed on " << kernels::modelDeviceName(opts_.device) << ": "
+                                        << dev.message);
+      return 1;
+    }
     sleepMs(emulatedSleepMs(speed, msSince(t0),
                             static_cast<double>(batch) / std::max<std::uint32_t>(1, reference_batch_)));
     if (opts_.stall_prob > 0 && uniform_(rng_) < opts_.stall_prob) {
@@ -275,7 +287,7 @@ int Trainer::run() {
 
     const auto t1 = Clock::now();
     sleepMs(speed.link_ms);  // a slow link delays every exchange
-    auto ans = group_->push(step_, grad_, batch, last_loss, static_cast<float>(compute_ms), params_);
+    auto ans = group_->push(step_, grad, batch, last_loss, static_cast<float>(compute_ms), params_);
     const double rtt_ms = msSince(t1);
     if (!ans) {
       // Refused or lost: not counted as trained (the group PS did not count it either),

@@ -29,6 +29,14 @@ int main(int argc, char** argv) {
     return 2;
   }
   log::setLevel(level);
+  if (!opts->evaluate) {
+    // Before registering: a worker that cannot compute should not join a job.
+    if (kernels::KernelStatus st = kernels::checkModelDevice(opts->device); !st.ok()) {
+      std::fprintf(stderr, "groupsgd-worker: --device %s: %s (use --device cpu)\n",
+                   kernels::modelDeviceName(opts->device).c_str(), st.message.c_str());
+      return 2;
+    }
+  }
   (void)tuneAllocatorForLargeBuffers();  // warm buffers for frames and replicas
   std::signal(SIGINT, onSignal);
   std::signal(SIGTERM, onSignal);

@@ -92,7 +92,6 @@ class CentralServer {
   CentralConfig cfg_;
   CentralStore store_;
   CentralCounters counters_;
-  std::vector<float> delta_;  // receive buffer, reused
   Payload cached_;            // snapshot of the current version (made once per version)
   PayloadPool snapshot_pool_; // snapshot buffers, reused once no reply holds them
   std::uint64_t cached_version_ = ~0ull;

@@ -10,17 +10,21 @@
 
 #include "groupsgd/common/payload.h"
 #include "groupsgd/common/status.h"
+#include "groupsgd/common/tensor_view.h"
 #include "groupsgd/kernels/optimizer.h"
 
 namespace groupsgd::centralps {
 
 // One key range [offset, offset + size) of the parameter vector with its own optimizer
-// state, so shards can later live on different threads or hosts.
+// state, so shards can later live on different threads or hosts. The optimizer state is
+// kept per piece of at most kPieceElements (the optimizers are element-wise, so this
+// changes no result), which lets a delta be applied piece by piece through one
+// piece-sized scratch instead of a model-sized one.
 struct Shard {
+  static constexpr std::size_t kPieceElements = 1u << 20;
   std::size_t offset = 0;
   std::vector<float> params;
-  std::unique_ptr<kernels::Optimizer> optimizer;
-  std::vector<float> scratch;  // the outer "gradient" of this shard
+  std::vector<std::unique_ptr<kernels::Optimizer>> pieces;  // piece p: [p*kPiece, ...)
 };
 
 class CentralStore {
@@ -35,6 +39,8 @@ class CentralStore {
   // theta <- outer_step(theta, g = -weight * delta); version + 1. The caller has
   // validated size and finiteness; a size mismatch here is a bug reported as a Status.
   Status applyDelta(std::span<const float> delta, float weight);
+  // The same from a delta seen in place in its message (no model-sized copy).
+  Status applyDelta(const TensorView& delta, float weight);
   // Copy of the current parameters, immutable so it can be sent without copying again.
   Payload snapshot() const;
   // The same into a caller's buffer of paramCount() floats (reused between versions).
@@ -46,6 +52,7 @@ class CentralStore {
   std::size_t count_ = 0;
   std::uint64_t version_ = 0;
   std::vector<Shard> shards_;
+  std::vector<float> scratch_;  // the outer "gradient" of one piece
 };
 
 }  // namespace groupsgd::centralps

@@ -17,6 +17,7 @@
 #include "envelope.capnp.h"
 #include "groupsgd/common/payload.h"
 #include "groupsgd/common/status.h"
+#include "groupsgd/common/tensor_view.h"
 #include "groupsgd/kernels/compression.h"
 
 namespace groupsgd {
@@ -82,6 +83,11 @@ class InMessage {
   // Writes tensor i into out, decoding a compressed encoding; fails unless it has exactly
   // out.size() elements and (compressed) its payload is valid (indices, lengths, values).
   Status readTensor(std::size_t i, std::span<float> out) const;
+  // Tensor i in place: the dense chunks as spans into the frames, no copy. A chunk that
+  // is not 4-byte aligned or splits a float, and a compressed tensor (decoded), are
+  // copied into buffers this message owns. Same checks as readTensor; valid while the
+  // message lives.
+  Result<TensorView> viewTensor(std::size_t i, std::size_t elements) const;
   kernels::Encoding tensorEncoding(std::size_t i) const;
   // Bytes of the whole message (header + tensors), for metrics.
   std::uint64_t wireBytes() const { return wire_bytes_; }
@@ -93,6 +99,7 @@ class InMessage {
   std::unique_ptr<capnp::FlatArrayMessageReader> reader_;
   std::vector<std::vector<zmq::message_t>> tensor_frames_;  // per tensor, its chunks
   std::uint64_t wire_bytes_ = 0;
+  mutable std::vector<std::vector<float>> owned_;  // viewTensor's copies (rare path)
 };
 
 // frames = [header, tensor chunk frames...] (routing frames already removed).

@@ -31,6 +31,10 @@ struct AdaptiveConfig {
   double staleness_bound = 3.0;          // max expected staleness of a plan
   double min_gain = 0.10;                // predicted gain needed to regroup
   std::uint32_t min_regroup_interval_ms = 5000;
+  // Cap on a faster group's exchange period: K_g <= this x the slowest group's K. Low,
+  // because a group with many local steps per exchange converges slower per sample
+  // (docs/benchmarks.md, straggler: 8 made the 4x link straggler case 1.69x).
+  std::uint32_t max_period_factor = 2;
   policy::StragglerConfig straggler;
   policy::StageConfig stages;
 };

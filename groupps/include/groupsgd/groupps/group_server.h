@@ -19,6 +19,7 @@
 #include "groupsgd/common/compression_spec.h"
 #include "groupsgd/common/curve_keys.h"
 #include "groupsgd/common/message.h"
+#include "groupsgd/common/payload.h"
 #include "groupsgd/common/quarantine.h"
 #include "groupsgd/common/status.h"
 #include "groupsgd/groupps/step_barrier.h"
@@ -135,15 +136,24 @@ class GroupServer {
   kernels::Optimizer optimizer_;
 
   bool have_model_ = false;
-  std::vector<float> replica_;
+  // The replica is sent as it is (replies share it, no copy) and written in place once no
+  // reply holds it any more; writableReplica() copies it aside only while one still does.
+  std::vector<float>& writableReplica();
+  const std::vector<float>& replica() const { return *replica_; }
+  std::shared_ptr<std::vector<float>> replica_;
+  std::shared_ptr<std::vector<float>> spare_;  // the previous replica buffer, for reuse
   std::vector<float> base_;        // central model the replica descends from
   std::uint64_t base_version_ = 0;
-  std::vector<float> cut_;         // replica when the in-flight delta was cut
-  std::vector<float> scratch_;     // receive / temporary buffer
-  std::vector<float> mean_;        // mean gradient of the closing step
+  // The in-flight delta as cut (replica at the cut = base + this), until the answer.
+  std::shared_ptr<const std::vector<float>> cut_delta_;
+  // Temporary of the rebase and roll-out, which go part by part (received gradients
+  // and models are read in place, the step's mean lives in the barrier).
+  static constexpr std::size_t kLocalElements = 1u << 20;
+  std::vector<float> local_;
   std::optional<kernels::Compressor> compressor_;  // deltas, when compressed
   std::uint32_t steps_since_cut_ = 0;
-  Payload replica_payload_;        // immutable copy for sending, remade when replica changes
+  Payload replica_payload_;        // replica_ while unchanged: what replies carry
+  PayloadPool send_pool_;          // delta buffers, reused once sent
 
   enum class CentralRequest { kNone, kFetch, kExchange };
   CentralRequest in_flight_ = CentralRequest::kNone;

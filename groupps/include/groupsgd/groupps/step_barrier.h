@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "groupsgd/common/status.h"
+#include "groupsgd/common/tensor_view.h"
 
 namespace groupsgd::groupps {
 
@@ -45,6 +46,9 @@ class StepBarrier {
   // finiteness and membership).
   Status add(std::uint64_t worker_id, std::uint32_t batch_size, float loss,
              std::span<const float> grad);
+  // The same from a gradient seen in place in its message's frames (no copy first).
+  Status add(std::uint64_t worker_id, std::uint32_t batch_size, float loss,
+             const TensorView& grad);
   // True when at least one gradient arrived and every active member has reported.
   bool complete() const;
   // Members that are active but have not reported (for "late" accounting).
@@ -58,12 +62,21 @@ class StepBarrier {
   // Writes the weighted mean gradient sum_i b_i g_i / sum_i b_i into mean and opens the
   // next step. Requires arrivals() > 0.
   Closed close(std::span<float> mean);
+  // The same without a copy: the mean is computed in the barrier's own buffer and
+  // returned; it stays valid until the next add().
+  Closed closeInPlace(std::span<const float>* mean);
 
  private:
+  // The first gradient of a step overwrites the buffer (b * g) instead of adding to it:
+  // no zero fill between steps, and the closed step's mean can live in the same buffer.
+  Status checkAdd(std::uint64_t worker_id, std::uint32_t batch_size, std::size_t size) const;
+  void accumulate(std::uint32_t batch_size, std::span<const float> part, std::size_t offset);
+  void recordAdd(std::uint64_t worker_id, std::uint32_t batch_size, float loss);
+
   std::unordered_map<std::uint64_t, MemberInfo> members_;
   std::unordered_map<std::uint64_t, bool> active_;
   std::vector<std::uint64_t> arrived_;
-  std::vector<float> sum_;
+  std::vector<float> sum_;  // the open step's sum, or the closed step's mean (no arrivals)
   std::uint64_t samples_ = 0;
   double loss_sum_ = 0;
 };

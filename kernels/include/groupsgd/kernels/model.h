@@ -9,6 +9,8 @@
 #include <span>
 #include <string_view>
 
+#include "groupsgd/kernels/kernel_status.h"
+
 namespace groupsgd::kernels {
 
 enum class ModelKind { kSoftmax, kMlp, kCnn };
@@ -58,6 +60,10 @@ class Model {
   // Writes the arg-max class of each row.
   virtual void predict(std::span<const float> params, const float* x, std::size_t batch,
                        std::int32_t* out_labels) = 0;
+  // The first error this model met (CUDA models, model_device.h: a label out of range, a
+  // failed copy, kernel or cuBLAS/cuDNN call; lossAndGrad then returned NaN and filled grad
+  // with NaN, and every later call does the same). The CPU models are always ok.
+  virtual KernelStatus deviceStatus() const;
 };
 
 // Returns null only for kCnn with an input_dim that cnnPooledSide rejects.

@@ -101,6 +101,10 @@ class GroupClient {
   // Pushes a gradient for step; waits for the step to close and returns the next replica.
   Result<StepAnswer> push(std::uint64_t step, std::span<const float> grad, std::uint32_t batch,
                           float loss, float compute_ms, std::span<float> params);
+  // A buffer of param_count floats to compute the next gradient into: push() sends exactly
+  // this span without copying it (any other span is copied). Contents unspecified; valid
+  // until the next push().
+  std::span<float> gradientBuffer();
 
  private:
   Result<StepAnswer> readAnswer(Result<InMessage>&& reply, std::span<float> params);
@@ -109,6 +113,7 @@ class GroupClient {
   std::uint64_t job_id_;
   std::chrono::milliseconds timeout_;
   PayloadPool pool_;  // gradient buffers handed to zero-copy sends
+  std::shared_ptr<std::vector<float>> next_grad_;  // gradientBuffer(), until pushed
   std::optional<kernels::Compressor> compressor_;  // non-dense encodings only
   std::vector<std::shared_ptr<std::vector<std::uint8_t>>> encoded_;  // reused when free
 };

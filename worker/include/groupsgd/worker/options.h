@@ -8,6 +8,7 @@
 
 #include "groupsgd/common/curve_keys.h"
 #include "groupsgd/common/status.h"
+#include "groupsgd/kernels/model_device.h"
 #include "groupsgd/worker/speed_schedule.h"
 
 namespace groupsgd::worker {
@@ -32,6 +33,7 @@ struct WorkerOptions {
   std::uint32_t backoff_initial_ms = 100;  // re-registration back-off: first delay,
   std::uint32_t backoff_max_ms = 8000;     // doubling to this, 20% jitter
   std::string log_level = "info";
+  kernels::ModelDevice device;      // --device cpu|cuda|cuda:N (training only)
   std::string curve_secret_key_file;  // --curve-secret-key-file: this worker's key (0600)
   std::string curve_server_key_file;  // --curve-server-key-file: the daemons' public key
   CurveKeys curve;                    // loaded from the two files (empty = plain links)

@@ -1,0 +1,39 @@
+#include "groupsgd/common/tensor_view.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "groupsgd/kernels/ops.h"
+
+namespace groupsgd {
+
+void TensorView::copyRange(std::size_t offset, std::span<float> out) const {
+  std::size_t part_start = 0;
+  std::size_t done = 0;
+  for (const auto& p : parts) {
+    if (done == out.size()) break;
+    const std::size_t part_end = part_start + p.size();
+    const std::size_t want = offset + done;
+    if (want < part_end) {
+      const std::size_t from = want - part_start;
+      const std::size_t n = std::min(p.size() - from, out.size() - done);
+      std::memcpy(out.data() + done, p.data() + from, n * sizeof(float));
+      done += n;
+    }
+    part_start = part_end;
+  }
+}
+
+double TensorView::sumSquares() const {
+  double s = 0;
+  for (const auto& p : parts) s += kernels::sumSquares(p);
+  return s;
+}
+
+std::size_t TensorView::countNonFinite() const {
+  std::size_t n = 0;
+  for (const auto& p : parts) n += kernels::countNonFinite(p);
+  return n;
+}
+
+}  // namespace groupsgd

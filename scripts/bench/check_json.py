@@ -1,0 +1,124 @@
+#!/usr/bin/env python3
+"""Checks the JSON lines a benchmark printed (standard library only): every line parses,
+the summary is the last line and says ok, and the keys the docs promise are there.
+Checks the shape of the output, never the speed.
+
+  check_json.py NAME FILE     NAME: dataplane, straggler, memory or scale
+Exit 0 when the output is well formed, 1 with the reasons on stderr otherwise.
+"""
+import json
+import sys
+
+
+def number(x):
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def check_dataplane(rows, summary, errors):
+    sizes = summary.get("sizes")
+    if not isinstance(sizes, list) or not sizes:
+        errors.append("summary has no 'sizes' list")
+        return
+    for s in sizes:
+        for key in ("size_mib", "groupsgd_gbps", "tcp_gbps", "ratio"):
+            if not number(s.get(key)):
+                errors.append("size %s: '%s' missing or not a number" % (s.get("size_mib"), key))
+        for key in ("groupsgd_gbps", "tcp_gbps"):
+            if number(s.get(key)) and s[key] <= 0:
+                errors.append("size %s: '%s' is %s, not > 0" % (s.get("size_mib"), key, s[key]))
+    lat = summary.get("step_latency_1mib_8w")
+    if not isinstance(lat, dict) or not all(number(lat.get(k)) for k in ("p50_ms", "p99_ms")):
+        errors.append("summary has no step latency (p50_ms, p99_ms)")
+
+
+RUN_KEYS = ("time_to_target_s", "reached", "final_test_acc", "mean_staleness",
+            "max_staleness", "regroups", "samples_dropped", "elapsed_s")
+
+
+def check_straggler(rows, summary, errors):
+    runs = [r for r in rows if "mode" in r and "kind" in r]
+    if not runs:
+        errors.append("no per-run lines")
+    for r in runs:
+        tag = "%s-%sx-%s" % (r.get("kind"), r.get("slowdown"), r.get("mode"))
+        if "error" in r:
+            errors.append("%s: %s" % (tag, r["error"]))
+            continue
+        for key in RUN_KEYS:
+            if key not in r:
+                errors.append("%s: no '%s'" % (tag, key))
+        for key in ("final_test_acc", "regroups", "samples_dropped", "elapsed_s"):
+            if not number(r.get(key)):
+                errors.append("%s: '%s' is not a number" % (tag, key))
+        if r.get("reached") and not number(r.get("time_to_target_s")):
+            errors.append("%s: reached but no time_to_target_s" % tag)
+    if summary.get("runs") != len(runs):
+        errors.append("summary counts %s runs, %d lines" % (summary.get("runs"), len(runs)))
+    for key in ("time_to_target_s", "time_ratio_vs_no_straggler", "adaptive_vs_sync"):
+        if not isinstance(summary.get(key), dict):
+            errors.append("summary has no '%s' object" % key)
+
+
+def check_memory(rows, summary, errors):
+    servers = {r.get("server"): r for r in rows if "server" in r}
+    for name in ("central", "group"):
+        r = servers.get(name)
+        if r is None:
+            errors.append("no line for the %s PS" % name)
+            continue
+        for key in ("peak_bytes", "model_bytes", "peak_model_multiple", "target_bytes"):
+            if not number(r.get(key)) or r[key] <= 0:
+                errors.append("%s: '%s' missing or not > 0" % (name, key))
+        if not number(summary.get(name + "_peak_model_multiple")):
+            errors.append("summary has no %s_peak_model_multiple" % name)
+
+
+def check_scale(rows, summary, errors):
+    for n in (100, 1000, 10000):
+        for key in ("decision_ms_%d" % n, "plan_vs_ideal_%d" % n):
+            if not number(summary.get(key)):
+                errors.append("summary has no '%s'" % key)
+
+
+CHECKS = {"dataplane": check_dataplane, "straggler": check_straggler,
+          "memory": check_memory, "scale": check_scale}
+
+
+def main():
+    if len(sys.argv) != 3 or sys.argv[1] not in CHECKS:
+        sys.stderr.write("usage: check_json.py {%s} FILE\n" % ",".join(sorted(CHECKS)))
+        return 2
+    name, path = sys.argv[1], sys.argv[2]
+    errors = []
+    rows = []
+    with open(path) as f:
+        lines = [l for l in f.read().splitlines() if l.strip()]
+    for i, line in enumerate(lines, 1):
+        try:
+            obj = json.loads(line)
+        except ValueError as e:
+            errors.append("line %d is not JSON (%s): %.80s" % (i, e, line))
+            continue
+        if not isinstance(obj, dict):
+            errors.append("line %d is not a JSON object" % i)
+            continue
+        rows.append(obj)
+    if not lines:
+        errors.append("no output")
+    summary = rows[-1] if rows and not errors else {}
+    if rows and not errors:
+        if summary.get("bench") != name:
+            errors.append("last line is not the %s summary: %.120s" % (name, lines[-1]))
+        elif name != "scale" and summary.get("ok") is not True:
+            errors.append("summary says ok=%s" % summary.get("ok"))
+        else:
+            CHECKS[name](rows[:-1], summary, errors)
+    for e in errors:
+        sys.stderr.write("check_json %s: %s\n" % (name, e))
+    if not errors:
+        print("check_json %s: %d lines, summary well formed" % (name, len(rows)))
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
