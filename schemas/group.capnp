@@ -75,6 +75,9 @@ struct GroupStats {
   acknowledged @12 :List(MemberSamples);  # per worker: samples of acknowledged pushes
   identityRefused @13 :UInt64; # requests refused: sent under another worker's id, or a
                                # coordinator request from a key that is not the daemons'
+  quarantined @14 :List(UInt64);  # workers quarantined here for repeated bad updates
+  replayedPushes @15 :UInt64;     # pushes refused as replays (a step already pushed)
+  quarantineRefusals @16 :UInt64; # messages refused because their sender is quarantined
 }
 
 # Samples of one worker's pushes that this group acknowledged (accepted or counted dropped).

@@ -14,6 +14,7 @@ const char* codeName(Code code) {
     case Code::kDataLoss: return "data_loss";
     case Code::kAborted: return "aborted";
     case Code::kInternal: return "internal";
+    case Code::kQuarantined: return "quarantined";
   }
   return "unknown";
 }

@@ -175,6 +175,9 @@ Status applyJsonUnchecked(const json& j, DaemonConfig* c) {
     else if (k == "checkpoint_every_versions") c->checkpoint_every_versions = unsignedValue<std::uint64_t>(v, k);
     else if (k == "checkpoint_interval_s") c->checkpoint_interval_s = floatValue(v, k);
     else if (k == "compress_deltas") c->compress_deltas = v.get<std::string>();
+    else if (k == "quarantine_after") c->quarantine_after = unsignedValue<std::uint32_t>(v, k);
+    else if (k == "quarantine_window_s") c->quarantine_window_s = floatValue(v, k);
+    else if (k == "give_up_s") c->give_up_s = floatValue(v, k);
     else return invalidArgument("unknown option '" + k + "'");
   }
   return Status::ok();
@@ -210,6 +213,9 @@ constexpr Flag kFlags[] = {
     {"--checkpoint-interval-s", "checkpoint_interval_s", false},
     {"--compress-gradients", "compress_gradients", true},
     {"--compress-deltas", "compress_deltas", true},
+    {"--quarantine-after", "quarantine_after", false},
+    {"--quarantine-window-s", "quarantine_window_s", false},
+    {"--give-up-s", "give_up_s", false},
     {"--lr", "/optimizer/lr", false},
     {"--momentum", "/optimizer/momentum", false},
     {"--control-ms", "/adaptive/control_ms", false},
@@ -374,6 +380,10 @@ Status validate(const DaemonConfig& c) {
     }
   }
   if (c.checkpoint_keep == 0) return invalidArgument("checkpoint_keep must be at least 1");
+  if (!(c.quarantine_window_s > 0) || c.quarantine_window_s > 86400) {
+    return invalidArgument("quarantine_window_s must be in (0, 86400]");
+  }
+  if (!(c.give_up_s > 0)) return invalidArgument("give_up_s must be > 0");
   if (c.curve_secret_key_file.empty() != c.curve_allow_file.empty()) {
     return invalidArgument("curve needs both secret_key_file and allow_file (or neither)");
   }
@@ -412,6 +422,9 @@ json toJson(const DaemonConfig& c) {
               {"heartbeat_misses", c.heartbeat_misses},
               {"compress_gradients", c.compress_gradients},
               {"compress_deltas", c.compress_deltas},
+              {"quarantine_after", c.quarantine_after},
+              {"quarantine_window_s", c.quarantine_window_s},
+              {"give_up_s", c.give_up_s},
               {"curve",
                {{"secret_key_file", c.curve_secret_key_file},
                 {"allow_file", c.curve_allow_file}}},
@@ -455,6 +468,10 @@ servers (--role all). Workers (groupsgd-worker) connect to --listen.
   --step-deadline-ms MS    a group step closes this long after its first push (default 5000)
   --heartbeat-ms MS        worker heartbeat period (default 1000)
   --heartbeat-misses N     missed heartbeats before a worker is dead (default 3)
+  --quarantine-after N     bad updates within the window that quarantine a worker
+                           (default 5; 0 = never)
+  --quarantine-window-s S  that window (default 60)
+  --give-up-s S            role node: stop re-registering with a lost head after S (600)
   --target-acc A           stop when the evaluator reports test accuracy >= A
   --max-seconds S          stop after S seconds of training
   --max-samples N          stop after N samples trained

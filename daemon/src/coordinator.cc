@@ -48,6 +48,9 @@ Coordinator::Coordinator(zmq::context_t& ctx, zmq::socket_t sock, std::string en
       policy_(std::make_unique<LeastLoadedPolicy>()) {
   limits_.job_id = cfg_.job_id;
   periods_.assign(cfg_.groupCount(), cfg_.exchangePeriod());
+  failed_.assign(cfg_.groupCount(), false);
+  group_node_.assign(cfg_.groupCount(), 0);
+  epoch_ = head_.incarnation << 32;
   if (cfg_.mode == Mode::kAdaptive) {
     adaptive_ = std::make_unique<AdaptiveController>(cfg_.adaptive, cfg_.batch_size,
                                                      cfg_.groupCount());
@@ -58,6 +61,13 @@ Coordinator::Coordinator(zmq::context_t& ctx, zmq::socket_t sock, std::string en
   }
   central_ = std::make_unique<RpcClient>(ctx_, topo_.central_endpoint, limits_,
                                          clientSocketOptions(curve_));
+}
+
+void Coordinator::setHeadStart(HeadStart start) {
+  head_ = std::move(start);
+  // Epochs carry the incarnation in their high bits, so every assignment of an earlier
+  // head is older than any of this one: its pushes, heartbeats and leaves are refused.
+  epoch_ = std::max(epoch_, head_.incarnation << 32);
 }
 
 nlohmann::json Coordinator::run(const std::atomic<bool>& stop_requested) {
@@ -71,6 +81,7 @@ nlohmann::json Coordinator::run(const std::atomic<bool>& stop_requested) {
   while (true) {
     serveOnce(std::chrono::milliseconds(50));
     checkLiveness();
+    if (Clock::now() >= next_poll_) pollGroups();
     if (adaptive_ && Clock::now() >= next_control_) {
       next_control_ = Clock::now() + std::chrono::milliseconds(cfg_.adaptive.control_ms);
       controlWindow();
@@ -85,6 +96,7 @@ nlohmann::json Coordinator::run(const std::atomic<bool>& stop_requested) {
       next_progress += std::chrono::milliseconds(cfg_.progress_ms > 0 ? cfg_.progress_ms : 1000);
       if (cfg_.progress_ms > 0) printProgress();
       updateMetrics();
+      persistHeadState();
     }
     if (stop_requested.load()) {
       reason = "stop requested";
@@ -153,6 +165,7 @@ bool Coordinator::ownsId(const zmq::message_t& from, const WorkerRecord& w,
 
 Status Coordinator::configureGroup(std::uint32_t group, bool flush) {
   if (group >= groups_.size()) return unavailable("group " + std::to_string(group) + " has no PS yet");
+  if (groupFailed(group)) return unavailable("group " + std::to_string(group) + " has failed");
   auto members = registry_.groupMembers(group);
   // Workers regrouped away from this group are still listed, leaving, until they learn it.
   for (const auto& [id, w] : registry_.all()) {
@@ -189,15 +202,31 @@ void Coordinator::onRegister(const zmq::message_t& from, const InMessage& msg,
                              const std::string& key) {
   auto r = msg.header().getBody().getRegister();
   if (stopping_) return refuse(from, unavailable("training is stopping; not accepting workers"));
+  if (quarantined_procs_.count({r.getHost().cStr(), r.getPid()}) != 0) {
+    ++quarantine_refusals_;
+    return refuse(from, quarantined("process " + std::to_string(r.getPid()) + " on " +
+                                    r.getHost().cStr() + " is quarantined"));
+  }
   if (r.getWorkerId() != 0) {
     // A moved worker asks for its new assignment under the id it has.
     WorkerRecord* known = registry_.find(r.getWorkerId());
+    if (known != nullptr && known->state == WorkerState::kQuarantined) {
+      ++quarantine_refusals_;
+      return refuse(from, quarantined("worker " + std::to_string(known->id) + " is quarantined"));
+    }
+    // An id handed out by an earlier head incarnation names somebody else now.
+    const std::uint64_t claimed = msg.header().getEpoch();
+    if (known != nullptr && claimed != 0 && (claimed >> 32) != (known->epoch >> 32)) known = nullptr;
     if (known == nullptr || known->state != WorkerState::kActive) {
       return refuse(from, notFound("worker " + std::to_string(r.getWorkerId()) +
                                    " is not registered; register as a new worker"));
     }
     if (!ownsId(from, *known, key)) return;
     known->last_seen = Clock::now();
+    if (known->role == WorkerRole::kTrainer && groupFailed(known->group)) {
+      return refuse(from, unavailable("group " + std::to_string(known->group) +
+                                      " failed and no live group is left; retry"));
+    }
     if (known->moving_from) {
       const std::uint32_t old = *known->moving_from;
       known->moving_from.reset();
@@ -231,6 +260,14 @@ void Coordinator::onRegister(const zmq::message_t& from, const InMessage& msg,
     const std::uint32_t slots =
         adaptive_ && adaptive_->stage() == policy::Stage::kProfiling ? 1 : cfg_.groupCount();
     w.group = policy_->groupFor(registry_, slots);
+    if (groupFailed(w.group)) {
+      auto live = liveGroupFor();
+      if (!live) {
+        --next_id_;
+        return refuse(from, unavailable("every group PS has failed; retry"));
+      }
+      w.group = *live;
+    }
     w.shard = next_shard_++ % cfg_.workers;
     if (adaptive_) adaptive_->membershipChanged("worker " + std::to_string(w.id) + " joined");
   }
@@ -242,6 +279,7 @@ void Coordinator::onRegister(const zmq::message_t& from, const InMessage& msg,
       return refuse(from, unavailable("cannot configure the group: " + s.message()));
     }
     if (!training_started_) training_started_ = Clock::now();
+    noteReregistration();
   }
   GSGD_INFO("registered " << workerRoleName(rec.role) << " " << rec.id << " (" << rec.host
                           << " pid " << rec.pid << ") -> group " << rec.group << ", shard "
@@ -255,6 +293,7 @@ void Coordinator::onNodeRegister(const zmq::message_t& from, const InMessage& ms
   std::size_t taken = 0;
   for (auto ep : eps) {
     if (groups_.size() >= cfg_.groupCount()) break;  // enough group PSes already
+    group_node_[groups_.size()] = rec.id;
     topo_.group_endpoints.push_back(ep.cStr());
     groups_.push_back(
         std::make_unique<RpcClient>(ctx_, ep.cStr(), limits_, clientSocketOptions(curve_)));
@@ -292,6 +331,10 @@ void Coordinator::onHeartbeat(const zmq::message_t& from, const InMessage& msg,
   auto h = msg.header();
   WorkerRecord* w = registry_.find(h.getSenderId());
   if (w != nullptr && !ownsId(from, *w, key)) return;
+  if (w != nullptr && w->state == WorkerState::kQuarantined && h.getEpoch() >= w->epoch) {
+    ++quarantine_refusals_;
+    return refuse(from, quarantined("worker " + std::to_string(w->id) + " is quarantined"));
+  }
   OutMessage out(cfg_.job_id, 0);
   auto reply = out.header().getBody().initHeartbeatReply();
   if (w == nullptr || w->state != WorkerState::kActive || h.getEpoch() < w->epoch) {
@@ -331,6 +374,12 @@ void Coordinator::onLeave(const zmq::message_t& from, const InMessage& msg,
   WorkerRecord* w = registry_.find(h.getSenderId());
   if (w == nullptr) return refuse(from, notFound("unknown worker " + std::to_string(h.getSenderId())));
   if (!ownsId(from, *w, key)) return;
+  if (h.getEpoch() >> 32 != w->epoch >> 32) {
+    // The id is reused by this head incarnation; the sender's registration died with the
+    // previous head.
+    return refuse(from, notFound("worker " + std::to_string(h.getSenderId()) +
+                                 " registered with an earlier head incarnation"));
+  }
   auto l = h.getBody().getLeave();
   if (w->state == WorkerState::kDead) {
     // Declared dead, back after a partition or a freeze: it stays dead and is credited
@@ -348,7 +397,7 @@ void Coordinator::onLeave(const zmq::message_t& from, const InMessage& msg,
     w->steps = l.getSteps();
   }
   const bool was_active = w->state == WorkerState::kActive;
-  w->state = WorkerState::kLeft;
+  if (w->state != WorkerState::kQuarantined) w->state = WorkerState::kLeft;
   GSGD_INFO("worker " << w->id << " left after " << w->steps << " steps, " << w->samples_trained
                       << " samples");
   OutMessage out(cfg_.job_id, 0);
@@ -377,6 +426,7 @@ void Coordinator::checkLiveness() {
     WorkerRecord* rec = registry_.find(id);
     rec->state = WorkerState::kDead;
     GSGD_WARN("worker " << id << " missed its heartbeats: declared dead");
+    if (rec->role == WorkerRole::kNode) failNode(*rec);
     if (rec->role == WorkerRole::kTrainer) {
       touched.push_back(rec->group);
       if (adaptive_) {
@@ -388,6 +438,7 @@ void Coordinator::checkLiveness() {
     }
   }
   for (auto g : touched) {
+    if (groupFailed(g)) continue;
     Status s = configureGroup(g);
     if (!s) GSGD_WARN("could not update group " << g << ": " << s.toString());
   }
@@ -473,6 +524,7 @@ nlohmann::json Coordinator::finish(const std::string& reason) {
   std::uint64_t received = 0, dropped = 0, pending = 0, late = 0, bad = bad_messages_;
   std::map<std::uint64_t, std::uint64_t> acknowledged;  // per worker, over all groups
   for (std::uint32_t g = 0; g < groups_.size(); ++g) {
+    if (groupFailed(g)) continue;  // gone: what it held is counted below as lost
     OutMessage out(cfg_.job_id, 0);
     out.header().getBody().initFlush();
     auto reply = groups_[g]->call(std::move(out), std::chrono::milliseconds(15000));
@@ -488,6 +540,8 @@ nlohmann::json Coordinator::finish(const std::string& reason) {
     pending += s.getSamplesPending() + s.getSamplesInFlight();
     late += s.getLateGradients();
     bad += s.getBadMessages();
+    group_replays_[g] = s.getReplayedPushes();
+    for (auto q : s.getQuarantined()) markQuarantined(q, g);
     groups.push_back({{"group", g},
                       {"steps", s.getStep()},
                       {"samples_received", s.getSamplesReceived()},
@@ -540,12 +594,28 @@ nlohmann::json Coordinator::finish(const std::string& reason) {
   // acknowledged from it (a gradient it computed but never pushed reached no model).
   std::uint64_t dead_trained = 0;
   for (const auto& [id, w] : registry_.all()) {
-    if (w.role == WorkerRole::kTrainer && w.state == WorkerState::kDead) {
+    if (w.role == WorkerRole::kTrainer &&
+        (w.state == WorkerState::kDead || w.state == WorkerState::kQuarantined) &&
+        failed_group_members_.count(id) == 0) {
       registry_.find(id)->samples_trained = acknowledged[id];
       dead_trained += acknowledged[id];
     }
   }
   const std::uint64_t trained = registry_.samplesTrained();
+  // A failed group's unflushed progress never reaches the central PS and cannot be
+  // asked for: it is what the trainers reported beyond what was applied or dropped
+  // elsewhere. It must lie between 0 and what the failed groups' members trained.
+  std::uint64_t lost = 0, lost_bound = 0;
+  bool lost_ok = true;
+  if (!failures_.empty()) {
+    for (auto id : failed_group_members_) lost_bound += registry_.find(id)->samples_trained;
+    const std::uint64_t known = applied + dropped + pending;
+    lost_ok = trained >= known && trained - known <= lost_bound;
+    lost = trained >= known ? trained - known : 0;
+    dropped += lost;
+  }
+  std::uint64_t replays = 0;
+  for (const auto& [g, n] : group_replays_) replays += n;
   nlohmann::json workers = nlohmann::json::array();
   for (const auto& [id, w] : registry_.all()) {
     if (w.role != WorkerRole::kTrainer) continue;
@@ -576,7 +646,13 @@ nlohmann::json Coordinator::finish(const std::string& reason) {
       {"bad_messages", bad},
       {"stale_heartbeats", stale_heartbeats_},
       {"curve", curveJson()},
-      {"accounting_ok", trained == applied + dropped},
+      {"accounting_ok", trained == applied + dropped && lost_ok},
+      {"samples_lost_in_failed_groups", lost},
+      {"replayed_pushes", replays},
+      {"quarantined", quarantined_total_},
+      {"quarantine_refusals", quarantine_refusals_},
+      {"node_failures", failuresJson(lost, lost_bound)},
+      {"head_restart", headRestartJson()},
       {"regroups", regroups_},
       {"samples_trained_by_dead_workers", dead_trained},
       {"stage", adaptive_ ? policy::stageName(adaptive_->stage()) : "none"},
@@ -651,7 +727,7 @@ void Coordinator::applyRegroup(const ControlActions& act) {
   std::size_t moved = 0;
   for (const auto& [id, place] : act.placement) {
     WorkerRecord* w = registry_.find(id);
-    if (w == nullptr || w->state != WorkerState::kActive) continue;
+    if (w == nullptr || w->state != WorkerState::kActive || groupFailed(place.slot)) continue;
     w->batch_size = place.batch;
     affected[place.slot] = true;
     if (w->group != place.slot) {

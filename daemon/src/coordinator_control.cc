@@ -58,7 +58,8 @@ Result<std::uint64_t> Coordinator::findWorker(const nlohmann::json& ref) const {
 }
 
 ojson Coordinator::statusJson() const {
-  std::map<std::string, int> counts = {{"active", 0}, {"draining", 0}, {"left", 0}, {"dead", 0}};
+  std::map<std::string, int> counts = {{"active", 0}, {"draining", 0}, {"left", 0}, {"dead", 0},
+                                       {"quarantined", 0}};
   for (const auto& [id, w] : registry_.all()) {
     if (w.role != WorkerRole::kTrainer) continue;
     counts[w.draining && w.state == WorkerState::kActive ? "draining" : workerStateName(w.state)]++;
@@ -78,6 +79,12 @@ ojson Coordinator::statusJson() const {
   s["regroups"] = regroups_;
   s["test_acc"] = acc.value < 0 ? ojson() : ojson(acc.value);
   s["last_checkpoint"] = last_checkpoint_ ? *last_checkpoint_ : ojson();
+  s["incarnation"] = head_.incarnation;
+  ojson failed = ojson::array();
+  for (std::uint32_t g = 0; g < failed_.size(); ++g) {
+    if (failed_[g]) failed.push_back(g);
+  }
+  s["failed_groups"] = failed;
   s["curve"] = curveJson();
   return s;
 }
@@ -124,7 +131,8 @@ ojson Coordinator::groupsJson() const {
                     {"members", members.size()},
                     {"workers", ids},
                     {"batch", batch},
-                    {"exchange_period", periods_[g]}});
+                    {"exchange_period", periods_[g]},
+                    {"failed", groupFailed(g)}});
   }
   return rows;
 }
@@ -256,6 +264,19 @@ void Coordinator::handleControl(PendingRequest&& r) {
         event("undrain", "worker " + std::to_string(*id) + " stays");
       }
       r.respond({{"worker", *id}, {"state", "active"}});
+    } else if (m == "unquarantine") {
+      auto id = findWorker(p.value("worker", nlohmann::json()));
+      if (!id) return r.fail(id.status());
+      WorkerRecord* w = registry_.find(*id);
+      if (w->state != WorkerState::kQuarantined) {
+        return r.fail(ControlError::kRefused,
+                      "worker " + std::to_string(*id) + " is " + workerStateName(w->state));
+      }
+      // Cleared: the process may register again (as a new worker).
+      w->state = WorkerState::kLeft;
+      quarantined_procs_.erase({w->host, w->pid});
+      event("unquarantine", "worker " + std::to_string(*id) + " may register again");
+      r.respond({{"worker", *id}, {"state", "left"}});
     } else if (m == "regroup") {
       if (!adaptive_) return r.fail(ControlError::kRefused, "regroup needs mode adaptive");
       const bool dry = p.value("dry_run", false);
@@ -300,7 +321,8 @@ void Coordinator::updateMetrics() {
     if (value > last) metrics_->counter(name, help).inc(value - last);
     last = std::max(last, value);
   };
-  std::map<std::string, int> counts = {{"active", 0}, {"draining", 0}, {"left", 0}, {"dead", 0}};
+  std::map<std::string, int> counts = {{"active", 0}, {"draining", 0}, {"left", 0}, {"dead", 0},
+                                       {"quarantined", 0}};
   for (const auto& [id, w] : registry_.all()) {
     if (w.role != WorkerRole::kTrainer) continue;
     counts[w.draining && w.state == WorkerState::kActive ? "draining" : workerStateName(w.state)]++;

@@ -36,6 +36,8 @@ constexpr CommandSpec kCommands[] = {
      "WORKER_ID is the numeric id or the worker's name. With --wait the reply comes once the\n"
      "worker has left (default timeout then 120000 ms).\n"},
     {"undrain", "undrain WORKER_ID", "cancel a drain that has not completed (admin)", ""},
+    {"unquarantine", "unquarantine WORKER_ID", "let a quarantined worker register again (admin)",
+     "The worker was quarantined for repeated bad updates; it registers again as a new worker.\n"},
     {"regroup", "regroup [--dry-run]", "recompute the grouping now (admin)",
      "With --dry-run the daemon only reports the grouping it would choose.\n"},
     {"set", "set KEY=VALUE...", "change runtime settings (admin)",
@@ -151,7 +153,7 @@ std::optional<Invocation> buildInvocation(const std::string& cmd,
     if (!expectCount(0, 0)) return std::nullopt;
     return inv;
   }
-  if (cmd == "drain" || cmd == "undrain") {
+  if (cmd == "drain" || cmd == "undrain" || cmd == "unquarantine") {
     std::vector<std::string> positional;
     bool wait = false;
     for (const auto& a : args) {

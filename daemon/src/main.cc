@@ -12,6 +12,7 @@
 #include "groupsgd/daemon/config.h"
 #include "groupsgd/daemon/control_server.h"
 #include "groupsgd/daemon/coordinator.h"
+#include "groupsgd/daemon/incarnation.h"
 #include "groupsgd/daemon/curve_setup.h"
 #include "groupsgd/daemon/metrics.h"
 #include "groupsgd/daemon/metrics_server.h"
@@ -94,6 +95,8 @@ int main(int argc, char** argv) {
     gcfg.exchange_period = cfg.exchangePeriod();
     gcfg.step_deadline_ms = cfg.step_deadline_ms;
     gcfg.max_grad_norm = cfg.max_grad_norm;
+    gcfg.quarantine_after = cfg.quarantine_after;
+    gcfg.quarantine_window_ms = static_cast<std::uint32_t>(cfg.quarantine_window_s * 1000);
     gcfg.delta_compression = *parseCompressionSpec(cfg.compress_deltas);  // validated
     gcfg.limits = limits;
     gcfg.curve = curve->keys;
@@ -138,6 +141,14 @@ int main(int argc, char** argv) {
     GSGD_INFO("resumed from checkpoint " << (*central)->resumedFrom() << " (central version "
                                          << (*central)->version() << ")");
   }
+  // A restarted head: workers and nodes of the previous incarnation re-register on
+  // their own (their old epochs are refused); the summary reports what was lost.
+  auto head = daemon::startIncarnation(cfg.checkpoint_dir);
+  if (!head) return fail("head state: " + head.status().toString());
+  head->resumed_from = (*central)->resumedFrom();
+  head->resumed_version = (*central)->version();
+  GSGD_INFO("head incarnation " << head->incarnation);
+  (*coordinator)->setHeadStart(std::move(*head));
 
   if (!cfg.endpoint_file.empty()) {
     std::ofstream f(cfg.endpoint_file + ".tmp");

@@ -2,6 +2,7 @@
 
 #include <thread>
 
+#include "groupsgd/common/backoff.h"
 #include "groupsgd/common/compression_spec.h"
 #include "groupsgd/common/log.h"
 #include "groupsgd/daemon/curve_setup.h"
@@ -11,39 +12,36 @@
 namespace groupsgd::daemon {
 namespace {
 
-// Registration with back-off until the coordinator answers (it may start after us).
+// Registration with back-off until the coordinator answers (it may start after us, or
+// be restarting), for at most give_up_s.
 Result<worker::Assignment> registerNode(worker::CoordinatorClient& coord, worker::Role role,
                                         const std::vector<std::string>& endpoints,
-                                        const std::atomic<bool>& stop) {
-  auto backoff = std::chrono::milliseconds(200);
-  while (!stop.load()) {
+                                        const std::atomic<bool>& stop, double give_up_s) {
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(static_cast<std::int64_t>(give_up_s * 1000));
+  Backoff backoff({std::chrono::milliseconds(200), std::chrono::milliseconds(5000), 0.2});
+  while (!stop.load() && std::chrono::steady_clock::now() < deadline) {
     auto a = coord.registerAs(role, "node", 0, endpoints);
     if (a || a.status().code() != Code::kUnavailable) return a;
     GSGD_WARN("coordinator not reachable (" << a.status().message() << "); retrying");
-    std::this_thread::sleep_for(backoff);
-    backoff = std::min(backoff * 2, std::chrono::milliseconds(5000));
+    std::this_thread::sleep_for(backoff.next());
   }
-  return unavailable("stopped before registering");
+  return unavailable(stop.load() ? "stopped before registering" : "gave up registering");
 }
 
-}  // namespace
+enum class HeadEnd { kStopped, kHeadLost, kFailed };
 
-int runNode(const DaemonConfig& cfg, const std::atomic<bool>& stop_requested) {
-  log::setThreadTag("node");
-  zmq::context_t ctx(2);
-  // The node serves group PSes with the cluster's daemon key pair: ZAP before any bind.
-  auto curve = startCurve(ctx, cfg);
-  if (!curve) {
-    GSGD_ERROR("CURVE: " << curve.status().toString());
-    return 1;
-  }
-  worker::CoordinatorClient coord(ctx, cfg.coordinator, cfg.job_id,
-                                  std::chrono::milliseconds(5000), curve->keys);
+// Serves one head incarnation: learns the central PS, binds the group PSes, offers them,
+// heartbeats. Returns kHeadLost when a restarted head does not know this node (its group
+// PSes point at the old central PS, so they are rebuilt from scratch).
+HeadEnd serveHead(const DaemonConfig& cfg, zmq::context_t& ctx, worker::CoordinatorClient& coord,
+                  const CurveKeys& curve_keys, const std::atomic<bool>& stop_requested) {
   // 1. Where is the central PS, and how big is the model? (asked as a tool, then left)
-  auto probe = registerNode(coord, worker::Role::kTool, {}, stop_requested);
+  auto probe = registerNode(coord, worker::Role::kTool, {}, stop_requested, cfg.give_up_s);
   if (!probe) {
+    if (stop_requested.load()) return HeadEnd::kStopped;
     GSGD_ERROR("cannot reach the coordinator at " << cfg.coordinator << ": " << probe.status().toString());
-    return 1;
+    return HeadEnd::kFailed;
   }
   (void)coord.leave(*probe, 0, 0);
   // 2. Bind the group PSes. Their optimizer settings come from this node's configuration:
@@ -60,15 +58,17 @@ int runNode(const DaemonConfig& cfg, const std::atomic<bool>& stop_requested) {
     gcfg.exchange_period = cfg.exchangePeriod();
     gcfg.step_deadline_ms = cfg.step_deadline_ms;
     gcfg.max_grad_norm = cfg.max_grad_norm;
+    gcfg.quarantine_after = cfg.quarantine_after;
+    gcfg.quarantine_window_ms = static_cast<std::uint32_t>(cfg.quarantine_window_s * 1000);
     gcfg.delta_compression = *parseCompressionSpec(cfg.compress_deltas);
     gcfg.limits = limits;
     gcfg.adopt_group_id = true;
-    gcfg.curve = curve->keys;
+    gcfg.curve = curve_keys;
     auto server = groupps::GroupServer::create(ctx, gcfg, probe->param_count,
                                                "tcp://" + cfg.bind_host + ":*");
     if (!server) {
       GSGD_ERROR("group PS: " << server.status().toString());
-      return 1;
+      return HeadEnd::kFailed;
     }
     endpoints.push_back((*server)->endpoint());
     groups.push_back(std::move(*server));
@@ -76,15 +76,16 @@ int runNode(const DaemonConfig& cfg, const std::atomic<bool>& stop_requested) {
   std::atomic<bool> servers_stop{false};
   std::vector<std::thread> threads;
   for (auto& g : groups) threads.emplace_back([&g, &servers_stop] { g->run(servers_stop); });
-  // 3. Offer them, then stay alive until told to stop.
-  auto me = registerNode(coord, worker::Role::kNode, endpoints, stop_requested);
-  int rc = 0;
+  // 3. Offer them, then stay alive until told to stop or the head forgets us.
+  auto me = registerNode(coord, worker::Role::kNode, endpoints, stop_requested, cfg.give_up_s);
+  HeadEnd end = HeadEnd::kStopped;
   if (!me) {
     GSGD_ERROR("node registration failed: " << me.status().toString());
-    rc = 1;
+    end = stop_requested.load() ? HeadEnd::kStopped : HeadEnd::kFailed;
   } else {
     GSGD_INFO("node " << me->worker_id << " offers " << endpoints.size() << " group PS(es)");
     int failures = 0;
+    auto last_answer = std::chrono::steady_clock::now();
     while (!stop_requested.load()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(me->heartbeat_ms));
       auto hb = coord.heartbeat(*me, {});
@@ -92,16 +93,54 @@ int runNode(const DaemonConfig& cfg, const std::atomic<bool>& stop_requested) {
         GSGD_INFO("the coordinator ends the run");
         break;
       }
-      if (!hb && ++failures % 10 == 0) {
+      if (hb && hb->reregister) {
+        GSGD_WARN("the coordinator does not know this node (a restarted head?); re-registering");
+        end = HeadEnd::kHeadLost;
+        break;
+      }
+      if (hb) {
+        failures = 0;
+        last_answer = std::chrono::steady_clock::now();
+        continue;
+      }
+      if (++failures % 10 == 0) {
         GSGD_WARN("coordinator silent for " << failures << " heartbeats; group PSes keep serving");
       }
-      if (hb) failures = 0;
+      if (std::chrono::steady_clock::now() - last_answer >
+          std::chrono::milliseconds(static_cast<std::int64_t>(cfg.give_up_s * 1000))) {
+        GSGD_ERROR("coordinator silent for " << cfg.give_up_s << " s; giving up");
+        end = HeadEnd::kFailed;
+        break;
+      }
     }
-    (void)coord.leave(*me, 0, 0);
+    if (end != HeadEnd::kHeadLost) (void)coord.leave(*me, 0, 0);
   }
   servers_stop.store(true);
   for (auto& t : threads) t.join();
-  return rc;
+  return end;
+}
+
+}  // namespace
+
+int runNode(const DaemonConfig& cfg, const std::atomic<bool>& stop_requested) {
+  log::setThreadTag("node");
+  zmq::context_t ctx(2);
+  // The node serves group PSes with the cluster's daemon key pair: ZAP before any bind.
+  auto curve = startCurve(ctx, cfg);
+  if (!curve) {
+    GSGD_ERROR("CURVE: " << curve.status().toString());
+    return 1;
+  }
+  worker::CoordinatorClient coord(ctx, cfg.coordinator, cfg.job_id,
+                                  std::chrono::milliseconds(5000), curve->keys);
+  while (true) {
+    switch (serveHead(cfg, ctx, coord, curve->keys, stop_requested)) {
+      case HeadEnd::kStopped: return 0;
+      case HeadEnd::kFailed: return 1;
+      case HeadEnd::kHeadLost: break;  // serve the new head with fresh group PSes
+    }
+    log::setThreadTag("node");
+  }
 }
 
 }  // namespace groupsgd::daemon

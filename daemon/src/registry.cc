@@ -19,6 +19,7 @@ const char* workerStateName(WorkerState s) {
     case WorkerState::kActive: return "active";
     case WorkerState::kLeft: return "left";
     case WorkerState::kDead: return "dead";
+    case WorkerState::kQuarantined: return "quarantined";
   }
   return "unknown";
 }

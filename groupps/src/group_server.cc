@@ -32,6 +32,7 @@ GroupServer::GroupServer(zmq::context_t& ctx, zmq::socket_t router, std::string 
       endpoint_(std::move(endpoint)),
       cfg_(std::move(cfg)),
       barrier_(param_count),
+      quarantine_(cfg_.quarantine_after, std::chrono::milliseconds(cfg_.quarantine_window_ms)),
       optimizer_(cfg_.optimizer, param_count),
       replica_(std::make_shared<std::vector<float>>(param_count)),
       base_(param_count),
@@ -94,6 +95,19 @@ void GroupServer::refuse(const zmq::message_t& from, const Status& why) {
     GSGD_WARN("refused: " << why.toString());
   }
   (void)replyTo(router_, from, makeErrorReply(cfg_.limits.job_id, cfg_.group_id, why));
+}
+
+void GroupServer::refuseBadUpdate(const zmq::message_t& from, std::uint64_t worker,
+                                  const Status& why) {
+  refuse(from, why);
+  if (barrier_.member(worker) == nullptr || !quarantine_.recordBad(worker, Clock::now())) return;
+  // A repeat offender: out of the barrier (the group stops waiting for it) and refused
+  // from now on; the coordinator learns it from GroupStats.
+  barrier_.remove(worker);
+  GSGD_WARN("worker " << worker << " quarantined after " << cfg_.quarantine_after
+                      << " bad updates within " << cfg_.quarantine_window_ms << " ms (last: "
+                      << why.message() << ")");
+  maybeCloseStep(false);
 }
 
 void GroupServer::handleRouter(const zmq::message_t& from, std::vector<zmq::message_t>&& frames) {
@@ -217,6 +231,10 @@ void GroupServer::retireIfLeaving(std::uint64_t worker) {
 
 void GroupServer::onPull(const zmq::message_t& from, const InMessage& msg) {
   const std::uint64_t worker = msg.header().getSenderId();
+  if (quarantine_.isQuarantined(worker)) {
+    ++counters_.quarantine_refusals;
+    return refuse(from, quarantined("worker " + std::to_string(worker) + " is quarantined"));
+  }
   const MemberInfo* m = barrier_.member(worker);
   if (m == nullptr) {
     if (auto it = departed_.find(worker); it != departed_.end() && have_model_) {
@@ -240,6 +258,11 @@ void GroupServer::onPush(const zmq::message_t& from, const InMessage& msg) {
   auto h = msg.header();
   auto push = h.getBody().getPush();
   const std::uint64_t worker = h.getSenderId();
+  if (quarantine_.isQuarantined(worker)) {
+    ++counters_.quarantine_refusals;
+    return refuse(from, quarantined("worker " + std::to_string(worker) +
+                                    " is quarantined for repeated bad updates"));
+  }
   const MemberInfo* m = barrier_.member(worker);
   const auto departed = departed_.find(worker);
   if (m == nullptr && departed != departed_.end() && have_model_ && push.getBatchSize() > 0 &&
@@ -259,19 +282,34 @@ void GroupServer::onPush(const zmq::message_t& from, const InMessage& msg) {
                                            "; register again"));
   }
   if (!have_model_) return refuse(from, unavailable("group has no model yet; retry"));
-  if (msg.tensorCount() != 1) return refuse(from, invalidArgument("a push carries one gradient tensor"));
+  if (msg.tensorCount() != 1) {
+    return refuseBadUpdate(from, worker, invalidArgument("a push carries one gradient tensor"));
+  }
   // Checked and accumulated in place in the received frames: no copy of the gradient.
   auto grad = msg.viewTensor(0, replica().size());
-  if (!grad) return refuse(from, grad.status());
-  if (push.getBatchSize() == 0) return refuse(from, invalidArgument("push of an empty batch"));
+  if (!grad) return refuseBadUpdate(from, worker, grad.status());
+  if (push.getBatchSize() == 0) {
+    return refuseBadUpdate(from, worker, invalidArgument("push of an empty batch"));
+  }
   const double squares = grad->sumSquares();  // one pass for both checks
   if (!std::isfinite(squares)) {
-    return refuse(from, invalidArgument(std::to_string(grad->countNonFinite()) +
-                                        " non-finite values in the gradient"));
+    return refuseBadUpdate(from, worker, invalidArgument(std::to_string(grad->countNonFinite()) +
+                                                         " non-finite values in the gradient"));
   }
   if (const double norm = std::sqrt(squares); norm > cfg_.max_grad_norm) {
-    return refuse(from, invalidArgument("gradient norm " + std::to_string(norm) +
-                                        " over the bound " + std::to_string(cfg_.max_grad_norm)));
+    return refuseBadUpdate(from, worker,
+                           invalidArgument("gradient norm " + std::to_string(norm) +
+                                           " over the bound " + std::to_string(cfg_.max_grad_norm)));
+  }
+  // Replays: a step this worker's gradient is already in (or the open step again).
+  const auto last = last_step_.find(worker);
+  if ((last != last_step_.end() && h.getStep() <= last->second) ||
+      (h.getStep() == step_ && barrier_.hasArrived(worker))) {
+    ++counters_.replayed_pushes;
+    return refuse(from, failedPrecondition("replayed push for step " + std::to_string(h.getStep()) +
+                                           ": worker " + std::to_string(worker) +
+                                           " already pushed for it; group at step " +
+                                           std::to_string(step_)));
   }
   if (h.getStep() > step_) {
     return refuse(from, invalidArgument("push for step " + std::to_string(h.getStep()) +
@@ -283,6 +321,7 @@ void GroupServer::onPush(const zmq::message_t& from, const InMessage& msg) {
     ++counters_.late_gradients;
     counters_.samples_dropped += push.getBatchSize();
     acknowledged_[worker] += push.getBatchSize();
+    last_step_[worker] = h.getStep();
     barrier_.markActive(worker);
     sendStepReply(from, worker, false,
                   "late: step " + std::to_string(h.getStep()) + " closed; group at step " +
@@ -292,6 +331,7 @@ void GroupServer::onPush(const zmq::message_t& from, const InMessage& msg) {
   }
   Status added = barrier_.add(worker, push.getBatchSize(), push.getLoss(), *grad);
   if (!added) return refuse(from, added);
+  last_step_[worker] = h.getStep();
   acknowledged_[worker] += push.getBatchSize();
   if (!step_opened_) step_opened_ = Clock::now();
   waiting_.push_back({zmq::message_t(from.data(), from.size()), worker, Clock::now()});
@@ -346,6 +386,7 @@ void GroupServer::onGroupConfig(const zmq::message_t& from, const InMessage& msg
   if (gc.getExchangePeriod() == 0) return refuse(from, invalidArgument("exchange period 0"));
   std::vector<MemberInfo> members;
   for (auto m : gc.getMembers()) {
+    if (quarantine_.isQuarantined(m.getWorkerId())) continue;  // until an operator clears it
     const Leaving leaving = fromProto(m.getLeaving());
     if (leaving != Leaving::kNo && departed_.count(m.getWorkerId()) != 0) continue;  // done
     if (leaving == Leaving::kNo) departed_.erase(m.getWorkerId());
@@ -398,6 +439,11 @@ void GroupServer::sendStats(const zmq::message_t& to) {
     ack[i].setSamples(samples);
     ++i;
   }
+  auto q = s.initQuarantined(static_cast<unsigned>(quarantine_.quarantined().size()));
+  i = 0;
+  for (std::uint64_t worker : quarantine_.quarantined()) q.set(i++, worker);
+  s.setReplayedPushes(counters_.replayed_pushes);
+  s.setQuarantineRefusals(counters_.quarantine_refusals);
   (void)replyTo(router_, to, std::move(out));
 }
 

@@ -379,7 +379,7 @@ TEST_CASE("control server: admin methods need an admin caller") {
     auto server = startServer(options);
     FakeCoordinator coord(*server, testing::echoHandler);
     RawClient c(server->path());
-    for (const char* m : {"drain", "undrain", "regroup", "set", "checkpoint", "shutdown"}) {
+    for (const char* m : {"drain", "undrain", "unquarantine", "regroup", "set", "checkpoint", "shutdown"}) {
       CAPTURE(m);
       c.send(json{{"id", m}, {"method", m}, {"params", {{"worker", 1}}}}.dump() + "\n");
       const json reply = c.readJson();

@@ -217,13 +217,14 @@ TEST_CASE("fault: malformed and out-of-place messages during training each get a
   REQUIRE(c.waitForSamples(1000, 60000ms));
   // Every probe of groupsgd-probe: a non-Cap'n Proto header, a wrong-length and a NaN
   // gradient, protocol version 2 (group PS and coordinator), another job's id, a tensor
-  // frame longer than declared, an unknown worker id (push and leave), a future step.
+  // frame longer than declared, an unknown worker id (push and leave), a future step,
+  // a replayed push (the same step again) and an out-of-order one (an older step).
   Process probe({PROBE_PATH, c.endpoint, "all"}, c.dir + "/probe.log");
   const auto probe_rc = probe.wait(60000ms);
   const std::string report = readFile(c.dir + "/probe.log");
   INFO("probe: " << report);
   CHECK(probe_rc == std::optional<int>(0));
-  CHECK(countOf(report, " refused (") == 10);
+  CHECK(countOf(report, " refused (") == 12);
   CHECK(countOf(report, "NOT REFUSED") == 0);
   std::printf("%s", report.c_str());
   // Training goes on after all of it.
@@ -231,8 +232,9 @@ TEST_CASE("fault: malformed and out-of-place messages during training each get a
   REQUIRE(c.waitForSamples(samples + 1000, 30000ms));
   json s = c.stop();
   checkAccounting(s);
-  CHECK(s["bad_messages"].get<std::uint64_t>() >= 10);
-  std::printf("fault: probes refused 10/10; summary bad_messages %llu, samples_trained %llu\n",
+  CHECK(s["bad_messages"].get<std::uint64_t>() >= 12);
+  CHECK(s["replayed_pushes"].get<std::uint64_t>() == 2);
+  std::printf("fault: probes refused 12/12; summary bad_messages %llu, samples_trained %llu\n",
               static_cast<unsigned long long>(s["bad_messages"].get<std::uint64_t>()),
               static_cast<unsigned long long>(s["samples_trained"].get<std::uint64_t>()));
 }

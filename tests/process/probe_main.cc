@@ -4,12 +4,17 @@
 //   groupsgd-probe COORDINATOR_ENDPOINT [PROBE...]
 // Without PROBE names it runs the first three (kDefault); "all" runs every probe.
 // Prints one line per probe and exits 0 only if every probe was refused.
+// "quarantine" (not part of "all": it quarantines the probe) sends NaN gradients until the
+// group PS quarantines it, then checks that its pushes and registrations are refused
+// with the quarantine code.
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <optional>
 #include <string>
+#include <thread>
 
 #include "groupsgd/common/transport.h"
 #include "groupsgd/worker/client.h"
@@ -58,9 +63,10 @@ bool expectErrorForRaw(const std::string& what, zmq::context_t& ctx, const std::
   return report(what, refused, detail);
 }
 
-OutMessage push(const worker::Assignment& a, std::vector<float> grad) {
+OutMessage push(const worker::Assignment& a, std::vector<float> grad, std::uint64_t step = 0) {
   OutMessage out(1, a.worker_id);
   out.header().setEpoch(a.epoch);
+  out.header().setStep(step);
   auto p = out.header().getBody().initPush();
   p.setBatchSize(a.batch_size);
   p.setLoss(1.0f);
@@ -91,6 +97,23 @@ int main(int argc, char** argv) {
   RpcClient group(ctx, a->group_endpoint, MessageLimits{});
   RpcClient coordinator(ctx, argv[1], MessageLimits{});
   const std::vector<float> zeros(a->param_count, 0.0f);
+  // Samples of the pushes the group accepted (reported in Leave, so accounting holds).
+  std::uint64_t trained = 0, steps = 0;
+  // Pulls (which makes the probe an active member) and pushes one valid gradient for the
+  // open step; returns that step, or nullopt.
+  auto pushValid = [&]() -> std::optional<std::uint64_t> {
+    OutMessage pull(1, a->worker_id);
+    pull.header().setEpoch(a->epoch);
+    pull.header().getBody().initPull();
+    auto pulled = group.call(std::move(pull), 5000ms);
+    if (!pulled) return std::nullopt;
+    const std::uint64_t step = pulled->header().getStep();
+    auto pushed = group.call(push(*a, zeros, step), 15000ms);
+    if (!pushed || pushed->kind() != BodyKind::STEP_REPLY) return std::nullopt;
+    trained += a->batch_size;
+    ++steps;
+    return step;
+  };
   const std::vector<Probe> probes = {
       // A header frame that is not Cap'n Proto at all (32 bytes: word-sized junk).
       {"malformed-header", true,
@@ -165,18 +188,66 @@ int main(int argc, char** argv) {
          m.header().setStep(1ull << 40);
          return expectError(n, group.call(std::move(m), 5000ms));
        }},
+      // A gradient for a step this worker already pushed for (a replayed message).
+      {"replayed-push", false,
+       [&](const std::string& n) {
+         auto step = pushValid();
+         if (!step) return report(n, false, "could not push a valid gradient first");
+         return expectError(n, group.call(push(*a, zeros, *step), 5000ms));
+       }},
+      // A gradient for a step before the one this worker last pushed (out of order).
+      {"out-of-order-step", false,
+       [&](const std::string& n) {
+         auto first = pushValid();
+         auto second = pushValid();
+         if (!first || !second) return report(n, false, "could not push valid gradients first");
+         return expectError(n, group.call(push(*a, zeros, *first), 5000ms));
+       }},
+      // NaN gradients until the group quarantines the sender; then its pushes, its
+      // registration under its id and a new registration are refused as quarantined.
+      {"quarantine", false,
+       [&](const std::string& n) {
+         std::vector<float> g(a->param_count, 0.001f);
+         g[0] = std::numeric_limits<float>::quiet_NaN();
+         int sent = 0;
+         Status last;
+         for (; sent < 100; ++sent) {
+           auto r = group.call(push(*a, g), 5000ms);
+           last = r.status();
+           if (last.code() == Code::kQuarantined || last.code() == Code::kUnavailable) break;
+         }
+         report(n + "-push", last.code() == Code::kQuarantined,
+                last.toString() + " after " + std::to_string(sent) + " NaN pushes");
+         if (last.code() != Code::kQuarantined) return false;
+         // The coordinator learns it from the group within a few heartbeats.
+         const auto deadline = std::chrono::steady_clock::now() + 20000ms;
+         Status again;
+         do {
+           auto r = coord.registerAs(worker::Role::kTrainer, "probe", a->worker_id, {}, a->epoch);
+           again = r.status();
+           if (again.code() == Code::kQuarantined) break;
+           std::this_thread::sleep_for(100ms);
+         } while (std::chrono::steady_clock::now() < deadline);
+         report(n + "-register-id", again.code() == Code::kQuarantined, again.toString());
+         auto fresh = coord.registerAs(worker::Role::kTrainer, "probe");
+         return report(n + "-register-new", fresh.status().code() == Code::kQuarantined,
+                       fresh.status().toString()) &&
+                again.code() == Code::kQuarantined;
+       }},
   };
   std::vector<std::string> wanted(argv + 2, argv + argc);
   bool all = true;
   int ran = 0;
   for (const auto& p : probes) {
     bool selected = wanted.empty() ? p.in_default : false;
-    for (const auto& w : wanted) selected |= w == "all" || w == p.name;
+    for (const auto& w : wanted) {
+      selected |= (w == "all" && std::string(p.name) != "quarantine") || w == p.name;
+    }
     if (!selected) continue;
     all &= p.run(p.name);
     ++ran;
   }
-  (void)coord.leave(*a, 0, 0);
+  (void)coord.leave(*a, trained, steps);
   if (ran == 0 || ran < static_cast<int>(wanted.size())) {
     std::fprintf(stderr, "probe: unknown probe name among the arguments\n");
     return 2;

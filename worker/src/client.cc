@@ -31,8 +31,10 @@ CoordinatorClient::CoordinatorClient(zmq::context_t& ctx, const std::string& end
 
 Result<Assignment> CoordinatorClient::registerAs(Role role, const std::string& name,
                                                  std::uint64_t worker_id,
-                                                 const std::vector<std::string>& endpoints) {
+                                                 const std::vector<std::string>& endpoints,
+                                                 std::uint64_t epoch) {
   OutMessage out(job_id_, 0);
+  out.header().setEpoch(epoch);
   auto r = out.header().getBody().initRegister();
   r.setRole(role == Role::kTrainer     ? proto::Role::TRAINER
             : role == Role::kEvaluator ? proto::Role::EVALUATOR

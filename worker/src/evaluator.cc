@@ -1,4 +1,5 @@
 #include <chrono>
+#include <memory>
 #include <thread>
 
 #include "groupsgd/common/log.h"
@@ -39,7 +40,8 @@ int runEvaluator(zmq::context_t& ctx, const WorkerOptions& opts,
   }
   const auto timeout = std::chrono::milliseconds(opts.timeout_ms);
   CoordinatorClient coord(ctx, opts.coordinator, opts.job_id, timeout, opts.curve);
-  auto assigned = registerWithRetry(coord, Role::kEvaluator, opts, interrupted);
+  auto assigned = registerWithRetry(coord, Role::kEvaluator, opts, interrupted,
+                                    std::chrono::milliseconds(opts.connect_timeout_ms));
   if (!assigned) {
     GSGD_ERROR(assigned.status().toString());
     return 1;
@@ -58,14 +60,15 @@ int runEvaluator(zmq::context_t& ctx, const WorkerOptions& opts,
   }
   MessageLimits limits;
   limits.job_id = opts.job_id;
-  RpcClient central(ctx, a.central_endpoint, limits, clientSocketOptions(opts.curve));
+  auto central =
+      std::make_unique<RpcClient>(ctx, a.central_endpoint, limits, clientSocketOptions(opts.curve));
   std::vector<float> params(a.param_count);
   HeartbeatStats st;
   std::uint64_t evaluated = ~0ull;
   int failures = 0;
   while (!interrupted.load()) {
     const auto t0 = std::chrono::steady_clock::now();
-    auto version = fetchCentralModel(central, opts.job_id, params, timeout);
+    auto version = fetchCentralModel(*central, opts.job_id, params, timeout);
     if (!version) {
       GSGD_WARN("cannot fetch the central model: " << version.status().toString());
       if (++failures > 20) return 1;
@@ -81,9 +84,15 @@ int runEvaluator(zmq::context_t& ctx, const WorkerOptions& opts,
     auto hb = coord.heartbeat(a, st);
     if (hb && hb->stop) break;
     if (hb && hb->reregister) {
-      auto again = registerWithRetry(coord, Role::kEvaluator, opts, interrupted);
+      auto again = registerWithRetry(coord, Role::kEvaluator, opts, interrupted,
+                                     std::chrono::milliseconds(static_cast<std::int64_t>(opts.give_up_s * 1000)));
       if (!again) return 1;
       a = *again;
+      // A restarted head has its central PS on a new endpoint.
+      if (a.central_endpoint != central->endpoint()) {
+        central = std::make_unique<RpcClient>(ctx, a.central_endpoint, limits,
+                                              clientSocketOptions(opts.curve));
+      }
     }
     std::this_thread::sleep_until(t0 + std::chrono::milliseconds(opts.eval_interval_ms));
   }

@@ -66,6 +66,10 @@ accuracy and reports it).
   --max-steps N           stop after N steps (default: until the daemon says stop)
   --timeout-ms MS         deadline of one request (default 15000)
   --connect-timeout-ms MS keep retrying registration this long (default 30000)
+  --give-up-s S           after losing the daemon (head restart), keep registering
+                          again this long before exiting 1 (default 600)
+  --backoff-initial-ms MS registration retries: first delay (default 100), doubling
+  --backoff-max-ms MS     up to this (default 8000), each shortened by up to 20% jitter
   --log-level L           debug|info|warn|error (default info)
   --curve-secret-key-file F  CURVE: this worker's secret key (mode 0600, groupsgdctl keygen);
                           its public key must be in the daemon's allow-list
@@ -117,6 +121,17 @@ Result<WorkerOptions> parseWorkerOptions(const std::vector<std::string>& args) {
     } else if (a == "--connect-timeout-ms") {
       GSGD_RETURN_IF_ERROR(value(&v));
       GSGD_RETURN_IF_ERROR(parseUnsigned(a, v, &o.connect_timeout_ms));
+    } else if (a == "--give-up-s") {
+      GSGD_RETURN_IF_ERROR(value(&v));
+      GSGD_RETURN_IF_ERROR(parseDouble(a, v, &o.give_up_s));
+      if (!(o.give_up_s > 0)) return invalidArgument("--give-up-s must be > 0");
+    } else if (a == "--backoff-initial-ms") {
+      GSGD_RETURN_IF_ERROR(value(&v));
+      GSGD_RETURN_IF_ERROR(parseUnsigned(a, v, &o.backoff_initial_ms));
+      if (o.backoff_initial_ms == 0) return invalidArgument("--backoff-initial-ms must be > 0");
+    } else if (a == "--backoff-max-ms") {
+      GSGD_RETURN_IF_ERROR(value(&v));
+      GSGD_RETURN_IF_ERROR(parseUnsigned(a, v, &o.backoff_max_ms));
     } else if (a == "--slowdown") {
       GSGD_RETURN_IF_ERROR(value(&v));
       GSGD_RETURN_IF_ERROR(parseDouble(a, v, &o.speed.slowdown));
@@ -152,6 +167,9 @@ Result<WorkerOptions> parseWorkerOptions(const std::vector<std::string>& args) {
     } else {
       return invalidArgument("unknown option '" + a + "' (see --help)");
     }
+  }
+  if (o.backoff_max_ms < o.backoff_initial_ms) {
+    return invalidArgument("--backoff-max-ms must be at least --backoff-initial-ms");
   }
   auto sched = SpeedSchedule::parse(o.schedule_text);
   if (!sched) return sched.status();

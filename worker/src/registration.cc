@@ -7,22 +7,29 @@
 
 namespace groupsgd::worker {
 
+BackoffPolicy backoffPolicy(const WorkerOptions& o) {
+  return {std::chrono::milliseconds(o.backoff_initial_ms),
+          std::chrono::milliseconds(o.backoff_max_ms), 0.2};
+}
+
 Result<Assignment> registerWithRetry(CoordinatorClient& coord, Role role, const WorkerOptions& o,
-                                     const std::atomic<bool>& interrupted) {
+                                     const std::atomic<bool>& interrupted,
+                                     std::chrono::milliseconds patience) {
   using namespace std::chrono;
-  const auto deadline = steady_clock::now() + milliseconds(o.connect_timeout_ms);
-  auto backoff = milliseconds(100);
+  const auto deadline = steady_clock::now() + patience;
+  Backoff backoff(backoffPolicy(o));
   Status last;
   while (!interrupted.load()) {
     auto a = coord.registerAs(role, o.name);
     if (a) return a;
     last = a.status();
-    // Refusals (wrong job, bad request) will not change by retrying.
+    // Refusals (wrong job, bad request, quarantined) will not change by retrying.
     if (last.code() != Code::kUnavailable) return last;
-    if (steady_clock::now() + backoff > deadline) break;
-    GSGD_DEBUG("registration failed (" << last.toString() << "); retrying");
-    std::this_thread::sleep_for(backoff);
-    backoff = std::min(backoff * 2, duration_cast<milliseconds>(seconds(2)));
+    const auto delay = backoff.next();
+    if (steady_clock::now() + delay > deadline) break;
+    GSGD_DEBUG("registration failed (" << last.toString() << "); retrying in " << delay.count()
+                                       << " ms");
+    std::this_thread::sleep_for(delay);
   }
   return unavailable("could not register with " + o.coordinator + ": " + last.toString());
 }

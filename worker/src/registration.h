@@ -2,14 +2,23 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 
+#include "groupsgd/common/backoff.h"
 #include "groupsgd/worker/client.h"
 #include "groupsgd/worker/options.h"
 
 namespace groupsgd::worker {
 
-// Registers, retrying with back-off (100 ms doubling to 2 s) until the connect timeout.
+// The worker's back-off policy (--backoff-initial-ms doubling to --backoff-max-ms, 20%
+// jitter).
+BackoffPolicy backoffPolicy(const WorkerOptions& o);
+
+// Registers as a new worker, retrying with back-off while the coordinator is unreachable
+// or not ready, for at most `patience` (the connect timeout at start-up, --give-up-s
+// after losing the head). Refusals (wrong job, quarantined) are returned at once.
 Result<Assignment> registerWithRetry(CoordinatorClient& coord, Role role, const WorkerOptions& o,
-                                     const std::atomic<bool>& interrupted);
+                                     const std::atomic<bool>& interrupted,
+                                     std::chrono::milliseconds patience);
 
 }  // namespace groupsgd::worker

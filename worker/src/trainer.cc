@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -23,6 +24,15 @@ double msSince(Clock::time_point t) {
 void sleepMs(double ms) {
   if (ms > 0) std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(ms));
 }
+
+// A request that got no answer at all (RpcClient's deadline), as opposed to a peer that
+// answered "unavailable, retry" (a group PS without its model yet).
+bool noAnswer(const Status& s) {
+  return s.code() == Code::kUnavailable && s.message().rfind("no answer from", 0) == 0;
+}
+
+// Exit code of a trainer quarantined for repeated bad updates.
+constexpr int kQuarantinedExit = 3;
 
 // Per-heartbeat-window means of the step-time breakdown.
 struct Window {
@@ -56,6 +66,14 @@ class Trainer {
   bool adopt(const Assignment& a);          // new group client, sampler, batch
   bool register_(std::uint64_t keep_id);    // (re)register; keep_id 0 = as a new worker
   bool follow(const StepAnswer& ans);       // obey a directive; false = stop training
+  // The group PS did not answer: ask the coordinator where to go (a failed group's
+  // members are moved), or register again once a lost head is back. False = give up.
+  bool recover(const Status& why);
+  // Handles a refused or failed group request; false = leave the training loop.
+  bool onGroupFailure(const Status& why);
+  std::chrono::milliseconds giveUp() const {
+    return std::chrono::milliseconds(static_cast<std::int64_t>(opts_.give_up_s * 1000));
+  }
   int finish();
 
   zmq::context_t& ctx_;
@@ -74,6 +92,9 @@ class Trainer {
   std::uint64_t step_ = 0;
   bool need_pull_ = true;
   bool stop_ = false;
+  bool quarantined_ = false;
+  int exit_code_ = 0;
+  std::optional<Clock::time_point> failing_since_;  // first of a run of failed requests
   // samples_trained_/steps_ count this registration (reported to the coordinator);
   // total_steps_ counts the whole process life (schedule, --max-steps).
   std::uint64_t samples_trained_ = 0, steps_ = 0, total_steps_ = 0;
@@ -137,13 +158,68 @@ bool Trainer::register_(std::uint64_t keep_id) {
     samples_trained_ = 0;
     steps_ = 0;
   }
-  auto assigned = keep_id != 0 ? coord_.registerAs(Role::kTrainer, opts_.name, keep_id)
-                               : registerWithRetry(coord_, Role::kTrainer, opts_, interrupted_);
+  // The first registration waits --connect-timeout-ms for the daemon, later ones (a
+  // restarted head) --give-up-s.
+  const auto patience = a_.worker_id == 0 ? std::chrono::milliseconds(opts_.connect_timeout_ms)
+                                          : giveUp();
+  auto assigned = keep_id != 0
+                      ? coord_.registerAs(Role::kTrainer, opts_.name, keep_id, {}, a_.epoch)
+                      : registerWithRetry(coord_, Role::kTrainer, opts_, interrupted_, patience);
   if (!assigned) {
+    if (assigned.status().code() == Code::kQuarantined) quarantined_ = true;
     GSGD_ERROR("registration failed: " << assigned.status().toString());
     return false;
   }
   return adopt(*assigned);
+}
+
+bool Trainer::recover(const Status& why) {
+  GSGD_WARN("group PS " << a_.group_endpoint << " silent (" << why.message()
+                        << "); asking the coordinator");
+  auto again = coord_.registerAs(Role::kTrainer, opts_.name, a_.worker_id, {}, a_.epoch);
+  if (again) {
+    if (again->group_endpoint != a_.group_endpoint || again->epoch != a_.epoch) {
+      GSGD_INFO("reassigned after a failure of group " << a_.group_id);
+      return adopt(*again);
+    }
+    // Same assignment: the group is slow, or not yet judged dead. Try it again later.
+    std::this_thread::sleep_for(backoffDelay(backoffPolicy(opts_), 2, uniform_(rng_)));
+    return true;
+  }
+  if (again.status().code() == Code::kQuarantined) {
+    quarantined_ = true;
+    return false;
+  }
+  // The head is gone (no answer) or does not know us (a new incarnation, or we were
+  // declared dead): register again as a new worker, with back-off, up to --give-up-s.
+  GSGD_WARN("the coordinator " << (noAnswer(again.status()) ? "is unreachable" : "does not know us")
+                               << " (" << again.status().message() << "); registering again");
+  return register_(0);
+}
+
+bool Trainer::onGroupFailure(const Status& why) {
+  const Code code = why.code();
+  if (code == Code::kQuarantined) {
+    GSGD_ERROR("quarantined by the group PS: " << why.message());
+    quarantined_ = true;
+    return false;
+  }
+  if (!failing_since_) failing_since_ = Clock::now();
+  if (Clock::now() - *failing_since_ > giveUp()) {
+    GSGD_ERROR("requests have failed for " << opts_.give_up_s << " s; giving up");
+    exit_code_ = 1;
+    return false;
+  }
+  bool ok = true;
+  if (code == Code::kFailedPrecondition || code == Code::kPermissionDenied) {
+    ok = register_(0);
+  } else if (noAnswer(why)) {
+    ok = recover(why);
+  } else {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  if (!ok && !quarantined_) exit_code_ = 1;
+  return ok;
 }
 
 bool Trainer::follow(const StepAnswer& ans) {
@@ -156,18 +232,17 @@ bool Trainer::follow(const StepAnswer& ans) {
       return false;
     case Directive::kReassign:
       GSGD_INFO("moved by a regroup; fetching the new assignment");
-      if (!register_(a_.worker_id) && !register_(0)) stop_ = true;
+      if (!register_(a_.worker_id) && (quarantined_ || !register_(0))) stop_ = true;
       return false;
   }
   return true;
 }
 
 int Trainer::run() {
-  if (!register_(0)) return 1;
+  if (!register_(0)) return quarantined_ ? kQuarantinedExit : 1;
   Window window;
   const auto started = Clock::now();
   auto next_heartbeat = Clock::now() + std::chrono::milliseconds(a_.heartbeat_ms);
-  int consecutive_failures = 0;
   std::vector<float> x;
   std::vector<std::int32_t> y;
   std::vector<std::uint32_t> idx;
@@ -179,16 +254,10 @@ int Trainer::run() {
       auto pulled = group_->pull(params_);
       if (!pulled) {
         GSGD_WARN("pull failed: " << pulled.status().toString());
-        const Code code = pulled.status().code();
-        if (code == Code::kFailedPrecondition || code == Code::kPermissionDenied) {
-          if (!register_(0)) return 1;
-        } else if (++consecutive_failures > 20) {
-          return 1;
-        } else {
-          std::this_thread::sleep_for(std::chrono::milliseconds(200));
-        }
+        if (!onGroupFailure(pulled.status())) break;
         continue;
       }
+      failing_since_.reset();
       if (!follow(*pulled)) continue;
       step_ = pulled->step;
       need_pull_ = false;
@@ -224,16 +293,11 @@ int Trainer::run() {
       // Refused or lost: not counted as trained (the group PS did not count it either),
       // and the replica is fetched again.
       GSGD_WARN("push for step " << step_ << " failed: " << ans.status().toString());
-      const Code code = ans.status().code();
-      if (code == Code::kFailedPrecondition || code == Code::kPermissionDenied) {
-        if (!register_(0)) return 1;
-      } else if (++consecutive_failures > 20) {
-        return 1;
-      }
+      if (!onGroupFailure(ans.status())) break;
       need_pull_ = true;
       continue;
     }
-    consecutive_failures = 0;
+    failing_since_.reset();
     samples_trained_ += batch;
     ++steps_;
     ++total_steps_;
@@ -249,13 +313,20 @@ int Trainer::run() {
       window = Window{};
       next_heartbeat = Clock::now() + std::chrono::milliseconds(a_.heartbeat_ms);
       auto hb = coord_.heartbeat(a_, st);
-      if (!hb) {
+      if (!hb && hb.status().code() == Code::kQuarantined) {
+        GSGD_ERROR("quarantined by the coordinator: " << hb.status().message());
+        quarantined_ = true;
+        break;
+      } else if (!hb) {
         GSGD_WARN("heartbeat failed: " << hb.status().toString());
       } else if (hb->stop) {
         GSGD_INFO("coordinator asks us to stop");
         break;
       } else if (hb->reregister) {
-        if (!register_(0)) return 1;
+        if (!register_(0)) {
+          if (!quarantined_) exit_code_ = 1;
+          break;
+        }
       }
     }
   }
@@ -263,8 +334,17 @@ int Trainer::run() {
 }
 
 int Trainer::finish() {
+  if (exit_code_ != 0 && !quarantined_) {
+    GSGD_ERROR("stopping after failures: " << total_steps_ << " steps");
+    return exit_code_;
+  }
   Status left = coord_.leave(a_, samples_trained_, steps_);
   if (!left) GSGD_WARN("leave was not acknowledged: " << left.toString());
+  if (quarantined_) {
+    GSGD_ERROR("quarantined for repeated bad updates; an operator must clear it "
+               "(groupsgdctl unquarantine) before this worker may train again");
+    return kQuarantinedExit;
+  }
   GSGD_INFO("done: " << total_steps_ << " steps, " << samples_trained_ << " samples");
   return 0;
 }

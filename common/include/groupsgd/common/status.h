@@ -24,6 +24,7 @@ enum class Code : int {
   kDataLoss = 7,          // corrupt file or payload
   kAborted = 8,           // refused by policy (e.g. staleness bound)
   kInternal = 9,          // a bug
+  kQuarantined = 10,      // the sender is quarantined (repeated bad updates)
 };
 
 const char* codeName(Code code);
@@ -54,6 +55,7 @@ inline Status permissionDenied(std::string m) { return {Code::kPermissionDenied,
 inline Status dataLoss(std::string m) { return {Code::kDataLoss, std::move(m)}; }
 inline Status aborted(std::string m) { return {Code::kAborted, std::move(m)}; }
 inline Status internalError(std::string m) { return {Code::kInternal, std::move(m)}; }
+inline Status quarantined(std::string m) { return {Code::kQuarantined, std::move(m)}; }
 
 // A value or the Status explaining why there is none.
 template <typename T>

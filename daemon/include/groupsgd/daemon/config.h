@@ -82,6 +82,10 @@ struct DaemonConfig {
   std::string compress_gradients = "dense";  // worker -> group encoding (CompressionSpec)
   std::string compress_deltas = "dense";     // group -> central encoding
   AdaptiveConfig adaptive;
+  // Failure handling (docs/reliability.md).
+  std::uint32_t quarantine_after = 5;       // bad updates within the window (0 = never)
+  double quarantine_window_s = 60;
+  double give_up_s = 600;  // role node: how long to keep re-registering with a lost head
   // CURVE on every TCP link (docs/operations.md, "Securing the links"): this daemon's
   // secret key file (mode 0600; every daemon of a cluster shares the pair) and the file of
   // client public keys it admits. Both empty = plain links.

@@ -33,6 +33,15 @@ struct Topology {
   std::uint64_t param_count = 0;
 };
 
+// What this head incarnation knows about the one before it (daemon/incarnation.h).
+struct HeadStart {
+  std::uint64_t incarnation = 1;         // epochs of this incarnation start at incarnation << 32
+  std::string resumed_from;              // checkpoint file resumed from ("" = fresh start)
+  std::uint64_t resumed_version = 0;     // central version of that checkpoint
+  std::optional<std::uint64_t> previous_version_seen;  // newest version the last head saw
+  std::string state_file;                // where this head records what it sees ("" = none)
+};
+
 class Coordinator {
  public:
   // curve: the daemon's keys (empty = plain links); its ZAP handler must already run.
@@ -54,6 +63,8 @@ class Coordinator {
   void attachMetrics(MetricsRegistry* metrics) { metrics_ = metrics; }
   void setWatchdog(std::optional<std::chrono::microseconds> period) { watchdog_ = period; }
   void setReloadFlag(std::atomic<bool>* reload) { reload_ = reload; }
+  // Set before run(): the incarnation and what was resumed (default: a fresh first head).
+  void setHeadStart(HeadStart start);
   // The ZAP handler whose counters status and /metrics report (borrowed; outlives run()).
   void attachZap(const ZapHandler* zap) { zap_ = zap; }
 
@@ -95,6 +106,17 @@ class Coordinator {
   void answerDrainWaiters();
   void updateMetrics();
   void checkLiveness();
+  // Failure handling (coordinator_faults.cc).
+  void pollGroups();
+  void markQuarantined(std::uint64_t worker, std::uint32_t group);
+  void failNode(const WorkerRecord& node);
+  void failGroup(std::uint32_t group, const std::string& why);
+  std::optional<std::uint32_t> liveGroupFor() const;
+  bool groupFailed(std::uint32_t g) const { return g < failed_.size() && failed_[g]; }
+  void noteReregistration();
+  void persistHeadState();
+  nlohmann::json headRestartJson() const;
+  nlohmann::json failuresJson(std::uint64_t lost, std::uint64_t bound) const;
   void printProgress();
   std::size_t groupsInUse() const;
   std::optional<std::string> stopReason();
@@ -147,6 +169,21 @@ class Coordinator {
   std::optional<nlohmann::ordered_json> last_checkpoint_;
   std::map<std::string, double> exported_;  // counter values already exported
   nlohmann::json events_ = nlohmann::json::array();
+  // Failure handling.
+  HeadStart head_;
+  std::optional<double> reregistered_after_s_;  // all configured trainers back (restart)
+  std::vector<bool> failed_;                    // per group slot: its PS is gone
+  std::vector<std::uint64_t> group_node_;       // per group slot: hosting node (0 = local)
+  std::set<std::uint64_t> failed_group_members_;  // trainers that were in a failed group
+  std::uint32_t next_poll_group_ = 0;
+  Clock::time_point next_poll_;
+  std::set<std::pair<std::string, std::uint32_t>> quarantined_procs_;  // host, pid
+  std::uint64_t quarantine_refusals_ = 0;       // registrations/heartbeats refused
+  std::uint64_t quarantined_total_ = 0;          // workers quarantined in this run
+  std::uint64_t replayed_pushes_ = 0;           // from the last group polls
+  std::map<std::uint32_t, std::uint64_t> group_replays_;
+  std::uint64_t persisted_version_ = 0;
+  nlohmann::json failures_ = nlohmann::json::array();  // node failures with their timings
 };
 
 }  // namespace groupsgd::daemon

@@ -12,7 +12,8 @@
 namespace groupsgd::daemon {
 
 enum class WorkerRole { kTrainer, kEvaluator, kTool, kNode };
-enum class WorkerState { kActive, kLeft, kDead };
+// kQuarantined: refused for repeated bad updates until an operator clears it.
+enum class WorkerState { kActive, kLeft, kDead, kQuarantined };
 const char* workerRoleName(WorkerRole r);
 const char* workerStateName(WorkerState s);
 

@@ -20,6 +20,7 @@
 #include "groupsgd/common/curve_keys.h"
 #include "groupsgd/common/message.h"
 #include "groupsgd/common/payload.h"
+#include "groupsgd/common/quarantine.h"
 #include "groupsgd/common/status.h"
 #include "groupsgd/groupps/step_barrier.h"
 #include "groupsgd/kernels/optimizer.h"
@@ -36,6 +37,10 @@ struct GroupServerConfig {
   double max_grad_norm = 1e4;          // L2 norm above which a gradient is refused
   CompressionSpec delta_compression;   // group -> central encoding (error feedback here)
   bool adopt_group_id = false;  // node daemons: take the id from the first GroupConfig
+  // A member whose pushes are refused as bad this many times within the window is
+  // quarantined (its further messages refused with Code::kQuarantined); 0 = never.
+  std::uint32_t quarantine_after = 5;
+  std::uint32_t quarantine_window_ms = 60000;
   MessageLimits limits;
   CurveKeys curve;  // set: CURVE on the router (server) and toward the central PS (client)
 };
@@ -50,6 +55,8 @@ struct GroupCounters {
   std::uint64_t exchanges = 0;
   std::uint64_t refused_exchanges = 0;
   std::uint64_t identity_refused = 0;  // another worker's id, or not the coordinator's key
+  std::uint64_t replayed_pushes = 0;      // a step this worker already pushed for
+  std::uint64_t quarantine_refusals = 0;  // messages from quarantined workers
   float last_loss = 0;
 };
 
@@ -76,6 +83,8 @@ class GroupServer {
   void onGroupConfig(const zmq::message_t& from, const InMessage& msg);
   void onFlush(const zmq::message_t& from);
   void refuse(const zmq::message_t& from, const Status& why);
+  // Refuses a bad update from `worker` and counts it towards its quarantine.
+  void refuseBadUpdate(const zmq::message_t& from, std::uint64_t worker, const Status& why);
   // accepted/reason for a push; the member's batch and directive are filled in.
   void sendStepReply(const zmq::message_t& to, std::uint64_t worker, bool accepted,
                      const std::string& reason, double wait_ms = 0);
@@ -118,6 +127,10 @@ class GroupServer {
   std::unordered_map<std::uint64_t, std::uint64_t> acknowledged_;
   std::unordered_map<std::uint64_t, Leaving> departed_;  // left members -> what they were told
   std::unordered_map<std::uint64_t, std::string> member_keys_;  // CURVE key per worker ever configured
+  // The step of each worker's newest gradient taken into a step: an older or equal step
+  // pushed again is a replay, not a late gradient.
+  std::unordered_map<std::uint64_t, std::uint64_t> last_step_;
+  QuarantinePolicy quarantine_;
   std::optional<Clock::time_point> step_opened_;
   std::uint64_t step_ = 0;
   kernels::Optimizer optimizer_;

@@ -63,8 +63,11 @@ class CoordinatorClient {
                     const CurveKeys& curve = {});
   // worker_id 0 registers a new worker; a known id fetches that worker's current
   // assignment (after a regroup moved it).
+  // `epoch` is that of the assignment the known id came with (the coordinator refuses an
+  // id from an earlier head incarnation).
   Result<Assignment> registerAs(Role role, const std::string& name, std::uint64_t worker_id = 0,
-                                const std::vector<std::string>& endpoints = {});
+                                const std::vector<std::string>& endpoints = {},
+                                std::uint64_t epoch = 0);
   Result<HeartbeatAnswer> heartbeat(const Assignment& a, const HeartbeatStats& stats);
   Status leave(const Assignment& a, std::uint64_t samples_trained, std::uint64_t steps);
 

@@ -29,6 +29,9 @@ struct WorkerOptions {
   std::uint64_t max_steps = 0;      // 0 = until told to stop
   std::uint32_t timeout_ms = 15000; // per request (must exceed the step deadline)
   std::uint32_t connect_timeout_ms = 30000;  // how long to keep trying to register
+  double give_up_s = 600;           // a lost head: keep re-registering this long
+  std::uint32_t backoff_initial_ms = 100;  // re-registration back-off: first delay,
+  std::uint32_t backoff_max_ms = 8000;     // doubling to this, 20% jitter
   std::string log_level = "info";
   kernels::ModelDevice device;      // --device cpu|cuda|cuda:N (training only)
   std::string curve_secret_key_file;  // --curve-secret-key-file: this worker's key (0600)

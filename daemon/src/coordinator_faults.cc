@@ -1,0 +1,190 @@
+// The coordinator's failure handling (docs/reliability.md): quarantine learned from the
+// group PSes, failed node daemons and their groups, and what a restarted head reports.
+// All of it runs on the coordinator thread.
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+
+#include "groupsgd/common/log.h"
+#include "groupsgd/daemon/coordinator.h"
+
+namespace groupsgd::daemon {
+namespace {
+
+double secondsSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+}  // namespace
+
+void Coordinator::pollGroups() {
+  // One group per heartbeat period, round robin, with a short deadline: the group PSes
+  // report whom they quarantined and how many replays they refused.
+  next_poll_ = Clock::now() + std::chrono::milliseconds(cfg_.heartbeat_ms);
+  if (groups_.empty() || stopping_) return;
+  const auto stale = std::chrono::milliseconds(2ull * cfg_.heartbeat_ms);
+  for (std::size_t tries = 0; tries < groups_.size(); ++tries) {
+    const auto g = static_cast<std::uint32_t>(next_poll_group_++ % groups_.size());
+    if (groupFailed(g)) continue;
+    if (g < group_node_.size() && group_node_[g] != 0) {
+      // A node that has gone quiet is judged by its heartbeats, not waited for here.
+      const WorkerRecord* node = registry_.find(group_node_[g]);
+      if (node == nullptr || Clock::now() - node->last_seen > stale) continue;
+    }
+    OutMessage out(cfg_.job_id, 0);
+    out.header().getBody().initGroupStatsQuery();
+    const auto timeout =
+        std::chrono::milliseconds(std::clamp<std::uint32_t>(cfg_.heartbeat_ms, 200, 1000));
+    auto reply = groups_[g]->call(std::move(out), timeout);
+    if (!reply || reply->kind() != BodyKind::GROUP_STATS) return;
+    auto s = reply->header().getBody().getGroupStats();
+    group_replays_[g] = s.getReplayedPushes();
+    for (auto q : s.getQuarantined()) markQuarantined(q, g);
+    return;
+  }
+}
+
+void Coordinator::markQuarantined(std::uint64_t worker, std::uint32_t group) {
+  WorkerRecord* w = registry_.find(worker);
+  if (w == nullptr || w->state == WorkerState::kQuarantined || w->state == WorkerState::kLeft) {
+    return;
+  }
+  const bool was_active = w->state == WorkerState::kActive;
+  w->state = WorkerState::kQuarantined;
+  quarantined_procs_.insert({w->host, w->pid});
+  ++quarantined_total_;
+  GSGD_WARN("worker " << worker << " (" << w->host << " pid " << w->pid
+                      << ") quarantined: group " << group << " refused its updates repeatedly");
+  event("quarantine", "worker " + std::to_string(worker) + " (" + w->name + ") quarantined by group " +
+                          std::to_string(group) + " for repeated bad updates");
+  if (metrics_ != nullptr) {
+    metrics_->counter("workers_quarantined_total", "workers quarantined for repeated bad updates").inc();
+  }
+  if (!was_active || w->role != WorkerRole::kTrainer) return;
+  if (adaptive_) {
+    adaptive_->forget(worker);
+    adaptive_->membershipChanged("worker " + std::to_string(worker) + " quarantined");
+  }
+  if (!stopping_) {
+    Status s = configureGroup(w->group);
+    if (!s) GSGD_WARN("could not update group " << w->group << ": " << s.toString());
+  }
+}
+
+void Coordinator::failNode(const WorkerRecord& node) {
+  for (std::uint32_t g = 0; g < group_node_.size(); ++g) {
+    if (group_node_[g] == node.id && !groupFailed(g)) {
+      failGroup(g, "node " + std::to_string(node.id) + " (" + node.host + ") missed its heartbeats");
+    }
+  }
+}
+
+std::optional<std::uint32_t> Coordinator::liveGroupFor() const {
+  std::optional<std::uint32_t> best;
+  std::size_t best_size = 0;
+  const auto slots = std::min<std::size_t>(groups_.size(), cfg_.groupCount());
+  for (std::uint32_t g = 0; g < slots; ++g) {
+    if (groupFailed(g)) continue;
+    const std::size_t n = registry_.groupMembers(g).size();
+    if (!best || n < best_size) {
+      best = g;
+      best_size = n;
+    }
+  }
+  return best;
+}
+
+void Coordinator::failGroup(std::uint32_t group, const std::string& why) {
+  failed_[group] = true;
+  std::vector<std::uint64_t> members;
+  for (const auto* m : registry_.groupMembers(group)) members.push_back(m->id);
+  event("group_failure", "group " + std::to_string(group) + " failed (" + why + "); " +
+                             std::to_string(members.size()) +
+                             " worker(s) to reassign; its unflushed progress is dropped");
+  // Each member gets a new group and epoch; it learns them when its next request to the
+  // dead group fails and it asks the coordinator for its assignment again.
+  std::set<std::uint32_t> gaining;
+  nlohmann::json moved = nlohmann::json::array();
+  for (auto id : members) {
+    failed_group_members_.insert(id);
+    auto live = liveGroupFor();
+    if (!live) break;
+    WorkerRecord* w = registry_.find(id);
+    w->group = *live;
+    w->epoch = ++epoch_;
+    w->moving_from.reset();
+    gaining.insert(*live);
+    moved.push_back({{"worker", id}, {"to_group", *live}});
+  }
+  for (const auto& [id, w] : registry_.all()) {
+    if (w.moving_from == group) registry_.find(id)->moving_from.reset();
+  }
+  if (adaptive_) adaptive_->membershipChanged("group " + std::to_string(group) + " failed");
+  for (auto g : gaining) {
+    Status s = configureGroup(g);
+    if (!s) GSGD_WARN("could not update group " << g << ": " << s.toString());
+  }
+  const double t = training_started_ ? secondsSince(*training_started_) : 0.0;
+  failures_.push_back({{"group", group}, {"why", why}, {"t_s", t}, {"reassigned", moved}});
+  if (moved.size() < members.size()) {
+    GSGD_ERROR("no live group is left for " << members.size() - moved.size() << " worker(s)");
+  }
+}
+
+void Coordinator::noteReregistration() {
+  if (reregistered_after_s_ || head_.resumed_from.empty()) return;
+  if (registry_.activeTrainers() >= cfg_.workers) reregistered_after_s_ = secondsSince(started_);
+}
+
+void Coordinator::persistHeadState() {
+  if (head_.state_file.empty() || central_version_seen_ <= persisted_version_) return;
+  const nlohmann::json j = {{"incarnation", head_.incarnation},
+                            {"central_version_seen", central_version_seen_}};
+  const std::string tmp = head_.state_file + ".tmp";
+  {
+    std::ofstream f(tmp);
+    f << j.dump() << "\n";
+    if (!f) return;
+  }
+  // A report for the next head, not model state: a rename is atomic enough.
+  if (std::rename(tmp.c_str(), head_.state_file.c_str()) == 0) {
+    persisted_version_ = central_version_seen_;
+  }
+}
+
+nlohmann::json Coordinator::headRestartJson() const {
+  if (head_.resumed_from.empty() && !head_.previous_version_seen) return nullptr;
+  // The previous head recorded its version once a second, so the versions lost are at
+  // least recorded - resumed; the checkpoint policy bounds them from above.
+  nlohmann::json at_least;
+  if (head_.previous_version_seen) {
+    at_least = *head_.previous_version_seen > head_.resumed_version
+                   ? *head_.previous_version_seen - head_.resumed_version
+                   : 0;
+  }
+  return {{"incarnation", head_.incarnation},
+          {"resumed_from", head_.resumed_from},
+          {"resumed_version", head_.resumed_version},
+          {"previous_version_seen", head_.previous_version_seen
+                                        ? nlohmann::json(*head_.previous_version_seen)
+                                        : nlohmann::json()},
+          {"versions_lost_at_least", at_least},
+          {"versions_lost_bound", cfg_.checkpoint_every_versions > 0
+                                      ? nlohmann::json(cfg_.checkpoint_every_versions)
+                                      : nlohmann::json()},
+          {"checkpoint_every_versions", cfg_.checkpoint_every_versions},
+          {"checkpoint_interval_s", cfg_.checkpoint_interval_s},
+          {"time_to_reregister_s",
+           reregistered_after_s_ ? nlohmann::json(*reregistered_after_s_) : nlohmann::json()}};
+}
+
+nlohmann::json Coordinator::failuresJson(std::uint64_t lost, std::uint64_t bound) const {
+  if (failures_.empty()) return nlohmann::json::array();
+  nlohmann::json out = failures_;
+  // The loss is measured over all failed groups together.
+  out.back()["samples_lost_total"] = lost;
+  out.back()["samples_lost_bound"] = bound;
+  return out;
+}
+
+}  // namespace groupsgd::daemon

@@ -1,0 +1,390 @@
+// Failover on real processes (docs/reliability.md, "Fault runs"): the head killed with
+// SIGKILL and restarted from its checkpoint, a node daemon hosting a group PS killed with
+// SIGKILL, and a worker sending NaN updates until it is quarantined. Each prints the
+// figures docs/reliability.md quotes ("failover: ..." lines; ctest -V shows them).
+#include <doctest/doctest.h>
+
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "process.h"
+
+using namespace groupsgd::testing;
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+namespace {
+
+double wallNow() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+// The log timestamp (seconds since the epoch, log.cc's format) of the first line holding
+// `text` at or after byte `from`; -1 if none.
+double stampOf(const std::string& log, const std::string& text, std::size_t from = 0) {
+  const std::size_t at = log.find(text, from);
+  if (at == std::string::npos) return -1;
+  const std::size_t start = log.rfind('\n', at);
+  return std::atof(log.c_str() + (start == std::string::npos ? 0 : start + 1));
+}
+
+std::string endpointIn(const std::string& dir) {
+  std::string ep = readFile(dir + "/endpoint");
+  ep.erase(ep.find_last_not_of("\n") + 1);
+  return ep;
+}
+
+// A daemon (any role) with its control socket, summary and endpoint file in `dir`.
+std::unique_ptr<Process> startDaemon(const std::string& dir, const std::string& log,
+                                     const std::string& listen, std::vector<std::string> extra) {
+  std::vector<std::string> argv = {GROUPSGDD_PATH, "--listen", listen, "--endpoint-file",
+                                   dir + "/endpoint", "--control-socket", dir + "/ctl.sock",
+                                   "--summary-file", dir + "/summary.json", "--progress-ms", "0"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  std::filesystem::remove(dir + "/endpoint");
+  auto d = std::make_unique<Process>(argv, dir + "/" + log);
+  REQUIRE_MESSAGE(waitForFile(dir + "/endpoint", 20000ms), readFile(dir + "/" + log));
+  return d;
+}
+
+std::unique_ptr<Process> startWorker(const std::string& dir, const std::string& ep, int i,
+                                     std::vector<std::string> extra) {
+  std::vector<std::string> argv = {WORKER_PATH, "--coordinator", ep, "--name", "w" + std::to_string(i),
+                                   "--device-ms", "3"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  return std::make_unique<Process>(argv, dir + "/w" + std::to_string(i) + ".log");
+}
+
+// groupsgdctl --json METHOD [ARGS], parsed; null when the daemon does not answer.
+json ctl(const std::string& dir, std::vector<std::string> args) {
+  std::vector<std::string> argv = {GROUPSGDCTL_PATH, "--socket", dir + "/ctl.sock", "--json"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  const std::string out = dir + "/ctl.json";
+  Process p(argv, out);
+  auto rc = p.wait(20000ms);
+  if (rc != std::optional<int>(0)) return nullptr;
+  try {
+    return json::parse(readFile(out));
+  } catch (const std::exception&) {
+    return nullptr;
+  }
+}
+
+std::uint64_t samplesNow(const std::string& dir) {
+  json s = ctl(dir, {"status"});
+  return s.is_null() ? 0 : s["samples_trained"].get<std::uint64_t>();
+}
+
+bool waitForSamples(const std::string& dir, std::uint64_t samples, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (samplesNow(dir) > samples) return true;
+    std::this_thread::sleep_for(200ms);
+  }
+  return false;
+}
+
+void checkAccounting(const json& s) {
+  INFO("summary: " << s.dump());
+  const auto trained = s["samples_trained"].get<std::uint64_t>();
+  CHECK(trained > 0);
+  CHECK(trained == s["samples_applied"].get<std::uint64_t>() + s["samples_dropped"].get<std::uint64_t>());
+  CHECK(s["samples_unaccounted"].get<std::uint64_t>() == 0);
+  CHECK(s["accounting_ok"].get<bool>());
+}
+
+// Workers that lose their group or head must find their way back on their own, quickly.
+const std::vector<std::string> kRecoveringWorker = {"--timeout-ms", "1500", "--backoff-max-ms",
+                                                    "1000", "--give-up-s", "90"};
+
+}  // namespace
+
+TEST_CASE("failover: the head killed with SIGKILL and restarted resumes from its checkpoint; workers re-register on their own") {
+  constexpr std::uint64_t kEvery = 20;  // checkpoint every 20 central versions
+  const std::string dir = makeTempDir();
+  const std::vector<std::string> args = {
+      "--mode", "grouped", "--workers", "4", "--groups", "2", "--exchange-period", "4",
+      "--heartbeat-ms", "250",
+      "--heartbeat-misses", "12", "--step-deadline-ms", "1000", "--checkpoint-dir", dir + "/ck",
+      "--checkpoint-every-versions", std::to_string(kEvery), "--checkpoint-interval-s", "0"};
+  auto head = startDaemon(dir, "head1.log", "tcp://127.0.0.1:0", args);
+  const std::string ep = endpointIn(dir);
+  std::vector<std::unique_ptr<Process>> workers;
+  for (int i = 0; i < 4; ++i) workers.push_back(startWorker(dir, ep, i, kRecoveringWorker));
+  REQUIRE(waitForSamples(dir, 4000, 90000ms));
+  // Wait until a few checkpoints exist; the last version seen is a lower bound of the
+  // version at the kill that follows at once.
+  std::uint64_t seen = 0;
+  const auto until = std::chrono::steady_clock::now() + 60000ms;
+  while (seen < 3 * kEvery && std::chrono::steady_clock::now() < until) {
+    json st = ctl(dir, {"status"});
+    if (!st.is_null()) seen = st["central_version"].get<std::uint64_t>();
+    std::this_thread::sleep_for(200ms);
+  }
+  REQUIRE(seen >= 3 * kEvery);
+  const double killed_at = wallNow();
+  REQUIRE(::kill(head->pid(), SIGKILL) == 0);
+  REQUIRE(head->wait(10000ms).has_value());
+  // The workers notice (no answer), then keep trying with back-off. Restart on the same
+  // port a little later, as a supervisor would.
+  std::this_thread::sleep_for(1500ms);
+  auto again = startDaemon(dir, "head2.log", ep,
+                           [&] {
+                             auto a = args;
+                             a.insert(a.end(), {"--max-samples", "6000", "--max-seconds", "120"});
+                             return a;
+                           }());
+  const double restarted_at = wallNow();
+  REQUIRE(waitForText(dir + "/head2.log", "resumed from", 10000ms));
+  REQUIRE(again->wait(150000ms) == std::optional<int>(0));
+  for (int i = 0; i < 4; ++i) {
+    CHECK_MESSAGE(workers[i]->wait(30000ms) == std::optional<int>(0),
+                  "w" << i << ": " << readFile(dir + "/w" + std::to_string(i) + ".log"));
+  }
+  json s = json::parse(readFile(dir + "/summary.json"));
+  INFO("head2: " << readFile(dir + "/head2.log"));
+  INFO("w0: " << readFile(dir + "/w0.log"));
+  checkAccounting(s);
+  CHECK(s["stop_reason"] == "sample budget spent");
+  const json& hr = s["head_restart"];
+  REQUIRE(hr.is_object());
+  CHECK(hr["incarnation"] == 2);
+  const auto resumed = hr["resumed_version"].get<std::uint64_t>();
+  CHECK(resumed > 0);
+  // The loss is bounded by the checkpoint interval (plus versions applied while the
+  // newest checkpoint was being written: one more interval of slack); both the test's
+  // last look and the head's own record are lower bounds of the version at the kill.
+  const std::uint64_t lost_seen = seen > resumed ? seen - resumed : 0;
+  CHECK(lost_seen <= 2 * kEvery);
+  const auto lost = hr["versions_lost_at_least"].get<std::uint64_t>();
+  CHECK(lost <= 2 * kEvery);
+  CHECK(hr["versions_lost_bound"] == kEvery);
+  REQUIRE(hr["time_to_reregister_s"].is_number());
+  const double rereg = hr["time_to_reregister_s"].get<double>();
+  CHECK(rereg < 30.0);
+  CHECK(s["central_version"].get<std::uint64_t>() > resumed);
+  std::size_t moved_on = 0;
+  for (int i = 0; i < 4; ++i) {
+    moved_on += readFile(dir + "/w" + std::to_string(i) + ".log").find("registering again") != std::string::npos;
+  }
+  CHECK(moved_on == 4);
+  std::printf("failover: head SIGKILL at version >= %llu (head recorded %llu), restarted %.2f s "
+              "later; resumed checkpoint version %llu (every %llu versions): at least %llu "
+              "version(s) lost by the test's look, %llu by the head's record; all 4 workers "
+              "re-registered %.2f s after the restart began (%.2f s after the kill); new run "
+              "trained %llu samples, central version %llu\n",
+              static_cast<unsigned long long>(seen),
+              static_cast<unsigned long long>(hr["previous_version_seen"].get<std::uint64_t>()),
+              restarted_at - killed_at, static_cast<unsigned long long>(resumed),
+              static_cast<unsigned long long>(kEvery), static_cast<unsigned long long>(lost_seen),
+              static_cast<unsigned long long>(lost), rereg, restarted_at - killed_at + rereg,
+              static_cast<unsigned long long>(s["samples_trained"].get<std::uint64_t>()),
+              static_cast<unsigned long long>(s["central_version"].get<std::uint64_t>()));
+  std::fflush(stdout);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("failover: a node daemon killed with SIGKILL: its group fails, its workers are reassigned and train on; accounting holds") {
+  const std::string dir = makeTempDir();
+  // Dead after max(250 ms * 12, 1000 + 2 * 250) = 3 s of silence (nodes and workers alike).
+  constexpr double kDeadAfterS = 3.0;
+  auto head = startDaemon(dir, "head.log", "tcp://127.0.0.1:0",
+                          {"--role", "coordinator", "--mode", "grouped", "--workers", "4",
+                           "--groups", "2", "--heartbeat-ms", "250", "--heartbeat-misses", "12",
+                           "--step-deadline-ms", "1000"});
+  const std::string ep = endpointIn(dir);
+  auto node = [&](const std::string& name) {
+    return std::make_unique<Process>(
+        std::vector<std::string>{GROUPSGDD_PATH, "--role", "node", "--coordinator", ep,
+                                 "--node-groups", "1", "--mode", "grouped", "--workers", "4",
+                                 "--groups", "2", "--step-deadline-ms", "1000"},
+        dir + "/" + name + ".log");
+  };
+  // Node a hosts group 0, node b group 1 (in the order they offer).
+  auto node_a = node("node-a");
+  REQUIRE(waitForText(dir + "/head.log", "1 of 2 groups ready", 20000ms));
+  auto node_b = node("node-b");
+  REQUIRE(waitForText(dir + "/head.log", "2 of 2 groups ready", 20000ms));
+  std::vector<std::unique_ptr<Process>> workers;
+  for (int i = 0; i < 4; ++i) workers.push_back(startWorker(dir, ep, i, kRecoveringWorker));
+  REQUIRE(waitForSamples(dir, 3000, 90000ms));
+  json before = ctl(dir, {"workers"});
+  REQUIRE(before.is_object());
+  std::vector<int> in_group1;
+  for (const auto& w : before["workers"]) {
+    if (w["role"] == "trainer" && w["group"] == 1) in_group1.push_back(std::stoi(w["name"].get<std::string>().substr(1)));
+  }
+  REQUIRE(in_group1.size() == 2);
+  std::vector<std::size_t> log_at_kill;
+  for (int i : in_group1) log_at_kill.push_back(readFile(dir + "/w" + std::to_string(i) + ".log").size());
+  const std::size_t head_log_at_kill = readFile(dir + "/head.log").size();
+  const double killed_at = wallNow();
+  REQUIRE(::kill(node_b->pid(), SIGKILL) == 0);
+  REQUIRE(waitForText(dir + "/head.log", "group_failure: group 1 failed", 30000ms));
+  const double detected = stampOf(readFile(dir + "/head.log"), "group_failure", head_log_at_kill) - killed_at;
+  // Each moved worker learns its new group when its next request to the dead one fails.
+  double reassigned = 0;
+  for (std::size_t k = 0; k < in_group1.size(); ++k) {
+    const std::string wlog = dir + "/w" + std::to_string(in_group1[k]) + ".log";
+    const auto deadline = std::chrono::steady_clock::now() + 30000ms;
+    while (stampOf(readFile(wlog), "assigned: group 0", log_at_kill[k]) < 0 &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(50ms);
+    }
+    const double at = stampOf(readFile(wlog), "assigned: group 0", log_at_kill[k]);
+    INFO("w" << in_group1[k] << ": " << readFile(wlog));
+    REQUIRE(at > 0);
+    reassigned = std::max(reassigned, at - killed_at);
+  }
+  // Trained again: the total grows by another 2000 samples after the reassignment.
+  const std::uint64_t after_move = samplesNow(dir);
+  REQUIRE(waitForSamples(dir, after_move + 2000, 60000ms));
+  const double training_again = wallNow() - killed_at;
+  json st = ctl(dir, {"status"});
+  CHECK(st["failed_groups"] == json::array({1}));
+  CHECK(st["workers"]["active"] == 4);
+  json groups = ctl(dir, {"groups"});
+  CHECK(groups["groups"][0]["members"] == 4);
+  CHECK(groups["groups"][1]["failed"] == true);
+  ::kill(head->pid(), SIGTERM);
+  REQUIRE(head->wait(90000ms) == std::optional<int>(0));
+  CHECK(node_a->wait(20000ms) == std::optional<int>(0));
+  for (int i = 0; i < 4; ++i) {
+    CHECK_MESSAGE(workers[i]->wait(20000ms) == std::optional<int>(0),
+                  "w" << i << ": " << readFile(dir + "/w" + std::to_string(i) + ".log"));
+  }
+  json s = json::parse(readFile(dir + "/summary.json"));
+  INFO("head: " << readFile(dir + "/head.log"));
+  checkAccounting(s);
+  REQUIRE(s["node_failures"].size() == 1);
+  const json& f = s["node_failures"][0];
+  CHECK(f["group"] == 1);
+  CHECK(f["reassigned"].size() == 2);
+  const auto lost = s["samples_lost_in_failed_groups"].get<std::uint64_t>();
+  CHECK(lost <= f["samples_lost_bound"].get<std::uint64_t>());
+  // Silence counts from the node's last heartbeat (up to 250 ms before the kill).
+  CHECK(detected >= kDeadAfterS - 1.0);  // never declared early (slack for a late last beat)
+  CHECK(detected < kDeadAfterS + 3.0);
+  CHECK(reassigned < detected + 1.5 + 6.0);  // + a worker request deadline and a retry
+  std::printf("failover: node SIGKILL: group 1 declared failed %.2f s later (limit %.1f s); "
+              "its 2 workers reassigned to group 0 by %.2f s; +2000 samples trained by "
+              "%.2f s; lost with the group: %llu samples (bound %llu); summary trained %llu "
+              "applied %llu dropped %llu\n",
+              detected, kDeadAfterS, reassigned, training_again,
+              static_cast<unsigned long long>(lost),
+              static_cast<unsigned long long>(f["samples_lost_bound"].get<std::uint64_t>()),
+              static_cast<unsigned long long>(s["samples_trained"].get<std::uint64_t>()),
+              static_cast<unsigned long long>(s["samples_applied"].get<std::uint64_t>()),
+              static_cast<unsigned long long>(s["samples_dropped"].get<std::uint64_t>()));
+  std::fflush(stdout);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("failover: a worker that keeps sending NaN updates is quarantined while the others train on; an operator clears it") {
+  const std::string dir = makeTempDir();
+  auto daemon = startDaemon(dir, "daemon.log", "tcp://127.0.0.1:0",
+                            {"--mode", "grouped", "--workers", "3", "--groups", "1",
+                             "--heartbeat-ms", "300", "--quarantine-after", "3",
+                             "--quarantine-window-s", "30"});
+  const std::string ep = endpointIn(dir);
+  std::vector<std::unique_ptr<Process>> workers;
+  for (int i = 0; i < 2; ++i) workers.push_back(startWorker(dir, ep, i, {}));
+  REQUIRE(waitForSamples(dir, 1000, 90000ms));
+  const double started = wallNow();
+  Process probe({PROBE_PATH, ep, "quarantine"}, dir + "/probe.log");
+  const auto rc = probe.wait(60000ms);
+  const std::string report = readFile(dir + "/probe.log");
+  INFO("probe: " << report);
+  INFO("daemon: " << readFile(dir + "/daemon.log"));
+  CHECK(rc == std::optional<int>(0));
+  CHECK(report.find("quarantine-push") != std::string::npos);
+  CHECK(report.find("NOT REFUSED") == std::string::npos);
+  CHECK(report.find("after 3 NaN pushes") != std::string::npos);
+  const double quarantined_after = stampOf(readFile(dir + "/daemon.log"), "quarantine:") - started;
+  json rows = ctl(dir, {"workers"});
+  std::string state;
+  for (const auto& w : rows["workers"]) {
+    if (w["name"] == "probe") state = w["state"];
+  }
+  CHECK(state == "quarantined");
+  CHECK(ctl(dir, {"status"})["workers"]["quarantined"] == 1);
+  // The others train on.
+  REQUIRE(waitForSamples(dir, samplesNow(dir) + 1000, 30000ms));
+  // The operator clears it: the worker is "left" and may register again.
+  json cleared = ctl(dir, {"unquarantine", "probe"});
+  REQUIRE(cleared.is_object());
+  CHECK(cleared["state"] == "left");
+  CHECK(ctl(dir, {"status"})["workers"]["quarantined"] == 0);
+  ::kill(daemon->pid(), SIGTERM);
+  REQUIRE(daemon->wait(90000ms) == std::optional<int>(0));
+  for (auto& w : workers) CHECK(w->wait(20000ms) == std::optional<int>(0));
+  json s = json::parse(readFile(dir + "/summary.json"));
+  checkAccounting(s);
+  CHECK(s["quarantined"] == 1);
+  CHECK(s["quarantine_refusals"].get<std::uint64_t>() >= 2);
+  bool event = false;
+  for (const auto& e : s["events"]) event |= e["kind"] == "quarantine";
+  CHECK(event);
+  std::printf("failover: NaN sender quarantined after 3 refused pushes; coordinator marked it "
+              "%.2f s after the probe started; refusals since: %llu; the other workers trained "
+              "%llu samples in all\n",
+              quarantined_after,
+              static_cast<unsigned long long>(s["quarantine_refusals"].get<std::uint64_t>()),
+              static_cast<unsigned long long>(s["samples_trained"].get<std::uint64_t>()));
+  std::fflush(stdout);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("failover: multi-node roles: the head restarted from its checkpoint; the node daemon and the workers re-register on their own") {
+  const std::string dir = makeTempDir();
+  const std::vector<std::string> args = {
+      "--role", "coordinator", "--mode", "grouped", "--workers", "2", "--groups", "2",
+      "--heartbeat-ms", "250", "--heartbeat-misses", "12", "--step-deadline-ms", "1000",
+      "--checkpoint-dir", dir + "/ck", "--checkpoint-every-versions", "20",
+      "--checkpoint-interval-s", "0"};
+  auto head = startDaemon(dir, "head1.log", "tcp://127.0.0.1:0", args);
+  const std::string ep = endpointIn(dir);
+  Process node({GROUPSGDD_PATH, "--role", "node", "--coordinator", ep, "--node-groups", "2",
+                "--mode", "grouped", "--workers", "2", "--groups", "2", "--step-deadline-ms",
+                "1000", "--give-up-s", "60"},
+               dir + "/node.log");
+  std::vector<std::unique_ptr<Process>> workers;
+  for (int i = 0; i < 2; ++i) workers.push_back(startWorker(dir, ep, i, kRecoveringWorker));
+  REQUIRE(waitForSamples(dir, 2000, 90000ms));
+  REQUIRE(::kill(head->pid(), SIGKILL) == 0);
+  REQUIRE(head->wait(10000ms).has_value());
+  std::this_thread::sleep_for(1000ms);
+  auto again = startDaemon(dir, "head2.log", ep, [&] {
+    auto a = args;
+    a.insert(a.end(), {"--max-samples", "3000", "--max-seconds", "120"});
+    return a;
+  }());
+  REQUIRE(again->wait(150000ms) == std::optional<int>(0));
+  INFO("head2: " << readFile(dir + "/head2.log"));
+  INFO("node: " << readFile(dir + "/node.log"));
+  CHECK(node.wait(30000ms) == std::optional<int>(0));
+  for (int i = 0; i < 2; ++i) {
+    CHECK_MESSAGE(workers[i]->wait(30000ms) == std::optional<int>(0),
+                  "w" << i << ": " << readFile(dir + "/w" + std::to_string(i) + ".log"));
+  }
+  CHECK(readFile(dir + "/node.log").find("re-registering") != std::string::npos);
+  json s = json::parse(readFile(dir + "/summary.json"));
+  checkAccounting(s);
+  CHECK(s["stop_reason"] == "sample budget spent");
+  CHECK(s["head_restart"]["incarnation"] == 2);
+  CHECK(s["group_stats"].size() == 2);
+  std::printf("failover: multi-node head SIGKILL + restart: node re-registered, %llu samples "
+              "trained after the restart, all re-registered %.2f s after the head started\n",
+              static_cast<unsigned long long>(s["samples_trained"].get<std::uint64_t>()),
+              s["head_restart"]["time_to_reregister_s"].is_number()
+                  ? s["head_restart"]["time_to_reregister_s"].get<double>()
+                  : -1.0);
+  std::fflush(stdout);
+  std::filesystem::remove_all(dir);
+}
