@@ -100,8 +100,12 @@ n_deaths=$(summary '[.events[] | select(.kind == "death")] | length')
 ((n_deaths >= ${#cut[@]})) || fail "only $n_deaths death events"
 dup_epochs=$(grep -ho "assigned: group .* epoch [0-9]*" "$WORK"/w*.log | awk '{print $NF}' | sort | uniq -d)
 [[ -z $dup_epochs ]] || fail "epoch(s) $dup_epochs handed to two registrations"
+# A cut-off registration that speaks after the heal is refused by the group PS. Whether it
+# speaks at all is a race: a worker whose group PS and coordinator both stay silent past its
+# request timeout gives the old registration up and registers anew without another request
+# (worker recovery, docs/reliability.md), so the count is reported, not required; what is
+# required is above: the old registrations dead, new epochs, one active registration a name.
 stale_refused=$(grep -c "refused: permission_denied: worker [0-9]* is not a member" "$WORK/daemon.log" || true)
-((stale_refused > 0)) || fail "no request of a cut-off registration was refused after the heal"
 # Pushes the group counted but whose answers were lost: what the coordinator credited
 # each old registration beyond the worker's own count.
 swallowed=0
