@@ -76,6 +76,30 @@ TEST_CASE("grouping: a link straggler (fixed delay no batch can hide) gets a gro
   CHECK(p.useful > 1.5 * single.useful);
 }
 
+TEST_CASE("grouping: a straggler far slower than max_period_factor allows is still isolated") {
+  // The 8x link straggler of the benchmark: 7 normal steps (9 ms here) of extra delay per
+  // exchange. Coarse K = 4 with the fast group's K capped at 2 x 4: evening periods out by
+  // lengthening the fast group's alone leaves the straggler's group at E[tau] ~4 > 3 and the
+  // plan refused (G = 1, everyone waiting on the link); its own K must come down instead.
+  auto speeds = workers(8, {{0, 1.0}}, /*link_ms=*/63.0);
+  PlanConfig c = config();
+  c.exchange_period = 4;
+  c.max_period_factor = 2;
+  auto p = planGroups(speeds, c);
+  REQUIRE(p.groups.size() >= 2);
+  const auto* g = groupOf(p, 1);
+  REQUIRE(g != nullptr);
+  CHECK(g->size() == 1);
+  CHECK(p.max_staleness <= c.staleness_bound);
+  for (std::size_t i = 0; i < p.groups.size(); ++i) {
+    CHECK(p.exchange_periods[i] <= 8u);  // never beyond the cap
+    if (p.groups[i].size() == 1 && p.groups[i][0] == 1) CHECK(p.exchange_periods[i] < 4u);
+    if (p.groups[i].size() > 1) CHECK(p.exchange_periods[i] >= 4u);  // fast groups keep K
+  }
+  const auto single = evaluatePlan(speeds, {{1, 2, 3, 4, 5, 6, 7, 8}}, c);
+  CHECK(p.useful > 3 * single.useful);
+}
+
 TEST_CASE("grouping: groups are contiguous in speed order") {
   auto speeds = workers(8, {{0, 1.0}, {5, 1.0}}, 40.0);  // workers 1 and 6 share a slow link
   auto p = planGroups(speeds, config());

@@ -42,10 +42,19 @@ void fillStaleness(GroupPlan* p, const PlanConfig& cfg) {
   const double slowest = g ? *std::max_element(p->step_ms.begin(), p->step_ms.end()) : 0;
   std::vector<double> period(g);
   p->exchange_periods.assign(g, cfg.exchange_period);
+  // Exchange periods (in ms) are evened out so no group is far staler than the others:
+  // faster groups exchange every more steps, up to max_period_factor x K. When even that
+  // cannot reach the slowest group's period (a straggler much slower than the rest, e.g. a
+  // slow link), the slow groups exchange every fewer steps instead, down to 1 — otherwise
+  // the plan that isolates the straggler exceeds the staleness bound and is refused.
+  const double k_max = double(cfg.exchange_period) * cfg.max_period_factor;
+  double target = cfg.exchange_period * slowest;
+  for (std::size_t i = 0; i < g; ++i) target = std::min(target, k_max * p->step_ms[i]);
   for (std::size_t i = 0; i < g; ++i) {
-    const double k = std::round(cfg.exchange_period * slowest / p->step_ms[i]);
-    p->exchange_periods[i] = static_cast<std::uint32_t>(
-        std::clamp(k, double(cfg.exchange_period), double(cfg.exchange_period) * cfg.max_period_factor));
+    const double k = std::round(target / p->step_ms[i]);
+    // Groups at least as fast as the target keep K as their floor; slower ones may go to 1.
+    const double floor_k = target >= cfg.exchange_period * p->step_ms[i] ? cfg.exchange_period : 1.0;
+    p->exchange_periods[i] = static_cast<std::uint32_t>(std::clamp(k, floor_k, k_max));
     period[i] = p->exchange_periods[i] * p->step_ms[i];
   }
   double inv_sum = 0;
