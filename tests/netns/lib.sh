@@ -226,3 +226,24 @@ check_one_owner() {
   dup=$(summary '[.worker_stats[].id] | group_by(.) | map(select(length > 1)) | length')
   [[ $dup == 0 ]] || fail "a worker id appears twice: $(summary '.worker_stats')"
 }
+
+# The common run of the loss, bandwidth and latency tests: the evaluator and workers w1..w4
+# (2 ms device time each), until the daemon stops.
+run_four_workers() {
+  start_evaluator
+  local i
+  for i in 1 2 3 4; do start_worker "$i" "w$i" --device-ms 2; done
+  wait_finish 80
+}
+
+# What every such run must show: exact accounting, accuracy >= $1, one owner per name.
+check_run() {
+  check_accounting
+  check_converged "$1"
+  check_one_owner
+}
+
+# Packets counted by the rules of the router's nft table $1.
+nft_packets() {
+  in_ns rt nft -j list table ip "$1" | jq '[.nftables[] | .rule? // empty | .expr[] | .counter? // empty | .packets] | add'
+}

@@ -14,13 +14,8 @@ in_ns s1 tc qdisc add dev s0 root tbf rate "$RATE" burst 64kb latency 400ms
 log "w1's link shaped to $RATE each way (tc tbf)"
 
 start_daemon --mode grouped --workers 4 --groups 2 --max-samples 30000 --max-seconds 50
-start_evaluator
-for i in 1 2 3 4; do start_worker "$i" "w$i" --device-ms 2; done
-wait_finish 80
-
-check_accounting
-check_converged 0.70
-check_one_owner
+run_four_workers
+check_run 0.70
 shaped_bytes=$(in_ns rt tc -s qdisc show dev r1 | awk '/Sent/ {print $2; exit}')
 ((shaped_bytes > 1000000)) || fail "the shaped link carried only $shaped_bytes bytes"
 slow=$(summary '[.worker_stats[] | select(.name == "w1") | .comm_ms] | max')

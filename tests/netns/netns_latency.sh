@@ -27,14 +27,9 @@ log "w1, w2 through groupsgd-delay-proxy (+${DELAY_MS} ms each way); w3, w4 dire
 
 start_daemon --mode grouped --workers 4 --groups 2 --max-samples 40000 --max-seconds 50 \
   --heartbeat-ms 500
-start_evaluator
-for i in 1 2 3 4; do start_worker "$i" "w$i" --device-ms 2; done
-wait_finish 80
-
-check_accounting
-check_converged 0.70
-check_one_owner
-redirected=$(in_ns rt nft -j list table ip gsgd_delay | jq '[.nftables[] | .rule? // empty | .expr[] | .counter? // empty | .packets] | add')
+run_four_workers
+check_run 0.70
+redirected=$(nft_packets gsgd_delay)
 ((redirected > 0)) || fail "no connection went through the delay proxy"
 slow=$(summary '[.worker_stats[] | select(.name == "w1" or .name == "w2") | .comm_ms] | add / length')
 fast=$(summary '[.worker_stats[] | select(.name == "w3" or .name == "w4") | .comm_ms] | add / length')

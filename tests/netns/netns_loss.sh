@@ -18,14 +18,9 @@ table ip gsgd_loss {
 NFT
 log "router drops ${LOSS_PCT}% of forwarded packets"
 start_daemon --mode grouped --workers 4 --groups 2 --max-samples 25000 --max-seconds 50
-start_evaluator
-for i in 1 2 3 4; do start_worker "$i" "w$i" --device-ms 2; done
-wait_finish 80
-
-check_accounting
-check_converged 0.70
-check_one_owner
-dropped=$(in_ns rt nft -j list table ip gsgd_loss | jq '[.nftables[] | .rule? // empty | .expr[] | .counter? // empty | .packets] | add')
+run_four_workers
+check_run 0.70
+dropped=$(nft_packets gsgd_loss)
 ((dropped > 0)) || fail "the loss rule dropped nothing"
 log "netns_loss: ${LOSS_PCT}% drop, $dropped packets dropped; stop: $(summary .stop_reason);" \
   "elapsed $(summary .elapsed_s) s; samples_trained $(summary .samples_trained)" \
