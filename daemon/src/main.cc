@@ -2,11 +2,11 @@
 // the central PS, the group PSes, the coordinator, then wait for the end of training.
 #include <csignal>
 #include <cstdio>
-#include <fstream>
 #include <thread>
 
 #include "groupsgd/centralps/central_server.h"
 #include "groupsgd/common/allocator.h"
+#include "groupsgd/common/atomic_file.h"
 #include "groupsgd/common/compression_spec.h"
 #include "groupsgd/common/log.h"
 #include "groupsgd/daemon/config.h"
@@ -151,11 +151,8 @@ int main(int argc, char** argv) {
   (*coordinator)->setHeadStart(std::move(*head));
 
   if (!cfg.endpoint_file.empty()) {
-    std::ofstream f(cfg.endpoint_file + ".tmp");
-    f << (*coordinator)->endpoint() << "\n";
-    f.close();
-    if (!f || std::rename((cfg.endpoint_file + ".tmp").c_str(), cfg.endpoint_file.c_str()) != 0) {
-      return fail("cannot write the endpoint file " + cfg.endpoint_file);
+    if (Status s = writeFileAtomically(cfg.endpoint_file, (*coordinator)->endpoint() + "\n"); !s) {
+      return fail("cannot write the endpoint file: " + s.toString());
     }
   }
 
@@ -175,9 +172,9 @@ int main(int argc, char** argv) {
   metrics_server.reset();
   summary["config"] = daemon::toJson(cfg);
   if (!cfg.summary_file.empty()) {
-    std::ofstream f(cfg.summary_file);
-    f << summary.dump(2) << "\n";
-    if (!f) GSGD_ERROR("cannot write the summary file " << cfg.summary_file);
+    if (Status s = writeFileAtomically(cfg.summary_file, summary.dump(2) + "\n"); !s) {
+      GSGD_ERROR("cannot write the summary file: " << s.toString());
+    }
   }
   if (cfg.json) {
     std::printf("%s\n", summary.dump().c_str());
