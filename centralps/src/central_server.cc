@@ -178,7 +178,7 @@ void CentralServer::sendModel(const zmq::message_t& from, bool applied, const st
   r.setStaleness(tau);
   r.setWeight(weight);
   out.addTensor(currentModel());
-  Status s = replyTo(sock_, from, std::move(out));
+  Status s = replyInParts(sock_, from, std::move(out), cfg_.part_bytes);
   if (!s) GSGD_WARN("could not send the model: " << s.toString());
 }
 
@@ -190,6 +190,7 @@ void CentralServer::handle(const zmq::message_t& from, std::vector<zmq::message_
     return refuse(from, permissionDenied(std::string("only a groupsgd daemon may send '") +
                                          bodyKindName(msg->kind()) + "' (key " + key + ")"));
   }
+  if (msg->part()) return onPart(from, std::move(*msg));
   switch (msg->kind()) {
     case BodyKind::DELTA_PUSH: return onDeltaPush(from, *msg);
     case BodyKind::FETCH: return sendModel(from, false, "", 0, 0.0f);
@@ -221,7 +222,39 @@ void CentralServer::handle(const zmq::message_t& from, std::vector<zmq::message_
   }
 }
 
-void CentralServer::onDeltaPush(const zmq::message_t& from, const InMessage& msg) {
+void CentralServer::onPart(const zmq::message_t& from, InMessage&& msg) {
+  const std::string sender(static_cast<const char*>(from.data()), from.size());
+  if (msg.kind() != BodyKind::DELTA_PUSH) {
+    return refuse(from, invalidArgument(std::string("'") + bodyKindName(msg.kind()) +
+                                        "' is not sent in parts"));
+  }
+  auto it = inbound_.find(sender);
+  if (msg.part()->index == 0) {
+    if (it != inbound_.end()) {
+      ++counters_.bad_messages;  // an unfinished delta from this connection: given up
+      GSGD_WARN("a delta in parts was left unfinished; dropped");
+      inbound_.erase(it);
+    }
+    it = inbound_.emplace(sender, PartAssembler()).first;
+  } else if (it == inbound_.end()) {
+    ++counters_.bad_messages;  // the rest of a delta already refused: dropped unanswered
+    return;
+  }
+  // Each part is checked (order, size) and its squares summed as it arrives.
+  Status s = it->second.add(std::move(msg));
+  if (!s) {
+    inbound_.erase(it);
+    return refuse(from, s);
+  }
+  if (!it->second.complete()) return;
+  PartAssembler whole = std::move(it->second);
+  inbound_.erase(it);
+  const TensorView delta = whole.view();
+  onDeltaPush(from, whole.first(), &delta, whole.sumSquares());
+}
+
+void CentralServer::onDeltaPush(const zmq::message_t& from, const InMessage& msg,
+                                const TensorView* assembled, double assembled_squares) {
   auto h = msg.header();
   auto body = h.getBody().getDeltaPush();
   if (h.getSenderId() != body.getGroupId()) {
@@ -236,10 +269,18 @@ void CentralServer::onDeltaPush(const zmq::message_t& from, const InMessage& msg
   }
   if (msg.tensorCount() != 1) return refuse(from, invalidArgument("a delta carries one tensor"));
   // Checked and applied in place in the received frames: no model-sized copy.
-  auto delta = msg.viewTensor(0, store_.paramCount());
+  Result<TensorView> delta = invalidArgument("no delta");
+  if (assembled != nullptr && assembled->size != store_.paramCount()) {
+    return refuse(from, invalidArgument("tensor has " + std::to_string(assembled->size) +
+                                        " elements, expected " +
+                                        std::to_string(store_.paramCount())));
+  }
+  delta = assembled != nullptr ? Result<TensorView>(*assembled)
+                               : msg.viewTensor(0, store_.paramCount());
   if (!delta) return refuse(from, delta.status());
   const std::uint64_t samples = body.getSamples();
-  const double squares = delta->sumSquares();  // not finite iff an element is not
+  // Not finite iff an element is not; summed part by part on arrival when in parts.
+  const double squares = assembled != nullptr ? assembled_squares : delta->sumSquares();
   const double norm = std::sqrt(squares);
   std::string reason;
   if (!std::isfinite(squares)) {
