@@ -3,6 +3,7 @@
 #include "groupsgd/centralps/checkpoint.h"
 
 #include <cmath>
+#include <functional>
 #include <filesystem>
 
 #include "groupsgd/common/log.h"
@@ -168,17 +169,26 @@ Payload CentralServer::currentModel() {
   return cached_;
 }
 
-void CentralServer::sendModel(const zmq::message_t& from, bool applied, const std::string& reason,
-                              std::uint64_t tau, float weight) {
+OutMessage CentralServer::modelReply(std::uint64_t version, bool applied,
+                                     const std::string& reason, std::uint64_t tau, float weight,
+                                     Payload model) const {
   OutMessage out(cfg_.limits.job_id, 0);
-  out.header().setModelVersion(store_.version());
+  out.header().setModelVersion(version);
   auto r = out.header().getBody().initModelReply();
   r.setApplied(applied);
   r.setReason(reason);
   r.setStaleness(tau);
   r.setWeight(weight);
-  out.addTensor(currentModel());
-  Status s = replyInParts(sock_, from, std::move(out), cfg_.part_bytes);
+  out.addTensor(std::move(model));
+  return out;
+}
+
+void CentralServer::sendModel(const zmq::message_t& from, bool applied, const std::string& reason,
+                              std::uint64_t tau, float weight) {
+  Payload model = currentModel();
+  Status s = replyInParts(sock_, from, modelReply(store_.version(), applied, reason, tau, weight,
+                                                  std::move(model)),
+                          cfg_.part_bytes);
   if (!s) GSGD_WARN("could not send the model: " << s.toString());
 }
 
@@ -310,7 +320,31 @@ void CentralServer::onDeltaPush(const zmq::message_t& from, const InMessage& msg
     mean_samples_ = mean_samples_ == 0 ? n : 0.9 * mean_samples_ + 0.1 * n;
     weight *= static_cast<float>(std::min(1.0, n / mean_samples_));
   }
-  Status applied = store_.applyDelta(*delta, weight);
+  // A model in parts: each reply part goes out as soon as its range of the new version
+  // is applied and copied into the new snapshot, while the rest is still being applied.
+  const std::size_t count = store_.paramCount();
+  const bool in_parts = cfg_.part_bytes > 0 && count * sizeof(float) > cfg_.part_bytes;
+  std::optional<OutMessage> reply;
+  std::shared_ptr<std::vector<float>> next;
+  std::size_t per = 0, copied = 0;
+  std::uint32_t sent = 0;
+  std::function<void(std::size_t, std::size_t)> on_applied;
+  if (in_parts) {
+    cached_.reset();  // its buffer may be reused at once if no reply holds it
+    next = snapshot_pool_.acquire(count);
+    per = partElementsFor(count, cfg_.part_bytes);
+    reply = modelReply(store_.version() + 1, true, "", tau, weight, next);
+    on_applied = [&](std::size_t offset, std::size_t n) {
+      store_.copyRange(offset, std::span<float>(*next).subspan(offset, n));
+      copied = offset + n;
+      while (sent < reply->partCount(per) &&
+             std::min<std::size_t>(count, (sent + 1) * per) <= copied) {
+        Status s = sendFrames(sock_, reply->partFrames(sent++, per), &from);
+        if (!s) GSGD_WARN("could not send the model: " << s.toString());
+      }
+    };
+  }
+  Status applied = store_.applyDelta(*delta, weight, on_applied);
   if (!applied) return refuse(from, applied);
   ++counters_.updates_applied;
   counters_.samples_applied += samples;
@@ -318,7 +352,9 @@ void CentralServer::onDeltaPush(const zmq::message_t& from, const InMessage& msg
   counters_.max_staleness = std::max(counters_.max_staleness, tau);
   GSGD_DEBUG("applied delta of group " << body.getGroupId() << " tau=" << tau
                                        << " weight=" << weight << " v=" << store_.version());
-  sendModel(from, true, "", tau, weight);
+  if (!in_parts) return sendModel(from, true, "", tau, weight);
+  cached_ = std::move(next);  // the new version's snapshot, already made
+  cached_version_ = store_.version();
 }
 
 }  // namespace groupsgd::centralps

@@ -88,6 +88,8 @@ class CentralServer {
   void onPart(const zmq::message_t& from, InMessage&& msg);
   void sendModel(const zmq::message_t& from, bool applied, const std::string& reason,
                  std::uint64_t tau, float weight);
+  OutMessage modelReply(std::uint64_t version, bool applied, const std::string& reason,
+                        std::uint64_t tau, float weight, Payload model) const;
   void refuse(const zmq::message_t& from, const Status& why);
   // Checkpoints: start a background write of the current model (one at a time).
   void startCheckpoint(std::optional<zmq::message_t> requester);
