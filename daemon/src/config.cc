@@ -136,8 +136,9 @@ Status applyJsonUnchecked(const json& j, DaemonConfig* c) {
     else if (k == "exchange_period") c->exchange_period = unsignedValue<std::uint32_t>(v, k);
     else if (k == "batch_size") c->batch_size = unsignedValue<std::uint32_t>(v, k);
     else if (k == "model") {
-      if (!kernels::parseModelKind(v.get<std::string>(), &c->model)) {
-        return invalidArgument("model must be softmax, mlp or cnn");
+      c->external_model = v.get<std::string>() == "external";
+      if (!c->external_model && !kernels::parseModelKind(v.get<std::string>(), &c->model)) {
+        return invalidArgument("model must be softmax, mlp, cnn or external");
       }
     }
     else if (k == "seed") c->seed = unsignedValue<std::uint64_t>(v, k);
@@ -335,6 +336,9 @@ Status validate(const DaemonConfig& c) {
   if (c.role == "node" && (c.coordinator.empty() || c.node_groups == 0)) {
     return invalidArgument("role node needs --coordinator ENDPOINT and --node-groups >= 1");
   }
+  if (c.external_model && c.role != "all") {
+    return invalidArgument("model external needs role all (the group PSes learn the model size at start)");
+  }
   if (c.workers == 0) return invalidArgument("workers must be at least 1");
   if (c.mode == Mode::kGrouped && (c.groups == 0 || c.groups > c.workers)) {
     return invalidArgument("groups must be between 1 and workers (" + std::to_string(c.workers) + ")");
@@ -404,7 +408,7 @@ json toJson(const DaemonConfig& c) {
               {"groups", c.groupCount()},
               {"exchange_period", c.exchangePeriod()},
               {"batch_size", c.batch_size},
-              {"model", kernels::modelKindName(c.model)},
+              {"model", c.external_model ? "external" : kernels::modelKindName(c.model)},
               {"seed", c.seed},
               {"optimizer", opt(c.optimizer)},
               {"outer_optimizer", opt(c.outer_optimizer)},
@@ -460,7 +464,8 @@ servers (--role all). Workers (groupsgd-worker) connect to --listen.
   --groups G               grouped mode: number of groups (default 2)
   --exchange-period K      grouped mode: group steps between central exchanges (default 1)
   --batch-size B           samples per worker step (default 32)
-  --model M                softmax | mlp | cnn (default mlp)
+  --model M                softmax | mlp | cnn | external (default mlp; external: the
+                           first worker's model, e.g. groupsgd.torch, docs/pytorch.md)
   --seed S                 model initialisation and shuffling seed (default 1)
   --listen EP              coordinator endpoint (default tcp://127.0.0.1:5555; port 0 = any)
   --bind-host H            host the parameter servers bind on (default 127.0.0.1)
