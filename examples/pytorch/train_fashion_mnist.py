@@ -153,9 +153,20 @@ def log(args, **fields):
         print(" ".join(f"{k}={v}" for k, v in fields.items()), flush=True)
 
 
+def start_barrier(args):
+    """Benchmarks: announce readiness (data loaded) and wait for the go, so every worker
+    registers at once and the daemon's clock starts with all of them, as DDP's does."""
+    if not args.start_barrier:
+        return
+    open(os.path.join(args.start_barrier, f"ready.{args.name or os.getpid()}"), "w").close()
+    while not os.path.exists(os.path.join(args.start_barrier, "go")):
+        time.sleep(0.02)
+
+
 def run_groupsgd_worker(args, model, train_x, train_y):
     import groupsgd.torch as gt
 
+    start_barrier(args)
     w = gt.Worker(model, coordinator=args.coordinator, name=args.name, compress=args.compress,
                   curve_secret_key_file=args.curve_secret_key_file,
                   curve_server_key_file=args.curve_server_key_file, log_level=args.log_level)
@@ -200,7 +211,6 @@ def run_ddp(args, model, train_x, train_y, test_x, test_y):
     order, pos = shard[torch.randperm(len(shard), generator=g)], 0
     evaluate = test_batches(test_x, test_y)
     training_s, steps, reached = 0.0, 0, None
-    next_eval = time.monotonic() + args.eval_interval_s
     while True:
         t0 = time.monotonic()
         if pos + args.batch_size > len(order):
@@ -217,8 +227,9 @@ def run_ddp(args, model, train_x, train_y, test_x, test_y):
         training_s += time.monotonic() - t0
         # Evaluation time is not training time: the clock counts training steps only
         # (groupsgd's evaluator runs beside the workers instead).
+        # Every rank evaluates at the same steps (collectives must match across ranks).
         done = torch.zeros(1)
-        if time.monotonic() >= next_eval or (args.max_steps and steps >= args.max_steps):
+        if steps % args.eval_every_steps == 0 or (args.max_steps and steps >= args.max_steps):
             if args.rank == 0:
                 acc = _accuracy(model, evaluate())
                 log(args, role="ddp", t=round(training_s, 2), steps=steps, acc=round(acc, 4))
@@ -227,7 +238,6 @@ def run_ddp(args, model, train_x, train_y, test_x, test_y):
                 if reached is not None or training_s >= args.max_seconds or (args.max_steps and steps >= args.max_steps):
                     done[0] = 1
             dist.broadcast(done, 0)
-            next_eval = time.monotonic() + args.eval_interval_s
             if done[0] == 1:
                 break
     if args.rank == 0:
@@ -259,7 +269,8 @@ def main(argv=None):
     p.add_argument("--device-ms", type=float, default=0.0, help="emulated device time per step at the first batch")
     p.add_argument("--max-steps", type=int, default=0)
     p.add_argument("--json", action="store_true")
-    p.add_argument("--eval-interval-s", type=float, default=0.5)
+    p.add_argument("--eval-interval-s", type=float, default=0.5, help="groupsgd evaluator: seconds between fetches")
+    p.add_argument("--eval-every-steps", type=int, default=20, help="DDP: rank 0 measures every N steps (off the clock)")
     # groupsgd
     p.add_argument("--coordinator", default="tcp://127.0.0.1:5555")
     p.add_argument("--name", default="")
@@ -268,6 +279,7 @@ def main(argv=None):
     p.add_argument("--curve-secret-key-file", default=None)
     p.add_argument("--curve-server-key-file", default=None)
     p.add_argument("--log-level", default="warn")
+    p.add_argument("--start-barrier", default="", help="benchmarks: a directory to wait in for 'go'")
     # DDP (the daemon sets these for groupsgd: keep them equal for a fair comparison)
     p.add_argument("--ddp", action="store_true")
     p.add_argument("--rank", type=int, default=int(os.environ.get("RANK", 0)))

@@ -79,14 +79,25 @@ def run_groupsgd(a, straggler, tmp):
     procs = []
     try:
         ep = wait_file(ep_file, daemon)
+        barrier = os.path.join(d, "barrier")
+        os.mkdir(barrier)
         for i in range(a.workers):
             procs.append(subprocess.Popen(
-                [sys.executable, EXAMPLE, "--coordinator", ep, "--name", f"w{i}", *worker_args(a, i, straggler)],
+                [sys.executable, EXAMPLE, "--coordinator", ep, "--name", f"w{i}", "--start-barrier", barrier,
+                 *worker_args(a, i, straggler)],
                 stdout=subprocess.DEVNULL, stderr=open(os.path.join(d, f"w{i}.log"), "w"), env=ENV))
         procs.append(subprocess.Popen(
             [sys.executable, EXAMPLE, "--coordinator", ep, "--evaluate", "--model", a.model,
              "--eval-interval-s", "0.5"], stdout=subprocess.DEVNULL,
             stderr=open(os.path.join(d, "evaluator.log"), "w"), env=ENV))
+        # Every worker has loaded its data: let them register together (DDP's clock, too,
+        # starts once every rank has joined).
+        deadline = time.monotonic() + 300
+        while len([f for f in os.listdir(barrier) if f.startswith("ready.")]) < a.workers:
+            if time.monotonic() > deadline or any(p.poll() is not None for p in procs):
+                raise RuntimeError("workers did not get ready")
+            time.sleep(0.05)
+        open(os.path.join(barrier, "go"), "w").close()
         daemon.wait(timeout=a.max_seconds + 120)
         s = json.load(open(summary_file))
         return {"time_to_target_s": s.get("time_to_target_s"), "reached": s.get("time_to_target_s") is not None,
@@ -147,7 +158,7 @@ def binding_overhead(a, tmp):
     try:
         ep = wait_file(ep_file, daemon)
         model = ex.make_model(a.overhead_model, 1)
-        w = gt.Worker(model, coordinator=ep, name="overhead")
+        w = gt.Worker(model, coordinator=ep, name="overhead", log_level="error")
         x, y = torch.randn(w.batch_size, 1, 28, 28), torch.randint(0, 10, (w.batch_size,))
         steps, binding, exchange = [], [], []
         for i in range(a.overhead_steps + 2):
@@ -174,7 +185,7 @@ def median_time(runs, cap):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__)
-    p.add_argument("--quick", action="store_true", help="smoke run: 4 workers, target 0.75, 1 repeat")
+    p.add_argument("--quick", action="store_true", help="smoke run: 2 workers, target 0.75, 1 repeat")
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--workers", type=int, default=8)
     p.add_argument("--slowdown", type=float, default=4.0)
@@ -189,7 +200,9 @@ def main():
     p.add_argument("--overhead-steps", type=int, default=20)
     a = p.parse_args()
     if a.quick:
-        a.repeats, a.workers, a.target, a.max_seconds, a.overhead_steps = 1, 4, 0.75, 60, 5
+        # Shape only: 2 workers, a 2M-parameter model for the overhead.
+        a.repeats, a.workers, a.target, a.max_seconds = 1, 2, 0.75, 60
+        a.overhead_model, a.overhead_steps = "wide2", 5
     tmp = tempfile.mkdtemp(prefix="groupsgd-bench-pytorch-")
     results = {}
     for straggler in (True, False):
