@@ -231,7 +231,7 @@ def run_ddp(args, model, train_x, train_y, test_x, test_y):
         done = torch.zeros(1)
         if steps % args.eval_every_steps == 0 or (args.max_steps and steps >= args.max_steps):
             if args.rank == 0:
-                acc = _accuracy(model, evaluate())
+                acc = _accuracy(model, evaluate(), args.device)
                 log(args, role="ddp", t=round(training_s, 2), steps=steps, acc=round(acc, 4))
                 if acc >= args.target_acc and reached is None:
                     reached = training_s
@@ -246,11 +246,12 @@ def run_ddp(args, model, train_x, train_y, test_x, test_y):
 
 
 @torch.no_grad()
-def _accuracy(model, batches):
+def _accuracy(model, batches, device="cpu"):
     was = model.training
     model.eval()
     correct = total = 0
     for xb, yb in batches:
+        xb, yb = xb.to(device), yb.to(device)
         correct += (model(xb).argmax(1) == yb).sum().item()
         total += len(yb)
     model.train(was)

@@ -386,9 +386,18 @@ class Evaluator:
             on_result=None):
         """Until the coordinator says stop: fetch the central model, measure each new
         version, report it."""
+        failures = 0
         while not self.should_stop:
             started = time.monotonic()
-            version = self.fetch()
+            try:
+                version = self.fetch()
+                failures = 0
+            except RuntimeError:
+                failures += 1  # the central PS may be restarting; give up after 20 in a row
+                if failures > 20:
+                    raise
+                time.sleep(interval_s)
+                continue
             if version != self.version:
                 if calibration_batches is not None and _has_running_stats(self.model):
                     recalibrate_batch_norm(self.model, calibration_batches())
