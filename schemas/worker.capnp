@@ -19,6 +19,12 @@ struct Register {
   name @3 :Text;        # optional operator-chosen name ("" = none)
   workerId @4 :UInt64;  # 0 = a new worker; else the id it has: fetch its current assignment
   endpoints @5 :List(Text);  # node only: endpoints of the group PSes it hosts (bound, idle)
+  # A model the daemon does not know (daemon model "external"; groupsgd.torch): trainers
+  # and evaluators state the length of their flat parameter vector and a fingerprint of
+  # its layout (names, shapes, dtypes). A new registration (workerId 0) also carries the
+  # initial parameters as tensor 0: the daemon's central PS starts from the first one.
+  paramCount @6 :UInt64;       # 0 = not stated (the built-in models)
+  modelFingerprint @7 :Text;   # "" = not stated
 }
 
 # Coordinator's answer to Register; also sent again after a regroup (new epoch).

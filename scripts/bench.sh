@@ -14,7 +14,7 @@ export GROUPSGD_RESULTS_DIR=${GROUPSGD_RESULTS_DIR:-$root/results}
 names() {
   local f n
   {
-    printf '%s\n' straggler dataplane memory scale kernels trainer-step
+    printf '%s\n' straggler pytorch dataplane memory scale kernels trainer-step
     for f in "$root"/bench/*_bench.cc; do
       [[ -e $f ]] || continue
       n=$(basename "$f" _bench.cc)
@@ -29,6 +29,7 @@ names() {
 describe() {
   case "$1" in
     straggler) echo "time to target accuracy with one straggler (compute, link, erratic) per mode; plots in docs/img/" ;;
+    pytorch) echo "PyTorch example: groupsgd adaptive vs DDP (gloo) with a straggler; binding overhead" ;;
     dataplane) echo "push round trips through a group PS vs plain TCP on loopback; 8-worker step latency" ;;
     memory) echo "peak resident memory of a central PS and a group PS serving a 25M-parameter model" ;;
     scale) echo "regroup decision time and plan quality for 100 to 10,000 workers" ;;
@@ -45,7 +46,7 @@ usage() {
   local n
   while read -r n; do
     local note=""
-    if [[ $n != straggler && ! -e $root/bench/${n//-/_}_bench.cc ]]; then note=" (not in this tree yet)"; fi
+    if [[ $n != straggler && $n != pytorch && ! -e $root/bench/${n//-/_}_bench.cc ]]; then note=" (not in this tree yet)"; fi
     printf '  %-10s %s%s\n' "$n" "$(describe "$n")" "$note"
   done < <(names)
 }
@@ -67,6 +68,8 @@ fi
 
 if [[ $name == straggler ]]; then
   cmd=("$root/scripts/bench/straggler.sh")
+elif [[ $name == pytorch ]]; then
+  cmd=(/usr/bin/python3 "$root/scripts/bench/pytorch_bench.py")
 else
   binary=$BUILD_DIR/bench/groupsgd-bench-$name
   if [[ ! -x $binary ]]; then

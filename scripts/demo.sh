@@ -7,7 +7,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 mode=adaptive workers=8 stragglers=1 slowdown=4 device_ms=10 target=0.85 groups=2 period=1
 max_seconds=300 json=0 quick=0 batch=32 link_ms=0 schedule="" erratic="" max_samples=0 daemon_extra=""
-device=cpu
+device=cpu trainer=cpp torch_model=mlp
 usage() {
   cat <<USAGE
 usage: scripts/demo.sh [options]
@@ -23,6 +23,9 @@ usage: scripts/demo.sh [options]
   --schedule S      stragglers: a speed schedule (groupsgd-worker --schedule syntax)
   --batch-size B    samples per worker step (default 32)
   --device D        where the trainers compute: cpu | cuda | cuda:N (default cpu)
+  --trainer T       cpp (groupsgd-worker, the built-in MLP) | pytorch (the PyTorch example,
+                    examples/pytorch/train_fashion_mnist.py, daemon --model external)
+  --torch-model M   with --trainer pytorch: mlp | cnn | resnet18 (default mlp)
   --target-acc A    stop at this test accuracy (default 0.85)
   --max-seconds S   give up after S seconds (default 300)
   --max-samples N   stop after N samples trained (a fixed sample budget; default none)
@@ -46,6 +49,8 @@ while [[ $# -gt 0 ]]; do
     --schedule) schedule=$2; shift 2 ;;
     --batch-size) batch=$2; shift 2 ;;
     --device) device=$2; shift 2 ;;
+    --trainer) trainer=$2; shift 2 ;;
+    --torch-model) torch_model=$2; shift 2 ;;
     --target-acc) target=$2; shift 2 ;;
     --max-seconds) max_seconds=$2; shift 2 ;;
     --max-samples) max_samples=$2; shift 2 ;;
@@ -60,6 +65,10 @@ if [[ $quick == 1 ]]; then
   target=0.80
   max_seconds=50
 fi
+if [[ $trainer != cpp && $trainer != pytorch ]]; then echo "demo: --trainer is cpp or pytorch" >&2; exit 2; fi
+if [[ $trainer == pytorch && ( $link_ms != 0 || -n $schedule || -n $erratic ) ]]; then
+  echo "demo: --trainer pytorch emulates stragglers by --slowdown only" >&2; exit 2
+fi
 if (( stragglers > workers )); then echo "demo: more stragglers than workers" >&2; exit 2; fi
 if [[ $mode == grouped ]] && (( groups > workers )); then groups=$workers; fi
 
@@ -70,7 +79,10 @@ if [[ ${BENCH_NO_BUILD:-0} != 1 ]]; then
   "$root/scripts/install-deps.sh" >&2
   "$root/scripts/build.sh" >&2
 fi
-if [[ $device != cpu ]]; then
+if [[ $trainer == pytorch && ! -d $BUILD_DIR/python/groupsgd ]]; then
+  echo "demo: the Python package was not built (pybind11 and python3-dev missing?)" >&2; exit 2
+fi
+if [[ $device != cpu && $trainer == cpp ]]; then
   # A worker refuses an unusable device with exit 2 before it registers; find out now
   # rather than after the daemon waited for workers that all quit.
   probe_status=0
@@ -94,6 +106,7 @@ daemon_args=(--mode "$mode" --workers "$workers" --groups "$groups" --exchange-p
   --target-acc "$target" --max-seconds "$max_seconds" --summary-file "$run_dir/summary.json"
   --heartbeat-ms 250 --control-ms 500 --log-level warn)
 [[ $json == 1 ]] && daemon_args+=(--json)
+[[ $trainer == pytorch ]] && daemon_args+=(--model external)
 [[ $max_samples != 0 ]] && daemon_args+=(--max-samples "$max_samples")
 # shellcheck disable=SC2206  # word splitting is the point of --daemon-args
 [[ -n $daemon_extra ]] && daemon_args+=($daemon_extra)
@@ -101,7 +114,7 @@ kind="${slowdown}x slower"
 [[ $link_ms != 0 ]] && kind="+${link_ms} ms per exchange"
 [[ -n $schedule ]] && kind="schedule $schedule"
 [[ -n $erratic ]] && kind="erratic pauses $erratic"
-log "mode $mode, $workers workers ($stragglers $kind), target accuracy $target; logs in $run_dir"
+log "mode $mode, $workers $trainer workers ($stragglers $kind), target accuracy $target; logs in $run_dir"
 "$BUILD_DIR/daemon/groupsgdd" "${daemon_args[@]}" 2>"$run_dir/daemon.log" &
 daemon_pid=$!
 pids+=("$daemon_pid")
@@ -117,12 +130,25 @@ for i in $(seq 1 "$workers"); do
     elif [[ $link_ms != 0 ]]; then speed=(--link-ms "$link_ms")
     else speed=(--slowdown "$slowdown"); fi
   fi
-  "$BUILD_DIR/worker/groupsgd-worker" --coordinator "$endpoint" --device-ms "$device_ms" \
-    --device "$device" "${speed[@]}" --name "w$i" --log-level warn 2>"$run_dir/worker-$i.log" &
+  if [[ $trainer == pytorch ]]; then
+    PYTHONPATH=$BUILD_DIR/python OMP_NUM_THREADS=1 /usr/bin/python3 \
+      "$root/examples/pytorch/train_fashion_mnist.py" --coordinator "$endpoint" \
+      --model "$torch_model" --device "$device" --device-ms "$device_ms" "${speed[@]}" \
+      --name "w$i" >"$run_dir/worker-$i.log" 2>&1 &
+  else
+    "$BUILD_DIR/worker/groupsgd-worker" --coordinator "$endpoint" --device-ms "$device_ms" \
+      --device "$device" "${speed[@]}" --name "w$i" --log-level warn 2>"$run_dir/worker-$i.log" &
+  fi
   pids+=("$!")
 done
-"$BUILD_DIR/worker/groupsgd-worker" --coordinator "$endpoint" --evaluate --name evaluator \
-  --log-level warn 2>"$run_dir/evaluator.log" &
+if [[ $trainer == pytorch ]]; then
+  PYTHONPATH=$BUILD_DIR/python OMP_NUM_THREADS=1 /usr/bin/python3 \
+    "$root/examples/pytorch/train_fashion_mnist.py" --coordinator "$endpoint" --evaluate \
+    --model "$torch_model" --device "$device" --name evaluator >"$run_dir/evaluator.log" 2>&1 &
+else
+  "$BUILD_DIR/worker/groupsgd-worker" --coordinator "$endpoint" --evaluate --name evaluator \
+    --log-level warn 2>"$run_dir/evaluator.log" &
+fi
 pids+=("$!")
 
 status=0

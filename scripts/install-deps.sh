@@ -13,6 +13,10 @@ packages=(
 # The network-fault tests (tests/netns): ip netns / veth / tc tbf, nft for drops; jq and
 # bc read the control socket's JSON and do the timing arithmetic in those scripts.
 packages+=(iproute2 nftables jq bc)
+# The Python package (python/: pybind11 binding of the worker library) and its tests and
+# examples: PyTorch and torchvision from Debian, run by /usr/bin/python3.
+packages+=(pybind11-dev python3-pybind11 python3-dev python3-numpy python3-torch
+           python3-torchvision python3-pytest)
 if [[ "${1:-}" == "--extra" ]]; then
   # Tools for benchmarks, plots, linting and fuzzing (not needed to build or test).
   packages+=(gnuplot-nox python3 shellcheck iperf3 clang libclang-rt-14-dev)

@@ -17,7 +17,9 @@ Result<std::unique_ptr<CentralServer>> CentralServer::create(zmq::context_t& ctx
                                                              CentralConfig cfg,
                                                              const std::string& bind_endpoint) {
   std::vector<float> initial;
-  if (cfg.param_count != 0) {
+  if (!cfg.initial.empty()) {
+    initial = std::move(cfg.initial);
+  } else if (cfg.param_count != 0) {
     initial.assign(cfg.param_count, 0.0f);
   } else {
     auto model = kernels::makeModel(cfg.model);

@@ -162,6 +162,9 @@ Status validate(const DaemonConfig& c) {
   if (c.role == "node" && (c.coordinator.empty() || c.node_groups == 0)) {
     return invalidArgument("role node needs --coordinator ENDPOINT and --node-groups >= 1");
   }
+  if (c.external_model && c.role != "all") {
+    return invalidArgument("model external needs role all (the group PSes learn the model size at start)");
+  }
   if (c.mode == Mode::kGrouped && (c.groups == 0 || c.groups > c.workers)) {
     return invalidArgument("groups must be between 1 and workers (" + std::to_string(c.workers) + ")");
   }

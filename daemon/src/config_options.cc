@@ -91,6 +91,27 @@ OptionSpec choice(const char* key, const char* flag, const char* choices, Access
   return o;
 }
 
+// "model" is a built-in kind or "external" (the first worker's model, e.g. groupsgd.torch),
+// which sets external_model instead of the kind.
+OptionSpec modelOption() {
+  OptionSpec o = choice("model", "--model", "softmax|mlp|cnn|external",
+                        [](auto& c) -> auto& { return c.model; }, kernels::parseModelKind,
+                        kernels::modelKindName,
+                        "the model trained (external: the first registering worker's, "
+                        "docs/pytorch.md)");
+  o.read = [](const json& v, DaemonConfig* c) {
+    const bool external = v.is_string() && v.get<std::string>() == "external";
+    if (!external && (!v.is_string() || !kernels::parseModelKind(v.get<std::string>(), &c->model))) {
+      throw OptionError("model must be one of softmax|mlp|cnn|external, got " + v.dump());
+    }
+    c->external_model = external;
+  };
+  o.write = [](const DaemonConfig& c) {
+    return json(c.external_model ? std::string("external") : kernels::modelKindName(c.model));
+  };
+  return o;
+}
+
 // The member named by PATH, for the const and the non-const config alike.
 #define FIELD(PATH) [](auto& c) -> auto& { return c.PATH; }
 
@@ -126,8 +147,7 @@ std::vector<OptionSpec> buildTable() {
             kRestart, "grouped mode: group steps between central exchanges"),
       field("batch_size", "--batch-size", "B", FIELD(batch_size), between(1, 65536), kRestart,
             "samples per worker step"),
-      choice("model", "--model", "softmax|mlp|cnn", FIELD(model), kernels::parseModelKind,
-             kernels::modelKindName, "the model trained"),
+      modelOption(),
       field("seed", "--seed", "S", FIELD(seed), kAny, kRestart,
             "model initialisation and shuffling seed"),
       field("listen", "--listen", "EP", FIELD(listen), kAny, kRestart,

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "groupsgd/common/log.h"
+#include "groupsgd/daemon/external_model.h"
 
 namespace groupsgd::daemon {
 namespace {
@@ -35,6 +36,14 @@ Result<std::unique_ptr<Coordinator>> Coordinator::create(zmq::context_t& ctx, Da
   if (!ep) return ep.status();
   return std::unique_ptr<Coordinator>(
       new Coordinator(ctx, std::move(*sock), *ep, std::move(cfg), std::move(topo), std::move(curve)));
+}
+
+std::unique_ptr<Coordinator> Coordinator::createOn(zmq::context_t& ctx, zmq::socket_t sock,
+                                                  std::string endpoint, DaemonConfig cfg,
+                                                  Topology topo, CurveKeys curve) {
+  return std::unique_ptr<Coordinator>(new Coordinator(ctx, std::move(sock), std::move(endpoint),
+                                                      std::move(cfg), std::move(topo),
+                                                      std::move(curve)));
 }
 
 Coordinator::Coordinator(zmq::context_t& ctx, zmq::socket_t sock, std::string endpoint,
@@ -207,6 +216,7 @@ void Coordinator::onRegister(const zmq::message_t& from, const InMessage& msg,
     return refuse(from, quarantined("process " + std::to_string(r.getPid()) + " on " +
                                     r.getHost().cStr() + " is quarantined"));
   }
+  if (Status m = checkWorkerModel(cfg_, topo_, r); !m) return refuse(from, m);
   if (r.getWorkerId() != 0) {
     // A moved worker asks for its new assignment under the id it has.
     WorkerRecord* known = registry_.find(r.getWorkerId());
@@ -318,7 +328,7 @@ void Coordinator::sendAssignment(const zmq::message_t& to, const WorkerRecord& r
   a.setExchangePeriod(rec.group < periods_.size() ? periods_[rec.group] : cfg_.exchangePeriod());
   a.setShardIndex(rec.shard);
   a.setShardCount(cfg_.workers);
-  a.setModel(kernels::modelKindName(cfg_.model));
+  a.setModel(cfg_.external_model ? "external" : kernels::modelKindName(cfg_.model));
   a.setParamCount(topo_.param_count);
   a.setSeed(cfg_.seed);
   a.setHeartbeatMs(cfg_.heartbeat_ms);

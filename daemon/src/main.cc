@@ -11,6 +11,7 @@
 #include "groupsgd/daemon/config.h"
 #include "groupsgd/daemon/control_server.h"
 #include "groupsgd/daemon/coordinator.h"
+#include "groupsgd/daemon/external_model.h"
 #include "groupsgd/daemon/incarnation.h"
 #include "groupsgd/daemon/curve_setup.h"
 #include "groupsgd/daemon/metrics.h"
@@ -32,6 +33,12 @@ void onHangup(int) { g_reload_requested.store(true); }
 int fail(const std::string& what) {
   std::fprintf(stderr, "groupsgdd: %s\n", what.c_str());
   return 1;
+}
+
+// Publishes the coordinator endpoint (atomically: a reader never sees half a line).
+groupsgd::Status writeEndpointFile(const std::string& path, const std::string& endpoint) {
+  if (path.empty()) return groupsgd::Status::ok();
+  return groupsgd::writeFileAtomically(path, endpoint + "\n");
 }
 
 }  // namespace
@@ -78,12 +85,31 @@ int main(int argc, char** argv) {
   ccfg.checkpoint_keep = cfg.checkpoint_keep;
   ccfg.checkpoint_every_versions = cfg.checkpoint_every_versions;
   ccfg.checkpoint_interval_s = cfg.checkpoint_interval_s;
+  // Model external: the coordinator's socket is bound first, and the first worker's model
+  // sizes the central PS and the group PSes (daemon/external_model.h).
+  std::optional<std::pair<zmq::socket_t, std::string>> intake;
+  std::string model_fingerprint;
+  if (cfg.external_model) {
+    auto sock = makeSocket(ctx, zmq::socket_type::router, serverSocketOptions(curve->keys));
+    if (!sock) return fail("coordinator: " + sock.status().toString());
+    auto ep = bindSocket(*sock, cfg.listen);
+    if (!ep) return fail("coordinator: " + ep.status().toString());
+    if (Status s = writeEndpointFile(cfg.endpoint_file, *ep); !s) {
+      return fail("cannot write the endpoint file: " + s.toString());
+    }
+    auto model = daemon::awaitExternalModel(*sock, cfg, g_stop_requested);
+    if (!model) return fail("model external: " + model.status().toString());
+    ccfg.initial = std::move(model->initial);
+    model_fingerprint = std::move(model->fingerprint);
+    intake.emplace(std::move(*sock), *ep);
+  }
   auto central = centralps::CentralServer::create(ctx, ccfg, any_port);
   if (!central) return fail("central PS: " + central.status().toString());
 
   daemon::Topology topo;
   topo.central_endpoint = (*central)->endpoint();
   topo.param_count = (*central)->paramCount();
+  topo.model_fingerprint = model_fingerprint;
   std::vector<std::unique_ptr<groupps::GroupServer>> groups;
   // Role coordinator hosts no group PS: node daemons offer them when they register.
   const std::uint32_t local_groups = cfg.role == "coordinator" ? 0 : cfg.groupCount();
@@ -95,7 +121,10 @@ int main(int argc, char** argv) {
     topo.group_endpoints.push_back((*server)->endpoint());
     groups.push_back(std::move(*server));
   }
-  auto coordinator = daemon::Coordinator::create(ctx, cfg, topo, curve->keys);
+  auto coordinator =
+      intake ? Result<std::unique_ptr<daemon::Coordinator>>(daemon::Coordinator::createOn(
+                   ctx, std::move(intake->first), intake->second, cfg, topo, curve->keys))
+             : daemon::Coordinator::create(ctx, cfg, topo, curve->keys);
   if (!coordinator) return fail("coordinator: " + coordinator.status().toString());
   (*coordinator)->attachZap(curve->zap.get());
   // Operations: the control socket and /metrics start once the data plane is bound.
@@ -140,8 +169,8 @@ int main(int argc, char** argv) {
   GSGD_INFO("head incarnation " << head->incarnation);
   (*coordinator)->setHeadStart(std::move(*head));
 
-  if (!cfg.endpoint_file.empty()) {
-    if (Status s = writeFileAtomically(cfg.endpoint_file, (*coordinator)->endpoint() + "\n"); !s) {
+  if (!intake) {
+    if (Status s = writeEndpointFile(cfg.endpoint_file, (*coordinator)->endpoint()); !s) {
       return fail("cannot write the endpoint file: " + s.toString());
     }
   }

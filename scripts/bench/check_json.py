@@ -3,7 +3,7 @@
 the summary is the last line and says ok, and the keys the docs promise are there.
 Checks the shape of the output, never the speed.
 
-  check_json.py NAME FILE     NAME: dataplane, straggler, memory or scale
+  check_json.py NAME FILE     NAME: dataplane, straggler, memory, scale or pytorch
 Exit 0 when the output is well formed, 1 with the reasons on stderr otherwise.
 """
 import json
@@ -80,8 +80,27 @@ def check_scale(rows, summary, errors):
                 errors.append("summary has no '%s'" % key)
 
 
+def check_pytorch(rows, summary, errors):
+    runs = [r for r in rows if r.get("bench") == "pytorch_run"]
+    for system in ("groupsgd", "ddp"):
+        for straggler in (True, False):
+            if not any(r.get("system") == system and r.get("straggler") == straggler for r in runs):
+                errors.append("no %s run %s straggler" % (system, "with" if straggler else "without"))
+    for r in runs:
+        if "error" in r:
+            errors.append("%s run: %s" % (r.get("system"), r["error"]))
+        elif r.get("reached") and not number(r.get("time_to_target_s")):
+            errors.append("%s run reached but no time_to_target_s" % r.get("system"))
+    for key in ("ddp_s", "groupsgd_s", "speedup_vs_ddp", "ddp_no_straggler_s",
+                "groupsgd_no_straggler_s", "binding_overhead"):
+        if not number(summary.get(key)):
+            errors.append("summary has no '%s' number" % key)
+    if number(summary.get("binding_overhead")) and not 0 < summary["binding_overhead"] < 1:
+        errors.append("binding_overhead %s is not a fraction" % summary["binding_overhead"])
+
+
 CHECKS = {"dataplane": check_dataplane, "straggler": check_straggler,
-          "memory": check_memory, "scale": check_scale}
+          "memory": check_memory, "scale": check_scale, "pytorch": check_pytorch}
 
 
 def main():

@@ -10,6 +10,10 @@ name=$1
 shift
 build=${GROUPSGD_BUILD_DIR:?set by CTest}
 command -v python3 >/dev/null || { echo "bench_smoke: python3 is missing; skipped" >&2; exit 77; }
+if [[ $name == pytorch ]] && ! /usr/bin/python3 -c "import torch" 2>/dev/null; then
+  echo "bench_smoke: python3-torch is not installed; skipped" >&2
+  exit 77
+fi
 export BENCH_NO_BUILD=1 BUILD_DIR=$build GROUPSGD_RESULTS_DIR=$build/bench-smoke
 mkdir -p "$GROUPSGD_RESULTS_DIR"
 out=$GROUPSGD_RESULTS_DIR/$name-smoke.jsonl

@@ -48,6 +48,11 @@ Result<Assignment> CoordinatorClient::registerAs(Role role, const std::string& n
   r.setPid(static_cast<std::uint32_t>(::getpid()));
   r.setName(name);
   r.setWorkerId(worker_id);
+  if (model_) {
+    r.setParamCount(model_->param_count);
+    r.setModelFingerprint(model_->fingerprint);
+    if (worker_id == 0 && model_->initial) out.addTensor(model_->initial);
+  }
   auto reply = rpc_.call(std::move(out), timeout_);
   if (!reply) return reply.status();
   if (reply->kind() != BodyKind::ASSIGNMENT) {
@@ -201,6 +206,23 @@ Result<StepAnswer> GroupClient::push(std::uint64_t step, std::span<const float> 
     std::memcpy(buf->data(), grad.data(), grad.size_bytes());
     out.addTensor(std::move(buf));
   }
+  return exchange(std::move(out).toParts(part_bytes_), params);
+}
+
+Result<StepAnswer> GroupClient::push(std::uint64_t step, const Payload& grad, std::uint32_t batch,
+                                     float loss, float compute_ms, std::span<float> params) {
+  if (compressor_ || !grad) {
+    return push(step, grad ? std::span<const float>(*grad) : std::span<const float>(), batch,
+                loss, compute_ms, params);
+  }
+  OutMessage out(job_id_, assignment_.worker_id);
+  out.header().setEpoch(assignment_.epoch);
+  out.header().setStep(step);
+  auto p = out.header().getBody().initPush();
+  p.setBatchSize(batch);
+  p.setLoss(loss);
+  p.setComputeMs(compute_ms);
+  out.addTensor(grad);
   return exchange(std::move(out).toParts(part_bytes_), params);
 }
 

@@ -31,6 +31,8 @@ struct CentralConfig {
   // Non-zero: serve a zero-initialised vector of this many parameters instead of `model`
   // (benchmarks and tests of arbitrary model sizes; no model code is involved).
   std::size_t param_count = 0;
+  // Non-empty: start from these values (a model the daemon learnt from a worker).
+  std::vector<float> initial;
   StalenessConfig staleness;               // f(tau) and the bound
   kernels::OptimizerConfig outer{kernels::OptimizerKind::kSgd, 1.0f, 0.0f, 0.0f};
   std::size_t shards = 1;                  // key-range shards of the store

@@ -31,6 +31,7 @@ struct Topology {
   std::string central_endpoint;
   std::vector<std::string> group_endpoints;  // index = group id
   std::uint64_t param_count = 0;
+  std::string model_fingerprint;  // external model: layout every worker must match
 };
 
 // What this head incarnation knows about the one before it (daemon/incarnation.h).
@@ -47,6 +48,10 @@ class Coordinator {
   // curve: the daemon's keys (empty = plain links); its ZAP handler must already run.
   static Result<std::unique_ptr<Coordinator>> create(zmq::context_t& ctx, DaemonConfig cfg,
                                                      Topology topo, CurveKeys curve = {});
+  // The same on a socket already bound to cfg.listen (the external-model intake's).
+  static std::unique_ptr<Coordinator> createOn(zmq::context_t& ctx, zmq::socket_t sock,
+                                               std::string endpoint, DaemonConfig cfg,
+                                               Topology topo, CurveKeys curve);
   const std::string& endpoint() const { return endpoint_; }
   // Serves until training ends (a stop condition or stop_requested), then drains and
   // flushes. Returns the run summary (docs/config.md lists its fields).

@@ -55,6 +55,14 @@ struct HeartbeatAnswer {
   bool reregister = false;
 };
 
+// A model the daemon learns from its workers (daemon model "external"): stated with every
+// registration; `initial` (param_count floats) travels with new registrations only.
+struct ModelDescription {
+  std::uint64_t param_count = 0;
+  std::string fingerprint;
+  Payload initial;
+};
+
 class CoordinatorClient {
  public:
   // curve: this process's keys (empty = plain link).
@@ -70,9 +78,12 @@ class CoordinatorClient {
                                 std::uint64_t epoch = 0);
   Result<HeartbeatAnswer> heartbeat(const Assignment& a, const HeartbeatStats& stats);
   Status leave(const Assignment& a, std::uint64_t samples_trained, std::uint64_t steps);
+  // Sent with every later registration (external models); unset for the built-in ones.
+  void describeModel(ModelDescription model) { model_ = std::move(model); }
 
  private:
   RpcClient rpc_;
+  std::optional<ModelDescription> model_;
   std::uint64_t job_id_;
   std::chrono::milliseconds timeout_;
 };
@@ -100,6 +111,10 @@ class GroupClient {
   Result<StepAnswer> pull(std::span<float> params);
   // Pushes a gradient for step; waits for the step to close and returns the next replica.
   Result<StepAnswer> push(std::uint64_t step, std::span<const float> grad, std::uint32_t batch,
+                          float loss, float compute_ms, std::span<float> params);
+  // The same, sending a buffer the caller shares with the message (no copy when dense):
+  // the caller must not write into it until push() has returned.
+  Result<StepAnswer> push(std::uint64_t step, const Payload& grad, std::uint32_t batch,
                           float loss, float compute_ms, std::span<float> params);
   // A buffer of param_count floats to compute the next gradient into: push() sends exactly
   // this span without copying it (any other span is copied). Contents unspecified; valid

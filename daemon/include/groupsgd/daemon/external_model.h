@@ -1,0 +1,40 @@
+// Model "external": the daemon trains a model it has no code for (a PyTorch nn.Module
+// through groupsgd.torch). Before the central PS exists, the intake serves registrations
+// on the coordinator's socket until one states a parameter count, a layout fingerprint and
+// the initial parameters; the central PS starts from those, and from then on every trainer
+// and evaluator must state the same count and fingerprint (checkWorkerModel).
+// Thread rule: plain functions; awaitExternalModel runs on main's thread, owning the socket
+// until it returns.
+#pragma once
+
+#include <atomic>
+#include <string>
+#include <vector>
+#include <zmq.hpp>
+
+#include "groupsgd/common/status.h"
+#include "groupsgd/daemon/config.h"
+#include "groupsgd/daemon/coordinator.h"
+#include "worker.capnp.h"
+
+namespace groupsgd::daemon {
+
+struct ExternalModel {
+  std::vector<float> initial;
+  std::string fingerprint;
+  std::string supplier;  // "name (host pid N)", for the log
+};
+
+// Answers every request on sock (a ROUTER bound to the coordinator endpoint) until a
+// registration brings a valid model: that worker is told to retry (it then registers with
+// the coordinator proper), the others are told what is missing. kCancelled when stop is set.
+Result<ExternalModel> awaitExternalModel(zmq::socket_t& sock, const DaemonConfig& cfg,
+                                         const std::atomic<bool>& stop);
+
+// Whether a registration states the model this daemon trains. Built-in models: a worker
+// that states a different parameter count is refused. External: trainers and evaluators
+// must state the same count and fingerprint. Tools and nodes are not checked.
+Status checkWorkerModel(const DaemonConfig& cfg, const Topology& topo,
+                        proto::Register::Reader reg);
+
+}  // namespace groupsgd::daemon

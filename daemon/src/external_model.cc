@@ -1,0 +1,109 @@
+#include "groupsgd/daemon/external_model.h"
+
+#include <cmath>
+#include <optional>
+
+#include "groupsgd/common/log.h"
+#include "groupsgd/common/message.h"
+#include "groupsgd/common/transport.h"
+
+namespace groupsgd::daemon {
+namespace {
+
+bool checkedRole(proto::Role r) {
+  return r == proto::Role::TRAINER || r == proto::Role::EVALUATOR;
+}
+
+// The model a registration brings, or why it cannot be used.
+Result<ExternalModel> modelFrom(const InMessage& msg) {
+  auto r = msg.header().getBody().getRegister();
+  if (!checkedRole(r.getRole()) || r.getParamCount() == 0 || r.getModelFingerprint().size() == 0) {
+    return failedPrecondition(
+        "this daemon trains an external model and has none yet: the first trainer must state "
+        "its parameter count, layout fingerprint and initial parameters (groupsgd.torch)");
+  }
+  if (msg.tensorCount() < 1) {
+    return invalidArgument("the registration carries no initial parameters");
+  }
+  ExternalModel m;
+  m.initial.resize(r.getParamCount());
+  GSGD_RETURN_IF_ERROR(msg.readTensor(0, m.initial));
+  for (float v : m.initial) {
+    if (!std::isfinite(v)) return invalidArgument("the initial parameters are not all finite");
+  }
+  m.fingerprint = r.getModelFingerprint().cStr();
+  m.supplier = std::string(r.getName().cStr()) + " (" + r.getHost().cStr() + " pid " +
+               std::to_string(r.getPid()) + ")";
+  return m;
+}
+
+}  // namespace
+
+Result<ExternalModel> awaitExternalModel(zmq::socket_t& sock, const DaemonConfig& cfg,
+                                         const std::atomic<bool>& stop) {
+  MessageLimits limits;
+  limits.job_id = cfg.job_id;
+  GSGD_INFO("model external: waiting for the first worker to bring its model");
+  while (!stop.load()) {
+    zmq::pollitem_t item{sock.handle(), 0, ZMQ_POLLIN, 0};
+    try {
+      zmq::poll(&item, 1, std::chrono::milliseconds(100));
+    } catch (const zmq::error_t& e) {
+      if (e.num() != EINTR) return unavailable(std::string("poll failed: ") + e.what());
+      continue;
+    }
+    if ((item.revents & ZMQ_POLLIN) == 0) continue;
+    auto routed = recvRouted(sock);
+    if (!routed) continue;
+    auto msg = decodeMessage(std::move(routed->frames), limits);
+    Status answer;
+    std::optional<ExternalModel> model;
+    if (!msg) {
+      answer = msg.status();
+    } else if (msg->kind() != BodyKind::REGISTER) {
+      answer = unavailable("the daemon is starting (no model yet); register again");
+    } else if (auto got = modelFrom(*msg); !got) {
+      answer = got.status();
+    } else {
+      model = std::move(*got);
+      // The worker retries at once and meets the coordinator proper.
+      answer = unavailable("the daemon is starting with this worker's model; retry");
+    }
+    if (!model) GSGD_WARN("external model intake: " << answer.toString());
+    (void)replyTo(sock, routed->routing_id, makeErrorReply(cfg.job_id, 0, answer));
+    if (model) {
+      GSGD_INFO("model external: " << model->initial.size() << " parameters, fingerprint "
+                                   << model->fingerprint << ", from " << model->supplier);
+      return std::move(*model);
+    }
+  }
+  return aborted("stopped before any worker brought a model");
+}
+
+Status checkWorkerModel(const DaemonConfig& cfg, const Topology& topo,
+                        proto::Register::Reader reg) {
+  if (!checkedRole(reg.getRole())) return Status::ok();
+  const std::uint64_t count = reg.getParamCount();
+  const std::string fingerprint = reg.getModelFingerprint().cStr();
+  if (!cfg.external_model) {
+    if (count == 0 || count == topo.param_count) return Status::ok();
+    return failedPrecondition("this daemon trains the built-in model '" +
+                              std::string(kernels::modelKindName(cfg.model)) + "' (" +
+                              std::to_string(topo.param_count) + " parameters), not a model of " +
+                              std::to_string(count));
+  }
+  if (count == 0) {
+    return failedPrecondition("this daemon trains an external model (" +
+                              std::to_string(topo.param_count) +
+                              " parameters); this worker states none (use groupsgd.torch)");
+  }
+  if (count != topo.param_count || fingerprint != topo.model_fingerprint) {
+    return failedPrecondition("model mismatch: the daemon trains " +
+                              std::to_string(topo.param_count) + " parameters with layout " +
+                              "fingerprint " + topo.model_fingerprint + ", this worker has " +
+                              std::to_string(count) + " with fingerprint " + fingerprint);
+  }
+  return Status::ok();
+}
+
+}  // namespace groupsgd::daemon

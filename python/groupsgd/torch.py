@@ -1,0 +1,422 @@
+"""Train a PyTorch nn.Module with groupsgd (docs/pytorch.md).
+
+    w = groupsgd.torch.Worker(model, coordinator="tcp://10.0.0.1:5555", name="w3")
+    for x, y in groupsgd.torch.tensor_batches(w, train_x, train_y):
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        w.step(loss)          # pushes the gradients, loads the group's new replica
+    w.close()
+
+The parameters live in one flat float32 buffer that each ``param.data`` views, and the
+gradients in a second one that each ``param.grad`` views; the C++ client sends the
+gradient buffer and writes the replica into the parameter buffer directly. The optimizer
+runs at the group parameter server: the script has no optimizer of its own.
+
+Buffers (batch-norm running statistics) are not parameters and stay local to each
+process: trainers keep the statistics of their own batches; the evaluator re-estimates
+them for every model it measures from a few training batches (``Evaluator``), so a
+measured accuracy never mixes one process's statistics with another's parameters.
+"""
+
+import hashlib
+import time
+
+import numpy as np
+import torch
+
+from . import _core
+
+__all__ = [
+    "Worker",
+    "Evaluator",
+    "ShardBatchSampler",
+    "tensor_batches",
+    "accuracy",
+    "layout",
+    "fingerprint",
+]
+
+
+def layout(model):
+    """(name, shape, dtype) of every parameter, in the order they are flattened."""
+    return [(n, tuple(p.shape), str(p.dtype).replace("torch.", "")) for n, p in model.named_parameters()]
+
+
+def fingerprint(model):
+    """A short hash of the parameter layout; the daemon refuses a worker whose differs."""
+    text = "\n".join(f"{n}:{'x'.join(map(str, s))}:{d}" for n, s, d in layout(model))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _options(coordinator, name, job_id, compress, curve_secret_key_file, curve_server_key_file,
+             timeout_ms, connect_timeout_ms, give_up_s, log_level, extra_args):
+    args = ["--coordinator", coordinator, "--job-id", str(job_id), "--log-level", log_level]
+    if name:
+        args += ["--name", name]
+    if compress:
+        args += ["--compress", compress]
+    if curve_secret_key_file or curve_server_key_file:
+        args += ["--curve-secret-key-file", str(curve_secret_key_file or ""),
+                 "--curve-server-key-file", str(curve_server_key_file or "")]
+    if timeout_ms is not None:
+        args += ["--timeout-ms", str(timeout_ms)]
+    if connect_timeout_ms is not None:
+        args += ["--connect-timeout-ms", str(connect_timeout_ms)]
+    if give_up_s is not None:
+        args += ["--give-up-s", str(give_up_s)]
+    return args + list(extra_args)
+
+
+class _FlatModel:
+    """The model's parameters re-pointed at views of one flat float32 buffer.
+
+    On a CUDA device the flat buffers are on the host and the device tensors are copied
+    from and to them once per step."""
+
+    def __init__(self, model):
+        self.params = list(model.parameters())
+        if not self.params:
+            raise ValueError("the model has no parameters")
+        for n, p in model.named_parameters():
+            if p.dtype != torch.float32:
+                raise TypeError(f"parameter {n} is {p.dtype}; groupsgd trains float32 parameters")
+        self.device = self.params[0].device
+        if any(p.device != self.device for p in self.params):
+            raise ValueError("every parameter must be on the same device")
+        self.sizes = [p.numel() for p in self.params]
+        self.count = sum(self.sizes)
+        self.host = np.empty(self.count, dtype=np.float32)
+        host = torch.from_numpy(self.host)
+        self.host_views = []
+        offset = 0
+        for p, n in zip(self.params, self.sizes):
+            view = host[offset:offset + n].view_as(p)
+            view.copy_(p.data)
+            self.host_views.append(view)
+            offset += n
+        self.on_host = self.device.type == "cpu"
+        if self.on_host:
+            for p, view in zip(self.params, self.host_views):
+                p.data = view
+        self.grad = None
+        self.grad_views = []
+
+    def bind_grads(self, grad_np):
+        """Points every param.grad at its view of the flat gradient buffer (zeroed)."""
+        self.grad = grad_np
+        grad = torch.from_numpy(grad_np)
+        grad.zero_()
+        self.grad_views = []
+        offset = 0
+        for p, n in zip(self.params, self.sizes):
+            view = grad[offset:offset + n].view_as(p)
+            self.grad_views.append(view)
+            offset += n
+        if self.on_host:
+            for p, view in zip(self.params, self.grad_views):
+                p.grad = view
+
+    def gather_grads(self):
+        """Makes the flat gradient buffer hold every parameter's gradient."""
+        for p, view in zip(self.params, self.grad_views):
+            g = p.grad
+            if g is None:
+                view.zero_()  # no gradient (unused or frozen): contributes nothing
+            elif not self.on_host or g.data_ptr() != view.data_ptr():
+                view.copy_(g)  # a script replaced the gradient (set_to_none, CUDA): copy it
+
+    def after_step(self):
+        """The replica is in the flat parameter buffer: reset the gradients for the next."""
+        if self.on_host:
+            self.grad.fill(0)
+            for p, view in zip(self.params, self.grad_views):
+                if p.grad is None or p.grad.data_ptr() != view.data_ptr():
+                    p.grad = view
+        else:
+            self.load_device()
+            for p in self.params:
+                if p.grad is not None:
+                    p.grad.zero_()
+
+    def load_device(self):
+        if not self.on_host:
+            with torch.no_grad():
+                for p, view in zip(self.params, self.host_views):
+                    p.data.copy_(view, non_blocking=False)
+
+
+class Worker:
+    """One groupsgd trainer around `model` (an nn.Module whose parameters are float32).
+
+    Registers with the daemon's coordinator on construction (retrying up to
+    `connect_timeout_ms`), then loads the group's replica into the model. Heartbeats run
+    on a C++ thread, so a long Python step never makes the worker look dead."""
+
+    def __init__(self, model, coordinator="tcp://127.0.0.1:5555", name="", job_id=1,
+                 compress=None, curve_secret_key_file=None, curve_server_key_file=None,
+                 timeout_ms=None, connect_timeout_ms=None, give_up_s=None, log_level="warn",
+                 extra_args=()):
+        self.model = model
+        self._flat = _FlatModel(model)
+        self.fingerprint = fingerprint(model)
+        args = _options(coordinator, name, job_id, compress, curve_secret_key_file,
+                        curve_server_key_file, timeout_ms, connect_timeout_ms, give_up_s,
+                        log_level, extra_args)
+        self._session = _core.Session(args, "trainer", self._flat.count, self.fingerprint,
+                                      self._flat.host)
+        self._closed = False
+        self._session.start(self._flat.host)
+        self._flat.bind_grads(self._session.gradient_buffer())
+        self._flat.load_device()
+        self.last = None
+        self.timing = None
+
+    @property
+    def param_count(self):
+        return self._flat.count
+
+    @property
+    def batch_size(self):
+        """Samples per step the daemon assigns to this worker (it changes as it adapts)."""
+        return self._session.batch_size
+
+    @property
+    def shard_index(self):
+        return self._session.shard_index
+
+    @property
+    def shard_count(self):
+        return self._session.shard_count
+
+    @property
+    def seed(self):
+        return self._session.seed
+
+    @property
+    def worker_id(self):
+        return self._session.worker_id
+
+    @property
+    def steps(self):
+        return self._session.total_steps
+
+    @property
+    def heartbeats_sent(self):
+        return self._session.heartbeats_sent
+
+    @property
+    def registrations(self):
+        return self._session.registrations
+
+    @property
+    def should_stop(self):
+        """True once the worker was drained or told to stop: leave the training loop."""
+        return self._closed or self._session.should_stop
+
+    @property
+    def quarantined(self):
+        return self._session.quarantined
+
+    def step(self, loss=None, batch=None):
+        """Ends a step after loss.backward(): pushes the gradients of `batch` samples
+        (default: batch_size), waits for the group step and loads the new replica into the
+        parameters. The gradients are zero afterwards. Returns a dict: pushed, accepted,
+        step, model_version, wait_ms."""
+        if self._closed:
+            raise RuntimeError("the worker is closed")
+        t0 = time.perf_counter()
+        self._flat.gather_grads()
+        value = float(loss.detach()) if isinstance(loss, torch.Tensor) else float(loss or 0.0)
+        t1 = time.perf_counter()
+        self.last = self._session.step(int(batch or self.batch_size), value, self._flat.host)
+        t2 = time.perf_counter()
+        self._flat.after_step()
+        # Python-side work of this call vs the exchange in C++ (push, barrier, replica).
+        self.timing = {"binding_s": (t1 - t0) + (time.perf_counter() - t2), "exchange_s": t2 - t1}
+        return self.last
+
+    def close(self):
+        """Leaves the run (the coordinator counts what this worker trained). Idempotent."""
+        if not self._closed:
+            self._closed = True
+            self._session.close()
+            self._session.destroy()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
+class ShardBatchSampler(torch.utils.data.Sampler):
+    """Batches of indices from this worker's shard (every shard_count-th sample from
+    shard_index), reshuffled each pass, each batch as large as the daemon assigns at the
+    time it is drawn. Ends when the worker should stop. Use as a DataLoader's
+    batch_sampler."""
+
+    def __init__(self, worker, dataset_size):
+        self.worker = worker
+        self.size = dataset_size
+        self._shard = None
+        self._order = []
+        self._pos = 0
+        self._rng = None
+
+    def _reshard(self):
+        shard = (self.worker.shard_index, self.worker.shard_count)
+        if shard != self._shard:
+            self._shard = shard
+            self._rng = np.random.default_rng(self.worker.seed * 1000003 + shard[0])
+            self._order = np.arange(shard[0], self.size, shard[1])
+            self._pos = len(self._order)  # shuffle on the first draw
+
+    def next_batch(self):
+        self._reshard()
+        n = max(1, int(self.worker.batch_size))
+        out = []
+        while len(out) < n:
+            if self._pos >= len(self._order):
+                self._rng.shuffle(self._order)
+                self._pos = 0
+            take = min(n - len(out), len(self._order) - self._pos)
+            out.extend(self._order[self._pos:self._pos + take].tolist())
+            self._pos += take
+        return out
+
+    def __iter__(self):
+        while not self.worker.should_stop:
+            yield self.next_batch()
+
+    def __len__(self):
+        return max(1, self.size // max(1, self._shard[1] if self._shard else 1))
+
+
+def tensor_batches(worker, x, y, device=None):
+    """(inputs, labels) batches of in-memory tensors, following ShardBatchSampler."""
+    sampler = ShardBatchSampler(worker, len(x))
+    while not worker.should_stop:
+        idx = torch.as_tensor(sampler.next_batch())
+        xb, yb = x[idx], y[idx]
+        if device is not None:
+            xb, yb = xb.to(device), yb.to(device)
+        yield xb, yb
+
+
+def _has_running_stats(model):
+    return any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) and m.track_running_stats
+               for m in model.modules())
+
+
+@torch.no_grad()
+def recalibrate_batch_norm(model, batches):
+    """Re-estimates batch-norm running statistics for the current parameters from an
+    iterable of input batches (a cumulative average, as torch.optim.swa_utils.update_bn)."""
+    norms = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    if not norms:
+        return
+    saved = {m: m.momentum for m in norms}
+    for m in norms:
+        m.reset_running_stats()
+        m.momentum = None
+    was_training = model.training
+    model.train()
+    for xb in batches:
+        model(xb)
+    for m in norms:
+        m.momentum = saved[m]
+    model.train(was_training)
+
+
+@torch.no_grad()
+def accuracy(model, batches, device=None):
+    """Fraction of correct top-1 predictions over an iterable of (inputs, labels)."""
+    was_training = model.training
+    model.eval()
+    correct = total = 0
+    for xb, yb in batches:
+        if device is not None:
+            xb, yb = xb.to(device), yb.to(device)
+        correct += (model(xb).argmax(dim=1) == yb).sum().item()
+        total += len(yb)
+    model.train(was_training)
+    return correct / max(1, total)
+
+
+class Evaluator:
+    """Measures the central model's test accuracy and reports it to the coordinator (the
+    evaluator role: the daemon's target accuracy and run summary come from it).
+
+    `test_batches`: a callable returning an iterable of (inputs, labels). For a model with
+    batch-norm statistics, `calibration_batches`: a callable returning an iterable of
+    training inputs used to re-estimate them for each model measured."""
+
+    def __init__(self, model, coordinator="tcp://127.0.0.1:5555", name="evaluator", job_id=1,
+                 curve_secret_key_file=None, curve_server_key_file=None, timeout_ms=None,
+                 connect_timeout_ms=None, give_up_s=None, log_level="warn", extra_args=()):
+        self.model = model
+        self._flat = _FlatModel(model)
+        self.fingerprint = fingerprint(model)
+        args = _options(coordinator, name, job_id, None, curve_secret_key_file,
+                        curve_server_key_file, timeout_ms, connect_timeout_ms, give_up_s,
+                        log_level, extra_args)
+        self._session = _core.Session(args, "evaluator", self._flat.count, self.fingerprint,
+                                      self._flat.host)
+        self._closed = False
+        self._session.start(self._flat.host)
+        self.version = None
+        self.accuracy = None
+
+    @property
+    def should_stop(self):
+        return self._closed or self._session.should_stop
+
+    def fetch(self):
+        """Loads the newest central model into the model; returns its version."""
+        version = self._session.fetch_central(self._flat.host)
+        self._flat.load_device()
+        return version
+
+    def report(self, accuracy, version):
+        self.accuracy, self.version = accuracy, version
+        self._session.report(float(accuracy), int(version))
+
+    def run(self, test_batches, calibration_batches=None, interval_s=0.5, device=None,
+            on_result=None):
+        """Until the coordinator says stop: fetch the central model, measure each new
+        version, report it."""
+        failures = 0
+        while not self.should_stop:
+            started = time.monotonic()
+            try:
+                version = self.fetch()
+                failures = 0
+            except RuntimeError:
+                failures += 1  # the central PS may be restarting; give up after 20 in a row
+                if failures > 20:
+                    raise
+                time.sleep(interval_s)
+                continue
+            if version != self.version:
+                if calibration_batches is not None and _has_running_stats(self.model):
+                    recalibrate_batch_norm(self.model, calibration_batches())
+                acc = accuracy(self.model, test_batches(), device)
+                self.report(acc, version)
+                if on_result is not None:
+                    on_result(version, acc)
+            time.sleep(max(0.0, interval_s - (time.monotonic() - started)))
+        self.close()
+
+    def close(self):
+        if not self._closed:
+            self._closed = True
+            self._session.close()
+            self._session.destroy()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False

@@ -1,0 +1,61 @@
+// Heartbeats on a thread of their own, so a worker whose step runs long in Python (or
+// holds the GIL) never looks dead to the coordinator. It owns its own CoordinatorClient
+// (one socket per thread) and reports the statistics the session publishes.
+// Thread rule: the owner thread calls every public method; the heartbeat thread touches
+// only the state guarded by mu_ and the atomics.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <zmq.hpp>
+
+#include "groupsgd/worker/client.h"
+#include "groupsgd/worker/options.h"
+
+namespace groupsgd::python {
+
+// Running totals the session publishes; the thread turns them into per-heartbeat means.
+struct StepTotals {
+  std::uint64_t samples_trained = 0;  // this registration
+  std::uint64_t steps = 0;            // this registration
+  float last_loss = 0;
+  std::uint32_t batch_size = 0;
+  double compute_ms = 0, comm_ms = 0, wait_ms = 0;  // sums over every step of the process
+  std::uint64_t timed_steps = 0;                    // steps in those sums
+  float test_accuracy = -1;                         // evaluators
+  std::uint64_t evaluated_version = 0;
+};
+
+class HeartbeatThread {
+ public:
+  HeartbeatThread(zmq::context_t& ctx, const worker::WorkerOptions& opts);
+  ~HeartbeatThread();  // stops and joins
+  // Starts (or retargets) heartbeats for this assignment.
+  void follow(const worker::Assignment& a);
+  // Stops sending (the worker is leaving or registering again) until follow().
+  void pause();
+  void publish(const StepTotals& totals);
+  // What the coordinator said: finish and leave / register again / quarantined.
+  bool stopRequested() const { return stop_.load(); }
+  bool reregisterRequested() const { return reregister_.load(); }
+  bool quarantined() const { return quarantined_.load(); }
+  std::uint64_t sent() const { return sent_.load(); }
+
+ private:
+  void loop();
+  worker::CoordinatorClient coord_;
+  std::mutex mu_;
+  std::condition_variable wake_;
+  std::optional<worker::Assignment> assignment_;  // none: paused
+  StepTotals totals_, reported_;
+  bool shutdown_ = false;
+  std::uint64_t generation_ = 0;  // bumped by follow()
+  std::atomic<bool> stop_{false}, reregister_{false}, quarantined_{false};
+  std::atomic<std::uint64_t> sent_{0};
+  std::thread thread_;
+};
+
+}  // namespace groupsgd::python

@@ -1,0 +1,190 @@
+// groupsgd._core: the worker client library for Python. Tensors cross as buffers (numpy
+// arrays, or anything with the buffer protocol) shared with C++, never copied; every call
+// that waits on the network releases the GIL. torch is not linked: groupsgd.torch wraps
+// these buffers with torch.from_numpy.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstring>
+#include <stdexcept>
+
+#include "groupsgd/common/log.h"
+#include "session.h"
+
+namespace py = pybind11;
+using namespace groupsgd;
+
+namespace {
+
+// A writable (or readable) C-contiguous float32 buffer of exactly n values, seen in place.
+std::span<float> floatSpan(const py::buffer& b, std::size_t n, bool writable, const char* what) {
+  py::buffer_info info = b.request(writable);
+  if (info.itemsize != 4 || (info.format != "f" && info.format != "<f" && info.format != "=f")) {
+    throw py::type_error(std::string(what) + " must be float32 (got format '" + info.format + "')");
+  }
+  std::size_t count = 1;
+  py::ssize_t expect = info.itemsize;
+  for (py::ssize_t d = info.ndim - 1; d >= 0; --d) {
+    if (info.shape[d] != 1 && info.strides[d] != expect) {
+      throw py::value_error(std::string(what) + " must be contiguous");
+    }
+    expect *= info.shape[d];
+    count *= static_cast<std::size_t>(info.shape[d]);
+  }
+  if (count != n) {
+    throw py::value_error(std::string(what) + " has " + std::to_string(count) +
+                          " values, the model " + std::to_string(n));
+  }
+  return {static_cast<float*>(info.ptr), count};
+}
+
+[[noreturn]] void raise(const Status& s) {
+  if (s.code() == Code::kInvalidArgument) throw py::value_error(s.toString());
+  throw std::runtime_error(s.toString());
+}
+
+worker::Role parseRole(const std::string& role) {
+  if (role == "trainer") return worker::Role::kTrainer;
+  if (role == "evaluator") return worker::Role::kEvaluator;
+  throw py::value_error("role must be 'trainer' or 'evaluator', not '" + role + "'");
+}
+
+// The session plus the gradient buffer it sends without copying.
+class PySession {
+ public:
+  PySession(const std::vector<std::string>& args, const std::string& role,
+            std::uint64_t param_count, const std::string& fingerprint, const py::buffer& initial)
+      : param_count_(param_count) {
+    if (param_count == 0) throw py::value_error("the model has no parameters");
+    auto opts = worker::parseWorkerOptions(args);
+    if (!opts) throw py::value_error(opts.status().message());
+    log::Level level;
+    if (!log::parseLevel(opts->log_level, &level)) {
+      throw py::value_error("bad log level '" + opts->log_level + "'");
+    }
+    log::setLevel(level);  // the process-wide level, as groupsgd-worker sets it
+    worker::ModelDescription model;
+    model.param_count = param_count;
+    model.fingerprint = fingerprint;
+    auto init = std::make_shared<std::vector<float>>(param_count);
+    const std::span<float> src = floatSpan(initial, param_count, false, "initial parameters");
+    std::memcpy(init->data(), src.data(), src.size_bytes());  // once, at construction
+    model.initial = std::move(init);
+    session_ = std::make_unique<python::Session>(std::move(*opts), parseRole(role),
+                                                 std::move(model));
+    grad_ = std::make_shared<std::vector<float>>(param_count, 0.0f);
+  }
+
+  void start(const py::buffer& params) {
+    const std::span<float> p = floatSpan(params, param_count_, true, "params");
+    Status s;
+    {
+      py::gil_scoped_release nogil;
+      s = session_->start(p);
+    }
+    if (!s) raise(s);
+  }
+
+  // The flat gradient buffer as a numpy array sharing its memory (kept alive by the array).
+  py::array_t<float> gradientBuffer() {
+    auto* keep = new std::shared_ptr<std::vector<float>>(grad_);
+    py::capsule owner(keep, [](void* p) { delete static_cast<std::shared_ptr<std::vector<float>>*>(p); });
+    return py::array_t<float>({static_cast<py::ssize_t>(param_count_)}, {sizeof(float)},
+                              grad_->data(), owner);
+  }
+
+  py::dict step(std::uint32_t batch, float loss, const py::buffer& params) {
+    const std::span<float> p = floatSpan(params, param_count_, true, "params");
+    Result<python::StepResult> r = internalError("not run");
+    {
+      py::gil_scoped_release nogil;
+      r = session_->step(grad_, batch, loss, p);
+    }
+    if (!r) raise(r.status());
+    py::dict d;
+    d["pushed"] = r->pushed;
+    d["accepted"] = r->accepted;
+    d["step"] = r->step;
+    d["model_version"] = r->model_version;
+    d["wait_ms"] = r->wait_ms;
+    return d;
+  }
+
+  std::uint64_t fetchCentral(const py::buffer& params) {
+    const std::span<float> p = floatSpan(params, param_count_, true, "params");
+    Result<std::uint64_t> v = internalError("not run");
+    {
+      py::gil_scoped_release nogil;
+      v = session_->fetchCentral(p);
+    }
+    if (!v) raise(v.status());
+    return *v;
+  }
+
+  void close() {
+    Status s;
+    {
+      py::gil_scoped_release nogil;
+      s = session_->close();
+    }
+    if (!s) PyErr_WarnEx(PyExc_RuntimeWarning, ("leave: " + s.toString()).c_str(), 1);
+  }
+
+  // Stops the heartbeat thread and closes the sockets (without leaving).
+  void destroy() {
+    py::gil_scoped_release nogil;
+    session_.reset();
+  }
+
+  python::Session& s() {
+    if (!session_) throw std::runtime_error("the session was destroyed");
+    return *session_;
+  }
+
+ private:
+  std::uint64_t param_count_;
+  std::unique_ptr<python::Session> session_;
+  std::shared_ptr<std::vector<float>> grad_;
+};
+
+}  // namespace
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "groupsgd worker client library (C++), for groupsgd.torch";
+  m.def("set_log_level", [](const std::string& level) {
+    log::Level l;
+    if (!log::parseLevel(level, &l)) throw py::value_error("bad log level '" + level + "'");
+    log::setLevel(l);
+  });
+  m.def("worker_usage", [] { return std::string(worker::workerUsage()); });
+  py::class_<PySession>(m, "Session")
+      .def(py::init<const std::vector<std::string>&, const std::string&, std::uint64_t,
+                    const std::string&, const py::buffer&>(),
+           py::arg("args"), py::arg("role"), py::arg("param_count"), py::arg("fingerprint"),
+           py::arg("initial"))
+      .def("start", &PySession::start, py::arg("params"))
+      .def("gradient_buffer", &PySession::gradientBuffer)
+      .def("step", &PySession::step, py::arg("batch"), py::arg("loss"), py::arg("params"))
+      .def("fetch_central", &PySession::fetchCentral, py::arg("params"))
+      .def("report",
+           [](PySession& p, float acc, std::uint64_t version) { p.s().report(acc, version); })
+      .def("close", &PySession::close)
+      .def("destroy", &PySession::destroy)
+      .def_property_readonly("should_stop", [](PySession& p) { return p.s().shouldStop(); })
+      .def_property_readonly("quarantined", [](PySession& p) { return p.s().quarantined(); })
+      .def_property_readonly("batch_size", [](PySession& p) { return p.s().batchSize(); })
+      .def_property_readonly("worker_id", [](PySession& p) { return p.s().assignment().worker_id; })
+      .def_property_readonly("group_id", [](PySession& p) { return p.s().assignment().group_id; })
+      .def_property_readonly("shard_index",
+                             [](PySession& p) { return p.s().assignment().shard_index; })
+      .def_property_readonly("shard_count",
+                             [](PySession& p) { return p.s().assignment().shard_count; })
+      .def_property_readonly("seed", [](PySession& p) { return p.s().assignment().seed; })
+      .def_property_readonly("model", [](PySession& p) { return p.s().assignment().model; })
+      .def_property_readonly("heartbeat_ms",
+                             [](PySession& p) { return p.s().assignment().heartbeat_ms; })
+      .def_property_readonly("total_steps", [](PySession& p) { return p.s().totalSteps(); })
+      .def_property_readonly("heartbeats_sent", [](PySession& p) { return p.s().heartbeatsSent(); })
+      .def_property_readonly("registrations", [](PySession& p) { return p.s().registrations(); });
+}

@@ -1,0 +1,255 @@
+#include "session.h"
+
+#include <unistd.h>
+
+#include <thread>
+
+#include "groupsgd/common/compression_spec.h"
+#include "groupsgd/common/log.h"
+#include "registration.h"
+
+namespace groupsgd::python {
+namespace {
+
+// A request that got no answer at all, as opposed to a peer answering "retry".
+bool noAnswer(const Status& s) {
+  return s.code() == Code::kUnavailable && s.message().rfind("no answer from", 0) == 0;
+}
+
+}  // namespace
+
+Session::Session(worker::WorkerOptions opts, worker::Role role, worker::ModelDescription model)
+    : opts_(std::move(opts)),
+      role_(role),
+      param_count_(model.param_count),
+      coord_(ctx_, opts_.coordinator, opts_.job_id, std::chrono::milliseconds(opts_.timeout_ms),
+             opts_.curve),
+      heartbeat_(std::make_unique<HeartbeatThread>(ctx_, opts_)),
+      rng_(opts_.seed != 0 ? opts_.seed : static_cast<std::uint64_t>(::getpid())) {
+  coord_.describeModel(std::move(model));
+}
+
+Session::~Session() {
+  heartbeat_.reset();  // joins before the sockets and the context go
+}
+
+std::chrono::milliseconds Session::giveUp() const {
+  return std::chrono::milliseconds(static_cast<std::int64_t>(opts_.give_up_s * 1000));
+}
+
+void Session::publish() { heartbeat_->publish(totals_); }
+
+Status Session::adopt(const worker::Assignment& a) {
+  if (a.param_count != param_count_) {
+    return failedPrecondition("model size mismatch: the daemon trains " +
+                              std::to_string(a.param_count) + " parameters, this model has " +
+                              std::to_string(param_count_));
+  }
+  a_ = a;
+  batch_ = a.batch_size;
+  need_pull_ = true;
+  if (role_ == worker::Role::kTrainer) {
+    auto spec = parseCompressionSpec(opts_.compress.empty() ? a.compression : opts_.compress);
+    if (!spec) return spec.status();
+    group_ = std::make_unique<worker::GroupClient>(
+        ctx_, a, opts_.job_id, std::chrono::milliseconds(opts_.timeout_ms), *spec, opts_.curve);
+  } else if (!central_ || central_->endpoint() != a.central_endpoint) {
+    MessageLimits limits;
+    limits.job_id = opts_.job_id;
+    central_ = std::make_unique<RpcClient>(ctx_, a.central_endpoint, limits,
+                                           clientSocketOptions(opts_.curve));
+  }
+  log::setThreadTag((role_ == worker::Role::kTrainer ? "worker-" : "evaluator-") +
+                    std::to_string(a.worker_id));
+  GSGD_INFO("assigned: group " << a.group_id << ", batch " << a.batch_size << ", shard "
+                               << a.shard_index << "/" << a.shard_count << ", epoch " << a.epoch);
+  registered_ = true;
+  totals_.batch_size = batch_;
+  publish();
+  heartbeat_->follow(a_);
+  return Status::ok();
+}
+
+Status Session::register_(std::uint64_t keep_id) {
+  heartbeat_->pause();
+  if (keep_id == 0 && registered_) {
+    // Close the old registration with its own counts so nothing is counted twice.
+    (void)coord_.leave(a_, totals_.samples_trained, totals_.steps);
+    totals_.samples_trained = 0;
+    totals_.steps = 0;
+  }
+  const auto patience =
+      registered_ ? giveUp() : std::chrono::milliseconds(opts_.connect_timeout_ms);
+  auto assigned = keep_id != 0 ? coord_.registerAs(role_, opts_.name, keep_id, {}, a_.epoch)
+                               : worker::registerWithRetry(coord_, role_, opts_, interrupted_,
+                                                           patience);
+  if (!assigned) {
+    if (assigned.status().code() == Code::kQuarantined) quarantined_ = true;
+    return assigned.status();
+  }
+  ++registrations_;
+  return adopt(*assigned);
+}
+
+Status Session::start(std::span<float> params) {
+  if (params.size() != param_count_) {
+    return invalidArgument("params has " + std::to_string(params.size()) + " values, the model " +
+                           std::to_string(param_count_));
+  }
+  GSGD_RETURN_IF_ERROR(register_(0));
+  if (role_ == worker::Role::kTrainer) GSGD_RETURN_IF_ERROR(pullUntilReady(params));
+  last_return_ = Clock::now();
+  return Status::ok();
+}
+
+bool Session::follow(const worker::StepAnswer& ans) {
+  if (ans.batch_size != 0) batch_ = ans.batch_size;
+  switch (ans.directive) {
+    case worker::Directive::kContinue: return true;
+    case worker::Directive::kStop:
+      GSGD_INFO("drained by the coordinator");
+      stop_ = true;
+      return false;
+    case worker::Directive::kReassign:
+      GSGD_INFO("moved by a regroup; fetching the new assignment");
+      if (!register_(a_.worker_id) && (quarantined_ || !register_(0))) stop_ = true;
+      return false;
+  }
+  return true;
+}
+
+Status Session::recover(const Status& why) {
+  GSGD_WARN("group PS " << a_.group_endpoint << " silent (" << why.message()
+                        << "); asking the coordinator");
+  auto again = coord_.registerAs(role_, opts_.name, a_.worker_id, {}, a_.epoch);
+  if (again) {
+    if (again->group_endpoint != a_.group_endpoint || again->epoch != a_.epoch) {
+      GSGD_INFO("reassigned after a failure of group " << a_.group_id);
+      return adopt(*again);
+    }
+    std::this_thread::sleep_for(
+        backoffDelay(worker::backoffPolicy(opts_), 2, uniform_(rng_)));
+    return Status::ok();
+  }
+  if (again.status().code() == Code::kQuarantined) {
+    quarantined_ = true;
+    return again.status();
+  }
+  GSGD_WARN("the coordinator " << (noAnswer(again.status()) ? "is unreachable" : "does not know us")
+                               << " (" << again.status().message() << "); registering again");
+  return register_(0);
+}
+
+Status Session::onGroupFailure(const Status& why) {
+  if (why.code() == Code::kQuarantined) {
+    quarantined_ = true;
+    return why;
+  }
+  if (!failing_since_) failing_since_ = Clock::now();
+  if (Clock::now() - *failing_since_ > giveUp()) {
+    return unavailable("requests have failed for " + std::to_string(opts_.give_up_s) +
+                       " s; giving up: " + why.message());
+  }
+  if (why.code() == Code::kFailedPrecondition || why.code() == Code::kPermissionDenied) {
+    return register_(0);
+  }
+  if (noAnswer(why)) return recover(why);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  return Status::ok();
+}
+
+// Pulls until a replica is in params (or the worker must stop).
+Status Session::pullUntilReady(std::span<float> params) {
+  while (need_pull_ && !shouldStop()) {
+    if (heartbeat_->reregisterRequested()) GSGD_RETURN_IF_ERROR(register_(0));
+    auto pulled = group_->pull(params);
+    if (!pulled) {
+      GSGD_WARN("pull failed: " << pulled.status().toString());
+      GSGD_RETURN_IF_ERROR(onGroupFailure(pulled.status()));
+      continue;
+    }
+    failing_since_.reset();
+    if (!follow(*pulled)) continue;
+    step_ = pulled->step;
+    need_pull_ = false;
+  }
+  return Status::ok();
+}
+
+Result<StepResult> Session::step(const Payload& grad, std::uint32_t batch, float loss,
+                                 std::span<float> params) {
+  if (role_ != worker::Role::kTrainer || !group_) {
+    return failedPrecondition("step() needs a started trainer");
+  }
+  if (!grad || grad->size() != param_count_ || params.size() != param_count_) {
+    return invalidArgument("gradient and parameters must have " + std::to_string(param_count_) +
+                           " values");
+  }
+  StepResult out;
+  const double compute_ms =
+      last_return_ ? std::chrono::duration<double, std::milli>(Clock::now() - *last_return_).count()
+                   : 0.0;
+  if (heartbeat_->reregisterRequested() && !shouldStop()) {
+    GSGD_INFO("the coordinator does not know us; registering again");
+    GSGD_RETURN_IF_ERROR(register_(0));
+  }
+  if (!need_pull_ && !shouldStop()) {
+    const auto t1 = Clock::now();
+    auto ans = group_->push(step_, grad, batch, loss, static_cast<float>(compute_ms), params);
+    const double rtt_ms = std::chrono::duration<double, std::milli>(Clock::now() - t1).count();
+    if (!ans) {
+      // Not counted as trained (the group PS did not count it either); fetch again.
+      GSGD_WARN("push for step " << step_ << " failed: " << ans.status().toString());
+      need_pull_ = true;
+      GSGD_RETURN_IF_ERROR(onGroupFailure(ans.status()));
+    } else {
+      failing_since_.reset();
+      out.pushed = true;
+      out.accepted = ans->accepted;
+      out.model_version = ans->model_version;
+      out.wait_ms = ans->wait_ms;
+      totals_.samples_trained += batch;
+      ++totals_.steps;
+      ++total_steps_;
+      totals_.last_loss = loss;
+      totals_.compute_ms += compute_ms;
+      totals_.comm_ms += std::max(0.0, rtt_ms - ans->wait_ms);
+      totals_.wait_ms += ans->wait_ms;
+      ++totals_.timed_steps;
+      step_ = ans->step;
+      follow(*ans);
+    }
+  }
+  if (!shouldStop()) GSGD_RETURN_IF_ERROR(pullUntilReady(params));
+  totals_.batch_size = batch_;
+  publish();
+  out.step = step_;
+  last_return_ = Clock::now();
+  return out;
+}
+
+Result<std::uint64_t> Session::fetchCentral(std::span<float> params) {
+  if (role_ != worker::Role::kEvaluator || !central_) {
+    return failedPrecondition("fetch_central() needs a started evaluator");
+  }
+  if (params.size() != param_count_) return invalidArgument("params has the wrong size");
+  if (heartbeat_->reregisterRequested() && !shouldStop()) GSGD_RETURN_IF_ERROR(register_(0));
+  return worker::fetchCentralModel(*central_, opts_.job_id, params,
+                                   std::chrono::milliseconds(opts_.timeout_ms));
+}
+
+void Session::report(float accuracy, std::uint64_t version) {
+  totals_.test_accuracy = accuracy;
+  totals_.evaluated_version = version;
+  publish();
+}
+
+Status Session::close() {
+  if (closed_) return Status::ok();
+  closed_ = true;
+  heartbeat_->pause();
+  if (!registered_) return Status::ok();
+  return coord_.leave(a_, totals_.samples_trained, totals_.steps);
+}
+
+}  // namespace groupsgd::python

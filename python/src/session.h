@@ -1,0 +1,98 @@
+// A training (or evaluating) process driven step by step from outside, as the Python
+// binding does: the same registration, recovery and directive handling as the reference
+// trainer (worker/src/trainer.cc), but the caller computes the gradient between calls.
+// Parameters and the gradient live in buffers the caller shares with the session: step()
+// sends the gradient buffer without copying it and writes the next replica into params.
+// Heartbeats run on their own thread (heartbeat_thread.h).
+// Thread rule: one thread calls the methods (the binding releases the GIL around them).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <random>
+#include <span>
+#include <zmq.hpp>
+
+#include "groupsgd/worker/client.h"
+#include "groupsgd/worker/options.h"
+#include "heartbeat_thread.h"
+
+namespace groupsgd::python {
+
+struct StepResult {
+  bool pushed = false;    // false: lost to a failure (params re-fetched) or stopping
+  bool accepted = false;  // the group PS used the gradient (false: late, dropped)
+  std::uint64_t step = 0;
+  std::uint64_t model_version = 0;
+  double wait_ms = 0;
+};
+
+class Session {
+ public:
+  // opts as groupsgd-worker parses them (CURVE keys loaded); model: what the daemon must
+  // match (param_count > 0), its initial values sent with new registrations.
+  Session(worker::WorkerOptions opts, worker::Role role, worker::ModelDescription model);
+  ~Session();
+
+  // Registers (retrying up to the connect timeout) and, for a trainer, pulls the group
+  // replica into params. params.size() must equal the model's parameter count.
+  Status start(std::span<float> params);
+  // Trainer: pushes grad (shared with the message, not copied), waits for the step to
+  // close and writes the next replica into params; follows directives, re-registers and
+  // recovers as the reference trainer does. A non-OK Status: the worker cannot go on.
+  Result<StepResult> step(const Payload& grad, std::uint32_t batch, float loss,
+                          std::span<float> params);
+  // Evaluator: fetches the central model into params; returns its version.
+  Result<std::uint64_t> fetchCentral(std::span<float> params);
+  // Evaluator: the accuracy the next heartbeat reports.
+  void report(float accuracy, std::uint64_t version);
+  // Leaves with this registration's counts and stops heartbeats. Idempotent.
+  Status close();
+
+  bool shouldStop() const { return stop_ || heartbeat_->stopRequested(); }
+  bool quarantined() const { return quarantined_ || heartbeat_->quarantined(); }
+  const worker::Assignment& assignment() const { return a_; }
+  std::uint32_t batchSize() const { return batch_; }
+  std::uint64_t totalSteps() const { return total_steps_; }
+  std::uint64_t heartbeatsSent() const { return heartbeat_->sent(); }
+  std::uint64_t registrations() const { return registrations_; }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  Status register_(std::uint64_t keep_id);
+  Status adopt(const worker::Assignment& a);
+  bool follow(const worker::StepAnswer& ans);
+  Status pullUntilReady(std::span<float> params);
+  Status onGroupFailure(const Status& why);
+  Status recover(const Status& why);
+  void publish();
+  std::chrono::milliseconds giveUp() const;
+
+  worker::WorkerOptions opts_;
+  worker::Role role_;
+  std::uint64_t param_count_;
+  zmq::context_t ctx_{1};
+  std::atomic<bool> interrupted_{false};
+  worker::CoordinatorClient coord_;
+  std::unique_ptr<HeartbeatThread> heartbeat_;
+  worker::Assignment a_;
+  std::unique_ptr<worker::GroupClient> group_;
+  std::unique_ptr<RpcClient> central_;  // evaluator
+  std::uint32_t batch_ = 0;
+  std::uint64_t step_ = 0;
+  bool need_pull_ = true;
+  bool stop_ = false;
+  bool quarantined_ = false;
+  bool closed_ = false;
+  bool registered_ = false;
+  std::optional<Clock::time_point> failing_since_;
+  std::optional<Clock::time_point> last_return_;  // compute time = time between steps
+  StepTotals totals_;
+  std::uint64_t total_steps_ = 0, registrations_ = 0;
+  std::mt19937_64 rng_;
+  std::uniform_real_distribution<double> uniform_{0.0, 1.0};
+};
+
+}  // namespace groupsgd::python

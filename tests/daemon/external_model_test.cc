@@ -1,0 +1,71 @@
+// Model "external": the configuration key and the check every registration passes.
+#include <capnp/message.h>
+#include <doctest/doctest.h>
+
+#include "groupsgd/daemon/config.h"
+#include "groupsgd/daemon/external_model.h"
+
+using namespace groupsgd;
+using namespace groupsgd::daemon;
+
+namespace {
+
+Status check(const DaemonConfig& cfg, proto::Role role, std::uint64_t count, const char* fp) {
+  Topology topo;
+  topo.param_count = 100;
+  topo.model_fingerprint = cfg.external_model ? "abc" : "";
+  capnp::MallocMessageBuilder b;
+  auto r = b.initRoot<proto::Register>();
+  r.setRole(role);
+  r.setParamCount(count);
+  r.setModelFingerprint(fp);
+  return checkWorkerModel(cfg, topo, r.asReader());
+}
+
+}  // namespace
+
+TEST_CASE("external model: the config key and flag, its JSON form, and role all only") {
+  DaemonConfig cfg;
+  REQUIRE(applyJson(nlohmann::json{{"model", "external"}}, &cfg).isOk());
+  CHECK(cfg.external_model);
+  CHECK(toJson(cfg)["model"] == "external");
+  CHECK(validate(cfg).isOk());
+  cfg.role = "coordinator";
+  cfg.coordinator = "";
+  Status s = validate(cfg);
+  CHECK(s.code() == Code::kInvalidArgument);
+  CHECK(s.message().find("role all") != std::string::npos);
+  DaemonConfig flags;
+  bool help = false;
+  REQUIRE(applyFlags({"--model", "external"}, &flags, &help).isOk());
+  CHECK(flags.external_model);
+  REQUIRE(applyFlags({"--model", "mlp"}, &flags, &help).isOk());
+  CHECK_FALSE(flags.external_model);
+  Status bad = applyJson(nlohmann::json{{"model", "resnet"}}, &flags);
+  CHECK(bad.message().find("external") != std::string::npos);
+}
+
+TEST_CASE("external model: a registration must state the same count and fingerprint") {
+  DaemonConfig ext;
+  ext.external_model = true;
+  CHECK(check(ext, proto::Role::TRAINER, 100, "abc").isOk());
+  CHECK(check(ext, proto::Role::EVALUATOR, 100, "abc").isOk());
+  Status count = check(ext, proto::Role::TRAINER, 99, "abc");
+  CHECK(count.code() == Code::kFailedPrecondition);
+  CHECK(count.message().find("model mismatch") != std::string::npos);
+  CHECK(check(ext, proto::Role::TRAINER, 100, "abd").message().find("fingerprint abd") !=
+        std::string::npos);
+  // A built-in worker states nothing: refused with what to use instead.
+  CHECK(check(ext, proto::Role::TRAINER, 0, "").message().find("states none") != std::string::npos);
+  // Tools and nodes carry no model.
+  CHECK(check(ext, proto::Role::TOOL, 0, "").isOk());
+}
+
+TEST_CASE("external model: a built-in daemon refuses a worker stating another size") {
+  DaemonConfig builtin;  // mlp
+  CHECK(check(builtin, proto::Role::TRAINER, 0, "").isOk());
+  CHECK(check(builtin, proto::Role::TRAINER, 100, "x").isOk());
+  Status s = check(builtin, proto::Role::TRAINER, 7, "x");
+  CHECK(s.code() == Code::kFailedPrecondition);
+  CHECK(s.message().find("built-in model 'mlp'") != std::string::npos);
+}

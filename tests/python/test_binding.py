@@ -1,0 +1,140 @@
+"""Unit tests of groupsgd._core and groupsgd.torch that need no daemon."""
+
+import time
+
+import numpy as np
+import pytest
+
+import groupsgd
+from groupsgd import _core
+
+try:
+    import torch
+    import groupsgd.torch as gt
+except ImportError:  # the tests that need torch are skipped
+    torch = gt = None
+needs_torch = pytest.mark.skipif(torch is None, reason="python3-torch is not installed")
+
+
+def session(param_count=4, args=("--coordinator", "tcp://127.0.0.1:9", "--connect-timeout-ms", "300",
+                                  "--timeout-ms", "300")):
+    return _core.Session(list(args), "trainer", param_count, "fp", np.zeros(param_count, np.float32))
+
+
+def test_bad_options_are_refused_with_the_reason():
+    with pytest.raises(ValueError, match="--no-such-flag"):
+        session(args=["--no-such-flag"])
+    with pytest.raises(ValueError, match="role"):
+        _core.Session([], "driver", 4, "fp", np.zeros(4, np.float32))
+    with pytest.raises(ValueError, match="no parameters"):
+        _core.Session([], "trainer", 0, "fp", np.zeros(0, np.float32))
+
+
+def test_buffers_must_be_float32_contiguous_and_the_model_size():
+    with pytest.raises(TypeError, match="float32"):
+        _core.Session([], "trainer", 4, "fp", np.zeros(4, np.float64))
+    with pytest.raises(ValueError, match="has 5 values, the model 4"):
+        _core.Session([], "trainer", 4, "fp", np.zeros(5, np.float32))
+    s = session()
+    with pytest.raises(ValueError, match="contiguous"):
+        s.start(np.zeros(8, np.float32)[::2])
+    s.destroy()
+
+
+def test_start_without_a_daemon_fails_after_the_connect_timeout_without_holding_the_gil():
+    s = session()
+    ticks = []
+    import threading
+
+    stop = threading.Event()
+
+    def tick():
+        while not stop.is_set():
+            ticks.append(time.monotonic())
+            time.sleep(0.01)
+
+    t = threading.Thread(target=tick)
+    t.start()
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match="could not register"):
+        s.start(np.zeros(4, np.float32))
+    elapsed = time.monotonic() - started
+    stop.set()
+    t.join()
+    s.destroy()
+    assert 0.2 < elapsed < 10
+    # The Python thread kept running while start() waited in C++.
+    assert len([x for x in ticks if started < x < started + elapsed]) >= 10
+
+
+def test_gradient_buffer_is_shared_not_copied():
+    s = session()
+    g = s.gradient_buffer()
+    assert g.dtype == np.float32 and g.shape == (4,)
+    g[:] = 3
+    again = s.gradient_buffer()
+    assert again.ctypes.data == g.ctypes.data and again[2] == 3
+    s.destroy()
+    assert g[1] == 3  # the array keeps the buffer alive
+
+
+@needs_torch
+def test_fingerprint_follows_the_layout():
+    a = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Linear(3, 2))
+    b = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Linear(3, 2))
+    from collections import OrderedDict
+
+    c = torch.nn.Sequential(OrderedDict(first=torch.nn.Linear(4, 3), second=torch.nn.Linear(3, 2)))
+    d = torch.nn.Sequential(torch.nn.Linear(3, 4), torch.nn.Linear(4, 1))  # 16 + 5 = 21 values
+    assert gt.fingerprint(a) == gt.fingerprint(b)
+    assert gt.fingerprint(a) != gt.fingerprint(c)  # same shapes, other names
+    assert gt.fingerprint(a) != gt.fingerprint(d)
+    assert gt.layout(a)[0] == ("0.weight", (3, 4), "float32")
+
+
+@needs_torch
+def test_flat_model_views_share_one_buffer():
+    model = torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.Linear(3, 2))
+    before = [p.detach().clone() for p in model.parameters()]
+    flat = gt._FlatModel(model)
+    assert flat.count == 4 * 3 + 3 + 3 * 2 + 2
+    for p, b in zip(model.parameters(), before):
+        assert torch.equal(p.data, b)  # values kept
+    flat.host[:] = 7
+    assert all(bool((p.data == 7).all()) for p in model.parameters())
+    grad = np.zeros(flat.count, np.float32)
+    flat.bind_grads(grad)
+    model(torch.ones(5, 4)).sum().backward()
+    assert np.abs(grad).sum() > 0  # backward wrote into the flat buffer
+    # A script that sets gradients to None (torch 2 zero_grad default) still works.
+    for p in model.parameters():
+        p.grad = None
+    model(torch.ones(5, 4)).sum().backward()
+    grad[:] = 0
+    flat.gather_grads()
+    assert np.abs(grad).sum() > 0
+
+
+@needs_torch
+def test_non_float32_parameters_are_refused():
+    with pytest.raises(TypeError, match="float32"):
+        gt._FlatModel(torch.nn.Linear(2, 2).double())
+
+
+@needs_torch
+def test_shard_batch_sampler_follows_batch_size_and_shard():
+    class FakeWorker:
+        batch_size, shard_index, shard_count, seed, should_stop = 5, 1, 4, 3, False
+
+    w = FakeWorker()
+    s = gt.ShardBatchSampler(w, 100)
+    seen = set()
+    for _ in range(5):
+        b = s.next_batch()
+        assert len(b) == 5 and all(i % 4 == 1 for i in b)
+        seen.update(b)
+    assert len(seen) == 25  # one pass over the shard covers it exactly
+    w.batch_size = 7
+    assert len(s.next_batch()) == 7
+    w.shard_index = 2
+    assert all(i % 4 == 2 for i in s.next_batch())

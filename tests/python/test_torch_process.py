@@ -1,0 +1,117 @@
+"""Process tests: a real groupsgdd (model external) with PyTorch workers and evaluator
+running examples/pytorch/train_fashion_mnist.py (or groupsgd.torch in this process)."""
+
+import signal
+import subprocess
+import threading
+import time
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+import groupsgd.torch as gt  # noqa: E402
+
+from conftest import WORKER, spawn_example, wait_for  # noqa: E402
+
+# Small and quick on two loaded cores: the 100k-parameter MLP of the example.
+SMALL = ["--model", "mlp", "--train-limit", "12000"]  # reading 60k images costs more than training
+FAST = ["--heartbeat-ms", "300", "--model", "external", "--log-level", "warn"]
+
+
+def test_four_pytorch_workers_and_the_evaluator_reach_080(daemon, processes, tmp_path):
+    d = daemon(*FAST, "--mode", "adaptive", "--workers", "4", "--target-acc", "0.80",
+               "--max-seconds", "50", "--batch-size", "32")
+    for i in range(4):
+        processes.append(spawn_example(tmp_path, f"w{i}", *SMALL, "--coordinator", d.endpoint))
+    processes.append(spawn_example(tmp_path, "evaluator", *SMALL, "--evaluate",
+                                   "--coordinator", d.endpoint, "--eval-interval-s", "0.3"))
+    summary = d.wait(90)
+    for p in processes:
+        assert p.wait(timeout=30) == 0, (tmp_path / "w0.log").read_text()
+    assert summary["stop_reason"].startswith("target"), summary["stop_reason"]
+    assert summary["final_test_acc"] >= 0.80
+    assert summary["accounting_ok"]
+    assert summary["config"]["model"] == "external"
+    assert len(summary["worker_stats"]) == 4
+
+
+def tiny(hidden=8):
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(784, hidden), torch.nn.ReLU(),
+                               torch.nn.Linear(hidden, 10))
+
+
+def test_a_mismatched_model_is_refused_on_both_sides(daemon, tmp_path):
+    d = daemon(*FAST, "--workers", "2", "--max-seconds", "60")
+    first = gt.Worker(tiny(8), coordinator=d.endpoint, name="first", connect_timeout_ms=20000)
+    try:
+        assert first.param_count == 784 * 8 + 8 + 8 * 10 + 10
+        # Other widths: another count. Same count, other names: another fingerprint.
+        with pytest.raises(RuntimeError, match="model mismatch"):
+            gt.Worker(tiny(9), coordinator=d.endpoint, name="wider", connect_timeout_ms=5000)
+        renamed = tiny(8)
+        renamed.add_module("extra", torch.nn.Identity())  # same parameters, same layout
+        gt.Worker(renamed, coordinator=d.endpoint, name="same", connect_timeout_ms=5000).close()
+        from collections import OrderedDict
+
+        other = torch.nn.Sequential(OrderedDict(flat=torch.nn.Flatten(), a=torch.nn.Linear(784, 8),
+                                                r=torch.nn.ReLU(), b=torch.nn.Linear(8, 10)))
+        with pytest.raises(RuntimeError, match="fingerprint"):
+            gt.Worker(other, coordinator=d.endpoint, name="renamed", connect_timeout_ms=5000)
+        # The built-in trainer states no model at all.
+        out = subprocess.run([WORKER, "--coordinator", d.endpoint, "--connect-timeout-ms", "5000"],
+                             capture_output=True, text=True, timeout=60)
+        assert out.returncode != 0 and "external model" in out.stderr + out.stdout
+        log = d.log_text()
+        assert log.count("model mismatch") >= 2 and "states none" in log
+        status = d.ctl("--json", "workers").stdout
+        assert "wider" not in status and "renamed" not in status  # nothing registered
+    finally:
+        first.close()
+
+
+def test_a_drained_and_a_killed_worker_keep_the_accounting(daemon, processes, tmp_path):
+    d = daemon(*FAST, "--mode", "sync", "--workers", "4", "--max-seconds", "25",
+               "--step-deadline-ms", "1000")
+    for i in range(4):
+        processes.append(spawn_example(tmp_path, f"w{i}", *SMALL, "--coordinator", d.endpoint))
+    workers = lambda: d.ctl("--json", "workers").stdout
+    wait_for(lambda: all(f'"w{i}"' in workers() for i in range(4)), 60, "four registered workers")
+    wait_for(lambda: '"steps": 0' not in workers() and '"steps":0' not in workers(), 60, "steps")
+    drained = d.ctl("--timeout-ms", "60000", "drain", "w1", "--wait")
+    assert drained.returncode == 0, drained.stdout + drained.stderr
+    assert processes[1].wait(timeout=60) == 0  # a drained worker leaves cleanly
+    processes[2].send_signal(signal.SIGKILL)
+    processes[2].wait()
+    assert d.ctl("shutdown").returncode == 0 or d.proc.poll() is not None
+    summary = d.wait(90)
+    assert summary["accounting_ok"], summary
+    states = {w["name"]: w["state"] for w in summary["worker_stats"]}
+    assert states["w1"] == "left" and states["w2"] == "dead", states
+    assert summary["samples_trained"] == summary["samples_applied"] + summary["samples_dropped"]
+
+
+def test_the_heartbeat_keeps_a_worker_alive_through_a_long_python_step(daemon, tmp_path):
+    d = daemon(*FAST, "--heartbeat-ms", "200", "--heartbeat-misses", "3", "--mode", "sync", "--workers", "1",
+               "--max-seconds", "60", "--step-deadline-ms", "500")
+    model = tiny(8)
+    w = gt.Worker(model, coordinator=d.endpoint, name="slow", connect_timeout_ms=20000)
+    try:
+        x, y = torch.randn(w.batch_size, 784), torch.randint(0, 10, (w.batch_size,))
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        assert w.step()["pushed"]
+        sent = w.heartbeats_sent
+        # 2 s of pure Python holding the GIL: > 3 heartbeat periods (and the death limit).
+        deadline = time.monotonic() + 2.0
+        n = 0
+        while time.monotonic() < deadline:
+            n += 1
+        assert w.heartbeats_sent >= sent + 5  # sent by the C++ thread meanwhile
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        r = w.step()
+        assert r["pushed"] and r["accepted"]
+        assert w.registrations == 1  # never declared dead, never re-registered
+        assert "declared dead" not in d.log_text()
+    finally:
+        w.close()
