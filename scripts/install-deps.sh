@@ -16,6 +16,8 @@ packages+=(iproute2 nftables jq bc)
 if [[ "${1:-}" == "--extra" ]]; then
   # Tools for benchmarks, plots, linting and fuzzing (not needed to build or test).
   packages+=(gnuplot-nox python3 shellcheck iperf3 clang libclang-rt-14-dev)
+  # The README's architecture picture (docs/img/architecture.dot -> .svg, .png).
+  packages+=(graphviz)
 fi
 
 missing=()
