@@ -20,6 +20,8 @@ packages+=(pybind11-dev python3-pybind11 python3-dev python3-numpy python3-torch
 if [[ "${1:-}" == "--extra" ]]; then
   # Tools for benchmarks, plots, linting and fuzzing (not needed to build or test).
   packages+=(gnuplot-nox python3 shellcheck iperf3 clang libclang-rt-14-dev)
+  # The README's architecture picture (docs/img/architecture.dot -> .svg, .png).
+  packages+=(graphviz)
 fi
 
 missing=()

@@ -240,7 +240,10 @@ void Coordinator::onRegister(const zmq::message_t& from, const InMessage& msg,
     if (known->moving_from) {
       const std::uint32_t old = *known->moving_from;
       known->moving_from.reset();
-      (void)configureGroup(old);  // drop it from the old group's list
+      // Drop it from the old group's list.
+      if (Status s = configureGroup(old); !s) {
+        GSGD_WARN("could not update group " << old << ": " << s.toString());
+      }
     }
     return sendAssignment(from, *known);
   }
@@ -350,7 +353,6 @@ void Coordinator::onHeartbeat(const zmq::message_t& from, const InMessage& msg,
   if (w == nullptr || w->state != WorkerState::kActive || h.getEpoch() < w->epoch) {
     // Unknown, dead or from an old epoch: refuse the statistics, ask it to register again.
     ++stale_heartbeats_;
-    if (stopping_) dead_while_stopping_.erase(h.getSenderId());  // it hears "stop" now
     reply.setReregister(!stopping_);
     reply.setStop(stopping_);
     (void)replyTo(sock_, from, std::move(out));
@@ -424,6 +426,9 @@ void Coordinator::onLeave(const zmq::message_t& from, const InMessage& msg,
 }
 
 void Coordinator::checkLiveness() {
+  // Once stopping, a silent trainer may only be stalled (a loaded machine): finish() waits
+  // for each to hear "stop" until its deadline and only then declares the rest dead.
+  if (stopping_) return;
   // A worker waits at most one step deadline inside a push, so it is only declared dead
   // once it has been silent for longer than that plus its heartbeat misses.
   const auto limit = std::chrono::milliseconds(
@@ -444,7 +449,6 @@ void Coordinator::checkLiveness() {
         adaptive_->membershipChanged("worker " + std::to_string(id) + " died");
       }
       event("death", "worker " + std::to_string(id) + " missed its heartbeats: declared dead");
-      if (stopping_) dead_while_stopping_.insert(id);
     }
   }
   for (auto g : touched) {
@@ -523,11 +527,17 @@ nlohmann::json Coordinator::finish(const std::string& reason) {
   const auto drain_deadline = Clock::now() + std::chrono::milliseconds(
       cfg_.step_deadline_ms + 4ull * cfg_.heartbeat_ms * cfg_.heartbeat_misses);
   if (control_ != nullptr) control_->setRefusing("the daemon is stopping");
-  while ((registry_.activeTrainers() > 0 || !dead_while_stopping_.empty()) &&
-         Clock::now() < drain_deadline) {
+  while (registry_.activeTrainers() > 0 && Clock::now() < drain_deadline) {
     serveOnce(std::chrono::milliseconds(50));
-    checkLiveness();
     serveControl();
+  }
+  answerDeferred(/*wait=*/true);  // a checkpoint requested just before the stop
+  // Those that did not hear "stop" in time are gone: their groups credit them (below).
+  for (const auto& [id, w] : registry_.all()) {
+    if (w.role != WorkerRole::kTrainer || w.state != WorkerState::kActive) continue;
+    registry_.find(id)->state = WorkerState::kDead;
+    GSGD_WARN("worker " << id << " did not leave before the drain deadline: declared dead");
+    event("death", "worker " + std::to_string(id) + " did not leave before the drain deadline");
   }
   // 2. Flush every group into the central PS and collect the counters.
   nlohmann::json groups = nlohmann::json::array();

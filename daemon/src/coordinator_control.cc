@@ -30,6 +30,7 @@ void Coordinator::serveControl() {
   if (control_ == nullptr) return;
   while (auto r = control_->tryPop()) handleControl(std::move(*r));
   answerDrainWaiters();
+  answerDeferred(/*wait=*/false);
 }
 
 void Coordinator::answerDrainWaiters() {
@@ -159,26 +160,54 @@ Status Coordinator::applySettings(const nlohmann::json& values, ojson* applied, 
   log::setLevel(level);
   if (adaptive_) adaptive_->setConfig(cfg_.adaptive);
   if (deadline_changed) {
-    for (std::uint32_t g = 0; g < periods_.size(); ++g) (void)configureGroup(g);
+    for (std::uint32_t g = 0; g < periods_.size(); ++g) {
+      if (Status s = configureGroup(g); !s) {
+        GSGD_WARN("could not update group " << g << ": " << s.toString());
+      }
+    }
   }
   return Status::ok();
 }
 
-Result<ojson> Coordinator::checkpointNow() {
+void Coordinator::startCheckpoint(PendingRequest& r) {
   OutMessage out(cfg_.job_id, 0);
   out.header().getBody().initCheckpointRequest();
-  auto reply = central_->call(std::move(out), std::chrono::milliseconds(60000));
-  if (!reply) return reply.status();
-  if (reply->kind() != BodyKind::CHECKPOINT_DONE) return internalError("unexpected answer");
+  // Up to 60 s for a large model: answered later (answerDeferred) so the loop keeps
+  // serving heartbeats and the watchdog meanwhile.
+  deferred_.push_back({std::move(r),
+                       BackgroundCall::start(ctx_, topo_.central_endpoint, limits_,
+                                             clientSocketOptions(curve_), std::move(out),
+                                             std::chrono::milliseconds(60000)),
+                       &Coordinator::finishCheckpoint});
+}
+
+void Coordinator::finishCheckpoint(PendingRequest& r, Result<InMessage> reply) {
+  if (!reply) return r.fail(ControlError::kRefused, reply.status().message());
+  if (reply->kind() != BodyKind::CHECKPOINT_DONE) {
+    return r.fail(ControlError::kRefused, "unexpected answer");
+  }
   auto d = reply->header().getBody().getCheckpointDone();
-  if (!d.getOk()) return unavailable(std::string("checkpoint failed: ") + d.getError().cStr());
-  ojson r = {{"version", d.getVersion()},
-             {"path", d.getPath().cStr()},
-             {"bytes", d.getBytes()},
-             {"duration_ms", d.getDurationMs()}};
-  last_checkpoint_ = r;
+  if (!d.getOk()) {
+    return r.fail(ControlError::kRefused, std::string("checkpoint failed: ") + d.getError().cStr());
+  }
+  ojson done = {{"version", d.getVersion()},
+                {"path", d.getPath().cStr()},
+                {"bytes", d.getBytes()},
+                {"duration_ms", d.getDurationMs()}};
+  last_checkpoint_ = done;
   central_version_seen_ = std::max<std::uint64_t>(central_version_seen_, d.getVersion());
-  return r;
+  r.respond(std::move(done));
+}
+
+void Coordinator::answerDeferred(bool wait) {
+  for (auto it = deferred_.begin(); it != deferred_.end();) {
+    if (!wait && !it->call.ready()) {
+      ++it;
+      continue;
+    }
+    (this->*(it->finish))(it->request, it->call.take());
+    it = deferred_.erase(it);
+  }
 }
 
 void Coordinator::reloadConfig() {
@@ -210,95 +239,133 @@ void Coordinator::reloadConfig() {
   (void)sdNotifyReady("reloaded");
 }
 
+// The control methods (docs/operations.md, "Methods"); control_protocol.cc says which
+// need an admin caller.
+const std::map<std::string, void (Coordinator::*)(PendingRequest&)>& Coordinator::controlMethods() {
+  static const std::map<std::string, void (Coordinator::*)(PendingRequest&)> methods = {
+      {"version", &Coordinator::controlVersion},
+      {"status", &Coordinator::controlStatus},
+      {"workers", &Coordinator::controlWorkers},
+      {"groups", &Coordinator::controlGroups},
+      {"drain", &Coordinator::controlDrain},
+      {"undrain", &Coordinator::controlUndrain},
+      {"unquarantine", &Coordinator::controlUnquarantine},
+      {"regroup", &Coordinator::controlRegroup},
+      {"set", &Coordinator::controlSet},
+      {"checkpoint", &Coordinator::startCheckpoint},
+      {"shutdown", &Coordinator::controlShutdown},
+  };
+  return methods;
+}
+
+std::vector<std::string> Coordinator::controlMethodNames() {
+  std::vector<std::string> names;
+  for (const auto& [name, handler] : controlMethods()) names.push_back(name);
+  return names;
+}
+
 void Coordinator::handleControl(PendingRequest&& r) {
-  const std::string& m = r.method();
-  const nlohmann::json& p = r.params();
+  const auto it = controlMethods().find(r.method());
+  if (it == controlMethods().end()) {
+    return r.fail(ControlError::kMethodNotFound, "no method '" + r.method() + "'");
+  }
   try {
-    if (m == "version") {
-      r.respond({{"version", buildVersion()}, {"control_protocol", kControlProtocolVersion}});
-    } else if (m == "status") {
-      r.respond(statusJson());
-    } else if (m == "workers") {
-      r.respond({{"workers", workersJson()}});
-    } else if (m == "groups") {
-      r.respond({{"groups", groupsJson()}});
-    } else if (m == "drain") {
-      auto id = findWorker(p.value("worker", nlohmann::json()));
-      if (!id) return r.fail(id.status());
-      const WorkerRecord* w = registry_.find(*id);
-      if (w->state != WorkerState::kActive) {
-        // Idempotent: draining a worker that already left is a success that says so.
-        return r.respond({{"worker", *id}, {"state", workerStateName(w->state)},
-                          {"samples_trained", w->samples_trained}});
-      }
-      if (Status s = drain(*id); !s) return r.fail(s);
-      if (p.value("wait", false)) {
-        drain_waiters_.emplace_back(std::move(r), *id);
-      } else {
-        r.respond({{"worker", *id}, {"state", "draining"}});
-      }
-    } else if (m == "undrain") {
-      auto id = findWorker(p.value("worker", nlohmann::json()));
-      if (!id) return r.fail(id.status());
-      WorkerRecord* w = registry_.find(*id);
-      if (w->state != WorkerState::kActive) {
-        return r.fail(ControlError::kRefused,
-                      "worker " + std::to_string(*id) + " is " + workerStateName(w->state));
-      }
-      if (w->draining) {
-        w->draining = false;
-        (void)configureGroup(w->group);
-        event("undrain", "worker " + std::to_string(*id) + " stays");
-      }
-      r.respond({{"worker", *id}, {"state", "active"}});
-    } else if (m == "unquarantine") {
-      auto id = findWorker(p.value("worker", nlohmann::json()));
-      if (!id) return r.fail(id.status());
-      WorkerRecord* w = registry_.find(*id);
-      if (w->state != WorkerState::kQuarantined) {
-        return r.fail(ControlError::kRefused,
-                      "worker " + std::to_string(*id) + " is " + workerStateName(w->state));
-      }
-      // Cleared: the process may register again (as a new worker).
-      w->state = WorkerState::kLeft;
-      quarantined_procs_.erase({w->host, w->pid});
-      event("unquarantine", "worker " + std::to_string(*id) + " may register again");
-      r.respond({{"worker", *id}, {"state", "left"}});
-    } else if (m == "regroup") {
-      if (!adaptive_) return r.fail(ControlError::kRefused, "regroup needs mode adaptive");
-      const bool dry = p.value("dry_run", false);
-      auto proposal = adaptive_->operatorRegroup(registry_, !dry);
-      if (!proposal) {
-        return r.respond({{"applied", false}, {"reason", "no better grouping (or no estimates yet)"}});
-      }
-      ojson groups = ojson::array();
-      for (const auto& g : proposal->regroup->plan.groups) groups.push_back(g);
-      ojson result = {{"applied", !dry},
-                      {"groups", groups},
-                      {"plan", proposal->regroup->plan.describe()},
-                      {"predicted_gain", proposal->regroup->predicted_gain}};
-      if (!dry) applyRegroup(*proposal);
-      r.respond(std::move(result));
-    } else if (m == "set") {
-      ojson applied = ojson::object(), previous = ojson::object();
-      if (Status s = applySettings(p.value("values", nlohmann::json()), &applied, &previous); !s) {
-        return r.fail(s);
-      }
-      event("set", applied.dump());
-      r.respond({{"applied", applied}, {"previous", previous}});
-    } else if (m == "checkpoint") {
-      auto done = checkpointNow();
-      if (!done) return r.fail(ControlError::kRefused, done.status().message());
-      r.respond(*done);
-    } else if (m == "shutdown") {
-      shutdown_requested_ = true;
-      r.respond({{"state", "stopping"}});
-    } else {
-      r.fail(ControlError::kMethodNotFound, "no method '" + m + "'");
-    }
+    (this->*(it->second))(r);
   } catch (const std::exception& e) {  // e.g. a param of the wrong JSON type
     r.fail(ControlError::kInvalidParams, e.what());
   }
+}
+
+void Coordinator::controlVersion(PendingRequest& r) {
+  r.respond({{"version", buildVersion()}, {"control_protocol", kControlProtocolVersion}});
+}
+
+void Coordinator::controlStatus(PendingRequest& r) { r.respond(statusJson()); }
+
+void Coordinator::controlWorkers(PendingRequest& r) { r.respond({{"workers", workersJson()}}); }
+
+void Coordinator::controlGroups(PendingRequest& r) { r.respond({{"groups", groupsJson()}}); }
+
+void Coordinator::controlDrain(PendingRequest& r) {
+  auto id = findWorker(r.params().value("worker", nlohmann::json()));
+  if (!id) return r.fail(id.status());
+  const WorkerRecord* w = registry_.find(*id);
+  if (w->state != WorkerState::kActive) {
+    // Idempotent: draining a worker that already left is a success that says so.
+    return r.respond({{"worker", *id}, {"state", workerStateName(w->state)},
+                      {"samples_trained", w->samples_trained}});
+  }
+  if (Status s = drain(*id); !s) return r.fail(s);
+  if (r.params().value("wait", false)) {
+    drain_waiters_.emplace_back(std::move(r), *id);
+  } else {
+    r.respond({{"worker", *id}, {"state", "draining"}});
+  }
+}
+
+void Coordinator::controlUndrain(PendingRequest& r) {
+  auto id = findWorker(r.params().value("worker", nlohmann::json()));
+  if (!id) return r.fail(id.status());
+  WorkerRecord* w = registry_.find(*id);
+  if (w->state != WorkerState::kActive) {
+    return r.fail(ControlError::kRefused,
+                  "worker " + std::to_string(*id) + " is " + workerStateName(w->state));
+  }
+  if (w->draining) {
+    w->draining = false;
+    if (Status s = configureGroup(w->group); !s) {
+      GSGD_WARN("could not update group " << w->group << ": " << s.toString());
+    }
+    event("undrain", "worker " + std::to_string(*id) + " stays");
+  }
+  r.respond({{"worker", *id}, {"state", "active"}});
+}
+
+void Coordinator::controlUnquarantine(PendingRequest& r) {
+  auto id = findWorker(r.params().value("worker", nlohmann::json()));
+  if (!id) return r.fail(id.status());
+  WorkerRecord* w = registry_.find(*id);
+  if (w->state != WorkerState::kQuarantined) {
+    return r.fail(ControlError::kRefused,
+                  "worker " + std::to_string(*id) + " is " + workerStateName(w->state));
+  }
+  // Cleared: the process may register again (as a new worker).
+  w->state = WorkerState::kLeft;
+  quarantined_procs_.erase({w->host, w->pid});
+  event("unquarantine", "worker " + std::to_string(*id) + " may register again");
+  r.respond({{"worker", *id}, {"state", "left"}});
+}
+
+void Coordinator::controlRegroup(PendingRequest& r) {
+  if (!adaptive_) return r.fail(ControlError::kRefused, "regroup needs mode adaptive");
+  const bool dry = r.params().value("dry_run", false);
+  auto proposal = adaptive_->operatorRegroup(registry_, !dry);
+  if (!proposal) {
+    return r.respond({{"applied", false}, {"reason", "no better grouping (or no estimates yet)"}});
+  }
+  ojson groups = ojson::array();
+  for (const auto& g : proposal->regroup->plan.groups) groups.push_back(g);
+  ojson result = {{"applied", !dry},
+                  {"groups", groups},
+                  {"plan", proposal->regroup->plan.describe()},
+                  {"predicted_gain", proposal->regroup->predicted_gain}};
+  if (!dry) applyRegroup(*proposal);
+  r.respond(std::move(result));
+}
+
+void Coordinator::controlSet(PendingRequest& r) {
+  ojson applied = ojson::object(), previous = ojson::object();
+  if (Status s = applySettings(r.params().value("values", nlohmann::json()), &applied, &previous);
+      !s) {
+    return r.fail(s);
+  }
+  event("set", applied.dump());
+  r.respond({{"applied", applied}, {"previous", previous}});
+}
+
+void Coordinator::controlShutdown(PendingRequest& r) {
+  shutdown_requested_ = true;
+  r.respond({{"state", "stopping"}});
 }
 
 void Coordinator::updateMetrics() {

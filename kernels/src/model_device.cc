@@ -20,17 +20,17 @@ KernelStatus unavailable(std::string message) {
   return KernelStatus::error(KernelStatus::Code::kUnavailable, std::move(message));
 }
 
-#ifdef GROUPSGD_GPU_MODELS_BUILD_PATH
-// Where the library is looked for, in order: the environment override; the build tree and
-// the install tree of this build (compile definitions); the plain file name (the dynamic
-// loader's search path: LD_LIBRARY_PATH, the program's RUNPATH, ld.so.cache).
+#ifdef GROUPSGD_GPU_MODELS_INSTALL_PATH
+// Where the library is looked for, in order: the environment override; the install tree of
+// this build (a compile definition); the plain file name (the dynamic loader's search path:
+// LD_LIBRARY_PATH, the program's RUNPATH - in the build tree that is build/kernels, set by
+// CMake and removed on install - and ld.so.cache).
 std::vector<std::string> libraryCandidates() {
   std::vector<std::string> paths;
   if (const char* env = std::getenv("GROUPSGD_GPU_MODELS_LIB"); env != nullptr && *env) {
     paths.emplace_back(env);
     return paths;  // an explicit choice is not second-guessed
   }
-  paths.emplace_back(GROUPSGD_GPU_MODELS_BUILD_PATH);
   paths.emplace_back(GROUPSGD_GPU_MODELS_INSTALL_PATH);
   paths.emplace_back(kGpuModelsLibrary);
   return paths;
@@ -81,7 +81,7 @@ KernelStatus fromC(int code, const char* message) {
   if (code == 0) return KernelStatus::success();
   return KernelStatus::error(static_cast<KernelStatus::Code>(code), message);
 }
-#endif  // GROUPSGD_GPU_MODELS_BUILD_PATH
+#endif  // GROUPSGD_GPU_MODELS_INSTALL_PATH
 
 }  // namespace
 
@@ -120,7 +120,7 @@ std::string modelDeviceName(const ModelDevice& device) {
 
 KernelStatus checkModelDevice(const ModelDevice& device) {
   if (device.backend == Backend::kCpu) return KernelStatus::success();
-#ifndef GROUPSGD_GPU_MODELS_BUILD_PATH
+#ifndef GROUPSGD_GPU_MODELS_INSTALL_PATH
   return unavailable(
       "this build has no CUDA models (it was configured without CUDA, cuBLAS or cuDNN)");
 #else
@@ -149,7 +149,7 @@ KernelStatus makeModelOn(const ModelDevice& device, ModelKind kind, std::size_t 
     return KernelStatus::success();
   }
   if (KernelStatus st = checkModelDevice(device); !st.ok()) return st;
-#ifndef GROUPSGD_GPU_MODELS_BUILD_PATH
+#ifndef GROUPSGD_GPU_MODELS_INSTALL_PATH
   return unavailable("unreachable: checkModelDevice accepted a CUDA device without CUDA models");
 #else
   char err[512] = {0};

@@ -141,15 +141,28 @@ TEST_CASE("adaptive: batches follow speed inside a group (a 3x slower worker get
 }
 
 TEST_CASE("process: a killed worker is declared dead and its group carries on") {
+  const std::string ctl_dir = makeTempDir();
+  const std::string sock = ctl_dir + "/ctl.sock";
   Run r(json{{"mode", "grouped"}, {"workers", 3}, {"groups", 1}, {"heartbeat_ms", 200},
              {"step_deadline_ms", 300}},
-        {"--max-seconds", "8"});
+        {"--max-seconds", "8", "--control-socket", sock});
   r.worker({"--device-ms", "5", "--name", "a"});
   r.worker({"--device-ms", "5", "--name", "b"});
   Process& victim = r.worker({"--device-ms", "5", "--name", "victim", "--log-level", "info"});
-  // Kill it once it trains: registered, then a second of steps.
+  // Kill it once it trains: registered, then some answered pushes (polled, not slept).
   REQUIRE(waitForText(r.dir + "/worker-2.log", "assigned:", 20000ms));
-  std::this_thread::sleep_for(1000ms);
+  CHECK(waitUntil(
+      [&] {
+        Process ctl({GROUPSGDCTL_PATH, "--socket", sock, "--json", "workers"}, ctl_dir + "/w.json");
+        if (ctl.wait(10000ms) != std::optional<int>(0)) return false;
+        const json rows = json::parse(readFile(ctl_dir + "/w.json"), nullptr, false);
+        if (!rows.is_object() || !rows.contains("workers")) return false;
+        for (const auto& w : rows["workers"]) {
+          if (w["name"] == "victim" && w["steps"].get<std::uint64_t>() >= 20) return true;
+        }
+        return false;
+      },
+      20000ms, 100ms));
   ::kill(victim.pid(), SIGKILL);
   CHECK(victim.wait(5000ms) == std::optional<int>(-SIGKILL));
   json s = r.finish(60000ms, /*expect_clean=*/2);
@@ -176,4 +189,5 @@ TEST_CASE("process: a killed worker is declared dead and its group carries on") 
   // What the dead worker trained is what its group acknowledged: nothing is unaccounted.
   CHECK(s["samples_trained_by_dead_workers"].get<std::uint64_t>() > 0);
   checkAccounting(s);
+  std::filesystem::remove_all(ctl_dir);
 }

@@ -70,7 +70,21 @@ TEST_CASE("ops: add-worker and drain-worker scripts during training; groupsgdctl
                  "--name", "extra"},
                 dir + "/add2.log") == 0);
   CHECK(readFile(dir + "/add2.log").find("nothing to do") != std::string::npos);
-  std::this_thread::sleep_for(1000ms);
+  // Drain it once it trains (a few answered pushes), not after a fixed time.
+  CHECK(waitUntil(
+      [&] {
+        if (runTool({GROUPSGDCTL_PATH, "--socket", sock, "--json", "workers"},
+                    dir + "/poll.log") != 0) {
+          return false;
+        }
+        const json rows = json::parse(readFile(dir + "/poll.log"), nullptr, false);
+        if (!rows.is_object() || !rows.contains("workers")) return false;
+        for (const auto& w : rows["workers"]) {
+          if (w["name"] == "extra" && w["steps"].get<std::uint64_t>() >= 5) return true;
+        }
+        return false;
+      },
+      30000ms, 200ms));
   CHECK(runTool({"/bin/bash", scripts + "/drain-worker.sh", "--socket", sock, "extra"},
                 dir + "/drain.log") == 0);
   INFO("drain: " << readFile(dir + "/drain.log"));
@@ -111,7 +125,18 @@ TEST_CASE("ops: SIGTERM checkpoints; a restart resumes at the same central versi
         std::vector<std::string>{WORKER_PATH, "--coordinator", ep, "--device-ms", "3"},
         dir + "/w" + std::to_string(i) + ".log"));
   }
-  std::this_thread::sleep_for(3000ms);
+  // SIGTERM once both trainers trained, not after a fixed time.
+  CHECK(waitUntil(
+      [&] {
+        if (runTool({GROUPSGDCTL_PATH, "--socket", dir + "/ctl.sock", "--json", "status"},
+                    dir + "/poll.log") != 0) {
+          return false;
+        }
+        const json st = json::parse(readFile(dir + "/poll.log"), nullptr, false);
+        return st.is_object() && st["workers"].value("active", 0) == 2 &&
+               st.value("samples_trained", std::uint64_t{0}) > 0;
+      },
+      30000ms, 200ms));
   ::kill(daemon->pid(), SIGTERM);
   REQUIRE(daemon->wait(60000ms) == std::optional<int>(0));
   for (auto& w : workers) CHECK(w->wait(20000ms) == std::optional<int>(0));
@@ -149,10 +174,12 @@ TEST_CASE("ops: multi-node roles: a coordinator daemon and a node daemon hosting
   std::vector<std::unique_ptr<Process>> workers;
   for (int i = 0; i < 4; ++i) {
     workers.push_back(std::make_unique<Process>(
-        std::vector<std::string>{WORKER_PATH, "--coordinator", ep, "--device-ms", "3"},
+        std::vector<std::string>{WORKER_PATH, "--coordinator", ep, "--device-ms", "3",
+                                 "--log-level", "debug"},
         dir + "/w" + std::to_string(i) + ".log"));
   }
-  std::this_thread::sleep_for(500ms);
+  // The workers really came first: the head told them to wait for node daemons.
+  CHECK(waitForText(dir + "/w0.log", "waiting for node daemons", 20000ms));
   Process node({GROUPSGDD_PATH, "--role", "node", "--coordinator", ep, "--node-groups", "2",
                 "--mode", "grouped", "--workers", "4", "--groups", "2", "--heartbeat-ms", "250"},
                dir + "/node.log");

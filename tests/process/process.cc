@@ -77,6 +77,16 @@ bool waitForText(const std::string& path, const std::string& text, std::chrono::
   return false;
 }
 
+bool waitUntil(const std::function<bool()>& done, std::chrono::milliseconds timeout,
+               std::chrono::milliseconds every) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(every);
+  }
+  return true;
+}
+
 std::string exitText(const std::optional<int>& status) {
   if (!status) return "still running";
   if (*status < 0) return "killed by signal " + std::to_string(-*status);

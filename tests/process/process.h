@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -29,6 +30,10 @@ std::string readFile(const std::string& path);
 bool waitForFile(const std::string& path, std::chrono::milliseconds timeout);
 // Polls until the file contains text.
 bool waitForText(const std::string& path, const std::string& text, std::chrono::milliseconds timeout);
+// Polls done() every `every` until it holds (true) or the timeout passes (false): tests
+// wait for a state, never for a fixed time.
+bool waitUntil(const std::function<bool()>& done, std::chrono::milliseconds timeout,
+               std::chrono::milliseconds every = std::chrono::milliseconds(50));
 std::string makeTempDir();
 // "exit N", "killed by signal N" or "still running", for test messages.
 std::string exitText(const std::optional<int>& status);

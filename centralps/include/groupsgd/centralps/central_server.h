@@ -38,7 +38,7 @@ struct CentralConfig {
   std::size_t shards = 1;                  // key-range shards of the store
   double max_delta_norm = 1e4;             // L2 norm above which a delta is refused
   // Scale a delta by lambda = min(1, n / running mean of n), n = samples per group step
-  // behind it, so a small group's few-sample deltas count for less (ALGORITHMS.md).
+  // behind it, so a small group's few-sample deltas count for less (docs/architecture.md).
   bool sample_weighting = true;
   // Checkpoints: off when dir is empty. Written every `every_versions` versions and/or
   // `interval_s` seconds (0 = not on that trigger), on request and at shutdown, on a

@@ -10,7 +10,8 @@ namespace groupsgd::centralps {
 enum class StalenessRule {
   kInverse,   // f = 1 / (1 + tau)                       (default; Zhang et al. 2016)
   kConstant,  // f = 1                                    (Downpour-style)
-  kGrace,     // f = 1 for tau <= grace, then 1/(1 + 0.5 (tau - grace))  (ALGORITHMS.md)
+  kGrace,     // f = 1 for tau <= grace, then 1/(1 + 0.5 (tau - grace)): with G groups,
+              // grace = G - 1 spares the staleness round-robin exchanges cause anyway
 };
 
 struct StalenessConfig {

@@ -20,6 +20,7 @@
 #include "groupsgd/common/transport.h"
 #include "groupsgd/common/zap_handler.h"
 #include "groupsgd/daemon/adaptive_controller.h"
+#include "groupsgd/daemon/background_call.h"
 #include "groupsgd/daemon/config.h"
 #include "groupsgd/daemon/control_server.h"
 #include "groupsgd/daemon/metrics.h"
@@ -56,6 +57,9 @@ class Coordinator {
   // Serves until training ends (a stop condition or stop_requested), then drains and
   // flushes. Returns the run summary (docs/config.md lists its fields).
   nlohmann::json run(const std::atomic<bool>& stop_requested);
+
+  // The control methods the coordinator answers (docs/operations.md, "Methods").
+  static std::vector<std::string> controlMethodNames();
 
   // Operator actions (the control socket calls these on the coordinator thread).
   // Drain: the worker's next gradient is included, then it is told to leave.
@@ -106,7 +110,22 @@ class Coordinator {
   Result<std::uint64_t> findWorker(const nlohmann::json& ref) const;
   Status applySettings(const nlohmann::json& values, nlohmann::ordered_json* applied,
                        nlohmann::ordered_json* previous);
-  Result<nlohmann::ordered_json> checkpointNow();
+  // One handler per control method; checkpoint answers later, from answerDeferred().
+  static const std::map<std::string, void (Coordinator::*)(PendingRequest&)>& controlMethods();
+  void controlVersion(PendingRequest& r);
+  void controlStatus(PendingRequest& r);
+  void controlWorkers(PendingRequest& r);
+  void controlGroups(PendingRequest& r);
+  void controlDrain(PendingRequest& r);
+  void controlUndrain(PendingRequest& r);
+  void controlUnquarantine(PendingRequest& r);
+  void controlRegroup(PendingRequest& r);
+  void controlSet(PendingRequest& r);
+  void controlShutdown(PendingRequest& r);
+  void startCheckpoint(PendingRequest& r);
+  void finishCheckpoint(PendingRequest& r, Result<InMessage> reply);
+  // Answers the requests whose background call has returned (all of them, waiting, if wait).
+  void answerDeferred(bool wait);
   void reloadConfig();
   void answerDrainWaiters();
   void updateMetrics();
@@ -150,9 +169,6 @@ class Coordinator {
   std::uint64_t epoch_ = 0;
   std::uint32_t next_shard_ = 0;
   bool stopping_ = false;
-  // Trainers declared dead while stopping: a loaded machine can stall a live one past the
-  // heartbeat limit; finish() keeps answering until each has heard "stop" or the deadline.
-  std::set<std::uint64_t> dead_while_stopping_;
   bool stop_evaluators_ = false;  // evaluators stop last, after measuring the final model
   std::optional<Clock::time_point> training_started_;
   std::optional<double> time_to_target_s_;
@@ -169,6 +185,13 @@ class Coordinator {
   std::atomic<bool>* reload_ = nullptr;
   bool shutdown_requested_ = false;
   std::vector<std::pair<PendingRequest, std::uint64_t>> drain_waiters_;
+  // Control requests waiting for a server's answer on a thread of its own.
+  struct DeferredReply {
+    PendingRequest request;
+    BackgroundCall call;
+    void (Coordinator::*finish)(PendingRequest&, Result<InMessage>);
+  };
+  std::vector<DeferredReply> deferred_;
   Clock::time_point started_ = Clock::now();
   std::uint64_t central_version_seen_ = 0;
   std::optional<nlohmann::ordered_json> last_checkpoint_;
