@@ -15,11 +15,10 @@ namespace groupsgd::daemon::policy {
 // or after max_iter evaluations; returns hi (f(hi) >= target when the target is
 // reachable).
 template <class Eval>
-double waterLevel(const Eval &eval, double target, double lo, double hi,
-                  double rel_tol, int max_iter) {
+double waterLevel(const Eval& eval, double target, double lo, double hi, double rel_tol,
+                  int max_iter) {
   double t = 0.5 * (lo + hi);
-  bool probed =
-      false; // the last step probed just below a point that reached the target
+  bool probed = false;  // the last step probed just below a point that reached the target
   for (int it = 0; it < max_iter && hi - lo > rel_tol * hi; ++it) {
     const std::pair<double, double> fs = eval(t);
     const bool below = fs.first < target;
@@ -28,10 +27,8 @@ double waterLevel(const Eval &eval, double target, double lo, double hi,
     if (below && fs.second > 0) {
       // Exact on this linear piece; at least half the tolerance up, so a step
       // that rounding leaves just below the level still closes the bracket.
-      next =
-          std::max(t + (target - fs.first) / fs.second, t + 0.5 * rel_tol * hi);
-      if (next >= hi)
-        next = 0.5 * (lo + hi);
+      next = std::max(t + (target - fs.first) / fs.second, t + 0.5 * rel_tol * hi);
+      if (next >= hi) next = 0.5 * (lo + hi);
       probed = false;
     } else if (!below && !probed) {
       // Reached it: probe just below, which closes the bracket when t is the
@@ -44,4 +41,4 @@ double waterLevel(const Eval &eval, double target, double lo, double hi,
   return hi;
 }
 
-} // namespace groupsgd::daemon::policy
+}  // namespace groupsgd::daemon::policy
