@@ -16,7 +16,7 @@ namespace groupsgd::groupps {
 std::uint64_t GroupServer::inboundBudgetBytes() const {
   const double models = cfg_.inbound_budget_models > 0
                             ? cfg_.inbound_budget_models
-                            : std::max(1.0, static_cast<double>(barrier_.memberCount()) - 2.0);
+                            : std::max(1.0, static_cast<double>(barrier_.memberCount()) - 4.0);
   return static_cast<std::uint64_t>(models * static_cast<double>(replica().size() * sizeof(float)));
 }
 

@@ -48,7 +48,7 @@ struct GroupServerConfig {
   // optimizer steps part by part, each part sent as soon as it is done.
   std::uint32_t part_bytes = kDefaultPartBytes;
   // Flow control: pushes arriving in parts are admitted while the gradients being received
-  // fit in this many models (0 = automatic: members - 2, at least 1); the others wait
+  // fit in this many models (0 = automatic: members - 4, at least 1); the others wait
   // (docs/architecture.md, "Flow control").
   double inbound_budget_models = 0;
 };
