@@ -37,6 +37,8 @@ struct StepReply {
   waitMs @2 :Float32;       # Push only: how long the gradient waited at the barrier
   batchSize @3 :UInt32;     # batch to use from the next step on (0 = unchanged)
   directive @4 :Directive;  # what to do next
+  creditBytes @5 :UInt64;   # flow control: bytes of the next push (in parts) the member
+                            # may send at once, room already reserved (0 = the window)
 }
 
 # One member of a group as configured by the coordinator.

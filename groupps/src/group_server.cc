@@ -109,6 +109,7 @@ void GroupServer::refuseBadUpdate(const zmq::message_t& from, std::uint64_t work
   // from now on; the coordinator learns it from GroupStats.
   barrier_.remove(worker);
   if (inbound_.count(worker) != 0) abortInbound(worker);
+  releaseGrant(worker);
   GSGD_WARN("worker " << worker << " quarantined after " << cfg_.quarantine_after
                       << " bad updates within " << cfg_.quarantine_window_ms << " ms (last: "
                       << why.message() << ")");
@@ -241,6 +242,7 @@ void GroupServer::retireIfLeaving(std::uint64_t worker) {
   if (m == nullptr || m->leaving == Leaving::kNo) return;
   departed_[worker] = m->leaving;
   barrier_.remove(worker);
+  releaseGrant(worker);
   GSGD_INFO("member " << worker << " finished its last step here ("
                       << (departed_[worker] == Leaving::kStop ? "drained" : "moved") << ")");
 }
@@ -360,6 +362,7 @@ void GroupServer::onPush(const zmq::message_t& from, const InMessage& msg) {
   const PushCheck check =
       validatePush(from, msg, msg.tensorCount() == 1 ? msg.tensorElements(0) : 0);
   if (check == PushCheck::kAnswered) return;
+  releaseGrant(worker);  // room granted for a push in parts that came whole instead
   // Checked and accumulated in place in the received frames: no copy of the gradient.
   auto grad = msg.viewTensor(0, replica().size());
   if (!grad) return refuseBadUpdate(from, worker, grad.status());
@@ -422,6 +425,7 @@ void GroupServer::maybeCloseStep(bool deadline_passed) {
   for (const auto& w : waiting_) {
     const double wait_ms = std::chrono::duration<double, std::milli>(released - w.arrived).count();
     replies.push_back(stepReplyMessage(w.worker, true, "", wait_ms));
+    grantNextPush(w.worker, &replies.back());
   }
   // Part by part: scale the sum into the mean, step the optimizer, and (a replica in
   // parts) send the part to every member before computing the next, so the replies are

@@ -14,15 +14,13 @@
 namespace groupsgd::groupps {
 
 std::uint64_t GroupServer::inboundBudgetBytes() const {
-  const double models =
-      cfg_.inbound_budget_models > 0
-          ? cfg_.inbound_budget_models
-          : std::max(1.0, static_cast<double>(barrier_.memberCount()) - 2.0);
-  return static_cast<std::uint64_t>(
-      models * static_cast<double>(replica().size() * sizeof(float)));
+  const double models = cfg_.inbound_budget_models > 0
+                            ? cfg_.inbound_budget_models
+                            : std::max(1.0, static_cast<double>(barrier_.memberCount()) - 4.0);
+  return static_cast<std::uint64_t>(models * static_cast<double>(replica().size() * sizeof(float)));
 }
 
-void GroupServer::onPushPart(const zmq::message_t &from, InMessage &&msg) {
+void GroupServer::onPushPart(const zmq::message_t& from, InMessage&& msg) {
   auto h = msg.header();
   const std::uint64_t worker = h.getSenderId();
   const PartPosition part = *msg.part();
@@ -31,15 +29,13 @@ void GroupServer::onPushPart(const zmq::message_t &from, InMessage &&msg) {
       // A new push while the last one is unfinished: the sender gave up on that
       // one (its request timed out); its parts leave the sum.
       ++counters_.bad_parts;
-      GSGD_WARN("worker " << worker << " started a push with "
-                          << inbound_[worker].stream.received() << " of "
-                          << inbound_[worker].stream.count()
+      GSGD_WARN("worker " << worker << " started a push with " << inbound_[worker].stream.received()
+                          << " of " << inbound_[worker].stream.count()
                           << " parts of its last one missing; dropped");
       abortInbound(worker);
     }
     const PushCheck check = validatePush(from, msg, part.total_elements);
-    if (check == PushCheck::kAnswered)
-      return; // any parts already sent are dropped
+    if (check == PushCheck::kAnswered) return;  // any parts already sent are dropped
     InboundPush in;
     in.routing_id = zmq::message_t(from.data(), from.size());
     in.step = h.getStep();
@@ -47,26 +43,22 @@ void GroupServer::onPushPart(const zmq::message_t &from, InMessage &&msg) {
     in.loss = h.getBody().getPush().getLoss();
     in.late = check == PushCheck::kLate;
     inbound_.emplace(worker, std::move(in));
-    if (!step_opened_ && !inbound_[worker].late)
-      step_opened_ = Clock::now();
+    if (!step_opened_ && !inbound_[worker].late) step_opened_ = Clock::now();
   }
   auto it = inbound_.find(worker);
   if (it == inbound_.end()) {
-    ++counters_.bad_parts; // the rest of a push already answered (refused,
-                           // late, moved)
+    ++counters_.bad_parts;  // the rest of a push already answered (refused,
+                            // late, moved)
     return;
   }
-  InboundPush &in = it->second;
+  InboundPush& in = it->second;
   Status s = in.stream.accept(part, msg.tensorElements(0));
-  if (s && (h.getStep() != in.step ||
-            h.getBody().getPush().getBatchSize() != in.batch)) {
-    s = invalidArgument("part " + std::to_string(part.index) +
-                        " belongs to another push");
+  if (s && (h.getStep() != in.step || h.getBody().getPush().getBatchSize() != in.batch)) {
+    s = invalidArgument("part " + std::to_string(part.index) + " belongs to another push");
   }
-  if (s && !in.admitted && in.held.size() >= kPushWindowParts) {
-    s = invalidArgument(
-        "part " + std::to_string(part.index) + " sent beyond the window of " +
-        std::to_string(kPushWindowParts) + " parts before credit");
+  if (s && !in.admitted && in.held.size() >= kPushWindowParts && granted_.count(worker) == 0) {
+    s = invalidArgument("part " + std::to_string(part.index) + " sent beyond the window of " +
+                        std::to_string(kPushWindowParts) + " parts before credit");
   }
   if (!s) {
     ++counters_.bad_parts;
@@ -84,17 +76,38 @@ void GroupServer::onPushPart(const zmq::message_t &from, InMessage &&msg) {
   takePart(worker, std::move(msg));
 }
 
+void GroupServer::grantNextPush(std::uint64_t worker, OutMessage* reply) {
+  if (optimizers_.size() < 2 || granted_.count(worker) != 0) return;  // whole pushes: none
+  const std::uint64_t bytes = replica().size() * sizeof(float);
+  if (admitted_bytes_ != 0 && admitted_bytes_ + bytes > inboundBudgetBytes()) return;
+  admitted_bytes_ += bytes;
+  granted_[worker] = bytes;
+  reply->header().getBody().getStepReply().setCreditBytes(bytes);
+}
+
+void GroupServer::releaseGrant(std::uint64_t worker) {
+  auto it = granted_.find(worker);
+  if (it == granted_.end()) return;
+  admitted_bytes_ -= it->second;
+  granted_.erase(it);
+  admitWaiting();
+}
+
 void GroupServer::admitOrQueue(std::uint64_t worker) {
-  InboundPush &in = inbound_.at(worker);
-  const std::uint64_t bytes =
-      in.late ? 0 : in.stream.totalElements() * sizeof(float);
+  InboundPush& in = inbound_.at(worker);
+  if (auto g = granted_.find(worker); g != granted_.end() && !in.late) {
+    // Its room was reserved with its last reply: admitted at once (the credit still goes
+    // out, for a sender that did not get the grant, e.g. a new client of the same worker).
+    admitted_bytes_ -= g->second;
+    granted_.erase(g);
+    return admit(worker);
+  }
+  const std::uint64_t bytes = in.late ? 0 : in.stream.totalElements() * sizeof(float);
   const bool waiting_before =
-      std::find(admission_queue_.begin(), admission_queue_.end(), worker) !=
-      admission_queue_.end();
+      std::find(admission_queue_.begin(), admission_queue_.end(), worker) != admission_queue_.end();
   // A late push sums nothing: it never waits.
   if (bytes == 0 || (!waiting_before && admission_queue_.empty() &&
-                     (admitted_bytes_ == 0 ||
-                      admitted_bytes_ + bytes <= inboundBudgetBytes()))) {
+                     (admitted_bytes_ == 0 || admitted_bytes_ + bytes <= inboundBudgetBytes()))) {
     return admit(worker);
   }
   if (!waiting_before) {
@@ -104,7 +117,7 @@ void GroupServer::admitOrQueue(std::uint64_t worker) {
 }
 
 void GroupServer::admit(std::uint64_t worker) {
-  InboundPush &in = inbound_.at(worker);
+  InboundPush& in = inbound_.at(worker);
   in.admitted = true;
   in.reserved = in.late ? 0 : in.stream.totalElements() * sizeof(float);
   admitted_bytes_ += in.reserved;
@@ -113,15 +126,12 @@ void GroupServer::admit(std::uint64_t worker) {
     credit.header().setStep(in.step);
     credit.header().getBody().initPushCredit().setParts(in.stream.count());
     Status s = replyTo(router_, in.routing_id, std::move(credit));
-    if (!s)
-      GSGD_WARN("could not send credit to worker " << worker << ": "
-                                                   << s.toString());
+    if (!s) GSGD_WARN("could not send credit to worker " << worker << ": " << s.toString());
   }
   std::vector<InMessage> held = std::move(in.held);
   in.held.clear();
-  for (auto &part : held) {
-    if (inbound_.count(worker) == 0)
-      break; // refused or finished on the way
+  for (auto& part : held) {
+    if (inbound_.count(worker) == 0) break;  // refused or finished on the way
     takePart(worker, std::move(part));
   }
 }
@@ -145,8 +155,8 @@ void GroupServer::admitWaiting(bool force) {
   }
 }
 
-void GroupServer::takePart(std::uint64_t worker, InMessage &&msg) {
-  InboundPush &in = inbound_.at(worker);
+void GroupServer::takePart(std::uint64_t worker, InMessage&& msg) {
+  InboundPush& in = inbound_.at(worker);
   if (!in.late) {
     const std::uint64_t elements = msg.tensorElements(0);
     auto view = msg.viewTensor(0, elements);
@@ -159,11 +169,9 @@ void GroupServer::takePart(std::uint64_t worker, InMessage &&msg) {
         bad = invalidArgument(std::to_string(view->countNonFinite()) +
                               " non-finite values in the gradient (part " +
                               std::to_string(msg.part()->index) + ")");
-      } else if (in.squares += squares;
-                 std::sqrt(in.squares) > cfg_.max_grad_norm) {
-        bad = invalidArgument("gradient norm over the bound " +
-                              std::to_string(cfg_.max_grad_norm) + " by part " +
-                              std::to_string(msg.part()->index));
+      } else if (in.squares += squares; std::sqrt(in.squares) > cfg_.max_grad_norm) {
+        bad = invalidArgument("gradient norm over the bound " + std::to_string(cfg_.max_grad_norm) +
+                              " by part " + std::to_string(msg.part()->index));
       }
     }
     if (!bad) {
@@ -172,19 +180,18 @@ void GroupServer::takePart(std::uint64_t worker, InMessage &&msg) {
       return refuseBadUpdate(from, worker, bad);
     }
     std::size_t off = msg.part()->offset;
-    for (const auto &p : view->parts) {
+    for (const auto& p : view->parts) {
       barrier_.addPart(in.batch, p, off);
       off += p.size();
     }
     in.summed.push_back(std::move(msg));
   }
-  if (in.stream.complete())
-    finishInbound(worker);
+  if (in.stream.complete()) finishInbound(worker);
 }
 
 void GroupServer::finishInbound(std::uint64_t worker) {
   auto node = inbound_.extract(worker);
-  InboundPush &in = node.mapped();
+  InboundPush& in = node.mapped();
   admitted_bytes_ -= in.reserved;
   if (in.late) {
     answerLate(in.routing_id, worker, in.step, in.batch);
@@ -195,14 +202,12 @@ void GroupServer::finishInbound(std::uint64_t worker) {
       abortInbound(worker);
       refuse(in.routing_id, added);
     } else {
-      in.summed.clear(); // whole and in the step: its parts' memory goes now
+      in.summed.clear();  // whole and in the step: its parts' memory goes now
       last_step_[worker] = in.step;
       acknowledged_[worker] += in.batch;
-      if (!step_opened_)
-        step_opened_ = Clock::now();
+      if (!step_opened_) step_opened_ = Clock::now();
       waiting_.push_back(
-          {zmq::message_t(in.routing_id.data(), in.routing_id.size()), worker,
-           Clock::now()});
+          {zmq::message_t(in.routing_id.data(), in.routing_id.size()), worker, Clock::now()});
       maybeCloseStep(false);
     }
   }
@@ -211,14 +216,13 @@ void GroupServer::finishInbound(std::uint64_t worker) {
 
 void GroupServer::abortInbound(std::uint64_t worker) {
   auto it = inbound_.find(worker);
-  if (it == inbound_.end())
-    return;
-  InboundPush &in = it->second;
+  if (it == inbound_.end()) return;
+  InboundPush& in = it->second;
   if (!in.late) {
-    for (const auto &msg : in.summed) {
+    for (const auto& msg : in.summed) {
       auto view = msg.viewTensor(0, msg.tensorElements(0));
       std::size_t off = msg.part()->offset;
-      for (const auto &p : view->parts) {
+      for (const auto& p : view->parts) {
         barrier_.removePart(in.batch, p, off);
         off += p.size();
       }
@@ -230,19 +234,18 @@ void GroupServer::abortInbound(std::uint64_t worker) {
 }
 
 void GroupServer::dropUnfinishedPushes() {
-  for (auto &[worker, in] : inbound_) {
-    if (in.late)
-      continue;
-    for (const auto &msg : in.summed) {
+  for (auto& [worker, in] : inbound_) {
+    if (in.late) continue;
+    for (const auto& msg : in.summed) {
       auto view = msg.viewTensor(0, msg.tensorElements(0));
       std::size_t off = msg.part()->offset;
-      for (const auto &p : view->parts) {
+      for (const auto& p : view->parts) {
         barrier_.removePart(in.batch, p, off);
         off += p.size();
       }
     }
     in.summed.clear();
-    in.late = true; // answered late once its last part is in
+    in.late = true;  // answered late once its last part is in
     admitted_bytes_ -= in.reserved;
     in.reserved = 0;
   }
@@ -250,12 +253,15 @@ void GroupServer::dropUnfinishedPushes() {
 
 void GroupServer::abortInboundOfNonMembers() {
   std::vector<std::uint64_t> gone;
-  for (const auto &[worker, in] : inbound_) {
-    if (barrier_.member(worker) == nullptr)
-      gone.push_back(worker);
+  for (const auto& [worker, in] : inbound_) {
+    if (barrier_.member(worker) == nullptr) gone.push_back(worker);
   }
-  for (std::uint64_t worker : gone)
-    abortInbound(worker);
+  for (std::uint64_t worker : gone) abortInbound(worker);
+  gone.clear();
+  for (const auto& [worker, bytes] : granted_) {
+    if (barrier_.member(worker) == nullptr) gone.push_back(worker);
+  }
+  for (std::uint64_t worker : gone) releaseGrant(worker);
 }
 
-} // namespace groupsgd::groupps
+}  // namespace groupsgd::groupps

@@ -19,8 +19,7 @@ MessageLimits limits() {
 
 Payload ramp(std::size_t n) {
   auto v = std::make_shared<std::vector<float>>(n);
-  for (std::size_t i = 0; i < n; ++i)
-    (*v)[i] = static_cast<float>(i) * 0.5f;
+  for (std::size_t i = 0; i < n; ++i) (*v)[i] = static_cast<float>(i) * 0.5f;
   return v;
 }
 
@@ -32,11 +31,10 @@ OutMessage push(std::size_t n) {
   return out;
 }
 
-std::vector<InMessage>
-decodeAll(std::vector<std::vector<zmq::message_t>> &&parts,
-          const MessageLimits &l = limits()) {
+std::vector<InMessage> decodeAll(std::vector<std::vector<zmq::message_t>>&& parts,
+                                 const MessageLimits& l = limits()) {
   std::vector<InMessage> out;
-  for (auto &frames : parts) {
+  for (auto& frames : parts) {
     auto msg = decodeMessage(std::move(frames), l);
     REQUIRE(msg.isOk());
     out.push_back(std::move(*msg));
@@ -45,9 +43,9 @@ decodeAll(std::vector<std::vector<zmq::message_t>> &&parts,
 }
 
 // One part message with a hand-made position, carrying `elements` floats.
-std::vector<zmq::message_t>
-handMadePart(std::uint32_t index, std::uint32_t count, std::uint64_t offset,
-             std::uint64_t total, std::size_t elements) {
+std::vector<zmq::message_t> handMadePart(std::uint32_t index, std::uint32_t count,
+                                         std::uint64_t offset, std::uint64_t total,
+                                         std::size_t elements) {
   OutMessage out(7, 3);
   out.header().getBody().initPush().setBatchSize(32);
   auto p = out.header().initPart();
@@ -59,12 +57,12 @@ handMadePart(std::uint32_t index, std::uint32_t count, std::uint64_t offset,
   return std::move(out).toFrames();
 }
 
-} // namespace
+}  // namespace
 
-TEST_CASE("parts: a large dense tensor becomes ordered part messages that "
-          "reassemble exactly") {
-  auto parts =
-      push(1000).toParts(1024); // 4000 bytes in 1024-byte parts: 4 parts
+TEST_CASE(
+    "parts: a large dense tensor becomes ordered part messages that "
+    "reassemble exactly") {
+  auto parts = push(1000).toParts(1024);  // 4000 bytes in 1024-byte parts: 4 parts
   REQUIRE(parts.size() == 4);
   auto msgs = decodeAll(std::move(parts));
   PartAssembler assembler;
@@ -76,8 +74,7 @@ TEST_CASE("parts: a large dense tensor becomes ordered part messages that "
     CHECK(msgs[i].part()->offset == i * 256);
     CHECK(msgs[i].part()->total_elements == 1000);
     CHECK(msgs[i].tensorElements(0) == (i < 3 ? 256u : 232u));
-    CHECK(msgs[i].header().getStep() ==
-          11); // every part carries the whole header
+    CHECK(msgs[i].header().getStep() == 11);  // every part carries the whole header
     CHECK(msgs[i].header().getBody().getPush().getBatchSize() == 32);
     CHECK_FALSE(assembler.complete());
     REQUIRE(assembler.add(std::move(msgs[i])).isOk());
@@ -94,29 +91,29 @@ TEST_CASE("parts: a large dense tensor becomes ordered part messages that "
   CHECK(assembler.sumSquares() == doctest::Approx(squares));
 }
 
-TEST_CASE(
-    "parts: small, compressed and tensor-less messages stay one message") {
-  CHECK(push(256).toParts(1024).size() == 1); // exactly one part's worth
+TEST_CASE("parts: small, compressed and tensor-less messages stay one message") {
+  CHECK(push(256).toParts(1024).size() == 1);  // exactly one part's worth
   OutMessage pull(7, 3);
   pull.header().getBody().initPull();
   CHECK(std::move(pull).toParts(1024).size() == 1);
   OutMessage enc(7, 3);
   enc.header().getBody().initPush().setBatchSize(1);
-  enc.addEncodedTensor(std::make_shared<std::vector<std::uint8_t>>(2000),
-                       kernels::Encoding::kFp16, 1000);
+  enc.addEncodedTensor(std::make_shared<std::vector<std::uint8_t>>(2000), kernels::Encoding::kFp16,
+                       1000);
   CHECK(std::move(enc).toParts(1024).size() == 1);
 }
 
 TEST_CASE("parts: never more than kMaxParts; the part size grows instead") {
   const std::uint64_t n = 1'000'000;
-  const std::uint64_t per = partElementsFor(n, 64); // 16 floats asked
+  const std::uint64_t per = partElementsFor(n, 64);  // 16 floats asked
   CHECK(per * kMaxParts >= n);
   CHECK(per > 16);
   CHECK(push(n).toParts(64).size() <= kMaxParts);
 }
 
-TEST_CASE("parts: decodeMessage refuses an out-of-range, oversize or misplaced "
-          "part") {
+TEST_CASE(
+    "parts: decodeMessage refuses an out-of-range, oversize or misplaced "
+    "part") {
   SUBCASE("index equal to the count") {
     auto m = decodeMessage(handMadePart(4, 4, 0, 1000, 10), limits());
     REQUIRE_FALSE(m.isOk());
@@ -125,9 +122,7 @@ TEST_CASE("parts: decodeMessage refuses an out-of-range, oversize or misplaced "
   }
   SUBCASE("a count of one (a whole tensor is no part) or over the limit") {
     CHECK_FALSE(decodeMessage(handMadePart(0, 1, 0, 10, 10), limits()).isOk());
-    CHECK_FALSE(
-        decodeMessage(handMadePart(0, kMaxParts + 1, 0, 1000, 1), limits())
-            .isOk());
+    CHECK_FALSE(decodeMessage(handMadePart(0, kMaxParts + 1, 0, 1000, 1), limits()).isOk());
   }
   SUBCASE("a slice beyond the tensor's end") {
     auto m = decodeMessage(handMadePart(1, 2, 995, 1000, 10), limits());
@@ -137,7 +132,7 @@ TEST_CASE("parts: decodeMessage refuses an out-of-range, oversize or misplaced "
   SUBCASE("a part larger than the receiver's part limit") {
     MessageLimits l = limits();
     l.max_part_bytes = 1024;
-    auto m = decodeMessage(handMadePart(0, 2, 0, 1000, 300), l); // 1200 bytes
+    auto m = decodeMessage(handMadePart(0, 2, 0, 1000, 300), l);  // 1200 bytes
     REQUIRE_FALSE(m.isOk());
     CHECK(m.status().code() == Code::kResourceExhausted);
   }
@@ -154,15 +149,15 @@ TEST_CASE("parts: decodeMessage refuses an out-of-range, oversize or misplaced "
   }
 }
 
-TEST_CASE("parts: a missing, repeated or mismatched part is refused and leaves "
-          "the stream as it was") {
+TEST_CASE(
+    "parts: a missing, repeated or mismatched part is refused and leaves "
+    "the stream as it was") {
   auto msgs = decodeAll(push(1000).toParts(1024));
   PartStream s;
   auto pos = [&](std::size_t i) { return *msgs[i].part(); };
   auto elems = [&](std::size_t i) { return msgs[i].tensorElements(0); };
   SUBCASE("a stream must start with part 0") {
-    CHECK(s.accept(pos(1), elems(1)).message().find("before part 0") !=
-          std::string::npos);
+    CHECK(s.accept(pos(1), elems(1)).message().find("before part 0") != std::string::npos);
     CHECK_FALSE(s.started());
   }
   REQUIRE(s.accept(pos(0), elems(0)).isOk());
@@ -171,7 +166,7 @@ TEST_CASE("parts: a missing, repeated or mismatched part is refused and leaves "
     REQUIRE_FALSE(st.isOk());
     CHECK(st.message().find("missing") != std::string::npos);
     CHECK(s.received() == 1);
-    CHECK(s.accept(pos(1), elems(1)).isOk()); // the right one still goes in
+    CHECK(s.accept(pos(1), elems(1)).isOk());  // the right one still goes in
   }
   SUBCASE("repeated") {
     Status st = s.accept(pos(0), elems(0));
@@ -201,15 +196,14 @@ TEST_CASE("parts: a missing, repeated or mismatched part is refused and leaves "
   }
 }
 
-TEST_CASE(
-    "parts: the assembler refuses a part out of order without keeping it") {
+TEST_CASE("parts: the assembler refuses a part out of order without keeping it") {
   auto msgs = decodeAll(push(1000).toParts(1024));
   PartAssembler a;
   REQUIRE(a.add(std::move(msgs[0])).isOk());
   CHECK_FALSE(a.add(std::move(msgs[2])).isOk());
   REQUIRE(a.add(std::move(msgs[1])).isOk());
-  CHECK_FALSE(a.add(std::move(msgs[3])).isOk()); // part 2 was refused, not kept
-  REQUIRE(a.add(std::move(msgs[2])).isOk()); // a refused message is left intact
+  CHECK_FALSE(a.add(std::move(msgs[3])).isOk());  // part 2 was refused, not kept
+  REQUIRE(a.add(std::move(msgs[2])).isOk());      // a refused message is left intact
   REQUIRE(a.add(std::move(msgs[3])).isOk());
   CHECK(a.complete());
 }

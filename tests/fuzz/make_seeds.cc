@@ -75,6 +75,20 @@ OutMessage encodedPush(kernels::Encoding e, std::size_t n, float ratio, std::uin
 
 void messages() {
   {
+    // Parts of a gradient sent in parts (protocol 2): the first, a middle and the last.
+    OutMessage m = push(5);
+    m.addTensor(ramp(1000));
+    auto parts = std::move(m).toParts(1024);
+    for (std::size_t i : {std::size_t{0}, std::size_t{1}, parts.size() - 1}) {
+      std::vector<std::vector<std::uint8_t>> frames;
+      for (const auto& f : parts[i]) {
+        const auto* b = static_cast<const std::uint8_t*>(f.data());
+        frames.emplace_back(b, b + f.size());
+      }
+      write("fuzz_decode_message", "part-" + std::to_string(i), join(frames));
+    }
+  }
+  {
     OutMessage m(1, 3);
     m.header().setEpoch(2);
     auto hb = m.header().getBody().initHeartbeat();

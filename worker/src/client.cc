@@ -139,6 +139,7 @@ Result<StepAnswer> GroupClient::readAnswer(const InMessage& reply, std::span<flo
   a.reason = r.getReason().cStr();
   a.wait_ms = r.getWaitMs();
   a.batch_size = r.getBatchSize();
+  credit_bytes_ = r.getCreditBytes();
   a.directive = r.getDirective() == proto::Directive::REASSIGN ? Directive::kReassign
                 : r.getDirective() == proto::Directive::STOP   ? Directive::kStop
                                                                 : Directive::kContinue;
@@ -155,7 +156,15 @@ Result<StepAnswer> GroupClient::exchange(std::vector<std::vector<zmq::message_t>
     }
     return Status::ok();
   };
-  GSGD_RETURN_IF_ERROR(sendUpTo(request.size() == 1 ? 1 : kPushWindowParts));
+  // A push in parts: its window, or all of it when the last reply granted room for it.
+  std::uint64_t request_bytes = 0;
+  for (const auto& frames : request) {
+    for (std::size_t f = 1; f < frames.size(); ++f) request_bytes += frames[f].size();
+  }
+  const bool granted = request.size() > 1 && credit_bytes_ >= request_bytes;
+  credit_bytes_ = 0;  // for one push
+  GSGD_RETURN_IF_ERROR(
+      sendUpTo(request.size() == 1 || granted ? request.size() : kPushWindowParts));
   while (true) {
     auto reply = rpc_.receive(deadline);
     if (!reply) return reply.status();

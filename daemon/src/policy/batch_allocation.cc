@@ -4,6 +4,8 @@
 #include <cmath>
 #include <numeric>
 
+#include "water_level.h"
+
 namespace groupsgd::daemon::policy {
 namespace {
 
@@ -61,18 +63,26 @@ std::vector<std::uint32_t> allocateBatches(std::span<const WorkerSpeed> members,
                                            std::uint32_t total, BatchBounds bounds) {
   const std::size_t n = members.size();
   if (n == 0) return {};
+  const double bmin = bounds.min, bmax = bounds.max;
   auto filled = [&](double t) {
-    double s = 0;
-    for (const auto& m : members) s += clampD(m.samples_per_ms * (t - m.overhead_ms), bounds.min, bounds.max);
-    return s;
+    double s = 0, slope = 0;
+    for (const auto& m : members) {
+      const double x = m.samples_per_ms * (t - m.overhead_ms);
+      if (x <= bmin) {
+        s += bmin;
+      } else if (x >= bmax) {
+        s += bmax;
+      } else {
+        s += x;
+        slope += m.samples_per_ms;
+      }
+    }
+    return std::pair<double, double>(s, slope);
   };
-  // f(T) is non-decreasing in T: bisect for f(T) = total.
-  double lo = 0, hi = 1;
+  // f(T) is non-decreasing and piecewise linear in T: find the level f(T) = total.
+  double hi = 1;
   for (const auto& m : members) hi = std::max(hi, m.overhead_ms + bounds.max / m.samples_per_ms);
-  for (int it = 0; it < 50 && hi - lo > 1e-9 * hi; ++it) {
-    const double mid = 0.5 * (lo + hi);
-    (filled(mid) < total ? lo : hi) = mid;
-  }
+  hi = waterLevel(filled, static_cast<double>(total), 0.0, hi, 1e-9, 50);
   std::vector<double> real(n);
   for (std::size_t i = 0; i < n; ++i) {
     real[i] = clampD(members[i].samples_per_ms * (hi - members[i].overhead_ms), bounds.min, bounds.max);

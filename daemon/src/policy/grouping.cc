@@ -5,7 +5,8 @@
 #include <limits>
 #include <numeric>
 #include <sstream>
-#include <unordered_map>
+
+#include "water_level.h"
 
 namespace groupsgd::daemon::policy {
 namespace {
@@ -19,20 +20,25 @@ struct SpeedClass {
 // Step time of a group of classes sharing total batch B with water-filled batches
 // (unrounded): the common finish time, or a member clamped above it.
 double classStepMs(const SpeedClass* c, std::size_t n, double total, const BatchBounds& b) {
+  const double bmin = b.min, bmax = b.max;
   auto filled = [&](double t) {
-    double s = 0;
+    double s = 0, slope = 0;
     for (std::size_t i = 0; i < n; ++i) {
-      s += c[i].count * std::clamp(c[i].v * (t - c[i].a), double(b.min), double(b.max));
+      const double x = c[i].v * (t - c[i].a);
+      if (x <= bmin) {
+        s += c[i].count * bmin;
+      } else if (x >= bmax) {
+        s += c[i].count * bmax;
+      } else {
+        s += c[i].count * x;
+        slope += c[i].count * c[i].v;
+      }
     }
-    return s;
+    return std::pair<double, double>(s, slope);
   };
-  double lo = 0, hi = 1;
+  double hi = 1;
   for (std::size_t i = 0; i < n; ++i) hi = std::max(hi, c[i].a + b.max / c[i].v);
-  for (int it = 0; it < 48 && hi - lo > 1e-7 * hi; ++it) {
-    const double mid = 0.5 * (lo + hi);
-    (filled(mid) < total ? lo : hi) = mid;
-  }
-  double t = hi;
+  double t = waterLevel(filled, total, 0.0, hi, 1e-7, 48);
   for (std::size_t i = 0; i < n; ++i) t = std::max(t, c[i].a + b.min / c[i].v);  // clamped low
   return t;
 }
@@ -89,23 +95,26 @@ std::string GroupPlan::describe() const {
   return os.str();
 }
 
-GroupPlan evaluatePlan(std::span<const WorkerSpeed> speeds,
-                       const std::vector<std::vector<std::uint64_t>>& groups,
-                       const PlanConfig& cfg) {
-  std::unordered_map<std::uint64_t, const WorkerSpeed*> by_id;
-  for (const auto& s : speeds) by_id[s.id] = &s;
+namespace {
+
+// The plan of these groups of workers (pointers into the speeds), batches water-filled.
+GroupPlan evaluateMembers(const std::vector<std::vector<const WorkerSpeed*>>& groups,
+                          const PlanConfig& cfg) {
   GroupPlan p;
-  for (const auto& ids : groups) {
-    std::vector<WorkerSpeed> members;
-    for (auto id : ids) {
-      if (auto it = by_id.find(id); it != by_id.end()) members.push_back(*it->second);
+  std::vector<WorkerSpeed> members;
+  for (const auto& group : groups) {
+    if (group.empty()) continue;
+    members.clear();
+    members.reserve(group.size());
+    std::vector<std::uint64_t> kept;
+    kept.reserve(group.size());
+    for (const WorkerSpeed* w : group) {
+      members.push_back(*w);
+      kept.push_back(w->id);
     }
-    if (members.empty()) continue;
     const auto total = static_cast<std::uint32_t>(members.size() * cfg.base_batch);
     auto b = allocateBatches(members, total, cfg.bounds);
     const double t = groupStepMs(members, b);
-    std::vector<std::uint64_t> kept;
-    for (const auto& m : members) kept.push_back(m.id);
     p.groups.push_back(std::move(kept));
     p.batches.push_back(std::move(b));
     p.step_ms.push_back(t);
@@ -115,13 +124,39 @@ GroupPlan evaluatePlan(std::span<const WorkerSpeed> speeds,
   return p;
 }
 
+}  // namespace
+
+GroupPlan evaluatePlan(std::span<const WorkerSpeed> speeds,
+                       const std::vector<std::vector<std::uint64_t>>& groups,
+                       const PlanConfig& cfg) {
+  // id -> worker through a sorted array (one allocation, not a node per worker).
+  std::vector<const WorkerSpeed*> by_id(speeds.size());
+  for (std::size_t i = 0; i < speeds.size(); ++i) by_id[i] = &speeds[i];
+  auto by_id_order = [](const WorkerSpeed* x, const WorkerSpeed* y) { return x->id < y->id; };
+  if (!std::is_sorted(by_id.begin(), by_id.end(), by_id_order)) {  // usually they are
+    std::sort(by_id.begin(), by_id.end(), by_id_order);
+  }
+  std::vector<std::vector<const WorkerSpeed*>> members(groups.size());
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    members[g].reserve(groups[g].size());
+    for (auto id : groups[g]) {
+      auto it = std::lower_bound(by_id.begin(), by_id.end(), id,
+                                 [](const WorkerSpeed* w, std::uint64_t v) { return w->id < v; });
+      if (it != by_id.end() && (*it)->id == id) members[g].push_back(*it);
+    }
+  }
+  return evaluateMembers(members, cfg);
+}
+
 GroupPlan planGroups(std::span<const WorkerSpeed> speeds, const PlanConfig& cfg) {
   const std::size_t n = speeds.size();
   if (n == 0) return {};
   // Sort by step time at the nominal batch.
   std::vector<std::size_t> order(n);
   std::iota(order.begin(), order.end(), 0);
-  auto nominal = [&](std::size_t i) { return speeds[i].stepMs(cfg.base_batch); };
+  std::vector<double> nominal_ms(n);  // computed once, not in every comparison
+  for (std::size_t i = 0; i < n; ++i) nominal_ms[i] = speeds[i].stepMs(cfg.base_batch);
+  auto nominal = [&](std::size_t i) { return nominal_ms[i]; };
   std::sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) {
     return nominal(x) < nominal(y) || (nominal(x) == nominal(y) && speeds[x].id < speeds[y].id);
   });
@@ -205,17 +240,17 @@ GroupPlan planGroups(std::span<const WorkerSpeed> speeds, const PlanConfig& cfg)
     }
   }
   if (chosen_g == 0) return {};
-  std::vector<std::vector<std::uint64_t>> groups(chosen_g);
+  std::vector<std::vector<const WorkerSpeed*>> groups(chosen_g);
   std::size_t j = q;
   for (std::size_t k = chosen_g; k > 0; --k) {
     const std::size_t i = from[k][j];
     for (std::size_t c = i; c < j; ++c) {
       const std::size_t end = c + 1 < q ? cuts[c + 1] : n;
-      for (std::size_t w = cuts[c]; w < end; ++w) groups[k - 1].push_back(speeds[order[w]].id);
+      for (std::size_t w = cuts[c]; w < end; ++w) groups[k - 1].push_back(&speeds[order[w]]);
     }
     j = i;
   }
-  return evaluatePlan(speeds, groups, cfg);
+  return evaluateMembers(groups, cfg);  // the members are known: no id lookup
 }
 
 }  // namespace groupsgd::daemon::policy

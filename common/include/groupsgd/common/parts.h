@@ -18,10 +18,10 @@
 namespace groupsgd {
 
 class PartStream {
-public:
+ public:
   // Checks that `p` (a part of `elements` elements) is the next part of this
   // stream. Part 0 starts the stream. On failure the stream is unchanged.
-  Status accept(const PartPosition &p, std::uint64_t elements);
+  Status accept(const PartPosition& p, std::uint64_t elements);
   bool started() const { return next_ > 0; }
   bool complete() const { return next_ > 0 && next_ == count_; }
   std::uint32_t received() const { return next_; }
@@ -29,7 +29,7 @@ public:
   std::uint64_t totalElements() const { return total_; }
   void reset() { *this = PartStream(); }
 
-private:
+ private:
   std::uint32_t next_ = 0;
   std::uint32_t count_ = 0;
   std::uint64_t total_ = 0;
@@ -37,15 +37,15 @@ private:
 };
 
 class PartAssembler {
-public:
+ public:
   // Adds a part message (msg.part() set). Fails (and leaves the assembler as it
   // was) when it is not the next part of the stream or its slice cannot be
   // read.
-  Status add(InMessage &&msg);
+  Status add(InMessage&& msg);
   bool complete() const { return stream_.complete(); }
   bool started() const { return stream_.started(); }
   // The first part: its header is the whole message's header.
-  const InMessage &first() const { return parts_.front(); }
+  const InMessage& first() const { return parts_.front(); }
   // The whole tensor in place (valid while the assembler holds the parts).
   TensorView view() const;
   // Sum of squares of every element received (not finite iff an element is
@@ -54,14 +54,14 @@ public:
   std::uint64_t totalElements() const { return stream_.totalElements(); }
   void clear();
 
-private:
+ private:
   PartStream stream_;
   std::vector<InMessage> parts_;
   std::vector<TensorView> views_;
   double squares_ = 0;
 };
 
-} // namespace groupsgd
+}  // namespace groupsgd
 
 #include <chrono>
 #include <span>
@@ -74,8 +74,7 @@ class RpcClient;
 // reply is whole, else part by part, each copied into place as it arrives on
 // rpc until the deadline. On failure rpc is reset, so the rest of the reply is
 // never read as the answer to the next call.
-Status receiveTensorInto(RpcClient &rpc, const InMessage &first,
-                         std::span<float> out,
+Status receiveTensorInto(RpcClient& rpc, const InMessage& first, std::span<float> out,
                          std::chrono::steady_clock::time_point deadline);
 
-} // namespace groupsgd
+}  // namespace groupsgd

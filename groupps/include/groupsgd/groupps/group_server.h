@@ -48,7 +48,7 @@ struct GroupServerConfig {
   // optimizer steps part by part, each part sent as soon as it is done.
   std::uint32_t part_bytes = kDefaultPartBytes;
   // Flow control: pushes arriving in parts are admitted while the gradients being received
-  // fit in this many models (0 = automatic: members - 2, at least 1); the others wait
+  // fit in this many models (0 = automatic: members - 4, at least 1); the others wait
   // (docs/architecture.md, "Flow control").
   double inbound_budget_models = 0;
 };
@@ -193,6 +193,12 @@ class GroupServer {
   std::unordered_map<std::uint64_t, InboundPush> inbound_;
   std::vector<std::uint64_t> admission_queue_;  // waiting for the budget, oldest first
   std::uint64_t admitted_bytes_ = 0;
+  // Room reserved for a member's next push, granted in its step reply (creditBytes), so
+  // the member sends it whole at once while this thread is still busy (an exchange, the
+  // sum's clearing); taken over by the push, released if the member goes.
+  std::unordered_map<std::uint64_t, std::uint64_t> granted_;
+  void grantNextPush(std::uint64_t worker, OutMessage* reply);
+  void releaseGrant(std::uint64_t worker);
   PartAssembler central_parts_;  // the central PS's answer arriving in parts
 
   bool have_model_ = false;

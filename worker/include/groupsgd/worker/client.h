@@ -132,6 +132,7 @@ class GroupClient {
   Result<StepAnswer> readAnswer(const InMessage& reply, std::span<float> params,
                                 std::chrono::steady_clock::time_point deadline);
   std::uint32_t part_bytes_ = kDefaultPartBytes;
+  std::uint64_t credit_bytes_ = 0;  // granted with the last reply for the next push
   RpcClient rpc_;
   Assignment assignment_;
   std::uint64_t job_id_;
