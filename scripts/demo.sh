@@ -121,8 +121,27 @@ for i in $(seq 1 "$workers"); do
     --device "$device" "${speed[@]}" --name "w$i" --log-level warn 2>"$run_dir/worker-$i.log" &
   pids+=("$!")
 done
-"$BUILD_DIR/worker/groupsgd-worker" --coordinator "$endpoint" --evaluate --name evaluator \
-  --log-level warn 2>"$run_dir/evaluator.log" &
+# The evaluator is supervised: restarted whenever it dies while the daemon runs (a
+# replacement registers and measures the newest central model, so the run can still reach
+# its target). Exit 0 is a clean stop (training over) and exit 2 bad options: not restarted.
+# Its current pid is in $run_dir/evaluator.pid.
+supervise_evaluator() {
+  local child=0 status restarts=0
+  trap 'kill "$child" 2>/dev/null; exit 0' TERM
+  while kill -0 "$daemon_pid" 2>/dev/null; do
+    "$BUILD_DIR/worker/groupsgd-worker" --coordinator "$endpoint" --evaluate --name evaluator \
+      --log-level warn 2>>"$run_dir/evaluator.log" &
+    child=$!
+    echo "$child" >"$run_dir/evaluator.pid"
+    status=0
+    wait "$child" || status=$?
+    if (( status == 0 || status == 2 )); then return; fi
+    restarts=$((restarts + 1))
+    log "the evaluator exited (status $status); restarting it (restart $restarts)"
+    sleep 1
+  done
+}
+supervise_evaluator &
 pids+=("$!")
 
 status=0

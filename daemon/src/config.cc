@@ -453,7 +453,8 @@ servers (--role all). Workers (groupsgd-worker) connect to --listen.
   --role R                 all (one machine: coordinator, central PS, group PSes),
                            coordinator (coordinator + central PS; group PSes come from nodes)
                            or node (hosts group PSes for the coordinator at --coordinator)
-  --coordinator EP         role node: the coordinator's endpoint
+  --coordinator EP         role node: the coordinator's endpoint, or a comma-separated list
+                           tried in turn (a head that may restart elsewhere)
   --node-groups N          role node: how many group PSes this node hosts (default 1)
   --mode M                 sync | async | grouped | adaptive (default grouped)
   --workers N              expected trainers = data shards (default 4; async: groups)

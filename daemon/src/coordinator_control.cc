@@ -78,6 +78,7 @@ ojson Coordinator::statusJson() const {
   s["samples_trained"] = registry_.samplesTrained();
   s["regroups"] = regroups_;
   s["test_acc"] = acc.value < 0 ? ojson() : ojson(acc.value);
+  s["evaluation"] = evaluators_.statusJson(secondsSince(started_));
   s["last_checkpoint"] = last_checkpoint_ ? *last_checkpoint_ : ojson();
   s["incarnation"] = head_.incarnation;
   ojson failed = ojson::array();

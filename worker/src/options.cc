@@ -1,6 +1,7 @@
 #include "groupsgd/worker/options.h"
 
 #include "groupsgd/common/compression_spec.h"
+#include "groupsgd/worker/endpoint_list.h"
 
 #include <cerrno>
 #include <cmath>
@@ -41,7 +42,9 @@ const char* workerUsage() {
 Trains with a groupsgd daemon (or, with --evaluate, measures the central model's test
 accuracy and reports it).
 
-  --coordinator EP        coordinator endpoint (default tcp://127.0.0.1:5555)
+  --coordinator EP        coordinator endpoint (default tcp://127.0.0.1:5555), or a
+                          comma-separated list tried in turn (a head that may restart
+                          elsewhere)
   --job-id N              training job id (default 1)
   --data DIR              MNIST-format IDX files, gzipped or not
                           (default /usr/share/datasets/fashion-mnist)
@@ -94,6 +97,7 @@ Result<WorkerOptions> parseWorkerOptions(const std::vector<std::string>& args) {
       o.evaluate = true;
     } else if (a == "--coordinator") {
       GSGD_RETURN_IF_ERROR(value(&o.coordinator));
+      if (auto list = EndpointList::parse(o.coordinator); !list) return list.status();
     } else if (a == "--data") {
       GSGD_RETURN_IF_ERROR(value(&o.data_dir));
     } else if (a == "--schedule") {

@@ -21,6 +21,7 @@
 #include "groupsgd/common/zap_handler.h"
 #include "groupsgd/daemon/adaptive_controller.h"
 #include "groupsgd/daemon/config.h"
+#include "groupsgd/daemon/evaluator_watch.h"
 #include "groupsgd/daemon/control_server.h"
 #include "groupsgd/daemon/metrics.h"
 #include "groupsgd/daemon/registry.h"
@@ -60,7 +61,10 @@ class Coordinator {
   // queue, the metrics registry to update, the systemd watchdog period, and a flag that
   // SIGHUP sets to reload the configuration file.
   void attachControl(ControlServer* control) { control_ = control; }
-  void attachMetrics(MetricsRegistry* metrics) { metrics_ = metrics; }
+  void attachMetrics(MetricsRegistry* metrics) {
+    metrics_ = metrics;
+    evaluators_.attachMetrics(metrics);
+  }
   void setWatchdog(std::optional<std::chrono::microseconds> period) { watchdog_ = period; }
   void setReloadFlag(std::atomic<bool>* reload) { reload_ = reload; }
   // Set before run(): the incarnation and what was resumed (default: a fresh first head).
@@ -127,6 +131,10 @@ class Coordinator {
   // The evaluator report on the newest central version.
   Accuracy latestAccuracy() const;
   nlohmann::json finish(const std::string& reason);
+  // Evaluator supervision hooks (coordinator_evaluators.cc): an evaluator registered, or
+  // was lost (declared dead, or left) while training goes on.
+  void evaluatorJoined(const WorkerRecord& w);
+  void evaluatorLost(const WorkerRecord& w, const std::string& why);
 
   zmq::context_t& ctx_;
   zmq::socket_t sock_;
@@ -184,6 +192,7 @@ class Coordinator {
   std::map<std::uint32_t, std::uint64_t> group_replays_;
   std::uint64_t persisted_version_ = 0;
   nlohmann::json failures_ = nlohmann::json::array();  // node failures with their timings
+  EvaluatorWatch evaluators_;  // is accuracy measured, since when not (evaluator_watch.h)
 };
 
 }  // namespace groupsgd::daemon
