@@ -202,6 +202,10 @@ void Coordinator::onRegister(const zmq::message_t& from, const InMessage& msg,
                              const std::string& key) {
   auto r = msg.header().getBody().getRegister();
   if (stopping_) return refuse(from, finished("training is over; not accepting workers"));
+  if (!key.empty() && quarantined_keys_.count(key) != 0) {
+    ++quarantine_refusals_;
+    return refuse(from, quarantined("CURVE key " + key + " is quarantined"));
+  }
   if (quarantined_procs_.count({r.getHost().cStr(), r.getPid()}) != 0) {
     ++quarantine_refusals_;
     return refuse(from, quarantined("process " + std::to_string(r.getPid()) + " on " +

@@ -276,6 +276,7 @@ void Coordinator::handleControl(PendingRequest&& r) {
       // Cleared: the process may register again (as a new worker).
       w->state = WorkerState::kLeft;
       quarantined_procs_.erase({w->host, w->pid});
+      quarantined_keys_.erase(w->public_key);
       event("unquarantine", "worker " + std::to_string(*id) + " may register again");
       r.respond({{"worker", *id}, {"state", "left"}});
     } else if (m == "regroup") {

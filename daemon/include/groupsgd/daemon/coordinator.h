@@ -186,6 +186,7 @@ class Coordinator {
   std::uint32_t next_poll_group_ = 0;
   Clock::time_point next_poll_;
   std::set<std::pair<std::string, std::uint32_t>> quarantined_procs_;  // host, pid
+  std::set<std::string> quarantined_keys_;  // CURVE public keys of quarantined workers
   std::uint64_t quarantine_refusals_ = 0;       // registrations/heartbeats refused
   std::uint64_t quarantined_total_ = 0;          // workers quarantined in this run
   std::uint64_t replayed_pushes_ = 0;           // from the last group polls
