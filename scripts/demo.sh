@@ -141,14 +141,37 @@ for i in $(seq 1 "$workers"); do
   fi
   pids+=("$!")
 done
-if [[ $trainer == pytorch ]]; then
-  PYTHONPATH=$BUILD_DIR/python OMP_NUM_THREADS=1 /usr/bin/python3 \
-    "$root/examples/pytorch/train_fashion_mnist.py" --coordinator "$endpoint" --evaluate \
-    --model "$torch_model" --device "$device" --name evaluator >"$run_dir/evaluator.log" 2>&1 &
-else
-  "$BUILD_DIR/worker/groupsgd-worker" --coordinator "$endpoint" --evaluate --name evaluator \
-    --log-level warn 2>"$run_dir/evaluator.log" &
-fi
+# The evaluator (C++ or PyTorch, like the trainers), in place of the subshell it runs in.
+run_evaluator() {
+  if [[ $trainer == pytorch ]]; then
+    exec env PYTHONPATH="$BUILD_DIR/python" OMP_NUM_THREADS=1 /usr/bin/python3 \
+      "$root/examples/pytorch/train_fashion_mnist.py" --coordinator "$endpoint" --evaluate \
+      --model "$torch_model" --device "$device" --name evaluator >>"$run_dir/evaluator.log" 2>&1
+  else
+    exec "$BUILD_DIR/worker/groupsgd-worker" --coordinator "$endpoint" --evaluate \
+      --name evaluator --log-level warn 2>>"$run_dir/evaluator.log"
+  fi
+}
+# The evaluator is supervised: restarted whenever it dies while the daemon runs (a
+# replacement registers and measures the newest central model, so the run can still reach
+# its target). Exit 0 is a clean stop (training over) and exit 2 bad options: not restarted.
+# Its current pid is in $run_dir/evaluator.pid.
+supervise_evaluator() {
+  local child=0 status restarts=0
+  trap 'kill "$child" 2>/dev/null; exit 0' TERM
+  while kill -0 "$daemon_pid" 2>/dev/null; do
+    run_evaluator &
+    child=$!
+    echo "$child" >"$run_dir/evaluator.pid"
+    status=0
+    wait "$child" || status=$?
+    if (( status == 0 || status == 2 )); then return; fi
+    restarts=$((restarts + 1))
+    log "the evaluator exited (status $status); restarting it (restart $restarts)"
+    sleep 1
+  done
+}
+supervise_evaluator &
 pids+=("$!")
 
 status=0

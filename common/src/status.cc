@@ -15,6 +15,7 @@ const char* codeName(Code code) {
     case Code::kAborted: return "aborted";
     case Code::kInternal: return "internal";
     case Code::kQuarantined: return "quarantined";
+    case Code::kFinished: return "finished";
   }
   return "unknown";
 }

@@ -137,7 +137,7 @@ Status statusFromError(const InMessage& msg) {
   if (msg.kind() != BodyKind::ERROR) return Status::ok();
   auto e = msg.header().getBody().getError();
   int code = e.getCode();
-  if (code <= 0 || code > static_cast<int>(Code::kQuarantined)) code = static_cast<int>(Code::kInternal);
+  if (code <= 0 || code > static_cast<int>(Code::kFinished)) code = static_cast<int>(Code::kInternal);
   return Status(static_cast<Code>(code), e.getMessage().cStr());
 }
 

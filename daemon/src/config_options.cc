@@ -134,7 +134,7 @@ std::vector<OptionSpec> buildTable() {
             " + central PS; group PSes come from nodes) or node (hosts group PSes for the"
             " coordinator at --coordinator)"),
       field("coordinator", "--coordinator", "EP", FIELD(coordinator), kAny, kRestart,
-            "role node: the coordinator's endpoint"),
+            "role node: the coordinator's endpoint, or a comma-separated list tried in turn (a head that may restart elsewhere)"),
       field("node_groups", "--node-groups", "N", FIELD(node_groups), kAny, kRestart,
             "role node: how many group PSes this node hosts"),
       choice("mode", "--mode", "sync|async|grouped|adaptive", FIELD(mode), parseMode, modeName,

@@ -210,7 +210,11 @@ Status Coordinator::configureGroup(std::uint32_t group, bool flush) {
 void Coordinator::onRegister(const zmq::message_t& from, const InMessage& msg,
                              const std::string& key) {
   auto r = msg.header().getBody().getRegister();
-  if (stopping_) return refuse(from, unavailable("training is stopping; not accepting workers"));
+  if (stopping_) return refuse(from, finished("training is over; not accepting workers"));
+  if (!key.empty() && quarantined_keys_.count(key) != 0) {
+    ++quarantine_refusals_;
+    return refuse(from, quarantined("CURVE key " + key + " is quarantined"));
+  }
   if (quarantined_procs_.count({r.getHost().cStr(), r.getPid()}) != 0) {
     ++quarantine_refusals_;
     return refuse(from, quarantined("process " + std::to_string(r.getPid()) + " on " +
@@ -297,6 +301,7 @@ void Coordinator::onRegister(const zmq::message_t& from, const InMessage& msg,
   GSGD_INFO("registered " << workerRoleName(rec.role) << " " << rec.id << " (" << rec.host
                           << " pid " << rec.pid << ") -> group " << rec.group << ", shard "
                           << rec.shard);
+  if (rec.role == WorkerRole::kEvaluator) evaluatorJoined(rec);
   sendAssignment(from, rec);
 }
 
@@ -410,8 +415,9 @@ void Coordinator::onLeave(const zmq::message_t& from, const InMessage& msg,
   }
   const bool was_active = w->state == WorkerState::kActive;
   if (w->state != WorkerState::kQuarantined) w->state = WorkerState::kLeft;
-  GSGD_INFO("worker " << w->id << " left after " << w->steps << " steps, " << w->samples_trained
-                      << " samples");
+  GSGD_INFO(workerRoleName(w->role) << " " << w->id << " left after " << w->steps << " steps, "
+                                    << w->samples_trained << " samples");
+  if (was_active && w->role == WorkerRole::kEvaluator && !stopping_) evaluatorLost(*w, "left");
   OutMessage out(cfg_.job_id, 0);
   out.header().getBody().setAck();
   (void)replyTo(sock_, from, std::move(out));
@@ -440,8 +446,11 @@ void Coordinator::checkLiveness() {
     if (w.state != WorkerState::kActive || now - w.last_seen < limit) continue;
     WorkerRecord* rec = registry_.find(id);
     rec->state = WorkerState::kDead;
-    GSGD_WARN("worker " << id << " missed its heartbeats: declared dead");
+    GSGD_WARN(workerRoleName(rec->role) << " " << id << " missed its heartbeats: declared dead");
     if (rec->role == WorkerRole::kNode) failNode(*rec);
+    if (rec->role == WorkerRole::kEvaluator && !stopping_) {
+      evaluatorLost(*rec, "missed its heartbeats: declared dead");
+    }
     if (rec->role == WorkerRole::kTrainer) {
       touched.push_back(rec->group);
       if (adaptive_) {
@@ -510,10 +519,11 @@ void Coordinator::printProgress() {
   const double acc = latestAccuracy().value;
   const std::string stage =
       adaptive_ ? std::string("  stage ") + policy::stageName(adaptive_->stage()) : std::string();
+  const std::string acc_text = (acc < 0 ? std::string("  -   ") : std::to_string(acc).substr(0, 6)) +
+                               evaluators_.progressNote(secondsSince(started_));
   std::printf("[%7.1fs] step %6llu  loss %.4f  test_acc %s  groups %zu  workers %zu  samples %llu%s\n",
               secondsSince(*training_started_), static_cast<unsigned long long>(steps),
-              n ? loss / static_cast<double>(n) : 0.0,
-              acc < 0 ? "  -   " : (std::to_string(acc).substr(0, 6)).c_str(), groupsInUse(),
+              n ? loss / static_cast<double>(n) : 0.0, acc_text.c_str(), groupsInUse(),
               registry_.activeTrainers(), static_cast<unsigned long long>(registry_.samplesTrained()),
               stage.c_str());
   std::fflush(stdout);
@@ -673,6 +683,7 @@ nlohmann::json Coordinator::finish(const std::string& reason) {
       {"quarantine_refusals", quarantine_refusals_},
       {"node_failures", failuresJson(lost, lost_bound)},
       {"head_restart", headRestartJson()},
+      {"evaluation", evaluators_.summaryJson(secondsSince(started_))},
       {"regroups", regroups_},
       {"samples_trained_by_dead_workers", dead_trained},
       {"stage", adaptive_ ? policy::stageName(adaptive_->stage()) : "none"},

@@ -80,6 +80,7 @@ ojson Coordinator::statusJson() const {
   s["samples_trained"] = registry_.samplesTrained();
   s["regroups"] = regroups_;
   s["test_acc"] = acc.value < 0 ? ojson() : ojson(acc.value);
+  s["evaluation"] = evaluators_.statusJson(secondsSince(started_));
   s["last_checkpoint"] = last_checkpoint_ ? *last_checkpoint_ : ojson();
   s["incarnation"] = head_.incarnation;
   ojson failed = ojson::array();
@@ -332,6 +333,7 @@ void Coordinator::controlUnquarantine(PendingRequest& r) {
   // Cleared: the process may register again (as a new worker).
   w->state = WorkerState::kLeft;
   quarantined_procs_.erase({w->host, w->pid});
+  quarantined_keys_.erase(w->public_key);
   event("unquarantine", "worker " + std::to_string(*id) + " may register again");
   r.respond({{"worker", *id}, {"state", "left"}});
 }

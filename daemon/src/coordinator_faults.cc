@@ -52,6 +52,8 @@ void Coordinator::markQuarantined(std::uint64_t worker, std::uint32_t group) {
   const bool was_active = w->state == WorkerState::kActive;
   w->state = WorkerState::kQuarantined;
   quarantined_procs_.insert({w->host, w->pid});
+  // Under CURVE the key is the identity: a new name or pid does not make a new worker.
+  if (!w->public_key.empty()) quarantined_keys_.insert(w->public_key);
   ++quarantined_total_;
   GSGD_WARN("worker " << worker << " (" << w->host << " pid " << w->pid
                       << ") quarantined: group " << group << " refused its updates repeatedly");

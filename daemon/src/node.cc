@@ -40,6 +40,10 @@ HeadEnd serveHead(const DaemonConfig& cfg, zmq::context_t& ctx, worker::Coordina
   auto probe = registerNode(coord, worker::Role::kTool, {}, stop_requested, cfg.give_up_s);
   if (!probe) {
     if (stop_requested.load()) return HeadEnd::kStopped;
+    if (probe.status().code() == Code::kFinished) {
+      GSGD_INFO("the run is over (" << probe.status().message() << ")");
+      return HeadEnd::kStopped;
+    }
     GSGD_ERROR("cannot reach the coordinator at " << cfg.coordinator << ": " << probe.status().toString());
     return HeadEnd::kFailed;
   }
@@ -70,7 +74,8 @@ HeadEnd serveHead(const DaemonConfig& cfg, zmq::context_t& ctx, worker::Coordina
   HeadEnd end = HeadEnd::kStopped;
   if (!me) {
     GSGD_ERROR("node registration failed: " << me.status().toString());
-    end = stop_requested.load() ? HeadEnd::kStopped : HeadEnd::kFailed;
+    end = stop_requested.load() || me.status().code() == Code::kFinished ? HeadEnd::kStopped
+                                                                           : HeadEnd::kFailed;
   } else {
     GSGD_INFO("node " << me->worker_id << " offers " << endpoints.size() << " group PS(es)");
     int failures = 0;
@@ -113,6 +118,11 @@ HeadEnd serveHead(const DaemonConfig& cfg, zmq::context_t& ctx, worker::Coordina
 
 int runNode(const DaemonConfig& cfg, const std::atomic<bool>& stop_requested) {
   log::setThreadTag("node");
+  // --coordinator may list several head endpoints, tried in turn (worker/endpoint_list.h).
+  if (auto list = worker::EndpointList::parse(cfg.coordinator); !list) {
+    GSGD_ERROR("configuration: " << list.status().message());
+    return 2;
+  }
   zmq::context_t ctx(2);
   // The node serves group PSes with the cluster's daemon key pair: ZAP before any bind.
   auto curve = startCurve(ctx, cfg);

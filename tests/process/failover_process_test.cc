@@ -214,6 +214,14 @@ TEST_CASE("failover: a node daemon killed with SIGKILL: its group fails, its wor
   std::vector<std::unique_ptr<Process>> workers;
   for (int i = 0; i < 4; ++i) workers.push_back(startWorker(dir, ep, i, kRecoveringWorker));
   REQUIRE(waitForSamples(dir, 3000, 90000ms));
+  // On a loaded machine one worker may still be loading its data when the others have
+  // trained 3000 samples: wait until all four are placed (two per group).
+  const auto placed_by = std::chrono::steady_clock::now() + 60000ms;
+  while (std::chrono::steady_clock::now() < placed_by) {
+    json st = ctl(dir, {"status"});
+    if (!st.is_null() && st["workers"]["active"] == 4) break;
+    std::this_thread::sleep_for(100ms);
+  }
   json before = ctl(dir, {"workers"});
   REQUIRE(before.is_object());
   std::vector<int> in_group1;

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "groupsgd/common/parts.h"
+#include "groupsgd/common/log.h"
 
 namespace groupsgd::worker {
 namespace {
@@ -27,9 +28,28 @@ std::string hostName() {
 CoordinatorClient::CoordinatorClient(zmq::context_t& ctx, const std::string& endpoint,
                                      std::uint64_t job_id, std::chrono::milliseconds timeout,
                                      const CurveKeys& curve)
-    : rpc_(ctx, endpoint, limitsFor(job_id), clientSocketOptions(curve)),
+    : ctx_(ctx),
+      curve_(curve),
       job_id_(job_id),
-      timeout_(timeout) {}
+      timeout_(timeout) {
+  auto list = EndpointList::parse(endpoint);
+  endpoints_ = list ? list->all() : std::vector<std::string>{endpoint};
+  rpc_ = std::make_unique<RpcClient>(ctx_, endpoints_[0], limitsFor(job_id_),
+                                     clientSocketOptions(curve_));
+}
+
+Result<InMessage> CoordinatorClient::call(OutMessage&& out) {
+  auto reply = rpc_->call(std::move(out), timeout_);
+  // Silence (not a refusal): the head may have moved; try the next endpoint next time.
+  if (!reply && reply.status().code() == Code::kUnavailable && endpoints_.size() > 1 &&
+      reply.status().message().rfind("no answer from ", 0) == 0) {
+    at_ = (at_ + 1) % endpoints_.size();
+    GSGD_INFO("coordinator " << rpc_->endpoint() << " silent; trying " << endpoints_[at_]);
+    rpc_ = std::make_unique<RpcClient>(ctx_, endpoints_[at_], limitsFor(job_id_),
+                                       clientSocketOptions(curve_));
+  }
+  return reply;
+}
 
 Result<Assignment> CoordinatorClient::registerAs(Role role, const std::string& name,
                                                  std::uint64_t worker_id,
@@ -53,7 +73,7 @@ Result<Assignment> CoordinatorClient::registerAs(Role role, const std::string& n
     r.setModelFingerprint(model_->fingerprint);
     if (worker_id == 0 && model_->initial) out.addTensor(model_->initial);
   }
-  auto reply = rpc_.call(std::move(out), timeout_);
+  auto reply = call(std::move(out));
   if (!reply) return reply.status();
   if (reply->kind() != BodyKind::ASSIGNMENT) {
     return invalidArgument(std::string("coordinator answered '") + bodyKindName(reply->kind()) +
@@ -92,7 +112,7 @@ Result<HeartbeatAnswer> CoordinatorClient::heartbeat(const Assignment& a,
   hb.setEvaluatedVersion(stats.evaluated_version);
   hb.setBatchSize(stats.batch_size);
   hb.setWaitMs(stats.wait_ms);
-  auto reply = rpc_.call(std::move(out), timeout_);
+  auto reply = call(std::move(out));
   if (!reply) return reply.status();
   if (reply->kind() != BodyKind::HEARTBEAT_REPLY) {
     return invalidArgument("coordinator answered a heartbeat with something else");
@@ -108,7 +128,7 @@ Status CoordinatorClient::leave(const Assignment& a, std::uint64_t samples_train
   auto l = out.header().getBody().initLeave();
   l.setSamplesTrained(samples_trained);
   l.setSteps(steps);
-  auto reply = rpc_.call(std::move(out), timeout_);
+  auto reply = call(std::move(out));
   return reply ? Status::ok() : reply.status();
 }
 

@@ -43,6 +43,7 @@ int runEvaluator(zmq::context_t& ctx, const WorkerOptions& opts,
   auto assigned = registerWithRetry(coord, Role::kEvaluator, opts, interrupted,
                                     std::chrono::milliseconds(opts.connect_timeout_ms));
   if (!assigned) {
+    if (assigned.status().code() == Code::kFinished) return 0;  // came after the end
     GSGD_ERROR(assigned.status().toString());
     return 1;
   }
@@ -86,7 +87,7 @@ int runEvaluator(zmq::context_t& ctx, const WorkerOptions& opts,
     if (hb && hb->reregister) {
       auto again = registerWithRetry(coord, Role::kEvaluator, opts, interrupted,
                                      std::chrono::milliseconds(static_cast<std::int64_t>(opts.give_up_s * 1000)));
-      if (!again) return 1;
+      if (!again) return again.status().code() == Code::kFinished ? 0 : 1;
       a = *again;
       // A restarted head has its central PS on a new endpoint.
       if (a.central_endpoint != central->endpoint()) {

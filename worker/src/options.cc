@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "groupsgd/common/compression_spec.h"
+#include "groupsgd/worker/endpoint_list.h"
 
 namespace groupsgd::worker {
 namespace {
@@ -44,7 +45,9 @@ const char* workerUsage() {
 Trains with a groupsgd daemon (or, with --evaluate, measures the central model's test
 accuracy and reports it).
 
-  --coordinator EP        coordinator endpoint (default tcp://127.0.0.1:5555)
+  --coordinator EP        coordinator endpoint (default tcp://127.0.0.1:5555), or a
+                          comma-separated list tried in turn (a head that may restart
+                          elsewhere)
   --job-id N              training job id (default 1)
   --data DIR              MNIST-format IDX files, gzipped or not
                           (default /usr/share/datasets/fashion-mnist)
@@ -191,6 +194,9 @@ Result<WorkerOptions> parseWorkerOptions(const std::vector<std::string>& args) {
   for (std::size_t i = 0; i < texts.size(); ++i) {
     const CheckedFlag& f = checkedFlags()[i];
     if (app.count(f.flag) > 0) GSGD_RETURN_IF_ERROR(f.convert(f.flag, texts[i], o));
+  }
+  if (auto list = EndpointList::parse(o.coordinator); !o.coordinator.empty() && !list) {
+    return list.status();
   }
   if (o.backoff_max_ms < o.backoff_initial_ms) {
     return invalidArgument("--backoff-max-ms must be at least --backoff-initial-ms");

@@ -93,6 +93,7 @@ class Trainer {
   bool need_pull_ = true;
   bool stop_ = false;
   bool quarantined_ = false;
+  bool run_over_ = false;  // a registration was refused because the run has ended
   int exit_code_ = 0;
   std::optional<Clock::time_point> failing_since_;  // first of a run of failed requests
   // samples_trained_/steps_ count this registration (reported to the coordinator);
@@ -167,6 +168,13 @@ bool Trainer::register_(std::uint64_t keep_id) {
                       : registerWithRetry(coord_, Role::kTrainer, opts_, interrupted_, patience);
   if (!assigned) {
     if (assigned.status().code() == Code::kQuarantined) quarantined_ = true;
+    if (assigned.status().code() == Code::kFinished) {
+      // The head finished while we were away (or before we came): a clean stop.
+      GSGD_INFO("the run is over (" << assigned.status().message() << "); stopping");
+      run_over_ = true;
+      stop_ = true;
+      return false;
+    }
     GSGD_ERROR("registration failed: " << assigned.status().toString());
     return false;
   }
@@ -218,7 +226,7 @@ bool Trainer::onGroupFailure(const Status& why) {
   } else {
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
   }
-  if (!ok && !quarantined_) exit_code_ = 1;
+  if (!ok && !quarantined_ && !run_over_) exit_code_ = 1;
   return ok;
 }
 
@@ -232,14 +240,14 @@ bool Trainer::follow(const StepAnswer& ans) {
       return false;
     case Directive::kReassign:
       GSGD_INFO("moved by a regroup; fetching the new assignment");
-      if (!register_(a_.worker_id) && (quarantined_ || !register_(0))) stop_ = true;
+      if (!register_(a_.worker_id) && (quarantined_ || run_over_ || !register_(0))) stop_ = true;
       return false;
   }
   return true;
 }
 
 int Trainer::run() {
-  if (!register_(0)) return quarantined_ ? kQuarantinedExit : 1;
+  if (!register_(0)) return quarantined_ ? kQuarantinedExit : run_over_ ? 0 : 1;
   Window window;
   const auto started = Clock::now();
   auto next_heartbeat = Clock::now() + std::chrono::milliseconds(a_.heartbeat_ms);
@@ -324,7 +332,7 @@ int Trainer::run() {
         break;
       } else if (hb->reregister) {
         if (!register_(0)) {
-          if (!quarantined_) exit_code_ = 1;
+          if (!quarantined_ && !run_over_) exit_code_ = 1;
           break;
         }
       }
@@ -337,6 +345,11 @@ int Trainer::finish() {
   if (exit_code_ != 0 && !quarantined_) {
     GSGD_ERROR("stopping after failures: " << total_steps_ << " steps");
     return exit_code_;
+  }
+  if (run_over_) {
+    // Our registration died with the previous head: nobody is left to tell.
+    GSGD_INFO("done: " << total_steps_ << " steps (the run ended while we re-registered)");
+    return 0;
   }
   Status left = coord_.leave(a_, samples_trained_, steps_);
   if (!left) GSGD_WARN("leave was not acknowledged: " << left.toString());

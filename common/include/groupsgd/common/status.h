@@ -25,6 +25,7 @@ enum class Code : int {
   kAborted = 8,           // refused by policy (e.g. staleness bound)
   kInternal = 9,          // a bug
   kQuarantined = 10,      // the sender is quarantined (repeated bad updates)
+  kFinished = 11,         // the run is over: a registering worker stops cleanly
 };
 
 const char* codeName(Code code);
@@ -56,6 +57,7 @@ inline Status dataLoss(std::string m) { return {Code::kDataLoss, std::move(m)}; 
 inline Status aborted(std::string m) { return {Code::kAborted, std::move(m)}; }
 inline Status internalError(std::string m) { return {Code::kInternal, std::move(m)}; }
 inline Status quarantined(std::string m) { return {Code::kQuarantined, std::move(m)}; }
+inline Status finished(std::string m) { return {Code::kFinished, std::move(m)}; }
 
 // A value or the Status explaining why there is none.
 template <typename T>

@@ -22,6 +22,7 @@
 #include "groupsgd/daemon/adaptive_controller.h"
 #include "groupsgd/daemon/background_call.h"
 #include "groupsgd/daemon/config.h"
+#include "groupsgd/daemon/evaluator_watch.h"
 #include "groupsgd/daemon/control_server.h"
 #include "groupsgd/daemon/metrics.h"
 #include "groupsgd/daemon/registry.h"
@@ -69,7 +70,10 @@ class Coordinator {
   // queue, the metrics registry to update, the systemd watchdog period, and a flag that
   // SIGHUP sets to reload the configuration file.
   void attachControl(ControlServer* control) { control_ = control; }
-  void attachMetrics(MetricsRegistry* metrics) { metrics_ = metrics; }
+  void attachMetrics(MetricsRegistry* metrics) {
+    metrics_ = metrics;
+    evaluators_.attachMetrics(metrics);
+  }
   void setWatchdog(std::optional<std::chrono::microseconds> period) { watchdog_ = period; }
   void setReloadFlag(std::atomic<bool>* reload) { reload_ = reload; }
   // Set before run(): the incarnation and what was resumed (default: a fresh first head).
@@ -151,6 +155,10 @@ class Coordinator {
   // The evaluator report on the newest central version.
   Accuracy latestAccuracy() const;
   nlohmann::json finish(const std::string& reason);
+  // Evaluator supervision hooks (coordinator_evaluators.cc): an evaluator registered, or
+  // was lost (declared dead, or left) while training goes on.
+  void evaluatorJoined(const WorkerRecord& w);
+  void evaluatorLost(const WorkerRecord& w, const std::string& why);
 
   zmq::context_t& ctx_;
   zmq::socket_t sock_;
@@ -206,12 +214,14 @@ class Coordinator {
   std::uint32_t next_poll_group_ = 0;
   Clock::time_point next_poll_;
   std::set<std::pair<std::string, std::uint32_t>> quarantined_procs_;  // host, pid
+  std::set<std::string> quarantined_keys_;  // CURVE public keys of quarantined workers
   std::uint64_t quarantine_refusals_ = 0;       // registrations/heartbeats refused
   std::uint64_t quarantined_total_ = 0;          // workers quarantined in this run
   std::uint64_t replayed_pushes_ = 0;           // from the last group polls
   std::map<std::uint32_t, std::uint64_t> group_replays_;
   std::uint64_t persisted_version_ = 0;
   nlohmann::json failures_ = nlohmann::json::array();  // node failures with their timings
+  EvaluatorWatch evaluators_;  // is accuracy measured, since when not (evaluator_watch.h)
 };
 
 }  // namespace groupsgd::daemon

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <optional>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <zmq.hpp>
@@ -16,6 +17,7 @@
 #include "groupsgd/common/payload.h"
 #include "groupsgd/common/status.h"
 #include "groupsgd/common/transport.h"
+#include "groupsgd/worker/endpoint_list.h"
 
 namespace groupsgd::worker {
 
@@ -65,7 +67,10 @@ struct ModelDescription {
 
 class CoordinatorClient {
  public:
-  // curve: this process's keys (empty = plain link).
+  // curve: this process's keys (empty = plain link). endpoint: one endpoint or a
+  // comma-separated list (EndpointList): after a call that gets no answer the next one
+  // is used, so retries with back-off go round the list. A malformed list keeps the text
+  // as one endpoint; check it with EndpointList::parse first.
   CoordinatorClient(zmq::context_t& ctx, const std::string& endpoint, std::uint64_t job_id,
                     std::chrono::milliseconds timeout = std::chrono::milliseconds(5000),
                     const CurveKeys& curve = {});
@@ -80,9 +85,18 @@ class CoordinatorClient {
   Status leave(const Assignment& a, std::uint64_t samples_trained, std::uint64_t steps);
   // Sent with every later registration (external models); unset for the built-in ones.
   void describeModel(ModelDescription model) { model_ = std::move(model); }
+  // The endpoint the next call goes to.
+  const std::string& endpoint() const { return rpc_->endpoint(); }
 
  private:
-  RpcClient rpc_;
+  // rpc_->call, moving on to the next endpoint of the list when nothing answered.
+  Result<InMessage> call(OutMessage&& out);
+
+  zmq::context_t& ctx_;
+  std::vector<std::string> endpoints_;
+  std::size_t at_ = 0;
+  CurveKeys curve_;
+  std::unique_ptr<RpcClient> rpc_;
   std::optional<ModelDescription> model_;
   std::uint64_t job_id_;
   std::chrono::milliseconds timeout_;

@@ -1,0 +1,151 @@
+// Fault test (label `faults`): the head (role coordinator: coordinator +
+// central PS) killed with SIGKILL and restarted from its checkpoint on ANOTHER
+// port. The node daemon and the workers were given both endpoints
+// (--coordinator A,B); they find the new head on their own, and the restarted
+// run's accounting holds.
+#include <doctest/doctest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+
+#include "fault_helpers.h"
+
+using namespace groupsgd::testing;
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+namespace {
+
+// A loopback port nothing listens on now (the kernel's choice, released at
+// once).
+int freePort() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(fd >= 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a) == 0);
+  socklen_t len = sizeof a;
+  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr *>(&a), &len) == 0);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+} // namespace
+
+TEST_CASE("faults: the head restarted on another port is found again by the "
+          "node daemon and the workers (endpoint list); accounting holds") {
+  const std::string dir = makeTempDir();
+  const std::vector<std::string> args = {"--role",
+                                         "coordinator",
+                                         "--mode",
+                                         "grouped",
+                                         "--workers",
+                                         "2",
+                                         "--groups",
+                                         "2",
+                                         "--heartbeat-ms",
+                                         "250",
+                                         "--heartbeat-misses",
+                                         "12",
+                                         "--step-deadline-ms",
+                                         "1000",
+                                         "--checkpoint-dir",
+                                         dir + "/ck",
+                                         "--checkpoint-every-versions",
+                                         "20",
+                                         "--checkpoint-interval-s",
+                                         "0",
+                                         "--progress-ms",
+                                         "0"};
+  auto head = startDaemon(dir, "head1.log", "tcp://127.0.0.1:0", args);
+  const std::string ep1 = endpointIn(dir);
+  const std::string ep2 = "tcp://127.0.0.1:" + std::to_string(freePort());
+  const std::string list = ep1 + "," + ep2;
+  Process node({GROUPSGDD_PATH, "--role", "node", "--coordinator", list,
+                "--node-groups", "2", "--mode", "grouped", "--workers", "2",
+                "--groups", "2", "--step-deadline-ms", "1000", "--give-up-s",
+                "60"},
+               dir + "/node.log");
+  std::vector<std::unique_ptr<Process>> workers;
+  for (int i = 0; i < 2; ++i) {
+    workers.push_back(std::make_unique<Process>(
+        std::vector<std::string>{WORKER_PATH, "--coordinator", list, "--name",
+                                 "w" + std::to_string(i), "--device-ms", "3",
+                                 "--timeout-ms", "1500", "--backoff-max-ms",
+                                 "1000", "--give-up-s", "90"},
+        dir + "/w" + std::to_string(i) + ".log"));
+  }
+  json st = waitForStatus(
+      dir,
+      [](const json &s) {
+        return s["central_version"].get<std::uint64_t>() >=
+               40; // two checkpoints at least
+      },
+      90000ms);
+  REQUIRE(st["central_version"].get<std::uint64_t>() >= 40);
+  const auto seen = st["central_version"].get<std::uint64_t>();
+  const double killed_at = wallNow();
+  REQUIRE(::kill(head->pid(), SIGKILL) == 0);
+  REQUIRE(head->wait(10000ms).has_value());
+  std::this_thread::sleep_for(1000ms);
+  auto again = startDaemon(dir, "head2.log", ep2, [&] {
+    auto a = args;
+    a.insert(a.end(), {"--max-samples", "4000", "--max-seconds", "120"});
+    return a;
+  }());
+  const double restarted_at = wallNow();
+  // Everybody back on the new endpoint, training under the new incarnation.
+  st = waitForStatus(
+      dir,
+      [](const json &s) {
+        return s["workers"]["active"] == 2 &&
+               s["samples_trained"].get<std::uint64_t>() > 0;
+      },
+      60000ms);
+  const double back_at = wallNow() - killed_at;
+  INFO("head2: " << readFile(dir + "/head2.log"));
+  INFO("node: " << readFile(dir + "/node.log"));
+  CHECK(st["workers"]["active"] == 2);
+  CHECK(st["incarnation"] == 2);
+  REQUIRE(again->wait(150000ms) == std::optional<int>(0));
+  CHECK(node.wait(30000ms) == std::optional<int>(0));
+  for (int i = 0; i < 2; ++i) {
+    const std::string wlog = readFile(dir + "/w" + std::to_string(i) + ".log");
+    CHECK_MESSAGE(workers[i]->wait(30000ms) == std::optional<int>(0),
+                  "w" << i << ": " << wlog);
+  }
+  CHECK(readFile(dir + "/node.log").find("re-registering") !=
+        std::string::npos);
+  json s = json::parse(readFile(dir + "/summary.json"));
+  checkAccounting(s);
+  CHECK(s["stop_reason"] == "sample budget spent");
+  const json &hr = s["head_restart"];
+  CHECK(hr["incarnation"] == 2);
+  const auto resumed = hr["resumed_version"].get<std::uint64_t>();
+  CHECK(resumed > 0);
+  CHECK(seen <=
+        resumed +
+            2 * 20); // the checkpoint policy's bound (+ one write's slack)
+  CHECK(s["group_stats"].size() == 2);
+  std::printf("faults: head SIGKILL, restarted %.2f s later on another port "
+              "(%s -> %s): node "
+              "and both workers training on the new head %.2f s after the kill "
+              "(%.2f s after "
+              "the restart); resumed version %llu (test saw >= %llu); %llu "
+              "samples after the "
+              "restart, accounting ok %d\n",
+              restarted_at - killed_at, ep1.c_str(), ep2.c_str(), back_at,
+              back_at - (restarted_at - killed_at),
+              static_cast<unsigned long long>(resumed),
+              static_cast<unsigned long long>(seen),
+              static_cast<unsigned long long>(
+                  s["samples_trained"].get<std::uint64_t>()),
+              s["accounting_ok"].get<bool>() ? 1 : 0);
+  std::fflush(stdout);
+  std::filesystem::remove_all(dir);
+}
