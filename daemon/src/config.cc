@@ -141,6 +141,7 @@ Status applyJsonUnchecked(const json& j, DaemonConfig* c) {
         return invalidArgument("model must be softmax, mlp, cnn or external");
       }
     }
+    else if (k == "external_model_file") c->external_model_file = v.get<std::string>();
     else if (k == "seed") c->seed = unsignedValue<std::uint64_t>(v, k);
     else if (k == "listen") c->listen = v.get<std::string>();
     else if (k == "bind_host") c->bind_host = v.get<std::string>();
@@ -196,6 +197,7 @@ constexpr Flag kFlags[] = {
     {"--mode", "mode", true},             {"--workers", "workers", false},
     {"--groups", "groups", false},        {"--exchange-period", "exchange_period", false},
     {"--batch-size", "batch_size", false}, {"--model", "model", true},
+    {"--external-model-file", "external_model_file", true},
     {"--seed", "seed", false},            {"--listen", "listen", true},
     {"--bind-host", "bind_host", true},   {"--endpoint-file", "endpoint_file", true},
     {"--step-deadline-ms", "step_deadline_ms", false},
@@ -336,6 +338,9 @@ Status validate(const DaemonConfig& c) {
   if (c.role == "node" && (c.coordinator.empty() || c.node_groups == 0)) {
     return invalidArgument("role node needs --coordinator ENDPOINT and --node-groups >= 1");
   }
+  if (!c.external_model_file.empty() && !c.external_model) {
+    return invalidArgument("external_model_file needs model external");
+  }
   if (c.external_model && c.role != "all") {
     return invalidArgument("model external needs role all (the group PSes learn the model size at start)");
   }
@@ -409,6 +414,7 @@ json toJson(const DaemonConfig& c) {
               {"exchange_period", c.exchangePeriod()},
               {"batch_size", c.batch_size},
               {"model", c.external_model ? "external" : kernels::modelKindName(c.model)},
+              {"external_model_file", c.external_model_file},
               {"seed", c.seed},
               {"optimizer", opt(c.optimizer)},
               {"outer_optimizer", opt(c.outer_optimizer)},
@@ -466,6 +472,7 @@ servers (--role all). Workers (groupsgd-worker) connect to --listen.
   --batch-size B           samples per worker step (default 32)
   --model M                softmax | mlp | cnn | external (default mlp; external: the
                            first worker's model, e.g. groupsgd.torch, docs/pytorch.md)
+  --external-model-file F  model external: the initial model from this file instead
   --seed S                 model initialisation and shuffling seed (default 1)
   --listen EP              coordinator endpoint (default tcp://127.0.0.1:5555; port 0 = any)
   --bind-host H            host the parameter servers bind on (default 127.0.0.1)

@@ -100,7 +100,9 @@ int main(int argc, char** argv) {
     if (!writeEndpointFile(cfg.endpoint_file, *ep)) {
       return fail("cannot write the endpoint file " + cfg.endpoint_file);
     }
-    auto model = daemon::awaitExternalModel(*sock, cfg, g_stop_requested);
+    auto model = cfg.external_model_file.empty()
+                     ? daemon::awaitExternalModel(*sock, cfg, g_stop_requested)
+                     : daemon::loadExternalModelFile(cfg.external_model_file);
     if (!model) return fail("model external: " + model.status().toString());
     ccfg.initial = std::move(model->initial);
     model_fingerprint = std::move(model->fingerprint);
