@@ -36,8 +36,18 @@ struct ErrorReply {
   message @1 :Text;    # one line saying what was wrong
 }
 
+# One part of a tensor that travels as a sequence of part messages (docs/protocol.md,
+# "Parts"): every part repeats the header (same body), carries one dense tensor slice of
+# `tensors[0].elements` elements and says where the slice goes. Parts arrive in order.
+struct PartInfo {
+  index @0 :UInt32;          # 0 .. count-1, in sending order
+  count @1 :UInt32;          # parts of the whole tensor (>= 2)
+  offset @2 :UInt64;         # first element of this slice in the whole tensor
+  totalElements @3 :UInt64;  # elements of the whole tensor
+}
+
 struct Header {
-  protocolVersion @0 :UInt16;    # must equal the receiver's (currently 1)
+  protocolVersion @0 :UInt16;    # must equal the receiver's (currently 2)
   jobId @1 :UInt64;              # the training job; a receiver refuses other jobs
   senderId @2 :UInt64;           # worker id, group id (group->central) or 0
   modelVersion @3 :UInt64;       # model version carried or based on
@@ -67,5 +77,7 @@ struct Header {
     centralStats @25 :C.CentralStats;        # central -> sender
     checkpointRequest @26 :C.CheckpointRequest;  # coordinator -> central
     checkpointDone @27 :C.CheckpointDone;        # central -> coordinator
+    pushCredit @29 :G.PushCredit;            # group PS -> worker: send more parts
   }
+  part @28 :PartInfo;  # present (hasPart()): this message is one part of a tensor sent in parts
 }

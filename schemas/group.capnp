@@ -14,6 +14,14 @@ struct Push {
   computeMs @2 :Float32;  # time spent computing it (incl. emulated device time)
 }
 
+# Flow control of a push sent in parts (docs/protocol.md, "Flow control"): the member
+# may send the parts with index < `parts`. A member sends its first parts up to its
+# window unasked; the rest only once the group PS admitted the push within its memory
+# budget. The push's answer is still the StepReply (or an error).
+struct PushCredit {
+  parts @0 :UInt32;  # parts of this push the member may have sent in all
+}
+
 # What a member must do after this reply.
 enum Directive {
   continue @0;  # keep training in this group
@@ -78,6 +86,9 @@ struct GroupStats {
   quarantined @14 :List(UInt64);  # workers quarantined here for repeated bad updates
   replayedPushes @15 :UInt64;     # pushes refused as replays (a step already pushed)
   quarantineRefusals @16 :UInt64; # messages refused because their sender is quarantined
+  badParts @17 :UInt64;        # parts of a push refused (missing, repeated, out of range,
+                               # oversize, over the window) or arriving for no open push
+  pushesWaited @18 :UInt64;    # pushes in parts that waited for room in the memory budget
 }
 
 # Samples of one worker's pushes that this group acknowledged (accepted or counted dropped).

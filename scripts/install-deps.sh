@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake pkg-config python3
   libzmq3-dev cppzmq-dev capnproto libcapnp-dev
-  libboost-dev nlohmann-json3-dev doctest-dev
+  libboost-dev nlohmann-json3-dev doctest-dev libcli11-dev
   libopenblas-dev zlib1g-dev
   dataset-fashion-mnist
 )

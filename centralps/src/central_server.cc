@@ -3,6 +3,7 @@
 #include "groupsgd/centralps/checkpoint.h"
 
 #include <cmath>
+#include <functional>
 #include <filesystem>
 
 #include "groupsgd/common/log.h"
@@ -170,17 +171,26 @@ Payload CentralServer::currentModel() {
   return cached_;
 }
 
-void CentralServer::sendModel(const zmq::message_t& from, bool applied, const std::string& reason,
-                              std::uint64_t tau, float weight) {
+OutMessage CentralServer::modelReply(std::uint64_t version, bool applied,
+                                     const std::string& reason, std::uint64_t tau, float weight,
+                                     Payload model) const {
   OutMessage out(cfg_.limits.job_id, 0);
-  out.header().setModelVersion(store_.version());
+  out.header().setModelVersion(version);
   auto r = out.header().getBody().initModelReply();
   r.setApplied(applied);
   r.setReason(reason);
   r.setStaleness(tau);
   r.setWeight(weight);
-  out.addTensor(currentModel());
-  Status s = replyTo(sock_, from, std::move(out));
+  out.addTensor(std::move(model));
+  return out;
+}
+
+void CentralServer::sendModel(const zmq::message_t& from, bool applied, const std::string& reason,
+                              std::uint64_t tau, float weight) {
+  Payload model = currentModel();
+  Status s = replyInParts(sock_, from, modelReply(store_.version(), applied, reason, tau, weight,
+                                                  std::move(model)),
+                          cfg_.part_bytes);
   if (!s) GSGD_WARN("could not send the model: " << s.toString());
 }
 
@@ -192,6 +202,7 @@ void CentralServer::handle(const zmq::message_t& from, std::vector<zmq::message_
     return refuse(from, permissionDenied(std::string("only a groupsgd daemon may send '") +
                                          bodyKindName(msg->kind()) + "' (key " + key + ")"));
   }
+  if (msg->part()) return onPart(from, std::move(*msg));
   switch (msg->kind()) {
     case BodyKind::DELTA_PUSH: return onDeltaPush(from, *msg);
     case BodyKind::FETCH: return sendModel(from, false, "", 0, 0.0f);
@@ -223,7 +234,39 @@ void CentralServer::handle(const zmq::message_t& from, std::vector<zmq::message_
   }
 }
 
-void CentralServer::onDeltaPush(const zmq::message_t& from, const InMessage& msg) {
+void CentralServer::onPart(const zmq::message_t& from, InMessage&& msg) {
+  const std::string sender(static_cast<const char*>(from.data()), from.size());
+  if (msg.kind() != BodyKind::DELTA_PUSH) {
+    return refuse(from, invalidArgument(std::string("'") + bodyKindName(msg.kind()) +
+                                        "' is not sent in parts"));
+  }
+  auto it = inbound_.find(sender);
+  if (msg.part()->index == 0) {
+    if (it != inbound_.end()) {
+      ++counters_.bad_messages;  // an unfinished delta from this connection: given up
+      GSGD_WARN("a delta in parts was left unfinished; dropped");
+      inbound_.erase(it);
+    }
+    it = inbound_.emplace(sender, PartAssembler()).first;
+  } else if (it == inbound_.end()) {
+    ++counters_.bad_messages;  // the rest of a delta already refused: dropped unanswered
+    return;
+  }
+  // Each part is checked (order, size) and its squares summed as it arrives.
+  Status s = it->second.add(std::move(msg));
+  if (!s) {
+    inbound_.erase(it);
+    return refuse(from, s);
+  }
+  if (!it->second.complete()) return;
+  PartAssembler whole = std::move(it->second);
+  inbound_.erase(it);
+  const TensorView delta = whole.view();
+  onDeltaPush(from, whole.first(), &delta, whole.sumSquares());
+}
+
+void CentralServer::onDeltaPush(const zmq::message_t& from, const InMessage& msg,
+                                const TensorView* assembled, double assembled_squares) {
   auto h = msg.header();
   auto body = h.getBody().getDeltaPush();
   if (h.getSenderId() != body.getGroupId()) {
@@ -238,10 +281,18 @@ void CentralServer::onDeltaPush(const zmq::message_t& from, const InMessage& msg
   }
   if (msg.tensorCount() != 1) return refuse(from, invalidArgument("a delta carries one tensor"));
   // Checked and applied in place in the received frames: no model-sized copy.
-  auto delta = msg.viewTensor(0, store_.paramCount());
+  Result<TensorView> delta = invalidArgument("no delta");
+  if (assembled != nullptr && assembled->size != store_.paramCount()) {
+    return refuse(from, invalidArgument("tensor has " + std::to_string(assembled->size) +
+                                        " elements, expected " +
+                                        std::to_string(store_.paramCount())));
+  }
+  delta = assembled != nullptr ? Result<TensorView>(*assembled)
+                               : msg.viewTensor(0, store_.paramCount());
   if (!delta) return refuse(from, delta.status());
   const std::uint64_t samples = body.getSamples();
-  const double squares = delta->sumSquares();  // not finite iff an element is not
+  // Not finite iff an element is not; summed part by part on arrival when in parts.
+  const double squares = assembled != nullptr ? assembled_squares : delta->sumSquares();
   const double norm = std::sqrt(squares);
   std::string reason;
   if (!std::isfinite(squares)) {
@@ -271,7 +322,31 @@ void CentralServer::onDeltaPush(const zmq::message_t& from, const InMessage& msg
     mean_samples_ = mean_samples_ == 0 ? n : 0.9 * mean_samples_ + 0.1 * n;
     weight *= static_cast<float>(std::min(1.0, n / mean_samples_));
   }
-  Status applied = store_.applyDelta(*delta, weight);
+  // A model in parts: each reply part goes out as soon as its range of the new version
+  // is applied and copied into the new snapshot, while the rest is still being applied.
+  const std::size_t count = store_.paramCount();
+  const bool in_parts = cfg_.part_bytes > 0 && count * sizeof(float) > cfg_.part_bytes;
+  std::optional<OutMessage> reply;
+  std::shared_ptr<std::vector<float>> next;
+  std::size_t per = 0, copied = 0;
+  std::uint32_t sent = 0;
+  std::function<void(std::size_t, std::size_t)> on_applied;
+  if (in_parts) {
+    cached_.reset();  // its buffer may be reused at once if no reply holds it
+    next = snapshot_pool_.acquire(count);
+    per = partElementsFor(count, cfg_.part_bytes);
+    reply = modelReply(store_.version() + 1, true, "", tau, weight, next);
+    on_applied = [&](std::size_t offset, std::size_t n) {
+      store_.copyRange(offset, std::span<float>(*next).subspan(offset, n));
+      copied = offset + n;
+      while (sent < reply->partCount(per) &&
+             std::min<std::size_t>(count, (sent + 1) * per) <= copied) {
+        Status s = sendFrames(sock_, reply->partFrames(sent++, per), &from);
+        if (!s) GSGD_WARN("could not send the model: " << s.toString());
+      }
+    };
+  }
+  Status applied = store_.applyDelta(*delta, weight, on_applied);
   if (!applied) return refuse(from, applied);
   ++counters_.updates_applied;
   counters_.samples_applied += samples;
@@ -279,7 +354,9 @@ void CentralServer::onDeltaPush(const zmq::message_t& from, const InMessage& msg
   counters_.max_staleness = std::max(counters_.max_staleness, tau);
   GSGD_DEBUG("applied delta of group " << body.getGroupId() << " tau=" << tau
                                        << " weight=" << weight << " v=" << store_.version());
-  sendModel(from, true, "", tau, weight);
+  if (!in_parts) return sendModel(from, true, "", tau, weight);
+  cached_ = std::move(next);  // the new version's snapshot, already made
+  cached_version_ = store_.version();
 }
 
 }  // namespace groupsgd::centralps

@@ -35,7 +35,8 @@ Status CentralStore::applyDelta(std::span<const float> delta, float weight) {
   return applyDelta(view, weight);
 }
 
-Status CentralStore::applyDelta(const TensorView& delta, float weight) {
+Status CentralStore::applyDelta(const TensorView& delta, float weight,
+                                const std::function<void(std::size_t, std::size_t)>& applied) {
   if (delta.size != count_) {
     return internalError("delta of " + std::to_string(delta.size) + " elements for a model of " +
                          std::to_string(count_));
@@ -50,10 +51,24 @@ Status CentralStore::applyDelta(const TensorView& delta, float weight) {
       delta.copyRange(s.offset + begin, g);
       kernels::scale(g, -weight);
       s.pieces[p]->step(std::span<float>(s.params).subspan(begin, n), g);
+      if (applied) applied(s.offset + begin, n);
     }
   }
   ++version_;
   return Status::ok();
+}
+
+void CentralStore::copyRange(std::size_t offset, std::span<float> out) const {
+  std::size_t done = 0;
+  for (const auto& s : shards_) {
+    const std::size_t end = s.offset + s.params.size();
+    const std::size_t at = offset + done;
+    if (done == out.size()) break;
+    if (at >= end || at < s.offset) continue;
+    const std::size_t n = std::min(out.size() - done, end - at);
+    std::memcpy(out.data() + done, s.params.data() + (at - s.offset), n * sizeof(float));
+    done += n;
+  }
 }
 
 void CentralStore::snapshotInto(std::span<float> out) const {

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <limits>
 
+#include "groupsgd/common/atomic_file.h"
 #include "groupsgd/common/log.h"
 
 namespace groupsgd::centralps {
@@ -71,11 +72,8 @@ std::string joinPath(const std::string& dir, const std::string& name) {
 
 // A failed system call on a checkpoint file, as a Status naming the file and errno.
 Status ioError(const std::string& op, const std::string& path, int err) {
-  std::string msg = "checkpoint: " + op + " " + path + ": " + std::strerror(err);
-  if (err == ENOSPC || err == EDQUOT) return resourceExhausted(std::move(msg));
-  if (err == EACCES || err == EPERM || err == EROFS) return permissionDenied(std::move(msg));
-  if (err == ENOENT || err == ENOTDIR) return notFound(std::move(msg));
-  return unavailable(std::move(msg));
+  const Status s = fileError(op, path, err);
+  return Status(s.code(), "checkpoint: " + s.message());
 }
 
 class Fd {
@@ -98,21 +96,6 @@ class Fd {
   int fd_;
 };
 
-Status writeAll(int fd, const void* data, std::size_t size, const std::string& path) {
-  const auto* p = static_cast<const char*>(data);
-  while (size > 0) {
-    const ssize_t n = ::write(fd, p, std::min<std::size_t>(size, 1u << 30));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return ioError("write", path, errno);
-    }
-    if (n == 0) return ioError("write", path, EIO);
-    p += n;
-    size -= static_cast<std::size_t>(n);
-  }
-  return Status::ok();
-}
-
 // Reads exactly size bytes; a short file is reported as truncation by the caller.
 Status readAll(int fd, void* data, std::size_t size, const std::string& path) {
   auto* p = static_cast<char*>(data);
@@ -126,14 +109,6 @@ Status readAll(int fd, void* data, std::size_t size, const std::string& path) {
     p += n;
     size -= static_cast<std::size_t>(n);
   }
-  return Status::ok();
-}
-
-Status fsyncDir(const std::string& dir) {
-  Fd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (fd.get() < 0) return ioError("open directory", dir, errno);
-  if (::fsync(fd.get()) != 0) return ioError("fsync directory", dir, errno);
-  if (fd.close() != 0) return ioError("close directory", dir, errno);
   return Status::ok();
 }
 
@@ -155,10 +130,11 @@ bool isTempName(std::string_view name) {
          name.substr(name.size() - kTempSuffix.size()) == kTempSuffix;
 }
 
-Status writeFile(const std::string& tmp, std::uint64_t version, std::span<const float> params) {
+// The file's header: format, version, sizes and CRCs (docs/operations.md).
+void fillHeader(unsigned char (&header)[kCheckpointHeaderBytes], std::uint64_t version,
+                std::span<const float> params) {
   const std::uint64_t count = params.size();
   const std::uint64_t bytes = count * sizeof(float);
-  unsigned char header[kCheckpointHeaderBytes] = {};
   std::memcpy(header + kOffMagic, kCheckpointMagic, sizeof kCheckpointMagic);
   put32(header + kOffFormat, kCheckpointFormatVersion);
   put32(header + kOffHeaderBytes, kCheckpointHeaderBytes);
@@ -173,17 +149,6 @@ Status writeFile(const std::string& tmp, std::uint64_t version, std::span<const 
   put32(header + kOffReserved, 0);
   put32(header + kOffHeaderCrc, crc32Of(header, kOffHeaderCrc));
 
-  // A leftover of a crashed writer with the same pid (one writer per directory). Best
-  // effort: if it cannot be removed, O_EXCL below reports it.
-  ::unlink(tmp.c_str());
-  Fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0640));
-  if (fd.get() < 0) return ioError("create", tmp, errno);
-  Status s = writeAll(fd.get(), header, sizeof header, tmp);
-  if (s.isOk()) s = writeAll(fd.get(), params.data(), bytes, tmp);
-  if (s.isOk() && ::fdatasync(fd.get()) != 0) s = ioError("fdatasync", tmp, errno);
-  if (s.isOk() && fd.close() != 0) s = ioError("close", tmp, errno);
-  if (!s.isOk()) ::unlink(tmp.c_str());
-  return s;
 }
 
 // Deletes checkpoints beyond keep_last (never `keep`) and leftover temp files.
@@ -244,20 +209,21 @@ Status writeCheckpoint(const std::string& dir, std::uint64_t version,
   const std::string final_path = joinPath(dir, checkpointFileName(version));
   const std::string tmp = joinPath(dir, "." + checkpointFileName(version) + "." +
                                             std::to_string(::getpid()) + std::string(kTempSuffix));
-  Status written = writeFile(tmp, version, params);
-  if (written.isOk() && ::rename(tmp.c_str(), final_path.c_str()) != 0) {
-    written = ioError("rename " + tmp + " to", final_path, errno);
-  }
+  unsigned char header[kCheckpointHeaderBytes] = {};
+  fillHeader(header, version, params);
+  AtomicWriteOptions how;
+  how.mode = 0640;
+  how.temp_path = tmp;  // prune() removes leftovers of crashed writers by this name
+  Status written = writeFileAtomically(
+      final_path,
+      {std::string_view(reinterpret_cast<const char*>(header), sizeof header),
+       std::string_view(reinterpret_cast<const char*>(params.data()), params.size_bytes())},
+      how);
   if (!written.isOk()) {
-    ::unlink(tmp.c_str());  // writeFile removed it already unless the rename failed
+    // Not durable (perhaps not even there after a crash): older checkpoints still are.
+    written = Status(written.code(), "checkpoint: " + written.message());
     GSGD_ERROR(written.message());
     return written;
-  }
-  // The rename is durable only once the directory is synced. If that fails the new
-  // file may vanish after a crash: report failure (older checkpoints are still there).
-  if (Status synced = fsyncDir(dir); !synced.isOk()) {
-    GSGD_ERROR(synced.message());
-    return synced;
   }
   CheckpointWriteInfo local;
   CheckpointWriteInfo* out = info != nullptr ? info : &local;

@@ -1,5 +1,7 @@
 #include "groupsgd/common/curve_keys.h"
 
+#include "groupsgd/common/atomic_file.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -41,18 +43,12 @@ Result<std::string> firstKeyLine(const std::string& text, const std::string& pat
   return invalidArgument(path + " holds no key");
 }
 
-// Creates path exclusively with the given mode and writes text; O_EXCL never follows or
-// replaces an existing file or link.
+// Writes a new key file; never replaces an existing file or link.
 Status writeNewFile(const std::string& path, const std::string& text, mode_t mode) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
-  if (fd < 0) return unavailable("cannot create " + path + ": " + std::strerror(errno));
-  const bool ok = ::fchmod(fd, mode) == 0 &&  // the umask may have narrowed it
-                  ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
-                  ::fsync(fd) == 0;
-  const int err = errno;
-  ::close(fd);
-  if (!ok) return unavailable("cannot write " + path + ": " + std::strerror(err));
-  return Status::ok();
+  AtomicWriteOptions how;
+  how.mode = mode;
+  how.replace = false;
+  return writeFileAtomically(path, text, how);
 }
 
 }  // namespace

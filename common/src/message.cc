@@ -2,6 +2,7 @@
 
 #include <kj/exception.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -74,6 +75,7 @@ const char* bodyKindName(BodyKind kind) {
     case BodyKind::CENTRAL_STATS: return "centralStats";
     case BodyKind::CHECKPOINT_REQUEST: return "checkpointRequest";
     case BodyKind::CHECKPOINT_DONE: return "checkpointDone";
+    case BodyKind::PUSH_CREDIT: return "pushCredit";
   }
   return "unknown";
 }
@@ -109,7 +111,7 @@ void OutMessage::addEncodedTensor(std::shared_ptr<const std::vector<std::uint8_t
   tensors_.push_back(std::move(a));
 }
 
-std::vector<zmq::message_t> OutMessage::toFrames() && {
+void OutMessage::describeTensors() {
   auto infos = header_.initTensors(static_cast<unsigned>(tensors_.size()));
   for (std::size_t i = 0; i < tensors_.size(); ++i) {
     const Attached& t = tensors_[i];
@@ -120,6 +122,10 @@ std::vector<zmq::message_t> OutMessage::toFrames() && {
     info.setByteLength(t.bytes);
     info.setChunkBytes(t.chunk);
   }
+}
+
+std::vector<zmq::message_t> OutMessage::toFrames() && {
+  describeTensors();
   std::vector<zmq::message_t> frames;
   kj::Array<capnp::word> words = capnp::messageToFlatArray(*builder_);
   auto bytes = words.asBytes();
@@ -142,6 +148,60 @@ std::vector<zmq::message_t> OutMessage::toFrames() && {
     }
   }
   return frames;
+}
+
+std::uint64_t partElementsFor(std::uint64_t total, std::uint32_t part_bytes) {
+  const std::uint64_t by_size = std::max<std::uint64_t>(1, part_bytes / sizeof(float));
+  const std::uint64_t by_count = (total + kMaxParts - 1) / kMaxParts;
+  return std::max(by_size, by_count);
+}
+
+std::uint32_t OutMessage::partCount(std::uint64_t elements_per_part) const {
+  if (tensors_.size() != 1 || elements_per_part == 0) return 1;
+  const std::uint64_t n = tensors_[0].elements;
+  return static_cast<std::uint32_t>(std::max<std::uint64_t>(1, (n + elements_per_part - 1) / elements_per_part));
+}
+
+std::vector<zmq::message_t> OutMessage::partFrames(std::uint32_t index,
+                                                   std::uint64_t elements_per_part) {
+  const Attached& t = tensors_.at(0);
+  const std::uint32_t count = partCount(elements_per_part);
+  const std::uint64_t offset = static_cast<std::uint64_t>(index) * elements_per_part;
+  const std::uint64_t len = std::min<std::uint64_t>(elements_per_part, t.elements - offset);
+  auto part = header_.initPart();
+  part.setIndex(index);
+  part.setCount(count);
+  part.setOffset(offset);
+  part.setTotalElements(t.elements);
+  if (!header_.hasTensors() || header_.getTensors().size() != 1) header_.initTensors(1);
+  auto info = header_.getTensors()[0];
+  info.setDtype(proto::DType::FLOAT32);
+  info.setEncoding(proto::Encoding::DENSE);
+  info.setElements(len);
+  info.setByteLength(len * sizeof(float));
+  info.setChunkBytes(static_cast<std::uint32_t>(len * sizeof(float)));
+  std::vector<zmq::message_t> frames;
+  kj::Array<capnp::word> words = capnp::messageToFlatArray(*builder_);
+  auto bytes = words.asBytes();
+  frames.emplace_back(bytes.begin(), bytes.size());
+  frames.emplace_back(const_cast<char*>(t.data + offset * sizeof(float)), len * sizeof(float),
+                      &releasePayload, new std::shared_ptr<const void>(t.owner));
+  return frames;
+}
+
+std::vector<std::vector<zmq::message_t>> OutMessage::toParts(std::uint32_t part_bytes) && {
+  std::vector<std::vector<zmq::message_t>> out;
+  const bool parted = tensors_.size() == 1 && tensors_[0].encoding == kernels::Encoding::kDense &&
+                      part_bytes > 0 && tensors_[0].bytes > part_bytes;
+  if (!parted) {
+    out.push_back(std::move(*this).toFrames());
+    return out;
+  }
+  const std::uint64_t per = partElementsFor(tensors_[0].elements, part_bytes);
+  const std::uint32_t n = partCount(per);
+  out.reserve(n);
+  for (std::uint32_t i = 0; i < n; ++i) out.push_back(partFrames(i, per));
+  return out;
 }
 
 OutMessage makeErrorReply(std::uint64_t job_id, std::uint64_t sender_id, const Status& status) {
@@ -234,7 +294,10 @@ kernels::Encoding InMessage::tensorEncoding(std::size_t i) const {
   return fromProto(header().getTensors()[static_cast<unsigned>(i)].getEncoding());
 }
 
-Result<InMessage> decodeMessage(std::vector<zmq::message_t>&& frames, const MessageLimits& limits) {
+namespace {
+
+// Step 1: the frame count and the header frame's size, before anything is parsed.
+Status checkFrameShape(const std::vector<zmq::message_t>& frames, const MessageLimits& limits) {
   if (frames.empty()) return invalidArgument("empty message");
   if (frames.size() > limits.max_frames) return resourceExhausted("too many frames");
   const zmq::message_t& head = frames[0];
@@ -245,7 +308,101 @@ Result<InMessage> decodeMessage(std::vector<zmq::message_t>&& frames, const Mess
   if (head.size() > limits.max_header_bytes) {
     return resourceExhausted("header frame of " + std::to_string(head.size()) + " bytes over limit");
   }
+  return Status::ok();
+}
+
+// Step 3: the header is for this receiver (protocol version, job).
+Status checkHeaderIdentity(proto::Header::Reader h, const MessageLimits& limits) {
+  if (h.getProtocolVersion() != kProtocolVersion) {
+    return invalidArgument("protocol version " + std::to_string(h.getProtocolVersion()) +
+                           " not supported (expected " + std::to_string(kProtocolVersion) + ")");
+  }
+  if (h.getJobId() != limits.job_id) {
+    return permissionDenied("job " + std::to_string(h.getJobId()) + " is not this job (" +
+                            std::to_string(limits.job_id) + ")");
+  }
+  return Status::ok();
+}
+
+// Step 4, per tensor: its description is plausible within the limits.
+Status checkTensorInfo(unsigned i, proto::TensorInfo::Reader info, const MessageLimits& limits) {
+  const std::uint64_t elem_size = info.getDtype() == proto::DType::FLOAT16 ? 2 : 4;
+  if (info.getDtype() != proto::DType::FLOAT32) {
+    return invalidArgument("tensor " + std::to_string(i) + ": only float32 tensors are used");
+  }
+  if (info.getByteLength() > limits.max_tensor_bytes) {
+    return resourceExhausted("tensor of " + std::to_string(info.getByteLength()) +
+                             " bytes over the limit of " + std::to_string(limits.max_tensor_bytes));
+  }
+  if (info.getElements() > limits.max_tensor_bytes / elem_size ||
+      !plausibleLength(info.getEncoding(), info.getElements(), info.getByteLength())) {
+    return invalidArgument("tensor byte length " + std::to_string(info.getByteLength()) +
+                           " does not match " + std::to_string(info.getElements()) + " elements");
+  }
+  if (info.getChunkBytes() == 0) return invalidArgument("tensor chunk size is zero");
+  return Status::ok();
+}
+
+// Step 5, per tensor: exactly the frames its description announces, each of its size.
+Status takeTensorFrames(unsigned i, proto::TensorInfo::Reader info,
+                        std::vector<zmq::message_t>& frames, std::size_t* next,
+                        std::vector<zmq::message_t>* out, std::uint64_t* bytes) {
+  const std::uint64_t n = chunkCount(info.getByteLength(), info.getChunkBytes());
+  if (*next + n > frames.size()) {
+    return invalidArgument("header announces more tensor frames than were received");
+  }
+  for (std::uint64_t c = 0; c < n; ++c) {
+    const std::uint64_t expect = std::min<std::uint64_t>(
+        info.getChunkBytes(), info.getByteLength() - c * info.getChunkBytes());
+    if (frames[*next].size() != expect) {
+      return invalidArgument("tensor " + std::to_string(i) + " frame " + std::to_string(c) +
+                             " has " + std::to_string(frames[*next].size()) +
+                             " bytes, header says " + std::to_string(expect));
+    }
+    *bytes += frames[*next].size();
+    out->push_back(std::move(frames[*next]));
+    ++*next;
+  }
+  return Status::ok();
+}
+
+// Step 6: a part message describes one dense slice that lies inside its whole tensor.
+Result<PartPosition> checkPart(proto::Header::Reader h, const MessageLimits& limits) {
+  auto p = h.getPart();
+  PartPosition pos{p.getIndex(), p.getCount(), p.getOffset(), p.getTotalElements()};
+  if (pos.count < 2 || pos.count > limits.max_parts) {
+    return invalidArgument("part count " + std::to_string(pos.count) + " outside 2.." +
+                           std::to_string(limits.max_parts));
+  }
+  if (pos.index >= pos.count) {
+    return invalidArgument("part " + std::to_string(pos.index) + " out of range (count " +
+                           std::to_string(pos.count) + ")");
+  }
+  if (h.getTensors().size() != 1 || h.getTensors()[0].getEncoding() != proto::Encoding::DENSE) {
+    return invalidArgument("a part carries exactly one dense tensor slice");
+  }
+  const std::uint64_t elements = h.getTensors()[0].getElements();
+  if (elements == 0) return invalidArgument("empty part");
+  if (elements * sizeof(float) > limits.max_part_bytes) {
+    return resourceExhausted("part of " + std::to_string(elements * sizeof(float)) +
+                             " bytes over the limit of " + std::to_string(limits.max_part_bytes));
+  }
+  if (pos.total_elements > limits.max_tensor_bytes / sizeof(float) ||
+      pos.offset > pos.total_elements || elements > pos.total_elements - pos.offset) {
+    return invalidArgument("part slice [" + std::to_string(pos.offset) + ", +" +
+                           std::to_string(elements) + ") outside a tensor of " +
+                           std::to_string(pos.total_elements) + " elements");
+  }
+  return pos;
+}
+
+}  // namespace
+
+Result<InMessage> decodeMessage(std::vector<zmq::message_t>&& frames, const MessageLimits& limits) {
+  GSGD_RETURN_IF_ERROR(checkFrameShape(frames, limits));
+  const zmq::message_t& head = frames[0];
   InMessage msg;
+  // Step 2: an aligned copy of the header, read within traversal and nesting limits.
   msg.header_words_ = kj::heapArray<capnp::word>(head.size() / sizeof(capnp::word));
   std::memcpy(msg.header_words_.begin(), head.data(), head.size());
   capnp::ReaderOptions opts;
@@ -257,63 +414,29 @@ Result<InMessage> decodeMessage(std::vector<zmq::message_t>&& frames, const Mess
     auto h = msg.reader_->getRoot<proto::Header>();
     // Traverse everything once now, so later field access cannot hit a bad pointer.
     (void)h.totalSize();
-    if (h.getProtocolVersion() != kProtocolVersion) {
-      return invalidArgument("protocol version " + std::to_string(h.getProtocolVersion()) +
-                             " not supported (expected " + std::to_string(kProtocolVersion) + ")");
-    }
-    if (h.getJobId() != limits.job_id) {
-      return permissionDenied("job " + std::to_string(h.getJobId()) + " is not this job (" +
-                              std::to_string(limits.job_id) + ")");
-    }
+    GSGD_RETURN_IF_ERROR(checkHeaderIdentity(h, limits));
     auto infos = h.getTensors();
     if (infos.size() > limits.max_tensors) return resourceExhausted("too many tensors");
     std::size_t next = 1;
     msg.tensor_frames_.resize(infos.size());
     for (unsigned i = 0; i < infos.size(); ++i) {
-      auto info = infos[i];
-      const std::uint64_t elem_size = info.getDtype() == proto::DType::FLOAT16 ? 2 : 4;
-      if (info.getDtype() != proto::DType::FLOAT32) {
-        return invalidArgument("tensor " + std::to_string(i) + ": only float32 tensors are used");
-      }
-      if (info.getByteLength() > limits.max_tensor_bytes) {
-        return resourceExhausted("tensor of " + std::to_string(info.getByteLength()) +
-                                 " bytes over the limit of " +
-                                 std::to_string(limits.max_tensor_bytes));
-      }
-      if (info.getElements() > limits.max_tensor_bytes / elem_size ||
-          !plausibleLength(info.getEncoding(), info.getElements(), info.getByteLength())) {
-        return invalidArgument("tensor byte length " + std::to_string(info.getByteLength()) +
-                               " does not match " + std::to_string(info.getElements()) +
-                               " elements");
-      }
-      if (info.getChunkBytes() == 0) return invalidArgument("tensor chunk size is zero");
-      const std::uint64_t n = chunkCount(info.getByteLength(), info.getChunkBytes());
-      if (next + n > frames.size()) {
-        return invalidArgument("header announces more tensor frames than were received");
-      }
-      std::uint64_t seen = 0;
-      for (std::uint64_t c = 0; c < n; ++c) {
-        const std::uint64_t expect =
-            std::min<std::uint64_t>(info.getChunkBytes(), info.getByteLength() - c * info.getChunkBytes());
-        if (frames[next].size() != expect) {
-          return invalidArgument("tensor " + std::to_string(i) + " frame " + std::to_string(c) +
-                                 " has " + std::to_string(frames[next].size()) +
-                                 " bytes, header says " + std::to_string(expect));
-        }
-        seen += frames[next].size();
-        msg.tensor_frames_[i].push_back(std::move(frames[next]));
-        ++next;
-      }
-      total_tensor_bytes += seen;
+      GSGD_RETURN_IF_ERROR(checkTensorInfo(i, infos[i], limits));
+      GSGD_RETURN_IF_ERROR(takeTensorFrames(i, infos[i], frames, &next, &msg.tensor_frames_[i],
+                                            &total_tensor_bytes));
     }
     if (next != frames.size()) {
       return invalidArgument("message has " + std::to_string(frames.size() - next) +
                              " frames more than its header describes");
     }
+    if (h.hasPart()) {
+      auto part = checkPart(h, limits);
+      if (!part) return part.status();
+      msg.part_ = *part;
+    }
   } catch (const kj::Exception& e) {
     return invalidArgument(std::string("malformed header: ") + e.getDescription().cStr());
   }
-  msg.wire_bytes_ = head.size() + total_tensor_bytes;
+  msg.wire_bytes_ = frames[0].size() + total_tensor_bytes;
   return msg;
 }
 

@@ -122,6 +122,17 @@ Status replyTo(zmq::socket_t& sock, const zmq::message_t& routing_id, OutMessage
   return sendFrames(sock, std::move(msg).toFrames(), &routing_id);
 }
 
+Status sendSequence(zmq::socket_t& sock, std::vector<std::vector<zmq::message_t>>&& messages,
+                    const zmq::message_t* routing_id) {
+  for (auto& frames : messages) GSGD_RETURN_IF_ERROR(sendFrames(sock, std::move(frames), routing_id));
+  return Status::ok();
+}
+
+Status replyInParts(zmq::socket_t& sock, const zmq::message_t& routing_id, OutMessage&& msg,
+                    std::uint32_t part_bytes) {
+  return sendSequence(sock, std::move(msg).toParts(part_bytes), &routing_id);
+}
+
 Status statusFromError(const InMessage& msg) {
   if (msg.kind() != BodyKind::ERROR) return Status::ok();
   auto e = msg.header().getBody().getError();
@@ -143,21 +154,26 @@ Status RpcClient::ensureSocket() {
   return Status::ok();
 }
 
-Result<InMessage> RpcClient::callRaw(OutMessage&& msg, std::chrono::milliseconds timeout) {
+Status RpcClient::send(std::vector<zmq::message_t>&& frames) {
   GSGD_RETURN_IF_ERROR(ensureSocket());
-  Status sent = sendFrames(*sock_, std::move(msg).toFrames());
-  if (!sent) {
-    sock_.reset();
-    return sent;
-  }
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  Status sent = sendFrames(*sock_, std::move(frames));
+  if (!sent) sock_.reset();
+  return sent;
+}
+
+Result<InMessage> RpcClient::receive(std::chrono::steady_clock::time_point deadline) {
+  return receiveUntil(deadline, "in time");
+}
+
+Result<InMessage> RpcClient::receiveUntil(std::chrono::steady_clock::time_point deadline,
+                                          const std::string& within) {
+  if (!sock_) return unavailable("no request in flight to " + endpoint_);
   while (true) {
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
         deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       sock_.reset();  // a late answer must not be read as the next call's
-      return unavailable("no answer from " + endpoint_ + " within " +
-                         std::to_string(timeout.count()) + " ms");
+      return unavailable("no answer from " + endpoint_ + " " + within);
     }
     zmq::pollitem_t item{sock_->handle(), 0, ZMQ_POLLIN, 0};
     try {
@@ -173,8 +189,16 @@ Result<InMessage> RpcClient::callRaw(OutMessage&& msg, std::chrono::milliseconds
       sock_.reset();
       return frames.status();
     }
-    return decodeMessage(std::move(*frames), limits_);
+    auto msg = decodeMessage(std::move(*frames), limits_);
+    if (!msg) sock_.reset();  // the rest of a bad reply must not be read as the next one
+    return msg;
   }
+}
+
+Result<InMessage> RpcClient::callRaw(OutMessage&& msg, std::chrono::milliseconds timeout) {
+  GSGD_RETURN_IF_ERROR(send(std::move(msg).toFrames()));
+  return receiveUntil(std::chrono::steady_clock::now() + timeout,
+                      "within " + std::to_string(timeout.count()) + " ms");
 }
 
 Result<InMessage> RpcClient::call(OutMessage&& msg, std::chrono::milliseconds timeout) {

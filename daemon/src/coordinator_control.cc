@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "groupsgd/common/log.h"
+#include "groupsgd/daemon/config_options.h"
 #include "groupsgd/daemon/coordinator.h"
 #include "groupsgd/daemon/sd_notify.h"
 #include "groupsgd/daemon/version.h"
@@ -142,17 +143,8 @@ Status Coordinator::applySettings(const nlohmann::json& values, ojson* applied, 
     return invalidArgument("set needs params {\"values\": {KEY: VALUE, ...}}");
   }
   // Validate everything on a copy first: either all values apply or none.
+  GSGD_RETURN_IF_ERROR(checkSettable(values));
   DaemonConfig next = cfg_;
-  static const char* kRuntime[] = {"step_deadline_ms", "target_acc",  "max_seconds",
-                                   "max_samples",      "progress_ms", "log_level",
-                                   "heartbeat_misses", "adaptive"};
-  for (auto it = values.begin(); it != values.end(); ++it) {
-    if (std::find(std::begin(kRuntime), std::end(kRuntime), it.key()) == std::end(kRuntime)) {
-      return invalidArgument("'" + it.key() + "' cannot be changed at run time (runtime keys: "
-                             "step_deadline_ms, target_acc, max_seconds, max_samples, "
-                             "progress_ms, log_level, heartbeat_misses, adaptive.*)");
-    }
-  }
   GSGD_RETURN_IF_ERROR(applyJson(values, &next));
   GSGD_RETURN_IF_ERROR(validate(next));
   log::Level level;
@@ -205,20 +197,15 @@ void Coordinator::reloadConfig() {
     (void)sdNotifyReady("reload refused: " + s.message());
     return;
   }
-  const nlohmann::json f = toJson(fresh);
-  nlohmann::json runtime = {{"step_deadline_ms", fresh.step_deadline_ms},
-                            {"target_acc", fresh.target_acc},
-                            {"max_seconds", fresh.max_seconds},
-                            {"max_samples", fresh.max_samples},
-                            {"log_level", fresh.log_level}};
+  // applySettings is all or nothing: either every run-time key of the file applies or none.
   ojson applied, previous;
-  s = applySettings(runtime, &applied, &previous);
-  if (adaptive_) {
-    cfg_.adaptive = fresh.adaptive;
-    adaptive_->setConfig(cfg_.adaptive);
+  s = applySettings(reloadableSettings(fresh), &applied, &previous);
+  if (!s) {
+    GSGD_ERROR("reload refused, keeping the running configuration: " << s.toString());
+    (void)sdNotifyReady("reload refused: " + s.message());
+    return;
   }
   GSGD_INFO("configuration reloaded from " << cfg_.config_file
-                                           << (s ? "" : " (partly: " + s.message() + ")")
                                            << "; settings that need a restart are unchanged");
   (void)sdNotifyReady("reloaded");
 }

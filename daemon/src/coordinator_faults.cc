@@ -3,8 +3,8 @@
 // All of it runs on the coordinator thread.
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 
+#include "groupsgd/common/atomic_file.h"
 #include "groupsgd/common/log.h"
 #include "groupsgd/daemon/coordinator.h"
 
@@ -140,14 +140,7 @@ void Coordinator::persistHeadState() {
   if (head_.state_file.empty() || central_version_seen_ <= persisted_version_) return;
   const nlohmann::json j = {{"incarnation", head_.incarnation},
                             {"central_version_seen", central_version_seen_}};
-  const std::string tmp = head_.state_file + ".tmp";
-  {
-    std::ofstream f(tmp);
-    f << j.dump() << "\n";
-    if (!f) return;
-  }
-  // A report for the next head, not model state: a rename is atomic enough.
-  if (std::rename(tmp.c_str(), head_.state_file.c_str()) == 0) {
+  if (writeFileAtomically(head_.state_file, j.dump() + "\n").isOk()) {
     persisted_version_ = central_version_seen_;
   }
 }

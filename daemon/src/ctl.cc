@@ -2,10 +2,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <memory>
 #include <cstdlib>
 #include <optional>
 #include <ostream>
 #include <utility>
+
+#include <CLI/CLI.hpp>
 
 #include "groupsgd/common/curve_keys.h"
 #include "groupsgd/daemon/control_client.h"
@@ -55,16 +58,7 @@ constexpr CommandSpec kCommands[] = {
 };
 
 // keygen runs locally: it never touches the control socket.
-int runKeygen(const std::vector<std::string>& rest, std::ostream& out, std::ostream& err) {
-  std::string prefix;
-  for (std::size_t i = 0; i < rest.size(); ++i) {
-    if (rest[i] == "--out" && i + 1 < rest.size()) {
-      prefix = rest[++i];
-    } else {
-      err << "groupsgdctl: usage: groupsgdctl keygen --out PREFIX\n";
-      return kCtlUsageOrConnection;
-    }
-  }
+int runKeygen(const std::string& prefix, std::ostream& out, std::ostream& err) {
   if (prefix.empty()) {
     err << "groupsgdctl: usage: groupsgdctl keygen --out PREFIX\n";
     return kCtlUsageOrConnection;
@@ -107,7 +101,9 @@ void printGlobalHelp(std::ostream& out) {
     out << "  " << c.usage << std::string(width - std::string(c.usage).size() + 2, ' ')
         << c.summary << "\n";
   }
-  out << "\nexit status: 0 ok, 1 refused by the daemon, 2 usage or connection error\n";
+  out << "\nThe options may also follow the command (groupsgdctl status --json); a value\n"
+         "is the next word or follows an '='.\n"
+         "\nexit status: 0 ok, 1 refused by the daemon, 2 usage or connection error\n";
 }
 
 void printCommandHelp(const CommandSpec& c, std::ostream& out) {
@@ -134,9 +130,15 @@ ojson workerRef(const std::string& text) {
 }
 
 // Builds the request for a command; an empty method with `error` set is a usage error.
+// The flags a command may take; CLI11 has refused any other option already.
+struct CommandFlags {
+  bool wait = false;     // drain
+  bool dry_run = false;  // regroup
+};
+
 std::optional<Invocation> buildInvocation(const std::string& cmd,
                                           const std::vector<std::string>& args,
-                                          std::string* error) {
+                                          const CommandFlags& flags, std::string* error) {
   Invocation inv;
   inv.method = cmd;
   auto expectCount = [&](std::size_t lo, std::size_t hi) {
@@ -154,39 +156,20 @@ std::optional<Invocation> buildInvocation(const std::string& cmd,
     return inv;
   }
   if (cmd == "drain" || cmd == "undrain" || cmd == "unquarantine") {
-    std::vector<std::string> positional;
-    bool wait = false;
-    for (const auto& a : args) {
-      if (cmd == "drain" && a == "--wait") {
-        wait = true;
-      } else if (!a.empty() && a[0] == '-' && !isDigits(a)) {
-        *error = "unknown option '" + a + "' for " + cmd;
-        return std::nullopt;
-      } else {
-        positional.push_back(a);
-      }
-    }
-    if (positional.size() != 1 || positional[0].empty()) {
+    if (args.size() != 1 || args[0].empty()) {
       *error = std::string("usage: groupsgdctl ") + findCommand(cmd)->usage;
       return std::nullopt;
     }
-    inv.params["worker"] = workerRef(positional[0]);
+    inv.params["worker"] = workerRef(args[0]);
     if (cmd == "drain") {
-      inv.params["wait"] = wait;
-      if (wait) inv.default_timeout = kDrainWaitTimeout;
+      inv.params["wait"] = flags.wait;
+      if (flags.wait) inv.default_timeout = kDrainWaitTimeout;
     }
     return inv;
   }
   if (cmd == "regroup") {
-    bool dry_run = false;
-    for (const auto& a : args) {
-      if (a != "--dry-run") {
-        *error = "unknown argument '" + a + "'; usage: groupsgdctl regroup [--dry-run]";
-        return std::nullopt;
-      }
-      dry_run = true;
-    }
-    inv.params["dry_run"] = dry_run;
+    if (!expectCount(0, 0)) return std::nullopt;
+    inv.params["dry_run"] = flags.dry_run;
     return inv;
   }
   if (cmd == "set") {
@@ -349,65 +332,109 @@ std::string formatResult(const ojson& result) {
 
 namespace {
 
+// What one command line asked for.
+struct CtlCommandLine {
+  std::string socket;
+  bool json = false;
+  std::string timeout_text;
+  bool help = false;
+  std::string command;            // "" = none given
+  std::vector<std::string> args;  // the command's positional arguments
+  CommandFlags flags;
+  std::string out_prefix;           // keygen
+  std::vector<std::string> stray;   // a first word that is no command
+};
+
+// The global options may come before or after the command ("status --json"): each
+// subcommand falls through to them. Help is printed by us, so its flags are plain flags.
+std::unique_ptr<CLI::App> makeCtlApp(CtlCommandLine* line) {
+  auto app = std::make_unique<CLI::App>("groupsgdctl", "groupsgdctl");
+  app->set_help_flag();
+  app->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app->add_flag("-h,--help", line->help);
+  app->add_flag("--json", line->json);
+  app->add_option("--socket", line->socket);
+  app->add_option("--timeout-ms", line->timeout_text);
+  app->add_option("command", line->stray);
+  app->require_subcommand(0, 1);
+  auto add = [&](const std::string& name) {
+    CLI::App* sub = app->add_subcommand(name);
+    sub->fallthrough();
+    sub->set_help_flag();
+    sub->add_flag("-h,--help", line->help);
+    sub->add_option("args", line->args);
+    sub->callback([line, name] { line->command = name; });
+    return sub;
+  };
+  for (const auto& c : kCommands) {
+    CLI::App* sub = add(c.name);
+    if (std::string(c.name) == "drain") sub->add_flag("--wait", line->flags.wait);
+    if (std::string(c.name) == "regroup") sub->add_flag("--dry-run", line->flags.dry_run);
+    if (std::string(c.name) == "keygen") sub->add_option("--out", line->out_prefix);
+  }
+  add("help");
+  return app;
+}
+
 int runCtlUnchecked(const std::vector<std::string>& args, const std::string& default_socket,
                     std::ostream& out, std::ostream& err) {
-  std::string socket = default_socket;
-  bool json = false;
-  std::optional<milliseconds> timeout;
-  std::size_t i = 0;
   auto usageError = [&](const std::string& what) {
     err << "groupsgdctl: " << what << "\n";
     return kCtlUsageOrConnection;
   };
-  for (; i < args.size() && !args[i].empty() && args[i][0] == '-'; ++i) {
-    const std::string& a = args[i];
-    if (a == "-h" || a == "--help") {
-      printGlobalHelp(out);
-      return kCtlOk;
-    } else if (a == "--json") {
-      json = true;
-    } else if (a == "--socket" || a.rfind("--socket=", 0) == 0) {
-      if (a == "--socket" && i + 1 >= args.size()) return usageError("--socket needs a PATH");
-      socket = a == "--socket" ? args[++i] : a.substr(9);
-      if (socket.empty()) return usageError("--socket needs a PATH");
-    } else if (a == "--timeout-ms" || a.rfind("--timeout-ms=", 0) == 0) {
-      if (a == "--timeout-ms" && i + 1 >= args.size()) return usageError("--timeout-ms needs MS");
-      const std::string v = a == "--timeout-ms" ? args[++i] : a.substr(13);
-      milliseconds t;
-      if (!parseTimeout(v, &t)) return usageError("--timeout-ms wants 1..86400000, got '" + v + "'");
-      timeout = t;
-    } else {
-      return usageError("unknown option '" + a + "' (groupsgdctl --help)");
-    }
+  CtlCommandLine cl;
+  cl.socket = default_socket;
+  auto app = makeCtlApp(&cl);
+  try {
+    std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 pops from the back
+    app->parse(reversed);
+  } catch (const CLI::ParseError& e) {
+    return usageError(std::string(e.what()) + " (groupsgdctl --help)");
   }
-  if (i >= args.size()) {
+  if (!cl.stray.empty()) {
+    return usageError("unknown command '" + cl.stray[0] + "' (groupsgdctl --help)");
+  }
+  if (cl.help && cl.command.empty()) {
+    printGlobalHelp(out);
+    return kCtlOk;
+  }
+  if (cl.command.empty()) {
     printGlobalHelp(err);
     return kCtlUsageOrConnection;
   }
-  const std::string cmd = args[i];
-  std::vector<std::string> rest(args.begin() + static_cast<std::ptrdiff_t>(i) + 1, args.end());
+  std::optional<milliseconds> timeout;
+  if (!cl.timeout_text.empty()) {
+    milliseconds t;
+    if (!parseTimeout(cl.timeout_text, &t)) {
+      return usageError("--timeout-ms wants 1..86400000, got '" + cl.timeout_text + "'");
+    }
+    timeout = t;
+  }
+  const std::string& cmd = cl.command;
   if (cmd == "help") {
-    if (rest.empty()) {
+    if (cl.args.empty()) {
       printGlobalHelp(out);
       return kCtlOk;
     }
-    const CommandSpec* spec = findCommand(rest[0]);
-    if (spec == nullptr) return usageError("no command '" + rest[0] + "'");
+    const CommandSpec* spec = findCommand(cl.args[0]);
+    if (spec == nullptr) return usageError("no command '" + cl.args[0] + "'");
     printCommandHelp(*spec, out);
     return kCtlOk;
   }
-  const CommandSpec* spec = findCommand(cmd);
-  if (spec == nullptr) return usageError("unknown command '" + cmd + "' (groupsgdctl --help)");
-  if (std::find_if(rest.begin(), rest.end(), [](const std::string& a) {
-        return a == "--help" || a == "-h";
-      }) != rest.end()) {
-    printCommandHelp(*spec, out);
+  if (cl.help) {
+    printCommandHelp(*findCommand(cmd), out);
     return kCtlOk;
   }
-  if (cmd == "keygen") return runKeygen(rest, out, err);
+  if (cmd == "keygen") {
+    if (!cl.args.empty()) return usageError("usage: groupsgdctl keygen --out PREFIX");
+    return runKeygen(cl.out_prefix, out, err);
+  }
+  if (cl.socket.empty()) return usageError("--socket needs a PATH");
   std::string error;
-  const auto inv = buildInvocation(cmd, rest, &error);
+  const auto inv = buildInvocation(cmd, cl.args, cl.flags, &error);
   if (!inv) return usageError(error);
+  const std::string& socket = cl.socket;
+  const bool json = cl.json;
 
   const milliseconds deadline = timeout.value_or(inv->default_timeout);
   const auto started = std::chrono::steady_clock::now();

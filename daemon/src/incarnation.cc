@@ -1,7 +1,8 @@
 #include "groupsgd/daemon/incarnation.h"
 
+#include "groupsgd/common/atomic_file.h"
+
 #include <chrono>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -39,15 +40,7 @@ Result<HeadStart> startIncarnation(const std::string& checkpoint_dir) {
   h.incarnation = previous + 1;
   nlohmann::json j = {{"incarnation", h.incarnation}};
   if (h.previous_version_seen) j["central_version_seen"] = *h.previous_version_seen;
-  const std::string tmp = h.state_file + ".tmp";
-  {
-    std::ofstream f(tmp);
-    f << j.dump() << "\n";
-    if (!f) return unavailable("cannot write " + tmp);
-  }
-  if (std::rename(tmp.c_str(), h.state_file.c_str()) != 0) {
-    return unavailable("cannot rename " + tmp + " to " + h.state_file);
-  }
+  GSGD_RETURN_IF_ERROR(writeFileAtomically(h.state_file, j.dump() + "\n"));
   return h;
 }
 

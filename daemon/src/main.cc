@@ -2,12 +2,11 @@
 // the central PS, the group PSes, the coordinator, then wait for the end of training.
 #include <csignal>
 #include <cstdio>
-#include <fstream>
 #include <thread>
 
 #include "groupsgd/centralps/central_server.h"
 #include "groupsgd/common/allocator.h"
-#include "groupsgd/common/compression_spec.h"
+#include "groupsgd/common/atomic_file.h"
 #include "groupsgd/common/log.h"
 #include "groupsgd/daemon/config.h"
 #include "groupsgd/daemon/control_server.h"
@@ -21,6 +20,7 @@
 #include "groupsgd/daemon/sd_notify.h"
 #include "groupsgd/daemon/version.h"
 #include "groupsgd/groupps/group_server.h"
+#include "group_server_setup.h"
 
 namespace {
 
@@ -35,13 +35,10 @@ int fail(const std::string& what) {
   return 1;
 }
 
-// Publishes the coordinator endpoint (written to a temporary name, then renamed).
-bool writeEndpointFile(const std::string& path, const std::string& endpoint) {
-  if (path.empty()) return true;
-  std::ofstream f(path + ".tmp");
-  f << endpoint << "\n";
-  f.close();
-  return f && std::rename((path + ".tmp").c_str(), path.c_str()) == 0;
+// Publishes the coordinator endpoint (atomically: a reader never sees half a line).
+groupsgd::Status writeEndpointFile(const std::string& path, const std::string& endpoint) {
+  if (path.empty()) return groupsgd::Status::ok();
+  return groupsgd::writeFileAtomically(path, endpoint + "\n");
 }
 
 }  // namespace
@@ -97,8 +94,8 @@ int main(int argc, char** argv) {
     if (!sock) return fail("coordinator: " + sock.status().toString());
     auto ep = bindSocket(*sock, cfg.listen);
     if (!ep) return fail("coordinator: " + ep.status().toString());
-    if (!writeEndpointFile(cfg.endpoint_file, *ep)) {
-      return fail("cannot write the endpoint file " + cfg.endpoint_file);
+    if (Status s = writeEndpointFile(cfg.endpoint_file, *ep); !s) {
+      return fail("cannot write the endpoint file: " + s.toString());
     }
     auto model = cfg.external_model_file.empty()
                      ? daemon::awaitExternalModel(*sock, cfg, g_stop_requested)
@@ -119,18 +116,8 @@ int main(int argc, char** argv) {
   // Role coordinator hosts no group PS: node daemons offer them when they register.
   const std::uint32_t local_groups = cfg.role == "coordinator" ? 0 : cfg.groupCount();
   for (std::uint32_t g = 0; g < local_groups; ++g) {
-    groupps::GroupServerConfig gcfg;
-    gcfg.group_id = g;
-    gcfg.central_endpoint = topo.central_endpoint;
-    gcfg.optimizer = cfg.optimizer;
-    gcfg.exchange_period = cfg.exchangePeriod();
-    gcfg.step_deadline_ms = cfg.step_deadline_ms;
-    gcfg.max_grad_norm = cfg.max_grad_norm;
-    gcfg.quarantine_after = cfg.quarantine_after;
-    gcfg.quarantine_window_ms = static_cast<std::uint32_t>(cfg.quarantine_window_s * 1000);
-    gcfg.delta_compression = *parseCompressionSpec(cfg.compress_deltas);  // validated
-    gcfg.limits = limits;
-    gcfg.curve = curve->keys;
+    const groupps::GroupServerConfig gcfg =
+        daemon::groupServerConfig(cfg, g, topo.central_endpoint, curve->keys);
     auto server = groupps::GroupServer::create(ctx, gcfg, topo.param_count, any_port);
     if (!server) return fail("group PS " + std::to_string(g) + ": " + server.status().toString());
     topo.group_endpoints.push_back((*server)->endpoint());
@@ -184,8 +171,10 @@ int main(int argc, char** argv) {
   GSGD_INFO("head incarnation " << head->incarnation);
   (*coordinator)->setHeadStart(std::move(*head));
 
-  if (!intake && !writeEndpointFile(cfg.endpoint_file, (*coordinator)->endpoint())) {
-    return fail("cannot write the endpoint file " + cfg.endpoint_file);
+  if (!intake) {
+    if (Status s = writeEndpointFile(cfg.endpoint_file, (*coordinator)->endpoint()); !s) {
+      return fail("cannot write the endpoint file: " + s.toString());
+    }
   }
 
   // Each server runs on its own thread with its own sockets; they talk only by messages.
@@ -204,9 +193,9 @@ int main(int argc, char** argv) {
   metrics_server.reset();
   summary["config"] = daemon::toJson(cfg);
   if (!cfg.summary_file.empty()) {
-    std::ofstream f(cfg.summary_file);
-    f << summary.dump(2) << "\n";
-    if (!f) GSGD_ERROR("cannot write the summary file " << cfg.summary_file);
+    if (Status s = writeFileAtomically(cfg.summary_file, summary.dump(2) + "\n"); !s) {
+      GSGD_ERROR("cannot write the summary file: " << s.toString());
+    }
   }
   if (cfg.json) {
     std::printf("%s\n", summary.dump().c_str());

@@ -3,11 +3,11 @@
 #include <thread>
 
 #include "groupsgd/common/backoff.h"
-#include "groupsgd/common/compression_spec.h"
 #include "groupsgd/common/log.h"
 #include "groupsgd/daemon/curve_setup.h"
 #include "groupsgd/groupps/group_server.h"
 #include "groupsgd/worker/client.h"
+#include "group_server_setup.h"
 
 namespace groupsgd::daemon {
 namespace {
@@ -46,24 +46,13 @@ HeadEnd serveHead(const DaemonConfig& cfg, zmq::context_t& ctx, worker::Coordina
   (void)coord.leave(*probe, 0, 0);
   // 2. Bind the group PSes. Their optimizer settings come from this node's configuration:
   //    give every daemon the same configuration file.
-  MessageLimits limits;
-  limits.job_id = cfg.job_id;
   std::vector<std::unique_ptr<groupps::GroupServer>> groups;
   std::vector<std::string> endpoints;
   for (std::uint32_t g = 0; g < cfg.node_groups; ++g) {
-    groupps::GroupServerConfig gcfg;
-    gcfg.group_id = g;  // renumbered by the coordinator's GroupConfig below
-    gcfg.central_endpoint = probe->central_endpoint;
-    gcfg.optimizer = cfg.optimizer;
-    gcfg.exchange_period = cfg.exchangePeriod();
-    gcfg.step_deadline_ms = cfg.step_deadline_ms;
-    gcfg.max_grad_norm = cfg.max_grad_norm;
-    gcfg.quarantine_after = cfg.quarantine_after;
-    gcfg.quarantine_window_ms = static_cast<std::uint32_t>(cfg.quarantine_window_s * 1000);
-    gcfg.delta_compression = *parseCompressionSpec(cfg.compress_deltas);
-    gcfg.limits = limits;
+    // The group id is renumbered by the coordinator's GroupConfig.
+    groupps::GroupServerConfig gcfg =
+        groupServerConfig(cfg, g, probe->central_endpoint, curve_keys);
     gcfg.adopt_group_id = true;
-    gcfg.curve = curve_keys;
     auto server = groupps::GroupServer::create(ctx, gcfg, probe->param_count,
                                                "tcp://" + cfg.bind_host + ":*");
     if (!server) {

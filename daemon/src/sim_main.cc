@@ -1,5 +1,7 @@
 // groupsgd-sim: drives the adaptive coordinator's policy with synthetic workers (8 to
 // 10,000) and prints one JSON object per window (--per-window) and a summary line.
+#include <CLI/CLI.hpp>
+
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -20,55 +22,45 @@ const char* kUsage = R"(usage: groupsgd-sim [options]
   --seed S           random seed (default 1)
   --min-batch B      adaptive min_batch (default 4)
   --per-window       print one JSON object per window before the summary
+  --help             this text
+Options also take --flag=value.
 )";
 
-bool number(const std::string& s, double* out) {
-  char* end = nullptr;
-  *out = std::strtod(s.c_str(), &end);
-  return !s.empty() && end == s.c_str() + s.size();
-}
+// CLI11's NonNegativeNumber would print its whole range in the message.
+const CLI::Validator kNonNegative(
+    [](std::string& v) {
+      return !v.empty() && v[0] == '-' ? "must be a non-negative number, got " + v : std::string();
+    },
+    "", "non-negative");
 
 }  // namespace
 
 int main(int argc, char** argv) {
   groupsgd::daemon::SimConfig c;
-  std::vector<std::string> args(argv + 1, argv + argc);
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    if (a == "--help" || a == "-h") {
-      std::fputs(kUsage, stdout);
-      return 0;
-    }
-    if (a == "--per-window") {
-      c.per_window = true;
-      continue;
-    }
-    if (i + 1 >= args.size()) {
-      std::fprintf(stderr, "groupsgd-sim: %s needs a value\n", a.c_str());
-      return 2;
-    }
-    const std::string v = args[++i];
-    double x = 0;
-    if (a == "--scenario") {
-      c.scenario = v;
-      continue;
-    }
-    if (!number(v, &x) || x < 0) {
-      std::fprintf(stderr, "groupsgd-sim: %s expects a non-negative number, got '%s'\n", a.c_str(), v.c_str());
-      return 2;
-    }
-    if (a == "--workers") c.workers = static_cast<std::uint32_t>(x);
-    else if (a == "--windows") c.windows = static_cast<std::uint32_t>(x);
-    else if (a == "--slowdown") c.slowdown = x;
-    else if (a == "--link-ms") c.link_ms = x;
-    else if (a == "--stragglers") c.stragglers = static_cast<std::uint32_t>(x);
-    else if (a == "--noise") c.noise = x;
-    else if (a == "--seed") c.seed = static_cast<std::uint64_t>(x);
-    else if (a == "--min-batch") c.adaptive.min_batch = static_cast<std::uint32_t>(x);
-    else {
-      std::fprintf(stderr, "groupsgd-sim: unknown option '%s' (see --help)\n", a.c_str());
-      return 2;
-    }
+  CLI::App app("groupsgd-sim");
+  app.set_help_flag();  // kUsage is the help
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  bool help = false;
+  app.add_flag("-h,--help", help);
+  app.add_flag("--per-window", c.per_window);
+  app.add_option("--scenario", c.scenario);
+  app.add_option("--workers", c.workers)->check(kNonNegative);
+  app.add_option("--windows", c.windows)->check(kNonNegative);
+  app.add_option("--slowdown", c.slowdown)->check(kNonNegative);
+  app.add_option("--link-ms", c.link_ms)->check(kNonNegative);
+  app.add_option("--stragglers", c.stragglers)->check(kNonNegative);
+  app.add_option("--noise", c.noise)->check(kNonNegative);
+  app.add_option("--seed", c.seed)->check(kNonNegative);
+  app.add_option("--min-batch", c.adaptive.min_batch)->check(kNonNegative);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    std::fprintf(stderr, "groupsgd-sim: %s (see --help)\n", e.what());
+    return 2;
+  }
+  if (help) {
+    std::fputs(kUsage, stdout);
+    return 0;
   }
   auto r = groupsgd::daemon::simulate(c);
   if (!r) {

@@ -33,12 +33,16 @@ GroupServer::GroupServer(zmq::context_t& ctx, zmq::socket_t router, std::string 
       cfg_(std::move(cfg)),
       barrier_(param_count),
       quarantine_(cfg_.quarantine_after, std::chrono::milliseconds(cfg_.quarantine_window_ms)),
-      optimizer_(cfg_.optimizer, param_count),
       replica_(std::make_shared<std::vector<float>>(param_count)),
       base_(param_count),
       local_(std::min<std::size_t>(param_count, kLocalElements)) {
   if (cfg_.delta_compression.encoding != kernels::Encoding::kDense) {
     compressor_.emplace(cfg_.delta_compression.encoding, param_count, cfg_.delta_compression.ratio);
+  }
+  const bool parted = cfg_.part_bytes > 0 && param_count * sizeof(float) > cfg_.part_bytes;
+  part_elements_ = parted ? partElementsFor(param_count, cfg_.part_bytes) : param_count;
+  for (std::size_t off = 0; off < param_count; off += part_elements_) {
+    optimizers_.emplace_back(cfg_.optimizer, std::min<std::size_t>(part_elements_, param_count - off));
   }
 }
 
@@ -104,6 +108,7 @@ void GroupServer::refuseBadUpdate(const zmq::message_t& from, std::uint64_t work
   // A repeat offender: out of the barrier (the group stops waiting for it) and refused
   // from now on; the coordinator learns it from GroupStats.
   barrier_.remove(worker);
+  if (inbound_.count(worker) != 0) abortInbound(worker);
   GSGD_WARN("worker " << worker << " quarantined after " << cfg_.quarantine_after
                       << " bad updates within " << cfg_.quarantine_window_ms << " ms (last: "
                       << why.message() << ")");
@@ -115,6 +120,11 @@ void GroupServer::handleRouter(const zmq::message_t& from, std::vector<zmq::mess
   auto msg = decodeMessage(std::move(frames), cfg_.limits);
   if (!msg) return refuse(from, msg.status());
   if (!mayActAs(from, key, *msg)) return;
+  if (msg->part()) {
+    if (msg->kind() == BodyKind::PUSH) return onPushPart(from, std::move(*msg));
+    return refuse(from, invalidArgument(std::string("'") + bodyKindName(msg->kind()) +
+                                        "' is not sent in parts"));
+  }
   switch (msg->kind()) {
     case BodyKind::PULL: return onPull(from, *msg);
     case BodyKind::PUSH: return onPush(from, *msg);
@@ -169,8 +179,8 @@ Leaving fromProto(proto::Directive d) {
 
 }  // namespace
 
-void GroupServer::sendStepReply(const zmq::message_t& to, std::uint64_t worker, bool accepted,
-                                const std::string& reason, double wait_ms) {
+OutMessage GroupServer::stepReplyMessage(std::uint64_t worker, bool accepted,
+                                         const std::string& reason, double wait_ms) {
   // The replica itself, shared by all replies until it next changes: no copy.
   if (!replica_payload_) replica_payload_ = replica_;
   OutMessage out(cfg_.limits.job_id, cfg_.group_id);
@@ -188,7 +198,13 @@ void GroupServer::sendStepReply(const zmq::message_t& to, std::uint64_t worker, 
     r.setDirective(toProto(it->second));
   }
   out.addTensor(replica_payload_);
-  Status s = replyTo(router_, to, std::move(out));
+  return out;
+}
+
+void GroupServer::sendStepReply(const zmq::message_t& to, std::uint64_t worker, bool accepted,
+                                const std::string& reason, double wait_ms) {
+  Status s = replyInParts(router_, to, stepReplyMessage(worker, accepted, reason, wait_ms),
+                          cfg_.part_bytes);
   if (!s) GSGD_WARN("could not answer a member: " << s.toString());
 }
 
@@ -254,43 +270,99 @@ void GroupServer::onPull(const zmq::message_t& from, const InMessage& msg) {
   sendStepReply(from, worker, true, "");
 }
 
-void GroupServer::onPush(const zmq::message_t& from, const InMessage& msg) {
+GroupServer::PushCheck GroupServer::validatePush(const zmq::message_t& from,
+                                                 const InMessage& msg, std::uint64_t elements) {
   auto h = msg.header();
   auto push = h.getBody().getPush();
   const std::uint64_t worker = h.getSenderId();
   if (quarantine_.isQuarantined(worker)) {
     ++counters_.quarantine_refusals;
-    return refuse(from, quarantined("worker " + std::to_string(worker) +
-                                    " is quarantined for repeated bad updates"));
+    refuse(from, quarantined("worker " + std::to_string(worker) +
+                             " is quarantined for repeated bad updates"));
+    return PushCheck::kAnswered;
   }
   const MemberInfo* m = barrier_.member(worker);
   const auto departed = departed_.find(worker);
   if (m == nullptr && departed != departed_.end() && have_model_ && push.getBatchSize() > 0 &&
-      msg.tensorCount() == 1 && msg.tensorElements(0) == replica().size()) {
+      msg.tensorCount() == 1 && elements == replica().size()) {
     // It left (moved or drained) before this gradient arrived: drop it, count it, and
     // tell the worker where it stands.
-    return answerDeparted(from, worker, departed->second, push.getBatchSize());
+    answerDeparted(from, worker, departed->second, push.getBatchSize());
+    return PushCheck::kAnswered;
   }
   if (m == nullptr) {
-    return refuse(from, permissionDenied("worker " + std::to_string(worker) +
-                                         " is not a member of group " +
-                                         std::to_string(cfg_.group_id)));
+    refuse(from, permissionDenied("worker " + std::to_string(worker) + " is not a member of group " +
+                                  std::to_string(cfg_.group_id)));
+    return PushCheck::kAnswered;
   }
   if (h.getEpoch() < m->epoch) {
-    return refuse(from, failedPrecondition("push from epoch " + std::to_string(h.getEpoch()) +
-                                           ", assignment is epoch " + std::to_string(m->epoch) +
-                                           "; register again"));
+    refuse(from, failedPrecondition("push from epoch " + std::to_string(h.getEpoch()) +
+                                    ", assignment is epoch " + std::to_string(m->epoch) +
+                                    "; register again"));
+    return PushCheck::kAnswered;
   }
-  if (!have_model_) return refuse(from, unavailable("group has no model yet; retry"));
+  if (!have_model_) {
+    refuse(from, unavailable("group has no model yet; retry"));
+    return PushCheck::kAnswered;
+  }
+  Status bad;
   if (msg.tensorCount() != 1) {
-    return refuseBadUpdate(from, worker, invalidArgument("a push carries one gradient tensor"));
+    bad = invalidArgument("a push carries one gradient tensor");
+  } else if (elements != replica().size()) {
+    bad = invalidArgument("tensor has " + std::to_string(elements) + " elements, expected " +
+                          std::to_string(replica().size()));
+  } else if (push.getBatchSize() == 0) {
+    bad = invalidArgument("push of an empty batch");
   }
+  if (!bad) {
+    refuseBadUpdate(from, worker, bad);
+    return PushCheck::kAnswered;
+  }
+  // Replays: a step this worker's gradient is already in (or the open step again).
+  const auto last = last_step_.find(worker);
+  if ((last != last_step_.end() && h.getStep() <= last->second) ||
+      (h.getStep() == step_ && barrier_.hasArrived(worker))) {
+    ++counters_.replayed_pushes;
+    refuse(from, failedPrecondition("replayed push for step " + std::to_string(h.getStep()) +
+                                    ": worker " + std::to_string(worker) +
+                                    " already pushed for it; group at step " +
+                                    std::to_string(step_)));
+    return PushCheck::kAnswered;
+  }
+  if (h.getStep() > step_) {
+    refuse(from, invalidArgument("push for step " + std::to_string(h.getStep()) +
+                                 ", the group is at step " + std::to_string(step_)));
+    return PushCheck::kAnswered;
+  }
+  return h.getStep() < step_ ? PushCheck::kLate : PushCheck::kOpenStep;
+}
+
+void GroupServer::answerLate(const zmq::message_t& from, std::uint64_t worker,
+                             std::uint64_t step, std::uint32_t batch) {
+  // The step closed without it (deadline): drop the gradient, count it, and hand the
+  // member the current replica so it catches up.
+  ++counters_.late_gradients;
+  counters_.samples_dropped += batch;
+  acknowledged_[worker] += batch;
+  last_step_[worker] = step;
+  barrier_.markActive(worker);
+  sendStepReply(from, worker, false,
+                "late: step " + std::to_string(step) + " closed; group at step " +
+                    std::to_string(step_));
+  retireIfLeaving(worker);
+  maybeCloseStep(false);
+}
+
+void GroupServer::onPush(const zmq::message_t& from, const InMessage& msg) {
+  auto h = msg.header();
+  auto push = h.getBody().getPush();
+  const std::uint64_t worker = h.getSenderId();
+  const PushCheck check =
+      validatePush(from, msg, msg.tensorCount() == 1 ? msg.tensorElements(0) : 0);
+  if (check == PushCheck::kAnswered) return;
   // Checked and accumulated in place in the received frames: no copy of the gradient.
   auto grad = msg.viewTensor(0, replica().size());
   if (!grad) return refuseBadUpdate(from, worker, grad.status());
-  if (push.getBatchSize() == 0) {
-    return refuseBadUpdate(from, worker, invalidArgument("push of an empty batch"));
-  }
   const double squares = grad->sumSquares();  // one pass for both checks
   if (!std::isfinite(squares)) {
     return refuseBadUpdate(from, worker, invalidArgument(std::to_string(grad->countNonFinite()) +
@@ -301,34 +373,7 @@ void GroupServer::onPush(const zmq::message_t& from, const InMessage& msg) {
                            invalidArgument("gradient norm " + std::to_string(norm) +
                                            " over the bound " + std::to_string(cfg_.max_grad_norm)));
   }
-  // Replays: a step this worker's gradient is already in (or the open step again).
-  const auto last = last_step_.find(worker);
-  if ((last != last_step_.end() && h.getStep() <= last->second) ||
-      (h.getStep() == step_ && barrier_.hasArrived(worker))) {
-    ++counters_.replayed_pushes;
-    return refuse(from, failedPrecondition("replayed push for step " + std::to_string(h.getStep()) +
-                                           ": worker " + std::to_string(worker) +
-                                           " already pushed for it; group at step " +
-                                           std::to_string(step_)));
-  }
-  if (h.getStep() > step_) {
-    return refuse(from, invalidArgument("push for step " + std::to_string(h.getStep()) +
-                                        ", the group is at step " + std::to_string(step_)));
-  }
-  if (h.getStep() < step_) {
-    // The step closed without it (deadline): drop the gradient, count it, and hand the
-    // member the current replica so it catches up.
-    ++counters_.late_gradients;
-    counters_.samples_dropped += push.getBatchSize();
-    acknowledged_[worker] += push.getBatchSize();
-    last_step_[worker] = h.getStep();
-    barrier_.markActive(worker);
-    sendStepReply(from, worker, false,
-                  "late: step " + std::to_string(h.getStep()) + " closed; group at step " +
-                      std::to_string(step_));
-    retireIfLeaving(worker);
-    return maybeCloseStep(false);
-  }
+  if (check == PushCheck::kLate) return answerLate(from, worker, h.getStep(), push.getBatchSize());
   Status added = barrier_.add(worker, push.getBatchSize(), push.getLoss(), *grad);
   if (!added) return refuse(from, added);
   last_step_[worker] = h.getStep();
@@ -343,17 +388,28 @@ GroupServer::Clock::time_point GroupServer::stepDeadline() const {
 }
 
 void GroupServer::maybeCloseStep(bool deadline_passed) {
-  if (barrier_.arrivals() == 0) return;
+  if (barrier_.arrivals() == 0) {
+    // Nothing whole yet: a push still arriving in parts keeps the step open (a member
+    // that died half way is removed by the coordinator's next configuration). Past the
+    // deadline every waiting push is admitted, so one member stalled half way through its
+    // push cannot hold the others back (the memory budget yields to progress here).
+    if (!deadline_passed) return;
+    step_opened_.reset();
+    admitWaiting(true);
+    if (!inbound_.empty()) step_opened_ = Clock::now();
+    return;
+  }
   if (!barrier_.complete() && !deadline_passed) return;
   if (!barrier_.complete()) {
     auto missing = barrier_.missing();
     GSGD_INFO("step " << step_ << " closed at its deadline without " << missing.size()
                       << " member(s)");
   }
-  std::span<const float> mean;
-  auto closed = barrier_.closeInPlace(&mean);
-  optimizer_.step(writableReplica(), mean);
-  replica_payload_.reset();
+  dropUnfinishedPushes();
+  std::span<float> sum;
+  float scale = 1.0f;
+  auto closed = barrier_.closeUnscaled(&sum, &scale);
+  std::vector<float>& replica = writableReplica();
   ++step_;
   ++steps_since_cut_;
   step_opened_.reset();
@@ -361,13 +417,41 @@ void GroupServer::maybeCloseStep(bool deadline_passed) {
   counters_.samples_pending += closed.samples;
   counters_.last_loss = closed.mean_loss;
   const auto released = Clock::now();
+  std::vector<OutMessage> replies;
+  replies.reserve(waiting_.size());
   for (const auto& w : waiting_) {
     const double wait_ms = std::chrono::duration<double, std::milli>(released - w.arrived).count();
-    sendStepReply(w.routing_id, w.worker, true, "", wait_ms);
-    retireIfLeaving(w.worker);
+    replies.push_back(stepReplyMessage(w.worker, true, "", wait_ms));
+  }
+  // Part by part: scale the sum into the mean, step the optimizer, and (a replica in
+  // parts) send the part to every member before computing the next, so the replies are
+  // on the wire while the rest is computed. The parts sent are final: later parts write
+  // elsewhere.
+  const bool in_parts = optimizers_.size() > 1;
+  for (std::size_t i = 0; i < optimizers_.size(); ++i) {
+    const std::size_t off = i * part_elements_;
+    const std::size_t n = std::min<std::size_t>(part_elements_, replica.size() - off);
+    auto mean = sum.subspan(off, n);
+    if (closed.samples > 0) kernels::scale(mean, scale);
+    optimizers_[i].step(std::span<float>(replica).subspan(off, n), mean);
+    if (!in_parts) continue;
+    for (std::size_t m = 0; m < replies.size(); ++m) {
+      Status s = sendFrames(router_, replies[m].partFrames(static_cast<std::uint32_t>(i), part_elements_),
+                            &waiting_[m].routing_id);
+      if (!s) GSGD_WARN("could not answer a member: " << s.toString());
+    }
+  }
+  for (std::size_t m = 0; m < replies.size(); ++m) {
+    if (!in_parts) {
+      Status s = sendFrames(router_, std::move(replies[m]).toFrames(), &waiting_[m].routing_id);
+      if (!s) GSGD_WARN("could not answer a member: " << s.toString());
+    }
+    retireIfLeaving(waiting_[m].worker);
   }
   waiting_.clear();
   maybeExchange(false);
+  barrier_.clearAfterClose();  // off the members' path: their replies are on the wire
+  admitWaiting();
 }
 
 void GroupServer::onGroupConfig(const zmq::message_t& from, const InMessage& msg) {
@@ -395,6 +479,7 @@ void GroupServer::onGroupConfig(const zmq::message_t& from, const InMessage& msg
     if (m.getPublicKey().size() > 0) member_keys_[m.getWorkerId()] = m.getPublicKey().cStr();
   }
   barrier_.configure(members);
+  abortInboundOfNonMembers();
   epoch_ = std::max(epoch_, h.getEpoch());
   cfg_.exchange_period = gc.getExchangePeriod();
   if (gc.getStepDeadlineMs() > 0) cfg_.step_deadline_ms = gc.getStepDeadlineMs();
@@ -444,6 +529,8 @@ void GroupServer::sendStats(const zmq::message_t& to) {
   for (std::uint64_t worker : quarantine_.quarantined()) q.set(i++, worker);
   s.setReplayedPushes(counters_.replayed_pushes);
   s.setQuarantineRefusals(counters_.quarantine_refusals);
+  s.setBadParts(counters_.bad_parts);
+  s.setPushesWaited(counters_.pushes_waited);
   (void)replyTo(router_, to, std::move(out));
 }
 
@@ -528,7 +615,7 @@ void GroupServer::maybeExchange(bool force) {
     } else {
       out.addTensor(std::move(delta));
     }
-    s = sendFrames(*central_, std::move(out).toFrames());
+    s = sendSequence(*central_, std::move(out).toParts(cfg_.part_bytes));
   }
   if (!s) {
     GSGD_WARN("cannot send the delta to the central PS: " << s.toString());
@@ -545,17 +632,48 @@ void GroupServer::maybeExchange(bool force) {
 
 void GroupServer::handleCentral(std::vector<zmq::message_t>&& frames) {
   auto msg = decodeMessage(std::move(frames), cfg_.limits);
+  if (!msg) return onCentralAnswer(nullptr, msg.status(), nullptr);
+  if (!msg->part()) return onCentralAnswer(&*msg, Status::ok(), nullptr);
+  // A model in parts: kept until whole, checked part by part as it arrives.
+  if (in_flight_ == CentralRequest::kNone) {
+    ++counters_.bad_parts;  // the rest of an answer already given up on
+    return;
+  }
+  Status s = msg->kind() == BodyKind::MODEL_REPLY
+                 ? central_parts_.add(std::move(*msg))
+                 : invalidArgument("only a model reply comes in parts");
+  if (!s) {
+    ++counters_.bad_parts;
+    central_parts_.clear();
+    central_.reset();  // the rest of this answer must never be read as the next one's
+    return onCentralAnswer(nullptr, s, nullptr);
+  }
+  if (!central_parts_.complete()) return;
+  const TensorView whole = central_parts_.view();
+  onCentralAnswer(&central_parts_.first(), Status::ok(), &whole);
+  central_parts_.clear();
+}
+
+void GroupServer::onCentralAnswer(const InMessage* msg, const Status& failure,
+                                  const TensorView* assembled) {
   const CentralRequest was = in_flight_;
   in_flight_ = CentralRequest::kNone;
   bool applied = false;
   std::string reason;
-  if (!msg || msg->kind() != BodyKind::MODEL_REPLY) {
-    reason = msg ? statusFromError(*msg).toString() : msg.status().toString();
+  if (msg == nullptr || msg->kind() != BodyKind::MODEL_REPLY) {
+    reason = msg ? statusFromError(*msg).toString() : failure.toString();
     if (reason == "ok") reason = "unexpected answer from the central PS";
     if (was == CentralRequest::kExchange) rollOutLostDelta();
   } else {
     auto r = msg->header().getBody().getModelReply();
-    auto central = msg->viewTensor(0, replica().size());  // in place in the frames
+    // In place in the frames (one message) or in the parts' frames (assembled).
+    auto central = assembled != nullptr
+                       ? (assembled->size == replica().size()
+                              ? Result<TensorView>(*assembled)
+                              : Result<TensorView>(invalidArgument(
+                                    "tensor has " + std::to_string(assembled->size) +
+                                    " elements, expected " + std::to_string(replica().size()))))
+                       : msg->viewTensor(0, replica().size());
     if (!central) {
       reason = "central model unreadable: " + central.status().toString();
       if (was == CentralRequest::kExchange) rollOutLostDelta();
@@ -637,6 +755,7 @@ void GroupServer::checkExchangeTimeout() {
   }
   in_flight_ = CentralRequest::kNone;
   central_.reset();  // a late answer must not be taken for the next request's
+  central_parts_.clear();
   requestModel();
 }
 

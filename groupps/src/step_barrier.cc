@@ -52,15 +52,36 @@ Status StepBarrier::checkAdd(std::uint64_t worker_id, std::uint32_t batch_size,
   return Status::ok();
 }
 
+void StepBarrier::ensureClear() {
+  if (!dirty_) return;
+  std::fill(sum_.begin(), sum_.end(), 0.0f);
+  dirty_ = false;
+}
+
+void StepBarrier::clearAfterClose() { ensureClear(); }
+
 void StepBarrier::accumulate(std::uint32_t batch_size, std::span<const float> part,
                              std::size_t offset) {
-  auto dst = std::span<float>(sum_).subspan(offset, part.size());
-  if (arrived_.empty()) {
-    kernels::copy(part, dst);  // chunk-sized: the scale below reads it from cache
-    kernels::scale(dst, static_cast<float>(batch_size));
-  } else {
-    kernels::axpy(static_cast<float>(batch_size), part, dst);
-  }
+  ensureClear();
+  kernels::axpy(static_cast<float>(batch_size), part,
+                std::span<float>(sum_).subspan(offset, part.size()));
+}
+
+void StepBarrier::addPart(std::uint32_t batch_size, std::span<const float> part,
+                          std::size_t offset) {
+  accumulate(batch_size, part, offset);
+}
+
+void StepBarrier::removePart(std::uint32_t batch_size, std::span<const float> part,
+                             std::size_t offset) {
+  kernels::axpy(-static_cast<float>(batch_size), part,
+                std::span<float>(sum_).subspan(offset, part.size()));
+}
+
+Status StepBarrier::commit(std::uint64_t worker_id, std::uint32_t batch_size, float loss) {
+  GSGD_RETURN_IF_ERROR(checkAdd(worker_id, batch_size, sum_.size()));
+  recordAdd(worker_id, batch_size, loss);
+  return Status::ok();
 }
 
 void StepBarrier::recordAdd(std::uint64_t worker_id, std::uint32_t batch_size, float loss) {
@@ -73,11 +94,7 @@ void StepBarrier::recordAdd(std::uint64_t worker_id, std::uint32_t batch_size, f
 Status StepBarrier::add(std::uint64_t worker_id, std::uint32_t batch_size, float loss,
                         std::span<const float> grad) {
   GSGD_RETURN_IF_ERROR(checkAdd(worker_id, batch_size, grad.size()));
-  // In chunks, so that the first arrival's copy + scale stays in cache.
-  constexpr std::size_t kChunk = 1u << 20;
-  for (std::size_t off = 0; off < grad.size(); off += kChunk) {
-    accumulate(batch_size, grad.subspan(off, std::min(kChunk, grad.size() - off)), off);
-  }
+  accumulate(batch_size, grad, 0);
   recordAdd(worker_id, batch_size, loss);
   return Status::ok();
 }
@@ -110,17 +127,27 @@ std::vector<std::uint64_t> StepBarrier::missing() const {
   return out;
 }
 
-StepBarrier::Closed StepBarrier::closeInPlace(std::span<const float>* mean) {
+StepBarrier::Closed StepBarrier::closeUnscaled(std::span<float>* sum, float* scale) {
   Closed c;
   c.samples = samples_;
   c.mean_loss = samples_ == 0 ? 0.0f : static_cast<float>(loss_sum_ / static_cast<double>(samples_));
   c.reported = std::move(arrived_);
   if (c.reported.empty()) std::fill(sum_.begin(), sum_.end(), 0.0f);  // nothing arrived
-  if (samples_ > 0) kernels::scale(sum_, 1.0f / static_cast<float>(samples_));
-  *mean = sum_;
-  arrived_.clear();  // the next add() overwrites the buffer
+  *scale = samples_ > 0 ? 1.0f / static_cast<float>(samples_) : 1.0f;
+  *sum = sum_;
+  dirty_ = true;  // the next add() clears the buffer first
+  arrived_.clear();
   samples_ = 0;
   loss_sum_ = 0;
+  return c;
+}
+
+StepBarrier::Closed StepBarrier::closeInPlace(std::span<const float>* mean) {
+  std::span<float> sum;
+  float scale = 1.0f;
+  Closed c = closeUnscaled(&sum, &scale);
+  if (c.samples > 0) kernels::scale(sum, scale);
+  *mean = sum;
   return c;
 }
 

@@ -20,7 +20,7 @@ def check_dataplane(rows, summary, errors):
         errors.append("summary has no 'sizes' list")
         return
     for s in sizes:
-        for key in ("size_mib", "groupsgd_gbps", "tcp_gbps", "ratio"):
+        for key in ("size_mib", "groupsgd_gbps", "tcp_gbps", "ratio", "exchange_ratio"):
             if not number(s.get(key)):
                 errors.append("size %s: '%s' missing or not a number" % (s.get("size_mib"), key))
         for key in ("groupsgd_gbps", "tcp_gbps"):

@@ -85,6 +85,19 @@ TEST_CASE("groupsgdctl: requests sent for each command") {
   CHECK(sent({"raw", "status"}).second == json::object());
 }
 
+TEST_CASE("groupsgdctl: options after the command and --option=value") {
+  Daemon d;
+  // Typed as a new user would: the options after the command.
+  CtlRun r = ctl("/nonexistent", {"status", "--json", "--socket=" + d.path()});
+  REQUIRE_MESSAGE(r.rc == 0, r.err);
+  CHECK(json::parse(r.out)["method"] == "status");
+  r = ctl("/nonexistent", {"--socket", d.path(), "drain", "--json", "4", "--timeout-ms=2000"});
+  REQUIRE_MESSAGE(r.rc == 0, r.err);
+  CHECK(json::parse(r.out)["params"] == json{{"worker", 4}, {"wait", false}});
+  r = ctl(d.path(), {"status", "--timeout-ms=0"});
+  CHECK(r.rc == kCtlUsageOrConnection);
+}
+
 TEST_CASE("groupsgdctl: readable output: tables and key: value lines") {
   Daemon d;
   const CtlRun workers = ctl(d.path(), {"workers"});

@@ -168,3 +168,13 @@ TEST_CASE("worker options: CURVE key files load; a lone or readable key file is 
             .code() == groupsgd::Code::kPermissionDenied);
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("worker options: --flag=value is the same as --flag value") {
+  const WorkerOptions o = parseOk({"--job-id=42", "--coordinator=tcp://10.0.0.1:7000",
+                                   "--slowdown=2.5", "--evaluate"});
+  CHECK(o.job_id == 42);
+  CHECK(o.coordinator == "tcp://10.0.0.1:7000");
+  CHECK(o.speed.slowdown == 2.5);
+  CHECK(o.evaluate);
+  CHECK(parseFails({"--job-id=x"}).code() == Code::kInvalidArgument);
+}

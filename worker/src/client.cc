@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "groupsgd/common/parts.h"
+
 namespace groupsgd::worker {
 namespace {
 
@@ -122,16 +124,17 @@ GroupClient::GroupClient(zmq::context_t& ctx, const Assignment& a, std::uint64_t
   }
 }
 
-Result<StepAnswer> GroupClient::readAnswer(Result<InMessage>&& reply, std::span<float> params) {
-  if (!reply) return reply.status();
-  if (reply->kind() != BodyKind::STEP_REPLY) {
-    return invalidArgument(std::string("group PS answered '") + bodyKindName(reply->kind()) + "'");
+Result<StepAnswer> GroupClient::readAnswer(const InMessage& reply, std::span<float> params,
+                                           std::chrono::steady_clock::time_point deadline) {
+  if (reply.kind() != BodyKind::STEP_REPLY) {
+    rpc_.reset();
+    return invalidArgument(std::string("group PS answered '") + bodyKindName(reply.kind()) + "'");
   }
-  GSGD_RETURN_IF_ERROR(reply->readTensor(0, params));
-  auto r = reply->header().getBody().getStepReply();
+  GSGD_RETURN_IF_ERROR(receiveTensorInto(rpc_, reply, params, deadline));
+  auto r = reply.header().getBody().getStepReply();
   StepAnswer a;
-  a.step = reply->header().getStep();
-  a.model_version = reply->header().getModelVersion();
+  a.step = reply.header().getStep();
+  a.model_version = reply.header().getModelVersion();
   a.accepted = r.getAccepted();
   a.reason = r.getReason().cStr();
   a.wait_ms = r.getWaitMs();
@@ -142,11 +145,37 @@ Result<StepAnswer> GroupClient::readAnswer(Result<InMessage>&& reply, std::span<
   return a;
 }
 
+Result<StepAnswer> GroupClient::exchange(std::vector<std::vector<zmq::message_t>>&& request,
+                                         std::span<float> params) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  std::size_t sent = 0;
+  auto sendUpTo = [&](std::size_t limit) -> Status {
+    for (; sent < std::min(limit, request.size()); ++sent) {
+      GSGD_RETURN_IF_ERROR(rpc_.send(std::move(request[sent])));
+    }
+    return Status::ok();
+  };
+  GSGD_RETURN_IF_ERROR(sendUpTo(request.size() == 1 ? 1 : kPushWindowParts));
+  while (true) {
+    auto reply = rpc_.receive(deadline);
+    if (!reply) return reply.status();
+    if (reply->kind() == BodyKind::PUSH_CREDIT) {  // admitted: send the parts allowed
+      GSGD_RETURN_IF_ERROR(sendUpTo(reply->header().getBody().getPushCredit().getParts()));
+      continue;
+    }
+    // The answer (a refusal may come before every part was sent: the rest stays unsent).
+    GSGD_RETURN_IF_ERROR(statusFromError(*reply));
+    return readAnswer(*reply, params, deadline);
+  }
+}
+
 Result<StepAnswer> GroupClient::pull(std::span<float> params) {
   OutMessage out(job_id_, assignment_.worker_id);
   out.header().setEpoch(assignment_.epoch);
   out.header().getBody().initPull();
-  return readAnswer(rpc_.call(std::move(out), timeout_), params);
+  std::vector<std::vector<zmq::message_t>> request;
+  request.push_back(std::move(out).toFrames());
+  return exchange(std::move(request), params);
 }
 
 Result<StepAnswer> GroupClient::push(std::uint64_t step, std::span<const float> grad,
@@ -177,7 +206,7 @@ Result<StepAnswer> GroupClient::push(std::uint64_t step, std::span<const float> 
     std::memcpy(buf->data(), grad.data(), grad.size_bytes());
     out.addTensor(std::move(buf));
   }
-  return readAnswer(rpc_.call(std::move(out), timeout_), params);
+  return exchange(std::move(out).toParts(part_bytes_), params);
 }
 
 Result<StepAnswer> GroupClient::push(std::uint64_t step, const Payload& grad, std::uint32_t batch,
@@ -194,7 +223,7 @@ Result<StepAnswer> GroupClient::push(std::uint64_t step, const Payload& grad, st
   p.setLoss(loss);
   p.setComputeMs(compute_ms);
   out.addTensor(grad);
-  return readAnswer(rpc_.call(std::move(out), timeout_), params);
+  return exchange(std::move(out).toParts(part_bytes_), params);
 }
 
 std::span<float> GroupClient::gradientBuffer() {
@@ -207,12 +236,14 @@ Result<std::uint64_t> fetchCentralModel(RpcClient& central, std::uint64_t job_id
                                         std::chrono::milliseconds timeout) {
   OutMessage out(job_id, 0);
   out.header().getBody().initFetch();
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
   auto reply = central.call(std::move(out), timeout);
   if (!reply) return reply.status();
   if (reply->kind() != BodyKind::MODEL_REPLY) {
+    central.reset();
     return invalidArgument("central PS answered a fetch with something else");
   }
-  GSGD_RETURN_IF_ERROR(reply->readTensor(0, params));
+  GSGD_RETURN_IF_ERROR(receiveTensorInto(central, *reply, params, deadline));
   return reply->header().getModelVersion();
 }
 

@@ -1,11 +1,14 @@
 #include "groupsgd/worker/options.h"
 
-#include "groupsgd/common/compression_spec.h"
+#include <CLI/CLI.hpp>
 
 #include <cerrno>
 #include <cmath>
-#include <limits>
 #include <cstdlib>
+#include <functional>
+#include <limits>
+
+#include "groupsgd/common/compression_spec.h"
 
 namespace groupsgd::worker {
 namespace {
@@ -75,98 +78,119 @@ accuracy and reports it).
                           its public key must be in the daemon's allow-list
   --curve-server-key-file F  CURVE: the daemons' public key file
   --help                  this text
+Options also take --flag=value.
 )";
 }
 
+namespace {
+
+// Converts the text of a numeric (or otherwise checked) flag into its field.
+using Convert = std::function<Status(const std::string& flag, const std::string& v, WorkerOptions&)>;
+
+template <typename T, typename Access>
+Convert count(Access access) {
+  return [access](const std::string& flag, const std::string& v, WorkerOptions& o) {
+    return parseUnsigned(flag, v, &access(o));
+  };
+}
+
+// A finite number; check(x) says whether it is in range, `want` how it must be.
+template <typename Access, typename Check>
+Convert number(Access access, Check check, const char* want) {
+  return [access, check, want](const std::string& flag, const std::string& v, WorkerOptions& o) {
+    GSGD_RETURN_IF_ERROR(parseDouble(flag, v, &access(o)));
+    if (!check(access(o))) return invalidArgument(flag + " must be " + want);
+    return Status::ok();
+  };
+}
+
+#define WORKER_FIELD(PATH) [](WorkerOptions& o) -> auto& { return o.PATH; }
+
+struct CheckedFlag {
+  const char* flag;
+  Convert convert;
+};
+
+const std::vector<CheckedFlag>& checkedFlags() {
+  static const std::vector<CheckedFlag> flags = {
+      {"--job-id", count<std::uint64_t>(WORKER_FIELD(job_id))},
+      {"--max-steps", count<std::uint64_t>(WORKER_FIELD(max_steps))},
+      {"--eval-interval-ms", count<std::uint32_t>(WORKER_FIELD(eval_interval_ms))},
+      {"--timeout-ms", count<std::uint32_t>(WORKER_FIELD(timeout_ms))},
+      {"--connect-timeout-ms", count<std::uint32_t>(WORKER_FIELD(connect_timeout_ms))},
+      {"--backoff-initial-ms",
+       [](const std::string& flag, const std::string& v, WorkerOptions& o) {
+         GSGD_RETURN_IF_ERROR(parseUnsigned(flag, v, &o.backoff_initial_ms));
+         if (o.backoff_initial_ms == 0) return invalidArgument(flag + " must be > 0");
+         return Status::ok();
+       }},
+      {"--backoff-max-ms", count<std::uint32_t>(WORKER_FIELD(backoff_max_ms))},
+      {"--seed", count<std::uint64_t>(WORKER_FIELD(seed))},
+      {"--give-up-s", number(WORKER_FIELD(give_up_s), [](double x) { return x > 0; }, "> 0")},
+      {"--slowdown", number(WORKER_FIELD(speed.slowdown), [](double x) { return x > 0; }, "> 0")},
+      {"--stall-prob",
+       number(WORKER_FIELD(stall_prob), [](double x) { return x >= 0 && x <= 1; }, "in [0, 1]")},
+      {"--stall-ms", number(WORKER_FIELD(stall_ms), [](double x) { return x >= 0; }, ">= 0")},
+      {"--link-ms", number(WORKER_FIELD(speed.link_ms), [](double x) { return x >= 0; }, ">= 0")},
+      {"--device-ms",
+       number(WORKER_FIELD(speed.device_ms), [](double x) { return x >= 0; }, ">= 0")},
+      {"--compress",
+       [](const std::string&, const std::string& v, WorkerOptions& o) {
+         o.compress = v;
+         auto spec = parseCompressionSpec(v);
+         return spec ? Status::ok() : spec.status();
+       }},
+      {"--device",
+       [](const std::string& flag, const std::string& v, WorkerOptions& o) {
+         if (kernels::KernelStatus st = kernels::parseModelDevice(v, &o.device); !st.ok()) {
+           return invalidArgument(flag + ": " + st.message);
+         }
+         return Status::ok();
+       }},
+  };
+  return flags;
+}
+
+#undef WORKER_FIELD
+
+// CLI11's "--flag: 1 required TEXT missing" as this program has always said it.
+std::string parseErrorText(const CLI::ParseError& e) {
+  const std::string what = e.what();
+  if (dynamic_cast<const CLI::ArgumentMismatch*>(&e) != nullptr) {
+    return what.substr(0, what.find(':')) + " needs a value";
+  }
+  return what + " (see --help)";
+}
+
+}  // namespace
+
 Result<WorkerOptions> parseWorkerOptions(const std::vector<std::string>& args) {
   WorkerOptions o;
-  for (std::size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&](std::string* out) -> Status {
-      if (i + 1 >= args.size()) return invalidArgument(a + " needs a value");
-      *out = args[++i];
-      return Status::ok();
-    };
-    std::string v;
-    if (a == "--help" || a == "-h") {
-      o.help = true;
-    } else if (a == "--evaluate") {
-      o.evaluate = true;
-    } else if (a == "--coordinator") {
-      GSGD_RETURN_IF_ERROR(value(&o.coordinator));
-    } else if (a == "--data") {
-      GSGD_RETURN_IF_ERROR(value(&o.data_dir));
-    } else if (a == "--schedule") {
-      GSGD_RETURN_IF_ERROR(value(&o.schedule_text));
-    } else if (a == "--name") {
-      GSGD_RETURN_IF_ERROR(value(&o.name));
-    } else if (a == "--log-level") {
-      GSGD_RETURN_IF_ERROR(value(&o.log_level));
-    } else if (a == "--curve-secret-key-file") {
-      GSGD_RETURN_IF_ERROR(value(&o.curve_secret_key_file));
-    } else if (a == "--curve-server-key-file") {
-      GSGD_RETURN_IF_ERROR(value(&o.curve_server_key_file));
-    } else if (a == "--job-id") {
-      GSGD_RETURN_IF_ERROR(value(&v));
-      GSGD_RETURN_IF_ERROR(parseUnsigned(a, v, &o.job_id));
-    } else if (a == "--max-steps") {
-      GSGD_RETURN_IF_ERROR(value(&v));
-      GSGD_RETURN_IF_ERROR(parseUnsigned(a, v, &o.max_steps));
-    } else if (a == "--eval-interval-ms") {
-      GSGD_RETURN_IF_ERROR(value(&v));
-      GSGD_RETURN_IF_ERROR(parseUnsigned(a, v, &o.eval_interval_ms));
-    } else if (a == "--timeout-ms") {
-      GSGD_RETURN_IF_ERROR(value(&v));
-      GSGD_RETURN_IF_ERROR(parseUnsigned(a, v, &o.timeout_ms));
-    } else if (a == "--connect-timeout-ms") {
-      GSGD_RETURN_IF_ERROR(value(&v));
-      GSGD_RETURN_IF_ERROR(parseUnsigned(a, v, &o.connect_timeout_ms));
-    } else if (a == "--give-up-s") {
-      GSGD_RETURN_IF_ERROR(value(&v));
-      GSGD_RETURN_IF_ERROR(parseDouble(a, v, &o.give_up_s));
-      if (!(o.give_up_s > 0)) return invalidArgument("--give-up-s must be > 0");
-    } else if (a == "--backoff-initial-ms") {
-      GSGD_RETURN_IF_ERROR(value(&v));
-      GSGD_RETURN_IF_ERROR(parseUnsigned(a, v, &o.backoff_initial_ms));
-      if (o.backoff_initial_ms == 0) return invalidArgument("--backoff-initial-ms must be > 0");
-    } else if (a == "--backoff-max-ms") {
-      GSGD_RETURN_IF_ERROR(value(&v));
-      GSGD_RETURN_IF_ERROR(parseUnsigned(a, v, &o.backoff_max_ms));
-    } else if (a == "--slowdown") {
-      GSGD_RETURN_IF_ERROR(value(&v));
-      GSGD_RETURN_IF_ERROR(parseDouble(a, v, &o.speed.slowdown));
-      if (o.speed.slowdown <= 0) return invalidArgument("--slowdown must be > 0");
-    } else if (a == "--stall-prob") {
-      GSGD_RETURN_IF_ERROR(value(&v));
-      GSGD_RETURN_IF_ERROR(parseDouble(a, v, &o.stall_prob));
-      if (o.stall_prob < 0 || o.stall_prob > 1) return invalidArgument("--stall-prob must be in [0, 1]");
-    } else if (a == "--stall-ms") {
-      GSGD_RETURN_IF_ERROR(value(&v));
-      GSGD_RETURN_IF_ERROR(parseDouble(a, v, &o.stall_ms));
-      if (o.stall_ms < 0) return invalidArgument("--stall-ms must be >= 0");
-    } else if (a == "--compress") {
-      GSGD_RETURN_IF_ERROR(value(&o.compress));
-      auto spec = parseCompressionSpec(o.compress);
-      if (!spec) return spec.status();
-    } else if (a == "--device") {
-      GSGD_RETURN_IF_ERROR(value(&v));
-      if (kernels::KernelStatus st = kernels::parseModelDevice(v, &o.device); !st.ok()) {
-        return invalidArgument("--device: " + st.message);
-      }
-    } else if (a == "--seed") {
-      GSGD_RETURN_IF_ERROR(value(&v));
-      GSGD_RETURN_IF_ERROR(parseUnsigned(a, v, &o.seed));
-    } else if (a == "--link-ms") {
-      GSGD_RETURN_IF_ERROR(value(&v));
-      GSGD_RETURN_IF_ERROR(parseDouble(a, v, &o.speed.link_ms));
-      if (o.speed.link_ms < 0) return invalidArgument("--link-ms must be >= 0");
-    } else if (a == "--device-ms") {
-      GSGD_RETURN_IF_ERROR(value(&v));
-      GSGD_RETURN_IF_ERROR(parseDouble(a, v, &o.speed.device_ms));
-      if (o.speed.device_ms < 0) return invalidArgument("--device-ms must be >= 0");
-    } else {
-      return invalidArgument("unknown option '" + a + "' (see --help)");
-    }
+  CLI::App app("groupsgd-worker");
+  app.set_help_flag();  // workerUsage() is the help
+  app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.add_flag("-h,--help", o.help);
+  app.add_flag("--evaluate", o.evaluate);
+  for (auto [flag, field] : {std::pair{"--coordinator", &o.coordinator},
+                             {"--data", &o.data_dir},
+                             {"--schedule", &o.schedule_text},
+                             {"--name", &o.name},
+                             {"--log-level", &o.log_level},
+                             {"--curve-secret-key-file", &o.curve_secret_key_file},
+                             {"--curve-server-key-file", &o.curve_server_key_file}}) {
+    app.add_option(flag, *field);
+  }
+  std::vector<std::string> texts(checkedFlags().size());
+  for (std::size_t i = 0; i < texts.size(); ++i) app.add_option(checkedFlags()[i].flag, texts[i]);
+  try {
+    std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 pops from the back
+    app.parse(reversed);
+  } catch (const CLI::ParseError& e) {
+    return invalidArgument(parseErrorText(e));
+  }
+  for (std::size_t i = 0; i < texts.size(); ++i) {
+    const CheckedFlag& f = checkedFlags()[i];
+    if (app.count(f.flag) > 0) GSGD_RETURN_IF_ERROR(f.convert(f.flag, texts[i], o));
   }
   if (o.backoff_max_ms < o.backoff_initial_ms) {
     return invalidArgument("--backoff-max-ms must be at least --backoff-initial-ms");

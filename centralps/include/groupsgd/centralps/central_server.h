@@ -11,12 +11,14 @@
 #include <optional>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <zmq.hpp>
 
 #include "groupsgd/centralps/central_store.h"
 #include "groupsgd/centralps/staleness.h"
 #include "groupsgd/common/curve_keys.h"
 #include "groupsgd/common/message.h"
+#include "groupsgd/common/parts.h"
 #include "groupsgd/common/status.h"
 #include "groupsgd/kernels/model.h"
 #include "groupsgd/kernels/optimizer.h"
@@ -49,6 +51,8 @@ struct CentralConfig {
   // Set: CURVE on the socket. Then only the daemons' own key may push deltas, ask for a
   // checkpoint or read the counters; any admitted key may fetch the model (evaluators).
   CurveKeys curve;
+  // Models larger than this are sent in parts of this size (docs/protocol.md, "Parts").
+  std::uint32_t part_bytes = kDefaultPartBytes;
 };
 
 // Counters, readable from the owner thread (and reported through CentralStats).
@@ -80,9 +84,14 @@ class CentralServer {
   CentralServer(zmq::socket_t sock, std::string endpoint, CentralConfig cfg,
                 std::vector<float> initial);
   void handle(const zmq::message_t& from, std::vector<zmq::message_t>&& frames);
-  void onDeltaPush(const zmq::message_t& from, const InMessage& msg);
+  // A delta whole (delta = nullptr: viewed in msg) or assembled from parts.
+  void onDeltaPush(const zmq::message_t& from, const InMessage& msg,
+                   const TensorView* delta = nullptr, double squares = 0);
+  void onPart(const zmq::message_t& from, InMessage&& msg);
   void sendModel(const zmq::message_t& from, bool applied, const std::string& reason,
                  std::uint64_t tau, float weight);
+  OutMessage modelReply(std::uint64_t version, bool applied, const std::string& reason,
+                        std::uint64_t tau, float weight, Payload model) const;
   void refuse(const zmq::message_t& from, const Status& why);
   // Checkpoints: start a background write of the current model (one at a time).
   void startCheckpoint(std::optional<zmq::message_t> requester);
@@ -94,6 +103,8 @@ class CentralServer {
   CentralConfig cfg_;
   CentralStore store_;
   CentralCounters counters_;
+  // Deltas arriving in parts, per sender connection (routing id).
+  std::unordered_map<std::string, PartAssembler> inbound_;
   Payload cached_;            // snapshot of the current version (made once per version)
   PayloadPool snapshot_pool_; // snapshot buffers, reused once no reply holds them
   std::uint64_t cached_version_ = ~0ull;

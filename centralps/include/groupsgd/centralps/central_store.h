@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -40,7 +41,12 @@ class CentralStore {
   // validated size and finiteness; a size mismatch here is a bug reported as a Status.
   Status applyDelta(std::span<const float> delta, float weight);
   // The same from a delta seen in place in its message (no model-sized copy).
-  Status applyDelta(const TensorView& delta, float weight);
+  // applied(offset, n), when given, is called after each piece [offset, offset + n) has
+  // its final value (in order), so a caller can copy and send it while the rest is done.
+  Status applyDelta(const TensorView& delta, float weight,
+                    const std::function<void(std::size_t, std::size_t)>& applied = {});
+  // Copies parameters [offset, offset + out.size()) into out.
+  void copyRange(std::size_t offset, std::span<float> out) const;
   // Copy of the current parameters, immutable so it can be sent without copying again.
   Payload snapshot() const;
   // The same into a caller's buffer of paramCount() floats (reused between versions).

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 #include <zmq.hpp>
@@ -22,10 +23,22 @@
 
 namespace groupsgd {
 
-inline constexpr std::uint16_t kProtocolVersion = 1;
+// 2: large dense tensors travel as a sequence of part messages (Header.part).
+inline constexpr std::uint16_t kProtocolVersion = 2;
 // Tensors travel in chunks of at most this size: one huge frame serialises the
 // connection and forces a huge receive allocation (see docs/protocol.md).
 inline constexpr std::uint32_t kDefaultChunkBytes = 4u << 20;
+
+// A dense tensor of more bytes than this travels as a sequence of part messages of this
+// size (the last may be shorter), so the receiver can check, sum and forward one part
+// while the next is on the wire (docs/protocol.md, "Parts"; the size is measured in
+// docs/benchmarks.md).
+inline constexpr std::uint32_t kDefaultPartBytes = 4u << 20;
+// At most this many parts per tensor: a larger tensor gets larger parts (a sender queues
+// all of its parts at once, and ZeroMQ's queues hold 1000 messages).
+inline constexpr std::uint32_t kMaxParts = 512;
+// Parts of a push a member sends before the group PS grants the rest (flow control).
+inline constexpr std::uint32_t kPushWindowParts = 2;
 
 struct MessageLimits {
   std::uint64_t job_id = 1;
@@ -35,7 +48,21 @@ struct MessageLimits {
   std::uint32_t max_frames = 4096;
   std::uint64_t traversal_limit_words = 16u << 10;  // header only: small
   int nesting_limit = 16;
+  std::uint64_t max_part_bytes = 64u << 20;  // one part's tensor slice ("oversize" above)
+  std::uint32_t max_parts = kMaxParts;
 };
+
+// Where one part message's slice goes in the whole tensor (Header.part).
+struct PartPosition {
+  std::uint32_t index = 0;
+  std::uint32_t count = 0;
+  std::uint64_t offset = 0;          // elements
+  std::uint64_t total_elements = 0;
+};
+
+// Elements per part for a tensor of `total` elements sent with parts of `part_bytes`
+// (at least kMaxParts-th of the tensor, a whole number of floats).
+std::uint64_t partElementsFor(std::uint64_t total, std::uint32_t part_bytes);
 
 using ProtoHeader = proto::Header;
 using BodyKind = proto::Header::Body::Which;
@@ -56,6 +83,16 @@ class OutMessage {
                         std::uint32_t chunk_bytes = kDefaultChunkBytes);
   // Serialises the header and turns payloads into zero-copy frames. Consumes *this.
   std::vector<zmq::message_t> toFrames() &&;
+  // Like toFrames(), but a message whose one tensor is dense and larger than part_bytes
+  // becomes a sequence of part messages (each the same header with Header.part set and
+  // one slice of the tensor, zero-copy); anything else is one message. Consumes *this.
+  std::vector<std::vector<zmq::message_t>> toParts(std::uint32_t part_bytes) &&;
+  // Part i of n of the one dense tensor attached (elements_per_part each, the last
+  // shorter): one message, zero-copy. Can be called any number of times; header fields
+  // may be changed between calls. For senders that produce the tensor part by part.
+  std::vector<zmq::message_t> partFrames(std::uint32_t index, std::uint64_t elements_per_part);
+  // Parts the attached dense tensor makes with elements_per_part elements each.
+  std::uint32_t partCount(std::uint64_t elements_per_part) const;
 
  private:
   std::unique_ptr<capnp::MallocMessageBuilder> builder_;
@@ -69,6 +106,7 @@ class OutMessage {
     std::uint32_t chunk = kDefaultChunkBytes;
   };
   std::vector<Attached> tensors_;
+  void describeTensors();
 };
 
 // Builds an ErrorReply header for the given status (common in every server).
@@ -89,6 +127,9 @@ class InMessage {
   // message lives.
   Result<TensorView> viewTensor(std::size_t i, std::size_t elements) const;
   kernels::Encoding tensorEncoding(std::size_t i) const;
+  // Set when this message is one part of a tensor sent in parts (checked by
+  // decodeMessage: index < count, slice inside the tensor, one dense tensor).
+  const std::optional<PartPosition>& part() const { return part_; }
   // Bytes of the whole message (header + tensors), for metrics.
   std::uint64_t wireBytes() const { return wire_bytes_; }
 
@@ -100,6 +141,7 @@ class InMessage {
   std::vector<std::vector<zmq::message_t>> tensor_frames_;  // per tensor, its chunks
   std::uint64_t wire_bytes_ = 0;
   mutable std::vector<std::vector<float>> owned_;  // viewTensor's copies (rare path)
+  std::optional<PartPosition> part_;
 };
 
 // frames = [header, tensor chunk frames...] (routing frames already removed).

@@ -57,6 +57,12 @@ Result<RoutedFrames> recvRouted(zmq::socket_t& sock);
 
 // Sends an OutMessage to a ROUTER peer (copying the routing id).
 Status replyTo(zmq::socket_t& sock, const zmq::message_t& routing_id, OutMessage&& msg);
+// The same, a large dense tensor in parts of part_bytes (OutMessage::toParts).
+Status replyInParts(zmq::socket_t& sock, const zmq::message_t& routing_id, OutMessage&& msg,
+                    std::uint32_t part_bytes);
+// Sends each message of a sequence (parts) in order; stops at the first failure.
+Status sendSequence(zmq::socket_t& sock, std::vector<std::vector<zmq::message_t>>&& messages,
+                    const zmq::message_t* routing_id = nullptr);
 
 class RpcClient {
  public:
@@ -68,9 +74,18 @@ class RpcClient {
   Result<InMessage> call(OutMessage&& msg, std::chrono::milliseconds timeout);
   // Like call(), but an ErrorReply is returned as a message, not as a Status.
   Result<InMessage> callRaw(OutMessage&& msg, std::chrono::milliseconds timeout);
+  // The pieces of a call, for requests and replies sent in parts: send one message
+  // without waiting; receive the next message until the deadline (decoded; an error
+  // reply is returned as a message). Any failure, and a timeout, resets the socket, as
+  // does reset() (a caller that stops reading a reply half way must call it).
+  Status send(std::vector<zmq::message_t>&& frames);
+  Result<InMessage> receive(std::chrono::steady_clock::time_point deadline);
+  void reset() { sock_.reset(); }
 
  private:
   Status ensureSocket();
+  Result<InMessage> receiveUntil(std::chrono::steady_clock::time_point deadline,
+                                 const std::string& within);
   zmq::context_t& ctx_;
   std::string endpoint_;
   MessageLimits limits_;

@@ -19,6 +19,7 @@
 #include "groupsgd/common/compression_spec.h"
 #include "groupsgd/common/curve_keys.h"
 #include "groupsgd/common/message.h"
+#include "groupsgd/common/parts.h"
 #include "groupsgd/common/payload.h"
 #include "groupsgd/common/quarantine.h"
 #include "groupsgd/common/status.h"
@@ -43,6 +44,13 @@ struct GroupServerConfig {
   std::uint32_t quarantine_window_ms = 60000;
   MessageLimits limits;
   CurveKeys curve;  // set: CURVE on the router (server) and toward the central PS (client)
+  // Replicas and deltas larger than this travel in parts of this size, and the group
+  // optimizer steps part by part, each part sent as soon as it is done.
+  std::uint32_t part_bytes = kDefaultPartBytes;
+  // Flow control: pushes arriving in parts are admitted while the gradients being received
+  // fit in this many models (0 = automatic: members - 2, at least 1); the others wait
+  // (docs/architecture.md, "Flow control").
+  double inbound_budget_models = 0;
 };
 
 struct GroupCounters {
@@ -57,6 +65,8 @@ struct GroupCounters {
   std::uint64_t identity_refused = 0;  // another worker's id, or not the coordinator's key
   std::uint64_t replayed_pushes = 0;      // a step this worker already pushed for
   std::uint64_t quarantine_refusals = 0;  // messages from quarantined workers
+  std::uint64_t bad_parts = 0;      // push parts refused, or arriving for no open push
+  std::uint64_t pushes_waited = 0;  // pushes in parts that waited for the memory budget
   float last_loss = 0;
 };
 
@@ -80,6 +90,29 @@ class GroupServer {
   bool mayActAs(const zmq::message_t& from, const std::string& key, const InMessage& msg);
   void onPull(const zmq::message_t& from, const InMessage& msg);
   void onPush(const zmq::message_t& from, const InMessage& msg);
+  // The checks of a push that need none of its gradient's values: sender, membership,
+  // epoch, model, tensor shape, batch, replay, step. Answers the sender itself unless the
+  // push goes on (into the open step, or as late: dropped and answered when whole).
+  enum class PushCheck { kAnswered, kOpenStep, kLate };
+  PushCheck validatePush(const zmq::message_t& from, const InMessage& msg,
+                         std::uint64_t elements);
+  // Drops a late push (its step closed): counted, answered with the current replica.
+  void answerLate(const zmq::message_t& from, std::uint64_t worker, std::uint64_t step,
+                  std::uint32_t batch);
+  // A push in parts (group_server_parts.cc).
+  void onPushPart(const zmq::message_t& from, InMessage&& msg);
+  void admitOrQueue(std::uint64_t worker);
+  void admit(std::uint64_t worker);
+  // Admits waiting pushes in order while they fit the budget (force: all of them).
+  void admitWaiting(bool force = false);
+  void takePart(std::uint64_t worker, InMessage&& msg);
+  void finishInbound(std::uint64_t worker);
+  // Takes an unfinished push's parts out of the step's sum and forgets it.
+  void abortInbound(std::uint64_t worker);
+  // At a step's close: pushes of it still arriving leave the sum; answered late when whole.
+  void dropUnfinishedPushes();
+  void abortInboundOfNonMembers();
+  std::uint64_t inboundBudgetBytes() const;
   void onGroupConfig(const zmq::message_t& from, const InMessage& msg);
   void onFlush(const zmq::message_t& from);
   void refuse(const zmq::message_t& from, const Status& why);
@@ -88,6 +121,8 @@ class GroupServer {
   // accepted/reason for a push; the member's batch and directive are filled in.
   void sendStepReply(const zmq::message_t& to, std::uint64_t worker, bool accepted,
                      const std::string& reason, double wait_ms = 0);
+  OutMessage stepReplyMessage(std::uint64_t worker, bool accepted, const std::string& reason,
+                              double wait_ms);
   // A push or pull from a member that has left: drop (push), tell it where to go.
   void answerDeparted(const zmq::message_t& from, std::uint64_t worker, Leaving directive,
                       std::uint32_t dropped_batch);
@@ -104,6 +139,9 @@ class GroupServer {
   void requestModel();
   void maybeExchange(bool force);
   void handleCentral(std::vector<zmq::message_t>&& frames);
+  // The central PS's answer, whole (received in one message or assembled from parts).
+  // msg null: no readable answer (failure says why); assembled: the model's parts.
+  void onCentralAnswer(const InMessage* msg, const Status& failure, const TensorView* assembled);
   void checkExchangeTimeout();
   void rollOutLostDelta();
   void answerFlushWaiters();
@@ -133,7 +171,29 @@ class GroupServer {
   QuarantinePolicy quarantine_;
   std::optional<Clock::time_point> step_opened_;
   std::uint64_t step_ = 0;
-  kernels::Optimizer optimizer_;
+  // The group optimizer, one per reply part (element-wise, so identical to one over the
+  // whole model): each part is stepped and sent before the next is computed.
+  std::uint64_t part_elements_ = 0;  // the replica's part size (whole model: not in parts)
+  std::vector<kernels::Optimizer> optimizers_;
+
+  // Pushes arriving in parts, per worker.
+  struct InboundPush {
+    zmq::message_t routing_id;
+    std::uint64_t step = 0;
+    std::uint32_t batch = 0;
+    float loss = 0;
+    PartStream stream;
+    bool admitted = false;
+    bool late = false;        // its step closed meanwhile: dropped and answered when whole
+    std::uint64_t reserved = 0;  // bytes of the budget it holds
+    double squares = 0;
+    std::vector<InMessage> summed;  // parts in the step's sum, to take out if it fails
+    std::vector<InMessage> held;    // parts received before it was admitted
+  };
+  std::unordered_map<std::uint64_t, InboundPush> inbound_;
+  std::vector<std::uint64_t> admission_queue_;  // waiting for the budget, oldest first
+  std::uint64_t admitted_bytes_ = 0;
+  PartAssembler central_parts_;  // the central PS's answer arriving in parts
 
   bool have_model_ = false;
   // The replica is sent as it is (replies share it, no copy) and written in place once no

@@ -49,6 +49,12 @@ class StepBarrier {
   // The same from a gradient seen in place in its message's frames (no copy first).
   Status add(std::uint64_t worker_id, std::uint32_t batch_size, float loss,
              const TensorView& grad);
+  // A gradient arriving in parts: each part is summed as it arrives (addPart), taken out
+  // again if the push is refused or dropped before its last part (removePart: the sum is
+  // restored up to rounding), and the push counts as arrived once whole (commit).
+  void addPart(std::uint32_t batch_size, std::span<const float> part, std::size_t offset);
+  void removePart(std::uint32_t batch_size, std::span<const float> part, std::size_t offset);
+  Status commit(std::uint64_t worker_id, std::uint32_t batch_size, float loss);
   // True when at least one gradient arrived and every active member has reported.
   bool complete() const;
   // Members that are active but have not reported (for "late" accounting).
@@ -65,10 +71,16 @@ class StepBarrier {
   // The same without a copy: the mean is computed in the barrier's own buffer and
   // returned; it stays valid until the next add().
   Closed closeInPlace(std::span<const float>* mean);
+  // The same, unscaled: *sum is the weighted sum, *scale the factor (1 / samples) that
+  // makes it the mean; the caller scales it part by part (the group PS does, fused with
+  // the optimizer and the reply). Valid until clearAfterClose() or the next add.
+  Closed closeUnscaled(std::span<float>* sum, float* scale);
+  // Zeroes the sum for the next step (otherwise the next add does it).
+  void clearAfterClose();
 
  private:
-  // The first gradient of a step overwrites the buffer (b * g) instead of adding to it:
-  // no zero fill between steps, and the closed step's mean can live in the same buffer.
+  // The sum is zero while a step is open (b * g added into zero is b * g exactly); a
+  // closed step's mean lives in the same buffer until it is cleared.
   Status checkAdd(std::uint64_t worker_id, std::uint32_t batch_size, std::size_t size) const;
   void accumulate(std::uint32_t batch_size, std::span<const float> part, std::size_t offset);
   void recordAdd(std::uint64_t worker_id, std::uint32_t batch_size, float loss);
@@ -76,7 +88,9 @@ class StepBarrier {
   std::unordered_map<std::uint64_t, MemberInfo> members_;
   std::unordered_map<std::uint64_t, bool> active_;
   std::vector<std::uint64_t> arrived_;
+  void ensureClear();
   std::vector<float> sum_;  // the open step's sum, or the closed step's mean (no arrivals)
+  bool dirty_ = false;      // sum_ holds a closed step's mean
   std::uint64_t samples_ = 0;
   double loss_sum_ = 0;
 };

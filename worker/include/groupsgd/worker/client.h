@@ -120,9 +120,18 @@ class GroupClient {
   // this span without copying it (any other span is copied). Contents unspecified; valid
   // until the next push().
   std::span<float> gradientBuffer();
+  // A gradient larger than this travels in parts of this size (docs/protocol.md, "Parts");
+  // default kDefaultPartBytes. Replies come in whatever parts the group PS chose.
+  void setPartBytes(std::uint32_t bytes) { part_bytes_ = bytes; }
 
  private:
-  Result<StepAnswer> readAnswer(Result<InMessage>&& reply, std::span<float> params);
+  // Sends a request (whole or in parts, the parts beyond the window once the group PS
+  // sends credit) and reads its StepReply into params.
+  Result<StepAnswer> exchange(std::vector<std::vector<zmq::message_t>>&& request,
+                              std::span<float> params);
+  Result<StepAnswer> readAnswer(const InMessage& reply, std::span<float> params,
+                                std::chrono::steady_clock::time_point deadline);
+  std::uint32_t part_bytes_ = kDefaultPartBytes;
   RpcClient rpc_;
   Assignment assignment_;
   std::uint64_t job_id_;

@@ -1,0 +1,68 @@
+// The daemon's option table: one descriptor per option (JSON key, flag, type, range,
+// whether it can change at run time, help). The JSON reader, the command-line flags,
+// toJson, `groupsgdd --help`, range checks and the coordinator's run-time settings are
+// all generated from it, so adding an option is one line in config_options.cc (plus the
+// DaemonConfig field and its row in docs/config.md, which a test compares with the table).
+// Thread rule: the table is built once on first use and read-only after; any thread.
+#pragma once
+
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "groupsgd/common/status.h"
+#include "groupsgd/daemon/config.h"
+
+namespace groupsgd::daemon {
+
+// What a flag's value is on the command line (and the JSON type of the key).
+enum class OptionType { kCount, kInteger, kReal, kBool, kString, kChoice };
+
+// When a changed value takes effect: at the next start only, through the control method
+// `set`, or through `set` and also on SIGHUP from the --config file.
+enum class Live { kRestart, kSet, kSetAndReload };
+
+// An inclusive numeric range, optionally open at the bottom (for "> 0").
+struct Range {
+  double min = -std::numeric_limits<double>::infinity();
+  double max = std::numeric_limits<double>::infinity();
+  bool min_open = false;
+  bool any() const { return min > -std::numeric_limits<double>::infinity() ||
+                            max < std::numeric_limits<double>::infinity(); }
+};
+
+struct OptionSpec {
+  std::string key;         // JSON key; "a.b" is member b of the object a
+  std::string flag;        // "--name", or "" for an option only the JSON file sets
+  std::string value_name;  // how --help names the value (N, S, FILE, ...)
+  OptionType type = OptionType::kString;
+  Range range;             // checked by validate(); unbounded when empty
+  Live live = Live::kRestart;
+  std::string help;
+  // Reads a JSON value into the field; throws OptionError naming the key when it does not fit.
+  std::function<void(const nlohmann::json&, DaemonConfig*)> read;
+  std::function<nlohmann::json(const DaemonConfig&)> write;
+};
+
+struct OptionError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+// Every daemon option, in the order --help lists them.
+const std::vector<OptionSpec>& daemonOptions();
+const OptionSpec* findOption(const std::string& key);
+const OptionSpec* findFlag(const std::string& flag);
+// True when some option's key starts with prefix + "." (a JSON object of options).
+bool isOptionObject(const std::string& prefix);
+
+// The control method `set` accepts a top-level key when every option under it is live.
+Status checkSettable(const nlohmann::json& values);
+// The values a SIGHUP re-reads from the configuration file, as a JSON patch.
+nlohmann::json reloadableSettings(const DaemonConfig& fresh);
+// Checks each option's range; the first violation names its key.
+Status checkRanges(const DaemonConfig& cfg);
+
+}  // namespace groupsgd::daemon

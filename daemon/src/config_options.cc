@@ -1,0 +1,387 @@
+// The table of daemon options. One line per option: FIELD names the DaemonConfig member.
+#include "groupsgd/daemon/config_options.h"
+
+#include <cmath>
+#include <cstdint>
+#include <type_traits>
+
+namespace groupsgd::daemon {
+namespace {
+
+using nlohmann::json;
+
+// nlohmann's get<unsigned>() silently wraps -1 and truncates 2.5; options must not.
+template <typename T>
+T countValue(const json& v, const std::string& key) {
+  if (!v.is_number_unsigned() || v.get<std::uint64_t>() > std::numeric_limits<T>::max()) {
+    throw OptionError(key + " must be a non-negative integer, got " + v.dump());
+  }
+  return static_cast<T>(v.get<std::uint64_t>());
+}
+
+// A finite number that fits T (get<float>() would take true as 1 and 1e39 as infinity).
+template <typename T>
+T realValue(const json& v, const std::string& key) {
+  if (!v.is_number() || !std::isfinite(v.get<double>()) ||
+      std::fabs(v.get<double>()) > std::numeric_limits<T>::max()) {
+    throw OptionError(key + " must be a finite number, got " + v.dump());
+  }
+  return static_cast<T>(v.get<double>());
+}
+
+// Reads and writes one field of type T; Access is a generic lambda naming the member.
+template <typename Access>
+OptionSpec field(const char* key, const char* flag, const char* value_name, Access access,
+                 Range range, Live live, const char* help) {
+  using T = std::remove_reference_t<decltype(access(std::declval<DaemonConfig&>()))>;
+  OptionSpec o;
+  o.key = key;
+  o.flag = flag;
+  o.value_name = value_name;
+  o.range = range;
+  o.live = live;
+  o.help = help;
+  const std::string k = key;
+  if constexpr (std::is_same_v<T, bool>) {
+    o.type = OptionType::kBool;
+    o.read = [access, k](const json& v, DaemonConfig* c) {
+      if (!v.is_boolean()) throw OptionError(k + " must be true or false, got " + v.dump());
+      access(*c) = v.get<bool>();
+    };
+  } else if constexpr (std::is_same_v<T, std::string>) {
+    o.type = OptionType::kString;
+    o.read = [access, k](const json& v, DaemonConfig* c) {
+      if (!v.is_string()) throw OptionError(k + " must be a string, got " + v.dump());
+      access(*c) = v.get<std::string>();
+    };
+  } else if constexpr (std::is_floating_point_v<T>) {
+    o.type = OptionType::kReal;
+    o.read = [access, k](const json& v, DaemonConfig* c) { access(*c) = realValue<T>(v, k); };
+  } else if constexpr (std::is_signed_v<T>) {
+    o.type = OptionType::kInteger;
+    o.read = [access, k](const json& v, DaemonConfig* c) {
+      if (!v.is_number_integer()) throw OptionError(k + " must be an integer, got " + v.dump());
+      access(*c) = v.get<T>();
+    };
+  } else {
+    o.type = OptionType::kCount;
+    o.read = [access, k](const json& v, DaemonConfig* c) { access(*c) = countValue<T>(v, k); };
+  }
+  o.write = [access](const DaemonConfig& c) { return json(access(c)); };
+  return o;
+}
+
+// An enumeration written as one of a few names.
+template <typename Access, typename Parse, typename Name>
+OptionSpec choice(const char* key, const char* flag, const char* choices, Access access,
+                  Parse parse, Name name, const char* help) {
+  OptionSpec o;
+  o.key = key;
+  o.flag = flag;
+  o.value_name = "NAME";
+  o.type = OptionType::kChoice;
+  o.help = std::string(choices) + ": " + help;
+  const std::string k = key, names = choices;
+  o.read = [access, parse, k, names](const json& v, DaemonConfig* c) {
+    if (!v.is_string() || !parse(v.get<std::string>(), &access(*c))) {
+      throw OptionError(k + " must be one of " + names + ", got " + v.dump());
+    }
+  };
+  o.write = [access, name](const DaemonConfig& c) { return json(name(access(c))); };
+  return o;
+}
+
+// "model" is a built-in kind or "external" (the first worker's model, e.g. groupsgd.torch),
+// which sets external_model instead of the kind.
+OptionSpec modelOption() {
+  OptionSpec o = choice("model", "--model", "softmax|mlp|cnn|external",
+                        [](auto& c) -> auto& { return c.model; }, kernels::parseModelKind,
+                        kernels::modelKindName,
+                        "the model trained (external: the first registering worker's, "
+                        "docs/pytorch.md)");
+  o.read = [](const json& v, DaemonConfig* c) {
+    const bool external = v.is_string() && v.get<std::string>() == "external";
+    if (!external && (!v.is_string() || !kernels::parseModelKind(v.get<std::string>(), &c->model))) {
+      throw OptionError("model must be one of softmax|mlp|cnn|external, got " + v.dump());
+    }
+    c->external_model = external;
+  };
+  o.write = [](const DaemonConfig& c) {
+    return json(c.external_model ? std::string("external") : kernels::modelKindName(c.model));
+  };
+  return o;
+}
+
+// The member named by PATH, for the const and the non-const config alike.
+#define FIELD(PATH) [](auto& c) -> auto& { return c.PATH; }
+
+constexpr Range kAny{};
+constexpr Range atLeast(double min) { return Range{min}; }
+constexpr Range above(double min) { return Range{min, std::numeric_limits<double>::infinity(), true}; }
+constexpr Range between(double min, double max) { return Range{min, max}; }
+constexpr Live kRestart = Live::kRestart, kSet = Live::kSet, kHup = Live::kSetAndReload;
+
+std::vector<OptionSpec> buildTable() {
+  const auto optimizerKind = [](const std::string& s, kernels::OptimizerKind* k) {
+    return kernels::parseOptimizerKind(s, k);
+  };
+  const auto optimizerName = [](kernels::OptimizerKind k) { return kernels::optimizerKindName(k); };
+  return {
+      field("job_id", "--job-id", "N", FIELD(job_id), kAny, kRestart,
+            "job id in every header; messages of other jobs are refused"),
+      field("role", "--role", "R", FIELD(role), kAny, kRestart,
+            "all (one machine: coordinator, central PS, group PSes), coordinator (coordinator"
+            " + central PS; group PSes come from nodes) or node (hosts group PSes for the"
+            " coordinator at --coordinator)"),
+      field("coordinator", "--coordinator", "EP", FIELD(coordinator), kAny, kRestart,
+            "role node: the coordinator's endpoint"),
+      field("node_groups", "--node-groups", "N", FIELD(node_groups), kAny, kRestart,
+            "role node: how many group PSes this node hosts"),
+      choice("mode", "--mode", "sync|async|grouped|adaptive", FIELD(mode), parseMode, modeName,
+             "how trainers are grouped"),
+      field("workers", "--workers", "N", FIELD(workers), atLeast(1), kRestart,
+            "expected trainers = data shards (async: groups)"),
+      field("groups", "--groups", "G", FIELD(groups), kAny, kRestart,
+            "grouped mode: number of groups"),
+      field("exchange_period", "--exchange-period", "K", FIELD(exchange_period), atLeast(1),
+            kRestart, "grouped mode: group steps between central exchanges"),
+      field("batch_size", "--batch-size", "B", FIELD(batch_size), between(1, 65536), kRestart,
+            "samples per worker step"),
+      modelOption(),
+      field("seed", "--seed", "S", FIELD(seed), kAny, kRestart,
+            "model initialisation and shuffling seed"),
+      field("listen", "--listen", "EP", FIELD(listen), kAny, kRestart,
+            "coordinator endpoint (port 0 = any)"),
+      field("bind_host", "--bind-host", "H", FIELD(bind_host), kAny, kRestart,
+            "host the parameter servers bind on"),
+      field("endpoint_file", "--endpoint-file", "F", FIELD(endpoint_file), kAny, kRestart,
+            "write the coordinator's bound endpoint to F"),
+      choice("optimizer.kind", "", "sgd|momentum|nesterov", FIELD(optimizer.kind), optimizerKind,
+             optimizerName, "group optimizer"),
+      field("optimizer.lr", "--lr", "X", FIELD(optimizer.lr), above(0), kRestart,
+            "group optimizer learning rate"),
+      field("optimizer.momentum", "--momentum", "X", FIELD(optimizer.momentum), kAny, kRestart,
+            "group optimizer momentum"),
+      field("optimizer.weight_decay", "", "X", FIELD(optimizer.weight_decay), kAny, kRestart,
+            "group optimizer weight decay"),
+      choice("outer_optimizer.kind", "", "sgd|momentum|nesterov", FIELD(outer_optimizer.kind),
+             optimizerKind, optimizerName, "central optimizer"),
+      field("outer_optimizer.lr", "", "X", FIELD(outer_optimizer.lr), above(0), kRestart,
+            "central optimizer learning rate"),
+      field("outer_optimizer.momentum", "", "X", FIELD(outer_optimizer.momentum), kAny, kRestart,
+            "central optimizer momentum"),
+      field("outer_optimizer.weight_decay", "", "X", FIELD(outer_optimizer.weight_decay), kAny,
+            kRestart, "central optimizer weight decay"),
+      choice("staleness.rule", "", "inverse|constant|grace", FIELD(staleness.rule),
+             centralps::parseStalenessRule, centralps::stalenessRuleName, "weight f(tau) of a delta"),
+      field("staleness.max", "", "N", FIELD(staleness.max_staleness), kAny, kRestart,
+            "deltas staler than this are refused"),
+      field("staleness.grace", "", "N", FIELD(staleness.grace), kAny, kRestart,
+            "rule grace: staleness with full weight"),
+      field("step_deadline_ms", "--step-deadline-ms", "MS", FIELD(step_deadline_ms), atLeast(1),
+            kHup, "a group step closes this long after its first push"),
+      field("heartbeat_ms", "--heartbeat-ms", "MS", FIELD(heartbeat_ms), atLeast(1), kRestart,
+            "worker heartbeat period"),
+      field("heartbeat_misses", "--heartbeat-misses", "N", FIELD(heartbeat_misses), atLeast(1),
+            kSet, "missed heartbeats before a worker is dead"),
+      field("max_grad_norm", "", "X", FIELD(max_grad_norm), kAny, kRestart,
+            "group PSes refuse gradients with a larger L2 norm"),
+      field("max_delta_norm", "", "X", FIELD(max_delta_norm), kAny, kRestart,
+            "the central PS refuses deltas with a larger L2 norm"),
+      field("compress_gradients", "--compress-gradients", "C", FIELD(compress_gradients), kAny,
+            kRestart, "worker -> group encoding: dense | fp16 | sign | topk:RATIO"),
+      field("compress_deltas", "--compress-deltas", "C", FIELD(compress_deltas), kAny, kRestart,
+            "group -> central encoding (same forms)"),
+      field("target_acc", "--target-acc", "A", FIELD(target_acc), between(0, 1), kHup,
+            "stop when the evaluator reports test accuracy >= A (0 = never)"),
+      field("max_seconds", "--max-seconds", "S", FIELD(max_seconds), kAny, kHup,
+            "stop after S seconds of training (0 = never)"),
+      field("max_samples", "--max-samples", "N", FIELD(max_samples), kAny, kHup,
+            "stop after N samples trained (0 = never)"),
+      field("progress_ms", "--progress-ms", "MS", FIELD(progress_ms), kAny, kSet,
+            "progress line period on stdout (0 = none)"),
+      field("summary_file", "--summary-file", "F", FIELD(summary_file), kAny, kRestart,
+            "write the closing summary JSON to F"),
+      field("json", "--json", "", FIELD(json), kAny, kRestart,
+            "print the closing summary as one JSON line on stdout"),
+      field("log_level", "--log-level", "L", FIELD(log_level), kAny, kHup,
+            "debug | info | warn | error"),
+      field("control_socket", "--control-socket", "PATH", FIELD(control_socket), kAny, kRestart,
+            "serve the JSON control socket here (groupsgdctl --socket PATH)"),
+      field("control_admin_gid", "", "GID", FIELD(control_admin_gid), kAny, kRestart,
+            "a group allowed the admin control methods (-1 = none)"),
+      field("metrics_listen", "--metrics-listen", "H:P", FIELD(metrics_listen), kAny, kRestart,
+            "serve Prometheus /metrics on HOST:PORT (127.0.0.1:0 = any port)"),
+      field("external_model_file", "--external-model-file", "F", FIELD(external_model_file), kAny,
+            kRestart, "model external: the initial model from this file (save_model_file)"),
+      field("checkpoint_dir", "--checkpoint-dir", "DIR", FIELD(checkpoint_dir), kAny, kRestart,
+            "write central checkpoints here; resume from the newest at start"),
+      field("checkpoint_keep", "", "N", FIELD(checkpoint_keep), atLeast(1), kRestart,
+            "checkpoint files kept"),
+      field("checkpoint_every_versions", "--checkpoint-every-versions", "N",
+            FIELD(checkpoint_every_versions), kAny, kRestart,
+            "also checkpoint every N central versions (0 = not by versions)"),
+      field("checkpoint_interval_s", "--checkpoint-interval-s", "S", FIELD(checkpoint_interval_s),
+            kAny, kRestart, "and every S seconds (0 = not by time)"),
+      field("quarantine_after", "--quarantine-after", "N", FIELD(quarantine_after), kAny, kRestart,
+            "bad updates within the window that quarantine a worker (0 = never)"),
+      field("quarantine_window_s", "--quarantine-window-s", "S", FIELD(quarantine_window_s),
+            Range{0, 86400, true}, kRestart, "that window"),
+      field("give_up_s", "--give-up-s", "S", FIELD(give_up_s), above(0), kRestart,
+            "role node: stop re-registering with a lost head after S"),
+      field("curve.secret_key_file", "--curve-secret-key-file", "F", FIELD(curve_secret_key_file),
+            kAny, kRestart,
+            "CURVE on every TCP link with this secret key (mode 0600; from groupsgdctl keygen);"
+            " needs --curve-allow-file"),
+      field("curve.allow_file", "--curve-allow-file", "F", FIELD(curve_allow_file), kAny, kRestart,
+            "public keys of the workers and nodes to admit, one per line"),
+      // The adaptive coordinator (docs/adaptive.md, "Tunables").
+      field("adaptive.control_ms", "--control-ms", "MS", FIELD(adaptive.control_ms), atLeast(1),
+            kHup, "adaptive: control window"),
+      field("adaptive.estimator_window", "", "N", FIELD(adaptive.estimator_window), atLeast(1),
+            kHup, "adaptive: heartbeat samples per worker speed estimate"),
+      field("adaptive.min_samples", "", "N", FIELD(adaptive.min_samples), atLeast(1), kHup,
+            "adaptive: samples before a worker's estimate is used"),
+      field("adaptive.min_batch", "", "B", FIELD(adaptive.min_batch), kAny, kHup,
+            "adaptive: smallest batch"),
+      field("adaptive.max_batch", "", "B", FIELD(adaptive.max_batch), kAny, kHup,
+            "adaptive: largest batch"),
+      field("adaptive.staleness_penalty", "", "X", FIELD(adaptive.staleness_penalty), kAny, kHup,
+            "adaptive: lambda in useful = X / (1 + lambda E[tau])"),
+      field("adaptive.staleness_bound", "", "X", FIELD(adaptive.staleness_bound), kAny, kHup,
+            "adaptive: max expected staleness of a plan"),
+      field("adaptive.min_gain", "", "X", FIELD(adaptive.min_gain), kAny, kHup,
+            "adaptive: predicted gain needed to regroup"),
+      field("adaptive.min_regroup_interval_ms", "--min-regroup-interval-ms", "MS",
+            FIELD(adaptive.min_regroup_interval_ms), kAny, kHup,
+            "adaptive: least time between regroups"),
+      field("adaptive.max_period_factor", "", "N", FIELD(adaptive.max_period_factor), atLeast(1),
+            kHup, "adaptive: cap on a faster group's exchange period, x the slowest group's"),
+      field("adaptive.straggler_enter_ratio", "", "X", FIELD(adaptive.straggler.enter_ratio), kAny,
+            kHup, "adaptive: slowdown that marks a straggler"),
+      field("adaptive.straggler_enter_windows", "", "N", FIELD(adaptive.straggler.enter_windows),
+            kAny, kHup, "adaptive: windows it must last"),
+      field("adaptive.straggler_exit_ratio", "", "X", FIELD(adaptive.straggler.exit_ratio), kAny,
+            kHup, "adaptive: slowdown below which a straggler recovers"),
+      field("adaptive.straggler_exit_windows", "", "N", FIELD(adaptive.straggler.exit_windows),
+            kAny, kHup, "adaptive: windows it must last"),
+      field("adaptive.profile_steps", "--profile-steps", "N", FIELD(adaptive.stages.profile_steps),
+            kAny, kHup, "adaptive: steps every worker runs before the first plan"),
+      field("adaptive.coarse_period", "", "K", FIELD(adaptive.stages.coarse_period), atLeast(1),
+            kHup, "adaptive: exchange period in the coarse stage"),
+      field("adaptive.coarse_max_groups", "", "G", FIELD(adaptive.stages.coarse_max_groups),
+            atLeast(1), kHup, "adaptive: group limit in the coarse stage"),
+      field("adaptive.fine_period", "", "K", FIELD(adaptive.stages.fine_period), atLeast(1), kHup,
+            "adaptive: exchange period in the fine stage"),
+      field("adaptive.fine_max_groups", "", "G", FIELD(adaptive.stages.fine_max_groups),
+            atLeast(1), kHup, "adaptive: group limit in the fine stage"),
+      field("adaptive.loss_window", "", "N", FIELD(adaptive.stages.loss_window), kAny, kHup,
+            "adaptive: loss samples compared for the coarse -> fine switch"),
+      field("adaptive.flat_threshold", "", "X", FIELD(adaptive.stages.flat_threshold), kAny, kHup,
+            "adaptive: coarse -> fine below this relative improvement"),
+      field("adaptive.fine_at_fraction", "", "X", FIELD(adaptive.stages.fine_at_fraction), kAny,
+            kHup, "adaptive: ... or at this fraction of the sample budget"),
+  };
+}
+
+#undef FIELD
+
+bool isLive(const OptionSpec& o) { return o.live != Live::kRestart; }
+
+bool under(const std::string& key, const std::string& prefix) {
+  return key.size() > prefix.size() && key.compare(0, prefix.size(), prefix) == 0 &&
+         key[prefix.size()] == '.';
+}
+
+json::json_pointer pointerTo(const std::string& key) {
+  std::string p = "/" + key;
+  for (char& ch : p) {
+    if (ch == '.') ch = '/';
+  }
+  return json::json_pointer(p);
+}
+
+std::string formatBound(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+}  // namespace
+
+const std::vector<OptionSpec>& daemonOptions() {
+  static const std::vector<OptionSpec> table = buildTable();
+  return table;
+}
+
+const OptionSpec* findOption(const std::string& key) {
+  for (const auto& o : daemonOptions()) {
+    if (o.key == key) return &o;
+  }
+  return nullptr;
+}
+
+const OptionSpec* findFlag(const std::string& flag) {
+  for (const auto& o : daemonOptions()) {
+    if (!o.flag.empty() && o.flag == flag) return &o;
+  }
+  return nullptr;
+}
+
+bool isOptionObject(const std::string& prefix) {
+  for (const auto& o : daemonOptions()) {
+    if (under(o.key, prefix)) return true;
+  }
+  return false;
+}
+
+Status checkSettable(const json& values) {
+  std::string live_keys;
+  for (const auto& o : daemonOptions()) {
+    if (isLive(o)) live_keys += (live_keys.empty() ? "" : ", ") + o.key;
+  }
+  for (auto it = values.begin(); it != values.end(); ++it) {
+    bool known = false, all_live = true;
+    for (const auto& o : daemonOptions()) {
+      if (o.key == it.key() || under(o.key, it.key())) {
+        known = true;
+        all_live = all_live && isLive(o);
+      }
+    }
+    if (!known || !all_live) {
+      return invalidArgument("'" + it.key() + "' cannot be changed at run time (runtime keys: " +
+                             live_keys + ")");
+    }
+  }
+  return Status::ok();
+}
+
+json reloadableSettings(const DaemonConfig& fresh) {
+  json patch = json::object();
+  for (const auto& o : daemonOptions()) {
+    if (o.live == Live::kSetAndReload) patch[pointerTo(o.key)] = o.write(fresh);
+  }
+  return patch;
+}
+
+Status checkRanges(const DaemonConfig& cfg) {
+  for (const auto& o : daemonOptions()) {
+    if (!o.range.any()) continue;
+    const double v = o.write(cfg).get<double>();
+    const Range& r = o.range;
+    const bool low = r.min_open ? !(v > r.min) : !(v >= r.min);
+    if (!low && v <= r.max) continue;
+    const bool bounded = r.max < std::numeric_limits<double>::infinity();
+    std::string want;
+    if (!bounded) {
+      want = r.min_open ? "> " + formatBound(r.min) : "at least " + formatBound(r.min);
+    } else {
+      want = std::string("in ") + (r.min_open ? "(" : "[") + formatBound(r.min) + ", " +
+             formatBound(r.max) + "]";
+    }
+    return invalidArgument(o.key + " must be " + want + ", got " + formatBound(v));
+  }
+  return Status::ok();
+}
+
+}  // namespace groupsgd::daemon

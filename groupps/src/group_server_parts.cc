@@ -1,0 +1,261 @@
+// The group PS's side of a push sent in parts (docs/protocol.md, "Parts" and
+// "Flow control"): each part is checked and summed into the open step as it
+// arrives, so the sum is done when the last part is; the push counts as arrived
+// once whole. A push is admitted while the gradients being received fit the
+// memory budget; the others wait (their member has sent its first
+// kPushWindowParts parts and sends the rest on credit).
+#include <algorithm>
+#include <cmath>
+
+#include "groupsgd/common/log.h"
+#include "groupsgd/common/transport.h"
+#include "groupsgd/groupps/group_server.h"
+
+namespace groupsgd::groupps {
+
+std::uint64_t GroupServer::inboundBudgetBytes() const {
+  const double models =
+      cfg_.inbound_budget_models > 0
+          ? cfg_.inbound_budget_models
+          : std::max(1.0, static_cast<double>(barrier_.memberCount()) - 2.0);
+  return static_cast<std::uint64_t>(
+      models * static_cast<double>(replica().size() * sizeof(float)));
+}
+
+void GroupServer::onPushPart(const zmq::message_t &from, InMessage &&msg) {
+  auto h = msg.header();
+  const std::uint64_t worker = h.getSenderId();
+  const PartPosition part = *msg.part();
+  if (part.index == 0) {
+    if (inbound_.count(worker) != 0) {
+      // A new push while the last one is unfinished: the sender gave up on that
+      // one (its request timed out); its parts leave the sum.
+      ++counters_.bad_parts;
+      GSGD_WARN("worker " << worker << " started a push with "
+                          << inbound_[worker].stream.received() << " of "
+                          << inbound_[worker].stream.count()
+                          << " parts of its last one missing; dropped");
+      abortInbound(worker);
+    }
+    const PushCheck check = validatePush(from, msg, part.total_elements);
+    if (check == PushCheck::kAnswered)
+      return; // any parts already sent are dropped
+    InboundPush in;
+    in.routing_id = zmq::message_t(from.data(), from.size());
+    in.step = h.getStep();
+    in.batch = h.getBody().getPush().getBatchSize();
+    in.loss = h.getBody().getPush().getLoss();
+    in.late = check == PushCheck::kLate;
+    inbound_.emplace(worker, std::move(in));
+    if (!step_opened_ && !inbound_[worker].late)
+      step_opened_ = Clock::now();
+  }
+  auto it = inbound_.find(worker);
+  if (it == inbound_.end()) {
+    ++counters_.bad_parts; // the rest of a push already answered (refused,
+                           // late, moved)
+    return;
+  }
+  InboundPush &in = it->second;
+  Status s = in.stream.accept(part, msg.tensorElements(0));
+  if (s && (h.getStep() != in.step ||
+            h.getBody().getPush().getBatchSize() != in.batch)) {
+    s = invalidArgument("part " + std::to_string(part.index) +
+                        " belongs to another push");
+  }
+  if (s && !in.admitted && in.held.size() >= kPushWindowParts) {
+    s = invalidArgument(
+        "part " + std::to_string(part.index) + " sent beyond the window of " +
+        std::to_string(kPushWindowParts) + " parts before credit");
+  }
+  if (!s) {
+    ++counters_.bad_parts;
+    abortInbound(worker);
+    return refuseBadUpdate(from, worker, s);
+  }
+  if (part.index == 0) {
+    in.held.push_back(std::move(msg));
+    return admitOrQueue(worker);
+  }
+  if (!in.admitted) {
+    in.held.push_back(std::move(msg));
+    return;
+  }
+  takePart(worker, std::move(msg));
+}
+
+void GroupServer::admitOrQueue(std::uint64_t worker) {
+  InboundPush &in = inbound_.at(worker);
+  const std::uint64_t bytes =
+      in.late ? 0 : in.stream.totalElements() * sizeof(float);
+  const bool waiting_before =
+      std::find(admission_queue_.begin(), admission_queue_.end(), worker) !=
+      admission_queue_.end();
+  // A late push sums nothing: it never waits.
+  if (bytes == 0 || (!waiting_before && admission_queue_.empty() &&
+                     (admitted_bytes_ == 0 ||
+                      admitted_bytes_ + bytes <= inboundBudgetBytes()))) {
+    return admit(worker);
+  }
+  if (!waiting_before) {
+    admission_queue_.push_back(worker);
+    ++counters_.pushes_waited;
+  }
+}
+
+void GroupServer::admit(std::uint64_t worker) {
+  InboundPush &in = inbound_.at(worker);
+  in.admitted = true;
+  in.reserved = in.late ? 0 : in.stream.totalElements() * sizeof(float);
+  admitted_bytes_ += in.reserved;
+  if (in.stream.count() > kPushWindowParts) {
+    OutMessage credit(cfg_.limits.job_id, cfg_.group_id);
+    credit.header().setStep(in.step);
+    credit.header().getBody().initPushCredit().setParts(in.stream.count());
+    Status s = replyTo(router_, in.routing_id, std::move(credit));
+    if (!s)
+      GSGD_WARN("could not send credit to worker " << worker << ": "
+                                                   << s.toString());
+  }
+  std::vector<InMessage> held = std::move(in.held);
+  in.held.clear();
+  for (auto &part : held) {
+    if (inbound_.count(worker) == 0)
+      break; // refused or finished on the way
+    takePart(worker, std::move(part));
+  }
+}
+
+void GroupServer::admitWaiting(bool force) {
+  while (!admission_queue_.empty()) {
+    const std::uint64_t worker = admission_queue_.front();
+    auto it = inbound_.find(worker);
+    if (it == inbound_.end() || it->second.admitted) {
+      admission_queue_.erase(admission_queue_.begin());
+      continue;
+    }
+    const std::uint64_t bytes =
+        it->second.late ? 0 : it->second.stream.totalElements() * sizeof(float);
+    if (!force && bytes != 0 && admitted_bytes_ != 0 &&
+        admitted_bytes_ + bytes > inboundBudgetBytes()) {
+      return;
+    }
+    admission_queue_.erase(admission_queue_.begin());
+    admit(worker);
+  }
+}
+
+void GroupServer::takePart(std::uint64_t worker, InMessage &&msg) {
+  InboundPush &in = inbound_.at(worker);
+  if (!in.late) {
+    const std::uint64_t elements = msg.tensorElements(0);
+    auto view = msg.viewTensor(0, elements);
+    Status bad;
+    if (!view) {
+      bad = view.status();
+    } else {
+      const double squares = view->sumSquares();
+      if (!std::isfinite(squares)) {
+        bad = invalidArgument(std::to_string(view->countNonFinite()) +
+                              " non-finite values in the gradient (part " +
+                              std::to_string(msg.part()->index) + ")");
+      } else if (in.squares += squares;
+                 std::sqrt(in.squares) > cfg_.max_grad_norm) {
+        bad = invalidArgument("gradient norm over the bound " +
+                              std::to_string(cfg_.max_grad_norm) + " by part " +
+                              std::to_string(msg.part()->index));
+      }
+    }
+    if (!bad) {
+      const zmq::message_t from(in.routing_id.data(), in.routing_id.size());
+      abortInbound(worker);
+      return refuseBadUpdate(from, worker, bad);
+    }
+    std::size_t off = msg.part()->offset;
+    for (const auto &p : view->parts) {
+      barrier_.addPart(in.batch, p, off);
+      off += p.size();
+    }
+    in.summed.push_back(std::move(msg));
+  }
+  if (in.stream.complete())
+    finishInbound(worker);
+}
+
+void GroupServer::finishInbound(std::uint64_t worker) {
+  auto node = inbound_.extract(worker);
+  InboundPush &in = node.mapped();
+  admitted_bytes_ -= in.reserved;
+  if (in.late) {
+    answerLate(in.routing_id, worker, in.step, in.batch);
+  } else {
+    Status added = barrier_.commit(worker, in.batch, in.loss);
+    if (!added) {
+      inbound_.insert(std::move(node));
+      abortInbound(worker);
+      refuse(in.routing_id, added);
+    } else {
+      in.summed.clear(); // whole and in the step: its parts' memory goes now
+      last_step_[worker] = in.step;
+      acknowledged_[worker] += in.batch;
+      if (!step_opened_)
+        step_opened_ = Clock::now();
+      waiting_.push_back(
+          {zmq::message_t(in.routing_id.data(), in.routing_id.size()), worker,
+           Clock::now()});
+      maybeCloseStep(false);
+    }
+  }
+  admitWaiting();
+}
+
+void GroupServer::abortInbound(std::uint64_t worker) {
+  auto it = inbound_.find(worker);
+  if (it == inbound_.end())
+    return;
+  InboundPush &in = it->second;
+  if (!in.late) {
+    for (const auto &msg : in.summed) {
+      auto view = msg.viewTensor(0, msg.tensorElements(0));
+      std::size_t off = msg.part()->offset;
+      for (const auto &p : view->parts) {
+        barrier_.removePart(in.batch, p, off);
+        off += p.size();
+      }
+    }
+  }
+  admitted_bytes_ -= in.reserved;
+  inbound_.erase(it);
+  admitWaiting();
+}
+
+void GroupServer::dropUnfinishedPushes() {
+  for (auto &[worker, in] : inbound_) {
+    if (in.late)
+      continue;
+    for (const auto &msg : in.summed) {
+      auto view = msg.viewTensor(0, msg.tensorElements(0));
+      std::size_t off = msg.part()->offset;
+      for (const auto &p : view->parts) {
+        barrier_.removePart(in.batch, p, off);
+        off += p.size();
+      }
+    }
+    in.summed.clear();
+    in.late = true; // answered late once its last part is in
+    admitted_bytes_ -= in.reserved;
+    in.reserved = 0;
+  }
+}
+
+void GroupServer::abortInboundOfNonMembers() {
+  std::vector<std::uint64_t> gone;
+  for (const auto &[worker, in] : inbound_) {
+    if (barrier_.member(worker) == nullptr)
+      gone.push_back(worker);
+  }
+  for (std::uint64_t worker : gone)
+    abortInbound(worker);
+}
+
+} // namespace groupsgd::groupps

@@ -1,0 +1,283 @@
+// Pushes sent in parts, end to end against a real group PS: each refused part
+// (missing, repeated, out of range, oversize, beyond the window) is answered
+// and counted, and the half-received gradient leaves the step's sum without a
+// trace; a push still arriving when its step closes at the deadline is dropped
+// and answered late; pushes beyond the memory budget wait for credit and are
+// all taken in.
+#include <thread>
+
+#include "cluster_fixture.h"
+#include "groupsgd/common/parts.h"
+
+using namespace groupsgd;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr std::size_t kParams = 10000; // 40,000 bytes
+constexpr std::uint32_t kPartBytes =
+    8192; // 2048 floats: 5 parts, the last 1808
+constexpr float kLr = 0.5f;
+
+centralps::CentralConfig zeroModel() {
+  centralps::CentralConfig c;
+  c.param_count = kParams;
+  c.part_bytes = kPartBytes;
+  return c;
+}
+
+groupps::GroupServerConfig sgd() {
+  groupps::GroupServerConfig g;
+  g.optimizer = {kernels::OptimizerKind::kSgd, kLr, 0.0f, 0.0f};
+  g.exchange_period =
+      1000; // no exchange: the replica moves by the group steps alone
+  g.part_bytes = kPartBytes;
+  g.limits.max_part_bytes = 3 * kPartBytes / 2;
+  return g;
+}
+
+// The parts of a push of a constant gradient (member `worker`, epoch 1).
+std::vector<std::vector<zmq::message_t>>
+pushParts(std::uint64_t worker, std::uint64_t step, float value) {
+  OutMessage out(1, worker);
+  out.header().setEpoch(1);
+  out.header().setStep(step);
+  out.header().getBody().initPush().setBatchSize(1);
+  out.addTensor(std::make_shared<std::vector<float>>(kParams, value));
+  return std::move(out).toParts(kPartBytes);
+}
+
+// A member's raw connection, to send parts one by one.
+struct RawMember {
+  RpcClient rpc;
+  RawMember(testing::MiniCluster &c)
+      : rpc(c.ctx, (*c.group)->endpoint(), MessageLimits{}) {}
+  void send(std::vector<zmq::message_t> &frames) {
+    REQUIRE(rpc.send(std::move(frames)).isOk());
+  }
+  Result<InMessage> next(std::chrono::milliseconds within = 3000ms) {
+    return rpc.receive(std::chrono::steady_clock::now() + within);
+  }
+};
+
+worker::GroupClient member(testing::MiniCluster &c, std::uint64_t worker) {
+  worker::GroupClient client(c.ctx, c.assignment(worker, 1), 1, 5000ms);
+  client.setPartBytes(kPartBytes);
+  return client;
+}
+
+proto::GroupStats::Reader stats(const InMessage &m) {
+  return m.header().getBody().getGroupStats();
+}
+
+InMessage statsNow(testing::MiniCluster &c) {
+  RpcClient rpc(c.ctx, (*c.group)->endpoint(), MessageLimits{});
+  OutMessage out(1, 0);
+  out.header().getBody().initGroupStatsQuery();
+  auto reply = rpc.call(std::move(out), 3000ms);
+  REQUIRE(reply.isOk());
+  return std::move(*reply);
+}
+
+// After a refused push, one good push of ones must move the zero replica by
+// exactly -lr: nothing of the refused gradient stayed in the step's sum.
+void checkCleanStep(testing::MiniCluster &c, std::uint64_t step) {
+  auto client = member(c, 1);
+  std::vector<float> params(kParams), ones(kParams, 1.0f);
+  auto r = client.push(step, ones, 1, 0.0f, 0.0f, params);
+  REQUIRE(r.isOk());
+  CHECK(r->accepted);
+  for (float p : params)
+    REQUIRE(p == -kLr);
+}
+
+} // namespace
+
+TEST_CASE("push in parts: a missing or repeated part is refused, counted, and "
+          "leaves no trace") {
+  testing::MiniCluster c(zeroModel(), sgd());
+  c.configure({{1, 1}}, 1, 1000);
+  auto client = member(c, 1);
+  std::vector<float> params(kParams);
+  auto pulled = testing::pullWhenReady(client, params);
+  REQUIRE(pulled.isOk());
+  RawMember raw(c);
+  auto parts = pushParts(1, pulled->step, 3.0f);
+  REQUIRE(parts.size() == 5);
+  raw.send(parts[0]);
+  raw.send(parts[1]);
+  auto credit = raw.next();
+  REQUIRE(credit.isOk());
+  REQUIRE(credit->kind() ==
+          BodyKind::PUSH_CREDIT); // admitted: the rest may come
+  CHECK(credit->header().getBody().getPushCredit().getParts() == 5);
+  std::string expected;
+  SUBCASE("missing") {
+    raw.send(parts[3]);
+    expected = "part 2 is missing";
+  }
+  SUBCASE("repeated") {
+    auto again = pushParts(1, pulled->step, 3.0f);
+    raw.send(again[1]);
+    expected = "repeated";
+  }
+  auto answer = raw.next();
+  REQUIRE(answer.isOk());
+  Status refused = statusFromError(*answer);
+  CHECK(refused.code() == Code::kInvalidArgument);
+  CHECK(refused.message().find(expected) != std::string::npos);
+  auto s = statsNow(c);
+  CHECK(stats(s).getBadParts() == 1);
+  CHECK(stats(s).getBadMessages() == 1);
+  CHECK(stats(s).getStep() == pulled->step); // the step did not move
+  checkCleanStep(c, pulled->step);
+}
+
+TEST_CASE("push in parts: an out-of-range or oversize part is refused before "
+          "it is read") {
+  testing::MiniCluster c(zeroModel(), sgd());
+  c.configure({{1, 1}}, 1, 1000);
+  auto client = member(c, 1);
+  std::vector<float> params(kParams);
+  auto pulled = testing::pullWhenReady(client, params);
+  REQUIRE(pulled.isOk());
+  RawMember raw(c);
+  OutMessage out(1, 1);
+  out.header().setEpoch(1);
+  out.header().setStep(pulled->step);
+  out.header().getBody().initPush().setBatchSize(1);
+  auto p = out.header().initPart();
+  Code expected = Code::kInvalidArgument;
+  SUBCASE("index beyond the count") {
+    p.setIndex(5);
+    p.setCount(5);
+    p.setTotalElements(kParams);
+    out.addTensor(std::make_shared<std::vector<float>>(2048, 1.0f));
+  }
+  SUBCASE("a part over the receiver's part limit") {
+    p.setIndex(0);
+    p.setCount(2);
+    p.setTotalElements(kParams);
+    out.addTensor(
+        std::make_shared<std::vector<float>>(4096, 1.0f)); // 16 KiB > 12 KiB
+    expected = Code::kResourceExhausted;
+  }
+  auto frames = std::move(out).toFrames();
+  raw.send(frames);
+  auto answer = raw.next();
+  REQUIRE(answer.isOk());
+  CHECK(statusFromError(*answer).code() == expected);
+  CHECK(stats(statsNow(c)).getBadMessages() == 1);
+  checkCleanStep(c, pulled->step);
+}
+
+TEST_CASE("push in parts: a half-received gradient is dropped when its step "
+          "closes, answered late") {
+  testing::MiniCluster c(zeroModel(), sgd());
+  c.configure({{1, 1}, {2, 1}}, 1, 1000, 300); // a 300 ms step deadline
+  auto slow = member(c, 1);
+  auto fast = member(c, 2);
+  std::vector<float> p1(kParams), p2(kParams);
+  auto pulled = testing::pullWhenReady(slow, p1);
+  REQUIRE(pulled.isOk());
+  REQUIRE(fast.pull(p2).isOk());
+  RawMember raw(c);
+  auto parts = pushParts(1, pulled->step, 100.0f);
+  raw.send(parts[0]);
+  raw.send(parts[1]);
+  auto credit = raw.next();
+  REQUIRE(credit.isOk());
+  REQUIRE(credit->kind() == BodyKind::PUSH_CREDIT);
+  raw.send(parts[2]); // three of five parts in the sum, then silence
+  std::vector<float> ones(kParams, 1.0f);
+  auto r = fast.push(pulled->step, ones, 1, 0.0f, 0.0f,
+                     p2); // released by the deadline
+  REQUIRE(r.isOk());
+  CHECK(r->accepted);
+  for (float v : p2)
+    REQUIRE(v == -kLr); // the mean of member 2's gradient alone
+  raw.send(parts[3]);
+  raw.send(parts[4]);
+  auto late = raw.next();
+  REQUIRE(late.isOk());
+  REQUIRE(late->kind() == BodyKind::STEP_REPLY);
+  CHECK_FALSE(late->header().getBody().getStepReply().getAccepted());
+  CHECK(std::string(late->header().getBody().getStepReply().getReason().cStr())
+            .find("late") == 0);
+  std::vector<float> replica(kParams);
+  REQUIRE(receiveTensorInto(raw.rpc, *late, replica,
+                            std::chrono::steady_clock::now() + 3s)
+              .isOk());
+  CHECK(replica == p2);
+  auto s = statsNow(c);
+  CHECK(stats(s).getLateGradients() == 1);
+  CHECK(stats(s).getSamplesReceived() == 1);
+  CHECK(stats(s).getSamplesDropped() == 1);
+}
+
+TEST_CASE("push in parts: beyond the memory budget a push waits for credit; "
+          "over its window it is refused") {
+  auto cfg = sgd();
+  cfg.inbound_budget_models = 1; // one gradient being received at a time
+  testing::MiniCluster c(zeroModel(), cfg);
+  c.configure({{1, 1}, {2, 1}, {3, 1}}, 1, 1000);
+  std::vector<float> params(kParams);
+  std::uint64_t step = 0;
+  for (std::uint64_t w = 1; w <= 3; ++w) {
+    auto client = member(c, w);
+    auto pulled = testing::pullWhenReady(client, params);
+    REQUIRE(pulled.isOk());
+    step = pulled->step;
+  }
+  RawMember first(c), second(c), third(c);
+  auto p1 = pushParts(1, step, 1.0f), p2 = pushParts(2, step, 1.0f),
+       p3 = pushParts(3, step, 1.0f);
+  first.send(p1[0]);
+  first.send(p1[1]);
+  auto credit1 = first.next();
+  REQUIRE(credit1.isOk());
+  REQUIRE(credit1->kind() == BodyKind::PUSH_CREDIT);
+  second.send(p2[0]);
+  second.send(p2[1]); // its window: held, no credit while the first is received
+  CHECK_FALSE(
+      second.next(200ms).isOk()); // nothing within 200 ms (the socket resets)
+  RawMember second_again(c);      // a fresh connection for the rest of its push
+  // The third goes over its window: refused, counted.
+  third.send(p3[0]);
+  third.send(p3[1]);
+  third.send(p3[2]);
+  auto refused = third.next();
+  REQUIRE(refused.isOk());
+  CHECK(statusFromError(*refused).message().find("window") !=
+        std::string::npos);
+  // The first finishes; the second is admitted (its credit went to its first
+  // connection, gone: it starts over on the new one, which abandons the held
+  // parts).
+  for (std::size_t i = 2; i < p1.size(); ++i)
+    first.send(p1[i]);
+  auto again = pushParts(2, step, 1.0f);
+  second_again.send(again[0]);
+  second_again.send(again[1]);
+  auto credit2 = second_again.next();
+  REQUIRE(credit2.isOk());
+  REQUIRE(credit2->kind() == BodyKind::PUSH_CREDIT);
+  for (std::size_t i = 2; i < again.size(); ++i)
+    second_again.send(again[i]);
+  // Member 3 was refused (a bad update, not a drop): the step waits for it; a
+  // good push closes it.
+  auto m3 = member(c, 3);
+  std::vector<float> ones(kParams, 1.0f), p3params(kParams);
+  auto r3 = m3.push(step, ones, 1, 0.0f, 0.0f, p3params);
+  REQUIRE(r3.isOk());
+  CHECK(r3->accepted);
+  for (float v : p3params)
+    REQUIRE(v == -kLr);
+  auto r1 = first.next();
+  REQUIRE(r1.isOk());
+  CHECK(r1->kind() == BodyKind::STEP_REPLY);
+  CHECK(r1->header().getBody().getStepReply().getAccepted());
+  auto s = statsNow(c);
+  CHECK(stats(s).getPushesWaited() >= 2);
+  CHECK(stats(s).getBadParts() >= 2); // over the window; the abandoned push
+  CHECK(stats(s).getSamplesReceived() == 3);
+}
