@@ -162,6 +162,9 @@ Status validate(const DaemonConfig& c) {
   if (c.role == "node" && (c.coordinator.empty() || c.node_groups == 0)) {
     return invalidArgument("role node needs --coordinator ENDPOINT and --node-groups >= 1");
   }
+  if (!c.external_model_file.empty() && !c.external_model) {
+    return invalidArgument("external_model_file needs model external");
+  }
   if (c.external_model && c.role != "all") {
     return invalidArgument("model external needs role all (the group PSes learn the model size at start)");
   }

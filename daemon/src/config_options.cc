@@ -212,6 +212,8 @@ std::vector<OptionSpec> buildTable() {
             "a group allowed the admin control methods (-1 = none)"),
       field("metrics_listen", "--metrics-listen", "H:P", FIELD(metrics_listen), kAny, kRestart,
             "serve Prometheus /metrics on HOST:PORT (127.0.0.1:0 = any port)"),
+      field("external_model_file", "--external-model-file", "F", FIELD(external_model_file), kAny,
+            kRestart, "model external: the initial model from this file (save_model_file)"),
       field("checkpoint_dir", "--checkpoint-dir", "DIR", FIELD(checkpoint_dir), kAny, kRestart,
             "write central checkpoints here; resume from the newest at start"),
       field("checkpoint_keep", "", "N", FIELD(checkpoint_keep), atLeast(1), kRestart,

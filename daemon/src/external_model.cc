@@ -1,6 +1,8 @@
 #include "groupsgd/daemon/external_model.h"
 
 #include <cmath>
+#include <fstream>
+#include <sstream>
 #include <optional>
 
 #include "groupsgd/common/log.h"
@@ -9,6 +11,13 @@
 
 namespace groupsgd::daemon {
 namespace {
+
+Status checkFinite(const std::vector<float>& v) {
+  for (float x : v) {
+    if (!std::isfinite(x)) return invalidArgument("the initial parameters are not all finite");
+  }
+  return Status::ok();
+}
 
 bool checkedRole(proto::Role r) {
   return r == proto::Role::TRAINER || r == proto::Role::EVALUATOR;
@@ -28,9 +37,7 @@ Result<ExternalModel> modelFrom(const InMessage& msg) {
   ExternalModel m;
   m.initial.resize(r.getParamCount());
   GSGD_RETURN_IF_ERROR(msg.readTensor(0, m.initial));
-  for (float v : m.initial) {
-    if (!std::isfinite(v)) return invalidArgument("the initial parameters are not all finite");
-  }
+  GSGD_RETURN_IF_ERROR(checkFinite(m.initial));
   m.fingerprint = r.getModelFingerprint().cStr();
   m.supplier = std::string(r.getName().cStr()) + " (" + r.getHost().cStr() + " pid " +
                std::to_string(r.getPid()) + ")";
@@ -38,6 +45,34 @@ Result<ExternalModel> modelFrom(const InMessage& msg) {
 }
 
 }  // namespace
+
+Result<ExternalModel> loadExternalModelFile(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return notFound("cannot open the model file " + path);
+  std::string line;
+  std::getline(f, line);
+  std::istringstream head(line);
+  std::string magic;
+  int version = 0;
+  std::uint64_t count = 0;
+  ExternalModel m;
+  head >> magic >> version >> count >> m.fingerprint;
+  if (magic != "groupsgd-model" || version != 1 || count == 0 || m.fingerprint.empty() ||
+      count > (std::uint64_t{1} << 32)) {
+    return invalidArgument(path + " is not a groupsgd model file (\"groupsgd-model 1 COUNT "
+                           "FINGERPRINT\" then COUNT float32)");
+  }
+  m.initial.resize(count);
+  f.read(reinterpret_cast<char*>(m.initial.data()),
+         static_cast<std::streamsize>(count * sizeof(float)));
+  if (static_cast<std::uint64_t>(f.gcount()) != count * sizeof(float) || f.peek() != EOF) {
+    return invalidArgument(path + ": the header says " + std::to_string(count) +
+                           " parameters, the file holds a different amount");
+  }
+  GSGD_RETURN_IF_ERROR(checkFinite(m.initial));
+  m.supplier = path;
+  return m;
+}
 
 Result<ExternalModel> awaitExternalModel(zmq::socket_t& sock, const DaemonConfig& cfg,
                                          const std::atomic<bool>& stop) {

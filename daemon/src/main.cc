@@ -85,8 +85,8 @@ Status writeEndpointFile(const std::string& path, const std::string& endpoint) {
 }
 
 // Model external: the coordinator's socket is bound (and published) first, and the first
-// registering worker's model sizes the central PS and the group PSes. The bound socket is
-// handed to the coordinator afterwards.
+// registering worker's model (or external_model_file) sizes the central PS and the group
+// PSes. The bound socket is handed to the coordinator afterwards.
 struct ExternalIntake {
   zmq::socket_t socket;
   std::string endpoint;
@@ -102,7 +102,9 @@ Result<ExternalIntake> takeExternalModel(zmq::context_t& ctx, const daemon::Daem
   if (Status s = writeEndpointFile(cfg.endpoint_file, *ep); !s) {
     return Status(s.code(), "cannot write the endpoint file: " + s.toString());
   }
-  auto model = daemon::awaitExternalModel(*sock, cfg, g_stop_requested);
+  auto model = cfg.external_model_file.empty()
+                   ? daemon::awaitExternalModel(*sock, cfg, g_stop_requested)
+                   : daemon::loadExternalModelFile(cfg.external_model_file);
   if (!model) return Status(model.status().code(), "model external: " + model.status().toString());
   ccfg->initial = std::move(model->initial);
   return ExternalIntake{std::move(*sock), *ep, std::move(model->fingerprint)};

@@ -206,6 +206,22 @@ def run_ddp(args, model, train_x, train_y, test_x, test_y):
     ddp = nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=args.momentum)
     straggler = Straggler(args.slowdown, args.device_ms)
+    from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+
+    # The emulated device time goes where a slow device spends it: before the gradients
+    # are communicated (as a groupsgd worker pads before its push). A comm hook pads at the
+    # first gradient bucket of each step, then runs DDP's usual allreduce; the padding then
+    # never includes time spent waiting for the other ranks. (Exact for one-bucket models
+    # such as the mlp and cnn; for ResNet-18 later buckets' compute is not padded.)
+    step_state = {"t0": 0.0, "batch": args.batch_size, "padded": False}
+
+    def padding_hook(state, bucket):
+        if not step_state["padded"]:
+            step_state["padded"] = True
+            straggler.pad(step_state["t0"], step_state["batch"])
+        return allreduce_hook(None, bucket)
+
+    ddp.register_comm_hook(None, padding_hook)
     g = torch.Generator().manual_seed(args.seed * 1000003 + args.rank)
     shard = torch.arange(args.rank, len(train_x), args.world_size)
     order, pos = shard[torch.randperm(len(shard), generator=g)], 0
@@ -219,9 +235,9 @@ def run_ddp(args, model, train_x, train_y, test_x, test_y):
         pos += args.batch_size
         xb, yb = train_x[idx].to(args.device), train_y[idx].to(args.device)
         opt.zero_grad()
+        step_state.update(t0=t0, batch=len(yb), padded=False)
         loss = F.cross_entropy(ddp(xb), yb)
-        loss.backward()  # the allreduce: every rank waits for the slowest
-        straggler.pad(t0, len(yb))
+        loss.backward()  # padded, then the allreduce: every rank waits for the slowest
         opt.step()
         steps += 1
         training_s += time.monotonic() - t0

@@ -34,6 +34,8 @@ __all__ = [
     "accuracy",
     "layout",
     "fingerprint",
+    "save_model_file",
+    "recalibrate_batch_norm",
 ]
 
 
@@ -65,6 +67,16 @@ def _options(coordinator, name, job_id, compress, curve_secret_key_file, curve_s
     if give_up_s is not None:
         args += ["--give-up-s", str(give_up_s)]
     return args + list(extra_args)
+
+
+def save_model_file(model, path):
+    """Writes the model's initial parameters for groupsgdd --external-model-file (the daemon
+    then starts from them instead of from the first worker's)."""
+    flat = np.concatenate([p.detach().cpu().reshape(-1).numpy().astype("<f4")
+                           for p in model.parameters()])
+    with open(path, "wb") as f:
+        f.write(f"groupsgd-model 1 {flat.size} {fingerprint(model)}\n".encode())
+        f.write(flat.tobytes())
 
 
 class _FlatModel:

@@ -198,6 +198,7 @@ def main():
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--overhead-model", default="wide10")
     p.add_argument("--overhead-steps", type=int, default=20)
+    p.add_argument("--only", default="", help="one case, e.g. ddp:straggler (no summary line)")
     a = p.parse_args()
     if a.quick:
         # Shape only: 2 workers, a 2M-parameter model for the overhead.
@@ -207,6 +208,8 @@ def main():
     results = {}
     for straggler in (True, False):
         for system, fn in (("groupsgd", run_groupsgd), ("ddp", run_ddp)):
+            if a.only and a.only != f"{system}:{'straggler' if straggler else 'none'}":
+                continue
             runs = []
             for r in range(a.repeats):
                 row = {"bench": "pytorch_run", "system": system, "straggler": straggler, "repeat": r,
@@ -219,6 +222,8 @@ def main():
                 emit(row)
                 runs.append(row)
             results[(system, straggler)] = runs
+    if a.only:
+        return 0
     ov = binding_overhead(a, tmp)
     emit(dict(bench="pytorch_overhead", model=a.overhead_model, **ov))
     t = {k: median_time(v, a.max_seconds) for k, v in results.items()}

@@ -1,5 +1,10 @@
 // Model "external": the configuration key and the check every registration passes.
 #include <capnp/message.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <fstream>
 #include <doctest/doctest.h>
 
 #include "groupsgd/daemon/config.h"
@@ -68,4 +73,34 @@ TEST_CASE("external model: a built-in daemon refuses a worker stating another si
   Status s = check(builtin, proto::Role::TRAINER, 7, "x");
   CHECK(s.code() == Code::kFailedPrecondition);
   CHECK(s.message().find("built-in model 'mlp'") != std::string::npos);
+}
+
+TEST_CASE("external model: the model file is read, and a bad one refused with the reason") {
+  const std::string path = "/tmp/groupsgd_external_model_test_" + std::to_string(::getpid());
+  auto write = [&](const std::string& head, std::vector<float> values) {
+    std::ofstream f(path, std::ios::binary);
+    f << head;
+    f.write(reinterpret_cast<const char*>(values.data()),
+            static_cast<std::streamsize>(values.size() * sizeof(float)));
+  };
+  write("groupsgd-model 1 3 abc\n", {1.f, 2.f, 3.f});
+  auto m = loadExternalModelFile(path);
+  REQUIRE(m);
+  CHECK(m->initial == std::vector<float>{1.f, 2.f, 3.f});
+  CHECK(m->fingerprint == "abc");
+  write("groupsgd-model 1 4 abc\n", {1.f, 2.f, 3.f});
+  CHECK(loadExternalModelFile(path).status().message().find("different amount") !=
+        std::string::npos);
+  write("groupsgd-model 1 2 abc\n", {1.f, 2.f, 3.f});
+  CHECK_FALSE(loadExternalModelFile(path));
+  write("not a model\n", {1.f});
+  CHECK(loadExternalModelFile(path).status().message().find("not a groupsgd model file") !=
+        std::string::npos);
+  write("groupsgd-model 1 2 abc\n", {1.f, std::nanf("")});
+  CHECK(loadExternalModelFile(path).status().message().find("finite") != std::string::npos);
+  std::remove(path.c_str());
+  CHECK(loadExternalModelFile(path).status().code() == Code::kNotFound);
+  DaemonConfig cfg;
+  cfg.external_model_file = path;
+  CHECK(validate(cfg).message().find("needs model external") != std::string::npos);
 }

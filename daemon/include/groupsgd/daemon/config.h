@@ -53,6 +53,7 @@ struct DaemonConfig {
   std::uint32_t batch_size = 32;      // per worker
   kernels::ModelKind model = kernels::ModelKind::kMlp;
   bool external_model = false;  // model "external": learnt from the first worker (groupsgd.torch)
+  std::string external_model_file;  // model external: from this file instead (save_model_file)
   std::uint64_t seed = 1;
   std::string listen = "tcp://127.0.0.1:5555";  // coordinator endpoint (port 0 = any)
   std::string bind_host = "127.0.0.1";          // central / group PSes bind here, any port

@@ -31,6 +31,10 @@ struct ExternalModel {
 Result<ExternalModel> awaitExternalModel(zmq::socket_t& sock, const DaemonConfig& cfg,
                                          const std::atomic<bool>& stop);
 
+// The model from a file written by groupsgd.torch.save_model_file: the text line
+// "groupsgd-model 1 <param_count> <fingerprint>\n", then param_count little-endian float32.
+Result<ExternalModel> loadExternalModelFile(const std::string& path);
+
 // Whether a registration states the model this daemon trains. Built-in models: a worker
 // that states a different parameter count is refused. External: trainers and evaluators
 // must state the same count and fingerprint. Tools and nodes are not checked.
