@@ -196,10 +196,15 @@ void reportSummary(const daemon::DaemonConfig& cfg, nlohmann::json summary) {
     std::printf("%s\n", summary.dump().c_str());
     return;
   }
+  // The accuracy a float reported: four decimals, not the double it widened to.
+  char accuracy[16] = "n/a";
+  if (summary["final_test_acc"].is_number()) {
+    std::snprintf(accuracy, sizeof accuracy, "%.4f", summary["final_test_acc"].get<double>());
+  }
   std::printf("done (%s): %.1f s, final test accuracy %s, %llu samples trained, %llu applied, "
               "%llu dropped, accounting %s\n",
               summary["stop_reason"].get<std::string>().c_str(), summary["elapsed_s"].get<double>(),
-              summary["final_test_acc"].is_null() ? "n/a" : summary["final_test_acc"].dump().c_str(),
+              accuracy,
               static_cast<unsigned long long>(summary["samples_trained"].get<std::uint64_t>()),
               static_cast<unsigned long long>(summary["samples_applied"].get<std::uint64_t>()),
               static_cast<unsigned long long>(summary["samples_dropped"].get<std::uint64_t>()),
