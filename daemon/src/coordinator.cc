@@ -483,8 +483,9 @@ std::optional<std::string> Coordinator::stopReason() {
   if (!training_started_) return std::nullopt;
   const double elapsed = secondsSince(*training_started_);
   if (cfg_.target_acc > 0) {
-    if (latestAccuracy().value >= cfg_.target_acc) {
+    if (const Accuracy acc = latestAccuracy(); acc.value >= cfg_.target_acc) {
       time_to_target_s_ = elapsed;
+      acc_at_target_ = acc.value;
       return "target accuracy reached";
     }
   }
@@ -663,6 +664,7 @@ nlohmann::json Coordinator::finish(const std::string& reason) {
       {"target_acc", cfg_.target_acc},
       {"reached", time_to_target_s_.has_value()},
       {"time_to_target_s", time_to_target_s_ ? nlohmann::json(*time_to_target_s_) : nlohmann::json()},
+      {"acc_at_target", time_to_target_s_ ? nlohmann::json(acc_at_target_) : nlohmann::json()},
       {"elapsed_s", elapsed},
       {"final_test_acc", final_acc.value < 0 ? nlohmann::json() : nlohmann::json(final_acc.value)},
       {"final_acc_version", final_acc.version},

@@ -30,7 +30,9 @@ def test_four_pytorch_workers_and_the_evaluator_reach_080(daemon, processes, tmp
     for p in processes:
         assert p.wait(timeout=30) == 0, (tmp_path / "w0.log").read_text()
     assert summary["stop_reason"].startswith("target"), summary["stop_reason"]
-    assert summary["final_test_acc"] >= 0.80
+    assert summary["reached"] and summary["acc_at_target"] >= 0.80, summary
+    # The newest report may be of a newer model measured during the stop (SGD noise).
+    assert summary["final_test_acc"] >= 0.70, summary
     assert summary["accounting_ok"]
     assert summary["config"]["model"] == "external"
     assert len(summary["worker_stats"]) == 4

@@ -207,9 +207,8 @@ Result<StepAnswer> GroupClient::pull(std::span<float> params) {
   return exchange(std::move(request), params);
 }
 
-Result<StepAnswer> GroupClient::push(std::uint64_t step, std::span<const float> grad,
-                                     std::uint32_t batch, float loss, float compute_ms,
-                                     std::span<float> params) {
+OutMessage GroupClient::pushMessage(std::uint64_t step, std::uint32_t batch, float loss,
+                                    float compute_ms) const {
   OutMessage out(job_id_, assignment_.worker_id);
   out.header().setEpoch(assignment_.epoch);
   out.header().setStep(step);
@@ -217,6 +216,13 @@ Result<StepAnswer> GroupClient::push(std::uint64_t step, std::span<const float> 
   p.setBatchSize(batch);
   p.setLoss(loss);
   p.setComputeMs(compute_ms);
+  return out;
+}
+
+Result<StepAnswer> GroupClient::push(std::uint64_t step, std::span<const float> grad,
+                                     std::uint32_t batch, float loss, float compute_ms,
+                                     std::span<float> params) {
+  OutMessage out = pushMessage(step, batch, loss, compute_ms);
   if (compressor_ && grad.size() == compressor_->size()) {
     // Reuse an encode buffer no message in flight still holds.
     std::shared_ptr<std::vector<std::uint8_t>> bytes;
@@ -244,13 +250,7 @@ Result<StepAnswer> GroupClient::push(std::uint64_t step, const Payload& grad, st
     return push(step, grad ? std::span<const float>(*grad) : std::span<const float>(), batch,
                 loss, compute_ms, params);
   }
-  OutMessage out(job_id_, assignment_.worker_id);
-  out.header().setEpoch(assignment_.epoch);
-  out.header().setStep(step);
-  auto p = out.header().getBody().initPush();
-  p.setBatchSize(batch);
-  p.setLoss(loss);
-  p.setComputeMs(compute_ms);
+  OutMessage out = pushMessage(step, batch, loss, compute_ms);
   out.addTensor(grad);
   return exchange(std::move(out).toParts(part_bytes_), params);
 }

@@ -180,6 +180,7 @@ class Coordinator {
   bool stop_evaluators_ = false;  // evaluators stop last, after measuring the final model
   std::optional<Clock::time_point> training_started_;
   std::optional<double> time_to_target_s_;
+  double acc_at_target_ = -1;  // the report that reached the target (later ones may dip)
   std::uint64_t stale_heartbeats_ = 0;
   std::uint64_t bad_messages_ = 0;
   std::vector<std::uint32_t> periods_;  // exchange period K per group slot

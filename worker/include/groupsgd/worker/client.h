@@ -143,6 +143,9 @@ class GroupClient {
   // sends credit) and reads its StepReply into params.
   Result<StepAnswer> exchange(std::vector<std::vector<zmq::message_t>>&& request,
                               std::span<float> params);
+  // A push header (its tensor is added by the caller).
+  OutMessage pushMessage(std::uint64_t step, std::uint32_t batch, float loss,
+                         float compute_ms) const;
   Result<StepAnswer> readAnswer(const InMessage& reply, std::span<float> params,
                                 std::chrono::steady_clock::time_point deadline);
   std::uint32_t part_bytes_ = kDefaultPartBytes;
