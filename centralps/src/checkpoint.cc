@@ -76,26 +76,6 @@ Status ioError(const std::string& op, const std::string& path, int err) {
   return Status(s.code(), "checkpoint: " + s.message());
 }
 
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  // Closes now and reports close(2)'s error (it can carry a deferred write error).
-  int close() {
-    const int rc = ::close(fd_);
-    fd_ = -1;
-    return rc;
-  }
-
- private:
-  int fd_;
-};
-
 // Reads exactly size bytes; a short file is reported as truncation by the caller.
 Status readAll(int fd, void* data, std::size_t size, const std::string& path) {
   auto* p = static_cast<char*>(data);

@@ -11,26 +11,6 @@
 namespace groupsgd {
 namespace {
 
-// Closes on scope exit unless closed explicitly (close(2) can report a deferred error).
-class Fd {
- public:
-  explicit Fd(int fd) : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const { return fd_; }
-  int close() {
-    const int rc = ::close(fd_);
-    fd_ = -1;
-    return rc;
-  }
-
- private:
-  int fd_;
-};
-
 Status writeAll(int fd, std::string_view data, const std::string& path) {
   const char* p = data.data();
   std::size_t size = data.size();

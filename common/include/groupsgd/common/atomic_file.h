@@ -5,6 +5,7 @@
 #pragma once
 
 #include <sys/types.h>
+#include <unistd.h>
 
 #include <initializer_list>
 #include <string>
@@ -13,6 +14,27 @@
 #include "groupsgd/common/status.h"
 
 namespace groupsgd {
+
+// A file descriptor closed on scope exit unless closed explicitly (close(2) can report a
+// deferred write error, so writers close it themselves and check).
+class Fd {
+ public:
+  explicit Fd(int fd) : fd_(fd) {}
+  ~Fd() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  Fd(const Fd&) = delete;
+  Fd& operator=(const Fd&) = delete;
+  int get() const { return fd_; }
+  int close() {
+    const int rc = ::close(fd_);
+    fd_ = -1;
+    return rc;
+  }
+
+ private:
+  int fd_;
+};
 
 struct AtomicWriteOptions {
   mode_t mode = 0644;      // applied with fchmod, so the umask does not narrow it
