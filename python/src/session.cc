@@ -70,6 +70,14 @@ Status Session::adopt(const worker::Assignment& a) {
   return Status::ok();
 }
 
+// The head finished while this worker was away (or before it came): a clean stop, as
+// the C++ trainer makes it, not an error raised into the training loop.
+Status Session::runOver(const Status& why) {
+  GSGD_INFO("the run is over (" << why.message() << "); stopping");
+  stop_ = true;
+  return Status::ok();
+}
+
 Status Session::register_(std::uint64_t keep_id) {
   heartbeat_->pause();
   if (keep_id == 0 && registered_) {
@@ -85,6 +93,7 @@ Status Session::register_(std::uint64_t keep_id) {
                                                            patience);
   if (!assigned) {
     if (assigned.status().code() == Code::kQuarantined) quarantined_ = true;
+    if (assigned.status().code() == Code::kFinished) return runOver(assigned.status());
     return assigned.status();
   }
   ++registrations_;
@@ -135,6 +144,7 @@ Status Session::recover(const Status& why) {
     quarantined_ = true;
     return again.status();
   }
+  if (again.status().code() == Code::kFinished) return runOver(again.status());
   GSGD_WARN("the coordinator " << (noAnswer(again.status()) ? "is unreachable" : "does not know us")
                                << " (" << again.status().message() << "); registering again");
   return register_(0);

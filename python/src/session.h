@@ -64,6 +64,7 @@ class Session {
   Status register_(std::uint64_t keep_id);
   Status adopt(const worker::Assignment& a);
   bool follow(const worker::StepAnswer& ans);
+  Status runOver(const Status& why);
   Status pullUntilReady(std::span<float> params);
   Status onGroupFailure(const Status& why);
   Status recover(const Status& why);

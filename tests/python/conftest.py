@@ -99,8 +99,10 @@ def spawn_example(tmp_path, name, *args):
     """The example script as a groupsgd process; its output goes to tmp_path/name.log."""
     log = open(tmp_path / f"{name}.log", "w")
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
-    return subprocess.Popen([sys.executable, EXAMPLE, "--name", name, *map(str, args)], stdout=log,
+    proc = subprocess.Popen([sys.executable, EXAMPLE, "--name", name, *map(str, args)], stdout=log,
                             stderr=subprocess.STDOUT, env=env)
+    proc.log_path = tmp_path / f"{name}.log"  # for assertion messages
+    return proc
 
 
 @pytest.fixture

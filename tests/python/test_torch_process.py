@@ -28,7 +28,7 @@ def test_four_pytorch_workers_and_the_evaluator_reach_080(daemon, processes, tmp
                                    "--coordinator", d.endpoint, "--eval-interval-s", "0.3"))
     summary = d.wait(240)  # process start-up (torch imports) is most of it on a loaded machine
     for p in processes:
-        assert p.wait(timeout=30) == 0, (tmp_path / "w0.log").read_text()
+        assert p.wait(timeout=30) == 0, p.log_path.read_text()
     assert summary["stop_reason"].startswith("target"), summary["stop_reason"]
     assert summary["reached"] and summary["acc_at_target"] >= 0.80, summary
     # The newest report may be of a newer model measured during the stop (SGD noise).
@@ -137,3 +137,22 @@ def test_the_initial_model_can_come_from_a_file(daemon, tmp_path):
             gt.Worker(tiny(9), coordinator=d.endpoint, name="other", connect_timeout_ms=5000)
     finally:
         w.close()
+
+
+def test_a_worker_refused_because_the_run_is_over_stops_cleanly(daemon, tmp_path):
+    # A worker that (re-)registers while the daemon drains at the end (as after a regroup
+    # or a lost group PS) is told "finished": should_stop, not an exception in its loop.
+    d = daemon(*FAST, "--mode", "sync", "--workers", "1", "--max-seconds", "1",
+               "--step-deadline-ms", "5000")
+    first = gt.Worker(tiny(8), coordinator=d.endpoint, name="stays", connect_timeout_ms=20000)
+    try:
+        # It never leaves, so the daemon stays in its drain until the drain deadline.
+        wait_for(lambda: first.should_stop, 30, "the stop directive after --max-seconds")
+        late = gt.Worker(tiny(8), coordinator=d.endpoint, name="late", connect_timeout_ms=5000)
+        assert late.should_stop
+        assert late.registrations == 0
+        late.close()
+    finally:
+        first.close()
+    summary = d.wait(60)
+    assert summary["stop_reason"] == "time budget spent", summary["stop_reason"]
