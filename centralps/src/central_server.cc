@@ -8,6 +8,7 @@
 
 #include "groupsgd/common/log.h"
 #include "groupsgd/common/transport.h"
+#include "groupsgd/common/allow_list.h"
 #include "groupsgd/common/zap_handler.h"
 #include "groupsgd/kernels/ops.h"
 
@@ -196,6 +197,7 @@ void CentralServer::sendModel(const zmq::message_t& from, bool applied, const st
 
 void CentralServer::handle(const zmq::message_t& from, std::vector<zmq::message_t>&& frames) {
   const std::string key = frames.empty() ? std::string() : peerKey(frames.front());
+  if (!peerStillAllowed(cfg_.curve.allowed, key)) return refuse(from, keyRevoked(key));
   auto msg = decodeMessage(std::move(frames), cfg_.limits);
   if (!msg) return refuse(from, msg.status());
   if (!key.empty() && key != cfg_.curve.public_key && msg->kind() != BodyKind::FETCH) {

@@ -30,6 +30,13 @@ Result<std::unique_ptr<ZapHandler>> ZapHandler::start(zmq::context_t& ctx,
   for (const auto& k : allowed) {
     if (k.size() != 40) return invalidArgument("allow-list entry is not a Z85 key: " + k);
   }
+  return start(ctx, std::make_shared<AllowList>(std::move(allowed)), std::move(on_fatal));
+}
+
+Result<std::unique_ptr<ZapHandler>> ZapHandler::start(zmq::context_t& ctx,
+                                                      std::shared_ptr<AllowList> allowed,
+                                                      FatalHook on_fatal) {
+  if (allowed == nullptr) return invalidArgument("the ZAP handler needs an allow-list");
   try {
     zmq::socket_t sock(ctx, zmq::socket_type::rep);
     sock.set(zmq::sockopt::linger, 0);
@@ -44,7 +51,8 @@ Result<std::unique_ptr<ZapHandler>> ZapHandler::start(zmq::context_t& ctx,
   }
 }
 
-ZapHandler::ZapHandler(zmq::socket_t sock, std::set<std::string> allowed, FatalHook on_fatal)
+ZapHandler::ZapHandler(zmq::socket_t sock, std::shared_ptr<AllowList> allowed,
+                       FatalHook on_fatal)
     : sock_(std::move(sock)),
       allowed_(std::move(allowed)),
       on_fatal_(on_fatal ? std::move(on_fatal) : FatalHook(exitOnFatal)) {}
@@ -94,7 +102,7 @@ void ZapHandler::answer(std::vector<zmq::message_t>& request) {
     if (mechanism == "CURVE" && request.size() == 7 && request[6].size() == 32) {
       char z85[41];
       zmq_z85_encode(z85, request[6].data<std::uint8_t>(), 32);
-      if (allowed_.count(z85) != 0) {
+      if (allowed_->contains(z85)) {
         code = "200";
         text = "OK";
         user = z85;

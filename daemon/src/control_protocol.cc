@@ -53,7 +53,7 @@ std::vector<ControlMethod> defaultControlMethods() {
   return {
       {"version", false}, {"status", false},    {"workers", false},    {"groups", false},
       {"drain", true},    {"undrain", true},    {"regroup", true},     {"set", true},
-      {"checkpoint", true}, {"shutdown", true},  {"unquarantine", true},
+      {"checkpoint", true}, {"shutdown", true},  {"unquarantine", true}, {"reload_keys", true},
   };
 }
 

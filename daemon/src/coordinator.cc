@@ -148,6 +148,7 @@ void Coordinator::refuse(const zmq::message_t& from, const Status& why) {
 
 void Coordinator::handle(const zmq::message_t& from, std::vector<zmq::message_t>&& frames) {
   const std::string key = frames.empty() ? std::string() : peerKey(frames.front());
+  if (!peerStillAllowed(curve_.allowed, key)) return refuse(from, keyRevoked(key));
   auto msg = decodeMessage(std::move(frames), limits_);
   if (!msg) return refuse(from, msg.status());
   switch (msg->kind()) {

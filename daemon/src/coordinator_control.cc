@@ -211,8 +211,28 @@ void Coordinator::answerDeferred(bool wait) {
   }
 }
 
+Result<AllowListChange> Coordinator::reloadKeys() {
+  if (!reload_keys_) return failedPrecondition("CURVE is off: there is no allow-list to reload");
+  auto change = reload_keys_();
+  if (!change) {
+    GSGD_ERROR("allow-list reload refused, keeping the running list: " << change.status().toString());
+    return change.status();
+  }
+  event("keys_reloaded", std::to_string(change->added) + " added, " +
+                             std::to_string(change->removed) + " removed, " +
+                             std::to_string(change->size) + " admitted");
+  return change;
+}
+
+void Coordinator::controlReloadKeys(PendingRequest& r) {
+  auto change = reloadKeys();
+  if (!change) return r.fail(change.status());
+  r.respond({{"added", change->added}, {"removed", change->removed}, {"admitted", change->size}});
+}
+
 void Coordinator::reloadConfig() {
   (void)sdNotifyReloading();
+  if (reload_keys_) (void)reloadKeys();  // SIGHUP re-reads the allow-list too
   if (cfg_.config_file.empty()) {
     GSGD_WARN("SIGHUP: no configuration file to reload (started without --config)");
     (void)sdNotifyReady("reload: nothing to do");
@@ -255,6 +275,7 @@ const std::map<std::string, void (Coordinator::*)(PendingRequest&)>& Coordinator
       {"set", &Coordinator::controlSet},
       {"checkpoint", &Coordinator::startCheckpoint},
       {"shutdown", &Coordinator::controlShutdown},
+      {"reload_keys", &Coordinator::controlReloadKeys},
   };
   return methods;
 }

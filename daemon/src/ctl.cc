@@ -49,6 +49,9 @@ constexpr CommandSpec kCommands[] = {
     {"checkpoint", "checkpoint", "write a checkpoint of the central model now (admin)", ""},
     {"shutdown", "shutdown", "drain, checkpoint and stop the daemon (admin)",
      "The reply comes when shutdown has begun, not when the daemon has exited.\n"},
+    {"reload-keys", "reload-keys", "re-read the CURVE allow-list now (admin)",
+     "The daemon reads curve.allow_file again (as on SIGHUP). A removed key's new\n"
+     "connections are refused, and so is the next message of its open ones.\n"},
     {"keygen", "keygen --out PREFIX", "write a new CURVE key pair (local; no daemon needed)",
      "Writes PREFIX.key (the secret key, mode 0600) and PREFIX.pub (the public key) and\n"
      "prints the public key. Refuses to overwrite an existing key. Put worker and node\n"
@@ -153,6 +156,11 @@ std::optional<Invocation> buildInvocation(const std::string& cmd,
   if (cmd == "version" || cmd == "status" || cmd == "workers" || cmd == "groups" ||
       cmd == "checkpoint" || cmd == "shutdown") {
     if (!expectCount(0, 0)) return std::nullopt;
+    return inv;
+  }
+  if (cmd == "reload-keys") {
+    if (!expectCount(0, 0)) return std::nullopt;
+    inv.method = "reload_keys";
     return inv;
   }
   if (cmd == "drain" || cmd == "undrain" || cmd == "unquarantine") {

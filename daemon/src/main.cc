@@ -218,7 +218,7 @@ int main(int argc, char** argv) {
   if (auto exit_code = readConfiguration(argc, argv, &cfg)) return *exit_code;
   if (!tuneAllocatorForLargeBuffers()) GSGD_WARN("mallopt refused the allocator settings");
   installSignalHandlers();
-  if (cfg.role == "node") return daemon::runNode(cfg, g_stop_requested);
+  if (cfg.role == "node") return daemon::runNode(cfg, g_stop_requested, &g_reload_requested);
 
   zmq::context_t ctx(2);
   // CURVE: the ZAP handler runs before anything binds (without it libzmq admits anyone).
@@ -245,6 +245,9 @@ int main(int argc, char** argv) {
              : daemon::Coordinator::create(ctx, cfg, topo, curve->keys);
   if (!coordinator) return fail("coordinator: " + coordinator.status().toString());
   (*coordinator)->attachZap(curve->zap.get());
+  if (curve->zap) {
+    (*coordinator)->setKeyReloader([&cfg, &curve] { return daemon::reloadAllowList(cfg, *curve); });
+  }
   Operations ops;
   if (Status s = startOperations(cfg, **coordinator, &ops); !s) return fail(s.message());
   if (Status s = startHead(cfg, **central, **coordinator); !s) return fail(s.message());

@@ -1,5 +1,6 @@
 #include "groupsgd/daemon/node.h"
 
+#include <functional>
 #include <thread>
 
 #include "groupsgd/common/backoff.h"
@@ -35,7 +36,8 @@ enum class HeadEnd { kStopped, kHeadLost, kFailed };
 // heartbeats. Returns kHeadLost when a restarted head does not know this node (its group
 // PSes point at the old central PS, so they are rebuilt from scratch).
 HeadEnd serveHead(const DaemonConfig& cfg, zmq::context_t& ctx, worker::CoordinatorClient& coord,
-                  const CurveKeys& curve_keys, const std::atomic<bool>& stop_requested) {
+                  const CurveKeys& curve_keys, const std::atomic<bool>& stop_requested,
+                  const std::function<void()>& between_heartbeats) {
   // 1. Where is the central PS, and how big is the model? (asked as a tool, then left)
   auto probe = registerNode(coord, worker::Role::kTool, {}, stop_requested, cfg.give_up_s);
   if (!probe) {
@@ -82,6 +84,7 @@ HeadEnd serveHead(const DaemonConfig& cfg, zmq::context_t& ctx, worker::Coordina
     auto last_answer = std::chrono::steady_clock::now();
     while (!stop_requested.load()) {
       std::this_thread::sleep_for(std::chrono::milliseconds(me->heartbeat_ms));
+      between_heartbeats();
       auto hb = coord.heartbeat(*me, {});
       if (hb && hb->stop) {
         GSGD_INFO("the coordinator ends the run");
@@ -116,7 +119,8 @@ HeadEnd serveHead(const DaemonConfig& cfg, zmq::context_t& ctx, worker::Coordina
 
 }  // namespace
 
-int runNode(const DaemonConfig& cfg, const std::atomic<bool>& stop_requested) {
+int runNode(const DaemonConfig& cfg, const std::atomic<bool>& stop_requested,
+            std::atomic<bool>* reload_requested) {
   log::setThreadTag("node");
   // --coordinator may list several head endpoints, tried in turn (worker/endpoint_list.h).
   if (auto list = worker::EndpointList::parse(cfg.coordinator); !list) {
@@ -132,8 +136,19 @@ int runNode(const DaemonConfig& cfg, const std::atomic<bool>& stop_requested) {
   }
   worker::CoordinatorClient coord(ctx, cfg.coordinator, cfg.job_id,
                                   std::chrono::milliseconds(5000), curve->keys);
+  // SIGHUP: the node's group PSes admit workers by its own allow-list; re-read it.
+  const auto between_heartbeats = [&] {
+    if (reload_requested == nullptr || !reload_requested->exchange(false)) return;
+    if (!curve->zap) {
+      GSGD_WARN("SIGHUP: CURVE is off; nothing to reload");
+      return;
+    }
+    if (auto c = reloadAllowList(cfg, *curve); !c) {
+      GSGD_ERROR("allow-list reload refused, keeping the running list: " << c.status().toString());
+    }
+  };
   while (true) {
-    switch (serveHead(cfg, ctx, coord, curve->keys, stop_requested)) {
+    switch (serveHead(cfg, ctx, coord, curve->keys, stop_requested, between_heartbeats)) {
       case HeadEnd::kStopped: return 0;
       case HeadEnd::kFailed: return 1;
       case HeadEnd::kHeadLost: break;  // serve the new head with fresh group PSes

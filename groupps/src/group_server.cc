@@ -6,6 +6,7 @@
 
 #include "groupsgd/common/log.h"
 #include "groupsgd/common/transport.h"
+#include "groupsgd/common/allow_list.h"
 #include "groupsgd/common/zap_handler.h"
 #include "groupsgd/kernels/ops.h"
 
@@ -118,6 +119,7 @@ void GroupServer::refuseBadUpdate(const zmq::message_t& from, std::uint64_t work
 
 void GroupServer::handleRouter(const zmq::message_t& from, std::vector<zmq::message_t>&& frames) {
   const std::string key = frames.empty() ? std::string() : peerKey(frames.front());
+  if (!peerStillAllowed(cfg_.curve.allowed, key)) return refuse(from, keyRevoked(key));
   auto msg = decodeMessage(std::move(frames), cfg_.limits);
   if (!msg) return refuse(from, msg.status());
   if (!mayActAs(from, key, *msg)) return;

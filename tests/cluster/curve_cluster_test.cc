@@ -37,6 +37,7 @@ struct KeyedCluster {
     centralps::CentralConfig ccfg;
     ccfg.model = kernels::ModelKind::kSoftmax;
     ccfg.curve = keysOf(server, server);
+    ccfg.curve.allowed = zap->allowList();  // the servers check it on every message
     auto c = centralps::CentralServer::create(ctx, ccfg, "tcp://127.0.0.1:*");
     REQUIRE(c.isOk());
     params = (*c)->paramCount();
@@ -139,4 +140,34 @@ TEST_CASE("curve cluster: a worker key cannot act as another worker or as the co
   REQUIRE(stats.isOk());
   CHECK(stats->header().getBody().getGroupStats().getIdentityRefused() == 3);
   CHECK(k.zap->refused() == 0);
+}
+
+TEST_CASE("curve cluster: a key removed from the live allow-list is refused from its next message" *
+          doctest::skip(noCurve())) {
+  KeyedCluster k;
+  REQUIRE(k.configure(keysOf(k.server, k.server)).isOk());
+  std::vector<float> params(k.params);
+  // Both connections are open and admitted before the removal.
+  worker::GroupClient a(k.ctx, k.assignment(1), 1, 5000ms, {}, keysOf(k.wa, k.server));
+  worker::GroupClient b(k.ctx, k.assignment(2), 1, 5000ms, {}, keysOf(k.wb, k.server));
+  REQUIRE(pullWhenReady(a, params).isOk());
+  REQUIRE(pullWhenReady(b, params).isOk());
+  const std::string central = (*k.central)->endpoint();
+  RpcClient fetcher(k.ctx, central, MessageLimits{}, clientSocketOptions(keysOf(k.wa, k.server)));
+  OutMessage f1(1, 0);
+  f1.header().getBody().initFetch();
+  REQUIRE(fetcher.call(std::move(f1), 5000ms).isOk());
+
+  const AllowListChange c = k.zap->allowList()->replace({k.server.public_key, k.wb.public_key});
+  CHECK(c.removed == 1);
+  auto refused = a.pull(params);
+  REQUIRE_FALSE(refused.isOk());
+  CHECK(refused.status().code() == Code::kPermissionDenied);
+  CHECK(refused.status().message().find("no longer in the allow-list") != std::string::npos);
+  OutMessage f2(1, 0);
+  f2.header().getBody().initFetch();
+  auto fetched = fetcher.call(std::move(f2), 5000ms);  // the same open connection
+  REQUIRE_FALSE(fetched.isOk());
+  CHECK(fetched.status().code() == Code::kPermissionDenied);
+  CHECK(b.pull(params).isOk());  // the key that stayed works on
 }

@@ -131,7 +131,7 @@ TEST_CASE("zap handler: admits allowed keys with their identity, refuses unknown
   REQUIRE(stranger.isOk());
   auto zap = ZapHandler::start(ctx, {good->public_key});
   REQUIRE(zap.isOk());
-  CHECK(ZapHandler::start(ctx, {}).status().code() == Code::kUnavailable);  // one per context
+  CHECK(ZapHandler::start(ctx, std::set<std::string>{}).status().code() == Code::kUnavailable);  // one per context
 
   CurveKeys skeys{server->public_key, server->secret_key, ""};
   auto router = makeSocket(ctx, zmq::socket_type::router, serverSocketOptions(skeys));
@@ -195,4 +195,54 @@ TEST_CASE("transport: plain sockets carry no peer key; a CURVE client needs the 
   CurveKeys no_server{keys->public_key, keys->secret_key, ""};
   CHECK(makeSocket(ctx, zmq::socket_type::dealer, clientSocketOptions(no_server)).status().code() ==
         Code::kInvalidArgument);
+}
+
+TEST_CASE("allow list: replace reports what changed; the refusal names the key") {
+  AllowList list({"a", "b"});
+  CHECK(list.contains("a"));
+  const AllowListChange c = list.replace({"b", "c", "d"});
+  CHECK(c.removed == 1);
+  CHECK(c.added == 2);
+  CHECK(c.size == 3);
+  CHECK_FALSE(list.contains("a"));
+  CHECK(list.contains("d"));
+  auto shared = std::make_shared<const AllowList>(std::set<std::string>{"k"});
+  CHECK(peerStillAllowed(shared, "k"));
+  CHECK_FALSE(peerStillAllowed(shared, "x"));
+  CHECK(peerStillAllowed(shared, ""));   // plain TCP or inproc: nothing to check
+  CHECK(peerStillAllowed(nullptr, "x"));  // no allow-list in this process
+  const Status s = keyRevoked("x");
+  CHECK(s.code() == Code::kPermissionDenied);
+  CHECK(s.message().find("x is no longer in the allow-list") != std::string::npos);
+}
+
+TEST_CASE("zap handler: a key removed from the live list is refused at its next handshake" *
+          doctest::skip(noCurve())) {
+  zmq::context_t ctx;
+  auto server = generateKeyPair();
+  auto client = generateKeyPair();
+  REQUIRE(server.isOk());
+  REQUIRE(client.isOk());
+  auto list = std::make_shared<AllowList>(std::set<std::string>{client->public_key});
+  auto zap = ZapHandler::start(ctx, list);
+  REQUIRE(zap.isOk());
+  CHECK((*zap)->allowList() == list);
+  CurveKeys skeys{server->public_key, server->secret_key, ""};
+  auto router = makeSocket(ctx, zmq::socket_type::router, serverSocketOptions(skeys));
+  REQUIRE(router.isOk());
+  auto ep = bindSocket(*router, "tcp://127.0.0.1:*");
+  REQUIRE(ep.isOk());
+  const auto opts = clientSocketOptions({client->public_key, client->secret_key, server->public_key});
+  {
+    auto s = makeSocket(ctx, zmq::socket_type::dealer, opts);
+    REQUIRE(connectSocket(*s, *ep).isOk());
+    (void)sendFrames(*s, hello(1).toFrames());
+    CHECK(receiveOne(*router, 5000ms).has_value());
+  }
+  list->replace({});
+  auto s = makeSocket(ctx, zmq::socket_type::dealer, opts);
+  REQUIRE(connectSocket(*s, *ep).isOk());
+  (void)sendFrames(*s, hello(2).toFrames());
+  CHECK_FALSE(receiveOne(*router, 1500ms).has_value());
+  CHECK((*zap)->refused() >= 1);
 }

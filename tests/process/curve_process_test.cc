@@ -5,6 +5,8 @@
 #include <doctest/doctest.h>
 #include <sys/stat.h>
 
+#include <csignal>
+
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -259,6 +261,88 @@ TEST_CASE("curve: a coordinator and a node daemon sharing the daemon key pair tr
   for (const auto& g : s["group_stats"]) CHECK(g["steps"].get<int>() > 10);
   CHECK(s["curve"]["enabled"] == true);
   CHECK(s["curve"]["clients_refused"] == 0);
+  CHECK(s["accounting_ok"].get<bool>());
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("curve: reload-keys and SIGHUP re-read the allow-list; a removed key is refused on its "
+          "open connections" *
+          doctest::skip(noCurve())) {
+  const std::string dir = makeTempDir();
+  for (const char* name : {"server", "w1", "w2"}) {
+    REQUIRE(runTool({GROUPSGDCTL_PATH, "keygen", "--out", dir + "/" + name},
+                    dir + "/keygen-" + name + ".log") == 0);
+  }
+  const auto writeAllow = [&](const std::vector<std::string>& names) {
+    std::ofstream allow(dir + "/allow.tmp");
+    for (const auto& n : names) allow << readFile(dir + "/" + n + ".pub");
+    allow.close();
+    std::filesystem::rename(dir + "/allow.tmp", dir + "/allow");
+  };
+  writeAllow({"w1", "w2"});
+  Process daemon({GROUPSGDD_PATH, "--mode", "async", "--workers", "2", "--listen",
+                  "tcp://127.0.0.1:0", "--endpoint-file", dir + "/endpoint", "--control-socket",
+                  dir + "/ctl.sock", "--summary-file", dir + "/summary.json", "--progress-ms", "0",
+                  "--heartbeat-ms", "250", "--max-seconds", "120", "--curve-secret-key-file",
+                  dir + "/server.key", "--curve-allow-file", dir + "/allow"},
+                 dir + "/daemon.log");
+  REQUIRE_MESSAGE(waitForFile(dir + "/endpoint", 20000ms), readFile(dir + "/daemon.log"));
+  std::string ep = readFile(dir + "/endpoint");
+  ep.erase(ep.find_last_not_of("\n") + 1);
+  const auto trainer = [&](const std::string& name) {
+    auto argv = workerArgs(ep, dir, name, true);
+    argv.insert(argv.end(), {"--timeout-ms", "2000", "--give-up-s", "10"});
+    return argv;
+  };
+  auto w1 = std::make_unique<Process>(trainer("w1"), dir + "/w1.log");
+  Process w2(trainer("w2"), dir + "/w2.log");
+  const auto stepsOf = [&](const std::string& name) {
+    json rows = ctlJson(dir, "workers");
+    if (rows.is_object()) rows = rows["workers"];
+    std::uint64_t steps = 0;
+    for (const auto& r : rows) {
+      if (r["name"] == name && r["state"] == "active") steps = r["steps"].get<std::uint64_t>();
+    }
+    return steps;
+  };
+  REQUIRE_MESSAGE(waitUntil([&] { return stepsOf("w1") > 0 && stepsOf("w2") > 0; }, 30000ms, 250ms),
+                  readFile(dir + "/daemon.log"));
+
+  // w1's key leaves the list; its open connections are refused from the next message.
+  writeAllow({"w2"});
+  json change = ctlJson(dir, "reload-keys");
+  CHECK(change["removed"] == 1);
+  CHECK(change["added"] == 0);
+  CHECK(change["admitted"] == 2);  // w2 and the daemon's own key
+  const auto w1_rc = w1->wait(60000ms);
+  REQUIRE(w1_rc.has_value());
+  CHECK(*w1_rc != 0);
+  CHECK(readFile(dir + "/w1.log").find("no longer in the allow-list") != std::string::npos);
+  const std::uint64_t before = stepsOf("w2");
+  CHECK(waitUntil([&] { return stepsOf("w2") > before + 20; }, 30000ms, 250ms));  // w2 trains on
+
+  // SIGHUP re-reads the file: w1's key is back and a new w1 trains.
+  writeAllow({"w1", "w2"});
+  REQUIRE(::kill(daemon.pid(), SIGHUP) == 0);
+  REQUIRE(waitForText(dir + "/daemon.log", "1 added", 10000ms));
+  w1 = std::make_unique<Process>(trainer("w1"), dir + "/w1-again.log");
+  CHECK(waitUntil([&] { return stepsOf("w1") > 0; }, 30000ms, 250ms));
+
+  // A file that does not parse changes nothing and says why.
+  std::ofstream(dir + "/allow") << "not-a-key\n";
+  const std::string log = dir + "/ctl-bad.log";
+  CHECK(runTool({GROUPSGDCTL_PATH, "--socket", dir + "/ctl.sock", "reload-keys"}, log) == 1);
+  CHECK(readFile(log).find("line 1") != std::string::npos);
+  const std::uint64_t w1_before = stepsOf("w1");
+  CHECK(waitUntil([&] { return stepsOf("w1") > w1_before + 5; }, 30000ms, 250ms));
+
+  REQUIRE(runTool({GROUPSGDCTL_PATH, "--socket", dir + "/ctl.sock", "shutdown"},
+                  dir + "/stop.log") == 0);
+  CHECK(daemon.wait(60000ms) == std::optional<int>(0));
+  CHECK(w1->wait(30000ms) == std::optional<int>(0));
+  CHECK(w2.wait(30000ms) == std::optional<int>(0));
+  json s = json::parse(readFile(dir + "/summary.json"));
+  INFO("summary: " << s.dump());
   CHECK(s["accounting_ok"].get<bool>());
   std::filesystem::remove_all(dir);
 }

@@ -4,9 +4,12 @@
 // Thread rule: plain functions and values; any thread.
 #pragma once
 
+#include <memory>
 #include <set>
 #include <string>
+#include <utility>
 
+#include "groupsgd/common/allow_list.h"
 #include "groupsgd/common/status.h"
 
 namespace groupsgd {
@@ -20,9 +23,19 @@ struct CurveKeyPair {
 
 // The keys one process uses on its TCP links; all empty = plain (no CURVE).
 struct CurveKeys {
+  CurveKeys() = default;
+  CurveKeys(std::string own_public, std::string own_secret, std::string server_public,
+            std::shared_ptr<const AllowList> allow = nullptr)
+      : public_key(std::move(own_public)),
+        secret_key(std::move(own_secret)),
+        server_public_key(std::move(server_public)),
+        allowed(std::move(allow)) {}
+
   std::string public_key;         // own, Z85
   std::string secret_key;         // own, Z85
   std::string server_public_key;  // the daemons' key, for sockets that connect to them
+  // Servers: the process's live allow-list (null: admitted once is admitted for good).
+  std::shared_ptr<const AllowList> allowed;
   bool enabled() const { return !secret_key.empty(); }
 };
 

@@ -16,6 +16,7 @@
 #include <thread>
 #include <zmq.hpp>
 
+#include "groupsgd/common/allow_list.h"
 #include "groupsgd/common/status.h"
 
 namespace groupsgd {
@@ -29,7 +30,11 @@ class ZapHandler {
   using FatalHook = std::function<void(const std::string& why)>;
 
   // Binds inproc://zeromq.zap.01 in ctx (fails if another handler holds it) and starts
-  // the thread. allowed: Z85 public keys admitted.
+  // the thread. allowed: Z85 public keys admitted (replace() on the list takes effect at
+  // the next handshake).
+  static Result<std::unique_ptr<ZapHandler>> start(zmq::context_t& ctx,
+                                                   std::shared_ptr<AllowList> allowed,
+                                                   FatalHook on_fatal = {});
   static Result<std::unique_ptr<ZapHandler>> start(zmq::context_t& ctx,
                                                    std::set<std::string> allowed,
                                                    FatalHook on_fatal = {});
@@ -39,14 +44,16 @@ class ZapHandler {
 
   std::uint64_t admitted() const { return admitted_.load(); }
   std::uint64_t refused() const { return refused_.load(); }
+  // The list this handler admits; the servers of the same process check it per message.
+  const std::shared_ptr<AllowList>& allowList() const { return allowed_; }
 
  private:
-  ZapHandler(zmq::socket_t sock, std::set<std::string> allowed, FatalHook on_fatal);
+  ZapHandler(zmq::socket_t sock, std::shared_ptr<AllowList> allowed, FatalHook on_fatal);
   void run();
   void answer(std::vector<zmq::message_t>& request);
 
   zmq::socket_t sock_;  // owned by the thread once it runs
-  const std::set<std::string> allowed_;
+  const std::shared_ptr<AllowList> allowed_;
   FatalHook on_fatal_;
   std::atomic<bool> stop_{false};
   std::atomic<std::uint64_t> admitted_{0};

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -80,6 +81,9 @@ class Coordinator {
   void setHeadStart(HeadStart start);
   // The ZAP handler whose counters status and /metrics report (borrowed; outlives run()).
   void attachZap(const ZapHandler* zap) { zap_ = zap; }
+  // Re-reads the CURVE allow-list (SIGHUP and the reload_keys method); unset: CURVE off.
+  using KeyReloader = std::function<Result<AllowListChange>()>;
+  void setKeyReloader(KeyReloader reload) { reload_keys_ = std::move(reload); }
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -126,6 +130,8 @@ class Coordinator {
   void controlRegroup(PendingRequest& r);
   void controlSet(PendingRequest& r);
   void controlShutdown(PendingRequest& r);
+  void controlReloadKeys(PendingRequest& r);
+  Result<AllowListChange> reloadKeys();
   void startCheckpoint(PendingRequest& r);
   void finishCheckpoint(PendingRequest& r, Result<InMessage> reply);
   // Answers the requests whose background call has returned (all of them, waiting, if wait).
@@ -192,6 +198,7 @@ class Coordinator {
   std::optional<std::chrono::microseconds> watchdog_;
   Clock::time_point next_watchdog_;
   std::atomic<bool>* reload_ = nullptr;
+  KeyReloader reload_keys_;
   bool shutdown_requested_ = false;
   std::vector<std::pair<PendingRequest, std::uint64_t>> drain_waiters_;
   // Control requests waiting for a server's answer on a thread of its own.

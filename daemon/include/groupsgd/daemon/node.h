@@ -12,6 +12,8 @@
 namespace groupsgd::daemon {
 
 // Returns the process exit code (0 clean stop, 1 runtime failure).
-int runNode(const DaemonConfig& cfg, const std::atomic<bool>& stop_requested);
+// reload_requested (SIGHUP): re-read the CURVE allow-list between heartbeats.
+int runNode(const DaemonConfig& cfg, const std::atomic<bool>& stop_requested,
+            std::atomic<bool>* reload_requested = nullptr);
 
 }  // namespace groupsgd::daemon
