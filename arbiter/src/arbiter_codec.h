@@ -28,14 +28,14 @@ struct ArbiterOut {
 
 // A decoded message; root() is valid while this lives.
 class ArbiterIn {
-public:
+ public:
   static Result<ArbiterIn> decode(const zmq::message_t &frame);
   proto::ArbiterMessage::Reader root() const { return root_; }
 
-private:
+ private:
   kj::Array<capnp::word> words_;
   std::unique_ptr<capnp::FlatArrayMessageReader> reader_;
   proto::ArbiterMessage::Reader root_;
 };
 
-} // namespace groupsgd::arbiter
+}  // namespace groupsgd::arbiter

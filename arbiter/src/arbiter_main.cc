@@ -2,7 +2,6 @@
 // reads as the startup sequence: flags, bind, publish the endpoint, serve until
 // SIGINT/SIGTERM.
 #include <CLI/CLI.hpp>
-
 #include <csignal>
 #include <cstdio>
 
@@ -38,7 +37,7 @@ int fail(const std::string &what, int code) {
   return code;
 }
 
-} // namespace
+}  // namespace
 
 int main(int argc, char **argv) {
   arbiter::ArbiterConfig cfg;
@@ -64,16 +63,13 @@ int main(int argc, char **argv) {
     return 0;
   }
   auto parsed_policy = arbiter::parsePolicy(policy);
-  if (!parsed_policy)
-    return fail(parsed_policy.status().message(), 2);
+  if (!parsed_policy) return fail(parsed_policy.status().message(), 2);
   cfg.policy = *parsed_policy;
   auto parsed_weights = arbiter::parseJobWeights(weights);
-  if (!parsed_weights)
-    return fail(parsed_weights.status().message(), 2);
+  if (!parsed_weights) return fail(parsed_weights.status().message(), 2);
   cfg.weights = std::move(*parsed_weights);
   log::Level level;
-  if (!log::parseLevel(log_level, &level))
-    return fail("bad --log-level '" + log_level + "'", 2);
+  if (!log::parseLevel(log_level, &level)) return fail("bad --log-level '" + log_level + "'", 2);
   log::setLevel(level);
   std::signal(SIGINT, onSignal);
   std::signal(SIGTERM, onSignal);
@@ -81,12 +77,9 @@ int main(int argc, char **argv) {
 
   zmq::context_t ctx(1);
   auto server = arbiter::ArbiterServer::create(ctx, cfg);
-  if (!server)
-    return fail(server.status().toString(), cfg.keepalive_ms == 0 ? 2 : 1);
+  if (!server) return fail(server.status().toString(), cfg.keepalive_ms == 0 ? 2 : 1);
   if (!endpoint_file.empty()) {
-    if (Status s =
-            writeFileAtomically(endpoint_file, (*server)->endpoint() + "\n");
-        !s) {
+    if (Status s = writeFileAtomically(endpoint_file, (*server)->endpoint() + "\n"); !s) {
       return fail("cannot write the endpoint file: " + s.toString(), 1);
     }
   }

@@ -28,12 +28,10 @@ struct Held {
   Clock::time_point granted;
 };
 using Slot = std::tuple<std::string, std::uint64_t,
-                        std::uint64_t>; // device, job, worker
-Slot slotOf(const std::string &device, LeaseKey k) {
-  return {device, k.job, k.worker};
-}
+                        std::uint64_t>;  // device, job, worker
+Slot slotOf(const std::string &device, LeaseKey k) { return {device, k.job, k.worker}; }
 
-} // namespace
+}  // namespace
 
 struct ArbiterServer::State {
   ArbiterConfig cfg;
@@ -46,24 +44,19 @@ struct ArbiterServer::State {
   std::map<std::uint64_t, JobLeaseStats> jobs;
 
   State(const ArbiterConfig &c, zmq::socket_t s, std::string ep)
-      : cfg(c), sock(std::move(s)), endpoint(std::move(ep)),
-        table(c.policy, c.weights) {
+      : cfg(c), sock(std::move(s)), endpoint(std::move(ep)), table(c.policy, c.weights) {
     counters.policy = policyName(c.policy);
   }
 
-  void send(const zmq::message_t &to, ArbiterOut &out,
-            bool *delivered = nullptr) {
+  void send(const zmq::message_t &to, ArbiterOut &out, bool *delivered = nullptr) {
     std::vector<zmq::message_t> frames;
     frames.push_back(out.frame());
     Status s = sendFrames(sock, std::move(frames), &to);
-    if (delivered)
-      *delivered = s.isOk();
-    if (!s)
-      GSGD_DEBUG("arbiter: reply not delivered: " << s.message());
+    if (delivered) *delivered = s.isOk();
+    if (!s) GSGD_DEBUG("arbiter: reply not delivered: " << s.message());
   }
 
-  void refuse(const zmq::message_t &to, std::uint64_t seq, Code code,
-              const std::string &why) {
+  void refuse(const zmq::message_t &to, std::uint64_t seq, Code code, const std::string &why) {
     ArbiterOut out(0, 0, seq);
     auto e = out.root.initBody().initError();
     e.setCode(static_cast<std::uint16_t>(code));
@@ -79,8 +72,7 @@ struct ArbiterServer::State {
       Grant g = std::move(todo.front());
       todo.pop_front();
       auto it = waiting.find(slotOf(g.device, g.key));
-      if (it == waiting.end())
-        continue; // cannot happen: every waiter has an asker
+      if (it == waiting.end()) continue;  // cannot happen: every waiter has an asker
       const auto now = Clock::now();
       ArbiterOut out(g.key.job, g.key.worker, it->second.seq);
       out.root.setDevice(g.device);
@@ -92,8 +84,7 @@ struct ArbiterServer::State {
       job.wait_ms += msBetween(it->second.asked, now);
       waiting.erase(it);
       if (!delivered) {
-        for (Grant &next : table.forget(g.device, g.key))
-          todo.push_back(std::move(next));
+        for (Grant &next : table.forget(g.device, g.key)) todo.push_back(std::move(next));
         continue;
       }
       ++job.grants;
@@ -105,17 +96,14 @@ struct ArbiterServer::State {
   void onAcquire(zmq::message_t &&from, proto::ArbiterMessage::Reader m) {
     const std::string device = m.getDevice();
     if (device.empty())
-      return refuse(from, m.getSeq(), Code::kInvalidArgument,
-                    "acquire names no device");
+      return refuse(from, m.getSeq(), Code::kInvalidArgument, "acquire names no device");
     LeaseKey key{m.getJobId(), m.getWorkerId()};
-    held.erase(slotOf(device, key)); // asking again replaces an old lease
-    waiting[slotOf(device, key)] =
-        Asker{std::move(from), m.getSeq(), Clock::now()};
+    held.erase(slotOf(device, key));  // asking again replaces an old lease
+    waiting[slotOf(device, key)] = Asker{std::move(from), m.getSeq(), Clock::now()};
     deliver(table.acquire(device, key, m.getBody().getAcquire().getStep()));
     // Still waiting: say so at once, so the worker knows the arbiter is alive.
     auto it = waiting.find(slotOf(device, key));
-    if (it != waiting.end())
-      keepalive(device, key, it->second);
+    if (it != waiting.end()) keepalive(device, key, it->second);
   }
 
   void onRelease(proto::ArbiterMessage::Reader m) {
@@ -162,47 +150,41 @@ struct ArbiterServer::State {
 
   void serveOne() {
     auto got = recvRouted(sock);
-    if (!got)
-      return;
+    if (!got) return;
     if (got->frames.size() != 1) {
-      return refuse(got->routing_id, 0, Code::kInvalidArgument,
-                    "an arbiter message is one frame");
+      return refuse(got->routing_id, 0, Code::kInvalidArgument, "an arbiter message is one frame");
     }
     auto in = ArbiterIn::decode(got->frames[0]);
-    if (!in)
-      return refuse(got->routing_id, 0, in.status().code(),
-                    in.status().message());
+    if (!in) return refuse(got->routing_id, 0, in.status().code(), in.status().message());
     auto m = in->root();
     switch (m.getBody().which()) {
-    case proto::ArbiterMessage::Body::ACQUIRE:
-      return onAcquire(std::move(got->routing_id), m);
-    case proto::ArbiterMessage::Body::RELEASE:
-      return onRelease(m);
-    case proto::ArbiterMessage::Body::STATS_QUERY:
-      return onStatsQuery(got->routing_id, m.getSeq());
-    default:
-      return refuse(got->routing_id, m.getSeq(), Code::kInvalidArgument,
-                    "the arbiter serves acquire, release and statsQuery");
+      case proto::ArbiterMessage::Body::ACQUIRE:
+        return onAcquire(std::move(got->routing_id), m);
+      case proto::ArbiterMessage::Body::RELEASE:
+        return onRelease(m);
+      case proto::ArbiterMessage::Body::STATS_QUERY:
+        return onStatsQuery(got->routing_id, m.getSeq());
+      default:
+        return refuse(got->routing_id, m.getSeq(), Code::kInvalidArgument,
+                      "the arbiter serves acquire, release and statsQuery");
     }
   }
 
   // Keepalives to every waiter; leases held too long are taken back.
   void housekeeping() {
     for (const auto &[slot, asker] : waiting) {
-      keepalive(std::get<0>(slot),
-                LeaseKey{std::get<1>(slot), std::get<2>(slot)}, asker);
+      keepalive(std::get<0>(slot), LeaseKey{std::get<1>(slot), std::get<2>(slot)}, asker);
     }
     const auto now = Clock::now();
     std::vector<Slot> expired;
     for (const auto &[slot, h] : held) {
-      if (msBetween(h.granted, now) > cfg.lease_timeout_ms)
-        expired.push_back(slot);
+      if (msBetween(h.granted, now) > cfg.lease_timeout_ms) expired.push_back(slot);
     }
     for (const Slot &slot : expired) {
       const auto &[device, job, worker] = slot;
-      GSGD_WARN("arbiter: lease of job "
-                << job << " worker " << worker << " on " << device
-                << " held over " << cfg.lease_timeout_ms << " ms; taken back");
+      GSGD_WARN("arbiter: lease of job " << job << " worker " << worker << " on " << device
+                                         << " held over " << cfg.lease_timeout_ms
+                                         << " ms; taken back");
       ++counters.expired;
       held.erase(slot);
       deliver(table.forget(device, LeaseKey{job, worker}));
@@ -210,54 +192,46 @@ struct ArbiterServer::State {
   }
 };
 
-ArbiterServer::ArbiterServer(std::unique_ptr<State> state)
-    : state_(std::move(state)) {}
+ArbiterServer::ArbiterServer(std::unique_ptr<State> state) : state_(std::move(state)) {}
 ArbiterServer::~ArbiterServer() = default;
 const std::string &ArbiterServer::endpoint() const { return state_->endpoint; }
 
-Result<std::unique_ptr<ArbiterServer>>
-ArbiterServer::create(zmq::context_t &ctx, const ArbiterConfig &cfg) {
+Result<std::unique_ptr<ArbiterServer>> ArbiterServer::create(zmq::context_t &ctx,
+                                                             const ArbiterConfig &cfg) {
   if (cfg.keepalive_ms == 0 || cfg.lease_timeout_ms == 0) {
-    return invalidArgument(
-        "arbiter keepalive and lease timeout must be > 0 ms");
+    return invalidArgument("arbiter keepalive and lease timeout must be > 0 ms");
   }
   SocketOptions opts = serverSocketOptions(cfg.curve);
   opts.max_message_bytes = static_cast<std::int64_t>(kMaxArbiterMessageBytes);
   auto sock = makeSocket(ctx, zmq::socket_type::router, opts);
-  if (!sock)
-    return sock.status();
+  if (!sock) return sock.status();
   auto ep = bindSocket(*sock, cfg.listen);
-  if (!ep)
-    return ep.status();
+  if (!ep) return ep.status();
   return std::unique_ptr<ArbiterServer>(
       new ArbiterServer(std::make_unique<State>(cfg, std::move(*sock), *ep)));
 }
 
 void ArbiterServer::run(const std::atomic<bool> &stop) {
   State &s = *state_;
-  GSGD_INFO("arbiter on " << s.endpoint << ", policy "
-                          << policyName(s.cfg.policy));
+  GSGD_INFO("arbiter on " << s.endpoint << ", policy " << policyName(s.cfg.policy));
   const auto period = std::chrono::milliseconds(s.cfg.keepalive_ms);
   auto next_housekeeping = Clock::now() + period;
   while (!stop.load()) {
     const auto now = Clock::now();
-    const auto until = std::min(next_housekeeping - now,
-                                Clock::duration(std::chrono::milliseconds(50)));
+    const auto until =
+        std::min(next_housekeeping - now, Clock::duration(std::chrono::milliseconds(50)));
     zmq::pollitem_t item{s.sock.handle(), 0, ZMQ_POLLIN, 0};
     try {
       zmq::poll(&item, 1,
                 std::chrono::duration_cast<std::chrono::milliseconds>(
                     std::max(until, Clock::duration::zero())));
     } catch (const zmq::error_t &e) {
-      if (e.num() != EINTR)
-        GSGD_WARN("arbiter: poll: " << e.what());
+      if (e.num() != EINTR) GSGD_WARN("arbiter: poll: " << e.what());
       continue;
     }
     if (item.revents & ZMQ_POLLIN) {
       // Serve what is queued (bounded, so housekeeping still runs under load).
-      for (int i = 0; i < 64 && (s.sock.get(zmq::sockopt::events) & ZMQ_POLLIN);
-           ++i)
-        s.serveOne();
+      for (int i = 0; i < 64 && (s.sock.get(zmq::sockopt::events) & ZMQ_POLLIN); ++i) s.serveOne();
     }
     if (Clock::now() >= next_housekeeping) {
       s.housekeeping();
@@ -266,4 +240,4 @@ void ArbiterServer::run(const std::atomic<bool> &stop) {
   }
 }
 
-} // namespace groupsgd::arbiter
+}  // namespace groupsgd::arbiter

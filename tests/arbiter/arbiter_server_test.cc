@@ -28,8 +28,7 @@ struct RunningArbiter {
   ~RunningArbiter() { shutdown(); }
   void shutdown() {
     stop.store(true);
-    if (thread.joinable())
-      thread.join();
+    if (thread.joinable()) thread.join();
   }
   zmq::context_t ctx{1};
   std::unique_ptr<ArbiterServer> server;
@@ -50,21 +49,20 @@ template <typename Pred>
 bool eventually(Pred pred, std::chrono::milliseconds within = 5000ms) {
   const auto end = Clock::now() + within;
   while (Clock::now() < end) {
-    if (pred())
-      return true;
+    if (pred()) return true;
     std::this_thread::sleep_for(5ms);
   }
   return pred();
 }
 
-} // namespace
+}  // namespace
 
-TEST_CASE("arbiter server: a second job waits for the device until the first "
-          "releases it") {
+TEST_CASE(
+    "arbiter server: a second job waits for the device until the first "
+    "releases it") {
   RunningArbiter a(config(Policy::kFifo));
   zmq::context_t ctx(1);
-  LeaseClient job1(ctx, a.server->endpoint(), 1),
-      job2(ctx, a.server->endpoint(), 2);
+  LeaseClient job1(ctx, a.server->endpoint(), 1), job2(ctx, a.server->endpoint(), 2);
   REQUIRE(job1.acquire(1, "gpu0", 0).isOk());
   std::atomic<bool> granted{false};
   Status second;
@@ -88,8 +86,9 @@ TEST_CASE("arbiter server: a second job waits for the device until the first "
   CHECK(st->jobs[1].wait_ms > 0);
 }
 
-TEST_CASE("arbiter server: keepalives let a worker wait longer than its answer "
-          "timeout") {
+TEST_CASE(
+    "arbiter server: keepalives let a worker wait longer than its answer "
+    "timeout") {
   RunningArbiter a(config(Policy::kCrossover));
   zmq::context_t ctx(1);
   LeaseClientOptions quick;
@@ -103,8 +102,7 @@ TEST_CASE("arbiter server: keepalives let a worker wait longer than its answer "
     got = waiter.acquire(4, "gpu0", 0);
     done.store(true);
   });
-  std::this_thread::sleep_for(
-      700ms); // the device is busy for 3.5 answer timeouts
+  std::this_thread::sleep_for(700ms);  // the device is busy for 3.5 answer timeouts
   CHECK_FALSE(done.load());
   REQUIRE(holder.release(4, "gpu0", 700).isOk());
   CHECK(eventually([&] { return done.load(); }));
@@ -115,11 +113,10 @@ TEST_CASE("arbiter server: keepalives let a worker wait longer than its answer "
 TEST_CASE("arbiter server: a lease held past the lease timeout is taken back") {
   RunningArbiter a(config(Policy::kFifo, 300));
   zmq::context_t ctx(1);
-  LeaseClient hung(ctx, a.server->endpoint(), 1),
-      next(ctx, a.server->endpoint(), 2);
+  LeaseClient hung(ctx, a.server->endpoint(), 1), next(ctx, a.server->endpoint(), 2);
   REQUIRE(hung.acquire(1, "gpu0", 0).isOk());
   const auto t0 = Clock::now();
-  REQUIRE(next.acquire(1, "gpu0", 0).isOk()); // never released by `hung`
+  REQUIRE(next.acquire(1, "gpu0", 0).isOk());  // never released by `hung`
   CHECK(Clock::now() - t0 >= 250ms);
   auto st = next.stats(2000ms);
   REQUIRE(st.isOk());
@@ -133,13 +130,12 @@ TEST_CASE("arbiter server: a lease held past the lease timeout is taken back") {
   }));
 }
 
-TEST_CASE(
-    "arbiter server: a dead arbiter is reported within the answer timeout") {
+TEST_CASE("arbiter server: a dead arbiter is reported within the answer timeout") {
   std::string endpoint;
   {
     RunningArbiter a(config(Policy::kCrossover));
     endpoint = a.server->endpoint();
-  } // gone: nothing listens there any more
+  }  // gone: nothing listens there any more
   zmq::context_t ctx(1);
   LeaseClientOptions o;
   o.answer_timeout = 300ms;
@@ -148,11 +144,12 @@ TEST_CASE(
   Status s = c.acquire(1, "gpu0", 0);
   CHECK(s.code() == Code::kUnavailable);
   CHECK(Clock::now() - t0 < 2000ms);
-  CHECK(c.release(1, "gpu0", 0).isOk()); // never blocks
+  CHECK(c.release(1, "gpu0", 0).isOk());  // never blocks
 }
 
-TEST_CASE("arbiter server: a malformed request gets an error and the arbiter "
-          "keeps serving") {
+TEST_CASE(
+    "arbiter server: a malformed request gets an error and the arbiter "
+    "keeps serving") {
   RunningArbiter a(config(Policy::kFifo));
   zmq::context_t ctx(1);
   auto raw = makeSocket(ctx, zmq::socket_type::dealer);

@@ -13,8 +13,7 @@ namespace {
 LeaseKey key(std::uint64_t job, std::uint64_t worker) { return {job, worker}; }
 
 bool grants(const std::vector<Grant> &g, LeaseKey k) {
-  return std::any_of(g.begin(), g.end(),
-                     [&](const Grant &x) { return x.key == k; });
+  return std::any_of(g.begin(), g.end(), [&](const Grant &x) { return x.key == k; });
 }
 
 // One device shared by a greedy job (its `greedy_workers` workers ask again the
@@ -24,7 +23,7 @@ bool grants(const std::vector<Grant> &g, LeaseKey k) {
 std::vector<int> greedyWaits(Policy policy, int rounds, int greedy_workers) {
   LeaseTable t(policy, {});
   const LeaseKey other = key(2, 1);
-  std::map<std::uint64_t, std::uint64_t> next_step; // per greedy worker
+  std::map<std::uint64_t, std::uint64_t> next_step;  // per greedy worker
   for (int w = 1; w <= greedy_workers; ++w) {
     (void)t.acquire("d", key(1, w), next_step[w]++);
   }
@@ -39,8 +38,7 @@ std::vector<int> greedyWaits(Policy policy, int rounds, int greedy_workers) {
       auto again = t.acquire("d", holder, next_step[holder.worker]++);
       now.insert(now.end(), again.begin(), again.end());
       greedy_grants += static_cast<int>(
-          std::count_if(now.begin(), now.end(),
-                        [](const Grant &g) { return g.key.job == 1; }));
+          std::count_if(now.begin(), now.end(), [](const Grant &g) { return g.key.job == 1; }));
       REQUIRE(greedy_grants < 100);
     }
     waits.push_back(greedy_grants);
@@ -49,7 +47,7 @@ std::vector<int> greedyWaits(Policy policy, int rounds, int greedy_workers) {
   return waits;
 }
 
-} // namespace
+}  // namespace
 
 TEST_CASE("lease table: policy none grants every request at once") {
   LeaseTable t(Policy::kNone, {});
@@ -59,8 +57,9 @@ TEST_CASE("lease table: policy none grants every request at once") {
   CHECK(t.waiting("gpu0") == 0);
 }
 
-TEST_CASE("lease table: fifo serves one holder at a time in the order of the "
-          "requests") {
+TEST_CASE(
+    "lease table: fifo serves one holder at a time in the order of the "
+    "requests") {
   LeaseTable t(Policy::kFifo, {});
   CHECK(grants(t.acquire("gpu0", key(1, 1), 0), key(1, 1)));
   CHECK(t.acquire("gpu0", key(2, 1), 0).empty());
@@ -87,8 +86,9 @@ TEST_CASE("lease table: devices are independent") {
   CHECK(grants(t.acquire("gpu1", key(2, 1), 0), key(2, 1)));
 }
 
-TEST_CASE("lease table: crossover serves the job whose round began first on "
-          "every device") {
+TEST_CASE(
+    "lease table: crossover serves the job whose round began first on "
+    "every device") {
   // gpu0 and gpu1 are busy (job 3). Job 1's round begins first (its worker asks
   // for gpu0), then job 2's worker asks for gpu1, then each asks for the other
   // device.
@@ -119,8 +119,9 @@ TEST_CASE("lease table: crossover serves the job whose round began first on "
   }
 }
 
-TEST_CASE("lease table: crossover hands a free device to the job that is ready "
-          "at once") {
+TEST_CASE(
+    "lease table: crossover hands a free device to the job that is ready "
+    "at once") {
   LeaseTable t(Policy::kCrossover, {});
   // Job 2 holds gpu0 while job 1 is communicating: nothing waits, so job 1's
   // next request for the free gpu1 is granted at once, and job 2 then gets gpu1
@@ -131,8 +132,9 @@ TEST_CASE("lease table: crossover hands a free device to the job that is ready "
   CHECK(grants(t.release("gpu1", key(1, 2)), key(2, 2)));
 }
 
-TEST_CASE("lease table: no job waits more than one step of a greedy job (no "
-          "starvation)") {
+TEST_CASE(
+    "lease table: no job waits more than one step of a greedy job (no "
+    "starvation)") {
   for (Policy policy : {Policy::kFifo, Policy::kCrossover}) {
     CAPTURE(policyName(policy));
     // The device finishes the greedy job's current round (its workers on this
@@ -142,8 +144,7 @@ TEST_CASE("lease table: no job waits more than one step of a greedy job (no "
       CAPTURE(greedy_workers);
       const auto waits = greedyWaits(policy, 50, greedy_workers);
       REQUIRE(waits.size() == 50);
-      CHECK(*std::max_element(waits.begin(), waits.end()) <=
-            greedy_workers - 1);
+      CHECK(*std::max_element(waits.begin(), waits.end()) <= greedy_workers - 1);
     }
   }
 }
@@ -187,15 +188,13 @@ TEST_CASE("lease table: equal weights alternate two always-ready jobs") {
   CHECK(jobs == std::vector<std::uint64_t>{1, 2, 1, 2, 1, 2, 1, 2, 1, 2});
 }
 
-TEST_CASE(
-    "lease table: a forgotten holder (expired lease) passes the device on") {
+TEST_CASE("lease table: a forgotten holder (expired lease) passes the device on") {
   LeaseTable t(Policy::kCrossover, {});
   (void)t.acquire("d", key(1, 1), 0);
   CHECK(t.acquire("d", key(2, 1), 0).empty());
   CHECK(grants(t.forget("d", key(1, 1)), key(2, 1)));
   bool stray = false;
-  CHECK(t.release("d", key(1, 1), &stray)
-            .empty()); // its late release changes nothing
+  CHECK(t.release("d", key(1, 1), &stray).empty());  // its late release changes nothing
   CHECK(stray);
   CHECK(t.holders("d") == std::vector<LeaseKey>{key(2, 1)});
 }
@@ -212,15 +211,14 @@ TEST_CASE("lease table: asking again replaces the old request or lease") {
   CHECK(t.waiting("d") == 1);
 }
 
-TEST_CASE("lease table: policies and weights parse, bad text is refused with "
-          "its reason") {
+TEST_CASE(
+    "lease table: policies and weights parse, bad text is refused with "
+    "its reason") {
   CHECK(*parsePolicy("crossover") == Policy::kCrossover);
   CHECK(*parsePolicy("fifo") == Policy::kFifo);
   CHECK(*parsePolicy("none") == Policy::kNone);
-  CHECK(parsePolicy("round-robin")
-            .status()
-            .message()
-            .find("none, fifo or crossover") != std::string::npos);
+  CHECK(parsePolicy("round-robin").status().message().find("none, fifo or crossover") !=
+        std::string::npos);
   auto w = parseJobWeights("1=2,7=0.5");
   REQUIRE(w.isOk());
   CHECK(w->at(1) == 2.0);

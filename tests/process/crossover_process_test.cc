@@ -25,9 +25,7 @@ std::string firstLine(const std::string &path) {
 
 std::size_t count(const std::string &text, const std::string &what) {
   std::size_t n = 0;
-  for (auto at = text.find(what); at != std::string::npos;
-       at = text.find(what, at + 1))
-    ++n;
+  for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
   return n;
 }
 
@@ -43,38 +41,36 @@ struct SharedCluster {
 
   explicit SharedCluster(const std::string &policy, std::uint64_t samples) {
     arbiter = std::make_unique<Process>(
-        std::vector<std::string>{ARBITER_PATH, "--listen", "tcp://127.0.0.1:0",
-                                 "--endpoint-file", dir + "/arbiter.ep",
-                                 "--policy", policy, "--keepalive-ms", "50"},
+        std::vector<std::string>{ARBITER_PATH, "--listen", "tcp://127.0.0.1:0", "--endpoint-file",
+                                 dir + "/arbiter.ep", "--policy", policy, "--keepalive-ms", "50"},
         dir + "/arbiter.log");
-    REQUIRE_MESSAGE(waitForFile(dir + "/arbiter.ep", 10000ms),
-                    readFile(dir + "/arbiter.log"));
+    REQUIRE_MESSAGE(waitForFile(dir + "/arbiter.ep", 10000ms), readFile(dir + "/arbiter.log"));
     arbiter_ep = firstLine(dir + "/arbiter.ep");
     for (int job = 1; job <= 2; ++job) {
       const std::string j = std::to_string(job);
-      daemons.push_back(std::make_unique<Process>(
-          std::vector<std::string>{GROUPSGDD_PATH,
-                                   "--listen",
-                                   "tcp://127.0.0.1:0",
-                                   "--endpoint-file",
-                                   dir + "/daemon" + j + ".ep",
-                                   "--summary-file",
-                                   dir + "/summary" + j + ".json",
-                                   "--progress-ms",
-                                   "0",
-                                   "--heartbeat-ms",
-                                   "300",
-                                   "--job-id",
-                                   j,
-                                   "--mode",
-                                   "sync",
-                                   "--workers",
-                                   "2",
-                                   "--max-samples",
-                                   std::to_string(samples),
-                                   "--max-seconds",
-                                   "60"},
-          dir + "/daemon" + j + ".log"));
+      daemons.push_back(
+          std::make_unique<Process>(std::vector<std::string>{GROUPSGDD_PATH,
+                                                             "--listen",
+                                                             "tcp://127.0.0.1:0",
+                                                             "--endpoint-file",
+                                                             dir + "/daemon" + j + ".ep",
+                                                             "--summary-file",
+                                                             dir + "/summary" + j + ".json",
+                                                             "--progress-ms",
+                                                             "0",
+                                                             "--heartbeat-ms",
+                                                             "300",
+                                                             "--job-id",
+                                                             j,
+                                                             "--mode",
+                                                             "sync",
+                                                             "--workers",
+                                                             "2",
+                                                             "--max-samples",
+                                                             std::to_string(samples),
+                                                             "--max-seconds",
+                                                             "60"},
+                                    dir + "/daemon" + j + ".log"));
     }
     for (int job = 1; job <= 2; ++job) {
       const std::string j = std::to_string(job);
@@ -82,15 +78,12 @@ struct SharedCluster {
                       readFile(dir + "/daemon" + j + ".log"));
       const std::string ep = firstLine(dir + "/daemon" + j + ".ep");
       for (int i = 0; i < 2; ++i) {
-        worker_logs.push_back(dir + "/worker-" + j + "-" + std::to_string(i) +
-                              ".log");
+        worker_logs.push_back(dir + "/worker-" + j + "-" + std::to_string(i) + ".log");
         workers.push_back(std::make_unique<Process>(
-            std::vector<std::string>{WORKER_PATH, "--coordinator", ep,
-                                     "--job-id", j, "--device-ms", "4",
-                                     "--link-ms", "2", "--shared-device",
-                                     "dev" + std::to_string(i), "--arbiter",
-                                     arbiter_ep, "--arbiter-timeout-ms", "300",
-                                     "--device-lock-dir", dir + "/devices"},
+            std::vector<std::string>{
+                WORKER_PATH, "--coordinator", ep, "--job-id", j, "--device-ms", "4", "--link-ms",
+                "2", "--shared-device", "dev" + std::to_string(i), "--arbiter", arbiter_ep,
+                "--arbiter-timeout-ms", "300", "--device-lock-dir", dir + "/devices"},
             worker_logs.back()));
       }
     }
@@ -108,14 +101,12 @@ struct SharedCluster {
       const std::string j = std::to_string(d + 1);
       auto rc = daemons[d]->wait(90000ms);
       REQUIRE_MESSAGE(rc == std::optional<int>(0),
-                      exitText(rc)
-                          << ": " << readFile(dir + "/daemon" + j + ".log"));
+                      exitText(rc) << ": " << readFile(dir + "/daemon" + j + ".log"));
       out.push_back(json::parse(readFile(dir + "/summary" + j + ".json")));
     }
     for (std::size_t i = 0; i < workers.size(); ++i) {
       auto rc = workers[i]->wait(15000ms);
-      CHECK_MESSAGE(rc == std::optional<int>(0),
-                    exitText(rc) << ": " << readFile(worker_logs[i]));
+      CHECK_MESSAGE(rc == std::optional<int>(0), exitText(rc) << ": " << readFile(worker_logs[i]));
     }
     return out;
   }
@@ -128,14 +119,14 @@ void checkRun(const json &s, std::uint64_t samples) {
   CHECK(s["accounting_ok"].get<bool>());
 }
 
-} // namespace
+}  // namespace
 
-TEST_CASE("crossover: two runs share two devices through the arbiter and both "
-          "finish") {
+TEST_CASE(
+    "crossover: two runs share two devices through the arbiter and both "
+    "finish") {
   SharedCluster c("crossover", 6000);
   auto runs = c.finish();
-  for (const json &s : runs)
-    checkRun(s, 6000);
+  for (const json &s : runs) checkRun(s, 6000);
   zmq::context_t ctx(1);
   groupsgd::arbiter::LeaseClient client(ctx, c.arbiter_ep, 0);
   auto st = client.stats(3000ms);
@@ -150,12 +141,12 @@ TEST_CASE("crossover: two runs share two devices through the arbiter and both "
     CHECK(j.held_ms >= 4.0 * static_cast<double>(j.grants));
   }
   CHECK(st->expired == 0);
-  for (const auto &log : c.worker_logs)
-    CHECK(count(readFile(log), "unarbitrated") == 0);
+  for (const auto &log : c.worker_logs) CHECK(count(readFile(log), "unarbitrated") == 0);
 }
 
-TEST_CASE("crossover: the arbiter killed mid-run; both runs finish, each "
-          "worker says so once") {
+TEST_CASE(
+    "crossover: the arbiter killed mid-run; both runs finish, each "
+    "worker says so once") {
   SharedCluster c("crossover", 9000);
   zmq::context_t ctx(1);
   groupsgd::arbiter::LeaseClient client(ctx, c.arbiter_ep, 0);
@@ -170,8 +161,7 @@ TEST_CASE("crossover: the arbiter killed mid-run; both runs finish, each "
   ::kill(c.arbiter->pid(), SIGKILL);
   (void)c.arbiter->wait(5000ms);
   auto runs = c.finish();
-  for (const json &s : runs)
-    checkRun(s, 9000);
+  for (const json &s : runs) checkRun(s, 9000);
   for (const auto &log : c.worker_logs) {
     INFO(log << ":\n" << readFile(log));
     CHECK(count(readFile(log), "unarbitrated") == 1);

@@ -77,6 +77,10 @@ accuracy and reports it).
                           computes unarbitrated and says so once (default 1000)
   --device-lock-dir DIR   where the shared devices' lock files are (default
                           $XDG_RUNTIME_DIR/groupsgd-devices or /tmp/groupsgd-devices-UID)
+  --device-sharing M      how steps of several workers share an emulated device:
+                          exclusive (default: one step at a time, a file lock) or
+                          timeslice (each of n steps on it runs at 1/n speed, like a GPU
+                          running several processes' kernels)
   --evaluate              run as the evaluator
   --eval-interval-ms MS   evaluator: how often to fetch the central model (default 500)
   --name NAME             a name for operators
@@ -143,6 +147,14 @@ const std::vector<CheckedFlag>& checkedFlags() {
        [](const std::string& flag, const std::string& v, WorkerOptions& o) {
          GSGD_RETURN_IF_ERROR(parseUnsigned(flag, v, &o.arbiter_timeout_ms));
          if (o.arbiter_timeout_ms == 0) return invalidArgument(flag + " must be > 0");
+         return Status::ok();
+       }},
+      {"--device-sharing",
+       [](const std::string& flag, const std::string& v, WorkerOptions& o) {
+         if (v != "exclusive" && v != "timeslice") {
+           return invalidArgument(flag + " must be exclusive or timeslice, got '" + v + "'");
+         }
+         o.device_sharing = v;
          return Status::ok();
        }},
       {"--shared-device",

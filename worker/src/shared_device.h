@@ -16,30 +16,34 @@
 
 #include "groupsgd/arbiter/device_lock.h"
 #include "groupsgd/arbiter/lease_client.h"
+#include "groupsgd/arbiter/time_sliced_device.h"
 #include "groupsgd/common/status.h"
 #include "groupsgd/worker/options.h"
 
 namespace groupsgd::worker {
 
 class SharedDevice {
-public:
+ public:
   // nullptr when no --shared-device is given; an error when the lock file
   // cannot be opened.
-  static Result<std::unique_ptr<SharedDevice>> open(zmq::context_t &ctx,
-                                                    const WorkerOptions &opts);
+  static Result<std::unique_ptr<SharedDevice>> open(zmq::context_t& ctx, const WorkerOptions& opts);
 
   // Blocks until this worker may compute; returns the milliseconds it waited.
   double acquire(std::uint64_t worker_id, std::uint64_t step);
+  // Spends the step's emulated device time (between acquire and release).
+  void spend(double device_ms);
   // Gives the device (and the lease) back.
   void release();
 
-private:
-  SharedDevice(const WorkerOptions &opts, arbiter::DeviceLock lock,
+ private:
+  SharedDevice(const WorkerOptions& opts, std::optional<arbiter::DeviceLock> lock,
+               std::optional<arbiter::TimeSlicedDevice> sliced,
                std::unique_ptr<arbiter::LeaseClient> lease);
 
-  const WorkerOptions &opts_;
-  arbiter::DeviceLock lock_;
-  std::unique_ptr<arbiter::LeaseClient> lease_; // null without --arbiter
+  const WorkerOptions& opts_;
+  std::optional<arbiter::DeviceLock> lock_;          // exclusive
+  std::optional<arbiter::TimeSlicedDevice> sliced_;  // timeslice
+  std::unique_ptr<arbiter::LeaseClient> lease_;      // null without --arbiter
   bool arbiter_down_ = false;
   std::chrono::steady_clock::time_point retry_at_;
   bool leased_ = false;
@@ -47,4 +51,4 @@ private:
   std::chrono::steady_clock::time_point since_;
 };
 
-} // namespace groupsgd::worker
+}  // namespace groupsgd::worker

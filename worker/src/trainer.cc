@@ -292,9 +292,14 @@ int Trainer::run() {
                                         << dev.message);
       return 1;
     }
-    sleepMs(emulatedSleepMs(speed, msSince(t0),
-                            static_cast<double>(batch) / std::max<std::uint32_t>(1, reference_batch_)));
-    if (device_) device_->release();
+    const double emulated_ms = emulatedSleepMs(
+        speed, msSince(t0), static_cast<double>(batch) / std::max<std::uint32_t>(1, reference_batch_));
+    if (device_) {
+      device_->spend(emulated_ms);
+      device_->release();
+    } else {
+      sleepMs(emulated_ms);
+    }
     if (opts_.stall_prob > 0 && uniform_(rng_) < opts_.stall_prob) {
       sleepMs(std::exponential_distribution<double>(1.0 / std::max(1e-3, opts_.stall_ms))(rng_));
     }

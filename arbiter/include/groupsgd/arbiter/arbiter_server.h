@@ -22,28 +22,27 @@
 namespace groupsgd::arbiter {
 
 struct ArbiterConfig {
-  std::string listen =
-      "tcp://127.0.0.1:5570"; // port 0 or '*': chosen by the kernel
+  std::string listen = "tcp://127.0.0.1:5570";  // port 0 or '*': chosen by the kernel
   Policy policy = Policy::kCrossover;
-  JobWeights weights; // crossover only; jobs not listed weigh 1
+  JobWeights weights;  // crossover only; jobs not listed weigh 1
   std::uint32_t lease_timeout_ms = 10000;
   std::uint32_t keepalive_ms = 200;
-  CurveKeys curve; // empty: plain TCP
+  CurveKeys curve;  // empty: plain TCP
 };
 
 class ArbiterServer {
-public:
-  static Result<std::unique_ptr<ArbiterServer>>
-  create(zmq::context_t &ctx, const ArbiterConfig &cfg);
+ public:
+  static Result<std::unique_ptr<ArbiterServer>> create(zmq::context_t &ctx,
+                                                       const ArbiterConfig &cfg);
   ~ArbiterServer();
   const std::string &endpoint() const;
   // Serves until stop is set (checked at least every 50 ms).
   void run(const std::atomic<bool> &stop);
 
-private:
+ private:
   struct State;
   explicit ArbiterServer(std::unique_ptr<State> state);
   std::unique_ptr<State> state_;
 };
 
-} // namespace groupsgd::arbiter
+}  // namespace groupsgd::arbiter

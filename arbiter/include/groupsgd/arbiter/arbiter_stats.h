@@ -11,8 +11,8 @@ namespace groupsgd::arbiter {
 struct JobLeaseStats {
   std::uint64_t job_id = 0;
   std::uint64_t grants = 0;
-  double wait_ms = 0; // summed over its workers' requests
-  double held_ms = 0; // summed over its workers' releases
+  double wait_ms = 0;  // summed over its workers' requests
+  double held_ms = 0;  // summed over its workers' releases
 };
 
 struct ArbiterCounters {
@@ -20,7 +20,7 @@ struct ArbiterCounters {
   std::uint64_t grants = 0;
   std::uint64_t expired = 0;
   std::uint64_t stray_releases = 0;
-  std::vector<JobLeaseStats> jobs; // by job id
+  std::vector<JobLeaseStats> jobs;  // by job id
 };
 
-} // namespace groupsgd::arbiter
+}  // namespace groupsgd::arbiter

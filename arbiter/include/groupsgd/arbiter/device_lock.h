@@ -17,10 +17,9 @@ Status checkDeviceName(const std::string &name);
 std::string defaultDeviceLockDir();
 
 class DeviceLock {
-public:
+ public:
   // Creates dir (mode 0700 if new) and opens the device's lock file.
-  static Result<DeviceLock> open(const std::string &dir,
-                                 const std::string &name);
+  static Result<DeviceLock> open(const std::string &dir, const std::string &name);
   DeviceLock(DeviceLock &&other) noexcept;
   DeviceLock &operator=(DeviceLock &&) = delete;
   DeviceLock(const DeviceLock &) = delete;
@@ -30,11 +29,11 @@ public:
   void unlock();
   const std::string &path() const { return path_; }
 
-private:
+ private:
   DeviceLock(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
   int fd_ = -1;
   std::string path_;
   bool held_ = false;
 };
 
-} // namespace groupsgd::arbiter
+}  // namespace groupsgd::arbiter

@@ -21,15 +21,13 @@
 namespace groupsgd::arbiter {
 
 struct LeaseClientOptions {
-  std::chrono::milliseconds answer_timeout{
-      1000}; // longest silence taken for a busy device
-  std::chrono::milliseconds max_wait{
-      60000};      // longest wait for a grant in any case
-  CurveKeys curve; // empty: plain TCP
+  std::chrono::milliseconds answer_timeout{1000};  // longest silence taken for a busy device
+  std::chrono::milliseconds max_wait{60000};       // longest wait for a grant in any case
+  CurveKeys curve;                                 // empty: plain TCP
 };
 
 class LeaseClient {
-public:
+ public:
   LeaseClient(zmq::context_t &ctx, std::string endpoint, std::uint64_t job_id,
               LeaseClientOptions opts = {});
   ~LeaseClient();
@@ -40,15 +38,13 @@ public:
   // Blocks until `device` is granted for `step`. kUnavailable when the arbiter
   // was silent for answer_timeout (or max_wait passed); the arbiter's refusal
   // as its Status.
-  Status acquire(std::uint64_t worker_id, const std::string &device,
-                 std::uint64_t step);
+  Status acquire(std::uint64_t worker_id, const std::string &device, std::uint64_t step);
   // Gives the device back; sends and returns without waiting for anything.
-  Status release(std::uint64_t worker_id, const std::string &device,
-                 double held_ms);
+  Status release(std::uint64_t worker_id, const std::string &device, double held_ms);
   // The arbiter's counters (tools, tests, benchmarks).
   Result<ArbiterCounters> stats(std::chrono::milliseconds timeout);
 
-private:
+ private:
   Status ensureSocket();
   zmq::context_t &ctx_;
   std::string endpoint_;
@@ -58,4 +54,4 @@ private:
   std::uint64_t seq_ = 0;
 };
 
-} // namespace groupsgd::arbiter
+}  // namespace groupsgd::arbiter

@@ -54,20 +54,18 @@ using JobWeights = std::map<std::uint64_t, double>;
 Result<JobWeights> parseJobWeights(const std::string &text);
 
 class LeaseTable {
-public:
+ public:
   LeaseTable(Policy policy, JobWeights weights);
 
   // `key` is ready to compute `step` on `device`. Returns what is granted now:
   // the asker (if the device is free, or always under none) or nothing (it
   // waits). A key that asks again while it waits or holds the device replaces
   // its old request or lease.
-  std::vector<Grant> acquire(const std::string &device, LeaseKey key,
-                             std::uint64_t step);
+  std::vector<Grant> acquire(const std::string &device, LeaseKey key, std::uint64_t step);
   // The holder gives the device back. Returns the waiters granted as a result;
   // empty when `key` did not hold it (a stray release: *stray is set when
   // given).
-  std::vector<Grant> release(const std::string &device, LeaseKey key,
-                             bool *stray = nullptr);
+  std::vector<Grant> release(const std::string &device, LeaseKey key, bool *stray = nullptr);
   // Drops `key` from `device` (an expired lease or a waiter that is gone) and
   // grants on.
   std::vector<Grant> forget(const std::string &device, LeaseKey key);
@@ -76,15 +74,15 @@ public:
   std::vector<LeaseKey> holders(const std::string &device) const;
   std::size_t waiting(const std::string &device) const;
 
-private:
+ private:
   struct Waiter {
     LeaseKey key;
-    double tag = 0;            // crossover: start tag of its round
-    std::uint64_t round = 0;   // crossover: order in which rounds began (ties)
-    std::uint64_t arrival = 0; // order of requests
+    double tag = 0;             // crossover: start tag of its round
+    std::uint64_t round = 0;    // crossover: order in which rounds began (ties)
+    std::uint64_t arrival = 0;  // order of requests
   };
   struct Device {
-    std::vector<LeaseKey> holders; // at most one unless policy none
+    std::vector<LeaseKey> holders;  // at most one unless policy none
     std::vector<Waiter> waiting;
   };
   struct Round {
@@ -93,8 +91,8 @@ private:
     std::uint64_t order = 0;
   };
   struct Job {
-    double pass = 0;          // start tag of the job's next round
-    std::deque<Round> rounds; // its recent rounds (workers of several groups)
+    double pass = 0;           // start tag of the job's next round
+    std::deque<Round> rounds;  // its recent rounds (workers of several groups)
   };
 
   Round &roundOf(LeaseKey key, std::uint64_t step);
@@ -105,9 +103,9 @@ private:
   JobWeights weights_;
   std::map<std::string, Device> devices_;
   std::map<std::uint64_t, Job> jobs_;
-  double virtual_time_ = 0; // the largest tag granted so far
+  double virtual_time_ = 0;  // the largest tag granted so far
   std::uint64_t rounds_begun_ = 0;
   std::uint64_t arrivals_ = 0;
 };
 
-} // namespace groupsgd::arbiter
+}  // namespace groupsgd::arbiter
