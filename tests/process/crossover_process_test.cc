@@ -167,3 +167,61 @@ TEST_CASE(
     CHECK(count(readFile(log), "unarbitrated") == 1);
   }
 }
+
+TEST_CASE("crossover: a daemon hosts the arbiter (arbiter_listen) for its node's workers") {
+  const std::string dir = makeTempDir();
+  Process daemon({GROUPSGDD_PATH,
+                  "--listen",
+                  "tcp://127.0.0.1:0",
+                  "--endpoint-file",
+                  dir + "/daemon.ep",
+                  "--summary-file",
+                  dir + "/summary.json",
+                  "--progress-ms",
+                  "0",
+                  "--heartbeat-ms",
+                  "300",
+                  "--mode",
+                  "sync",
+                  "--workers",
+                  "2",
+                  "--max-samples",
+                  "4000",
+                  "--max-seconds",
+                  "60",
+                  "--arbiter-listen",
+                  "tcp://127.0.0.1:0",
+                  "--arbiter-policy",
+                  "fifo"},
+                 dir + "/daemon.log");
+  REQUIRE_MESSAGE(waitForFile(dir + "/daemon.ep", 10000ms), readFile(dir + "/daemon.log"));
+  REQUIRE(waitForText(dir + "/daemon.log", "arbiter on tcp://", 10000ms));
+  const std::string log = readFile(dir + "/daemon.log");
+  const auto at = log.find("arbiter on ") + 11;
+  const std::string arbiter_ep = log.substr(at, log.find(',', at) - at);
+  std::vector<std::unique_ptr<Process>> workers;
+  for (int i = 0; i < 2; ++i) {
+    workers.push_back(std::make_unique<Process>(
+        std::vector<std::string>{WORKER_PATH, "--coordinator", firstLine(dir + "/daemon.ep"),
+                                 "--device-ms", "2", "--shared-device", "dev" + std::to_string(i),
+                                 "--arbiter", arbiter_ep, "--device-lock-dir", dir + "/devices"},
+        dir + "/worker-" + std::to_string(i) + ".log"));
+  }
+  zmq::context_t ctx(1);
+  groupsgd::arbiter::LeaseClient client(ctx, arbiter_ep, 0);
+  CHECK(waitUntil(
+      [&] {
+        auto st = client.stats(1000ms);
+        return st.isOk() && st->policy == "fifo" && !st->jobs.empty() && st->jobs[0].grants >= 20;
+      },
+      30000ms, 100ms));
+  auto rc = daemon.wait(60000ms);
+  CHECK_MESSAGE(rc == std::optional<int>(0), readFile(dir + "/daemon.log"));
+  for (int i = 0; i < 2; ++i) {
+    auto wrc = workers[i]->wait(15000ms);
+    CHECK_MESSAGE(wrc == std::optional<int>(0),
+                  readFile(dir + "/worker-" + std::to_string(i) + ".log"));
+  }
+  workers.clear();
+  std::filesystem::remove_all(dir);
+}
