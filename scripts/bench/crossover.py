@@ -13,8 +13,9 @@ one has --heavy times the device time. Every job trains a fixed sample budget in
 mode; its clock starts at its first trainer registration (the jobs of a case are
 launched together). makespan = when the last job finished its budget (sequential: the
 sum of the solo runs); time to target = the first progress line whose test accuracy is
-at least --target (sequential: plus the runs before it); accuracy = the final test
-accuracy at the budget, against the job's solo run. One JSON line per run, then the
+at least --target (sequential: plus the runs before it); accuracy = the mean test
+accuracy of the last 8 progress lines (2 s) at the budget, against the job's solo run
+(accuracy_ok: no job more than 0.5 point below it). One JSON line per run, then the
 summary object on the last line. Standard library only.
 
   crossover.py [--quick] [--repeats R] [--device-ms D] [--link-ms L] [--samples N] ...
@@ -37,6 +38,7 @@ GROUPSGDD = os.path.join(BUILD, "daemon", "groupsgdd")
 WORKER = os.path.join(BUILD, "worker", "groupsgd-worker")
 ARBITER = os.path.join(BUILD, "arbiter", "groupsgd-arbiter")
 DEVICES = 4
+LATE_READINGS = 8  # progress lines (250 ms apart) averaged into late_mean_acc
 PROGRESS = re.compile(r"^\[\s*([0-9.]+)s\].*test_acc (\d\.\d+)")
 
 
@@ -82,14 +84,21 @@ class Job:
     def result(self, target):
         summary = json.load(open(self.summary_file))
         ttt = None
+        accs = []
         for line in open(self.progress_file):
             m = PROGRESS.match(line)
-            if m and float(m.group(2)) >= target:
+            if not m:
+                continue
+            accs.append(float(m.group(2)))
+            if ttt is None and accs[-1] >= target:
                 ttt = float(m.group(1))
-                break
+        # One evaluation of a still-moving model is noisy (identical solo runs differ by a
+        # point): the accuracy compared is the mean of the last LATE_READINGS readings.
+        late = accs[-LATE_READINGS:]
         return {"job": self.name, "elapsed_s": summary["elapsed_s"], "time_to_target_s": ttt,
-                "final_test_acc": summary["final_test_acc"], "samples": summary["samples_trained"],
-                "accounting_ok": summary["accounting_ok"]}
+                "final_test_acc": summary["final_test_acc"],
+                "late_mean_acc": sum(late) / len(late) if late else None,
+                "samples": summary["samples_trained"], "accounting_ok": summary["accounting_ok"]}
 
 
 def launch_job(name, job_id, args, device_ms, run_dir, arbiter_ep):
@@ -107,7 +116,7 @@ def launch_job(name, job_id, args, device_ms, run_dir, arbiter_ep):
     endpoint = wait_for_file(ep_file, 30, [daemon])
     procs = [daemon]
     common = [WORKER, "--coordinator", endpoint, "--job-id", str(job_id), "--log-level", "warn"]
-    procs.append(subprocess.Popen(common + ["--evaluate", "--eval-interval-ms", "250"],
+    procs.append(subprocess.Popen(common + ["--evaluate", "--eval-interval-ms", "300"],
                                   stdout=subprocess.DEVNULL,
                                   stderr=open(os.path.join(run_dir, "evaluator.log"), "w")))
     for i in range(DEVICES):
@@ -177,7 +186,7 @@ def run_case(case, jobs, args, repeats, policies):
             r = run_solo(case, name, i + 1, dms, args, rep)
             emit(dict(r, case=case, mode="solo", repeat=rep))
             ttt["sequential"][name].append(None if r["time_to_target_s"] is None else offset + r["time_to_target_s"])
-            acc["sequential"][name].append(r["final_test_acc"])
+            acc["sequential"][name].append(r["late_mean_acc"])
             offset += r["elapsed_s"]
         makespan["sequential"].append(offset)
         for policy in policies:
@@ -185,19 +194,22 @@ def run_case(case, jobs, args, repeats, policies):
             for name, r in results.items():
                 emit(dict(r, case=case, mode=policy, repeat=rep))
                 ttt[policy][name].append(r["time_to_target_s"])
-                acc[policy][name].append(r["final_test_acc"])
+                acc[policy][name].append(r["late_mean_acc"])
             makespan[policy].append(max(r["elapsed_s"] for r in results.values()))
     out = {"makespan_s": {m: median(v) for m, v in makespan.items()},
            "time_to_target_s": {m: {n: median(v) for n, v in per.items()} for m, per in ttt.items()},
-           "final_test_acc": {m: {n: median(v) for n, v in per.items()} for m, per in acc.items()}}
+           "late_mean_acc": {m: {n: median(v) for n, v in per.items()} for m, per in acc.items()}}
     ms = out["makespan_s"]
     out["gain_vs_sequential"] = 1 - ms["crossover"] / ms["sequential"]
     out["gain_vs_none"] = 1 - ms["crossover"] / ms["none"]
-    # Every job, in every concurrent mode, within 0.5 point of its solo (sequential) run.
-    solo = out["final_test_acc"]["sequential"]
-    out["accuracy_ok"] = all(
-        a is not None and solo[n] is not None and abs(a - solo[n]) <= 0.005
-        for m in policies for n, a in out["final_test_acc"][m].items())
+    # Every job, in every concurrent mode, at most 0.5 point below its solo (sequential)
+    # run (medians of late_mean_acc); being higher is no failure. The signed differences:
+    solo = out["late_mean_acc"]["sequential"]
+    out["accuracy_delta"] = {
+        m: {n: (None if a is None or solo[n] is None else a - solo[n])
+            for n, a in out["late_mean_acc"][m].items()} for m in policies}
+    out["accuracy_ok"] = all(d is not None and d >= -0.005
+                             for per in out["accuracy_delta"].values() for d in per.values())
     return out
 
 
