@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "groupsgd/arbiter/lease_table.h"
+
 namespace groupsgd::daemon {
 namespace {
 
@@ -112,6 +114,21 @@ OptionSpec modelOption() {
   return o;
 }
 
+// An arbiter option's text is checked when read, so a bad policy or weight list is a
+// configuration error like any other.
+OptionSpec arbiterOption(OptionSpec o) {
+  auto plain = o.read;
+  const std::string key = o.key;
+  o.read = [plain, key](const json& v, DaemonConfig* c) {
+    plain(v, c);
+    Status s = Status::ok();
+    if (key == "arbiter_policy") s = arbiter::parsePolicy(c->arbiter_policy).status();
+    if (key == "arbiter_weights") s = arbiter::parseJobWeights(c->arbiter_weights).status();
+    if (!s) throw OptionError(key + ": " + s.message());
+  };
+  return o;
+}
+
 // The member named by PATH, for the const and the non-const config alike.
 #define FIELD(PATH) [](auto& c) -> auto& { return c.PATH; }
 
@@ -212,6 +229,15 @@ std::vector<OptionSpec> buildTable() {
             "a group allowed the admin control methods (-1 = none)"),
       field("metrics_listen", "--metrics-listen", "H:P", FIELD(metrics_listen), kAny, kRestart,
             "serve Prometheus /metrics on HOST:PORT (127.0.0.1:0 = any port)"),
+      arbiterOption(field("arbiter_listen", "--arbiter-listen", "EP", FIELD(arbiter_listen), kAny,
+                          kRestart, "host the device arbiter at EP (\"\" = none)")),
+      arbiterOption(field("arbiter_policy", "--arbiter-policy", "P", FIELD(arbiter_policy), kAny,
+                          kRestart, "none | fifo | crossover")),
+      arbiterOption(field("arbiter_weights", "--arbiter-weights", "J=W,..",
+                          FIELD(arbiter_weights), kAny, kRestart,
+                          "crossover: weight per job id (default 1)")),
+      field("arbiter_lease_timeout_ms", "", "MS", FIELD(arbiter_lease_timeout_ms), atLeast(1),
+            kRestart, "take back a device lease held longer than this"),
       field("external_model_file", "--external-model-file", "F", FIELD(external_model_file), kAny,
             kRestart, "model external: the initial model from this file (save_model_file)"),
       field("checkpoint_dir", "--checkpoint-dir", "DIR", FIELD(checkpoint_dir), kAny, kRestart,

@@ -21,6 +21,7 @@
 #include "groupsgd/daemon/sd_notify.h"
 #include "groupsgd/daemon/version.h"
 #include "groupsgd/groupps/group_server.h"
+#include "arbiter_host.h"
 #include "group_server_setup.h"
 
 namespace {
@@ -224,6 +225,8 @@ int main(int argc, char** argv) {
   // CURVE: the ZAP handler runs before anything binds (without it libzmq admits anyone).
   auto curve = daemon::startCurve(ctx, cfg);
   if (!curve) return fail("CURVE: " + curve.status().toString());
+  auto arbiter = daemon::startArbiter(ctx, cfg, curve->keys);  // arbiter_listen, or nothing
+  if (!arbiter) return fail(arbiter.status().message());
   centralps::CentralConfig ccfg = centralConfig(cfg, curve->keys);
   std::optional<ExternalIntake> intake;
   if (cfg.external_model) {

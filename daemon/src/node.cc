@@ -8,6 +8,7 @@
 #include "groupsgd/daemon/curve_setup.h"
 #include "groupsgd/groupps/group_server.h"
 #include "groupsgd/worker/client.h"
+#include "arbiter_host.h"
 #include "group_server_setup.h"
 
 namespace groupsgd::daemon {
@@ -132,6 +133,11 @@ int runNode(const DaemonConfig& cfg, const std::atomic<bool>& stop_requested,
   auto curve = startCurve(ctx, cfg);
   if (!curve) {
     GSGD_ERROR("CURVE: " << curve.status().toString());
+    return 1;
+  }
+  auto arbiter = startArbiter(ctx, cfg, curve->keys);  // this node's devices (arbiter_listen)
+  if (!arbiter) {
+    GSGD_ERROR(arbiter.status().toString());
     return 1;
   }
   worker::CoordinatorClient coord(ctx, cfg.coordinator, cfg.job_id,

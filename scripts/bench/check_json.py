@@ -3,7 +3,7 @@
 the summary is the last line and says ok, and the keys the docs promise are there.
 Checks the shape of the output, never the speed.
 
-  check_json.py NAME FILE     NAME: dataplane, straggler, memory, scale or pytorch
+  check_json.py NAME FILE     NAME: dataplane, straggler, memory, scale, pytorch or crossover
 Exit 0 when the output is well formed, 1 with the reasons on stderr otherwise.
 """
 import json
@@ -99,8 +99,33 @@ def check_pytorch(rows, summary, errors):
         errors.append("binding_overhead %s is not a fraction" % summary["binding_overhead"])
 
 
+def check_crossover(rows, summary, errors):
+    ms = summary.get("makespan_s")
+    if not isinstance(ms, dict):
+        errors.append("summary has no 'makespan_s' object")
+    else:
+        for mode in ("sequential", "none", "crossover"):
+            if not number(ms.get(mode)) or ms[mode] <= 0:
+                errors.append("makespan_s.%s missing or not > 0" % mode)
+    for key in ("gain_vs_sequential", "gain_vs_none"):
+        if not number(summary.get(key)):
+            errors.append("'%s' missing or not a number" % key)
+    if not isinstance(summary.get("accuracy_ok"), bool):
+        errors.append("'accuracy_ok' missing or not a bool")
+    if not isinstance(summary.get("time_to_target_s"), dict):
+        errors.append("summary has no 'time_to_target_s' object")
+    runs = [r for r in rows if "job" in r and "mode" in r]
+    for mode in ("solo", "none", "crossover"):
+        if not any(r.get("mode") == mode for r in runs):
+            errors.append("no %s run" % mode)
+    for r in runs:
+        if not r.get("accounting_ok"):
+            errors.append("run %s/%s of job %s: accounting not ok" % (r.get("case"), r.get("mode"), r.get("job")))
+
+
 CHECKS = {"dataplane": check_dataplane, "straggler": check_straggler,
-          "memory": check_memory, "scale": check_scale, "pytorch": check_pytorch}
+          "memory": check_memory, "scale": check_scale, "pytorch": check_pytorch,
+          "crossover": check_crossover}
 
 
 def main():

@@ -8,6 +8,7 @@
 #include <functional>
 #include <limits>
 
+#include "groupsgd/arbiter/device_lock.h"
 #include "groupsgd/common/compression_spec.h"
 #include "groupsgd/worker/endpoint_list.h"
 
@@ -66,6 +67,20 @@ accuracy and reports it).
   --device D              where the gradients are computed: cpu | cuda | cuda:N
                           (default cpu; cuda runs the mlp and cnn models on GPU N
                           through cuBLAS/cuDNN; the evaluator always uses the CPU)
+  --shared-device NAME    the device this trainer shares with other jobs' workers
+                          (e.g. gpu0): each step's compute (--device-ms included)
+                          holds it exclusively (a file lock in --device-lock-dir)
+  --arbiter EP            the device arbiter (groupsgd-arbiter, or a daemon with
+                          arbiter_listen) that orders the jobs on the shared device;
+                          needs --shared-device (docs/arbiter.md)
+  --arbiter-timeout-ms MS an arbiter silent this long is taken for dead: the worker
+                          computes unarbitrated and says so once (default 1000)
+  --device-lock-dir DIR   where the shared devices' lock files are (default
+                          $XDG_RUNTIME_DIR/groupsgd-devices or /tmp/groupsgd-devices-UID)
+  --device-sharing M      how steps of several workers share an emulated device:
+                          exclusive (default: one step at a time, a file lock) or
+                          timeslice (each of n steps on it runs at 1/n speed, like a GPU
+                          running several processes' kernels)
   --evaluate              run as the evaluator
   --eval-interval-ms MS   evaluator: how often to fetch the central model (default 500)
   --name NAME             a name for operators
@@ -128,6 +143,26 @@ const std::vector<CheckedFlag>& checkedFlags() {
          return Status::ok();
        }},
       {"--backoff-max-ms", count<std::uint32_t>(WORKER_FIELD(backoff_max_ms))},
+      {"--arbiter-timeout-ms",
+       [](const std::string& flag, const std::string& v, WorkerOptions& o) {
+         GSGD_RETURN_IF_ERROR(parseUnsigned(flag, v, &o.arbiter_timeout_ms));
+         if (o.arbiter_timeout_ms == 0) return invalidArgument(flag + " must be > 0");
+         return Status::ok();
+       }},
+      {"--device-sharing",
+       [](const std::string& flag, const std::string& v, WorkerOptions& o) {
+         if (v != "exclusive" && v != "timeslice") {
+           return invalidArgument(flag + " must be exclusive or timeslice, got '" + v + "'");
+         }
+         o.device_sharing = v;
+         return Status::ok();
+       }},
+      {"--shared-device",
+       [](const std::string& flag, const std::string& v, WorkerOptions& o) {
+         o.shared_device = v;
+         Status s = arbiter::checkDeviceName(v);
+         return s ? s : invalidArgument(flag + ": " + s.message());
+       }},
       {"--seed", count<std::uint64_t>(WORKER_FIELD(seed))},
       {"--give-up-s", number(WORKER_FIELD(give_up_s), [](double x) { return x > 0; }, "> 0")},
       {"--slowdown", number(WORKER_FIELD(speed.slowdown), [](double x) { return x > 0; }, "> 0")},
@@ -179,6 +214,8 @@ Result<WorkerOptions> parseWorkerOptions(const std::vector<std::string>& args) {
                              {"--schedule", &o.schedule_text},
                              {"--name", &o.name},
                              {"--log-level", &o.log_level},
+                             {"--arbiter", &o.arbiter},
+                             {"--device-lock-dir", &o.device_lock_dir},
                              {"--curve-secret-key-file", &o.curve_secret_key_file},
                              {"--curve-server-key-file", &o.curve_server_key_file}}) {
     app.add_option(flag, *field);
@@ -200,6 +237,9 @@ Result<WorkerOptions> parseWorkerOptions(const std::vector<std::string>& args) {
   }
   if (o.backoff_max_ms < o.backoff_initial_ms) {
     return invalidArgument("--backoff-max-ms must be at least --backoff-initial-ms");
+  }
+  if (!o.arbiter.empty() && o.shared_device.empty()) {
+    return invalidArgument("--arbiter needs --shared-device (the device to ask it for)");
   }
   auto sched = SpeedSchedule::parse(o.schedule_text);
   if (!sched) return sched.status();

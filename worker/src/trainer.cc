@@ -13,6 +13,7 @@
 #include "groupsgd/kernels/model.h"
 #include "groupsgd/kernels/model_device.h"
 #include "registration.h"
+#include "shared_device.h"
 
 namespace groupsgd::worker {
 namespace {
@@ -51,12 +52,13 @@ struct Window {
 class Trainer {
  public:
   Trainer(zmq::context_t& ctx, const WorkerOptions& opts, const std::atomic<bool>& interrupted,
-          dataset::Dataset data, SpeedSchedule schedule)
+          dataset::Dataset data, SpeedSchedule schedule, std::unique_ptr<SharedDevice> device)
       : ctx_(ctx),
         opts_(opts),
         interrupted_(interrupted),
         data_(std::move(data)),
         schedule_(std::move(schedule)),
+        device_(std::move(device)),
         coord_(ctx, opts.coordinator, opts.job_id, std::chrono::milliseconds(opts.timeout_ms),
                opts.curve) {}
 
@@ -81,6 +83,7 @@ class Trainer {
   const std::atomic<bool>& interrupted_;
   dataset::Dataset data_;
   SpeedSchedule schedule_;
+  std::unique_ptr<SharedDevice> device_;  // --shared-device (null: a device of its own)
   CoordinatorClient coord_;
   Assignment a_;
   std::unique_ptr<kernels::Model> model_;
@@ -273,6 +276,9 @@ int Trainer::run() {
     // Compute a gradient on the next batch of this worker's shard.
     const SpeedProfile speed = schedule_.at(opts_.speed, total_steps_, msSince(started) / 1000.0);
     const std::uint32_t batch = batch_;
+    // A shared device is held for the whole compute, emulated device time included.
+    // (The wait for it is neither compute nor communication; it is not reported.)
+    if (device_) (void)device_->acquire(a_.worker_id, step_);
     const auto t0 = Clock::now();
     sampler_->next(batch, &idx);
     x.resize(static_cast<std::size_t>(batch) * data_.featureDim());
@@ -286,8 +292,14 @@ int Trainer::run() {
                                         << dev.message);
       return 1;
     }
-    sleepMs(emulatedSleepMs(speed, msSince(t0),
-                            static_cast<double>(batch) / std::max<std::uint32_t>(1, reference_batch_)));
+    const double emulated_ms = emulatedSleepMs(
+        speed, msSince(t0), static_cast<double>(batch) / std::max<std::uint32_t>(1, reference_batch_));
+    if (device_) {
+      device_->spend(emulated_ms);
+      device_->release();
+    } else {
+      sleepMs(emulated_ms);
+    }
     if (opts_.stall_prob > 0 && uniform_(rng_) < opts_.stall_prob) {
       sleepMs(std::exponential_distribution<double>(1.0 / std::max(1e-3, opts_.stall_ms))(rng_));
     }
@@ -376,7 +388,12 @@ int runTrainer(zmq::context_t& ctx, const WorkerOptions& opts, const std::atomic
     GSGD_ERROR("cannot load the training set: " << data.status().toString());
     return 2;
   }
-  Trainer t(ctx, opts, interrupted, std::move(*data), std::move(*schedule));
+  auto device = SharedDevice::open(ctx, opts);
+  if (!device) {
+    GSGD_ERROR("shared device: " << device.status().toString());
+    return 2;
+  }
+  Trainer t(ctx, opts, interrupted, std::move(*data), std::move(*schedule), std::move(*device));
   return t.run();
 }
 

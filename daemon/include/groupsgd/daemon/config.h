@@ -76,6 +76,11 @@ struct DaemonConfig {
   std::string control_socket;               // Unix socket for groupsgdctl ("" = none)
   std::int64_t control_admin_gid = -1;      // group allowed admin methods (-1 = none)
   std::string metrics_listen;               // "HOST:PORT" for /metrics ("" = none)
+  // The device arbiter hosted by this daemon (docs/arbiter.md); "" = none.
+  std::string arbiter_listen;
+  std::string arbiter_policy = "crossover";  // none | fifo | crossover
+  std::string arbiter_weights;               // "JOB=W,..." (crossover)
+  std::uint32_t arbiter_lease_timeout_ms = 10000;
   std::string checkpoint_dir;               // "" = no checkpoints
   std::uint32_t checkpoint_keep = 3;
   std::uint64_t checkpoint_every_versions = 0;  // 0 = not by versions

@@ -34,6 +34,11 @@ struct WorkerOptions {
   std::uint32_t backoff_max_ms = 8000;     // doubling to this, 20% jitter
   std::string log_level = "info";
   kernels::ModelDevice device;      // --device cpu|cuda|cuda:N (training only)
+  std::string shared_device;        // --shared-device: the device shared with other jobs
+  std::string arbiter;              // --arbiter: the device arbiter's endpoint ("" = none)
+  std::uint32_t arbiter_timeout_ms = 1000;  // arbiter silent this long: compute unarbitrated
+  std::string device_lock_dir;      // --device-lock-dir ("" = arbiter::defaultDeviceLockDir())
+  std::string device_sharing = "exclusive";  // --device-sharing: exclusive | timeslice
   std::string curve_secret_key_file;  // --curve-secret-key-file: this worker's key (0600)
   std::string curve_server_key_file;  // --curve-server-key-file: the daemons' public key
   CurveKeys curve;                    // loaded from the two files (empty = plain links)

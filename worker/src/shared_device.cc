@@ -1,0 +1,96 @@
+#include "shared_device.h"
+
+#include <thread>
+
+#include "groupsgd/common/log.h"
+
+namespace groupsgd::worker {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+// After a failure the arbiter is asked again this much later (one deadline's wait each time).
+constexpr auto kRetryArbiterAfter = std::chrono::seconds(30);
+
+double msSince(Clock::time_point t) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t).count();
+}
+
+}  // namespace
+
+Result<std::unique_ptr<SharedDevice>> SharedDevice::open(zmq::context_t& ctx,
+                                                         const WorkerOptions& opts) {
+  if (opts.shared_device.empty()) return std::unique_ptr<SharedDevice>();
+  const std::string dir =
+      opts.device_lock_dir.empty() ? arbiter::defaultDeviceLockDir() : opts.device_lock_dir;
+  std::optional<arbiter::DeviceLock> lock;
+  std::optional<arbiter::TimeSlicedDevice> sliced;
+  if (opts.device_sharing == "timeslice") {
+    auto opened = arbiter::TimeSlicedDevice::open(dir, opts.shared_device);
+    if (!opened) return opened.status();
+    sliced.emplace(std::move(*opened));
+  } else {
+    auto opened = arbiter::DeviceLock::open(dir, opts.shared_device);
+    if (!opened) return opened.status();
+    lock.emplace(std::move(*opened));
+  }
+  std::unique_ptr<arbiter::LeaseClient> lease;
+  if (!opts.arbiter.empty()) {
+    arbiter::LeaseClientOptions lo;
+    lo.answer_timeout = std::chrono::milliseconds(opts.arbiter_timeout_ms);
+    lo.curve = opts.curve;
+    lease = std::make_unique<arbiter::LeaseClient>(ctx, opts.arbiter, opts.job_id, lo);
+  }
+  return std::unique_ptr<SharedDevice>(
+      new SharedDevice(opts, std::move(lock), std::move(sliced), std::move(lease)));
+}
+
+SharedDevice::SharedDevice(const WorkerOptions& opts, std::optional<arbiter::DeviceLock> lock,
+                           std::optional<arbiter::TimeSlicedDevice> sliced,
+                           std::unique_ptr<arbiter::LeaseClient> lease)
+    : opts_(opts), lock_(std::move(lock)), sliced_(std::move(sliced)), lease_(std::move(lease)) {}
+
+double SharedDevice::acquire(std::uint64_t worker_id, std::uint64_t step) {
+  const auto t0 = Clock::now();
+  worker_id_ = worker_id;
+  if (lease_ && (!arbiter_down_ || t0 >= retry_at_)) {
+    Status got = lease_->acquire(worker_id, opts_.shared_device, step);
+    if (got) {
+      leased_ = true;
+      if (arbiter_down_) GSGD_INFO("the arbiter at " << lease_->endpoint() << " answers again");
+      arbiter_down_ = false;
+    } else {
+      if (!arbiter_down_) {
+        GSGD_WARN("the arbiter at " << lease_->endpoint() << " failed (" << got.message()
+                                    << "); computing on " << opts_.shared_device
+                                    << " unarbitrated until it answers again");
+      }
+      arbiter_down_ = true;
+      retry_at_ = Clock::now() + kRetryArbiterAfter;
+    }
+  }
+  if (lock_) {
+    if (Status s = lock_->lock(); !s) {
+      GSGD_WARN("device lock " << lock_->path() << ": " << s.message() << "; computing without it");
+    }
+  }
+  since_ = Clock::now();
+  return msSince(t0);
+}
+
+void SharedDevice::spend(double device_ms) {
+  if (sliced_) {
+    sliced_->spend(device_ms);
+  } else if (device_ms > 0) {
+    std::this_thread::sleep_for(std::chrono::duration<double, std::milli>(device_ms));
+  }
+}
+
+void SharedDevice::release() {
+  if (lock_) lock_->unlock();
+  if (leased_) {
+    (void)lease_->release(worker_id_, opts_.shared_device, msSince(since_));
+    leased_ = false;
+  }
+}
+
+}  // namespace groupsgd::worker

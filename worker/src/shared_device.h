@@ -1,0 +1,54 @@
+// The device a trainer shares with other jobs' workers (--shared-device):
+// before each step's compute it takes a lease from the arbiter (--arbiter,
+// unless none is given or it has failed), then the device's file lock, which
+// keeps two steps from overlapping on one emulated device with or without an
+// arbiter (docs/arbiter.md). An arbiter that is silent for
+// --arbiter-timeout-ms, or refuses, never holds a step up: the worker computes
+// unarbitrated, says so once, and asks the arbiter again after a while.
+// Thread rule: the trainer's thread only.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <zmq.hpp>
+
+#include "groupsgd/arbiter/device_lock.h"
+#include "groupsgd/arbiter/lease_client.h"
+#include "groupsgd/arbiter/time_sliced_device.h"
+#include "groupsgd/common/status.h"
+#include "groupsgd/worker/options.h"
+
+namespace groupsgd::worker {
+
+class SharedDevice {
+ public:
+  // nullptr when no --shared-device is given; an error when the lock file
+  // cannot be opened.
+  static Result<std::unique_ptr<SharedDevice>> open(zmq::context_t& ctx, const WorkerOptions& opts);
+
+  // Blocks until this worker may compute; returns the milliseconds it waited.
+  double acquire(std::uint64_t worker_id, std::uint64_t step);
+  // Spends the step's emulated device time (between acquire and release).
+  void spend(double device_ms);
+  // Gives the device (and the lease) back.
+  void release();
+
+ private:
+  SharedDevice(const WorkerOptions& opts, std::optional<arbiter::DeviceLock> lock,
+               std::optional<arbiter::TimeSlicedDevice> sliced,
+               std::unique_ptr<arbiter::LeaseClient> lease);
+
+  const WorkerOptions& opts_;
+  std::optional<arbiter::DeviceLock> lock_;          // exclusive
+  std::optional<arbiter::TimeSlicedDevice> sliced_;  // timeslice
+  std::unique_ptr<arbiter::LeaseClient> lease_;      // null without --arbiter
+  bool arbiter_down_ = false;
+  std::chrono::steady_clock::time_point retry_at_;
+  bool leased_ = false;
+  std::uint64_t worker_id_ = 0;
+  std::chrono::steady_clock::time_point since_;
+};
+
+}  // namespace groupsgd::worker
