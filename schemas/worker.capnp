@@ -55,6 +55,18 @@ struct Heartbeat {
   evaluatedVersion @6 :UInt64; # evaluator only: central version that accuracy belongs to
   batchSize @7 :UInt32;        # batch size in use
   waitMs @8 :Float32;          # mean time per step its gradient waited at the barrier
+  recentSteps @9 :List(StepTiming);  # the steps since the last heartbeat (at most 32, newest
+                                     # last); empty from a trainer that reports only means
+  speedChanged @10 :Bool;      # sent early: the first steps, or its step times shifted
+}
+
+# One step of a trainer, from its own timers.
+struct StepTiming {
+  step @0 :UInt64;       # the trainer's step count after this step (its whole life)
+  batch @1 :UInt32;      # samples in it
+  computeMs @2 :Float32; # computing the gradient (incl. emulated device time)
+  commMs @3 :Float32;    # push round trip minus the barrier wait (incl. a slow link)
+  waitMs @4 :Float32;    # its gradient waited this long at the barrier
 }
 
 # Coordinator's answer to Heartbeat.

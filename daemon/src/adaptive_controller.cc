@@ -23,17 +23,25 @@ void AdaptiveController::setConfig(const AdaptiveConfig& cfg) {
   decider_.setConfig({cfg.min_gain, std::chrono::milliseconds(cfg.min_regroup_interval_ms)});
 }
 
-void AdaptiveController::observe(std::uint64_t worker, const policy::StepSample& sample) {
+void AdaptiveController::observe(std::uint64_t worker, const policy::StepSample& sample,
+                                 std::uint64_t step) {
   auto it = estimators_.find(worker);
   if (it == estimators_.end()) {
     it = estimators_.emplace(worker, policy::SpeedEstimator(cfg_.estimator_window)).first;
   }
   it->second.add(sample);
+  if (sample.batch > 0 && sample.compute_ms > 0) {
+    // The step time at the nominal batch, without the barrier wait: what this worker
+    // would cost a group of equal batches.
+    detector_.addStep(worker, sample.comm_ms + sample.compute_ms * base_batch_ / sample.batch,
+                      step);
+  }
 }
 
 void AdaptiveController::forget(std::uint64_t worker) {
   estimators_.erase(worker);
   detector_.forget(worker);
+  undamped_.erase(worker);
 }
 
 void AdaptiveController::membershipChanged(const std::string& why) { membership_change_ = why; }
@@ -61,7 +69,9 @@ std::vector<policy::WorkerSpeed> AdaptiveController::speeds(const Registry& regi
   for (const auto& [id, w] : registry.all()) {
     if (w.role != WorkerRole::kTrainer || w.state != WorkerState::kActive || w.draining) continue;
     auto it = estimators_.find(id);
-    if (it == estimators_.end() || !it->second.ready(cfg_.min_samples)) {
+    // Past its warm-up: a process's first steps beside nine starting others are slow,
+    // and a plan built on them splits groups for nothing.
+    if (it == estimators_.end() || !it->second.ready(cfg_.min_samples) || !detector_.warmedUp(id)) {
       *complete = false;
       continue;
     }
@@ -153,8 +163,66 @@ bool AdaptiveController::mixedGroup(const std::vector<std::vector<std::uint64_t>
   return false;
 }
 
+std::vector<StragglerEvent> AdaptiveController::detect() {
+  std::vector<StragglerEvent> out;
+  for (const auto& c : detector_.evaluate()) {
+    if (auto it = estimators_.find(c.worker); it != estimators_.end()) {
+      it->second.keepLast(std::max<std::size_t>(c.steps, cfg_.min_samples));
+    }
+    undamped_.insert(c.worker);
+    out.push_back({c.worker, c.straggler, c.step, c.ratio, c.steps, "", ""});
+  }
+  if (!out.empty()) {
+    std::ostringstream os;
+    os << "stragglers changed (now " << detector_.stragglers() << ")";
+    straggler_change_ = os.str();
+  }
+  return out;
+}
+
 ControlActions AdaptiveController::window(const Registry& registry, Clock::time_point now,
                                           std::uint64_t samples, std::uint64_t sample_budget) {
+  auto detections = detect();
+  ControlActions act = plan(registry, now, samples, sample_budget);
+  if (act.regroup) regrouped_ = true;
+  describe(&detections, act, registry);
+  act.detections = std::move(detections);
+  return act;
+}
+
+void AdaptiveController::describe(std::vector<StragglerEvent>* detections,
+                                  const ControlActions& act, const Registry& registry) const {
+  const auto& all = registry.all();
+  for (auto& d : *detections) {
+    auto it = all.find(d.worker);
+    const std::uint32_t batch = it != all.end() ? it->second.batch_size : 0;
+    std::ostringstream a;
+    if (auto p = act.placement.find(d.worker); act.regroup && p != act.placement.end()) {
+      a << "regroup (" << act.regroup->plan.describe() << "), batch " << batch << " -> "
+        << p->second.batch;
+    } else if (auto r = act.rebatch.find(d.worker); r != act.rebatch.end() && r->second != batch) {
+      a << "batch " << batch << " -> " << r->second;
+    } else if (stages_.stage() == policy::Stage::kProfiling) {
+      a << "none yet (profiling stage)";
+    } else {
+      a << "none (batch " << batch << " kept: on target, or its group's estimates are"
+        << " incomplete)";
+    }
+    d.action = a.str();
+    const policy::StragglerConfig& c = detector_.config();
+    std::ostringstream t;
+    t << "worker " << d.worker;
+    if (it != all.end() && !it->second.name.empty()) t << " (" << it->second.name << ")";
+    t << (d.straggler ? " is a straggler" : " recovered") << " at its step " << d.step << ": "
+      << static_cast<double>(static_cast<int>(d.ratio * 100 + 0.5)) / 100
+      << "x the reference step time (" << d.steps << " steps " << (d.straggler ? ">= " : "<= ")
+      << (d.straggler ? c.enter_ratio : c.exit_ratio) << "x); action: " << d.action;
+    d.text = t.str();
+  }
+}
+
+ControlActions AdaptiveController::plan(const Registry& registry, Clock::time_point now,
+                                        std::uint64_t samples, std::uint64_t sample_budget) {
   ControlActions act;
   bool complete = false;
   auto s = speeds(registry, &complete);
@@ -181,32 +249,26 @@ ControlActions AdaptiveController::window(const Registry& registry, Clock::time_
   }
   std::string trigger;
   bool forced = false;
+  const auto current = currentGroups(registry);
   if (act.stage_change) {
     trigger = std::string("stage ") + policy::stageName(act.stage_change->to);
-    forced = true;  // new K and G_max: always re-plan
+    // New K and G_max: re-planned, but a regroup (a flush of every group) only when the
+    // grouping in force has more groups than the new stage allows or the gain pays for
+    // it; otherwise only the exchange periods change, which costs no step.
+    forced = current.size() > planConfig().max_groups;
   }
   for (const auto& w : s) {
     GSGD_DEBUG("worker " << w.id << ": overhead " << w.overhead_ms << " ms, " << w.samples_per_ms
                          << " samples/ms, t(b0) " << w.stepMs(base_batch_) << " ms"
                          << (detector_.isStraggler(w.id) ? " [straggler]" : ""));
   }
-  if (detector_.update(s, base_batch_)) {
-    std::ostringstream os;
-    os << "stragglers changed (now " << detector_.stragglers() << ")";
-    straggler_change_ = os.str();
-    std::ostringstream who;
-    for (const auto& w : s) {
-      if (detector_.isStraggler(w.id)) who << ' ' << w.id;
-    }
-    GSGD_INFO("straggler set changed: [" << who.str() << " ] of " << s.size()
-                                         << " profiled worker(s)");
-  }
   if (membership_change_ && complete) {
     trigger = trigger.empty() ? *membership_change_ : trigger + ", " + *membership_change_;
-    forced = true;
+    // While everybody still shares group 0 a join needs no placing: the plan must pay
+    // for a split (the gain margin), so a few noisy first steps split nobody.
+    forced = forced || !oneGroup();
     membership_change_.reset();
   }
-  const auto current = currentGroups(registry);
   // The straggler change is judged once the decider may act on it; until then it waits.
   // A straggler still sharing a group with non-stragglers stays a question every window:
   // the window that flagged it often mixes its old and new step times, so the first
@@ -232,7 +294,7 @@ ControlActions AdaptiveController::window(const Registry& registry, Clock::time_
                 << policy::evaluatePlan(s, current, planConfig()).describe() << ", best "
                 << policy::planGroups(s, planConfig()).describe());
     }
-    if (forced) {
+    if (forced || act.stage_change) {
       // Same grouping is still best: keep it, but adopt the stage's exchange periods.
       auto eval = policy::evaluatePlan(s, current, planConfig());
       for (std::size_t gi = 0; gi < current.size(); ++gi) {
@@ -262,11 +324,18 @@ ControlActions AdaptiveController::window(const Registry& registry, Clock::time_
     std::uint32_t total = 0;
     for (auto b : cur) total += b;
     auto target = policy::allocateBatches(ms, total, {cfg_.min_batch, cfg_.max_batch});
-    auto next = policy::dampedUpdate(cur, target, {cfg_.min_batch, cfg_.max_batch}, {});
+    // A fresh estimate (the first one, or one restarted by a detected change) is trusted
+    // at once; otherwise the damped controller keeps noise from moving batches.
+    bool undamped = !batched_once_;
+    for (auto id : members) undamped = undamped || undamped_.count(id) > 0;
+    auto next =
+        undamped ? target : policy::dampedUpdate(cur, target, {cfg_.min_batch, cfg_.max_batch}, {});
+    for (auto id : members) undamped_.erase(id);
     if (next != cur) {
       for (std::size_t i = 0; i < members.size(); ++i) act.rebatch[members[i]] = next[i];
     }
   }
+  if (complete) batched_once_ = true;
   act.periods = periods_;
   return act;
 }

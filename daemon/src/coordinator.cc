@@ -273,10 +273,9 @@ void Coordinator::onRegister(const zmq::message_t& from, const InMessage& msg,
     return onNodeRegister(from, msg, node);
   }
   if (w.role == WorkerRole::kTrainer) {
-    // Adaptive mode profiles everybody in one group first; later joiners go to the
-    // smallest group until the next window re-plans.
-    const std::uint32_t slots =
-        adaptive_ && adaptive_->stage() == policy::Stage::kProfiling ? 1 : cfg_.groupCount();
+    // Adaptive mode trains everybody in one group until a plan splits it; later joiners
+    // go to the smallest group until the next window re-plans.
+    const std::uint32_t slots = adaptive_ && adaptive_->oneGroup() ? 1 : cfg_.groupCount();
     w.group = policy_->groupFor(registry_, slots);
     if (groupFailed(w.group)) {
       auto live = liveGroupFor();
@@ -366,15 +365,13 @@ void Coordinator::onHeartbeat(const zmq::message_t& from, const InMessage& msg,
   }
   auto hb = h.getBody().getHeartbeat();
   w->last_seen = Clock::now();
+  if (w->role == WorkerRole::kTrainer) observeSteps(*w, msg);  // before steps is updated
   w->samples_trained = hb.getSamplesTrained();
   w->steps = hb.getSteps();
   w->last_loss = hb.getLastLoss();
   w->compute_ms = hb.getComputeMs();
   w->comm_ms = hb.getCommMs();
   w->wait_ms = hb.getWaitMs();
-  if (adaptive_ && w->role == WorkerRole::kTrainer && hb.getBatchSize() > 0 && hb.getComputeMs() > 0) {
-    adaptive_->observe(w->id, {hb.getBatchSize(), hb.getComputeMs(), hb.getCommMs()});
-  }
   if (w->role == WorkerRole::kEvaluator && hb.getTestAccuracy() >= 0) {
     w->test_accuracy = hb.getTestAccuracy();
     w->evaluated_version = hb.getEvaluatedVersion();
@@ -654,7 +651,10 @@ nlohmann::json Coordinator::finish(const std::string& reason) {
     workers.push_back({{"id", id}, {"name", w.name}, {"group", w.group}, {"batch", w.batch_size},
                        {"steps", w.steps}, {"samples", w.samples_trained},
                        {"state", workerStateName(w.state)}, {"compute_ms", w.compute_ms},
-                       {"comm_ms", w.comm_ms}, {"wait_ms", w.wait_ms}});
+                       {"comm_ms", w.comm_ms}, {"wait_ms", w.wait_ms},
+                       {"total_compute_s", w.total_compute_ms / 1000},
+                       {"total_comm_s", w.total_comm_ms / 1000},
+                       {"total_wait_s", w.total_wait_ms / 1000}});
   }
   nlohmann::json summary = {
       {"mode", modeName(cfg_.mode)},
@@ -729,6 +729,11 @@ void Coordinator::controlWindow() {
   if (stopping_) return;
   const ControlActions act = adaptive_->window(registry_, Clock::now(), registry_.samplesTrained(),
                                                cfg_.max_samples);
+  for (const auto& d : act.detections) {
+    event("straggler", d.text);
+    events_.back().update({{"worker", d.worker}, {"onset", d.straggler}, {"step", d.step},
+                           {"ratio", d.ratio}, {"steps", d.steps}, {"action", d.action}});
+  }
   if (act.stage_change) {
     event("stage", std::string("-> ") + policy::stageName(act.stage_change->to) + " (" +
                        act.stage_change->cause + ")");

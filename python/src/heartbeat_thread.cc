@@ -69,7 +69,9 @@ void HeartbeatThread::loop() {
                               t.test_accuracy,
                               t.evaluated_version,
                               t.batch_size,
-                              meanSince(t.wait_ms, reported_.wait_ms, window)};
+                              meanSince(t.wait_ms, reported_.wait_ms, window),
+                              {},
+                              false};
     reported_ = t;
     lock.unlock();  // the request may take up to the timeout; publish() must not wait
     auto hb = coord_.heartbeat(a, st);

@@ -36,27 +36,40 @@ RUN_KEYS = ("time_to_target_s", "reached", "final_test_acc", "mean_staleness",
 
 
 def check_straggler(rows, summary, errors):
-    runs = [r for r in rows if "mode" in r and "kind" in r]
+    runs = [r for r in rows if "mode" in r and "case" in r]
     if not runs:
         errors.append("no per-run lines")
     for r in runs:
-        tag = "%s-%sx-%s" % (r.get("kind"), r.get("slowdown"), r.get("mode"))
+        tag = "%s-%s" % (r.get("case"), r.get("mode"))
         if "error" in r:
             errors.append("%s: %s" % (tag, r["error"]))
             continue
-        for key in RUN_KEYS:
+        for key in RUN_KEYS + ("time_to_s", "throughput_sps", "breakdown", "detections"):
             if key not in r:
                 errors.append("%s: no '%s'" % (tag, key))
-        for key in ("final_test_acc", "regroups", "samples_dropped", "elapsed_s"):
+        for key in ("final_test_acc", "regroups", "samples_dropped", "elapsed_s",
+                    "throughput_sps"):
             if not number(r.get(key)):
                 errors.append("%s: '%s' is not a number" % (tag, key))
         if r.get("reached") and not number(r.get("time_to_target_s")):
             errors.append("%s: reached but no time_to_target_s" % tag)
+        bd = r.get("breakdown")
+        if not isinstance(bd, dict) or not all(
+                number(bd.get(k)) for k in ("compute", "push_pull", "barrier_wait", "idle")):
+            errors.append("%s: breakdown lacks compute/push_pull/barrier_wait/idle" % tag)
     if summary.get("runs") != len(runs):
         errors.append("summary counts %s runs, %d lines" % (summary.get("runs"), len(runs)))
-    for key in ("time_to_target_s", "time_ratio_vs_no_straggler", "adaptive_vs_sync"):
+    for key in ("results", "ratios", "time_to_target_s", "time_ratio_vs_no_straggler",
+                "adaptive_vs_sync"):
         if not isinstance(summary.get(key), dict):
             errors.append("summary has no '%s' object" % key)
+    for case, modes in (summary.get("results") or {}).items():
+        for mode, e in modes.items():
+            for key in ["time_to_%s_s" % t for t in summary.get("targets") or []] + [
+                    "throughput_sps"]:
+                st = e.get(key)
+                if not isinstance(st, dict) or not all(k in st for k in ("median", "min", "max", "n")):
+                    errors.append("%s-%s: '%s' is not {median, min, max, n}" % (case, mode, key))
 
 
 def check_memory(rows, summary, errors):

@@ -1,37 +1,48 @@
 #!/usr/bin/env bash
-# The straggler benchmark: scripts/demo.sh --json over and over, 8 workers of which one is
-# a straggler F times slower (F = 1, 2, 4, 8) of three kinds, for every training mode:
+# The straggler benchmark: scripts/demo.sh --json over and over, W workers of which N are
+# stragglers F times slower, of five kinds:
+#   none      no straggler (the baseline of every ratio)
 #   compute   --slowdown F
 #   link      --link-ms (F-1)*STEP_MS     (a fixed delay on every exchange)
 #   erratic   --erratic P:(F-1)*STEP_MS/P (random pauses; the mean step is F times longer)
-# (STEP_MS = the normal step: device time 10 ms + ~2 ms; F = 1 is one run per mode, kind
-# "none"). Two runs per case: to the target accuracy (time_to_target_s) and, separately,
-# a fixed sample budget (final_test_acc). One JSON line per run on stdout, then a summary
-# JSON line; raw demo output under results/straggler-<UTC time>/; plots (gnuplot) of time
-# to target vs slowdown per kind, and accuracy vs time at 4x compute, into docs/img/.
+#   midrun    --schedule: F times slower from ON s to OFF s of the worker's life, then normal
+# (STEP_MS = the normal step: device time + ~2 ms). A case is KIND-Fx-NofW (compute-4x-1of8);
+# every case runs --repeats times (default 3) per mode, each run to the highest target
+# (times to the lower targets from the same run's progress lines) and, with --budget N,
+# once more per repeat to a fixed sample budget (final_test_acc). One JSON line per run on
+# stdout, then the summary JSON line (medians, min-max, ratios of medians, the time
+# breakdown of the 4x compute case); a Markdown table on stderr and in the results
+# directory; raw demo output under results/straggler-<UTC time>/; plots (gnuplot).
 # Usually started as `scripts/bench.sh straggler [options]`.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 
-quick=0 kinds="compute link erratic" slowdowns="1 2 4 8" modes="sync async grouped2 grouped4 adaptive"
-target=0.85 budget=200000 max_seconds=300 workers=8 device_ms=10 step_ms=12 stall_prob=0.1
-repeats=1 plots=1 img_dir=""
+quick=0 kinds="" slowdowns="4" modes="sync adaptive"
+cases="none-1x-0of8 compute-4x-1of8 link-4x-1of8 erratic-4x-1of8 midrun-4x-1of8 compute-4x-2of8 compute-4x-4of8 none-1x-0of16 compute-4x-2of16"
+targets="0.85 0.88" budget=0 max_seconds=300 device_ms=10 step_ms=12 stall_prob=0.1
+midrun="2 12" repeats=3 plots=1 img_dir=""
 usage() {
   cat <<USAGE
 usage: scripts/bench/straggler.sh [options]
-  --quick            compute kind, slowdown 1 and 4, sync and adaptive, demo --quick
-                     (target 0.80, 50 s per run), no sample-budget runs; plots into the
-                     results directory. Checks the output, not the speed (~2-4 minutes).
-                     Options given with it override these (--quick --modes adaptive).
-  --kinds "K..."     of compute link erratic (default all)
-  --slowdowns "F..." (default "1 2 4 8")
-  --modes "M..."     of sync async grouped2 grouped4 adaptive (groupedG = grouped, G groups)
-  --target A         target test accuracy (default 0.85)
-  --budget N         samples of the fixed-budget runs; 0 = none (default 200000)
+  --quick            cases none-1x-0of8 and compute-4x-1of8, sync and adaptive, one run
+                     each, demo --quick (target 0.80, 50 s per run); plots into the results
+                     directory. Checks the output, not the speed (~1-2 minutes). Options
+                     given with it override these (--quick --modes adaptive).
+  --cases "C..."     cases KIND-Fx-NofW, KIND of none compute link erratic midrun (default:
+                     $cases)
+  --kinds "K..."     instead of --cases: these kinds at every --slowdowns F, one straggler of
+                     8, plus none-1x-0of8
+  --slowdowns "F..." with --kinds (default "4")
+  --modes "M..."     of sync async grouped2 grouped4 adaptive (default "sync adaptive")
+  --targets "A..."   target test accuracies; each run goes to the highest (default "0.85 0.88")
+  --target A         one target (same as --targets A)
+  --repeats R        runs per case and mode (default 3; --quick 1)
+  --budget N         also a run per repeat to N samples (final_test_acc); 0 = none (default)
   --max-seconds S    per run (default 300)
+  --device-ms D      emulated device time per step (default 10)
   --step-ms T        the normal step time used to size link and erratic delays (default 12)
   --stall-prob P     erratic: chance of a pause per step (default 0.1)
-  --repeats R        runs per case (default 1)
+  --midrun "ON OFF"  midrun: slow from ON to OFF seconds of the worker's life (default "2 12")
   --img-dir DIR      where the PNGs go (default docs/img; with --quick the results dir)
   --no-plots         skip gnuplot
 USAGE
@@ -39,16 +50,20 @@ USAGE
 # --quick sets the defaults below; options given beside it (--modes, ...) still win.
 for arg in "$@"; do
   if [[ $arg == --quick ]]; then
-    quick=1 kinds=compute slowdowns="1 4" modes="sync adaptive" target=0.80 budget=0 max_seconds=50
+    quick=1 cases="none-1x-0of8 compute-4x-1of8" modes="sync adaptive" targets=0.80 budget=0
+    max_seconds=50 repeats=1
   fi
 done
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --quick) shift ;;
+    --cases) cases=$2; shift 2 ;;
     --kinds) kinds=$2; shift 2 ;;
     --slowdowns) slowdowns=$2; shift 2 ;;
     --modes) modes=$2; shift 2 ;;
-    --target) target=$2; shift 2 ;;
+    --target|--targets) targets=$2; shift 2 ;;
+    --device-ms) device_ms=$2; shift 2 ;;
+    --midrun) midrun=$2; shift 2 ;;
     --budget) budget=$2; shift 2 ;;
     --max-seconds) max_seconds=$2; shift 2 ;;
     --step-ms) step_ms=$2; shift 2 ;;
@@ -60,6 +75,14 @@ while [[ $# -gt 0 ]]; do
     *) echo "straggler: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
+if [[ -n $kinds ]]; then
+  cases="none-1x-0of8"
+  for f in $slowdowns; do
+    [[ $f == 1 ]] && continue
+    for k in $kinds; do cases+=" $k-${f}x-1of8"; done
+  done
+fi
+target=$(tr ' ' '\n' <<<"$targets" | sort -g | tail -1)
 run_dir=${GROUPSGD_RESULTS_DIR:-$root/results}/straggler-$(date -u +%Y%m%dT%H%M%SZ)
 mkdir -p "$run_dir"
 if [[ -z $img_dir ]]; then
@@ -79,6 +102,7 @@ straggler_args() {
     compute) echo "--slowdown $f" ;;
     link) echo "--slowdown 1 --link-ms $(awk -v f="$f" -v t="$step_ms" 'BEGIN { print (f - 1) * t }')" ;;
     erratic) echo "--slowdown 1 --erratic $stall_prob:$(awk -v f="$f" -v t="$step_ms" -v p="$stall_prob" 'BEGIN { print (f - 1) * t / p }')" ;;
+    midrun) set -- $midrun; echo "--slowdown 1 --schedule ${1}s:slowdown=$f,${2}s:slowdown=1" ;;
     *) log "unknown kind '$kind'"; return 1 ;;
   esac
 }
@@ -93,10 +117,13 @@ mode_args() {
 
 # One demo run; appends its JSON line to $runs and prints it.
 run_one() {
-  local kind=$1 f=$2 mode=$3 what=$4 rep=$5
-  local tag="$kind-${f}x-$mode-$what-r$rep" rc=0 started
+  local case=$1 mode=$2 what=$3 rep=$4
+  local kind=${case%%-*} rest=${case#*-}
+  local f=${rest%%x-*} counts=${rest#*x-}
+  local n=${counts%%of*} w=${counts#*of}
+  local tag="$case-$mode-$what-r$rep" rc=0 started
   # Progress lines every 250 ms (the evaluator reports every 500 ms) for accuracy vs time.
-  local args=(--workers "$workers" --stragglers 1 --device-ms "$device_ms" --json
+  local args=(--workers "$w" --stragglers "$n" --device-ms "$device_ms" --json
     --daemon-args "--progress-ms 250")
   # shellcheck disable=SC2207  # the helpers print flags meant to be word-split
   args+=($(mode_args "$mode") $(straggler_args "$kind" "$f"))
@@ -110,28 +137,28 @@ run_one() {
   started=$(date +%s.%N)
   "$root/scripts/demo.sh" "${args[@]}" >"$run_dir/$tag.out" 2>"$run_dir/$tag.err" || rc=$?
   python3 "$root/scripts/bench/straggler_summary.py" run --out "$run_dir/$tag.out" --rc "$rc" \
-    --kind "$kind" --slowdown "$f" --mode "$mode" --run "$what" --repeat "$rep" \
+    --case "$case" --mode "$mode" --run "$what" --repeat "$rep" --targets "$targets" \
     --wall "$(awk -v a="$started" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')" | tee -a "$runs"
 }
 
+for c in $cases; do
+  [[ $c =~ ^(none|compute|link|erratic|midrun)-[0-9.]+x-[0-9]+of[0-9]+$ ]] ||
+    { log "bad case '$c' (KIND-Fx-NofW, e.g. compute-4x-1of8)"; exit 2; }
+done
 log "results in $run_dir"
+# Repeats outermost, so a load spike on the shared machine hits one repeat of every case
+# rather than every repeat of one case.
 for rep in $(seq 1 "$repeats"); do
   for what in target budget; do
     [[ $what == budget && $budget == 0 ]] && continue
-    for mode in $modes; do
-      for f in $slowdowns; do
-        if [[ $f == 1 ]]; then
-          run_one none 1 "$mode" "$what" "$rep"
-          continue
-        fi
-        for kind in $kinds; do run_one "$kind" "$f" "$mode" "$what" "$rep"; done
-      done
+    for c in $cases; do
+      for mode in $modes; do run_one "$c" "$mode" "$what" "$rep"; done
     done
   done
 done
 
-summary_args=(summary --runs "$runs" --dir "$run_dir" --target "$target" --budget "$budget"
-  --workers "$workers" --img-dir "$img_dir")
+summary_args=(summary --runs "$runs" --dir "$run_dir" --targets "$targets" --budget "$budget"
+  --img-dir "$img_dir")
 [[ $quick == 1 ]] && summary_args+=(--quick)
 [[ $plots == 0 ]] && summary_args+=(--no-plots)
 status=0

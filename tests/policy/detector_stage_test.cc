@@ -1,5 +1,6 @@
 #include <doctest/doctest.h>
 
+#include <optional>
 #include <random>
 
 #include "groupsgd/daemon/policy/speed_model.h"
@@ -9,46 +10,120 @@
 using namespace groupsgd::daemon::policy;
 
 namespace {
-std::vector<WorkerSpeed> fleet(double slow_factor) {
-  std::vector<WorkerSpeed> w;
-  for (std::uint64_t i = 1; i <= 8; ++i) w.push_back({i, 0.0, 4.0});
-  w[7].samples_per_ms /= slow_factor;
-  return w;
-}
+
+// Eight workers stepping together; worker 8's step time is `slow(step)` x the others'.
+// Returns the changes of each round, evaluated after every step as the coordinator would
+// after an early heartbeat. Step times carry multiplicative noise of +-`noise`.
+struct Fleet {
+  StragglerDetector d;
+  std::mt19937 rng{7};
+  double noise = 0.1;
+  std::uint64_t step = 0;
+  explicit Fleet(StragglerConfig cfg = {}) : d(cfg) {}
+  std::vector<StragglerChange> round(double slow_factor, std::size_t slow_workers = 1) {
+    std::uniform_real_distribution<double> jitter(1.0 - noise, 1.0 + noise);
+    ++step;
+    for (std::uint64_t id = 1; id <= 8; ++id) {
+      const bool slow = id > 8 - slow_workers;
+      d.addStep(id, 12.0 * jitter(rng) * (slow ? slow_factor : 1.0), step);
+    }
+    return d.evaluate();
+  }
+};
+
 }  // namespace
 
-TEST_CASE("detector: flags after M slow windows, clears only after the longer recovery") {
-  StragglerDetector d({1.5, 3, 1.2, 5});
-  CHECK_FALSE(d.update(fleet(4), 32));
-  CHECK_FALSE(d.update(fleet(4), 32));
-  CHECK_FALSE(d.isStraggler(8));
-  CHECK(d.update(fleet(4), 32));  // third consecutive window
-  CHECK(d.isStraggler(8));
-  CHECK_FALSE(d.isStraggler(1));
-  for (int i = 0; i < 4; ++i) CHECK_FALSE(d.update(fleet(1), 32));
-  CHECK(d.isStraggler(8));  // still flagged: recovery needs 5 windows
-  CHECK(d.update(fleet(1), 32));
-  CHECK_FALSE(d.isStraggler(8));
+TEST_CASE("detector: a 4x onset is flagged within 5 steps, its recovery within 5 steps") {
+  Fleet f;
+  for (int i = 0; i < 20; ++i) REQUIRE(f.round(1.0).empty());
+  const std::uint64_t onset = f.step + 1;
+  std::optional<StragglerChange> on;
+  for (int i = 0; i < 10 && !on; ++i) {
+    auto c = f.round(4.0);
+    if (!c.empty()) on = c.front();
+  }
+  REQUIRE(on);
+  CHECK(on->worker == 8);
+  CHECK(on->straggler);
+  CHECK(on->step - onset + 1 <= 5);  // steps of the straggler since the onset, inclusive
+  CHECK(on->step - onset + 1 == 3);  // exactly three slow steps are needed
+  CHECK(on->ratio == doctest::Approx(4.0).epsilon(0.3));
+  CHECK(f.d.isStraggler(8));
+  CHECK(f.d.stragglers() == 1);
+  for (int i = 0; i < 30; ++i) CHECK(f.round(4.0).empty());  // stays flagged, no repeats
+  const std::uint64_t back = f.step + 1;
+  std::optional<StragglerChange> off;
+  for (int i = 0; i < 10 && !off; ++i) {
+    auto c = f.round(1.0);
+    if (!c.empty()) off = c.front();
+  }
+  REQUIRE(off);
+  CHECK(off->worker == 8);
+  CHECK_FALSE(off->straggler);
+  CHECK(off->step - back + 1 <= 5);
+  CHECK_FALSE(f.d.isStraggler(8));
 }
 
-TEST_CASE("detector: a transient stall (one slow window) never flags") {
-  StragglerDetector d({1.5, 3, 1.2, 5});
-  for (int i = 0; i < 30; ++i) {
-    d.update(fleet(i % 3 == 0 ? 4.0 : 1.0), 32);
-    CHECK(d.stragglers() == 0);
-  }
+TEST_CASE("detector: noise within bounds flags nobody") {
+  Fleet f;
+  f.noise = 0.3;  // every step anywhere in 0.7x..1.3x: far more than a quiet machine
+  for (int i = 0; i < 2000; ++i) REQUIRE(f.round(1.0).empty());
+  // A worker 1.6x slow is between the two ratios: no change either way (hysteresis).
+  f.noise = 0.1;
+  for (int i = 0; i < 200; ++i) REQUIRE(f.round(1.6).empty());
 }
 
-TEST_CASE("detector: noise around the median flags nobody") {
-  std::mt19937 rng(3);
-  std::normal_distribution<double> noise(1.0, 0.08);
-  StragglerDetector d;
-  for (int i = 0; i < 200; ++i) {
-    auto f = fleet(1);
-    for (auto& w : f) w.samples_per_ms *= noise(rng);
-    d.update(f, 32);
-  }
-  CHECK(d.stragglers() == 0);
+TEST_CASE("detector: a single outlier step, or two apart, is ignored") {
+  Fleet f;
+  for (int i = 0; i < 10; ++i) f.round(1.0);
+  CHECK(f.round(20.0).empty());  // one stall of 20x
+  for (int i = 0; i < 5; ++i) CHECK(f.round(1.0).empty());
+  for (int i = 0; i < 20; ++i) CHECK(f.round(i % 2 == 0 ? 10.0 : 1.0).empty());  // every other step
+  CHECK(f.d.stragglers() == 0);
+  // A flagged straggler with one quick step stays flagged.
+  for (int i = 0; i < 3; ++i) f.round(4.0);
+  REQUIRE(f.d.isStraggler(8));
+  CHECK(f.round(1.0).empty());
+  for (int i = 0; i < 5; ++i) CHECK(f.round(4.0).empty());
+  CHECK(f.d.isStraggler(8));
+}
+
+TEST_CASE(
+    "detector: half the workers slow are still stragglers (the reference is the 40th percentile)") {
+  Fleet f;
+  for (int i = 0; i < 5; ++i) f.round(1.0);
+  std::size_t flagged = 0;
+  for (int i = 0; i < 5; ++i) flagged += f.round(4.0, 4).size();
+  CHECK(flagged == 4);
+  CHECK(f.d.stragglers() == 4);
+  for (std::uint64_t id = 5; id <= 8; ++id) CHECK(f.d.isStraggler(id));
+}
+
+TEST_CASE("detector: the configured step counts and ratios are used") {
+  Fleet f({1.5, 5, 1.2, 4});
+  for (int i = 0; i < 5; ++i) f.round(1.0);
+  for (int i = 0; i < 4; ++i) CHECK(f.round(2.0).empty());
+  auto c = f.round(2.0);  // the fifth slow step
+  REQUIRE(c.size() == 1);
+  CHECK(c.front().steps == 5);
+  f.d.forget(8);
+  CHECK_FALSE(f.d.isStraggler(8));
+}
+
+TEST_CASE("detector: a worker's first steps are not judged") {
+  Fleet f;
+  for (int i = 0; i < 4; ++i) CHECK(f.round(4.0).empty());  // slow from its first step
+  CHECK(f.round(4.0).size() == 1);                          // judged from its fifth
+}
+
+TEST_CASE("speed model: a restarted estimate follows the new speed at once") {
+  SpeedEstimator e(16, 0.2);
+  for (int i = 0; i < 16; ++i) e.add({32, 16.0, 1.0});
+  for (int i = 0; i < 3; ++i) e.add({32, 64.0, 1.0});
+  CHECK(e.estimate(1).samples_per_ms > 1.5);  // the trimmed window still says 2/ms
+  e.keepLast(3);
+  CHECK(e.samples() == 3);
+  CHECK(e.estimate(1).samples_per_ms == doctest::Approx(0.5));
 }
 
 TEST_CASE("speed model: fits overhead and throughput from varying batches, ignores a stall") {
@@ -94,6 +169,13 @@ TEST_CASE("stages: profiling -> coarse after the profiled steps -> fine when the
   CHECK(f->to == Stage::kFine);
   CHECK(f->cause.find("flattened") != std::string::npos);
   CHECK(s.exchangePeriod() == cfg.fine_period);
+}
+
+TEST_CASE("stages: without profile_steps (the default) training starts in the coarse stage") {
+  StageController s;
+  CHECK(s.stage() == Stage::kCoarse);
+  CHECK(s.maxGroups() == StageConfig{}.coarse_max_groups);
+  CHECK_FALSE(s.update(0, 2.0, 0, 0));
 }
 
 TEST_CASE("stages: coarse -> fine at the configured fraction of the sample budget") {

@@ -82,10 +82,7 @@ TEST_CASE("adaptive: a worker that slows 1x -> 4x is moved to its own group, and
                 {"min_batch", 24},
                 {"min_gain", 0.05},
                 {"staleness_penalty", 0.3},
-                {"profile_steps", 10},
                 {"min_regroup_interval_ms", 1500},
-                {"straggler_enter_windows", 2},
-                {"straggler_exit_windows", 3},
                 {"estimator_window", 8}}}};
   Run r(cfg, {"--max-seconds", "17"});
   r.worker({"--device-ms", "30", "--name", "slow", "--schedule", "3s:slowdown=4,10s:slowdown=1"});
@@ -122,7 +119,7 @@ TEST_CASE("adaptive: batches follow speed inside a group (a 3x slower worker get
   json cfg = {{"mode", "adaptive"},
               {"workers", 3},
               {"heartbeat_ms", 150},
-              {"adaptive", {{"control_ms", 300}, {"profile_steps", 10}, {"min_batch", 4}}}};
+              {"adaptive", {{"control_ms", 300}, {"min_batch", 4}}}};
   Run r(cfg, {"--max-seconds", "8"});
   // Emulated device time dominates each step, so a loaded machine's noise in the real
   // compute (tens of ms at a load of 10 on 2 cores) does not make "a" or "b" look slow.

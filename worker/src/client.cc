@@ -112,6 +112,16 @@ Result<HeartbeatAnswer> CoordinatorClient::heartbeat(const Assignment& a,
   hb.setEvaluatedVersion(stats.evaluated_version);
   hb.setBatchSize(stats.batch_size);
   hb.setWaitMs(stats.wait_ms);
+  hb.setSpeedChanged(stats.speed_changed);
+  auto steps = hb.initRecentSteps(static_cast<unsigned>(stats.recent.size()));
+  for (unsigned i = 0; i < stats.recent.size(); ++i) {
+    const StepTiming& t = stats.recent[i];
+    steps[i].setStep(t.step);
+    steps[i].setBatch(t.batch);
+    steps[i].setComputeMs(t.compute_ms);
+    steps[i].setCommMs(t.comm_ms);
+    steps[i].setWaitMs(t.wait_ms);
+  }
   auto reply = call(std::move(out));
   if (!reply) return reply.status();
   if (reply->kind() != BodyKind::HEARTBEAT_REPLY) {

@@ -12,6 +12,7 @@
 #include "groupsgd/dataset/idx.h"
 #include "groupsgd/kernels/model.h"
 #include "groupsgd/kernels/model_device.h"
+#include "groupsgd/worker/step_watch.h"
 #include "registration.h"
 #include "shared_device.h"
 
@@ -34,6 +35,8 @@ bool noAnswer(const Status& s) {
 
 // Exit code of a trainer quarantined for repeated bad updates.
 constexpr int kQuarantinedExit = 3;
+// Steps a heartbeat carries one by one (Heartbeat.recentSteps); older ones only in means.
+constexpr std::size_t kReportedSteps = 32;
 
 // Per-heartbeat-window means of the step-time breakdown.
 struct Window {
@@ -102,6 +105,8 @@ class Trainer {
   // samples_trained_/steps_ count this registration (reported to the coordinator);
   // total_steps_ counts the whole process life (schedule, --max-steps).
   std::uint64_t samples_trained_ = 0, steps_ = 0, total_steps_ = 0;
+  StepWatch watch_;                 // when to heartbeat early
+  std::vector<StepTiming> recent_;  // steps since the last heartbeat, newest last
   std::mt19937_64 rng_{opts_.seed != 0 ? opts_.seed : static_cast<std::uint64_t>(::getpid())};
   std::uniform_real_distribution<double> uniform_{0.0, 1.0};
 };
@@ -161,6 +166,7 @@ bool Trainer::register_(std::uint64_t keep_id) {
     (void)coord_.leave(a_, samples_trained_, steps_);
     samples_trained_ = 0;
     steps_ = 0;
+    watch_.restart();  // a new id: the coordinator measures it from scratch
   }
   // The first registration waits --connect-timeout-ms for the daemon, later ones (a
   // restarted head) --give-up-s.
@@ -322,14 +328,39 @@ int Trainer::run() {
     ++steps_;
     ++total_steps_;
     step_ = ans->step;
-    window.add(compute_ms, std::max(0.0, rtt_ms - ans->wait_ms), ans->wait_ms);
+    const double own_comm_ms = std::max(0.0, rtt_ms - ans->wait_ms);
+    window.add(compute_ms, own_comm_ms, ans->wait_ms);
+    // The first step of a registration (cold caches, the first pull) says little about
+    // this worker's speed; the others go to the coordinator one by one.
+    bool early = false;
+    if (steps_ > 1) {
+      recent_.push_back({total_steps_, batch, static_cast<float>(compute_ms),
+                         static_cast<float>(own_comm_ms), static_cast<float>(ans->wait_ms)});
+      if (recent_.size() > kReportedSteps) recent_.erase(recent_.begin());
+      // The step's time at the reference batch, barrier wait left out: a shift in it is a
+      // change of this worker's speed, not of its group's.
+      early = watch_.add(own_comm_ms + compute_ms * std::max<std::uint32_t>(1, reference_batch_) /
+                                           std::max<std::uint32_t>(1, batch));
+    }
     if (!ans->accepted) GSGD_DEBUG("gradient dropped: " << ans->reason);
     follow(*ans);
 
-    if (!stop_ && Clock::now() >= next_heartbeat) {
-      HeartbeatStats st{samples_trained_, steps_, last_loss, window.mean(window.compute_ms),
-                        window.mean(window.comm_ms), -1.0f, 0, batch,
-                        window.mean(window.wait_ms)};
+    if (!stop_ && (early || Clock::now() >= next_heartbeat)) {
+      HeartbeatStats st{samples_trained_,
+                        steps_,
+                        last_loss,
+                        window.mean(window.compute_ms),
+                        window.mean(window.comm_ms),
+                        -1.0f,
+                        0,
+                        batch,
+                        window.mean(window.wait_ms),
+                        {},
+                        false};
+      st.recent = std::move(recent_);
+      st.speed_changed = early;
+      recent_.clear();
+      watch_.reported();
       window = Window{};
       next_heartbeat = Clock::now() + std::chrono::milliseconds(a_.heartbeat_ms);
       auto hb = coord_.heartbeat(a_, st);

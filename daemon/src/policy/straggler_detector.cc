@@ -1,38 +1,71 @@
 #include "groupsgd/daemon/policy/straggler_detector.h"
 
 #include <algorithm>
-#include <vector>
 
 namespace groupsgd::daemon::policy {
 
-bool StragglerDetector::update(std::span<const WorkerSpeed> speeds, std::uint32_t nominal_batch) {
-  if (speeds.empty()) return false;
-  std::vector<double> t;
-  for (const auto& s : speeds) t.push_back(s.stepMs(nominal_batch));
-  std::vector<double> sorted = t;
-  std::nth_element(sorted.begin(), sorted.begin() + static_cast<std::ptrdiff_t>(sorted.size() / 2),
-                   sorted.end());
-  const double median = sorted[sorted.size() / 2];
-  bool changed = false;
-  for (std::size_t i = 0; i < speeds.size(); ++i) {
-    State& s = state_[speeds[i].id];
-    s.ratio = median > 0 ? t[i] / median : 1;
-    s.above = s.ratio > cfg_.enter_ratio ? s.above + 1 : 0;
-    s.below = s.ratio < cfg_.exit_ratio ? s.below + 1 : 0;
-    if (!s.straggler && s.above >= cfg_.enter_windows) {
-      s.straggler = true;
-      changed = true;
-    } else if (s.straggler && s.below >= cfg_.exit_windows) {
-      s.straggler = false;
-      changed = true;
+double medianOfLast(const std::deque<double>& values, std::size_t n) {
+  if (values.empty()) return 0;
+  n = std::min(n, values.size());
+  std::vector<double> v(values.end() - static_cast<std::ptrdiff_t>(n), values.end());
+  std::sort(v.begin(), v.end());
+  return n % 2 == 1 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+std::size_t StragglerDetector::keep() const {
+  return std::max<std::size_t>({1, cfg_.enter_steps, cfg_.exit_steps});
+}
+
+void StragglerDetector::addStep(std::uint64_t id, double step_ms, std::uint64_t step) {
+  if (!(step_ms > 0)) return;
+  State& s = state_[id];
+  s.recent.push_back(step_ms);
+  s.last_step = step;
+  ++s.seen;
+  while (s.recent.size() > keep()) s.recent.pop_front();
+}
+
+std::vector<StragglerChange> StragglerDetector::evaluate() {
+  std::vector<StragglerChange> out;
+  std::vector<double> levels;
+  for (const auto& [id, s] : state_) {
+    if (!s.recent.empty()) levels.push_back(medianOfLast(s.recent, keep()));
+  }
+  if (levels.size() < 2) return out;
+  std::sort(levels.begin(), levels.end());
+  const double reference = levels[(levels.size() - 1) * 2 / 5];
+  if (!(reference > 0)) return out;
+  for (auto& [id, s] : state_) {
+    if (s.recent.empty()) continue;
+    s.ratio = medianOfLast(s.recent, keep()) / reference;
+    const std::uint32_t need = s.straggler ? cfg_.exit_steps : cfg_.enter_steps;
+    if (need == 0 || s.recent.size() < need || s.seen < cfg_.warmup_steps) continue;
+    const auto first = s.recent.end() - static_cast<std::ptrdiff_t>(need);
+    const bool all_slow = std::all_of(first, s.recent.end(),
+                                      [&](double t) { return t >= cfg_.enter_ratio * reference; });
+    const bool all_normal = std::all_of(first, s.recent.end(),
+                                        [&](double t) { return t <= cfg_.exit_ratio * reference; });
+    if ((!s.straggler && all_slow) || (s.straggler && all_normal)) {
+      s.straggler = !s.straggler;
+      out.push_back({id, s.straggler, s.last_step, s.ratio, need});
     }
   }
-  return changed;
+  return out;
 }
 
 bool StragglerDetector::isStraggler(std::uint64_t id) const {
   auto it = state_.find(id);
   return it != state_.end() && it->second.straggler;
+}
+
+std::uint64_t StragglerDetector::seen(std::uint64_t id) const {
+  auto it = state_.find(id);
+  return it != state_.end() ? it->second.seen : 0;
+}
+
+double StragglerDetector::ratio(std::uint64_t id) const {
+  auto it = state_.find(id);
+  return it != state_.end() ? it->second.ratio : 1.0;
 }
 
 std::size_t StragglerDetector::stragglers() const {

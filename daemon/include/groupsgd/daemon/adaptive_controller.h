@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -28,7 +29,19 @@ struct SlotAssignment {
   std::uint32_t batch = 0;
 };
 
+// A straggler's onset or recovery as the detector saw it, and what the window did about it.
+struct StragglerEvent {
+  std::uint64_t worker = 0;
+  bool straggler = false;   // true: onset; false: recovery
+  std::uint64_t step = 0;   // the worker's own step count when it was decided
+  double ratio = 1;         // its step time / the reference (median of its last steps)
+  std::uint32_t steps = 0;  // consecutive steps beyond the threshold that decided it
+  std::string action;       // "batch 32 -> 9", "regroup", "none: ..."
+  std::string text;         // one line for the event log
+};
+
 struct ControlActions {
+  std::vector<StragglerEvent> detections;
   std::optional<policy::StageChange> stage_change;
   // A regroup: where every active trainer goes, each slot's K, and why.
   std::optional<policy::RegroupDecision> regroup;
@@ -45,8 +58,9 @@ class AdaptiveController {
   using Clock = std::chrono::steady_clock;
   AdaptiveController(const AdaptiveConfig& cfg, std::uint32_t base_batch, std::uint32_t slots);
 
-  // One heartbeat's window means for a trainer.
-  void observe(std::uint64_t worker, const policy::StepSample& sample);
+  // One step of a trainer (or the means of a heartbeat's steps from a trainer that does
+  // not report single steps); step = the trainer's step count after it (0 = unknown).
+  void observe(std::uint64_t worker, const policy::StepSample& sample, std::uint64_t step = 0);
   void forget(std::uint64_t worker);
   // A trainer joined, left or died: the next window re-plans without the gain margin.
   void membershipChanged(const std::string& why);
@@ -58,6 +72,8 @@ class AdaptiveController {
                         std::uint64_t sample_budget);
 
   policy::Stage stage() const { return stages_.stage(); }
+  // True until a plan has split the trainers: new trainers join group 0 meanwhile.
+  bool oneGroup() const { return stages_.stage() == policy::Stage::kProfiling || !regrouped_; }
   std::uint32_t periodOf(std::uint32_t slot) const;
   std::size_t stragglers() const { return detector_.stragglers(); }
   void setConfig(const AdaptiveConfig& cfg);
@@ -65,6 +81,12 @@ class AdaptiveController {
 
  private:
   policy::PlanConfig planConfig() const;
+  // The detector's changes of this window; a changed worker's estimate restarts.
+  std::vector<StragglerEvent> detect();
+  ControlActions plan(const Registry& registry, Clock::time_point now, std::uint64_t samples,
+                      std::uint64_t sample_budget);
+  void describe(std::vector<StragglerEvent>* detections, const ControlActions& act,
+                const Registry& registry) const;
   std::vector<policy::WorkerSpeed> speeds(const Registry& registry, bool* complete) const;
   std::vector<std::vector<std::uint64_t>> currentGroups(const Registry& registry) const;
   // Maps plan groups onto slots keeping as many workers in place as possible.
@@ -85,6 +107,11 @@ class AdaptiveController {
   // judged it: a change seen while an estimate was missing or inside the regroup interval
   // must not be forgotten (the detector reports each change once).
   std::optional<std::string> straggler_change_;
+  // Workers whose next batch goes straight to its target (undamped): their speed estimate
+  // just restarted after a detected change, or they have not been batched yet.
+  std::set<std::uint64_t> undamped_;
+  bool batched_once_ = false;
+  bool regrouped_ = false;
   // True if some group holds both a flagged straggler and a worker that is not one.
   bool mixedGroup(const std::vector<std::vector<std::uint64_t>>& groups) const;
 };

@@ -107,6 +107,11 @@ class Coordinator {
   void onNodeRegister(const zmq::message_t& from, const InMessage& msg, WorkerRecord& rec);
   void sendAssignment(const zmq::message_t& to, const WorkerRecord& rec);
   void controlWindow();
+  // A trainer's heartbeat, before its step count is updated: adds its step times to its
+  // totals and, in adaptive mode, feeds the controller its steps one by one (or the
+  // heartbeat's means); an early heartbeat (a speed change) brings the next window forward
+  // (coordinator_adaptive.cc).
+  void observeSteps(WorkerRecord& w, const InMessage& msg);
   void applyRegroup(const ControlActions& act);
   void event(const std::string& kind, const std::string& text, double predicted_gain = 0);
   // Control socket (coordinator_control.cc).

@@ -40,6 +40,8 @@ struct WorkerRecord {
   float compute_ms = 0;
   float comm_ms = 0;
   float wait_ms = 0;
+  // Sums over every step reported so far (where its time went; the summary's worker_stats).
+  double total_compute_ms = 0, total_comm_ms = 0, total_wait_ms = 0;
   float test_accuracy = -1;
   std::uint64_t evaluated_version = 0;
 };

@@ -5,11 +5,12 @@
 #pragma once
 
 #include <chrono>
-#include <optional>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
+#include <vector>
 #include <zmq.hpp>
 
 #include "groupsgd/common/compression_spec.h"
@@ -40,6 +41,13 @@ struct Assignment {
   std::string compression = "dense";  // gradient encoding (the worker may override it)
 };
 
+// One step as the trainer's timers saw it (Heartbeat.recentSteps).
+struct StepTiming {
+  std::uint64_t step = 0;
+  std::uint32_t batch = 0;
+  float compute_ms = 0, comm_ms = 0, wait_ms = 0;
+};
+
 struct HeartbeatStats {
   std::uint64_t samples_trained = 0;
   std::uint64_t steps = 0;
@@ -50,6 +58,8 @@ struct HeartbeatStats {
   std::uint64_t evaluated_version = 0;
   std::uint32_t batch_size = 0;
   float wait_ms = 0;
+  std::vector<StepTiming> recent;  // steps since the last heartbeat, newest last
+  bool speed_changed = false;      // sent early (see Heartbeat.speedChanged)
 };
 
 struct HeartbeatAnswer {

@@ -19,7 +19,7 @@ struct WorkerSpeed {
 };
 
 struct StepSample {
-  std::uint32_t batch = 0;
+  std::uint32_t batch = 0;  // one step, or the means of a heartbeat's steps
   double compute_ms = 0;  // batch-dependent work (incl. emulated device time)
   double comm_ms = 0;     // push + reply time minus barrier wait
 };
@@ -31,6 +31,11 @@ class SpeedEstimator {
   void add(const StepSample& s);
   std::size_t samples() const { return samples_.size(); }
   bool ready(std::size_t min_samples) const { return samples_.size() >= min_samples; }
+  // Forgets all but the newest n samples: the worker's speed changed (a detected onset or
+  // recovery), and the older samples describe a worker that no longer exists.
+  void keepLast(std::size_t n) {
+    while (samples_.size() > n) samples_.pop_front();
+  }
   // The fitted model. With one batch size in the window the split between a and v is
   // not identifiable; then a = trimmed mean comm time and v = b / trimmed compute.
   WorkerSpeed estimate(std::uint64_t id) const;

@@ -1,6 +1,8 @@
-// Training stages: profiling (measure every worker, equal batches, no regrouping) ->
-// coarse (exchange period K_coarse, up to G_coarse groups) -> fine (K_fine, up to G_fine
-// groups). Profiling ends after a number of steps per worker; coarse ends when the
+// Training stages: coarse (exchange period K_coarse, up to G_coarse groups) -> fine
+// (K_fine, up to G_fine groups). Workers are measured from their first steps while they
+// train; an optional profiling stage before coarse (profile_steps > 0: everybody in one
+// group with equal batches, no regrouping) is kept for comparison. Profiling ends after
+// a number of steps per worker; coarse ends when the
 // training loss flattens (relative improvement of the windowed mean below a threshold)
 // or at a fraction of the sample budget. Pure; the coordinator feeds it.
 #pragma once
@@ -16,7 +18,7 @@ enum class Stage { kProfiling, kCoarse, kFine };
 const char* stageName(Stage s);
 
 struct StageConfig {
-  std::uint32_t profile_steps = 20;     // steps every worker must have done
+  std::uint32_t profile_steps = 0;      // > 0: a profiling stage of this many steps first
   std::uint32_t coarse_period = 4;      // K in the coarse stage
   std::uint32_t coarse_max_groups = 4;  // G_max in the coarse stage
   std::uint32_t fine_period = 1;        // K in the fine stage
@@ -33,7 +35,8 @@ struct StageChange {
 
 class StageController {
  public:
-  explicit StageController(StageConfig cfg = {}) : cfg_(cfg) {}
+  explicit StageController(StageConfig cfg = {})
+      : cfg_(cfg), stage_(cfg.profile_steps > 0 ? Stage::kProfiling : Stage::kCoarse) {}
   Stage stage() const { return stage_; }
   const StageConfig& config() const { return cfg_; }
   std::uint32_t exchangePeriod() const;
@@ -45,7 +48,7 @@ class StageController {
 
  private:
   StageConfig cfg_;
-  Stage stage_ = Stage::kProfiling;
+  Stage stage_;
   std::deque<double> losses_;
 };
 

@@ -1,32 +1,57 @@
-// Persistent-straggler detection with hysteresis. Each window, a worker's ratio
-// r = (its step time at the nominal batch) / (median over all workers) is fed in; it is
-// flagged a straggler after `enter_windows` consecutive windows with r > enter_ratio and
-// cleared after `exit_windows` consecutive windows with r < exit_ratio. A single slow
-// window (a transient stall) changes nothing: the step deadline absorbs those.
+// Persistent-straggler detection from per-step timings, with hysteresis. Each worker's
+// steps are fed in as step times at the nominal batch (compute scaled to that batch plus
+// the worker's own communication time; barrier waits excluded). The reference is the
+// 40th percentile of every worker's level (the median of its last steps), so even half
+// the workers slowing down at once cannot hide behind a median. A worker is judged once
+// it has `warmup_steps` steps (a process starting beside nine others is slow at first).
+// It is flagged a straggler once its last `enter_steps` steps are all >= enter_ratio x
+// the reference and cleared once its last `exit_steps` steps are all <= exit_ratio x the
+// reference: one outlier step (a stall, a descheduled process) changes nothing, and a
+// worker between the two ratios keeps its state. Detection lags an onset or a recovery
+// by `enter_steps` / `exit_steps` steps.
+// Thread rule: owned by one thread (the coordinator's, or the simulator's).
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <map>
-#include <span>
-
-#include "groupsgd/daemon/policy/speed_model.h"
+#include <vector>
 
 namespace groupsgd::daemon::policy {
 
 struct StragglerConfig {
-  double enter_ratio = 1.5;
-  std::uint32_t enter_windows = 3;
-  double exit_ratio = 1.2;
-  std::uint32_t exit_windows = 5;
+  double enter_ratio = 2.0;
+  std::uint32_t enter_steps = 3;
+  // Wide: a recovered straggler still runs a small batch, and its fixed per-step costs
+  // scaled up to the nominal batch make it look up to ~1.4x slower on a loaded machine.
+  double exit_ratio = 1.5;
+  std::uint32_t exit_steps = 3;
+  std::uint32_t warmup_steps = 5;
+};
+
+// A worker whose flag changed: what was seen, at which of its steps.
+struct StragglerChange {
+  std::uint64_t worker = 0;
+  bool straggler = false;   // true: became one; false: recovered
+  std::uint64_t step = 0;   // the worker's step (its own count) that decided it
+  double ratio = 1;         // its level / the reference when it was decided
+  std::uint32_t steps = 0;  // consecutive steps beyond the ratio that decided it
 };
 
 class StragglerDetector {
  public:
   explicit StragglerDetector(StragglerConfig cfg = {}) : cfg_(cfg) {}
-  // One window of estimates; returns true when any worker's flag changed.
-  bool update(std::span<const WorkerSpeed> speeds, std::uint32_t nominal_batch);
+  // One step of a worker: its step time at the nominal batch and its step number.
+  void addStep(std::uint64_t id, double step_ms, std::uint64_t step);
+  // Judges every worker's newest steps against the reference; returns the changes.
+  std::vector<StragglerChange> evaluate();
   bool isStraggler(std::uint64_t id) const;
   std::size_t stragglers() const;
+  // Steps fed in for this worker, and whether it is past its warm-up.
+  std::uint64_t seen(std::uint64_t id) const;
+  bool warmedUp(std::uint64_t id) const { return seen(id) >= cfg_.warmup_steps; }
+  // Level / reference of the last evaluate() (1 when unknown).
+  double ratio(std::uint64_t id) const;
   void forget(std::uint64_t id) { state_.erase(id); }
   const StragglerConfig& config() const { return cfg_; }
   void setConfig(const StragglerConfig& cfg) { cfg_ = cfg; }
@@ -34,12 +59,17 @@ class StragglerDetector {
  private:
   struct State {
     bool straggler = false;
-    std::uint32_t above = 0;  // consecutive windows over enter_ratio
-    std::uint32_t below = 0;  // consecutive windows under exit_ratio
+    std::deque<double> recent;  // newest last
+    std::uint64_t last_step = 0;
+    std::uint64_t seen = 0;  // steps fed in
     double ratio = 1;
   };
+  std::size_t keep() const;
   StragglerConfig cfg_;
   std::map<std::uint64_t, State> state_;
 };
+
+// Median of the last n values of a window (all of them when it holds fewer).
+double medianOfLast(const std::deque<double>& values, std::size_t n);
 
 }  // namespace groupsgd::daemon::policy
