@@ -78,6 +78,7 @@ struct Header {
     checkpointRequest @26 :C.CheckpointRequest;  # coordinator -> central
     checkpointDone @27 :C.CheckpointDone;        # central -> coordinator
     pushCredit @29 :G.PushCredit;            # group PS -> worker: send more parts
+    jobRedirect @30 :W.JobRedirect;          # job front -> worker: register at your job
   }
   part @28 :PartInfo;  # present (hasPart()): this message is one part of a tensor sent in parts
 }

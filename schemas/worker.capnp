@@ -25,6 +25,18 @@ struct Register {
   # initial parameters as tensor 0: the daemon's central PS starts from the first one.
   paramCount @6 :UInt64;       # 0 = not stated (the built-in models)
   modelFingerprint @7 :Text;   # "" = not stated
+  # The job to join, by name (a daemon hosting several jobs: docs/jobs.md). "" = the only
+  # job running; refused when several run.
+  job @8 :Text;
+}
+
+# A multi-job daemon's front (its `listen` endpoint) answers Register with this: the job's
+# own coordinator, where the worker sends the same Register again and talks from then on,
+# with header.jobId = jobId.
+struct JobRedirect {
+  job @0 :Text;          # the job's name
+  jobId @1 :UInt64;      # its id: header.jobId of every later message
+  coordinator @2 :Text;  # the job's coordinator endpoint
 }
 
 # Coordinator's answer to Register; also sent again after a regroup (new epoch).

@@ -76,6 +76,7 @@ const char* bodyKindName(BodyKind kind) {
     case BodyKind::CHECKPOINT_REQUEST: return "checkpointRequest";
     case BodyKind::CHECKPOINT_DONE: return "checkpointDone";
     case BodyKind::PUSH_CREDIT: return "pushCredit";
+    case BodyKind::JOB_REDIRECT: return "jobRedirect";
   }
   return "unknown";
 }
@@ -317,7 +318,7 @@ Status checkHeaderIdentity(proto::Header::Reader h, const MessageLimits& limits)
     return invalidArgument("protocol version " + std::to_string(h.getProtocolVersion()) +
                            " not supported (expected " + std::to_string(kProtocolVersion) + ")");
   }
-  if (h.getJobId() != limits.job_id) {
+  if (!limits.any_job && h.getJobId() != limits.job_id) {
     return permissionDenied("job " + std::to_string(h.getJobId()) + " is not this job (" +
                             std::to_string(limits.job_id) + ")");
   }

@@ -162,6 +162,9 @@ Status validate(const DaemonConfig& c) {
   if (c.role == "node" && (c.coordinator.empty() || c.node_groups == 0)) {
     return invalidArgument("role node needs --coordinator ENDPOINT and --node-groups >= 1");
   }
+  if (c.serve && (c.state_dir.empty() || c.control_socket.empty() || c.role != "all")) {
+    return invalidArgument("serve needs state_dir and control_socket, and role all");
+  }
   if (!c.external_model_file.empty() && !c.external_model) {
     return invalidArgument("external_model_file needs model external");
   }

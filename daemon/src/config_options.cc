@@ -146,6 +146,14 @@ std::vector<OptionSpec> buildTable() {
   return {
       field("job_id", "--job-id", "N", FIELD(job_id), kAny, kRestart,
             "job id in every header; messages of other jobs are refused"),
+      field("job_name", "--job-name", "NAME", FIELD(job_name), kAny, kRestart,
+            "the run's name; a worker naming another job (--job) is refused"),
+      field("serve", "--serve", "", FIELD(serve), kAny, kRestart,
+            "stay up and host the jobs submitted over the control socket (docs/jobs.md)"),
+      field("state_dir", "--state-dir", "DIR", FIELD(state_dir), kAny, kRestart,
+            "serve: the job table and each job's checkpoints (DIR/jobs/NAME) live here"),
+      field("max_group_slots", "--max-group-slots", "N", FIELD(max_group_slots), atLeast(1),
+            kRestart, "serve: group PSes all running jobs may use together"),
       field("role", "--role", "R", FIELD(role), kAny, kRestart,
             "all (one machine: coordinator, central PS, group PSes), coordinator (coordinator"
             " + central PS; group PSes come from nodes) or node (hosts group PSes for the"

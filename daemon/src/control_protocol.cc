@@ -57,6 +57,11 @@ std::vector<ControlMethod> defaultControlMethods() {
   };
 }
 
+std::vector<ControlMethod> jobControlMethods() {
+  return {{"job.list", false}, {"job.status", false}, {"job.summary", false},
+          {"job.submit", true}, {"job.stop", true}};
+}
+
 ControlDecoded decodeControlRequest(std::string_view line,
                                     const std::vector<ControlMethod>& methods) {
   using nlohmann::json;

@@ -107,6 +107,10 @@ nlohmann::json Coordinator::run(const std::atomic<bool>& stop_requested) {
       updateMetrics();
       persistHeadState();
     }
+    if (suspend_ != nullptr && suspend_->load()) {
+      GSGD_INFO("suspended: the daemon is stopping; the job resumes when it starts again");
+      return nlohmann::json{{"suspended", true}};
+    }
     if (stop_requested.load()) {
       reason = "stop requested";
       break;
@@ -220,6 +224,10 @@ void Coordinator::onRegister(const zmq::message_t& from, const InMessage& msg,
     ++quarantine_refusals_;
     return refuse(from, quarantined("process " + std::to_string(r.getPid()) + " on " +
                                     r.getHost().cStr() + " is quarantined"));
+  }
+  if (r.getJob().size() > 0 && cfg_.job_name != r.getJob().cStr()) {
+    return refuse(from, notFound(std::string("no job '") + r.getJob().cStr() +
+                                 "' here; jobs you can join: " + cfg_.job_name));
   }
   if (Status m = checkWorkerModel(cfg_, topo_, r); !m) return refuse(from, m);
   if (r.getWorkerId() != 0) {
@@ -533,8 +541,12 @@ nlohmann::json Coordinator::finish(const std::string& reason) {
   stopping_ = true;
   const double elapsed = training_started_ ? secondsSince(*training_started_) : 0.0;
   // 1. Tell trainers to stop (heartbeat replies) and wait until each has left or died.
-  const auto drain_deadline = Clock::now() + std::chrono::milliseconds(
-      cfg_.step_deadline_ms + 4ull * cfg_.heartbeat_ms * cfg_.heartbeat_misses);
+  // A job stopped without --drain does not wait: its trainers learn at their next contact.
+  const bool now = stop_now_ != nullptr && stop_now_->load();
+  const auto drain_deadline =
+      now ? Clock::now()
+          : Clock::now() + std::chrono::milliseconds(cfg_.step_deadline_ms +
+                                                     4ull * cfg_.heartbeat_ms * cfg_.heartbeat_misses);
   if (control_ != nullptr) control_->setRefusing("the daemon is stopping");
   while (registry_.activeTrainers() > 0 && Clock::now() < drain_deadline) {
     serveOnce(std::chrono::milliseconds(50));
@@ -604,7 +616,7 @@ nlohmann::json Coordinator::finish(const std::string& reason) {
     }
   }
   // 3. Let the evaluator measure the final model, then stop it.
-  const auto eval_deadline = Clock::now() + std::chrono::milliseconds(5000);
+  const auto eval_deadline = Clock::now() + std::chrono::milliseconds(now ? 0 : 5000);
   while (registry_.activeOfRole(WorkerRole::kEvaluator) > 0 &&
          latestAccuracy().version < version && Clock::now() < eval_deadline) {
     serveOnce(std::chrono::milliseconds(50));

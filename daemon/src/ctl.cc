@@ -4,6 +4,8 @@
 #include <chrono>
 #include <memory>
 #include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <optional>
 #include <ostream>
 #include <utility>
@@ -56,6 +58,16 @@ constexpr CommandSpec kCommands[] = {
      "Writes PREFIX.key (the secret key, mode 0600) and PREFIX.pub (the public key) and\n"
      "prints the public key. Refuses to overwrite an existing key. Put worker and node\n"
      "public keys in the daemon's allow-list; see docs/operations.md.\n"},
+    {"job", "job submit FILE | list | status JOB | stop JOB [--drain] | summary JOB",
+     "the jobs of a daemon started with --serve (admin: submit, stop)",
+     "submit FILE   start the job in FILE (a JSON object: \"name\" plus job options,\n"
+     "              docs/jobs.md); a bad one is refused with every problem named\n"
+     "list          every job: name, id, state, mode, group PSes, coordinator\n"
+     "status JOB    the job's row, configuration and its coordinator's status\n"
+     "stop JOB      end the job now; with --drain its trainers finish their step first\n"
+     "summary JOB   the summary of a job that has ended\n"
+     "The other commands (status, workers, drain, set, ...) go to one job: name it with\n"
+     "--job JOB when more than one runs.\n"},
     {"raw", "raw METHOD [JSON_PARAMS]", "send any method with params given as a JSON object",
      "Example: groupsgdctl raw drain '{\"worker\": 3, \"wait\": false}'\n"},
 };
@@ -95,6 +107,7 @@ void printGlobalHelp(std::ostream& out) {
       << ")\n"
          "  --json            print the result as JSON instead of tables\n"
          "  --timeout-ms MS   deadline for connecting and for the reply (default 5000)\n"
+         "  --job JOB         a daemon hosting several jobs: the job a command is for\n"
          "  -h, --help        this help; COMMAND --help for a command's help\n"
          "\n"
          "commands:\n";
@@ -137,7 +150,47 @@ ojson workerRef(const std::string& text) {
 struct CommandFlags {
   bool wait = false;     // drain
   bool dry_run = false;  // regroup
+  bool drain = false;    // job stop
 };
+
+// job SUB ...: reads a submitted file here, so the daemon gets its contents.
+std::optional<Invocation> buildJobInvocation(const std::vector<std::string>& args,
+                                             const CommandFlags& flags, std::string* error) {
+  const std::string usage = "usage: groupsgdctl job submit FILE | list | status JOB | stop JOB "
+                            "[--drain] | summary JOB";
+  if (args.empty()) {
+    *error = usage;
+    return std::nullopt;
+  }
+  Invocation inv;
+  const std::string& sub = args[0];
+  inv.method = "job." + sub;
+  if (sub == "list" && args.size() == 1) return inv;
+  if ((sub == "status" || sub == "stop" || sub == "summary") && args.size() == 2) {
+    inv.params["job"] = args[1];
+    if (sub == "stop") inv.params["drain"] = flags.drain;
+    return inv;
+  }
+  if (sub == "submit" && args.size() == 2) {
+    std::ifstream in(args[1]);
+    if (!in) {
+      *error = "cannot open " + args[1];
+      return std::nullopt;
+    }
+    std::stringstream text;
+    text << in.rdbuf();
+    ojson config = ojson::parse(text.str(), nullptr, /*allow_exceptions=*/false,
+                                /*ignore_comments=*/true);
+    if (config.is_discarded() || !config.is_object()) {
+      *error = args[1] + " is not a JSON object";
+      return std::nullopt;
+    }
+    inv.params["config"] = std::move(config);
+    return inv;
+  }
+  *error = usage;
+  return std::nullopt;
+}
 
 std::optional<Invocation> buildInvocation(const std::string& cmd,
                                           const std::vector<std::string>& args,
@@ -199,6 +252,7 @@ std::optional<Invocation> buildInvocation(const std::string& cmd,
     inv.params["values"] = std::move(values);
     return inv;
   }
+  if (cmd == "job") return buildJobInvocation(args, flags, error);
   if (cmd == "raw") {
     if (!expectCount(1, 2)) return std::nullopt;
     inv.method = args[0];
@@ -345,6 +399,7 @@ struct CtlCommandLine {
   std::string socket;
   bool json = false;
   std::string timeout_text;
+  std::string job;  // --job: the job a per-job command goes to
   bool help = false;
   std::string command;            // "" = none given
   std::vector<std::string> args;  // the command's positional arguments
@@ -363,6 +418,7 @@ std::unique_ptr<CLI::App> makeCtlApp(CtlCommandLine* line) {
   app->add_flag("--json", line->json);
   app->add_option("--socket", line->socket);
   app->add_option("--timeout-ms", line->timeout_text);
+  app->add_option("--job", line->job);
   app->add_option("command", line->stray);
   app->require_subcommand(0, 1);
   auto add = [&](const std::string& name) {
@@ -379,6 +435,7 @@ std::unique_ptr<CLI::App> makeCtlApp(CtlCommandLine* line) {
     if (std::string(c.name) == "drain") sub->add_flag("--wait", line->flags.wait);
     if (std::string(c.name) == "regroup") sub->add_flag("--dry-run", line->flags.dry_run);
     if (std::string(c.name) == "keygen") sub->add_option("--out", line->out_prefix);
+    if (std::string(c.name) == "job") sub->add_flag("--drain", line->flags.drain);
   }
   add("help");
   return app;
@@ -439,8 +496,9 @@ int runCtlUnchecked(const std::vector<std::string>& args, const std::string& def
   }
   if (cl.socket.empty()) return usageError("--socket needs a PATH");
   std::string error;
-  const auto inv = buildInvocation(cmd, cl.args, cl.flags, &error);
+  auto inv = buildInvocation(cmd, cl.args, cl.flags, &error);
   if (!inv) return usageError(error);
+  if (!cl.job.empty() && cmd != "job") inv->params["job"] = cl.job;
   const std::string& socket = cl.socket;
   const bool json = cl.json;
 

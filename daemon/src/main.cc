@@ -13,16 +13,15 @@
 #include "groupsgd/daemon/control_server.h"
 #include "groupsgd/daemon/coordinator.h"
 #include "groupsgd/daemon/external_model.h"
-#include "groupsgd/daemon/incarnation.h"
 #include "groupsgd/daemon/curve_setup.h"
 #include "groupsgd/daemon/metrics.h"
 #include "groupsgd/daemon/metrics_server.h"
 #include "groupsgd/daemon/node.h"
 #include "groupsgd/daemon/sd_notify.h"
 #include "groupsgd/daemon/version.h"
-#include "groupsgd/groupps/group_server.h"
 #include "arbiter_host.h"
-#include "group_server_setup.h"
+#include "job.h"
+#include "job_host.h"
 
 namespace {
 
@@ -63,22 +62,6 @@ void installSignalHandlers() {
   std::signal(SIGPIPE, SIG_IGN);
 }
 
-centralps::CentralConfig centralConfig(const daemon::DaemonConfig& cfg, const CurveKeys& keys) {
-  centralps::CentralConfig c;
-  c.model = cfg.model;
-  c.seed = cfg.seed;
-  c.staleness = cfg.staleness;
-  c.outer = cfg.outer_optimizer;
-  c.max_delta_norm = cfg.max_delta_norm;
-  c.limits.job_id = cfg.job_id;
-  c.curve = keys;
-  c.checkpoint_dir = cfg.checkpoint_dir;
-  c.checkpoint_keep = cfg.checkpoint_keep;
-  c.checkpoint_every_versions = cfg.checkpoint_every_versions;
-  c.checkpoint_interval_s = cfg.checkpoint_interval_s;
-  return c;
-}
-
 // Publishes the coordinator endpoint (atomically: a reader never sees half a line).
 Status writeEndpointFile(const std::string& path, const std::string& endpoint) {
   if (path.empty()) return Status::ok();
@@ -88,14 +71,9 @@ Status writeEndpointFile(const std::string& path, const std::string& endpoint) {
 // Model external: the coordinator's socket is bound (and published) first, and the first
 // registering worker's model (or external_model_file) sizes the central PS and the group
 // PSes. The bound socket is handed to the coordinator afterwards.
-struct ExternalIntake {
-  zmq::socket_t socket;
-  std::string endpoint;
-  std::string fingerprint;
-};
-
-Result<ExternalIntake> takeExternalModel(zmq::context_t& ctx, const daemon::DaemonConfig& cfg,
-                                          const CurveKeys& keys, centralps::CentralConfig* ccfg) {
+Result<daemon::ExternalIntake> takeExternalModel(zmq::context_t& ctx,
+                                                  const daemon::DaemonConfig& cfg,
+                                                  const CurveKeys& keys) {
   auto sock = makeSocket(ctx, zmq::socket_type::router, serverSocketOptions(keys));
   if (!sock) return Status(sock.status().code(), "coordinator: " + sock.status().toString());
   auto ep = bindSocket(*sock, cfg.listen);
@@ -107,26 +85,8 @@ Result<ExternalIntake> takeExternalModel(zmq::context_t& ctx, const daemon::Daem
                    ? daemon::awaitExternalModel(*sock, cfg, g_stop_requested)
                    : daemon::loadExternalModelFile(cfg.external_model_file);
   if (!model) return Status(model.status().code(), "model external: " + model.status().toString());
-  ccfg->initial = std::move(model->initial);
-  return ExternalIntake{std::move(*sock), *ep, std::move(model->fingerprint)};
-}
-
-// The group PSes this process hosts (none for role coordinator: nodes offer them).
-Status startGroups(zmq::context_t& ctx, const daemon::DaemonConfig& cfg, const CurveKeys& keys,
-                   daemon::Topology* topo, std::vector<std::unique_ptr<groupps::GroupServer>>* groups) {
-  const std::uint32_t local_groups = cfg.role == "coordinator" ? 0 : cfg.groupCount();
-  for (std::uint32_t g = 0; g < local_groups; ++g) {
-    auto server = groupps::GroupServer::create(
-        ctx, daemon::groupServerConfig(cfg, g, topo->central_endpoint, keys), topo->param_count,
-        "tcp://" + cfg.bind_host + ":*");
-    if (!server) {
-      return Status(server.status().code(), "group PS " + std::to_string(g) + ": " +
-                                                server.status().toString());
-    }
-    topo->group_endpoints.push_back((*server)->endpoint());
-    groups->push_back(std::move(*server));
-  }
-  return Status::ok();
+  return daemon::ExternalIntake{std::move(*sock), *ep, std::move(model->fingerprint),
+                               std::move(model->initial)};
 }
 
 // The control socket and /metrics; they start once the data plane is bound.
@@ -165,23 +125,6 @@ Status startOperations(const daemon::DaemonConfig& cfg, daemon::Coordinator& coo
   coordinator.attachMetrics(&ops->metrics);
   coordinator.setWatchdog(daemon::sdWatchdogInterval());
   coordinator.setReloadFlag(&g_reload_requested);
-  return Status::ok();
-}
-
-// A restarted head: workers and nodes of the previous incarnation re-register on their
-// own (their old epochs are refused); the summary reports what was lost.
-Status startHead(const daemon::DaemonConfig& cfg, const centralps::CentralServer& central,
-                 daemon::Coordinator& coordinator) {
-  if (!central.resumedFrom().empty()) {
-    GSGD_INFO("resumed from checkpoint " << central.resumedFrom() << " (central version "
-                                         << central.version() << ")");
-  }
-  auto head = daemon::startIncarnation(cfg.checkpoint_dir);
-  if (!head) return Status(head.status().code(), "head state: " + head.status().toString());
-  head->resumed_from = central.resumedFrom();
-  head->resumed_version = central.version();
-  GSGD_INFO("head incarnation " << head->incarnation);
-  coordinator.setHeadStart(std::move(*head));
   return Status::ok();
 }
 
@@ -227,50 +170,38 @@ int main(int argc, char** argv) {
   if (!curve) return fail("CURVE: " + curve.status().toString());
   auto arbiter = daemon::startArbiter(ctx, cfg, curve->keys);  // arbiter_listen, or nothing
   if (!arbiter) return fail(arbiter.status().message());
-  centralps::CentralConfig ccfg = centralConfig(cfg, curve->keys);
-  std::optional<ExternalIntake> intake;
+  if (cfg.serve) return daemon::runJobHost(ctx, cfg, curve->keys, curve->zap.get(), g_stop_requested);
+
+  // One run: one job, its coordinator on this thread; the process ends with it.
+  std::optional<daemon::ExternalIntake> intake;
   if (cfg.external_model) {
-    auto taken = takeExternalModel(ctx, cfg, curve->keys, &ccfg);
+    auto taken = takeExternalModel(ctx, cfg, curve->keys);
     if (!taken) return fail(taken.status().message());
     intake = std::move(*taken);
   }
-  auto central = centralps::CentralServer::create(ctx, ccfg, "tcp://" + cfg.bind_host + ":*");
-  if (!central) return fail("central PS: " + central.status().toString());
-  daemon::Topology topo;
-  topo.central_endpoint = (*central)->endpoint();
-  topo.param_count = (*central)->paramCount();
-  if (intake) topo.model_fingerprint = intake->fingerprint;
-  std::vector<std::unique_ptr<groupps::GroupServer>> groups;
-  if (Status s = startGroups(ctx, cfg, curve->keys, &topo, &groups); !s) return fail(s.message());
-  auto coordinator =
-      intake ? Result<std::unique_ptr<daemon::Coordinator>>(daemon::Coordinator::createOn(
-                   ctx, std::move(intake->socket), intake->endpoint, cfg, topo, curve->keys))
-             : daemon::Coordinator::create(ctx, cfg, topo, curve->keys);
-  if (!coordinator) return fail("coordinator: " + coordinator.status().toString());
-  (*coordinator)->attachZap(curve->zap.get());
+  const bool published = intake.has_value();
+  auto job = daemon::Job::create(ctx, cfg, curve->keys, std::move(intake));
+  if (!job) return fail(job.status().message());
+  daemon::Coordinator& coordinator = (*job)->coordinator();
+  coordinator.attachZap(curve->zap.get());
   if (curve->zap) {
-    (*coordinator)->setKeyReloader([&cfg, &curve] { return daemon::reloadAllowList(cfg, *curve); });
+    coordinator.setKeyReloader([&cfg, &curve] { return daemon::reloadAllowList(cfg, *curve); });
   }
   Operations ops;
-  if (Status s = startOperations(cfg, **coordinator, &ops); !s) return fail(s.message());
-  if (Status s = startHead(cfg, **central, **coordinator); !s) return fail(s.message());
-  if (!intake) {
-    if (Status s = writeEndpointFile(cfg.endpoint_file, (*coordinator)->endpoint()); !s) {
+  if (Status s = startOperations(cfg, coordinator, &ops); !s) return fail(s.message());
+  if (!published) {
+    if (Status s = writeEndpointFile(cfg.endpoint_file, coordinator.endpoint()); !s) {
       return fail("cannot write the endpoint file: " + s.toString());
     }
   }
 
   // Each server runs on its own thread with its own sockets; they talk only by messages.
-  std::atomic<bool> servers_stop{false};
-  std::vector<std::thread> threads;
-  threads.emplace_back([&] { (*central)->run(servers_stop); });
-  for (auto& g : groups) threads.emplace_back([&g, &servers_stop] { g->run(servers_stop); });
-  (void)daemon::sdNotifyReady("training: coordinator on " + (*coordinator)->endpoint());
-  nlohmann::json summary = (*coordinator)->run(g_stop_requested);
+  (*job)->startServers();
+  (void)daemon::sdNotifyReady("training: coordinator on " + coordinator.endpoint());
+  nlohmann::json summary = (*job)->runCoordinator(g_stop_requested);
 
   (void)daemon::sdNotifyStopping();
-  servers_stop.store(true);  // the central PS writes its final checkpoint before it returns
-  for (auto& t : threads) t.join();
+  (*job)->stopServers();
   ops.control.reset();
   ops.metrics_server.reset();
   reportSummary(cfg, std::move(summary));

@@ -130,7 +130,19 @@ MetricsRegistry::MetricsRegistry(std::string prefix) : prefix_(std::move(prefix)
   orphan_.histogram.reset(new Histogram(&mu_, {}));
 }
 
+MetricsRegistry::MetricsRegistry(MetricsRegistry* parent, MetricLabels const_labels)
+    : MetricsRegistry(parent->prefix_) {
+  parent_ = parent;
+  const_labels_ = std::move(const_labels);
+}
+
 MetricsRegistry::~MetricsRegistry() = default;
+
+MetricLabels MetricsRegistry::withConst(const MetricLabels& labels) const {
+  MetricLabels all = const_labels_;
+  all.insert(all.end(), labels.begin(), labels.end());
+  return all;
+}
 
 std::vector<double> MetricsRegistry::defaultSecondsBuckets() {
   return {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
@@ -191,23 +203,27 @@ MetricsRegistry::Series* MetricsRegistry::findOrCreate(Type type, std::string_vi
 
 Counter& MetricsRegistry::counter(std::string_view name, std::string_view help,
                                   const MetricLabels& labels) {
+  if (parent_ != nullptr) return parent_->counter(name, help, withConst(labels));
   Series* s = findOrCreate(Type::kCounter, name, help, labels, nullptr);
   return s != nullptr ? *s->counter : *orphan_.counter;
 }
 
 Gauge& MetricsRegistry::gauge(std::string_view name, std::string_view help,
                               const MetricLabels& labels) {
+  if (parent_ != nullptr) return parent_->gauge(name, help, withConst(labels));
   Series* s = findOrCreate(Type::kGauge, name, help, labels, nullptr);
   return s != nullptr ? *s->gauge : *orphan_.gauge;
 }
 
 Histogram& MetricsRegistry::histogram(std::string_view name, std::string_view help,
                                       std::vector<double> bounds, const MetricLabels& labels) {
+  if (parent_ != nullptr) return parent_->histogram(name, help, std::move(bounds), withConst(labels));
   Series* s = findOrCreate(Type::kHistogram, name, help, labels, &bounds);
   return s != nullptr ? *s->histogram : *orphan_.histogram;
 }
 
 bool MetricsRegistry::remove(std::string_view name, const MetricLabels& labels) {
+  if (parent_ != nullptr) return parent_->remove(name, withConst(labels));
   const std::string full = prefix_ + std::string(name);
   std::vector<std::string> values;
   for (const auto& kv : labels) values.push_back(kv.second);
@@ -257,6 +273,7 @@ void MetricsRegistry::renderFamily(const Family& f, std::string* out) const {
 }
 
 std::string MetricsRegistry::render() const {
+  if (parent_ != nullptr) return parent_->render();
   std::string out;
   std::lock_guard<std::mutex> lock(mu_);
   for (const auto& f : families_) renderFamily(*f, &out);

@@ -51,8 +51,10 @@ def fingerprint(model):
 
 
 def _options(coordinator, name, job_id, compress, curve_secret_key_file, curve_server_key_file,
-             timeout_ms, connect_timeout_ms, give_up_s, log_level, extra_args):
+             timeout_ms, connect_timeout_ms, give_up_s, log_level, extra_args, job=""):
     args = ["--coordinator", coordinator, "--job-id", str(job_id), "--log-level", log_level]
+    if job:
+        args += ["--job", job]
     if name:
         args += ["--name", name]
     if compress:
@@ -167,13 +169,13 @@ class Worker:
     def __init__(self, model, coordinator="tcp://127.0.0.1:5555", name="", job_id=1,
                  compress=None, curve_secret_key_file=None, curve_server_key_file=None,
                  timeout_ms=None, connect_timeout_ms=None, give_up_s=None, log_level="warn",
-                 extra_args=()):
+                 extra_args=(), job=""):
         self.model = model
         self._flat = _FlatModel(model)
         self.fingerprint = fingerprint(model)
         args = _options(coordinator, name, job_id, compress, curve_secret_key_file,
                         curve_server_key_file, timeout_ms, connect_timeout_ms, give_up_s,
-                        log_level, extra_args)
+                        log_level, extra_args, job)
         self._session = _core.Session(args, "trainer", self._flat.count, self.fingerprint,
                                       self._flat.host)
         self._closed = False
@@ -366,13 +368,14 @@ class Evaluator:
 
     def __init__(self, model, coordinator="tcp://127.0.0.1:5555", name="evaluator", job_id=1,
                  curve_secret_key_file=None, curve_server_key_file=None, timeout_ms=None,
-                 connect_timeout_ms=None, give_up_s=None, log_level="warn", extra_args=()):
+                 connect_timeout_ms=None, give_up_s=None, log_level="warn", extra_args=(),
+                 job=""):
         self.model = model
         self._flat = _FlatModel(model)
         self.fingerprint = fingerprint(model)
         args = _options(coordinator, name, job_id, None, curve_secret_key_file,
                         curve_server_key_file, timeout_ms, connect_timeout_ms, give_up_s,
-                        log_level, extra_args)
+                        log_level, extra_args, job)
         self._session = _core.Session(args, "evaluator", self._flat.count, self.fingerprint,
                                       self._flat.host)
         self._closed = False

@@ -26,10 +26,13 @@ HeartbeatThread::~HeartbeatThread() {
   thread_.join();
 }
 
-void HeartbeatThread::follow(const worker::Assignment& a) {
+void HeartbeatThread::follow(const worker::Assignment& a, const std::string& job_endpoint,
+                             std::uint64_t job_id) {
   {
     std::lock_guard lock(mu_);
     assignment_ = a;
+    job_endpoint_ = job_endpoint;
+    job_id_ = job_id;
     ++generation_;  // the thread restarts its wait with this assignment's period
     reregister_.store(false);
   }
@@ -73,6 +76,7 @@ void HeartbeatThread::loop() {
                               {},
                               false};
     reported_ = t;
+    if (!job_endpoint_.empty()) coord_.useJobCoordinator(job_endpoint_, job_id_);
     lock.unlock();  // the request may take up to the timeout; publish() must not wait
     auto hb = coord_.heartbeat(a, st);
     lock.lock();

@@ -34,7 +34,10 @@ class HeartbeatThread {
   HeartbeatThread(zmq::context_t& ctx, const worker::WorkerOptions& opts);
   ~HeartbeatThread();  // stops and joins
   // Starts (or retargets) heartbeats for this assignment.
-  void follow(const worker::Assignment& a);
+  // job_endpoint: the job coordinator the owner's client was redirected to ("" = none),
+  // with that job's id.
+  void follow(const worker::Assignment& a, const std::string& job_endpoint = "",
+              std::uint64_t job_id = 0);
   // Stops sending (the worker is leaving or registering again) until follow().
   void pause();
   void publish(const StepTotals& totals);
@@ -53,6 +56,8 @@ class HeartbeatThread {
   StepTotals totals_, reported_;
   bool shutdown_ = false;
   std::uint64_t generation_ = 0;  // bumped by follow()
+  std::string job_endpoint_;      // set by follow(); applied to coord_ on the thread
+  std::uint64_t job_id_ = 0;
   std::atomic<bool> stop_{false}, reregister_{false}, quarantined_{false};
   std::atomic<std::uint64_t> sent_{0};
   std::thread thread_;

@@ -27,6 +27,7 @@ Session::Session(worker::WorkerOptions opts, worker::Role role, worker::ModelDes
       heartbeat_(std::make_unique<HeartbeatThread>(ctx_, opts_)),
       rng_(opts_.seed != 0 ? opts_.seed : static_cast<std::uint64_t>(::getpid())) {
   coord_.describeModel(std::move(model));
+  coord_.joinJob(opts_.job);
 }
 
 Session::~Session() {
@@ -52,10 +53,10 @@ Status Session::adopt(const worker::Assignment& a) {
     auto spec = parseCompressionSpec(opts_.compress.empty() ? a.compression : opts_.compress);
     if (!spec) return spec.status();
     group_ = std::make_unique<worker::GroupClient>(
-        ctx_, a, opts_.job_id, std::chrono::milliseconds(opts_.timeout_ms), *spec, opts_.curve);
+        ctx_, a, coord_.jobId(), std::chrono::milliseconds(opts_.timeout_ms), *spec, opts_.curve);
   } else if (!central_ || central_->endpoint() != a.central_endpoint) {
     MessageLimits limits;
-    limits.job_id = opts_.job_id;
+    limits.job_id = coord_.jobId();
     central_ = std::make_unique<RpcClient>(ctx_, a.central_endpoint, limits,
                                            clientSocketOptions(opts_.curve));
   }
@@ -66,7 +67,7 @@ Status Session::adopt(const worker::Assignment& a) {
   registered_ = true;
   totals_.batch_size = batch_;
   publish();
-  heartbeat_->follow(a_);
+  heartbeat_->follow(a_, coord_.redirected() ? coord_.endpoint() : "", coord_.jobId());
   return Status::ok();
 }
 
@@ -244,7 +245,7 @@ Result<std::uint64_t> Session::fetchCentral(std::span<float> params) {
   }
   if (params.size() != param_count_) return invalidArgument("params has the wrong size");
   if (heartbeat_->reregisterRequested() && !shouldStop()) GSGD_RETURN_IF_ERROR(register_(0));
-  return worker::fetchCentralModel(*central_, opts_.job_id, params,
+  return worker::fetchCentralModel(*central_, coord_.jobId(), params,
                                    std::chrono::milliseconds(opts_.timeout_ms));
 }
 

@@ -36,3 +36,29 @@ TEST_CASE("control methods: docs/operations.md documents each method and its adm
     CHECK(documented[m.name] == m.admin);
   }
 }
+
+TEST_CASE("control methods: docs/jobs.md documents each job method and its admin flag") {
+  std::ifstream in(std::string(GROUPSGD_DOCS_DIR) + "/jobs.md");
+  REQUIRE(in);
+  std::map<std::string, bool> documented;
+  std::string line;
+  bool in_section = false, in_table = false;
+  while (std::getline(in, line)) {
+    if (line.rfind("#", 0) == 0) in_section = line.rfind("## Control API", 0) == 0;
+    if (in_table && line.rfind("|", 0) != 0) break;
+    if (!in_section || line.rfind("| `", 0) != 0) continue;
+    in_table = true;
+    const auto name_end = line.find('`', 3);
+    REQUIRE(name_end != std::string::npos);
+    const auto admin = line.find("| ", name_end);
+    REQUIRE(admin != std::string::npos);
+    documented[line.substr(3, name_end - 3)] = line.compare(admin + 2, 3, "yes") == 0;
+  }
+  const auto methods = jobControlMethods();
+  CHECK(documented.size() == methods.size());
+  for (const auto& m : methods) {
+    CAPTURE(m.name);
+    REQUIRE(documented.count(m.name) == 1);
+    CHECK(documented[m.name] == m.admin);
+  }
+}

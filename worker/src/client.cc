@@ -40,9 +40,19 @@ CoordinatorClient::CoordinatorClient(zmq::context_t& ctx, const std::string& end
 
 Result<InMessage> CoordinatorClient::call(OutMessage&& out) {
   auto reply = rpc_->call(std::move(out), timeout_);
+  const bool silent = !reply && reply.status().code() == Code::kUnavailable &&
+                      reply.status().message().rfind("no answer from ", 0) == 0;
+  // A job's coordinator fell silent (its daemon restarted: the job's port is new): back
+  // to the daemon's front, which redirects the next registration.
+  if (silent && redirected_) {
+    GSGD_INFO("job coordinator " << rpc_->endpoint() << " silent; back to " << endpoints_[at_]);
+    redirected_ = false;
+    rpc_ = std::make_unique<RpcClient>(ctx_, endpoints_[at_], limitsFor(job_id_),
+                                       clientSocketOptions(curve_));
+    return reply;
+  }
   // Silence (not a refusal): the head may have moved; try the next endpoint next time.
-  if (!reply && reply.status().code() == Code::kUnavailable && endpoints_.size() > 1 &&
-      reply.status().message().rfind("no answer from ", 0) == 0) {
+  if (silent && endpoints_.size() > 1) {
     at_ = (at_ + 1) % endpoints_.size();
     GSGD_INFO("coordinator " << rpc_->endpoint() << " silent; trying " << endpoints_[at_]);
     rpc_ = std::make_unique<RpcClient>(ctx_, endpoints_[at_], limitsFor(job_id_),
@@ -51,10 +61,10 @@ Result<InMessage> CoordinatorClient::call(OutMessage&& out) {
   return reply;
 }
 
-Result<Assignment> CoordinatorClient::registerAs(Role role, const std::string& name,
-                                                 std::uint64_t worker_id,
-                                                 const std::vector<std::string>& endpoints,
-                                                 std::uint64_t epoch) {
+OutMessage CoordinatorClient::registration(Role role, const std::string& name,
+                                           std::uint64_t worker_id,
+                                           const std::vector<std::string>& endpoints,
+                                           std::uint64_t epoch) const {
   OutMessage out(job_id_, 0);
   out.header().setEpoch(epoch);
   auto r = out.header().getBody().initRegister();
@@ -68,12 +78,46 @@ Result<Assignment> CoordinatorClient::registerAs(Role role, const std::string& n
   r.setPid(static_cast<std::uint32_t>(::getpid()));
   r.setName(name);
   r.setWorkerId(worker_id);
+  r.setJob(job_);
   if (model_) {
     r.setParamCount(model_->param_count);
     r.setModelFingerprint(model_->fingerprint);
     if (worker_id == 0 && model_->initial) out.addTensor(model_->initial);
   }
-  auto reply = call(std::move(out));
+  return out;
+}
+
+Status CoordinatorClient::followRedirect(const InMessage& reply) {
+  auto r = reply.header().getBody().getJobRedirect();
+  if (r.getCoordinator().size() == 0) return invalidArgument("job redirect without an endpoint");
+  job_id_ = r.getJobId();
+  // Back at the front later (the job's coordinator silent), it registers for this job
+  // again by name, and hears that the job has ended rather than being sent elsewhere.
+  if (job_.empty()) job_ = r.getJob().cStr();
+  GSGD_INFO("job '" << r.getJob().cStr() << "' (id " << job_id_ << ") at "
+                    << r.getCoordinator().cStr());
+  rpc_ = std::make_unique<RpcClient>(ctx_, r.getCoordinator().cStr(), limitsFor(job_id_),
+                                     clientSocketOptions(curve_));
+  redirected_ = true;
+  return Status::ok();
+}
+
+void CoordinatorClient::useJobCoordinator(const std::string& endpoint, std::uint64_t job_id) {
+  if (redirected_ && job_id == job_id_ && rpc_->endpoint() == endpoint) return;
+  job_id_ = job_id;
+  rpc_ = std::make_unique<RpcClient>(ctx_, endpoint, limitsFor(job_id_), clientSocketOptions(curve_));
+  redirected_ = true;
+}
+
+Result<Assignment> CoordinatorClient::registerAs(Role role, const std::string& name,
+                                                 std::uint64_t worker_id,
+                                                 const std::vector<std::string>& endpoints,
+                                                 std::uint64_t epoch) {
+  auto reply = call(registration(role, name, worker_id, endpoints, epoch));
+  if (reply && reply->kind() == BodyKind::JOB_REDIRECT && !redirected_) {
+    GSGD_RETURN_IF_ERROR(followRedirect(*reply));
+    reply = call(registration(role, name, worker_id, endpoints, epoch));
+  }
   if (!reply) return reply.status();
   if (reply->kind() != BodyKind::ASSIGNMENT) {
     return invalidArgument(std::string("coordinator answered '") + bodyKindName(reply->kind()) +

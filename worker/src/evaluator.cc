@@ -40,6 +40,7 @@ int runEvaluator(zmq::context_t& ctx, const WorkerOptions& opts,
   }
   const auto timeout = std::chrono::milliseconds(opts.timeout_ms);
   CoordinatorClient coord(ctx, opts.coordinator, opts.job_id, timeout, opts.curve);
+  coord.joinJob(opts.job);
   auto assigned = registerWithRetry(coord, Role::kEvaluator, opts, interrupted,
                                     std::chrono::milliseconds(opts.connect_timeout_ms));
   if (!assigned) {
@@ -60,7 +61,7 @@ int runEvaluator(zmq::context_t& ctx, const WorkerOptions& opts,
     return 2;
   }
   MessageLimits limits;
-  limits.job_id = opts.job_id;
+  limits.job_id = coord.jobId();
   auto central =
       std::make_unique<RpcClient>(ctx, a.central_endpoint, limits, clientSocketOptions(opts.curve));
   std::vector<float> params(a.param_count);
@@ -69,7 +70,7 @@ int runEvaluator(zmq::context_t& ctx, const WorkerOptions& opts,
   int failures = 0;
   while (!interrupted.load()) {
     const auto t0 = std::chrono::steady_clock::now();
-    auto version = fetchCentralModel(*central, opts.job_id, params, timeout);
+    auto version = fetchCentralModel(*central, coord.jobId(), params, timeout);
     if (!version) {
       GSGD_WARN("cannot fetch the central model: " << version.status().toString());
       if (++failures > 20) return 1;

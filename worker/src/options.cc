@@ -49,7 +49,9 @@ accuracy and reports it).
   --coordinator EP        coordinator endpoint (default tcp://127.0.0.1:5555), or a
                           comma-separated list tried in turn (a head that may restart
                           elsewhere)
-  --job-id N              training job id (default 1)
+  --job NAME              the job to join on a daemon hosting several (docs/jobs.md;
+                          default: the only job running)
+  --job-id N              training job id (default 1; a multi-job daemon sets it)
   --data DIR              MNIST-format IDX files, gzipped or not
                           (default /usr/share/datasets/fashion-mnist)
   --slowdown F            every step takes F times as long (default 1)
@@ -213,6 +215,7 @@ Result<WorkerOptions> parseWorkerOptions(const std::vector<std::string>& args) {
                              {"--data", &o.data_dir},
                              {"--schedule", &o.schedule_text},
                              {"--name", &o.name},
+                             {"--job", &o.job},
                              {"--log-level", &o.log_level},
                              {"--arbiter", &o.arbiter},
                              {"--device-lock-dir", &o.device_lock_dir},

@@ -63,7 +63,9 @@ class Trainer {
         schedule_(std::move(schedule)),
         device_(std::move(device)),
         coord_(ctx, opts.coordinator, opts.job_id, std::chrono::milliseconds(opts.timeout_ms),
-               opts.curve) {}
+               opts.curve) {
+    coord_.joinJob(opts.job);
+  }
 
   int run();
 
@@ -147,7 +149,7 @@ bool Trainer::adopt(const Assignment& a) {
     GSGD_ERROR("gradient compression: " << spec.status().message());
     return false;
   }
-  group_ = std::make_unique<GroupClient>(ctx_, a, opts_.job_id,
+  group_ = std::make_unique<GroupClient>(ctx_, a, coord_.jobId(),
                                          std::chrono::milliseconds(opts_.timeout_ms), *spec,
                                          opts_.curve);
   batch_ = a.batch_size;

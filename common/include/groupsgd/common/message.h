@@ -42,6 +42,7 @@ inline constexpr std::uint32_t kPushWindowParts = 2;
 
 struct MessageLimits {
   std::uint64_t job_id = 1;
+  bool any_job = false;  // a multi-job daemon's front: every job id passes (it routes by job)
   std::uint64_t max_header_bytes = 64u << 10;
   std::uint64_t max_tensor_bytes = 1ull << 30;  // per tensor
   std::uint32_t max_tensors = 4;

@@ -43,6 +43,12 @@ const char* modeName(Mode mode);
 
 struct DaemonConfig {
   std::uint64_t job_id = 1;
+  std::string job_name = "default";          // the run's name; a worker naming another is refused
+  // Multi-job daemon (docs/jobs.md): stay up and host the jobs submitted over the control
+  // socket; their table and checkpoints live in state_dir.
+  bool serve = false;
+  std::string state_dir;
+  std::uint32_t max_group_slots = 16;        // serve: group PSes of all jobs together
   std::string role = "all";                  // all | coordinator | node
   std::string coordinator;                   // role node: the coordinator's endpoint
   std::uint32_t node_groups = 1;             // role node: group PSes this node hosts

@@ -75,6 +75,9 @@ struct ControlMethod {
 // The method set docs/operations.md specifies: version, status, workers, groups
 // (read-only); drain, undrain, regroup, set, checkpoint, shutdown (admin).
 std::vector<ControlMethod> defaultControlMethods();
+// A daemon hosting several jobs (groupsgdd --serve, docs/jobs.md) also accepts these:
+// job.list, job.status, job.summary (read-only); job.submit, job.stop (admin).
+std::vector<ControlMethod> jobControlMethods();
 
 // What decodeControlRequest() found wrong with a line: the reply's id (null when none
 // could be read), code and message, and the method (for the metrics label; "" when the

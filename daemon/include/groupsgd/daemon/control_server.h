@@ -105,7 +105,17 @@ class PendingRequest {
   Deliver deliver_;  // empty once answered
 };
 
-class ControlServer {
+// Where a coordinator takes its control requests from: the control server itself, or
+// (a daemon hosting several jobs) the queue of the one job they were sent to.
+class ControlQueue {
+ public:
+  virtual ~ControlQueue() = default;
+  virtual std::optional<PendingRequest> tryPop() = 0;
+  // With a reason, requests are answered "refused" with it instead of being queued.
+  virtual void setRefusing(std::optional<std::string> reason) = 0;
+};
+
+class ControlServer : public ControlQueue {
  public:
   // Takes over the socket path (see above), binds, chmods, listens, starts the thread.
   static Result<std::unique_ptr<ControlServer>> start(ControlServerOptions options);
@@ -118,7 +128,7 @@ class ControlServer {
   const std::string& path() const;
 
   // The next queued request, if any. Never blocks.
-  std::optional<PendingRequest> tryPop();
+  std::optional<PendingRequest> tryPop() override;
   // Waits up to timeout for a request (for simple loops and tests).
   std::optional<PendingRequest> waitPop(std::chrono::milliseconds timeout);
   // An eventfd that is readable while requests are queued (level-triggered; tryPop()
@@ -127,7 +137,7 @@ class ControlServer {
 
   // With a reason, new requests are answered "refused" with it (e.g. "shutting down")
   // instead of being queued; nullopt accepts again.
-  void setRefusing(std::optional<std::string> reason);
+  void setRefusing(std::optional<std::string> reason) override;
 
   struct Impl;
 

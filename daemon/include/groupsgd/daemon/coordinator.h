@@ -70,10 +70,12 @@ class Coordinator {
   // Operations plumbing, all optional, set before run(): the control socket's request
   // queue, the metrics registry to update, the systemd watchdog period, and a flag that
   // SIGHUP sets to reload the configuration file.
-  void attachControl(ControlServer* control) { control_ = control; }
+  void attachControl(ControlQueue* control) { control_ = control; }
+  // Every series the coordinator exports carries job="<job_name>".
   void attachMetrics(MetricsRegistry* metrics) {
-    metrics_ = metrics;
-    evaluators_.attachMetrics(metrics);
+    job_metrics_ = std::make_unique<MetricsRegistry>(metrics, MetricLabels{{"job", cfg_.job_name}});
+    metrics_ = job_metrics_.get();
+    evaluators_.attachMetrics(metrics_);
   }
   void setWatchdog(std::optional<std::chrono::microseconds> period) { watchdog_ = period; }
   void setReloadFlag(std::atomic<bool>* reload) { reload_ = reload; }
@@ -84,6 +86,14 @@ class Coordinator {
   // Re-reads the CURVE allow-list (SIGHUP and the reload_keys method); unset: CURVE off.
   using KeyReloader = std::function<Result<AllowListChange>()>;
   void setKeyReloader(KeyReloader reload) { reload_keys_ = std::move(reload); }
+  // A job of a multi-job daemon (docs/jobs.md), set before run(); both flags borrowed.
+  // stop_now: once set, a stop does not wait for trainers to leave. suspend: run()
+  // returns {"suspended": true} at once, without draining or flushing (the daemon is
+  // stopping; the job resumes from its checkpoint when it starts again).
+  void setJobFlags(const std::atomic<bool>* stop_now, const std::atomic<bool>* suspend) {
+    stop_now_ = stop_now;
+    suspend_ = suspend;
+  }
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -198,8 +208,11 @@ class Coordinator {
   std::unique_ptr<AdaptiveController> adaptive_;  // mode adaptive only
   Clock::time_point next_control_;
   std::uint64_t regroups_ = 0;
-  ControlServer* control_ = nullptr;       // borrowed: main() owns it and outlives run()
-  MetricsRegistry* metrics_ = nullptr;     // borrowed, likewise
+  ControlQueue* control_ = nullptr;        // borrowed: main() owns it and outlives run()
+  const std::atomic<bool>* stop_now_ = nullptr;  // borrowed (setJobFlags)
+  const std::atomic<bool>* suspend_ = nullptr;
+  MetricsRegistry* metrics_ = nullptr;     // the job's view of the borrowed registry
+  std::unique_ptr<MetricsRegistry> job_metrics_;
   std::optional<std::chrono::microseconds> watchdog_;
   Clock::time_point next_watchdog_;
   std::atomic<bool>* reload_ = nullptr;

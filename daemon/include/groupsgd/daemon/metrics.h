@@ -83,6 +83,10 @@ class Histogram {
 class MetricsRegistry {
  public:
   explicit MetricsRegistry(std::string prefix = "groupsgd_");
+  // A view of `parent` (borrowed; outlives the view): every series created or removed
+  // through it carries `const_labels` before its own labels (a job's coordinator:
+  // job="NAME"). The series live in the parent; render() renders the parent.
+  MetricsRegistry(MetricsRegistry* parent, MetricLabels const_labels);
   ~MetricsRegistry();
   MetricsRegistry(const MetricsRegistry&) = delete;
   MetricsRegistry& operator=(const MetricsRegistry&) = delete;
@@ -130,6 +134,10 @@ class MetricsRegistry {
                        const MetricLabels& labels, const std::vector<double>* bounds);
   void renderFamily(const Family& family, std::string* out) const;
 
+  MetricLabels withConst(const MetricLabels& labels) const;
+
+  MetricsRegistry* parent_ = nullptr;  // a view forwards everything here
+  MetricLabels const_labels_;
   mutable std::mutex mu_;
   std::string prefix_;
   std::vector<std::unique_ptr<Family>> families_;  // creation order

@@ -95,12 +95,28 @@ class CoordinatorClient {
   Status leave(const Assignment& a, std::uint64_t samples_trained, std::uint64_t steps);
   // Sent with every later registration (external models); unset for the built-in ones.
   void describeModel(ModelDescription model) { model_ = std::move(model); }
+  // The job to join by name (a daemon hosting several jobs; "" = the only one running).
+  // A registration the daemon's front answers with a JobRedirect is sent again to the
+  // job's own coordinator, and every later message carries that job's id (jobId()). When
+  // the job's coordinator falls silent, the next call goes back to the front.
+  void joinJob(std::string name) { job_ = std::move(name); }
+  // The job id in this client's headers: the constructor's, or the redirect's.
+  std::uint64_t jobId() const { return job_id_; }
+  // Whether calls go to a job's coordinator learnt from a redirect.
+  bool redirected() const { return redirected_; }
+  // Follows another client's redirect (a second client of the same worker process):
+  // calls go to this job coordinator, with this job id, until it falls silent.
+  void useJobCoordinator(const std::string& endpoint, std::uint64_t job_id);
   // The endpoint the next call goes to.
   const std::string& endpoint() const { return rpc_->endpoint(); }
 
  private:
   // rpc_->call, moving on to the next endpoint of the list when nothing answered.
   Result<InMessage> call(OutMessage&& out);
+  OutMessage registration(Role role, const std::string& name, std::uint64_t worker_id,
+                          const std::vector<std::string>& endpoints, std::uint64_t epoch) const;
+  // Talks to the job's coordinator from now on (a JobRedirect).
+  Status followRedirect(const InMessage& reply);
 
   zmq::context_t& ctx_;
   std::vector<std::string> endpoints_;
@@ -109,6 +125,8 @@ class CoordinatorClient {
   std::unique_ptr<RpcClient> rpc_;
   std::optional<ModelDescription> model_;
   std::uint64_t job_id_;
+  std::string job_;
+  bool redirected_ = false;  // rpc_ goes to a job's coordinator, not to endpoints_[at_]
   std::chrono::milliseconds timeout_;
 };
 

@@ -16,6 +16,7 @@ namespace groupsgd::worker {
 struct WorkerOptions {
   std::string coordinator = "tcp://127.0.0.1:5555";
   std::uint64_t job_id = 1;
+  std::string job;                  // --job: the job to join by name ("" = the only one)
   std::string data_dir;             // empty: the Fashion-MNIST package directory
   SpeedProfile speed;               // --slowdown, --device-ms, --link-ms
   double stall_prob = 0;            // --stall-prob: chance per step of a random pause

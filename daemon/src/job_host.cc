@@ -1,0 +1,503 @@
+#include "job_host.h"
+
+#include <chrono>
+#include <deque>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "groupsgd/common/atomic_file.h"
+#include "groupsgd/common/log.h"
+#include "groupsgd/daemon/control_server.h"
+#include "groupsgd/daemon/job_config.h"
+#include "groupsgd/daemon/job_table.h"
+#include "groupsgd/daemon/metrics.h"
+#include "groupsgd/daemon/metrics_server.h"
+#include "groupsgd/daemon/sd_notify.h"
+#include "groupsgd/daemon/version.h"
+#include "job.h"
+#include "job_front.h"
+
+namespace groupsgd::daemon {
+namespace {
+
+using nlohmann::json;
+using ojson = nlohmann::ordered_json;
+using Clock = std::chrono::steady_clock;
+
+std::int64_t unixNow() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// The control requests forwarded to one job's coordinator (it pops them on its thread).
+class JobControlQueue : public ControlQueue {
+ public:
+  void push(PendingRequest r) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (refusing_) return r.fail(ControlError::kRefused, *refusing_);
+    queue_.push_back(std::move(r));
+  }
+  std::optional<PendingRequest> tryPop() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (queue_.empty()) return std::nullopt;
+    PendingRequest r = std::move(queue_.front());
+    queue_.pop_front();
+    return r;
+  }
+  void setRefusing(std::optional<std::string> reason) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    refusing_ = std::move(reason);
+    if (!refusing_) return;
+    for (auto& r : queue_) r.fail(ControlError::kRefused, *refusing_);
+    queue_.clear();
+  }
+
+ private:
+  std::mutex mu_;
+  std::deque<PendingRequest> queue_;
+  std::optional<std::string> refusing_;
+};
+
+// A job the daemon hosts now: its Job runs on `runner` until it ends, then the host
+// joins it and records the summary.
+struct HostedJob {
+  std::unique_ptr<Job> job;
+  std::string endpoint;
+  std::uint32_t slots = 0;
+  std::atomic<bool> stop{false};      // end the job (a stop condition of the operator)
+  std::atomic<bool> stop_now{false};  // ... without waiting for trainers (stop without --drain)
+  std::atomic<bool> suspend{false};   // the daemon stops: keep the job for the next start
+  std::atomic<bool> done{false};
+  bool stopped_by_operator = false;
+  JobControlQueue control;
+  nlohmann::json summary;  // written by the runner before done
+  std::thread runner;
+};
+
+class JobHost {
+ public:
+  JobHost(zmq::context_t& ctx, const DaemonConfig& cfg, const CurveKeys& keys,
+          const ZapHandler* zap, JobTable table, JobFront front)
+      : ctx_(ctx), cfg_(cfg), keys_(keys), zap_(zap), table_(std::move(table)),
+        front_(std::move(front)) {}
+
+  Status startOperations();
+  void resumeJobs();
+  void run(const std::atomic<bool>& stop);
+
+ private:
+  std::string jobDir(const std::string& name) const { return cfg_.state_dir + "/jobs/" + name; }
+  std::uint32_t slotsInUse() const;
+  std::vector<FrontJob> frontJobs() const;
+  Result<DaemonConfig> jobConfig(const JobRecord& rec) const;
+  // Binds and starts the job of this record; on failure the record is marked failed.
+  Status launch(JobRecord& rec);
+  void reapEnded();
+  void saveTable();
+  void serveControl();
+  void handleControl(PendingRequest&& r);
+  Result<std::string> targetJob(const PendingRequest& r) const;  // name of a running job
+  ojson jobRow(const JobRecord& rec) const;
+  void jobSubmit(PendingRequest& r);
+  void jobStop(PendingRequest& r);
+  void jobStatus(PendingRequest& r);
+  void suspendAll();
+
+  zmq::context_t& ctx_;
+  const DaemonConfig& cfg_;
+  const CurveKeys& keys_;
+  const ZapHandler* zap_;
+  JobTable table_;
+  JobFront front_;
+  std::map<std::string, std::unique_ptr<HostedJob>> running_;
+  MetricsRegistry metrics_;
+  std::unique_ptr<ControlServer> control_;
+  std::unique_ptr<MetricsServer> metrics_server_;
+  bool shutdown_requested_ = false;
+  std::optional<std::chrono::microseconds> watchdog_;
+  Clock::time_point next_watchdog_ = Clock::now();
+};
+
+std::uint32_t JobHost::slotsInUse() const {
+  std::uint32_t n = 0;
+  for (const auto& [name, h] : running_) n += h->slots;
+  return n;
+}
+
+std::vector<FrontJob> JobHost::frontJobs() const {
+  std::vector<FrontJob> jobs;
+  for (const auto& rec : table_.jobs()) {
+    FrontJob f{rec.name, rec.id, false, ""};
+    if (auto it = running_.find(rec.name); it != running_.end() && !it->second->done.load()) {
+      f.running = true;
+      f.endpoint = it->second->endpoint;
+    }
+    jobs.push_back(std::move(f));
+  }
+  return jobs;
+}
+
+Result<DaemonConfig> JobHost::jobConfig(const JobRecord& rec) const {
+  auto cfg = parseJobConfig(rec.config, cfg_);
+  if (!cfg) return cfg.status();
+  cfg->job_id = rec.id;
+  cfg->listen = "tcp://" + cfg_.bind_host + ":*";
+  cfg->checkpoint_dir = jobDir(rec.name);
+  cfg->endpoint_file.clear();
+  cfg->summary_file = jobDir(rec.name) + "/summary.json";
+  cfg->config_file.clear();
+  return cfg;
+}
+
+Status JobHost::launch(JobRecord& rec) {
+  auto cfg = jobConfig(rec);
+  if (!cfg) return cfg.status();
+  std::error_code ec;
+  std::filesystem::create_directories(cfg->checkpoint_dir, ec);
+  if (ec) return unavailable("cannot create " + cfg->checkpoint_dir + ": " + ec.message());
+  auto job = Job::create(ctx_, *cfg, keys_);
+  if (!job) return job.status();
+  auto hosted = std::make_unique<HostedJob>();
+  hosted->job = std::move(*job);
+  hosted->endpoint = hosted->job->endpoint();
+  hosted->slots = cfg->groupCount();
+  Coordinator& coordinator = hosted->job->coordinator();
+  coordinator.attachZap(zap_);
+  coordinator.attachMetrics(&metrics_);
+  coordinator.attachControl(&hosted->control);
+  coordinator.setJobFlags(&hosted->stop_now, &hosted->suspend);
+  ++rec.starts;
+  HostedJob* h = hosted.get();
+  const std::string name = rec.name;
+  h->runner = std::thread([h, name] {
+    log::setThreadTag("job " + name);
+    h->job->startServers();
+    h->summary = h->job->runCoordinator(h->stop);
+    h->job->stopServers();
+    h->done.store(true);
+  });
+  GSGD_INFO("job '" << rec.name << "' (id " << rec.id << ") runs: coordinator on " << h->endpoint
+                    << ", " << h->slots << " group PS(es)"
+                    << (h->job->resumedFrom().empty() ? "" : ", resumed from " + h->job->resumedFrom()));
+  running_[rec.name] = std::move(hosted);
+  return Status::ok();
+}
+
+void JobHost::saveTable() {
+  if (Status s = table_.save(); !s) GSGD_ERROR("cannot write the job table: " << s.toString());
+}
+
+void JobHost::resumeJobs() {
+  for (auto& rec : table_.jobs()) {
+    if (rec.state != JobState::kRunning) continue;
+    if (Status s = launch(rec); !s) {
+      GSGD_ERROR("job '" << rec.name << "' cannot resume: " << s.toString());
+      rec.state = JobState::kFailed;
+      rec.error = s.message();
+      rec.ended_unix = unixNow();
+    }
+  }
+  saveTable();
+}
+
+void JobHost::reapEnded() {
+  for (auto it = running_.begin(); it != running_.end();) {
+    HostedJob& h = *it->second;
+    if (!h.done.load()) {
+      ++it;
+      continue;
+    }
+    h.runner.join();
+    JobRecord* rec = table_.find(it->first);
+    if (rec != nullptr && !h.summary.value("suspended", false)) {
+      rec->state = h.stopped_by_operator ? JobState::kStopped : JobState::kFinished;
+      h.summary["job"] = {{"name", rec->name}, {"id", rec->id}};
+      h.summary["config"] = toJson(h.job->config());
+      rec->summary = h.summary;
+      const std::string file = h.job->config().summary_file;
+      if (Status s = writeFileAtomically(file, h.summary.dump(2) + "\n"); !s) {
+        GSGD_ERROR("cannot write " << file << ": " << s.toString());
+      }
+      rec->ended_unix = unixNow();
+      GSGD_INFO("job '" << rec->name << "' " << jobStateName(rec->state) << " ("
+                        << h.summary.value("stop_reason", "") << "); its " << h.slots
+                        << " group PS slot(s) are free");
+      saveTable();
+    }
+    it = running_.erase(it);
+  }
+}
+
+ojson JobHost::jobRow(const JobRecord& rec) const {
+  ojson row;
+  row["name"] = rec.name;
+  row["id"] = rec.id;
+  row["state"] = jobStateName(rec.state);
+  row["mode"] = rec.config.value("mode", modeName(cfg_.mode));
+  auto it = running_.find(rec.name);
+  if (it != running_.end()) {
+    row["groups"] = it->second->slots;
+    row["coordinator"] = it->second->endpoint;
+    if (it->second->stop.load()) row["state"] = "stopping";
+  } else {
+    row["groups"] = nullptr;
+    row["coordinator"] = nullptr;
+  }
+  if (rec.summary.is_object()) {
+    row["stop_reason"] = rec.summary.value("stop_reason", "");
+    row["final_test_acc"] = rec.summary.value("final_test_acc", json());
+  }
+  if (!rec.error.empty()) row["error"] = rec.error;
+  return row;
+}
+
+Result<std::string> JobHost::targetJob(const PendingRequest& r) const {
+  const auto& p = r.params();
+  std::vector<FrontJob> jobs = frontJobs();
+  std::string wanted;
+  if (auto it = p.find("job"); it != p.end()) {
+    if (!it->is_string()) return invalidArgument("job must be a string (a job name)");
+    wanted = it->get<std::string>();
+  }
+  auto job = resolveJob(wanted, jobs);
+  if (!job) {
+    if (job.status().code() == Code::kUnavailable) return failedPrecondition("no job is running");
+    return job.status();
+  }
+  return job->name;
+}
+
+void JobHost::jobSubmit(PendingRequest& r) {
+  const auto& p = r.params();
+  auto it = p.find("config");
+  if (it == p.end() || !it->is_object()) {
+    return r.fail(ControlError::kInvalidParams, "params.config (the job, a JSON object) is missing");
+  }
+  auto cfg = parseJobConfig(*it, cfg_);
+  std::vector<std::string> problems;
+  if (!cfg) problems.push_back(cfg.status().message());
+  const std::string name = it->value("name", "");
+  if (!name.empty() && table_.find(name) != nullptr) {
+    problems.push_back("name '" + name + "' is in use (job " +
+                       std::to_string(table_.find(name)->id) + ", " +
+                       jobStateName(table_.find(name)->state) + "); names are never reused");
+  }
+  if (cfg) {
+    const std::uint32_t free = cfg_.max_group_slots - std::min(cfg_.max_group_slots, slotsInUse());
+    if (cfg->groupCount() > free) {
+      problems.push_back("the job needs " + std::to_string(cfg->groupCount()) +
+                         " group PS(es), " + std::to_string(free) + " of max_group_slots " +
+                         std::to_string(cfg_.max_group_slots) + " are free");
+    }
+  }
+  if (!problems.empty()) {
+    std::string text;
+    for (const auto& pr : problems) text += (text.empty() ? "" : "; ") + pr;
+    return r.fail(ControlError::kInvalidParams, "job refused: " + text);
+  }
+  JobRecord rec;
+  rec.name = name;
+  rec.id = table_.nextId();
+  rec.config = *it;
+  rec.submitted_unix = unixNow();
+  table_.jobs().push_back(rec);
+  JobRecord& stored = table_.jobs().back();
+  if (Status s = launch(stored); !s) {
+    stored.state = JobState::kFailed;
+    stored.error = s.message();
+    stored.ended_unix = unixNow();
+    saveTable();
+    return r.fail(ControlError::kRefused, "job '" + name + "' could not start: " + s.message());
+  }
+  saveTable();
+  r.respond(jobRow(stored));
+}
+
+void JobHost::jobStop(PendingRequest& r) {
+  auto name = targetJob(r);
+  if (!name) return r.fail(name.status());
+  HostedJob& h = *running_.at(*name);
+  const auto drain = r.params().find("drain");
+  const bool wait = drain != r.params().end() && drain->is_boolean() && drain->get<bool>();
+  h.stopped_by_operator = true;
+  h.stop_now.store(!wait);
+  h.stop.store(true);
+  ojson row = jobRow(*table_.find(*name));
+  row["drain"] = wait;
+  r.respond(row);
+}
+
+// The job's row, and for a running job its coordinator's own status (asked on its thread).
+void JobHost::jobStatus(PendingRequest& r) {
+  const auto& p = r.params();
+  const auto it = p.find("job");
+  std::string name;
+  if (it != p.end() && it->is_string()) {
+    name = it->get<std::string>();
+  } else {
+    auto target = targetJob(r);
+    if (!target) return r.fail(target.status());
+    name = *target;
+  }
+  const JobRecord* rec = table_.find(name);
+  if (rec == nullptr) return r.fail(ControlError::kInvalidParams, "no job '" + name + "'");
+  ojson row = jobRow(*rec);
+  row["config"] = rec->config;
+  auto running = running_.find(name);
+  if (running == running_.end() || running->second->done.load()) {
+    if (rec->summary.is_object()) row["summary"] = rec->summary;
+    return r.respond(row);
+  }
+  // Ask the coordinator for its status; the answer goes to the original request.
+  auto original = std::make_shared<PendingRequest>(std::move(r));
+  ControlRequest inner = original->request();
+  inner.method = "status";
+  running->second->control.push(PendingRequest(
+      std::move(inner), [original, row](ojson reply) mutable {
+        if (reply.value("ok", false)) row["status"] = reply["result"];
+        original->respond(row);
+      }));
+}
+
+void JobHost::handleControl(PendingRequest&& r) {
+  const std::string& m = r.method();
+  if (m == "job.submit") return jobSubmit(r);
+  if (m == "job.stop") return jobStop(r);
+  if (m == "job.status") return jobStatus(r);
+  if (m == "job.list") {
+    ojson rows = ojson::array();
+    for (const auto& rec : table_.jobs()) rows.push_back(jobRow(rec));
+    return r.respond({{"jobs", rows},
+                      {"group_slots", {{"max", cfg_.max_group_slots}, {"in_use", slotsInUse()}}}});
+  }
+  if (m == "job.summary") {
+    const auto it = r.params().find("job");
+    if (it == r.params().end() || !it->is_string()) {
+      return r.fail(ControlError::kInvalidParams, "params.job (a job name) is missing");
+    }
+    const JobRecord* rec = table_.find(it->get<std::string>());
+    if (rec == nullptr) return r.fail(ControlError::kInvalidParams, "no job '" + it->get<std::string>() + "'");
+    if (!rec->summary.is_object()) {
+      return r.fail(ControlError::kRefused, "job '" + rec->name + "' is " +
+                                                jobStateName(rec->state) +
+                                                "; its summary comes when it ends");
+    }
+    return r.respond(rec->summary);
+  }
+  if (m == "version") {
+    return r.respond({{"version", buildVersion()}, {"control_protocol", kControlProtocolVersion}});
+  }
+  if (m == "shutdown" && r.params().find("job") == r.params().end()) {
+    shutdown_requested_ = true;
+    return r.respond({{"shutting_down", true}, {"jobs_suspended", running_.size()}});
+  }
+  // Every other method belongs to one job's coordinator.
+  auto name = targetJob(r);
+  if (!name) return r.fail(name.status());
+  running_.at(*name)->control.push(std::move(r));
+}
+
+void JobHost::serveControl() {
+  if (!control_) return;
+  while (auto r = control_->tryPop()) handleControl(std::move(*r));
+}
+
+Status JobHost::startOperations() {
+  metrics_.setBuildInfo(buildVersion());
+  ControlServerOptions copts;
+  copts.path = cfg_.control_socket;
+  if (cfg_.control_admin_gid >= 0) copts.admin_gid = static_cast<gid_t>(cfg_.control_admin_gid);
+  copts.metrics = &metrics_;
+  for (auto& m : jobControlMethods()) copts.methods.push_back(m);
+  auto started = ControlServer::start(copts);
+  if (!started) return Status(started.status().code(), "control socket: " + started.status().toString());
+  control_ = std::move(*started);
+  if (!cfg_.metrics_listen.empty()) {
+    MetricsServerOptions mopts;
+    const auto colon = cfg_.metrics_listen.rfind(':');
+    mopts.host = cfg_.metrics_listen.substr(0, colon);
+    mopts.port = static_cast<std::uint16_t>(std::atoi(cfg_.metrics_listen.c_str() + colon + 1));
+    auto ms = MetricsServer::start(metrics_, mopts);
+    if (!ms) return Status(ms.status().code(), "metrics endpoint: " + ms.status().toString());
+    metrics_server_ = std::move(*ms);
+    GSGD_INFO("metrics on http://" << metrics_server_->host() << ":" << metrics_server_->port()
+                                   << "/metrics");
+  }
+  watchdog_ = sdWatchdogInterval();
+  return Status::ok();
+}
+
+void JobHost::suspendAll() {
+  control_->setRefusing("the daemon is stopping");
+  for (auto& [name, h] : running_) h->suspend.store(true);
+  for (auto& [name, h] : running_) {
+    if (h->runner.joinable()) h->runner.join();
+  }
+  running_.clear();  // suspended jobs stay "running" in the table: they resume at the next start
+  saveTable();
+}
+
+void JobHost::run(const std::atomic<bool>& stop) {
+  GSGD_INFO("serving jobs: front on " << front_.endpoint() << ", control socket "
+                                      << cfg_.control_socket << ", " << cfg_.max_group_slots
+                                      << " group PS slots, state in " << cfg_.state_dir);
+  (void)sdNotifyReady("serving jobs: front on " + front_.endpoint());
+  while (!stop.load() && !shutdown_requested_) {
+    front_.serve(std::chrono::milliseconds(50), frontJobs());
+    serveControl();
+    reapEnded();
+    metrics_.gauge("jobs_running", "jobs the daemon hosts now").set(static_cast<double>(running_.size()));
+    metrics_.gauge("group_slots_in_use", "group PSes the running jobs use").set(slotsInUse());
+    if (watchdog_ && Clock::now() >= next_watchdog_) {
+      (void)sdNotifyWatchdog();
+      next_watchdog_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(*watchdog_ / 2);
+    }
+  }
+  GSGD_INFO("stopping: " << running_.size() << " running job(s) suspended until the next start");
+  (void)sdNotifyStopping();
+  reapEnded();
+  suspendAll();
+}
+
+}  // namespace
+
+int runJobHost(zmq::context_t& ctx, const DaemonConfig& cfg, const CurveKeys& keys,
+               const ZapHandler* zap, const std::atomic<bool>& stop) {
+  std::error_code ec;
+  std::filesystem::create_directories(cfg.state_dir + "/jobs", ec);
+  if (ec) {
+    std::fprintf(stderr, "groupsgdd: cannot create %s/jobs: %s\n", cfg.state_dir.c_str(),
+                 ec.message().c_str());
+    return 1;
+  }
+  auto table = JobTable::load(cfg.state_dir + "/jobs.json");
+  if (!table) {
+    std::fprintf(stderr, "groupsgdd: %s\n", table.status().message().c_str());
+    return 1;
+  }
+  auto front = JobFront::bind(ctx, cfg.listen, keys);
+  if (!front) {
+    std::fprintf(stderr, "groupsgdd: %s\n", front.status().message().c_str());
+    return 1;
+  }
+  if (!cfg.endpoint_file.empty()) {
+    if (Status s = writeFileAtomically(cfg.endpoint_file, front->endpoint() + "\n"); !s) {
+      std::fprintf(stderr, "groupsgdd: cannot write the endpoint file: %s\n", s.toString().c_str());
+      return 1;
+    }
+  }
+  JobHost host(ctx, cfg, keys, zap, std::move(*table), std::move(*front));
+  if (Status s = host.startOperations(); !s) {
+    std::fprintf(stderr, "groupsgdd: %s\n", s.message().c_str());
+    return 1;
+  }
+  host.resumeJobs();
+  host.run(stop);
+  return 0;
+}
+
+}  // namespace groupsgd::daemon

@@ -1,0 +1,25 @@
+// groupsgdd --serve: one long-running daemon hosting any number of jobs (docs/jobs.md).
+// The main thread runs the host loop: the job front on `listen` (job_front.cc: workers
+// are sent to their job's coordinator), the control socket (job.* methods here, every
+// other method forwarded to one job's coordinator), and the job table. Each job runs its
+// coordinator on a thread of its own and its PSes on threads its Job owns.
+// Thread rule: runJobHost() on the main thread; it returns when the daemon stops.
+#pragma once
+
+#include <atomic>
+
+#include <zmq.hpp>
+
+#include "groupsgd/common/curve_keys.h"
+#include "groupsgd/common/zap_handler.h"
+#include "groupsgd/daemon/config.h"
+
+namespace groupsgd::daemon {
+
+// Serves until stop is set (SIGINT/SIGTERM) or the control method shutdown arrives
+// without a job; running jobs are then suspended (they resume at the next start).
+// Returns the process exit code.
+int runJobHost(zmq::context_t& ctx, const DaemonConfig& cfg, const CurveKeys& keys,
+               const ZapHandler* zap, const std::atomic<bool>& stop);
+
+}  // namespace groupsgd::daemon

@@ -1,0 +1,273 @@
+// A multi-job daemon (groupsgdd --serve, docs/jobs.md) with real workers on loopback:
+// lifecycle and refusals at submit, workers refused without a job or with an unknown
+// one, two jobs training at once to their targets, another job's id refused by a job's
+// PSes, a job stopped while the other runs on, and a restart with a job in flight.
+#include <doctest/doctest.h>
+
+#include <csignal>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "groupsgd/common/transport.h"
+#include "groupsgd/worker/client.h"
+#include "process.h"
+
+using namespace groupsgd;
+using namespace groupsgd::testing;
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+namespace {
+
+struct Ctl {
+  int rc = -1;
+  std::string out;  // stdout and stderr
+};
+
+// One groupsgdctl call against dir/ctl.sock.
+Ctl ctl(const std::string& dir, std::vector<std::string> args) {
+  static int n = 0;
+  const std::string log = dir + "/ctl-" + std::to_string(++n) + ".log";
+  std::vector<std::string> argv = {GROUPSGDCTL_PATH, "--socket", dir + "/ctl.sock"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  Process p(argv, log);
+  auto rc = p.wait(30000ms);
+  REQUIRE(rc.has_value());
+  return {*rc, readFile(log)};
+}
+
+json ctlJson(const std::string& dir, std::vector<std::string> args) {
+  args.insert(args.begin(), "--json");
+  Ctl c = ctl(dir, args);
+  INFO(c.out);
+  REQUIRE(c.rc == 0);
+  return json::parse(c.out);
+}
+
+std::string writeJob(const std::string& dir, const std::string& file, const json& job) {
+  const std::string path = dir + "/" + file;
+  std::ofstream(path) << job.dump(2);
+  return path;
+}
+
+// A port free now, for a front that must keep its endpoint across a restart.
+int freePort() {
+  zmq::context_t ctx(1);
+  zmq::socket_t s(ctx, zmq::socket_type::router);
+  s.bind("tcp://127.0.0.1:0");
+  const std::string ep = s.get(zmq::sockopt::last_endpoint);
+  return std::stoi(ep.substr(ep.rfind(':') + 1));
+}
+
+std::unique_ptr<Process> startDaemon(const std::string& dir, const std::string& log,
+                                     int port = 0, std::uint32_t slots = 3) {
+  auto d = std::make_unique<Process>(
+      std::vector<std::string>{GROUPSGDD_PATH, "--serve", "--state-dir", dir + "/state",
+                               "--control-socket", dir + "/ctl.sock", "--listen",
+                               "tcp://127.0.0.1:" + std::to_string(port), "--endpoint-file", dir + "/ep",
+                               "--max-group-slots", std::to_string(slots), "--progress-ms", "0",
+                               "--heartbeat-ms", "200", "--step-deadline-ms", "2000"},
+      dir + "/" + log);
+  REQUIRE(waitUntil([&] { return readFile(dir + "/" + log).find("serving jobs") != std::string::npos; },
+                    30000ms));
+  return d;
+}
+
+std::string frontEndpoint(const std::string& dir) {
+  std::string ep = readFile(dir + "/ep");
+  while (!ep.empty() && ep.back() == '\n') ep.pop_back();
+  return ep;
+}
+
+std::unique_ptr<Process> startWorker(const std::string& dir, const std::string& job,
+                                const std::string& name, bool evaluate = false) {
+  std::vector<std::string> argv = {WORKER_PATH, "--coordinator", frontEndpoint(dir), "--name", name,
+                                   "--device-ms", "2", "--give-up-s", "60", "--timeout-ms", "4000"};
+  if (!job.empty()) argv.insert(argv.end(), {"--job", job});
+  if (evaluate) argv.insert(argv.end(), {"--evaluate", "--eval-interval-ms", "200"});
+  return std::make_unique<Process>(argv, dir + "/" + name + ".log");
+}
+
+json jobRow(const std::string& dir, const std::string& name) {
+  const json list = ctlJson(dir, {"job", "list"});
+  for (const auto& row : list["jobs"]) {
+    if (row["name"] == name) return row;
+  }
+  return json();
+}
+
+bool jobIs(const std::string& dir, const std::string& name, const std::string& state) {
+  const json row = jobRow(dir, name);
+  return row.is_object() && row["state"] == state;
+}
+
+json softmaxJob(const std::string& name, const std::string& mode, double target) {
+  json j = {{"name", name}, {"mode", mode}, {"workers", 2}, {"model", "softmax"},
+            {"batch_size", 64}, {"optimizer", {{"lr", 0.1}}}, {"max_seconds", 120}};
+  if (mode == "grouped") j["groups"] = 2;
+  if (target > 0) j["target_acc"] = target;
+  return j;
+}
+
+}  // namespace
+
+TEST_CASE("jobs: refusals at submit, workers without a job, cross-job messages, two jobs to target") {
+  const std::string dir = makeTempDir();
+  auto daemon = startDaemon(dir, "daemon.log");
+  CHECK(ctlJson(dir, {"job", "list"})["jobs"].empty());
+
+  // A bad job: every problem named, nothing started.
+  const std::string bad = writeJob(dir, "bad.json", {{"name", "x y"}, {"mode", "bogus"},
+                                                     {"frobnicate", 1}, {"listen", "tcp://*:1"},
+                                                     {"batch_size", 0}});
+  Ctl refused = ctl(dir, {"job", "submit", bad});
+  CHECK(refused.rc == 1);
+  for (const char* problem : {"name 'x y'", "mode must be one of", "unknown option 'frobnicate'",
+                              "'listen' is a daemon setting", "batch_size must be"}) {
+    CHECK_MESSAGE(refused.out.find(problem) != std::string::npos, problem, "\n", refused.out);
+  }
+  CHECK(ctlJson(dir, {"job", "list"})["jobs"].empty());
+
+  const json a = ctlJson(dir, {"job", "submit", writeJob(dir, "a.json", softmaxJob("a", "sync", 0.75))});
+  CHECK(a["state"] == "running");
+  CHECK(a["groups"] == 1);
+  Ctl again = ctl(dir, {"job", "submit", dir + "/a.json"});
+  CHECK(again.rc == 1);
+  CHECK(again.out.find("name 'a' is in use") != std::string::npos);
+  json big = softmaxJob("big", "grouped", 0);
+  big["workers"] = 3;
+  big["groups"] = 3;
+  Ctl full = ctl(dir, {"job", "submit", writeJob(dir, "big.json", big)});
+  CHECK(full.rc == 1);
+  CHECK(full.out.find("needs 3 group PS(es), 2 of max_group_slots 3 are free") != std::string::npos);
+  const json b = ctlJson(dir, {"job", "submit", writeJob(dir, "b.json", softmaxJob("b", "grouped", 0.75))});
+  CHECK(b["id"] != a["id"]);
+
+  // Workers that name no job (two run) or an unknown one are refused, listing the jobs.
+  auto lost = startWorker(dir, "", "nojob");
+  CHECK(lost->wait(30000ms).value_or(0) != 0);
+  CHECK(readFile(dir + "/nojob.log").find("2 jobs are running; name one with --job: a, b") !=
+        std::string::npos);
+  auto unknown = startWorker(dir, "nope", "unknown");
+  CHECK(unknown->wait(30000ms).value_or(0) != 0);
+  CHECK(readFile(dir + "/unknown.log").find("no job 'nope'; jobs you can join: a, b") !=
+        std::string::npos);
+  // A per-job control method needs the job named too.
+  Ctl which = ctl(dir, {"status"});
+  CHECK(which.rc == 1);
+  CHECK(which.out.find("name one with --job") != std::string::npos);
+  CHECK(ctlJson(dir, {"--job", "b", "status"})["mode"] == "grouped");
+
+  // Job a's PSes refuse messages carrying job b's id; a's own id passes.
+  {
+    zmq::context_t ctx(1);
+    worker::CoordinatorClient probe(ctx, frontEndpoint(dir), 1, 5000ms);
+    probe.joinJob("a");
+    auto assigned = probe.registerAs(worker::Role::kTool, "cross-job-probe");
+    REQUIRE(assigned.isOk());
+    CHECK(probe.jobId() == a["id"].get<std::uint64_t>());
+    const std::uint64_t other = b["id"].get<std::uint64_t>();
+    MessageLimits limits;
+    limits.job_id = other;
+    RpcClient central(ctx, assigned->central_endpoint, limits);
+    std::vector<float> params(assigned->param_count);
+    auto fetched = worker::fetchCentralModel(central, other, params, 5000ms);
+    REQUIRE(!fetched.isOk());
+    CHECK(fetched.status().code() == Code::kPermissionDenied);
+    MessageLimits own;
+    own.job_id = probe.jobId();
+    RpcClient central_own(ctx, assigned->central_endpoint, own);
+    CHECK(worker::fetchCentralModel(central_own, probe.jobId(), params, 5000ms).isOk());
+    REQUIRE(!assigned->group_endpoint.empty());
+    worker::GroupClient intruder(ctx, *assigned, other, 5000ms);
+    std::vector<float> grad(assigned->param_count, 0.01f);
+    auto pushed = intruder.push(0, std::span<const float>(grad), 8, 1.0f, 1.0f, params);
+    REQUIRE(!pushed.isOk());
+    CHECK(pushed.status().code() == Code::kPermissionDenied);
+    CHECK(pushed.status().message().find("is not this job") != std::string::npos);
+  }
+
+  // Both jobs train at once, each to its own target.
+  std::vector<std::unique_ptr<Process>> workers;
+  for (const std::string job : {"a", "b"}) {
+    workers.push_back(startWorker(dir, job, job + "-w1"));
+    workers.push_back(startWorker(dir, job, job + "-w2"));
+    workers.push_back(startWorker(dir, job, job + "-eval", true));
+  }
+  REQUIRE(waitUntil([&] { return jobIs(dir, "a", "finished") && jobIs(dir, "b", "finished"); },
+                    120000ms, 500ms));
+  for (const std::string job : {"a", "b"}) {
+    const json s = ctlJson(dir, {"job", "summary", job});
+    INFO(job, ": ", s.dump());
+    CHECK(s["stop_reason"].get<std::string>().find("target") != std::string::npos);
+    CHECK(s["acc_at_target"].get<double>() >= 0.75);
+    CHECK(s["accounting_ok"] == true);
+    CHECK(s["job"]["name"] == job);
+  }
+  for (auto& w : workers) CHECK(w->wait(30000ms) == std::optional<int>(0));
+  // The daemon stays up with its slots free, and stops on SIGTERM.
+  CHECK(ctlJson(dir, {"job", "list"})["group_slots"]["in_use"] == 0);
+  ::kill(daemon->pid(), SIGTERM);
+  CHECK(daemon->wait(30000ms) == std::optional<int>(0));
+}
+
+TEST_CASE("jobs: a job stopped while the other trains on; restart resumes the running job") {
+  const std::string dir = makeTempDir();
+  const int port = freePort();  // the workers find the restarted daemon at the same front
+  auto daemon = startDaemon(dir, "daemon1.log", port);
+  json a = softmaxJob("a", "sync", 0);
+  json b = softmaxJob("b", "sync", 0);
+  b["checkpoint_every_versions"] = 20;
+  ctlJson(dir, {"job", "submit", writeJob(dir, "a.json", a)});
+  ctlJson(dir, {"job", "submit", writeJob(dir, "b.json", b)});
+  std::vector<std::unique_ptr<Process>> a_workers, b_workers;
+  for (int i = 1; i <= 2; ++i) {
+    a_workers.push_back(startWorker(dir, "a", "a-w" + std::to_string(i)));
+    b_workers.push_back(startWorker(dir, "b", "b-w" + std::to_string(i)));
+  }
+  auto version = [&](const std::string& job) {
+    return ctlJson(dir, {"--job", job, "status"})["central_version"].get<std::uint64_t>();
+  };
+  REQUIRE(waitUntil([&] { return version("a") > 10 && version("b") > 10; }, 60000ms, 200ms));
+
+  // Stop a at once: its workers are told to stop, b trains on.
+  const json stopping = ctlJson(dir, {"job", "stop", "a"});
+  CHECK(stopping["drain"] == false);
+  REQUIRE(waitUntil([&] { return jobIs(dir, "a", "stopped"); }, 60000ms, 200ms));
+  for (auto& w : a_workers) CHECK(w->wait(60000ms) == std::optional<int>(0));
+  const std::uint64_t b_then = version("b");
+  REQUIRE(waitUntil([&] { return version("b") > b_then + 20; }, 30000ms, 200ms));
+  CHECK(ctlJson(dir, {"job", "summary", "a"})["job"]["name"] == "a");
+  Ctl not_yet = ctl(dir, {"job", "summary", "b"});
+  CHECK(not_yet.rc == 1);
+  CHECK(not_yet.out.find("its summary comes when it ends") != std::string::npos);
+
+  // The daemon stops with b in flight; restarted, it resumes b from its checkpoint and
+  // b's workers (still running) come back through the front. a keeps its summary.
+  const std::uint64_t before = version("b");
+  ::kill(daemon->pid(), SIGTERM);
+  CHECK(daemon->wait(30000ms) == std::optional<int>(0));
+  daemon = startDaemon(dir, "daemon2.log", port);
+  CHECK(jobIs(dir, "a", "stopped"));
+  CHECK(jobIs(dir, "b", "running"));
+  CHECK(readFile(dir + "/daemon2.log").find("resumed from") != std::string::npos);
+  const std::uint64_t resumed = version("b");
+  CHECK(resumed >= before);  // the checkpoint written at the stop
+  const auto active = [&] {
+    return ctlJson(dir, {"--job", "b", "status"})["workers"]["active"].get<int>();
+  };
+  REQUIRE(waitUntil([&] { return active() == 2 && version("b") > resumed + 20; }, 90000ms, 300ms));
+  CHECK(ctlJson(dir, {"job", "status", "b"})["status"]["incarnation"].get<std::uint64_t>() >= 2);
+
+  const json drained = ctlJson(dir, {"job", "stop", "b", "--drain"});
+  CHECK(drained["drain"] == true);
+  REQUIRE(waitUntil([&] { return jobIs(dir, "b", "stopped"); }, 60000ms, 200ms));
+  const json s = ctlJson(dir, {"job", "summary", "b"});
+  INFO(s.dump());
+  CHECK(s["central"]["version"].get<std::uint64_t>() > resumed + 20);
+  CHECK(s["samples_trained"].get<std::uint64_t>() > 0);
+  CHECK(s["accounting_ok"] == true);
+  for (auto& w : b_workers) CHECK(w->wait(60000ms) == std::optional<int>(0));
+  ::kill(daemon->pid(), SIGTERM);
+  CHECK(daemon->wait(30000ms) == std::optional<int>(0));
+}
