@@ -280,7 +280,9 @@ void JobHost::jobSubmit(PendingRequest& r) {
   auto cfg = parseJobConfig(*it, cfg_);
   std::vector<std::string> problems;
   if (!cfg) problems.push_back(cfg.status().message());
-  const std::string name = it->value("name", "");
+  const auto name_it = it->find("name");
+  const std::string name =
+      name_it != it->end() && name_it->is_string() ? name_it->get<std::string>() : "";
   if (!name.empty() && table_.find(name) != nullptr) {
     problems.push_back("name '" + name + "' is in use (job " +
                        std::to_string(table_.find(name)->id) + ", " +
@@ -403,7 +405,16 @@ void JobHost::handleControl(PendingRequest&& r) {
 
 void JobHost::serveControl() {
   if (!control_) return;
-  while (auto r = control_->tryPop()) handleControl(std::move(*r));
+  while (auto r = control_->tryPop()) {
+    const ControlRequest request = r->request();
+    try {
+      handleControl(std::move(*r));
+    } catch (const std::exception& e) {
+      // A request the checks above missed never takes the daemon down; its connection
+      // gets "internal" from the dropped request.
+      GSGD_ERROR("control: " << request.method << " failed: " << e.what());
+    }
+  }
 }
 
 Status JobHost::startOperations() {
