@@ -142,6 +142,9 @@ TEST_CASE(
     CHECK_MESSAGE(refused.out.find(problem) != std::string::npos, problem, "\n", refused.out);
   }
   CHECK(ctlJson(dir, {"job", "list"})["jobs"].empty());
+  Ctl odd = ctl(dir, {"raw", "job.submit", R"({"config": {"name": 5}})"});
+  CHECK(odd.rc == 1);
+  CHECK(odd.out.find("'name' (a string) is missing") != std::string::npos);
 
   const json a =
       ctlJson(dir, {"job", "submit", writeJob(dir, "a.json", softmaxJob("a", "sync", 0.75))});
