@@ -1,8 +1,8 @@
 #include "job.h"
 
+#include "group_server_setup.h"
 #include "groupsgd/common/log.h"
 #include "groupsgd/daemon/incarnation.h"
-#include "group_server_setup.h"
 
 namespace groupsgd::daemon {
 namespace {
@@ -26,12 +26,14 @@ centralps::CentralConfig centralConfig(const DaemonConfig& cfg, const CurveKeys&
 }  // namespace
 
 Result<std::unique_ptr<Job>> Job::create(zmq::context_t& ctx, const DaemonConfig& cfg,
-                                         const CurveKeys& keys, std::optional<ExternalIntake> intake) {
+                                         const CurveKeys& keys,
+                                         std::optional<ExternalIntake> intake) {
   std::unique_ptr<Job> job(new Job(cfg));
   centralps::CentralConfig ccfg = centralConfig(cfg, keys);
   if (intake) ccfg.initial = std::move(intake->initial);
   auto central = centralps::CentralServer::create(ctx, ccfg, "tcp://" + cfg.bind_host + ":*");
-  if (!central) return Status(central.status().code(), "central PS: " + central.status().toString());
+  if (!central)
+    return Status(central.status().code(), "central PS: " + central.status().toString());
   job->central_ = std::move(*central);
   Topology topo;
   topo.central_endpoint = job->central_->endpoint();
@@ -39,8 +41,8 @@ Result<std::unique_ptr<Job>> Job::create(zmq::context_t& ctx, const DaemonConfig
   if (intake) topo.model_fingerprint = intake->fingerprint;
   GSGD_RETURN_IF_ERROR(job->startGroups(ctx, keys, &topo));
   if (intake) {
-    job->coordinator_ = Coordinator::createOn(ctx, std::move(intake->socket), intake->endpoint,
-                                              cfg, topo, keys);
+    job->coordinator_ =
+        Coordinator::createOn(ctx, std::move(intake->socket), intake->endpoint, cfg, topo, keys);
   } else {
     auto coordinator = Coordinator::create(ctx, cfg, topo, keys);
     if (!coordinator) {
@@ -57,9 +59,9 @@ Job::~Job() { stopServers(); }
 Status Job::startGroups(zmq::context_t& ctx, const CurveKeys& keys, Topology* topo) {
   const std::uint32_t local_groups = cfg_.role == "coordinator" ? 0 : cfg_.groupCount();
   for (std::uint32_t g = 0; g < local_groups; ++g) {
-    auto server = groupps::GroupServer::create(
-        ctx, groupServerConfig(cfg_, g, topo->central_endpoint, keys), topo->param_count,
-        "tcp://" + cfg_.bind_host + ":*");
+    auto server =
+        groupps::GroupServer::create(ctx, groupServerConfig(cfg_, g, topo->central_endpoint, keys),
+                                     topo->param_count, "tcp://" + cfg_.bind_host + ":*");
     if (!server) {
       return Status(server.status().code(),
                     "group PS " + std::to_string(g) + ": " + server.status().toString());

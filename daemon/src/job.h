@@ -8,12 +8,11 @@
 
 #include <atomic>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 #include <zmq.hpp>
 
 #include "groupsgd/centralps/central_server.h"

@@ -10,11 +10,27 @@ using nlohmann::json;
 // Set by the daemon for all of its jobs, or by the daemon for each job (job_id,
 // checkpoint_dir, summary_file).
 const char* const kDaemonLevel[] = {
-    "job_id",        "job_name",          "role",           "coordinator",   "node_groups",
-    "listen",        "bind_host",         "endpoint_file",  "summary_file",  "json",
-    "log_level",     "control_socket",    "control_admin_gid", "metrics_listen",
-    "checkpoint_dir", "give_up_s",        "serve",          "state_dir",     "max_group_slots",
-    "curve",         "external_model_file",
+    "job_id",
+    "job_name",
+    "role",
+    "coordinator",
+    "node_groups",
+    "listen",
+    "bind_host",
+    "endpoint_file",
+    "summary_file",
+    "json",
+    "log_level",
+    "control_socket",
+    "control_admin_gid",
+    "metrics_listen",
+    "checkpoint_dir",
+    "give_up_s",
+    "serve",
+    "state_dir",
+    "max_group_slots",
+    "curve",
+    "external_model_file",
 };
 
 // Applies one member at a time so that every bad member is reported.
@@ -90,7 +106,8 @@ Result<DaemonConfig> parseJobConfig(const json& job, const DaemonConfig& default
   if (problems.size() == before_ranges) {
     if (Status s = validate(cfg); !s) problems.push_back(s.message());
   }
-  if (cfg.external_model) problems.push_back("model external is not available to submitted jobs yet");
+  if (cfg.external_model)
+    problems.push_back("model external is not available to submitted jobs yet");
   if (!problems.empty()) {
     std::string text;
     for (const auto& p : problems) text += (text.empty() ? "" : "; ") + p;

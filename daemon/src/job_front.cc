@@ -110,8 +110,10 @@ void JobFront::handle(const zmq::message_t& from, std::vector<zmq::message_t>&& 
     case BodyKind::LEAVE:
       return refuse(from, notFound("not registered at the job front"), job_id);
     default:
-      return refuse(from, invalidArgument(std::string("the job front does not serve '") +
-                                          bodyKindName(msg->kind()) + "'"), job_id);
+      return refuse(from,
+                    invalidArgument(std::string("the job front does not serve '") +
+                                    bodyKindName(msg->kind()) + "'"),
+                    job_id);
   }
 }
 

@@ -12,7 +12,6 @@
 #include <optional>
 #include <string>
 #include <vector>
-
 #include <zmq.hpp>
 
 #include "groupsgd/common/curve_keys.h"
@@ -30,7 +29,8 @@ struct FrontJob {
 
 class JobFront {
  public:
-  static Result<JobFront> bind(zmq::context_t& ctx, const std::string& listen, const CurveKeys& keys);
+  static Result<JobFront> bind(zmq::context_t& ctx, const std::string& listen,
+                               const CurveKeys& keys);
   const std::string& endpoint() const { return endpoint_; }
   // Answers the requests that arrive within timeout; jobs() is asked for the job list.
   void serve(std::chrono::milliseconds timeout, const std::vector<FrontJob>& jobs);

@@ -82,7 +82,11 @@ class JobHost {
  public:
   JobHost(zmq::context_t& ctx, const DaemonConfig& cfg, const CurveKeys& keys,
           const ZapHandler* zap, JobTable table, JobFront front)
-      : ctx_(ctx), cfg_(cfg), keys_(keys), zap_(zap), table_(std::move(table)),
+      : ctx_(ctx),
+        cfg_(cfg),
+        keys_(keys),
+        zap_(zap),
+        table_(std::move(table)),
         front_(std::move(front)) {}
 
   Status startOperations();
@@ -180,9 +184,10 @@ Status JobHost::launch(JobRecord& rec) {
     h->job->stopServers();
     h->done.store(true);
   });
-  GSGD_INFO("job '" << rec.name << "' (id " << rec.id << ") runs: coordinator on " << h->endpoint
-                    << ", " << h->slots << " group PS(es)"
-                    << (h->job->resumedFrom().empty() ? "" : ", resumed from " + h->job->resumedFrom()));
+  GSGD_INFO(
+      "job '" << rec.name << "' (id " << rec.id << ") runs: coordinator on " << h->endpoint << ", "
+              << h->slots << " group PS(es)"
+              << (h->job->resumedFrom().empty() ? "" : ", resumed from " + h->job->resumedFrom()));
   running_[rec.name] = std::move(hosted);
   return Status::ok();
 }
@@ -275,12 +280,15 @@ void JobHost::jobSubmit(PendingRequest& r) {
   const auto& p = r.params();
   auto it = p.find("config");
   if (it == p.end() || !it->is_object()) {
-    return r.fail(ControlError::kInvalidParams, "params.config (the job, a JSON object) is missing");
+    return r.fail(ControlError::kInvalidParams,
+                  "params.config (the job, a JSON object) is missing");
   }
   auto cfg = parseJobConfig(*it, cfg_);
   std::vector<std::string> problems;
   if (!cfg) problems.push_back(cfg.status().message());
-  const std::string name = it->value("name", "");
+  const auto name_it = it->find("name");
+  const std::string name =
+      name_it != it->end() && name_it->is_string() ? name_it->get<std::string>() : "";
   if (!name.empty() && table_.find(name) != nullptr) {
     problems.push_back("name '" + name + "' is in use (job " +
                        std::to_string(table_.find(name)->id) + ", " +
@@ -289,8 +297,8 @@ void JobHost::jobSubmit(PendingRequest& r) {
   if (cfg) {
     const std::uint32_t free = cfg_.max_group_slots - std::min(cfg_.max_group_slots, slotsInUse());
     if (cfg->groupCount() > free) {
-      problems.push_back("the job needs " + std::to_string(cfg->groupCount()) +
-                         " group PS(es), " + std::to_string(free) + " of max_group_slots " +
+      problems.push_back("the job needs " + std::to_string(cfg->groupCount()) + " group PS(es), " +
+                         std::to_string(free) + " of max_group_slots " +
                          std::to_string(cfg_.max_group_slots) + " are free");
     }
   }
@@ -356,8 +364,8 @@ void JobHost::jobStatus(PendingRequest& r) {
   auto original = std::make_shared<PendingRequest>(std::move(r));
   ControlRequest inner = original->request();
   inner.method = "status";
-  running->second->control.push(PendingRequest(
-      std::move(inner), [original, row](ojson reply) mutable {
+  running->second->control.push(
+      PendingRequest(std::move(inner), [original, row](ojson reply) mutable {
         if (reply.value("ok", false)) row["status"] = reply["result"];
         original->respond(row);
       }));
@@ -380,7 +388,8 @@ void JobHost::handleControl(PendingRequest&& r) {
       return r.fail(ControlError::kInvalidParams, "params.job (a job name) is missing");
     }
     const JobRecord* rec = table_.find(it->get<std::string>());
-    if (rec == nullptr) return r.fail(ControlError::kInvalidParams, "no job '" + it->get<std::string>() + "'");
+    if (rec == nullptr)
+      return r.fail(ControlError::kInvalidParams, "no job '" + it->get<std::string>() + "'");
     if (!rec->summary.is_object()) {
       return r.fail(ControlError::kRefused, "job '" + rec->name + "' is " +
                                                 jobStateName(rec->state) +
@@ -403,7 +412,16 @@ void JobHost::handleControl(PendingRequest&& r) {
 
 void JobHost::serveControl() {
   if (!control_) return;
-  while (auto r = control_->tryPop()) handleControl(std::move(*r));
+  while (auto r = control_->tryPop()) {
+    const ControlRequest request = r->request();
+    try {
+      handleControl(std::move(*r));
+    } catch (const std::exception& e) {
+      // A request the checks above missed never takes the daemon down; its connection
+      // gets "internal" from the dropped request.
+      GSGD_ERROR("control: " << request.method << " failed: " << e.what());
+    }
+  }
 }
 
 Status JobHost::startOperations() {
@@ -414,7 +432,8 @@ Status JobHost::startOperations() {
   copts.metrics = &metrics_;
   for (auto& m : jobControlMethods()) copts.methods.push_back(m);
   auto started = ControlServer::start(copts);
-  if (!started) return Status(started.status().code(), "control socket: " + started.status().toString());
+  if (!started)
+    return Status(started.status().code(), "control socket: " + started.status().toString());
   control_ = std::move(*started);
   if (!cfg_.metrics_listen.empty()) {
     MetricsServerOptions mopts;
@@ -450,7 +469,8 @@ void JobHost::run(const std::atomic<bool>& stop) {
     front_.serve(std::chrono::milliseconds(50), frontJobs());
     serveControl();
     reapEnded();
-    metrics_.gauge("jobs_running", "jobs the daemon hosts now").set(static_cast<double>(running_.size()));
+    metrics_.gauge("jobs_running", "jobs the daemon hosts now")
+        .set(static_cast<double>(running_.size()));
     metrics_.gauge("group_slots_in_use", "group PSes the running jobs use").set(slotsInUse());
     if (watchdog_ && Clock::now() >= next_watchdog_) {
       (void)sdNotifyWatchdog();

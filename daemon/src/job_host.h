@@ -7,7 +7,6 @@
 #pragma once
 
 #include <atomic>
-
 #include <zmq.hpp>
 
 #include "groupsgd/common/curve_keys.h"

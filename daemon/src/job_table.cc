@@ -12,16 +12,21 @@ using nlohmann::json;
 
 const char* jobStateName(JobState s) {
   switch (s) {
-    case JobState::kRunning: return "running";
-    case JobState::kFinished: return "finished";
-    case JobState::kStopped: return "stopped";
-    case JobState::kFailed: return "failed";
+    case JobState::kRunning:
+      return "running";
+    case JobState::kFinished:
+      return "finished";
+    case JobState::kStopped:
+      return "stopped";
+    case JobState::kFailed:
+      return "failed";
   }
   return "unknown";
 }
 
 bool parseJobState(const std::string& text, JobState* out) {
-  for (JobState s : {JobState::kRunning, JobState::kFinished, JobState::kStopped, JobState::kFailed}) {
+  for (JobState s :
+       {JobState::kRunning, JobState::kFinished, JobState::kStopped, JobState::kFailed}) {
     if (text == jobStateName(s)) {
       *out = s;
       return true;
@@ -107,8 +112,6 @@ Result<JobTable> JobTable::load(const std::string& path) {
   return fromJson(j, path);
 }
 
-Status JobTable::save() const {
-  return writeFileAtomically(path_, toJson().dump(2) + "\n");
-}
+Status JobTable::save() const { return writeFileAtomically(path_, toJson().dump(2) + "\n"); }
 
 }  // namespace groupsgd::daemon

@@ -1,11 +1,12 @@
 // The job table (parse, persist, reload, corrupt files) and the job configuration reader.
+#include "groupsgd/daemon/job_table.h"
+
 #include <doctest/doctest.h>
 
 #include <fstream>
 
 #include "../ops/temp_dir.h"
 #include "groupsgd/daemon/job_config.h"
-#include "groupsgd/daemon/job_table.h"
 
 using namespace groupsgd;
 using namespace groupsgd::daemon;
@@ -81,8 +82,8 @@ TEST_CASE("job table: corrupt or inconsistent files are clear errors, never a si
 TEST_CASE("job config: the daemon's settings are defaults; every problem is named") {
   DaemonConfig defaults;
   defaults.heartbeat_ms = 250;
-  auto ok = parseJobConfig({{"name", "run-1"}, {"mode", "sync"}, {"optimizer", {{"lr", 0.2}}}},
-                           defaults);
+  auto ok =
+      parseJobConfig({{"name", "run-1"}, {"mode", "sync"}, {"optimizer", {{"lr", 0.2}}}}, defaults);
   REQUIRE(ok.isOk());
   CHECK(ok->job_name == "run-1");
   CHECK(ok->mode == Mode::kSync);
@@ -98,10 +99,10 @@ TEST_CASE("job config: the daemon's settings are defaults; every problem is name
                             defaults);
   REQUIRE(!bad.isOk());
   const std::string m = bad.status().message();
-  for (const char* problem : {"'name' (a string) is missing", "mode must be one of",
-                              "unknown option 'frobnicate'", "'control_socket' is a daemon setting",
-                              "workers must be at least 1", "optimizer.lr must be > 0",
-                              "unknown option 'adaptive.nope'"}) {
+  for (const char* problem :
+       {"'name' (a string) is missing", "mode must be one of", "unknown option 'frobnicate'",
+        "'control_socket' is a daemon setting", "workers must be at least 1",
+        "optimizer.lr must be > 0", "unknown option 'adaptive.nope'"}) {
     INFO(problem, " in: ", m);
     CHECK(m.find(problem) != std::string::npos);
   }

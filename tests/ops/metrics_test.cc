@@ -258,3 +258,19 @@ TEST_CASE("metrics server: a bad address or a taken port is an error") {
   auto second = MetricsServer::start(r, {"127.0.0.1", (*first)->port()});
   CHECK(second.status().code() == Code::kUnavailable);
 }
+
+TEST_CASE("metrics: a job's view puts job=NAME first on every series it creates or removes") {
+  MetricsRegistry r;
+  MetricsRegistry a(&r, {{"job", "a"}});
+  MetricsRegistry b(&r, {{"job", "b"}});
+  a.gauge("workers", "trainers by state", {{"state", "active"}}).set(2);
+  b.gauge("workers", "trainers by state", {{"state", "active"}}).set(3);
+  a.counter("bad_total", "bad").inc();
+  const std::string text = r.render();
+  CHECK(text.find("groupsgd_workers{job=\"a\",state=\"active\"} 2\n") != std::string::npos);
+  CHECK(text.find("groupsgd_workers{job=\"b\",state=\"active\"} 3\n") != std::string::npos);
+  CHECK(text.find("groupsgd_bad_total{job=\"a\"} 1\n") != std::string::npos);
+  CHECK(a.render() == text);  // a view renders its parent
+  CHECK(b.remove("workers", {{"state", "active"}}));
+  CHECK(r.render().find("job=\"b\"") == std::string::npos);
+}

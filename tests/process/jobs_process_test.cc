@@ -59,17 +59,18 @@ int freePort() {
   return std::stoi(ep.substr(ep.rfind(':') + 1));
 }
 
-std::unique_ptr<Process> startDaemon(const std::string& dir, const std::string& log,
-                                     int port = 0, std::uint32_t slots = 3) {
+std::unique_ptr<Process> startDaemon(const std::string& dir, const std::string& log, int port = 0,
+                                     std::uint32_t slots = 3) {
   auto d = std::make_unique<Process>(
-      std::vector<std::string>{GROUPSGDD_PATH, "--serve", "--state-dir", dir + "/state",
-                               "--control-socket", dir + "/ctl.sock", "--listen",
-                               "tcp://127.0.0.1:" + std::to_string(port), "--endpoint-file", dir + "/ep",
-                               "--max-group-slots", std::to_string(slots), "--progress-ms", "0",
-                               "--heartbeat-ms", "200", "--step-deadline-ms", "2000"},
+      std::vector<std::string>{
+          GROUPSGDD_PATH, "--serve", "--state-dir", dir + "/state", "--control-socket",
+          dir + "/ctl.sock", "--listen", "tcp://127.0.0.1:" + std::to_string(port),
+          "--endpoint-file", dir + "/ep", "--max-group-slots", std::to_string(slots),
+          "--progress-ms", "0", "--heartbeat-ms", "200", "--step-deadline-ms", "2000"},
       dir + "/" + log);
-  REQUIRE(waitUntil([&] { return readFile(dir + "/" + log).find("serving jobs") != std::string::npos; },
-                    30000ms));
+  REQUIRE(
+      waitUntil([&] { return readFile(dir + "/" + log).find("serving jobs") != std::string::npos; },
+                30000ms));
   return d;
 }
 
@@ -80,9 +81,18 @@ std::string frontEndpoint(const std::string& dir) {
 }
 
 std::unique_ptr<Process> startWorker(const std::string& dir, const std::string& job,
-                                const std::string& name, bool evaluate = false) {
-  std::vector<std::string> argv = {WORKER_PATH, "--coordinator", frontEndpoint(dir), "--name", name,
-                                   "--device-ms", "2", "--give-up-s", "60", "--timeout-ms", "4000"};
+                                     const std::string& name, bool evaluate = false) {
+  std::vector<std::string> argv = {WORKER_PATH,
+                                   "--coordinator",
+                                   frontEndpoint(dir),
+                                   "--name",
+                                   name,
+                                   "--device-ms",
+                                   "2",
+                                   "--give-up-s",
+                                   "60",
+                                   "--timeout-ms",
+                                   "4000"};
   if (!job.empty()) argv.insert(argv.end(), {"--job", job});
   if (evaluate) argv.insert(argv.end(), {"--evaluate", "--eval-interval-ms", "200"});
   return std::make_unique<Process>(argv, dir + "/" + name + ".log");
@@ -102,8 +112,9 @@ bool jobIs(const std::string& dir, const std::string& name, const std::string& s
 }
 
 json softmaxJob(const std::string& name, const std::string& mode, double target) {
-  json j = {{"name", name}, {"mode", mode}, {"workers", 2}, {"model", "softmax"},
-            {"batch_size", 64}, {"optimizer", {{"lr", 0.1}}}, {"max_seconds", 120}};
+  json j = {{"name", name},       {"mode", mode},     {"workers", 2},
+            {"model", "softmax"}, {"batch_size", 64}, {"optimizer", {{"lr", 0.1}}},
+            {"max_seconds", 120}};
   if (mode == "grouped") j["groups"] = 2;
   if (target > 0) j["target_acc"] = target;
   return j;
@@ -111,15 +122,19 @@ json softmaxJob(const std::string& name, const std::string& mode, double target)
 
 }  // namespace
 
-TEST_CASE("jobs: refusals at submit, workers without a job, cross-job messages, two jobs to target") {
+TEST_CASE(
+    "jobs: refusals at submit, workers without a job, cross-job messages, two jobs to target") {
   const std::string dir = makeTempDir();
   auto daemon = startDaemon(dir, "daemon.log");
   CHECK(ctlJson(dir, {"job", "list"})["jobs"].empty());
 
   // A bad job: every problem named, nothing started.
-  const std::string bad = writeJob(dir, "bad.json", {{"name", "x y"}, {"mode", "bogus"},
-                                                     {"frobnicate", 1}, {"listen", "tcp://*:1"},
-                                                     {"batch_size", 0}});
+  const std::string bad = writeJob(dir, "bad.json",
+                                   {{"name", "x y"},
+                                    {"mode", "bogus"},
+                                    {"frobnicate", 1},
+                                    {"listen", "tcp://*:1"},
+                                    {"batch_size", 0}});
   Ctl refused = ctl(dir, {"job", "submit", bad});
   CHECK(refused.rc == 1);
   for (const char* problem : {"name 'x y'", "mode must be one of", "unknown option 'frobnicate'",
@@ -127,8 +142,12 @@ TEST_CASE("jobs: refusals at submit, workers without a job, cross-job messages, 
     CHECK_MESSAGE(refused.out.find(problem) != std::string::npos, problem, "\n", refused.out);
   }
   CHECK(ctlJson(dir, {"job", "list"})["jobs"].empty());
+  Ctl odd = ctl(dir, {"raw", "job.submit", R"({"config": {"name": 5}})"});
+  CHECK(odd.rc == 1);
+  CHECK(odd.out.find("'name' (a string) is missing") != std::string::npos);
 
-  const json a = ctlJson(dir, {"job", "submit", writeJob(dir, "a.json", softmaxJob("a", "sync", 0.75))});
+  const json a =
+      ctlJson(dir, {"job", "submit", writeJob(dir, "a.json", softmaxJob("a", "sync", 0.75))});
   CHECK(a["state"] == "running");
   CHECK(a["groups"] == 1);
   Ctl again = ctl(dir, {"job", "submit", dir + "/a.json"});
@@ -139,8 +158,10 @@ TEST_CASE("jobs: refusals at submit, workers without a job, cross-job messages, 
   big["groups"] = 3;
   Ctl full = ctl(dir, {"job", "submit", writeJob(dir, "big.json", big)});
   CHECK(full.rc == 1);
-  CHECK(full.out.find("needs 3 group PS(es), 2 of max_group_slots 3 are free") != std::string::npos);
-  const json b = ctlJson(dir, {"job", "submit", writeJob(dir, "b.json", softmaxJob("b", "grouped", 0.75))});
+  CHECK(full.out.find("needs 3 group PS(es), 2 of max_group_slots 3 are free") !=
+        std::string::npos);
+  const json b =
+      ctlJson(dir, {"job", "submit", writeJob(dir, "b.json", softmaxJob("b", "grouped", 0.75))});
   CHECK(b["id"] != a["id"]);
 
   // Workers that name no job (two run) or an unknown one are refused, listing the jobs.

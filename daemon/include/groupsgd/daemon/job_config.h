@@ -7,10 +7,9 @@
 // Thread rule: pure functions; any thread.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "groupsgd/common/status.h"
 #include "groupsgd/daemon/config.h"

@@ -6,11 +6,10 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "groupsgd/common/status.h"
 
@@ -26,12 +25,12 @@ struct JobRecord {
   std::string name;
   std::uint64_t id = 0;
   JobState state = JobState::kRunning;
-  nlohmann::json config;                  // as submitted (with "name")
-  nlohmann::json summary;                 // null until the job ends
-  std::string error;                      // kFailed: why
-  std::int64_t submitted_unix = 0;        // seconds since the epoch
-  std::int64_t ended_unix = 0;            // 0 while running
-  std::uint32_t starts = 0;               // 1 + the daemon restarts it was resumed after
+  nlohmann::json config;            // as submitted (with "name")
+  nlohmann::json summary;           // null until the job ends
+  std::string error;                // kFailed: why
+  std::int64_t submitted_unix = 0;  // seconds since the epoch
+  std::int64_t ended_unix = 0;      // 0 while running
+  std::uint32_t starts = 0;         // 1 + the daemon restarts it was resumed after
 };
 
 class JobTable {
