@@ -23,12 +23,13 @@ Result<CurveSetup> startCurve(zmq::context_t& ctx, const DaemonConfig& cfg) {
   return setup;
 }
 
-Result<AllowListChange> reloadAllowList(const DaemonConfig& cfg, const CurveSetup& setup) {
-  if (setup.zap == nullptr) return failedPrecondition("CURVE is off: there is no allow-list");
+Result<AllowListChange> reloadAllowList(const DaemonConfig& cfg, const ZapHandler* zap,
+                                        const std::string& own_public_key) {
+  if (zap == nullptr) return failedPrecondition("CURVE is off: there is no allow-list");
   auto allowed = loadAllowList(cfg.curve_allow_file);
   if (!allowed) return allowed.status();
-  allowed->insert(setup.keys.public_key);  // the daemon's own roles and nodes
-  const AllowListChange c = setup.zap->allowList()->replace(std::move(*allowed));
+  allowed->insert(own_public_key);  // the daemon's own roles and nodes
+  const AllowListChange c = zap->allowList()->replace(std::move(*allowed));
   GSGD_INFO("CURVE allow-list reloaded from " << cfg.curve_allow_file << ": " << c.added
                                               << " added, " << c.removed << " removed, "
                                               << c.size << " admitted");

@@ -11,6 +11,7 @@
 #include "groupsgd/common/atomic_file.h"
 #include "groupsgd/common/log.h"
 #include "groupsgd/daemon/control_server.h"
+#include "groupsgd/daemon/curve_setup.h"
 #include "groupsgd/daemon/job_config.h"
 #include "groupsgd/daemon/job_table.h"
 #include "groupsgd/daemon/metrics.h"
@@ -171,6 +172,9 @@ Status JobHost::launch(JobRecord& rec) {
   hosted->slots = cfg->groupCount();
   Coordinator& coordinator = hosted->job->coordinator();
   coordinator.attachZap(zap_);
+  if (zap_ != nullptr) {  // the allow-list is the daemon's: any job's reload_keys re-reads it
+    coordinator.setKeyReloader([this] { return reloadAllowList(cfg_, zap_, keys_.public_key); });
+  }
   coordinator.attachMetrics(&metrics_);
   coordinator.attachControl(&hosted->control);
   coordinator.setJobFlags(&hosted->stop_now, &hosted->suspend);

@@ -185,7 +185,9 @@ int main(int argc, char** argv) {
   daemon::Coordinator& coordinator = (*job)->coordinator();
   coordinator.attachZap(curve->zap.get());
   if (curve->zap) {
-    coordinator.setKeyReloader([&cfg, &curve] { return daemon::reloadAllowList(cfg, *curve); });
+    coordinator.setKeyReloader([&cfg, &curve] {
+      return daemon::reloadAllowList(cfg, curve->zap.get(), curve->keys.public_key);
+    });
   }
   Operations ops;
   if (Status s = startOperations(cfg, coordinator, &ops); !s) return fail(s.message());

@@ -149,7 +149,7 @@ int runNode(const DaemonConfig& cfg, const std::atomic<bool>& stop_requested,
       GSGD_WARN("SIGHUP: CURVE is off; nothing to reload");
       return;
     }
-    if (auto c = reloadAllowList(cfg, *curve); !c) {
+    if (auto c = reloadAllowList(cfg, curve->zap.get(), curve->keys.public_key); !c) {
       GSGD_ERROR("allow-list reload refused, keeping the running list: " << c.status().toString());
     }
   };

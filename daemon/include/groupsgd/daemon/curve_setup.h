@@ -25,6 +25,7 @@ Result<CurveSetup> startCurve(zmq::context_t& ctx, const DaemonConfig& cfg);
 // Reads curve_allow_file again and replaces the live list (plus the daemon's own key):
 // new handshakes and every further message of an open connection see the new list. A
 // file that does not parse changes nothing. Without CURVE: failed_precondition.
-Result<AllowListChange> reloadAllowList(const DaemonConfig& cfg, const CurveSetup& setup);
+Result<AllowListChange> reloadAllowList(const DaemonConfig& cfg, const ZapHandler* zap,
+                                        const std::string& own_public_key);
 
 }  // namespace groupsgd::daemon
