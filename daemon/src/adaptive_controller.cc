@@ -163,7 +163,7 @@ bool AdaptiveController::mixedGroup(const std::vector<std::vector<std::uint64_t>
   return false;
 }
 
-std::vector<StragglerEvent> AdaptiveController::detect() {
+std::vector<StragglerEvent> AdaptiveController::detect(Clock::time_point now) {
   std::vector<StragglerEvent> out;
   for (const auto& c : detector_.evaluate()) {
     if (auto it = estimators_.find(c.worker); it != estimators_.end()) {
@@ -173,6 +173,11 @@ std::vector<StragglerEvent> AdaptiveController::detect() {
     out.push_back({c.worker, c.straggler, c.step, c.ratio, c.steps, "", ""});
   }
   if (!out.empty()) {
+    // Only an onset waits before it may split a group; a recovery may merge at once.
+    last_change_.reset();
+    for (const auto& e : out) {
+      if (e.straggler) last_change_ = now;
+    }
     std::ostringstream os;
     os << "stragglers changed (now " << detector_.stragglers() << ")";
     straggler_change_ = os.str();
@@ -182,7 +187,7 @@ std::vector<StragglerEvent> AdaptiveController::detect() {
 
 ControlActions AdaptiveController::window(const Registry& registry, Clock::time_point now,
                                           std::uint64_t samples, std::uint64_t sample_budget) {
-  auto detections = detect();
+  auto detections = detect(now);
   ControlActions act = plan(registry, now, samples, sample_budget);
   if (act.regroup) regrouped_ = true;
   describe(&detections, act, registry);
@@ -275,7 +280,10 @@ ControlActions AdaptiveController::plan(const Registry& registry, Clock::time_po
   // estimate of the gain is low; the gain margin and the regroup interval stop thrash.
   std::optional<std::string> straggler_question = straggler_change_;
   if (!straggler_question && mixedGroup(current)) straggler_question = "straggler shares a group";
-  const bool judge_stragglers = straggler_question && complete && !decider_.coolingDown(now);
+  const bool settled =
+      !last_change_ || now - *last_change_ >= 2 * std::chrono::milliseconds(cfg_.control_ms);
+  const bool judge_stragglers =
+      straggler_question && complete && settled && !decider_.coolingDown(now);
   if (judge_stragglers) {
     trigger = trigger.empty() ? *straggler_question : trigger + ", " + *straggler_question;
   }

@@ -82,7 +82,7 @@ class AdaptiveController {
  private:
   policy::PlanConfig planConfig() const;
   // The detector's changes of this window; a changed worker's estimate restarts.
-  std::vector<StragglerEvent> detect();
+  std::vector<StragglerEvent> detect(Clock::time_point now);
   ControlActions plan(const Registry& registry, Clock::time_point now, std::uint64_t samples,
                       std::uint64_t sample_budget);
   void describe(std::vector<StragglerEvent>* detections, const ControlActions& act,
@@ -112,6 +112,10 @@ class AdaptiveController {
   std::set<std::uint64_t> undamped_;
   bool batched_once_ = false;
   bool regrouped_ = false;
+  // When a straggler was last flagged: a regroup for it waits until the change has
+  // lasted 2 control windows (batches act at once; a load spike on a shared machine
+  // makes a worker look slow for a second, which must not split a group).
+  std::optional<Clock::time_point> last_change_;
   // True if some group holds both a flagged straggler and a worker that is not one.
   bool mixedGroup(const std::vector<std::vector<std::uint64_t>>& groups) const;
 };
