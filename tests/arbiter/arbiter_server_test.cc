@@ -169,3 +169,17 @@ TEST_CASE(
   // An acquire without a device is refused with a reason.
   CHECK(ok.acquire(2, "", 0).code() == Code::kInvalidArgument);
 }
+
+TEST_CASE("lease client: leases follow the job id the daemon assigned, not the flag's") {
+  RunningArbiter a(config(Policy::kFifo));
+  zmq::context_t ctx(1);
+  LeaseClient client(ctx, a.server->endpoint(), 1);  // --job-id default
+  client.setJobId(7);  // a --serve daemon's job 7 took this worker
+  REQUIRE(client.acquire(3, "gpu0", 0).isOk());
+  REQUIRE(client.release(3, "gpu0", 1.0).isOk());
+  auto st = client.stats(2000ms);
+  REQUIRE(st.isOk());
+  REQUIRE(st->jobs.size() == 1);
+  CHECK(st->jobs[0].job_id == 7);
+  CHECK(st->jobs[0].grants == 1);
+}

@@ -34,6 +34,11 @@ class SharedDevice {
   void spend(double device_ms);
   // Gives the device (and the lease) back.
   void release();
+  // The job id leases are keyed by: the one the daemon assigned (a job of a multi-job
+  // daemon has its own id, whatever --job-id says).
+  void setJobId(std::uint64_t job_id) {
+    if (lease_) lease_->setJobId(job_id);
+  }
 
  private:
   SharedDevice(const WorkerOptions& opts, std::optional<arbiter::DeviceLock> lock,

@@ -149,6 +149,7 @@ bool Trainer::adopt(const Assignment& a) {
     GSGD_ERROR("gradient compression: " << spec.status().message());
     return false;
   }
+  if (device_) device_->setJobId(coord_.jobId());
   group_ = std::make_unique<GroupClient>(ctx_, a, coord_.jobId(),
                                          std::chrono::milliseconds(opts_.timeout_ms), *spec,
                                          opts_.curve);

@@ -34,6 +34,8 @@ class LeaseClient {
   LeaseClient(const LeaseClient &) = delete;
   LeaseClient &operator=(const LeaseClient &) = delete;
   const std::string &endpoint() const { return endpoint_; }
+  // The job the leases are asked for (a multi-job daemon assigns it at registration).
+  void setJobId(std::uint64_t job_id) { job_id_ = job_id; }
 
   // Blocks until `device` is granted for `step`. kUnavailable when the arbiter
   // was silent for answer_timeout (or max_wait passed); the arbiter's refusal
