@@ -95,7 +95,9 @@ TEST_CASE("faults: the head restarted on another port is found again by the "
   std::this_thread::sleep_for(1000ms);
   auto again = startDaemon(dir, "head2.log", ep2, [&] {
     auto a = args;
-    a.insert(a.end(), {"--max-samples", "4000", "--max-seconds", "120"});
+    // A budget of several seconds of training: with 4000 the new head finished 0.8 s after
+    // the first trainer was back, before the second one's next retry (back-off up to 1 s).
+    a.insert(a.end(), {"--max-samples", "40000", "--max-seconds", "120"});
     return a;
   }());
   const double restarted_at = wallNow();
