@@ -167,10 +167,13 @@ std::vector<StragglerEvent> AdaptiveController::detect(Clock::time_point now) {
   std::vector<StragglerEvent> out;
   for (const auto& c : detector_.evaluate()) {
     if (auto it = estimators_.find(c.worker); it != estimators_.end()) {
-      it->second.keepLast(std::max<std::size_t>(c.steps, cfg_.min_samples));
+      // An erratic worker's speed is its mean with the pauses; a run-rule change means
+      // the worker changed speed, and older samples describe one that no longer exists.
+      it->second.countStalls(c.erratic && c.straggler);
+      if (!c.erratic) it->second.keepLast(std::max<std::size_t>(c.steps, cfg_.min_samples));
     }
     undamped_.insert(c.worker);
-    out.push_back({c.worker, c.straggler, c.step, c.ratio, c.steps, "", ""});
+    out.push_back({c.worker, c.straggler, c.step, c.ratio, c.steps, c.erratic, c.spikes, "", ""});
   }
   if (!out.empty()) {
     // Only an onset waits before it may split a group; a recovery may merge at once.
@@ -220,8 +223,18 @@ void AdaptiveController::describe(std::vector<StragglerEvent>* detections,
     if (it != all.end() && !it->second.name.empty()) t << " (" << it->second.name << ")";
     t << (d.straggler ? " is a straggler" : " recovered") << " at its step " << d.step << ": "
       << static_cast<double>(static_cast<int>(d.ratio * 100 + 0.5)) / 100
-      << "x the reference step time (" << d.steps << " steps " << (d.straggler ? ">= " : "<= ")
-      << (d.straggler ? c.enter_ratio : c.exit_ratio) << "x); action: " << d.action;
+      << "x the reference step time (";
+    if (d.erratic && d.straggler) {
+      t << "erratic: mean of " << d.steps << " steps >= " << c.enter_ratio << "x, " << d.spikes
+        << " of them >= " << c.enter_ratio << "x";
+    } else if (d.erratic) {
+      t << "erratic: " << d.steps << " steps all < " << c.enter_ratio << "x, mean <= "
+        << c.exit_ratio << "x";
+    } else {
+      t << d.steps << " steps " << (d.straggler ? ">= " : "<= ")
+        << (d.straggler ? c.enter_ratio : c.exit_ratio) << "x";
+    }
+    t << "); action: " << d.action;
     d.text = t.str();
   }
 }

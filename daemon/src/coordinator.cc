@@ -744,7 +744,8 @@ void Coordinator::controlWindow() {
   for (const auto& d : act.detections) {
     event("straggler", d.text);
     events_.back().update({{"worker", d.worker}, {"onset", d.straggler}, {"step", d.step},
-                           {"ratio", d.ratio}, {"steps", d.steps}, {"action", d.action}});
+                           {"ratio", d.ratio}, {"steps", d.steps}, {"erratic", d.erratic},
+                           {"action", d.action}});
   }
   if (act.stage_change) {
     event("stage", std::string("-> ") + policy::stageName(act.stage_change->to) + " (" +

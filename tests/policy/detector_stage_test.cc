@@ -188,3 +188,91 @@ TEST_CASE("stages: coarse -> fine at the configured fraction of the sample budge
   REQUIRE(f);
   CHECK(f->to == Stage::kFine);
 }
+
+namespace {
+
+// Worker 8 pauses now and then: with probability `p` a step lasts `pause` x the others'.
+std::vector<StragglerChange> erraticRound(Fleet& f, std::mt19937& rng, double p, double pause) {
+  std::bernoulli_distribution paused(p);
+  const double factor = paused(rng) ? pause : 1.0;
+  return f.round(factor);
+}
+
+}  // namespace
+
+TEST_CASE("detector: an erratic worker (10% of steps paused 30x) is flagged and stays flagged") {
+  Fleet f;
+  std::mt19937 rng(11);
+  for (int i = 0; i < 20; ++i) REQUIRE(f.round(1.0).empty());
+  std::optional<StragglerChange> on;
+  std::uint64_t onset_round = 0;
+  for (int i = 0; i < 300 && !on; ++i) {
+    auto c = erraticRound(f, rng, 0.1, 30.0);
+    for (const auto& x : c) {
+      if (x.worker == 8 && x.straggler) on = x, onset_round = f.step;
+    }
+  }
+  REQUIRE(on);
+  CHECK(on->erratic);
+  CHECK(on->steps == 96);
+  CHECK(on->spikes >= 3);
+  CHECK(on->ratio >= 2.0);
+  CHECK(onset_round <= 20 + 150);  // the first full window, or soon after
+  CHECK(f.d.isErratic(8));
+  // Three quick steps in a row are what it does most of the time: no flapping.
+  std::size_t changes = 0;
+  for (int i = 0; i < 3000; ++i) changes += erraticRound(f, rng, 0.1, 30.0).size();
+  CHECK(changes == 0);
+  CHECK(f.d.isStraggler(8));
+  // Recovered for good: cleared once the mean of two windows is back near the others'.
+  std::optional<StragglerChange> off;
+  const std::uint64_t back = f.step + 1;
+  for (int i = 0; i < 300 && !off; ++i) {
+    auto c = f.round(1.0);
+    if (!c.empty()) off = c.front();
+  }
+  REQUIRE(off);
+  CHECK_FALSE(off->straggler);
+  CHECK(off->erratic);
+  CHECK(off->steps == 192);
+  CHECK(off->step - back + 1 <= 192);
+  CHECK(off->step - back + 1 >= 20);  // the old pauses must first leave the window
+  CHECK_FALSE(f.d.isStraggler(8));
+  CHECK_FALSE(f.d.isErratic(8));
+}
+
+TEST_CASE("detector: load that pauses every worker now and then makes no erratic straggler") {
+  Fleet f;
+  std::mt19937 rng(3);
+  std::bernoulli_distribution paused(0.1);
+  std::size_t changes = 0;
+  for (int i = 0; i < 2000; ++i) {
+    ++f.step;
+    for (std::uint64_t id = 1; id <= 8; ++id) f.d.addStep(id, paused(rng) ? 120.0 : 12.0, f.step);
+    // Three paused steps in a row do happen (1 in 1000 steps): the run rule may fire.
+    for (const auto& c : f.d.evaluate()) changes += c.erratic;
+  }
+  CHECK(changes == 0);  // the means move together
+}
+
+TEST_CASE("detector: rare pauses (2% of steps, 10x) are not an erratic straggler") {
+  Fleet f;
+  std::mt19937 rng(5);
+  std::size_t changes = 0;
+  for (int i = 0; i < 3000; ++i) changes += erraticRound(f, rng, 0.02, 10.0).size();
+  CHECK(changes == 0);  // mean 1.18x: far below the 2x onset
+}
+
+TEST_CASE("speed model: an erratic worker's pauses count as per-step overhead once flagged") {
+  SpeedEstimator e(16, 0.2);
+  for (int i = 0; i < 64; ++i) e.add({32, i % 10 == 0 ? 376.0 : 16.0, 2.0});  // 360 ms pauses
+  const auto trimmed = e.estimate(1);
+  CHECK(trimmed.samples_per_ms == doctest::Approx(2.0).epsilon(0.02));
+  CHECK(trimmed.overhead_ms == doctest::Approx(2.0));  // the pauses trimmed away
+  e.countStalls(true);
+  const auto counted = e.estimate(1);
+  CHECK(counted.samples_per_ms == doctest::Approx(2.0).epsilon(0.02));
+  // 7 pauses of 360 ms in the last 64 steps: 39.4 ms a step, whatever the batch.
+  CHECK(counted.overhead_ms == doctest::Approx(2.0 + 7 * 360.0 / 64).epsilon(0.02));
+  CHECK(counted.stepMs(8) > counted.stepMs(0) + 3.9);
+}

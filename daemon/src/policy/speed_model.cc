@@ -21,6 +21,16 @@ void SpeedEstimator::add(const StepSample& s) {
   if (s.batch == 0 || !(s.compute_ms > 0)) return;
   samples_.push_back(s);
   while (samples_.size() > window_) samples_.pop_front();
+  history_.push_back(s);
+  while (history_.size() > kStallWindow) history_.pop_front();
+}
+
+double SpeedEstimator::meanStallMs(const WorkerSpeed& w, double comm_ms) const {
+  if (history_.empty() || !(w.samples_per_ms > 0)) return 0;
+  const double fixed = w.overhead_ms - comm_ms;  // the batch-independent compute part
+  double sum = 0;
+  for (const auto& s : history_) sum += std::max(0.0, s.compute_ms - fixed - s.batch / w.samples_per_ms);
+  return sum / static_cast<double>(history_.size());
 }
 
 WorkerSpeed SpeedEstimator::estimate(std::uint64_t id) const {
@@ -62,11 +72,13 @@ WorkerSpeed SpeedEstimator::estimate(std::uint64_t id) const {
     if (slope > 0 && intercept >= 0 && intercept <= 0.5 * mean_t) {
       w.samples_per_ms = 1.0 / slope;
       w.overhead_ms = intercept + comm_ms;
+      if (count_stalls_) w.overhead_ms += meanStallMs(w, comm_ms);
       return w;
     }
   }
   w.samples_per_ms = 1.0 / trimmedMean(per_sample, 0.0);  // already trimmed above
   w.overhead_ms = comm_ms;
+  if (count_stalls_) w.overhead_ms += meanStallMs(w, comm_ms);
   return w;
 }
 

@@ -36,6 +36,8 @@ struct StragglerEvent {
   std::uint64_t step = 0;   // the worker's own step count when it was decided
   double ratio = 1;         // its step time / the reference (median of its last steps)
   std::uint32_t steps = 0;  // consecutive steps beyond the threshold that decided it
+  bool erratic = false;     // decided on the mean of a window of `steps` steps
+  std::uint32_t spikes = 0;  // erratic onset: that window's steps beyond the threshold
   std::string action;       // "batch 32 -> 9", "regroup", "none: ..."
   std::string text;         // one line for the event log
 };

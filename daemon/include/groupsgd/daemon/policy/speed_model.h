@@ -36,6 +36,11 @@ class SpeedEstimator {
   void keepLast(std::size_t n) {
     while (samples_.size() > n) samples_.pop_front();
   }
+  // An erratic worker's pauses are part of its speed: counted, their mean per step over
+  // the last `stall_window` steps (the excess over the fitted model, which the trimming
+  // leaves out) is added to the overhead a. Off by default: a one-off stall is noise.
+  void countStalls(bool on) { count_stalls_ = on; }
+  bool countsStalls() const { return count_stalls_; }
   // The fitted model. With one batch size in the window the split between a and v is
   // not identifiable; then a = trimmed mean comm time and v = b / trimmed compute.
   WorkerSpeed estimate(std::uint64_t id) const;
@@ -44,6 +49,11 @@ class SpeedEstimator {
   std::size_t window_;
   double trim_;
   std::deque<StepSample> samples_;
+  static constexpr std::size_t kStallWindow = 64;
+  std::deque<StepSample> history_;  // the last kStallWindow steps, for the stall mean
+  bool count_stalls_ = false;
+  // Mean excess of the history's compute times over the model (>= 0).
+  double meanStallMs(const WorkerSpeed& w, double comm_ms) const;
 };
 
 // Trimmed mean: sorts, drops `trim` of the values at each end, averages the rest.

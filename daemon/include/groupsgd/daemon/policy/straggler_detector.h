@@ -9,6 +9,15 @@
 // reference: one outlier step (a stall, a descheduled process) changes nothing, and a
 // worker between the two ratios keeps its state. Detection lags an onset or a recovery
 // by `enter_steps` / `exit_steps` steps.
+// An erratic worker (normal steps with long pauses now and then, e.g. 10% of steps paused
+// 30x) never has three slow steps in a row, yet its mean step is several times the
+// others'. So, beside the run rule, a worker whose last `erratic_window` steps average
+// >= enter_ratio x the mean reference (the 40th percentile of every worker's window mean,
+// so load that stretches everyone's steps is not a straggler), with at least
+// `erratic_spikes` of them >= enter_ratio x the reference, is flagged too (an erratic
+// straggler). It is cleared when the mean of its last two windows is <= exit_ratio x the
+// mean reference: three quick steps in a row are what an erratic worker does most of the
+// time, and clearing on them would flap.
 // Thread rule: owned by one thread (the coordinator's, or the simulator's).
 #pragma once
 
@@ -27,6 +36,8 @@ struct StragglerConfig {
   double exit_ratio = 1.5;
   std::uint32_t exit_steps = 3;
   std::uint32_t warmup_steps = 5;
+  std::uint32_t erratic_window = 96;  // 0: no erratic judgement (a shorter window is noisy)
+  std::uint32_t erratic_spikes = 3;
 };
 
 // A worker whose flag changed: what was seen, at which of its steps.
@@ -36,6 +47,8 @@ struct StragglerChange {
   std::uint64_t step = 0;   // the worker's step (its own count) that decided it
   double ratio = 1;         // its level / the reference when it was decided
   std::uint32_t steps = 0;  // consecutive steps beyond the ratio that decided it
+  bool erratic = false;     // decided on the mean of the erratic window (steps = its size)
+  std::uint32_t spikes = 0;  // erratic: steps of the window >= enter_ratio x the reference
 };
 
 class StragglerDetector {
@@ -46,6 +59,8 @@ class StragglerDetector {
   // Judges every worker's newest steps against the reference; returns the changes.
   std::vector<StragglerChange> evaluate();
   bool isStraggler(std::uint64_t id) const;
+  // Flagged by the erratic rule (its pauses are part of its speed).
+  bool isErratic(std::uint64_t id) const;
   std::size_t stragglers() const;
   // Steps fed in for this worker, and whether it is past its warm-up.
   std::uint64_t seen(std::uint64_t id) const;
@@ -59,12 +74,19 @@ class StragglerDetector {
  private:
   struct State {
     bool straggler = false;
+    bool erratic = false;       // flagged by the erratic rule
     std::deque<double> recent;  // newest last
+    std::deque<double> window;  // the last 2 x erratic_window steps, newest last
     std::uint64_t last_step = 0;
     std::uint64_t seen = 0;  // steps fed in
     double ratio = 1;
   };
   std::size_t keep() const;
+  // The erratic rule for one worker; true when its flag changes.
+  bool judgeErratic(State& s, double reference, double mean_reference,
+                    std::uint32_t* spikes) const;
+  // Mean of the last n steps of a worker's window (0 when it holds fewer).
+  static double windowMean(const State& s, std::size_t n);
   StragglerConfig cfg_;
   std::map<std::uint64_t, State> state_;
 };
