@@ -26,8 +26,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "groupsgd/client/client.h"
 #include "groupsgd/common/transport.h"
-#include "groupsgd/worker/client.h"
 
 namespace groupsgd::bench {
 

@@ -13,9 +13,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "groupsgd/daemon/policy/grouping.h"
-#include "groupsgd/daemon/policy/regroup_decider.h"
-#include "groupsgd/daemon/simulator.h"
+#include "groupsgd/adaptive/policy/grouping.h"
+#include "groupsgd/adaptive/policy/regroup_decider.h"
+#include "groupsgd/adaptive/simulator.h"
 
 using namespace groupsgd::daemon;
 using nlohmann::json;

@@ -7,8 +7,8 @@
 #include "groupsgd/common/log.h"
 #include "groupsgd/daemon/config_options.h"
 #include "groupsgd/daemon/coordinator.h"
-#include "groupsgd/daemon/sd_notify.h"
-#include "groupsgd/daemon/version.h"
+#include "groupsgd/ops/sd_notify.h"
+#include "groupsgd/ops/version.h"
 
 namespace groupsgd::daemon {
 namespace {

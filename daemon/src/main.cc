@@ -5,21 +5,21 @@
 #include <optional>
 #include <thread>
 
+#include "arbiter_host.h"
 #include "groupsgd/centralps/central_server.h"
 #include "groupsgd/common/allocator.h"
 #include "groupsgd/common/atomic_file.h"
 #include "groupsgd/common/log.h"
 #include "groupsgd/daemon/config.h"
-#include "groupsgd/daemon/control_server.h"
 #include "groupsgd/daemon/coordinator.h"
-#include "groupsgd/daemon/external_model.h"
 #include "groupsgd/daemon/curve_setup.h"
-#include "groupsgd/daemon/metrics.h"
-#include "groupsgd/daemon/metrics_server.h"
+#include "groupsgd/daemon/external_model.h"
 #include "groupsgd/daemon/node.h"
-#include "groupsgd/daemon/sd_notify.h"
-#include "groupsgd/daemon/version.h"
-#include "arbiter_host.h"
+#include "groupsgd/ops/control_server.h"
+#include "groupsgd/ops/metrics.h"
+#include "groupsgd/ops/metrics_server.h"
+#include "groupsgd/ops/sd_notify.h"
+#include "groupsgd/ops/version.h"
 #include "job.h"
 #include "job_host.h"
 

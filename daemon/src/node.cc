@@ -3,13 +3,13 @@
 #include <functional>
 #include <thread>
 
+#include "arbiter_host.h"
+#include "group_server_setup.h"
+#include "groupsgd/client/client.h"
 #include "groupsgd/common/backoff.h"
 #include "groupsgd/common/log.h"
 #include "groupsgd/daemon/curve_setup.h"
 #include "groupsgd/groupps/group_server.h"
-#include "groupsgd/worker/client.h"
-#include "arbiter_host.h"
-#include "group_server_setup.h"
 
 namespace groupsgd::daemon {
 namespace {

@@ -12,7 +12,7 @@
 #include <thread>
 #include <zmq.hpp>
 
-#include "groupsgd/worker/client.h"
+#include "groupsgd/client/client.h"
 #include "groupsgd/worker/options.h"
 
 namespace groupsgd::python {

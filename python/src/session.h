@@ -15,7 +15,7 @@
 #include <span>
 #include <zmq.hpp>
 
-#include "groupsgd/worker/client.h"
+#include "groupsgd/client/client.h"
 #include "groupsgd/worker/options.h"
 #include "heartbeat_thread.h"
 

@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "groupsgd/centralps/central_server.h"
+#include "groupsgd/client/client.h"
 #include "groupsgd/common/transport.h"
 #include "groupsgd/groupps/group_server.h"
-#include "groupsgd/worker/client.h"
 #include "support/server_thread.h"
 
 namespace groupsgd::testing {

@@ -11,12 +11,12 @@
 #include <future>
 #include <thread>
 
+#include "groupsgd/client/client.h"
 #include "groupsgd/common/message.h"
 #include "groupsgd/common/transport.h"
-#include "groupsgd/daemon/control_client.h"
-#include "groupsgd/daemon/control_server.h"
 #include "groupsgd/daemon/coordinator.h"
-#include "groupsgd/worker/client.h"
+#include "groupsgd/ops/control_client.h"
+#include "groupsgd/ops/control_server.h"
 
 using namespace groupsgd;
 using namespace std::chrono;

@@ -8,7 +8,7 @@
 #include <string_view>
 
 #include "fuzz_check.h"
-#include "groupsgd/daemon/control_protocol.h"
+#include "groupsgd/ops/control_protocol.h"
 
 using namespace groupsgd::daemon;
 

@@ -6,7 +6,7 @@
 #include <map>
 #include <string>
 
-#include "groupsgd/daemon/control_protocol.h"
+#include "groupsgd/ops/control_protocol.h"
 
 using namespace groupsgd::daemon;
 

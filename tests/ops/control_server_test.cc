@@ -9,9 +9,9 @@
 #include <mutex>
 #include <vector>
 
-#include "groupsgd/daemon/control_client.h"
-#include "groupsgd/daemon/control_server.h"
-#include "groupsgd/daemon/metrics.h"
+#include "groupsgd/ops/control_client.h"
+#include "groupsgd/ops/control_server.h"
+#include "groupsgd/ops/metrics.h"
 #include "ops_test_util.h"
 
 using namespace groupsgd;

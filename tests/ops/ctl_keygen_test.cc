@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "groupsgd/common/curve_keys.h"
-#include "groupsgd/daemon/ctl.h"
+#include "groupsgd/ops/ctl.h"
 
 using namespace groupsgd;
 using namespace groupsgd::daemon;

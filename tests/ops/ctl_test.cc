@@ -6,9 +6,9 @@
 #include <sstream>
 
 #include "../process/process.h"
-#include "groupsgd/daemon/control_server.h"
-#include "groupsgd/daemon/ctl.h"
-#include "groupsgd/daemon/version.h"
+#include "groupsgd/ops/control_server.h"
+#include "groupsgd/ops/ctl.h"
+#include "groupsgd/ops/version.h"
 #include "ops_test_util.h"
 
 using namespace groupsgd;

@@ -12,8 +12,8 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
-#include "groupsgd/daemon/metrics.h"
-#include "groupsgd/daemon/metrics_server.h"
+#include "groupsgd/ops/metrics.h"
+#include "groupsgd/ops/metrics_server.h"
 
 using namespace groupsgd;
 using namespace groupsgd::daemon;

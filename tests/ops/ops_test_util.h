@@ -22,7 +22,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "groupsgd/daemon/control_server.h"
+#include "groupsgd/ops/control_server.h"
 #include "temp_dir.h"
 
 namespace groupsgd::testing {

@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "groupsgd/daemon/sd_notify.h"
+#include "groupsgd/ops/sd_notify.h"
 #include "temp_dir.h"
 
 using namespace groupsgd;

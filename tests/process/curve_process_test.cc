@@ -12,8 +12,8 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "groupsgd/client/client.h"
 #include "groupsgd/common/curve_keys.h"
-#include "groupsgd/worker/client.h"
 #include "process.h"
 
 using namespace groupsgd;

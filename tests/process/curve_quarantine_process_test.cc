@@ -14,8 +14,8 @@
 #include <thread>
 
 #include "fault_helpers.h"
+#include "groupsgd/client/client.h"
 #include "groupsgd/common/curve_keys.h"
-#include "groupsgd/worker/client.h"
 
 using namespace groupsgd;
 using namespace groupsgd::testing;

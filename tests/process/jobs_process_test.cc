@@ -8,8 +8,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "groupsgd/client/client.h"
 #include "groupsgd/common/transport.h"
-#include "groupsgd/worker/client.h"
 #include "process.h"
 
 using namespace groupsgd;

@@ -16,8 +16,8 @@
 #include <string>
 #include <thread>
 
+#include "groupsgd/client/client.h"
 #include "groupsgd/common/transport.h"
-#include "groupsgd/worker/client.h"
 
 using namespace groupsgd;
 using namespace std::chrono_literals;

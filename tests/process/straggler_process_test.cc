@@ -82,7 +82,7 @@ TEST_CASE("straggler: a 4x onset mid-run and its recovery are detected within 5 
   CHECK(on_step - kOnset <= 5);
   CHECK(on["ratio"].get<double>() > 2.5);
   CHECK(off_step > kRecovery);
-  // The 5-step bound for recoveries is asserted on synthetic timings (test_policy); here,
+  // The 5-step bound for recoveries is asserted on synthetic timings (test_adaptive); here,
   // on a loaded CI machine, one run took 40 steps (its reference level moved with the
   // load), so this end-to-end check only asks that the recovery is found and acted on.
   INFO("recovery detected " << off_step - kRecovery << " steps after it began");

@@ -2,8 +2,8 @@
 // coordinator client moving on to the next endpoint when one stays silent.
 #include <doctest/doctest.h>
 
-#include "groupsgd/worker/client.h"
-#include "groupsgd/worker/endpoint_list.h"
+#include "groupsgd/client/client.h"
+#include "groupsgd/client/endpoint_list.h"
 #include "groupsgd/worker/options.h"
 
 using namespace groupsgd;

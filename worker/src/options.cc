@@ -9,8 +9,8 @@
 #include <limits>
 
 #include "groupsgd/arbiter/device_lock.h"
+#include "groupsgd/client/endpoint_list.h"
 #include "groupsgd/common/compression_spec.h"
-#include "groupsgd/worker/endpoint_list.h"
 
 namespace groupsgd::worker {
 namespace {

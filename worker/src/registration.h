@@ -4,8 +4,8 @@
 #include <atomic>
 #include <chrono>
 
+#include "groupsgd/client/client.h"
 #include "groupsgd/common/backoff.h"
-#include "groupsgd/worker/client.h"
 #include "groupsgd/worker/options.h"
 
 namespace groupsgd::worker {

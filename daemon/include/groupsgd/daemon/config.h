@@ -9,9 +9,8 @@
 
 #include <nlohmann/json_fwd.hpp>
 
+#include "groupsgd/adaptive/adaptive_config.h"
 #include "groupsgd/centralps/staleness.h"
-#include "groupsgd/daemon/policy/stage_controller.h"
-#include "groupsgd/daemon/policy/straggler_detector.h"
 #include "groupsgd/common/status.h"
 #include "groupsgd/kernels/model.h"
 #include "groupsgd/kernels/optimizer.h"
@@ -20,24 +19,6 @@ namespace groupsgd::daemon {
 
 enum class Mode { kSync, kAsync, kGrouped, kAdaptive };
 
-// Knobs of the adaptive coordinator (mode adaptive); docs/adaptive.md explains each.
-struct AdaptiveConfig {
-  std::uint32_t control_ms = 1000;       // one control window
-  std::uint32_t estimator_window = 16;   // heartbeat samples per worker speed estimate
-  std::uint32_t min_samples = 3;         // samples before a worker's estimate is used
-  std::uint32_t min_batch = 4;
-  std::uint32_t max_batch = 512;
-  double staleness_penalty = 0.1;        // lambda in useful = X / (1 + lambda E[tau])
-  double staleness_bound = 3.0;          // max expected staleness of a plan
-  double min_gain = 0.10;                // predicted gain needed to regroup
-  std::uint32_t min_regroup_interval_ms = 5000;
-  // Cap on a faster group's exchange period: K_g <= this x the slowest group's K. Low,
-  // because a group with many local steps per exchange converges slower per sample
-  // (docs/benchmarks.md, straggler: 8 made the 4x link straggler case 1.69x).
-  std::uint32_t max_period_factor = 2;
-  policy::StragglerConfig straggler;
-  policy::StageConfig stages;
-};
 bool parseMode(const std::string& text, Mode* out);
 const char* modeName(Mode mode);
 

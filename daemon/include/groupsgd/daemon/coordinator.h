@@ -18,15 +18,15 @@
 
 #include <nlohmann/json.hpp>
 
+#include "groupsgd/adaptive/adaptive_controller.h"
+#include "groupsgd/adaptive/registry.h"
 #include "groupsgd/common/transport.h"
 #include "groupsgd/common/zap_handler.h"
-#include "groupsgd/daemon/adaptive_controller.h"
 #include "groupsgd/daemon/background_call.h"
 #include "groupsgd/daemon/config.h"
 #include "groupsgd/daemon/evaluator_watch.h"
-#include "groupsgd/daemon/control_server.h"
-#include "groupsgd/daemon/metrics.h"
-#include "groupsgd/daemon/registry.h"
+#include "groupsgd/ops/control_server.h"
+#include "groupsgd/ops/metrics.h"
 
 namespace groupsgd::daemon {
 

@@ -14,7 +14,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "groupsgd/daemon/metrics.h"
+#include "groupsgd/ops/metrics.h"
 
 namespace groupsgd::daemon {
 

@@ -1,0 +1,256 @@
+#include "groupsgd/adaptive/policy/grouping.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <sstream>
+
+#include "water_level.h"
+
+namespace groupsgd::daemon::policy {
+namespace {
+
+// Workers of similar speed planned as one unit (count copies of the same model).
+struct SpeedClass {
+  double a = 0, v = 0;  // mean overhead, mean throughput
+  std::uint32_t count = 0;
+};
+
+// Step time of a group of classes sharing total batch B with water-filled batches
+// (unrounded): the common finish time, or a member clamped above it.
+double classStepMs(const SpeedClass* c, std::size_t n, double total, const BatchBounds& b) {
+  const double bmin = b.min, bmax = b.max;
+  auto filled = [&](double t) {
+    double s = 0, slope = 0;
+    for (std::size_t i = 0; i < n; ++i) {
+      const double x = c[i].v * (t - c[i].a);
+      if (x <= bmin) {
+        s += c[i].count * bmin;
+      } else if (x >= bmax) {
+        s += c[i].count * bmax;
+      } else {
+        s += c[i].count * x;
+        slope += c[i].count * c[i].v;
+      }
+    }
+    return std::pair<double, double>(s, slope);
+  };
+  double hi = 1;
+  for (std::size_t i = 0; i < n; ++i) hi = std::max(hi, c[i].a + b.max / c[i].v);
+  double t = waterLevel(filled, total, 0.0, hi, 1e-7, 48);
+  for (std::size_t i = 0; i < n; ++i) t = std::max(t, c[i].a + b.min / c[i].v);  // clamped low
+  return t;
+}
+
+void fillStaleness(GroupPlan* p, const PlanConfig& cfg) {
+  const std::size_t g = p->step_ms.size();
+  const double slowest = g ? *std::max_element(p->step_ms.begin(), p->step_ms.end()) : 0;
+  std::vector<double> period(g);
+  p->exchange_periods.assign(g, cfg.exchange_period);
+  // Exchange periods (in ms) are evened out so no group is far staler than the others:
+  // faster groups exchange every more steps, up to max_period_factor x K. When even that
+  // cannot reach the slowest group's period (a straggler much slower than the rest, e.g. a
+  // slow link), the slow groups exchange every fewer steps instead, down to 1 — otherwise
+  // the plan that isolates the straggler exceeds the staleness bound and is refused.
+  const double k_max = double(cfg.exchange_period) * cfg.max_period_factor;
+  double target = cfg.exchange_period * slowest;
+  for (std::size_t i = 0; i < g; ++i) target = std::min(target, k_max * p->step_ms[i]);
+  for (std::size_t i = 0; i < g; ++i) {
+    const double k = std::round(target / p->step_ms[i]);
+    // Groups at least as fast as the target keep K as their floor; slower ones may go to 1.
+    const double floor_k = target >= cfg.exchange_period * p->step_ms[i] ? cfg.exchange_period : 1.0;
+    p->exchange_periods[i] = static_cast<std::uint32_t>(std::clamp(k, floor_k, k_max));
+    period[i] = p->exchange_periods[i] * p->step_ms[i];
+  }
+  double inv_sum = 0;
+  for (double t : period) inv_sum += 1.0 / t;
+  p->staleness.assign(g, 0);
+  double weighted = 0;
+  p->max_staleness = 0;
+  for (std::size_t i = 0; i < g; ++i) {
+    p->staleness[i] = period[i] * (inv_sum - 1.0 / period[i]);
+    weighted += p->staleness[i] / period[i];
+    p->max_staleness = std::max(p->max_staleness, p->staleness[i]);
+  }
+  const double penalty = cfg.staleness_penalty;
+  p->mean_staleness = inv_sum > 0 ? weighted / inv_sum : 0;
+  p->useful = p->throughput / (1.0 + penalty * p->mean_staleness);
+}
+
+}  // namespace
+
+std::string GroupPlan::describe() const {
+  std::ostringstream os;
+  os << "G=" << groups.size() << " [";
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    if (g) os << " | ";
+    for (std::size_t i = 0; i < groups[g].size(); ++i) {
+      if (i) os << ",";
+      os << groups[g][i] << ":" << batches[g][i];
+    }
+    if (g < exchange_periods.size()) os << " K=" << exchange_periods[g];
+  }
+  os << "] " << static_cast<long long>(throughput) << " samples/s, E[tau] " << mean_staleness;
+  return os.str();
+}
+
+namespace {
+
+// The plan of these groups of workers (pointers into the speeds), batches water-filled.
+GroupPlan evaluateMembers(const std::vector<std::vector<const WorkerSpeed*>>& groups,
+                          const PlanConfig& cfg) {
+  GroupPlan p;
+  std::vector<WorkerSpeed> members;
+  for (const auto& group : groups) {
+    if (group.empty()) continue;
+    members.clear();
+    members.reserve(group.size());
+    std::vector<std::uint64_t> kept;
+    kept.reserve(group.size());
+    for (const WorkerSpeed* w : group) {
+      members.push_back(*w);
+      kept.push_back(w->id);
+    }
+    const auto total = static_cast<std::uint32_t>(members.size() * cfg.base_batch);
+    auto b = allocateBatches(members, total, cfg.bounds);
+    const double t = groupStepMs(members, b);
+    p.groups.push_back(std::move(kept));
+    p.batches.push_back(std::move(b));
+    p.step_ms.push_back(t);
+    p.throughput += 1000.0 * total / t;
+  }
+  fillStaleness(&p, cfg);
+  return p;
+}
+
+}  // namespace
+
+GroupPlan evaluatePlan(std::span<const WorkerSpeed> speeds,
+                       const std::vector<std::vector<std::uint64_t>>& groups,
+                       const PlanConfig& cfg) {
+  // id -> worker through a sorted array (one allocation, not a node per worker).
+  std::vector<const WorkerSpeed*> by_id(speeds.size());
+  for (std::size_t i = 0; i < speeds.size(); ++i) by_id[i] = &speeds[i];
+  auto by_id_order = [](const WorkerSpeed* x, const WorkerSpeed* y) { return x->id < y->id; };
+  if (!std::is_sorted(by_id.begin(), by_id.end(), by_id_order)) {  // usually they are
+    std::sort(by_id.begin(), by_id.end(), by_id_order);
+  }
+  std::vector<std::vector<const WorkerSpeed*>> members(groups.size());
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    members[g].reserve(groups[g].size());
+    for (auto id : groups[g]) {
+      auto it = std::lower_bound(by_id.begin(), by_id.end(), id,
+                                 [](const WorkerSpeed* w, std::uint64_t v) { return w->id < v; });
+      if (it != by_id.end() && (*it)->id == id) members[g].push_back(*it);
+    }
+  }
+  return evaluateMembers(members, cfg);
+}
+
+GroupPlan planGroups(std::span<const WorkerSpeed> speeds, const PlanConfig& cfg) {
+  const std::size_t n = speeds.size();
+  if (n == 0) return {};
+  // Sort by step time at the nominal batch.
+  std::vector<std::size_t> order(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::vector<double> nominal_ms(n);  // computed once, not in every comparison
+  for (std::size_t i = 0; i < n; ++i) nominal_ms[i] = speeds[i].stepMs(cfg.base_batch);
+  auto nominal = [&](std::size_t i) { return nominal_ms[i]; };
+  std::sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) {
+    return nominal(x) < nominal(y) || (nominal(x) == nominal(y) && speeds[x].id < speeds[y].id);
+  });
+  // Cut the sorted list into classes at the largest gaps (log step time), so outliers stay
+  // on their own while thousands of similar workers cost one class.
+  std::vector<std::size_t> cuts;  // class starts
+  if (n <= cfg.max_classes) {
+    for (std::size_t i = 0; i < n; ++i) cuts.push_back(i);
+  } else {
+    std::vector<std::pair<double, std::size_t>> gaps;
+    for (std::size_t i = 1; i < n; ++i) {
+      gaps.push_back({std::log(nominal(order[i])) - std::log(nominal(order[i - 1])), i});
+    }
+    const std::size_t keep = cfg.max_classes - 1;
+    std::nth_element(gaps.begin(), gaps.begin() + static_cast<std::ptrdiff_t>(keep), gaps.end(),
+                     [](const auto& x, const auto& y) { return x.first > y.first; });
+    cuts.push_back(0);
+    for (std::size_t k = 0; k < keep; ++k) cuts.push_back(gaps[k].second);
+    std::sort(cuts.begin(), cuts.end());
+  }
+  const std::size_t q = cuts.size();
+  std::vector<SpeedClass> classes(q);
+  for (std::size_t c = 0; c < q; ++c) {
+    const std::size_t end = c + 1 < q ? cuts[c + 1] : n;
+    for (std::size_t i = cuts[c]; i < end; ++i) {
+      classes[c].a += speeds[order[i]].overhead_ms;
+      classes[c].v += speeds[order[i]].samples_per_ms;
+    }
+    classes[c].count = static_cast<std::uint32_t>(end - cuts[c]);
+    classes[c].a /= classes[c].count;
+    classes[c].v /= classes[c].count;
+  }
+  // seg[i][j]: throughput of one group made of classes [i, j).
+  std::vector<std::vector<double>> seg(q + 1, std::vector<double>(q + 1, 0));
+  for (std::size_t i = 0; i < q; ++i) {
+    std::uint32_t workers = 0;
+    for (std::size_t j = i + 1; j <= q; ++j) {
+      workers += classes[j - 1].count;
+      const double total = double(workers) * cfg.base_batch;
+      seg[i][j] = 1000.0 * total / classStepMs(&classes[i], j - i, total, cfg.bounds);
+    }
+  }
+  const std::size_t gmax = std::min<std::size_t>(std::max<std::uint32_t>(1, cfg.max_groups), q);
+  constexpr double kNone = -std::numeric_limits<double>::infinity();
+  // best[g][j]: best throughput of classes [0, j) in g groups; from[g][j]: last boundary.
+  std::vector<std::vector<double>> best(gmax + 1, std::vector<double>(q + 1, kNone));
+  std::vector<std::vector<std::size_t>> from(gmax + 1, std::vector<std::size_t>(q + 1, 0));
+  best[0][0] = 0;
+  for (std::size_t g = 1; g <= gmax; ++g) {
+    for (std::size_t j = g; j <= q; ++j) {
+      for (std::size_t i = g - 1; i < j; ++i) {
+        if (best[g - 1][i] == kNone) continue;
+        const double v = best[g - 1][i] + seg[i][j];
+        if (v > best[g][j]) {
+          best[g][j] = v;
+          from[g][j] = i;
+        }
+      }
+    }
+  }
+  // Choose G on the class-level figures (cheap), then evaluate that plan exactly once.
+  std::size_t chosen_g = 0;
+  double chosen_useful = kNone;
+  for (std::size_t g = 1; g <= gmax; ++g) {
+    if (best[g][q] == kNone) continue;
+    GroupPlan approx;
+    std::size_t j = q;
+    for (std::size_t k = g; k > 0; --k) {
+      const std::size_t i = from[k][j];
+      double workers = 0;
+      for (std::size_t c = i; c < j; ++c) workers += classes[c].count;
+      approx.step_ms.push_back(1000.0 * workers * cfg.base_batch / seg[i][j]);
+      approx.throughput += seg[i][j];
+      j = i;
+    }
+    fillStaleness(&approx, cfg);
+    if (g > 1 && approx.max_staleness > cfg.staleness_bound) continue;
+    if (approx.useful > chosen_useful) {
+      chosen_useful = approx.useful;
+      chosen_g = g;
+    }
+  }
+  if (chosen_g == 0) return {};
+  std::vector<std::vector<const WorkerSpeed*>> groups(chosen_g);
+  std::size_t j = q;
+  for (std::size_t k = chosen_g; k > 0; --k) {
+    const std::size_t i = from[k][j];
+    for (std::size_t c = i; c < j; ++c) {
+      const std::size_t end = c + 1 < q ? cuts[c + 1] : n;
+      for (std::size_t w = cuts[c]; w < end; ++w) groups[k - 1].push_back(&speeds[order[w]]);
+    }
+    j = i;
+  }
+  return evaluateMembers(groups, cfg);  // the members are known: no id lookup
+}
+
+}  // namespace groupsgd::daemon::policy

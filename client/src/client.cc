@@ -1,0 +1,333 @@
+#include "groupsgd/client/client.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "groupsgd/common/parts.h"
+#include "groupsgd/common/log.h"
+
+namespace groupsgd::worker {
+namespace {
+
+MessageLimits limitsFor(std::uint64_t job_id) {
+  MessageLimits l;
+  l.job_id = job_id;
+  return l;
+}
+
+std::string hostName() {
+  char buf[256] = {0};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "unknown";
+  return buf;
+}
+
+}  // namespace
+
+CoordinatorClient::CoordinatorClient(zmq::context_t& ctx, const std::string& endpoint,
+                                     std::uint64_t job_id, std::chrono::milliseconds timeout,
+                                     const CurveKeys& curve)
+    : ctx_(ctx),
+      curve_(curve),
+      job_id_(job_id),
+      timeout_(timeout) {
+  auto list = EndpointList::parse(endpoint);
+  endpoints_ = list ? list->all() : std::vector<std::string>{endpoint};
+  rpc_ = std::make_unique<RpcClient>(ctx_, endpoints_[0], limitsFor(job_id_),
+                                     clientSocketOptions(curve_));
+}
+
+Result<InMessage> CoordinatorClient::call(OutMessage&& out) {
+  auto reply = rpc_->call(std::move(out), timeout_);
+  const bool silent = !reply && reply.status().code() == Code::kUnavailable &&
+                      reply.status().message().rfind("no answer from ", 0) == 0;
+  // A job's coordinator fell silent (its daemon restarted: the job's port is new): back
+  // to the daemon's front, which redirects the next registration.
+  if (silent && redirected_) {
+    GSGD_INFO("job coordinator " << rpc_->endpoint() << " silent; back to " << endpoints_[at_]);
+    redirected_ = false;
+    rpc_ = std::make_unique<RpcClient>(ctx_, endpoints_[at_], limitsFor(job_id_),
+                                       clientSocketOptions(curve_));
+    return reply;
+  }
+  // Silence (not a refusal): the head may have moved; try the next endpoint next time.
+  if (silent && endpoints_.size() > 1) {
+    at_ = (at_ + 1) % endpoints_.size();
+    GSGD_INFO("coordinator " << rpc_->endpoint() << " silent; trying " << endpoints_[at_]);
+    rpc_ = std::make_unique<RpcClient>(ctx_, endpoints_[at_], limitsFor(job_id_),
+                                       clientSocketOptions(curve_));
+  }
+  return reply;
+}
+
+OutMessage CoordinatorClient::registration(Role role, const std::string& name,
+                                           std::uint64_t worker_id,
+                                           const std::vector<std::string>& endpoints,
+                                           std::uint64_t epoch) const {
+  OutMessage out(job_id_, 0);
+  out.header().setEpoch(epoch);
+  auto r = out.header().getBody().initRegister();
+  r.setRole(role == Role::kTrainer     ? proto::Role::TRAINER
+            : role == Role::kEvaluator ? proto::Role::EVALUATOR
+            : role == Role::kNode      ? proto::Role::NODE
+                                       : proto::Role::TOOL);
+  auto eps = r.initEndpoints(static_cast<unsigned>(endpoints.size()));
+  for (unsigned i = 0; i < endpoints.size(); ++i) eps.set(i, endpoints[i]);
+  r.setHost(hostName());
+  r.setPid(static_cast<std::uint32_t>(::getpid()));
+  r.setName(name);
+  r.setWorkerId(worker_id);
+  r.setJob(job_);
+  if (model_) {
+    r.setParamCount(model_->param_count);
+    r.setModelFingerprint(model_->fingerprint);
+    if (worker_id == 0 && model_->initial) out.addTensor(model_->initial);
+  }
+  return out;
+}
+
+Status CoordinatorClient::followRedirect(const InMessage& reply) {
+  auto r = reply.header().getBody().getJobRedirect();
+  if (r.getCoordinator().size() == 0) return invalidArgument("job redirect without an endpoint");
+  job_id_ = r.getJobId();
+  // Back at the front later (the job's coordinator silent), it registers for this job
+  // again by name, and hears that the job has ended rather than being sent elsewhere.
+  if (job_.empty()) job_ = r.getJob().cStr();
+  GSGD_INFO("job '" << r.getJob().cStr() << "' (id " << job_id_ << ") at "
+                    << r.getCoordinator().cStr());
+  rpc_ = std::make_unique<RpcClient>(ctx_, r.getCoordinator().cStr(), limitsFor(job_id_),
+                                     clientSocketOptions(curve_));
+  redirected_ = true;
+  return Status::ok();
+}
+
+void CoordinatorClient::useJobCoordinator(const std::string& endpoint, std::uint64_t job_id) {
+  if (redirected_ && job_id == job_id_ && rpc_->endpoint() == endpoint) return;
+  job_id_ = job_id;
+  rpc_ = std::make_unique<RpcClient>(ctx_, endpoint, limitsFor(job_id_), clientSocketOptions(curve_));
+  redirected_ = true;
+}
+
+Result<Assignment> CoordinatorClient::registerAs(Role role, const std::string& name,
+                                                 std::uint64_t worker_id,
+                                                 const std::vector<std::string>& endpoints,
+                                                 std::uint64_t epoch) {
+  auto reply = call(registration(role, name, worker_id, endpoints, epoch));
+  if (reply && reply->kind() == BodyKind::JOB_REDIRECT && !redirected_) {
+    GSGD_RETURN_IF_ERROR(followRedirect(*reply));
+    reply = call(registration(role, name, worker_id, endpoints, epoch));
+  }
+  if (!reply) return reply.status();
+  if (reply->kind() != BodyKind::ASSIGNMENT) {
+    return invalidArgument(std::string("coordinator answered '") + bodyKindName(reply->kind()) +
+                           "' to a registration");
+  }
+  auto a = reply->header().getBody().getAssignment();
+  Assignment out_a;
+  out_a.worker_id = a.getWorkerId();
+  out_a.epoch = reply->header().getEpoch();
+  out_a.group_id = a.getGroupId();
+  out_a.group_endpoint = a.getGroupEndpoint().cStr();
+  out_a.central_endpoint = a.getCentralEndpoint().cStr();
+  out_a.batch_size = a.getBatchSize();
+  out_a.exchange_period = a.getExchangePeriod();
+  out_a.shard_index = a.getShardIndex();
+  out_a.shard_count = std::max<std::uint32_t>(1, a.getShardCount());
+  out_a.model = a.getModel().cStr();
+  out_a.param_count = a.getParamCount();
+  out_a.seed = a.getSeed();
+  out_a.heartbeat_ms = std::max<std::uint32_t>(50, a.getHeartbeatMs());
+  if (a.hasCompression() && a.getCompression().size() > 0) out_a.compression = a.getCompression().cStr();
+  return out_a;
+}
+
+Result<HeartbeatAnswer> CoordinatorClient::heartbeat(const Assignment& a,
+                                                     const HeartbeatStats& stats) {
+  OutMessage out(job_id_, a.worker_id);
+  out.header().setEpoch(a.epoch);
+  auto hb = out.header().getBody().initHeartbeat();
+  hb.setSamplesTrained(stats.samples_trained);
+  hb.setSteps(stats.steps);
+  hb.setLastLoss(stats.last_loss);
+  hb.setComputeMs(stats.compute_ms);
+  hb.setCommMs(stats.comm_ms);
+  hb.setTestAccuracy(stats.test_accuracy);
+  hb.setEvaluatedVersion(stats.evaluated_version);
+  hb.setBatchSize(stats.batch_size);
+  hb.setWaitMs(stats.wait_ms);
+  hb.setSpeedChanged(stats.speed_changed);
+  auto steps = hb.initRecentSteps(static_cast<unsigned>(stats.recent.size()));
+  for (unsigned i = 0; i < stats.recent.size(); ++i) {
+    const StepTiming& t = stats.recent[i];
+    steps[i].setStep(t.step);
+    steps[i].setBatch(t.batch);
+    steps[i].setComputeMs(t.compute_ms);
+    steps[i].setCommMs(t.comm_ms);
+    steps[i].setWaitMs(t.wait_ms);
+  }
+  auto reply = call(std::move(out));
+  if (!reply) return reply.status();
+  if (reply->kind() != BodyKind::HEARTBEAT_REPLY) {
+    return invalidArgument("coordinator answered a heartbeat with something else");
+  }
+  auto r = reply->header().getBody().getHeartbeatReply();
+  return HeartbeatAnswer{r.getStop(), r.getReregister()};
+}
+
+Status CoordinatorClient::leave(const Assignment& a, std::uint64_t samples_trained,
+                                std::uint64_t steps) {
+  OutMessage out(job_id_, a.worker_id);
+  out.header().setEpoch(a.epoch);
+  auto l = out.header().getBody().initLeave();
+  l.setSamplesTrained(samples_trained);
+  l.setSteps(steps);
+  auto reply = call(std::move(out));
+  return reply ? Status::ok() : reply.status();
+}
+
+GroupClient::GroupClient(zmq::context_t& ctx, const Assignment& a, std::uint64_t job_id,
+                         std::chrono::milliseconds timeout, CompressionSpec compression,
+                         const CurveKeys& curve)
+    : rpc_(ctx, a.group_endpoint, limitsFor(job_id), clientSocketOptions(curve)),
+      assignment_(a),
+      job_id_(job_id),
+      timeout_(timeout) {
+  if (compression.encoding != kernels::Encoding::kDense) {
+    compressor_.emplace(compression.encoding, a.param_count, compression.ratio);
+  }
+}
+
+Result<StepAnswer> GroupClient::readAnswer(const InMessage& reply, std::span<float> params,
+                                           std::chrono::steady_clock::time_point deadline) {
+  if (reply.kind() != BodyKind::STEP_REPLY) {
+    rpc_.reset();
+    return invalidArgument(std::string("group PS answered '") + bodyKindName(reply.kind()) + "'");
+  }
+  GSGD_RETURN_IF_ERROR(receiveTensorInto(rpc_, reply, params, deadline));
+  auto r = reply.header().getBody().getStepReply();
+  StepAnswer a;
+  a.step = reply.header().getStep();
+  a.model_version = reply.header().getModelVersion();
+  a.accepted = r.getAccepted();
+  a.reason = r.getReason().cStr();
+  a.wait_ms = r.getWaitMs();
+  a.batch_size = r.getBatchSize();
+  credit_bytes_ = r.getCreditBytes();
+  a.directive = r.getDirective() == proto::Directive::REASSIGN ? Directive::kReassign
+                : r.getDirective() == proto::Directive::STOP   ? Directive::kStop
+                                                                : Directive::kContinue;
+  return a;
+}
+
+Result<StepAnswer> GroupClient::exchange(std::vector<std::vector<zmq::message_t>>&& request,
+                                         std::span<float> params) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  std::size_t sent = 0;
+  auto sendUpTo = [&](std::size_t limit) -> Status {
+    for (; sent < std::min(limit, request.size()); ++sent) {
+      GSGD_RETURN_IF_ERROR(rpc_.send(std::move(request[sent])));
+    }
+    return Status::ok();
+  };
+  // A push in parts: its window, or all of it when the last reply granted room for it.
+  std::uint64_t request_bytes = 0;
+  for (const auto& frames : request) {
+    for (std::size_t f = 1; f < frames.size(); ++f) request_bytes += frames[f].size();
+  }
+  const bool granted = request.size() > 1 && credit_bytes_ >= request_bytes;
+  credit_bytes_ = 0;  // for one push
+  GSGD_RETURN_IF_ERROR(
+      sendUpTo(request.size() == 1 || granted ? request.size() : kPushWindowParts));
+  while (true) {
+    auto reply = rpc_.receive(deadline);
+    if (!reply) return reply.status();
+    if (reply->kind() == BodyKind::PUSH_CREDIT) {  // admitted: send the parts allowed
+      GSGD_RETURN_IF_ERROR(sendUpTo(reply->header().getBody().getPushCredit().getParts()));
+      continue;
+    }
+    // The answer (a refusal may come before every part was sent: the rest stays unsent).
+    GSGD_RETURN_IF_ERROR(statusFromError(*reply));
+    return readAnswer(*reply, params, deadline);
+  }
+}
+
+Result<StepAnswer> GroupClient::pull(std::span<float> params) {
+  OutMessage out(job_id_, assignment_.worker_id);
+  out.header().setEpoch(assignment_.epoch);
+  out.header().getBody().initPull();
+  std::vector<std::vector<zmq::message_t>> request;
+  request.push_back(std::move(out).toFrames());
+  return exchange(std::move(request), params);
+}
+
+OutMessage GroupClient::pushMessage(std::uint64_t step, std::uint32_t batch, float loss,
+                                    float compute_ms) const {
+  OutMessage out(job_id_, assignment_.worker_id);
+  out.header().setEpoch(assignment_.epoch);
+  out.header().setStep(step);
+  auto p = out.header().getBody().initPush();
+  p.setBatchSize(batch);
+  p.setLoss(loss);
+  p.setComputeMs(compute_ms);
+  return out;
+}
+
+Result<StepAnswer> GroupClient::push(std::uint64_t step, std::span<const float> grad,
+                                     std::uint32_t batch, float loss, float compute_ms,
+                                     std::span<float> params) {
+  OutMessage out = pushMessage(step, batch, loss, compute_ms);
+  if (compressor_ && grad.size() == compressor_->size()) {
+    // Reuse an encode buffer no message in flight still holds.
+    std::shared_ptr<std::vector<std::uint8_t>> bytes;
+    for (auto& e : encoded_) {
+      if (e.use_count() == 1) bytes = e;
+    }
+    if (!bytes) bytes = encoded_.emplace_back(std::make_shared<std::vector<std::uint8_t>>());
+    compressor_->encode(grad, bytes.get());
+    out.addEncodedTensor(bytes, compressor_->encoding(), grad.size());
+  } else if (next_grad_ && grad.data() == next_grad_->data() &&
+             grad.size() == next_grad_->size()) {
+    out.addTensor(std::move(next_grad_));  // computed in place: sent without a copy
+    next_grad_.reset();
+  } else {
+    auto buf = pool_.acquire(grad.size());
+    std::memcpy(buf->data(), grad.data(), grad.size_bytes());
+    out.addTensor(std::move(buf));
+  }
+  return exchange(std::move(out).toParts(part_bytes_), params);
+}
+
+Result<StepAnswer> GroupClient::push(std::uint64_t step, const Payload& grad, std::uint32_t batch,
+                                     float loss, float compute_ms, std::span<float> params) {
+  if (compressor_ || !grad) {
+    return push(step, grad ? std::span<const float>(*grad) : std::span<const float>(), batch,
+                loss, compute_ms, params);
+  }
+  OutMessage out = pushMessage(step, batch, loss, compute_ms);
+  out.addTensor(grad);
+  return exchange(std::move(out).toParts(part_bytes_), params);
+}
+
+std::span<float> GroupClient::gradientBuffer() {
+  if (!next_grad_) next_grad_ = pool_.acquire(assignment_.param_count);
+  return *next_grad_;
+}
+
+Result<std::uint64_t> fetchCentralModel(RpcClient& central, std::uint64_t job_id,
+                                        std::span<float> params,
+                                        std::chrono::milliseconds timeout) {
+  OutMessage out(job_id, 0);
+  out.header().getBody().initFetch();
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto reply = central.call(std::move(out), timeout);
+  if (!reply) return reply.status();
+  if (reply->kind() != BodyKind::MODEL_REPLY) {
+    central.reset();
+    return invalidArgument("central PS answered a fetch with something else");
+  }
+  GSGD_RETURN_IF_ERROR(receiveTensorInto(central, *reply, params, deadline));
+  return reply->header().getModelVersion();
+}
+
+}  // namespace groupsgd::worker
