@@ -229,3 +229,23 @@ TEST_CASE(
     CHECK_FALSE(parseJobWeights(bad).isOk());
   }
 }
+
+TEST_CASE("lease table: a weight set later applies to the job's next rounds") {
+  // As the crossover weights test, with job 1's weight 2 arriving after the table is made
+  // (a submitted job's arbiter_weight).
+  LeaseTable t(Policy::kCrossover, {});
+  t.setWeight(1, 2.0);
+  std::map<LeaseKey, std::uint64_t> step;
+  for (LeaseKey k : {key(1, 1), key(2, 1), key(1, 2), key(2, 2)})
+    (void)t.acquire("d", k, step[k]++);
+  std::map<std::uint64_t, int> got;
+  for (int i = 0; i < 120; ++i) {
+    const LeaseKey holder = t.holders("d").at(0);
+    ++got[holder.job];
+    (void)t.release("d", holder);
+    (void)t.acquire("d", holder, step[holder]++);
+  }
+  CAPTURE(got[1]);
+  CHECK(got[1] >= 78);
+  CHECK(got[1] <= 82);
+}

@@ -292,3 +292,52 @@ TEST_CASE("jobs: a job stopped while the other trains on; restart resumes the ru
   ::kill(daemon->pid(), SIGTERM);
   CHECK(daemon->wait(30000ms) == std::optional<int>(0));
 }
+
+TEST_CASE("jobs: a --serve daemon SIGKILLed with a job in flight resumes it; SIGHUP keeps it up") {
+  const std::string dir = makeTempDir();
+  const int port = freePort();  // the workers find the restarted daemon at the same front
+  auto daemon = startDaemon(dir, "daemon1.log", port);
+  json k = softmaxJob("k", "sync", 0);
+  k["checkpoint_every_versions"] = 10;
+  ctlJson(dir, {"job", "submit", writeJob(dir, "k.json", k)});
+  std::vector<std::unique_ptr<Process>> workers;
+  for (int i = 1; i <= 2; ++i) workers.push_back(startWorker(dir, "k", "k-w" + std::to_string(i)));
+  auto version = [&] {
+    return ctlJson(dir, {"--job", "k", "status"})["central_version"].get<std::uint64_t>();
+  };
+  REQUIRE(waitUntil([&] { return version() > 30; }, 60000ms, 200ms));
+
+  // SIGHUP: the daemon has no run of its own to reload; it says so and serves on.
+  ::kill(daemon->pid(), SIGHUP);
+  REQUIRE(waitUntil(
+      [&] { return readFile(dir + "/daemon1.log").find("SIGHUP") != std::string::npos; }, 10000ms));
+  const std::uint64_t after_hup = version();
+  REQUIRE(waitUntil([&] { return version() > after_hup + 5; }, 30000ms, 200ms));
+
+  // SIGKILL: no final checkpoint, no table write. The job resumes from its newest
+  // periodic checkpoint; the workers, still running, come back through the front.
+  ::kill(daemon->pid(), SIGKILL);
+  CHECK(daemon->wait(30000ms) == std::optional<int>(-SIGKILL));
+  daemon = startDaemon(dir, "daemon2.log", port);
+  CHECK(jobIs(dir, "k", "running"));
+  const std::string log2 = readFile(dir + "/daemon2.log");
+  CHECK(log2.find("resumed from") != std::string::npos);
+  const std::uint64_t resumed = version();
+  CHECK(resumed >= 10);
+  const auto active = [&] {
+    return ctlJson(dir, {"--job", "k", "status"})["workers"]["active"].get<int>();
+  };
+  REQUIRE(waitUntil([&] { return active() == 2 && version() > resumed + 20; }, 90000ms, 300ms));
+
+  const json drained = ctlJson(dir, {"job", "stop", "k", "--drain"});
+  CHECK(drained["drain"] == true);
+  REQUIRE(waitUntil([&] { return jobIs(dir, "k", "stopped"); }, 60000ms, 200ms));
+  const json s = ctlJson(dir, {"job", "summary", "k"});
+  INFO(s.dump());
+  CHECK(s["central"]["version"].get<std::uint64_t>() > resumed + 20);
+  CHECK(s["samples_trained"].get<std::uint64_t>() > 0);
+  CHECK(s["accounting_ok"] == true);
+  for (auto& w : workers) CHECK(w->wait(60000ms) == std::optional<int>(0));
+  ::kill(daemon->pid(), SIGTERM);
+  CHECK(daemon->wait(30000ms) == std::optional<int>(0));
+}

@@ -70,6 +70,9 @@ class LeaseTable {
   // grants on.
   std::vector<Grant> forget(const std::string &device, LeaseKey key);
 
+  // A job's weight from now on (its next rounds); weight > 0.
+  void setWeight(std::uint64_t job, double weight) { weights_[job] = weight; }
+
   Policy policy() const { return policy_; }
   std::vector<LeaseKey> holders(const std::string &device) const;
   std::size_t waiting(const std::string &device) const;
