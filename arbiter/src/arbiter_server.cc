@@ -89,7 +89,11 @@ struct ArbiterServer::State {
       const auto now = Clock::now();
       ArbiterOut out(g.key.job, g.key.worker, it->second.seq);
       out.root.setDevice(g.device);
-      out.root.initBody().setGrant();
+      if (g.locked) {
+        out.root.initBody().setGrantLocked();
+      } else {
+        out.root.initBody().setGrant();
+      }
       bool delivered = false;
       send(it->second.routing_id, out, &delivered);
       JobLeaseStats &job = jobs[g.key.job];
@@ -113,7 +117,8 @@ struct ArbiterServer::State {
     LeaseKey key{m.getJobId(), m.getWorkerId()};
     held.erase(slotOf(device, key));  // asking again replaces an old lease
     waiting[slotOf(device, key)] = Asker{std::move(from), m.getSeq(), Clock::now()};
-    deliver(table.acquire(device, key, m.getBody().getAcquire().getStep()));
+    const auto acquire = m.getBody().getAcquire();
+    deliver(table.acquire(device, key, acquire.getStep(), acquire.getHandoff()));
     // Still waiting: say so at once, so the worker knows the arbiter is alive.
     auto it = waiting.find(slotOf(device, key));
     if (it != waiting.end()) keepalive(device, key, it->second);
