@@ -9,6 +9,9 @@ $Cxx.namespace("groupsgd::proto");
 # worker -> arbiter: "I am ready to compute step `step` on `device`".
 struct Acquire {
   step @0 :UInt64;  # the group step the compute belongs to (a job's round)
+  handoff @1 :Bool; # the worker takes the device's lock file while it computes, so under
+                    # an exclusive policy it may be granted ahead of the holder's release
+                    # (answered grantLocked) and the holder's unlock hands the device over
 }
 
 # worker -> arbiter: the compute is done; no answer is sent.
@@ -52,5 +55,9 @@ struct ArbiterMessage {
     error @9 :ArbiterError;         # arbiter -> sender
     statsQuery @10 :Void;           # anyone -> arbiter
     stats @11 :ArbiterStats;        # arbiter -> sender
+    grantLocked @12 :Void;          # arbiter -> worker (an Acquire with handoff, policy
+                                    # fifo or crossover): the device is yours once you
+                                    # hold its lock; the holder before you may still be
+                                    # computing and unlocks it when done
   }
 }

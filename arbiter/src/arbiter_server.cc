@@ -3,7 +3,9 @@
 #include <chrono>
 #include <deque>
 #include <map>
+#include <mutex>
 #include <tuple>
+#include <vector>
 
 #include "arbiter_codec.h"
 #include "groupsgd/arbiter/arbiter_stats.h"
@@ -42,6 +44,17 @@ struct ArbiterServer::State {
   std::map<Slot, Held> held;
   ArbiterCounters counters;
   std::map<std::uint64_t, JobLeaseStats> jobs;
+  std::mutex weights_mu;  // guards new_weights, the one thing set from other threads
+  std::vector<std::pair<std::uint64_t, double>> new_weights;
+
+  void applyNewWeights() {
+    std::lock_guard<std::mutex> lock(weights_mu);
+    for (const auto &[job, w] : new_weights) {
+      table.setWeight(job, w);
+      GSGD_INFO("arbiter: job " << job << " weighs " << w);
+    }
+    new_weights.clear();
+  }
 
   State(const ArbiterConfig &c, zmq::socket_t s, std::string ep)
       : cfg(c), sock(std::move(s)), endpoint(std::move(ep)), table(c.policy, c.weights) {
@@ -76,7 +89,11 @@ struct ArbiterServer::State {
       const auto now = Clock::now();
       ArbiterOut out(g.key.job, g.key.worker, it->second.seq);
       out.root.setDevice(g.device);
-      out.root.initBody().setGrant();
+      if (g.locked) {
+        out.root.initBody().setGrantLocked();
+      } else {
+        out.root.initBody().setGrant();
+      }
       bool delivered = false;
       send(it->second.routing_id, out, &delivered);
       JobLeaseStats &job = jobs[g.key.job];
@@ -100,7 +117,8 @@ struct ArbiterServer::State {
     LeaseKey key{m.getJobId(), m.getWorkerId()};
     held.erase(slotOf(device, key));  // asking again replaces an old lease
     waiting[slotOf(device, key)] = Asker{std::move(from), m.getSeq(), Clock::now()};
-    deliver(table.acquire(device, key, m.getBody().getAcquire().getStep()));
+    const auto acquire = m.getBody().getAcquire();
+    deliver(table.acquire(device, key, acquire.getStep(), acquire.getHandoff()));
     // Still waiting: say so at once, so the worker knows the arbiter is alive.
     auto it = waiting.find(slotOf(device, key));
     if (it != waiting.end()) keepalive(device, key, it->second);
@@ -211,12 +229,18 @@ Result<std::unique_ptr<ArbiterServer>> ArbiterServer::create(zmq::context_t &ctx
       new ArbiterServer(std::make_unique<State>(cfg, std::move(*sock), *ep)));
 }
 
+void ArbiterServer::setJobWeight(std::uint64_t job, double weight) {
+  std::lock_guard<std::mutex> lock(state_->weights_mu);
+  state_->new_weights.emplace_back(job, weight);
+}
+
 void ArbiterServer::run(const std::atomic<bool> &stop) {
   State &s = *state_;
   GSGD_INFO("arbiter on " << s.endpoint << ", policy " << policyName(s.cfg.policy));
   const auto period = std::chrono::milliseconds(s.cfg.keepalive_ms);
   auto next_housekeeping = Clock::now() + period;
   while (!stop.load()) {
+    s.applyNewWeights();
     const auto now = Clock::now();
     const auto until =
         std::min(next_housekeeping - now, Clock::duration(std::chrono::milliseconds(50)));

@@ -65,12 +65,15 @@ Result<ArbiterIn> awaitAnswer(zmq::socket_t &sock, std::uint64_t seq, Clock::tim
 }  // namespace
 
 Status LeaseClient::acquire(std::uint64_t worker_id, const std::string &device,
-                            std::uint64_t step) {
+                            std::uint64_t step, bool handoff, bool *locked) {
+  if (locked) *locked = false;
   GSGD_RETURN_IF_ERROR(ensureSocket());
   const std::uint64_t seq = ++seq_;
   ArbiterOut out(job_id_, worker_id, seq);
   out.root.setDevice(device);
-  out.root.initBody().initAcquire().setStep(step);
+  auto acquire = out.root.initBody().initAcquire();
+  acquire.setStep(step);
+  acquire.setHandoff(handoff);
   GSGD_RETURN_IF_ERROR(sendOne(sock_, out));
   const auto give_up = Clock::now() + opts_.max_wait;
   while (true) {
@@ -84,6 +87,9 @@ Status LeaseClient::acquire(std::uint64_t worker_id, const std::string &device,
     auto body = in->root().getBody();
     switch (body.which()) {
       case proto::ArbiterMessage::Body::GRANT:
+        return Status::ok();
+      case proto::ArbiterMessage::Body::GRANT_LOCKED:
+        if (locked) *locked = true;
         return Status::ok();
       case proto::ArbiterMessage::Body::WAITING:
         continue;  // alive; the device is busy

@@ -79,32 +79,47 @@ LeaseTable::Round &LeaseTable::roundOf(LeaseKey key, std::uint64_t step) {
 
 void LeaseTable::drop(Device &d, LeaseKey key) {
   std::erase(d.holders, key);
+  std::erase(d.handoff, key);
   std::erase_if(d.waiting, [&](const Waiter &w) { return w.key == key; });
 }
 
 std::vector<Grant> LeaseTable::grantNext(const std::string &device, Device &d) {
   std::vector<Grant> granted;
-  while (!d.waiting.empty() && (policy_ == Policy::kNone || d.holders.empty())) {
+  const auto under_lock = [&d](LeaseKey k) {
+    return std::find(d.handoff.begin(), d.handoff.end(), k) != d.handoff.end();
+  };
+  while (!d.waiting.empty()) {
+    // Exclusive policies: the device is free, or its one holder computes under the lock
+    // and nobody is granted ahead yet.
+    const bool ahead = !d.holders.empty();
+    if (policy_ != Policy::kNone &&
+        (d.holders.size() > 1 || (ahead && !under_lock(d.holders.front())))) {
+      break;
+    }
     auto next = d.waiting.begin();
     if (policy_ == Policy::kCrossover) {
       next = std::min_element(
           d.waiting.begin(), d.waiting.end(), [](const Waiter &a, const Waiter &b) {
             return std::tie(a.tag, a.round, a.arrival) < std::tie(b.tag, b.round, b.arrival);
           });
-      virtual_time_ = std::max(virtual_time_, next->tag);
     }
+    // Only a waiter that takes the lock itself may go ahead (it must not overlap).
+    if (policy_ != Policy::kNone && ahead && !next->handoff) break;
+    if (policy_ == Policy::kCrossover) virtual_time_ = std::max(virtual_time_, next->tag);
+    const bool locked = policy_ != Policy::kNone && next->handoff;
     d.holders.push_back(next->key);
-    granted.push_back({device, next->key});
+    if (locked) d.handoff.push_back(next->key);
+    granted.push_back({device, next->key, locked});
     d.waiting.erase(next);
   }
   return granted;
 }
 
 std::vector<Grant> LeaseTable::acquire(const std::string &device, LeaseKey key,
-                                       std::uint64_t step) {
+                                       std::uint64_t step, bool handoff) {
   Device &d = devices_[device];
   drop(d, key);
-  Waiter w{key, 0, 0, arrivals_++};
+  Waiter w{key, 0, 0, arrivals_++, handoff};
   if (policy_ == Policy::kCrossover) {
     const Round &r = roundOf(key, step);
     w.tag = r.tag;

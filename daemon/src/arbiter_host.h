@@ -20,6 +20,8 @@ class ArbiterHost {
  public:
   ArbiterHost(std::unique_ptr<arbiter::ArbiterServer> server);
   ~ArbiterHost();
+  // A job's crossover weight (its job file's arbiter_weight); any thread.
+  void setJobWeight(std::uint64_t job, double weight) { server_->setJobWeight(job, weight); }
 
  private:
   std::unique_ptr<arbiter::ArbiterServer> server_;

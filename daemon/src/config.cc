@@ -168,9 +168,6 @@ Status validate(const DaemonConfig& c) {
   if (!c.external_model_file.empty() && !c.external_model) {
     return invalidArgument("external_model_file needs model external");
   }
-  if (c.external_model && c.role != "all") {
-    return invalidArgument("model external needs role all (the group PSes learn the model size at start)");
-  }
   if (c.mode == Mode::kGrouped && (c.groups == 0 || c.groups > c.workers)) {
     return invalidArgument("groups must be between 1 and workers (" + std::to_string(c.workers) + ")");
   }

@@ -524,8 +524,10 @@ void Coordinator::printProgress() {
     ++n;
   }
   const double acc = latestAccuracy().value;
-  const std::string stage =
+  std::string stage =
       adaptive_ ? std::string("  stage ") + policy::stageName(adaptive_->stage()) : std::string();
+  // The jobs of a --serve daemon share its standard output: each line names its job.
+  if (suspend_ != nullptr) stage += "  job " + cfg_.job_name;
   const std::string acc_text = (acc < 0 ? std::string("  -   ") : std::to_string(acc).substr(0, 6)) +
                                evaluators_.progressNote(secondsSince(started_));
   std::printf("[%7.1fs] step %6llu  loss %.4f  test_acc %s  groups %zu  workers %zu  samples %llu%s\n",

@@ -2,9 +2,10 @@
 
 #include <cmath>
 #include <fstream>
-#include <sstream>
 #include <optional>
+#include <sstream>
 
+#include "groupsgd/common/atomic_file.h"
 #include "groupsgd/common/log.h"
 #include "groupsgd/common/message.h"
 #include "groupsgd/common/transport.h"
@@ -23,9 +24,15 @@ bool checkedRole(proto::Role r) {
   return r == proto::Role::TRAINER || r == proto::Role::EVALUATOR;
 }
 
+// A node daemon (and its probe, a tool registration) needs the model's size, not its own.
+bool waitsForTheModel(proto::Role r) { return r == proto::Role::NODE || r == proto::Role::TOOL; }
+
 // The model a registration brings, or why it cannot be used.
 Result<ExternalModel> modelFrom(const InMessage& msg) {
   auto r = msg.header().getBody().getRegister();
+  if (waitsForTheModel(r.getRole())) {
+    return unavailable("no worker has brought the external model yet; register again");
+  }
   if (!checkedRole(r.getRole()) || r.getParamCount() == 0 || r.getModelFingerprint().size() == 0) {
     return failedPrecondition(
         "this daemon trains an external model and has none yet: the first trainer must state "
@@ -74,12 +81,20 @@ Result<ExternalModel> loadExternalModelFile(const std::string& path) {
   return m;
 }
 
+Status saveExternalModelFile(const std::string& path, const ExternalModel& model) {
+  const std::string head =
+      "groupsgd-model 1 " + std::to_string(model.initial.size()) + " " + model.fingerprint + "\n";
+  const std::string_view floats(reinterpret_cast<const char*>(model.initial.data()),
+                                model.initial.size() * sizeof(float));
+  return writeFileAtomically(path, {head, floats});
+}
+
 Result<ExternalModel> awaitExternalModel(zmq::socket_t& sock, const DaemonConfig& cfg,
-                                         const std::atomic<bool>& stop) {
+                                         const std::function<bool()>& stopped) {
   MessageLimits limits;
   limits.job_id = cfg.job_id;
   GSGD_INFO("model external: waiting for the first worker to bring its model");
-  while (!stop.load()) {
+  while (!stopped()) {
     zmq::pollitem_t item{sock.handle(), 0, ZMQ_POLLIN, 0};
     try {
       zmq::poll(&item, 1, std::chrono::milliseconds(100));
@@ -104,7 +119,9 @@ Result<ExternalModel> awaitExternalModel(zmq::socket_t& sock, const DaemonConfig
       // The worker retries at once and meets the coordinator proper.
       answer = unavailable("the daemon is starting with this worker's model; retry");
     }
-    if (!model) GSGD_WARN("external model intake: " << answer.toString());
+    if (!model && answer.code() != Code::kUnavailable) {
+      GSGD_WARN("external model intake: " << answer.toString());
+    }
     (void)replyTo(sock, routed->routing_id, makeErrorReply(cfg.job_id, 0, answer));
     if (model) {
       GSGD_INFO("model external: " << model->initial.size() << " parameters, fingerprint "

@@ -38,7 +38,7 @@ void applyEach(const json& obj, const std::string& prefix, DaemonConfig* cfg,
                std::vector<std::string>* problems) {
   for (auto it = obj.begin(); it != obj.end(); ++it) {
     const std::string key = prefix + it.key();
-    if (prefix.empty() && it.key() == "name") continue;
+    if (prefix.empty() && (it.key() == "name" || it.key() == "arbiter_weight")) continue;
     if (isDaemonLevelOption(key)) {
       problems->push_back("'" + key + "' is a daemon setting, not a job setting");
       continue;
@@ -94,6 +94,13 @@ Result<DaemonConfig> parseJobConfig(const json& job, const DaemonConfig& default
     cfg.job_name = name->get<std::string>();
   }
   applyEach(job, "", &cfg, &problems);
+  if (const auto w = job.find("arbiter_weight"); w != job.end()) {
+    if (!w->is_number() || !(w->get<double>() > 0) || w->get<double>() > kMaxArbiterWeight) {
+      problems.push_back("arbiter_weight must be a number in (0, " +
+                         std::to_string(static_cast<int>(kMaxArbiterWeight)) + "], got " +
+                         w->dump());
+    }
+  }
   // Ranges one by one (each option on top of the valid defaults), then the checks across
   // options, which report the first they find.
   const std::size_t before_ranges = problems.size();
@@ -106,14 +113,18 @@ Result<DaemonConfig> parseJobConfig(const json& job, const DaemonConfig& default
   if (problems.size() == before_ranges) {
     if (Status s = validate(cfg); !s) problems.push_back(s.message());
   }
-  if (cfg.external_model)
-    problems.push_back("model external is not available to submitted jobs yet");
   if (!problems.empty()) {
     std::string text;
     for (const auto& p : problems) text += (text.empty() ? "" : "; ") + p;
     return invalidArgument(text);
   }
   return cfg;
+}
+
+std::optional<double> jobArbiterWeight(const json& job) {
+  const auto w = job.find("arbiter_weight");
+  if (w == job.end() || !w->is_number()) return std::nullopt;
+  return w->get<double>();
 }
 
 }  // namespace groupsgd::daemon

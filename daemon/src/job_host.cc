@@ -10,7 +10,9 @@
 
 #include "groupsgd/common/atomic_file.h"
 #include "groupsgd/common/log.h"
+#include "groupsgd/common/transport.h"
 #include "groupsgd/daemon/curve_setup.h"
+#include "groupsgd/daemon/external_model.h"
 #include "groupsgd/daemon/job_config.h"
 #include "groupsgd/daemon/job_table.h"
 #include "groupsgd/ops/control_server.h"
@@ -66,7 +68,13 @@ class JobControlQueue : public ControlQueue {
 // A job the daemon hosts now: its Job runs on `runner` until it ends, then the host
 // joins it and records the summary.
 struct HostedJob {
+  DaemonConfig cfg;
+  // Null while a model-external job waits for its first worker's model: the runner
+  // creates it then (the host thread reads it only after `done`).
   std::unique_ptr<Job> job;
+  std::optional<zmq::socket_t> intake;  // that wait's socket (the job's coordinator's)
+  std::atomic<bool> awaiting_model{false};
+  std::string error;  // set by the runner when the job could not start (state failed)
   std::string endpoint;
   std::uint32_t slots = 0;
   std::atomic<bool> stop{false};      // end the job (a stop condition of the operator)
@@ -82,17 +90,18 @@ struct HostedJob {
 class JobHost {
  public:
   JobHost(zmq::context_t& ctx, const DaemonConfig& cfg, const CurveKeys& keys,
-          const ZapHandler* zap, JobTable table, JobFront front)
+          const ZapHandler* zap, JobTable table, JobFront front, ArbiterHost* arbiter)
       : ctx_(ctx),
         cfg_(cfg),
         keys_(keys),
         zap_(zap),
         table_(std::move(table)),
-        front_(std::move(front)) {}
+        front_(std::move(front)),
+        arbiter_(arbiter) {}
 
   Status startOperations();
   void resumeJobs();
-  void run(const std::atomic<bool>& stop);
+  void run(const std::atomic<bool>& stop, std::atomic<bool>* reload);
 
  private:
   std::string jobDir(const std::string& name) const { return cfg_.state_dir + "/jobs/" + name; }
@@ -101,6 +110,13 @@ class JobHost {
   Result<DaemonConfig> jobConfig(const JobRecord& rec) const;
   // Binds and starts the job of this record; on failure the record is marked failed.
   Status launch(JobRecord& rec);
+  // Model external: binds the job's coordinator socket; with the model saved at an
+  // earlier start the job is created at once, else its runner waits for a worker's.
+  Status launchExternal(HostedJob& h);
+  // The runner's side of that wait: the model, saved beside the checkpoints, then the Job.
+  void createAwaitedJob(HostedJob& h);
+  // Hooks a created job's coordinator to the daemon (zap, metrics, control, flags).
+  void attach(HostedJob& h);
   void reapEnded();
   void saveTable();
   void serveControl();
@@ -111,6 +127,7 @@ class JobHost {
   void jobStop(PendingRequest& r);
   void jobStatus(PendingRequest& r);
   void suspendAll();
+  void reloadOnHangup();
 
   zmq::context_t& ctx_;
   const DaemonConfig& cfg_;
@@ -118,6 +135,7 @@ class JobHost {
   const ZapHandler* zap_;
   JobTable table_;
   JobFront front_;
+  ArbiterHost* arbiter_;  // null without arbiter_listen
   std::map<std::string, std::unique_ptr<HostedJob>> running_;
   MetricsRegistry metrics_;
   std::unique_ptr<ControlServer> control_;
@@ -158,40 +176,117 @@ Result<DaemonConfig> JobHost::jobConfig(const JobRecord& rec) const {
   return cfg;
 }
 
+std::string externalModelPath(const DaemonConfig& job_cfg) {
+  return job_cfg.checkpoint_dir + "/external_model.bin";
+}
+
+// The summary of a job that ended before it trained (stopped while awaiting its model).
+nlohmann::json untrainedSummary(const std::string& reason) {
+  return {{"stop_reason", reason},     {"elapsed_s", 0.0},     {"samples_trained", 0},
+          {"samples_applied", 0},      {"samples_dropped", 0}, {"accounting_ok", true},
+          {"final_test_acc", nullptr}, {"reached", false}};
+}
+
+void JobHost::attach(HostedJob& h) {
+  Coordinator& coordinator = h.job->coordinator();
+  coordinator.attachZap(zap_);
+  if (zap_ != nullptr) {  // the allow-list is the daemon's: any job's reload_keys re-reads it
+    coordinator.setKeyReloader([this] { return reloadAllowList(cfg_, zap_, keys_.public_key); });
+  }
+  coordinator.attachMetrics(&metrics_);
+  coordinator.attachControl(&h.control);
+  coordinator.setJobFlags(&h.stop_now, &h.suspend);
+}
+
+Status JobHost::launchExternal(HostedJob& h) {
+  auto sock = makeSocket(ctx_, zmq::socket_type::router, serverSocketOptions(keys_));
+  if (!sock) return Status(sock.status().code(), "coordinator: " + sock.status().toString());
+  auto ep = bindSocket(*sock, h.cfg.listen);
+  if (!ep) return Status(ep.status().code(), "coordinator: " + ep.status().toString());
+  h.endpoint = *ep;
+  const std::string saved = externalModelPath(h.cfg);
+  if (!std::filesystem::exists(saved)) {
+    h.intake = std::move(*sock);
+    h.awaiting_model.store(true);
+    return Status::ok();
+  }
+  auto model = loadExternalModelFile(saved);
+  if (!model) return Status(model.status().code(), "model external: " + model.status().toString());
+  auto job = Job::create(ctx_, h.cfg, keys_,
+                         ExternalIntake{std::move(*sock), *ep, std::move(model->fingerprint),
+                                        std::move(model->initial)});
+  if (!job) return job.status();
+  h.job = std::move(*job);
+  attach(h);
+  return Status::ok();
+}
+
+void JobHost::createAwaitedJob(HostedJob& h) {
+  auto model =
+      awaitExternalModel(*h.intake, h.cfg, [&h] { return h.stop.load() || h.suspend.load(); });
+  if (!model) {
+    h.summary = h.suspend.load() ? nlohmann::json{{"suspended", true}}
+                                 : untrainedSummary("stopped before any worker brought the model");
+    return;
+  }
+  if (Status s = saveExternalModelFile(externalModelPath(h.cfg), *model); !s) {
+    // The job trains all the same; a restart would wait for a worker's model again.
+    GSGD_ERROR("cannot keep the external model: " << s.toString());
+  }
+  auto job = Job::create(ctx_, h.cfg, keys_,
+                         ExternalIntake{std::move(*h.intake), h.endpoint,
+                                        std::move(model->fingerprint), std::move(model->initial)});
+  h.intake.reset();
+  if (!job) {
+    h.error = job.status().message();
+    GSGD_ERROR("the job cannot start with the model it was brought: " << h.error);
+    return;
+  }
+  h.job = std::move(*job);
+  attach(h);
+  h.awaiting_model.store(false);
+}
+
 Status JobHost::launch(JobRecord& rec) {
   auto cfg = jobConfig(rec);
   if (!cfg) return cfg.status();
   std::error_code ec;
   std::filesystem::create_directories(cfg->checkpoint_dir, ec);
   if (ec) return unavailable("cannot create " + cfg->checkpoint_dir + ": " + ec.message());
-  auto job = Job::create(ctx_, *cfg, keys_);
-  if (!job) return job.status();
   auto hosted = std::make_unique<HostedJob>();
-  hosted->job = std::move(*job);
-  hosted->endpoint = hosted->job->endpoint();
+  hosted->cfg = *cfg;
   hosted->slots = cfg->groupCount();
-  Coordinator& coordinator = hosted->job->coordinator();
-  coordinator.attachZap(zap_);
-  if (zap_ != nullptr) {  // the allow-list is the daemon's: any job's reload_keys re-reads it
-    coordinator.setKeyReloader([this] { return reloadAllowList(cfg_, zap_, keys_.public_key); });
+  if (cfg->external_model) {
+    GSGD_RETURN_IF_ERROR(launchExternal(*hosted));
+  } else {
+    auto job = Job::create(ctx_, *cfg, keys_);
+    if (!job) return job.status();
+    hosted->job = std::move(*job);
+    hosted->endpoint = hosted->job->endpoint();
+    attach(*hosted);
   }
-  coordinator.attachMetrics(&metrics_);
-  coordinator.attachControl(&hosted->control);
-  coordinator.setJobFlags(&hosted->stop_now, &hosted->suspend);
+  if (const auto weight = jobArbiterWeight(rec.config); weight && arbiter_ != nullptr) {
+    arbiter_->setJobWeight(rec.id, *weight);  // leases are keyed by the job's id
+  }
   ++rec.starts;
   HostedJob* h = hosted.get();
   const std::string name = rec.name;
-  h->runner = std::thread([h, name] {
+  h->runner = std::thread([this, h, name] {
     log::setThreadTag("job " + name);
-    h->job->startServers();
-    h->summary = h->job->runCoordinator(h->stop);
-    h->job->stopServers();
+    if (!h->job) createAwaitedJob(*h);
+    if (h->job) {
+      h->job->startServers();
+      h->summary = h->job->runCoordinator(h->stop);
+      h->job->stopServers();
+    }
     h->done.store(true);
   });
-  GSGD_INFO(
-      "job '" << rec.name << "' (id " << rec.id << ") runs: coordinator on " << h->endpoint << ", "
-              << h->slots << " group PS(es)"
-              << (h->job->resumedFrom().empty() ? "" : ", resumed from " + h->job->resumedFrom()));
+  GSGD_INFO("job '" << rec.name << "' (id " << rec.id << ") runs: coordinator on " << h->endpoint
+                    << ", " << h->slots << " group PS(es)"
+                    << (h->awaiting_model.load() ? ", waiting for the first worker's model"
+                        : h->job->resumedFrom().empty()
+                            ? ""
+                            : ", resumed from " + h->job->resumedFrom()));
   running_[rec.name] = std::move(hosted);
   return Status::ok();
 }
@@ -222,12 +317,17 @@ void JobHost::reapEnded() {
     }
     h.runner.join();
     JobRecord* rec = table_.find(it->first);
-    if (rec != nullptr && !h.summary.value("suspended", false)) {
+    if (rec != nullptr && !h.error.empty()) {
+      rec->state = JobState::kFailed;
+      rec->error = h.error;
+      rec->ended_unix = unixNow();
+      saveTable();
+    } else if (rec != nullptr && !h.summary.value("suspended", false)) {
       rec->state = h.stopped_by_operator ? JobState::kStopped : JobState::kFinished;
       h.summary["job"] = {{"name", rec->name}, {"id", rec->id}};
-      h.summary["config"] = toJson(h.job->config());
+      h.summary["config"] = toJson(h.cfg);
       rec->summary = h.summary;
-      const std::string file = h.job->config().summary_file;
+      const std::string file = h.cfg.summary_file;
       if (Status s = writeFileAtomically(file, h.summary.dump(2) + "\n"); !s) {
         GSGD_ERROR("cannot write " << file << ": " << s.toString());
       }
@@ -252,6 +352,7 @@ ojson JobHost::jobRow(const JobRecord& rec) const {
     row["groups"] = it->second->slots;
     row["coordinator"] = it->second->endpoint;
     if (it->second->stop.load()) row["state"] = "stopping";
+    if (it->second->awaiting_model.load()) row["awaiting_model"] = true;
   } else {
     row["groups"] = nullptr;
     row["coordinator"] = nullptr;
@@ -297,6 +398,9 @@ void JobHost::jobSubmit(PendingRequest& r) {
     problems.push_back("name '" + name + "' is in use (job " +
                        std::to_string(table_.find(name)->id) + ", " +
                        jobStateName(table_.find(name)->state) + "); names are never reused");
+  }
+  if (jobArbiterWeight(*it) && arbiter_ == nullptr) {
+    problems.push_back("arbiter_weight needs the daemon's device arbiter (arbiter_listen)");
   }
   if (cfg) {
     const std::uint32_t free = cfg_.max_group_slots - std::min(cfg_.max_group_slots, slotsInUse());
@@ -360,7 +464,8 @@ void JobHost::jobStatus(PendingRequest& r) {
   ojson row = jobRow(*rec);
   row["config"] = rec->config;
   auto running = running_.find(name);
-  if (running == running_.end() || running->second->done.load()) {
+  if (running == running_.end() || running->second->done.load() ||
+      running->second->awaiting_model.load()) {
     if (rec->summary.is_object()) row["summary"] = rec->summary;
     return r.respond(row);
   }
@@ -411,7 +516,12 @@ void JobHost::handleControl(PendingRequest&& r) {
   // Every other method belongs to one job's coordinator.
   auto name = targetJob(r);
   if (!name) return r.fail(name.status());
-  running_.at(*name)->control.push(std::move(r));
+  HostedJob& h = *running_.at(*name);
+  if (h.awaiting_model.load()) {
+    return r.fail(ControlError::kRefused,
+                  "job '" + *name + "' waits for its first worker's model (model external)");
+  }
+  h.control.push(std::move(r));
 }
 
 void JobHost::serveControl() {
@@ -464,7 +574,27 @@ void JobHost::suspendAll() {
   saveTable();
 }
 
-void JobHost::run(const std::atomic<bool>& stop) {
+// The daemon's own settings are fixed for its life and each job's come from its job file
+// (changed live by `groupsgdctl --job JOB set`): the allow-list is all SIGHUP re-reads.
+void JobHost::reloadOnHangup() {
+  (void)sdNotifyReloading();
+  if (zap_ == nullptr) {
+    GSGD_WARN("SIGHUP: CURVE is off, nothing to reload (job settings: groupsgdctl --job JOB set)");
+    (void)sdNotifyReady("reload: nothing to do");
+    return;
+  }
+  auto change = reloadAllowList(cfg_, zap_, keys_.public_key);
+  if (!change) {
+    GSGD_ERROR("SIGHUP: allow-list reload refused, keeping the running list: "
+               << change.status().toString());
+    (void)sdNotifyReady("reload refused: " + change.status().message());
+    return;
+  }
+  GSGD_INFO("SIGHUP: allow-list reloaded");
+  (void)sdNotifyReady("reloaded");
+}
+
+void JobHost::run(const std::atomic<bool>& stop, std::atomic<bool>* reload) {
   GSGD_INFO("serving jobs: front on " << front_.endpoint() << ", control socket "
                                       << cfg_.control_socket << ", " << cfg_.max_group_slots
                                       << " group PS slots, state in " << cfg_.state_dir);
@@ -473,6 +603,7 @@ void JobHost::run(const std::atomic<bool>& stop) {
     front_.serve(std::chrono::milliseconds(50), frontJobs());
     serveControl();
     reapEnded();
+    if (reload != nullptr && reload->exchange(false)) reloadOnHangup();
     metrics_.gauge("jobs_running", "jobs the daemon hosts now")
         .set(static_cast<double>(running_.size()));
     metrics_.gauge("group_slots_in_use", "group PSes the running jobs use").set(slotsInUse());
@@ -490,7 +621,8 @@ void JobHost::run(const std::atomic<bool>& stop) {
 }  // namespace
 
 int runJobHost(zmq::context_t& ctx, const DaemonConfig& cfg, const CurveKeys& keys,
-               const ZapHandler* zap, const std::atomic<bool>& stop) {
+               const ZapHandler* zap, const std::atomic<bool>& stop, std::atomic<bool>* reload,
+               ArbiterHost* arbiter) {
   std::error_code ec;
   std::filesystem::create_directories(cfg.state_dir + "/jobs", ec);
   if (ec) {
@@ -514,13 +646,13 @@ int runJobHost(zmq::context_t& ctx, const DaemonConfig& cfg, const CurveKeys& ke
       return 1;
     }
   }
-  JobHost host(ctx, cfg, keys, zap, std::move(*table), std::move(*front));
+  JobHost host(ctx, cfg, keys, zap, std::move(*table), std::move(*front), arbiter);
   if (Status s = host.startOperations(); !s) {
     std::fprintf(stderr, "groupsgdd: %s\n", s.message().c_str());
     return 1;
   }
   host.resumeJobs();
-  host.run(stop);
+  host.run(stop, reload);
   return 0;
 }
 

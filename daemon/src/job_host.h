@@ -9,6 +9,7 @@
 #include <atomic>
 #include <zmq.hpp>
 
+#include "arbiter_host.h"
 #include "groupsgd/common/curve_keys.h"
 #include "groupsgd/common/zap_handler.h"
 #include "groupsgd/daemon/config.h"
@@ -17,8 +18,11 @@ namespace groupsgd::daemon {
 
 // Serves until stop is set (SIGINT/SIGTERM) or the control method shutdown arrives
 // without a job; running jobs are then suspended (they resume at the next start).
-// Returns the process exit code.
+// SIGHUP (reload turned true) re-reads the CURVE allow-list; jobs keep their settings.
+// arbiter: the daemon's device arbiter (arbiter_listen) or null; a job file's
+// arbiter_weight is handed to it. Returns the process exit code.
 int runJobHost(zmq::context_t& ctx, const DaemonConfig& cfg, const CurveKeys& keys,
-               const ZapHandler* zap, const std::atomic<bool>& stop);
+               const ZapHandler* zap, const std::atomic<bool>& stop, std::atomic<bool>* reload,
+               ArbiterHost* arbiter);
 
 }  // namespace groupsgd::daemon

@@ -82,7 +82,7 @@ Result<daemon::ExternalIntake> takeExternalModel(zmq::context_t& ctx,
     return Status(s.code(), "cannot write the endpoint file: " + s.toString());
   }
   auto model = cfg.external_model_file.empty()
-                   ? daemon::awaitExternalModel(*sock, cfg, g_stop_requested)
+                   ? daemon::awaitExternalModel(*sock, cfg, [] { return g_stop_requested.load(); })
                    : daemon::loadExternalModelFile(cfg.external_model_file);
   if (!model) return Status(model.status().code(), "model external: " + model.status().toString());
   return daemon::ExternalIntake{std::move(*sock), *ep, std::move(model->fingerprint),
@@ -170,7 +170,10 @@ int main(int argc, char** argv) {
   if (!curve) return fail("CURVE: " + curve.status().toString());
   auto arbiter = daemon::startArbiter(ctx, cfg, curve->keys);  // arbiter_listen, or nothing
   if (!arbiter) return fail(arbiter.status().message());
-  if (cfg.serve) return daemon::runJobHost(ctx, cfg, curve->keys, curve->zap.get(), g_stop_requested);
+  if (cfg.serve) {
+    return daemon::runJobHost(ctx, cfg, curve->keys, curve->zap.get(), g_stop_requested,
+                              &g_reload_requested, arbiter->get());
+  }
 
   // One run: one job, its coordinator on this thread; the process ends with it.
   std::optional<daemon::ExternalIntake> intake;

@@ -18,6 +18,7 @@ them for every model it measures from a few training batches (``Evaluator``), so
 measured accuracy never mixes one process's statistics with another's parameters.
 """
 
+import contextlib
 import hashlib
 import time
 
@@ -169,13 +170,21 @@ class Worker:
     def __init__(self, model, coordinator="tcp://127.0.0.1:5555", name="", job_id=1,
                  compress=None, curve_secret_key_file=None, curve_server_key_file=None,
                  timeout_ms=None, connect_timeout_ms=None, give_up_s=None, log_level="warn",
-                 extra_args=(), job=""):
+                 extra_args=(), job="", shared_device=None, arbiter=None, device_sharing=None):
         self.model = model
         self._flat = _FlatModel(model)
         self.fingerprint = fingerprint(model)
         args = _options(coordinator, name, job_id, compress, curve_secret_key_file,
                         curve_server_key_file, timeout_ms, connect_timeout_ms, give_up_s,
                         log_level, extra_args, job)
+        # A device shared with other jobs' workers (docs/arbiter.md): the worker's flags
+        # of the same names; compute inside `with worker.device():`.
+        if shared_device:
+            args += ["--shared-device", str(shared_device)]
+        if arbiter:
+            args += ["--arbiter", str(arbiter)]
+        if device_sharing:
+            args += ["--device-sharing", str(device_sharing)]
         self._session = _core.Session(args, "trainer", self._flat.count, self.fingerprint,
                                       self._flat.host)
         self._closed = False
@@ -248,6 +257,32 @@ class Worker:
         # Python-side work of this call vs the exchange in C++ (push, barrier, replica).
         self.timing = {"binding_s": (t1 - t0) + (time.perf_counter() - t2), "exchange_s": t2 - t1}
         return self.last
+
+    @property
+    def shares_device(self):
+        return self._session.shares_device
+
+    @property
+    def holds_device(self):
+        return self._session.holds_device
+
+    @contextlib.contextmanager
+    def device(self):
+        """Holds the shared device (`shared_device=`) for the compute of one step:
+
+            with w.device():
+                loss = loss_fn(model(x), y)
+                loss.backward()
+            w.step(loss)
+
+        Waits (the GIL released) for the arbiter's lease, if `arbiter=` is given, and the
+        device's lock; gives both back on leaving the block (step() and close() also do).
+        Without a shared device it does nothing. Yields the milliseconds it waited."""
+        waited = self._session.acquire_device()
+        try:
+            yield waited
+        finally:
+            self._session.release_device()
 
     def close(self):
         """Leaves the run (the coordinator counts what this worker trained). Idempotent."""

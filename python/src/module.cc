@@ -131,6 +131,19 @@ class PySession {
     if (!s) PyErr_WarnEx(PyExc_RuntimeWarning, ("leave: " + s.toString()).c_str(), 1);
   }
 
+  // --shared-device: waits (GIL released) for the arbiter's lease and the device lock.
+  double acquireDevice() {
+    python::Session& session = s();
+    py::gil_scoped_release nogil;
+    return session.acquireDevice();
+  }
+
+  void releaseDevice() {
+    python::Session& session = s();
+    py::gil_scoped_release nogil;
+    session.releaseDevice();
+  }
+
   // Stops the heartbeat thread and closes the sockets (without leaving).
   void destroy() {
     py::gil_scoped_release nogil;
@@ -170,6 +183,10 @@ PYBIND11_MODULE(_core, m) {
       .def("report",
            [](PySession& p, float acc, std::uint64_t version) { p.s().report(acc, version); })
       .def("close", &PySession::close)
+      .def("acquire_device", &PySession::acquireDevice)
+      .def("release_device", &PySession::releaseDevice)
+      .def_property_readonly("shares_device", [](PySession& p) { return p.s().sharesDevice(); })
+      .def_property_readonly("holds_device", [](PySession& p) { return p.s().holdsDevice(); })
       .def("destroy", &PySession::destroy)
       .def_property_readonly("should_stop", [](PySession& p) { return p.s().shouldStop(); })
       .def_property_readonly("quarantined", [](PySession& p) { return p.s().quarantined(); })

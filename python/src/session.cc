@@ -7,6 +7,7 @@
 #include "groupsgd/common/compression_spec.h"
 #include "groupsgd/common/log.h"
 #include "registration.h"
+#include "shared_device.h"
 
 namespace groupsgd::python {
 namespace {
@@ -68,6 +69,7 @@ Status Session::adopt(const worker::Assignment& a) {
   totals_.batch_size = batch_;
   publish();
   heartbeat_->follow(a_, coord_.redirected() ? coord_.endpoint() : "", coord_.jobId());
+  if (device_) device_->setJobId(coord_.jobId());  // leases keyed by the job joined
   return Status::ok();
 }
 
@@ -105,6 +107,12 @@ Status Session::start(std::span<float> params) {
   if (params.size() != param_count_) {
     return invalidArgument("params has " + std::to_string(params.size()) + " values, the model " +
                            std::to_string(param_count_));
+  }
+  if (role_ == worker::Role::kTrainer && !device_) {
+    auto device = worker::SharedDevice::open(ctx_, opts_);
+    if (!device)
+      return Status(device.status().code(), "shared device: " + device.status().message());
+    device_ = std::move(*device);
   }
   GSGD_RETURN_IF_ERROR(register_(0));
   if (role_ == worker::Role::kTrainer) GSGD_RETURN_IF_ERROR(pullUntilReady(params));
@@ -196,6 +204,7 @@ Result<StepResult> Session::step(const Payload& grad, std::uint32_t batch, float
     return invalidArgument("gradient and parameters must have " + std::to_string(param_count_) +
                            " values");
   }
+  releaseDevice();  // the compute is over: the push, barrier and pull need no device
   StepResult out;
   const double compute_ms =
       last_return_ ? std::chrono::duration<double, std::milli>(Clock::now() - *last_return_).count()
@@ -255,7 +264,21 @@ void Session::report(float accuracy, std::uint64_t version) {
   publish();
 }
 
+double Session::acquireDevice() {
+  if (!device_ || device_held_) return 0;
+  const double waited = device_->acquire(a_.worker_id, step_);
+  device_held_ = true;
+  return waited;
+}
+
+void Session::releaseDevice() {
+  if (!device_held_) return;
+  device_->release();
+  device_held_ = false;
+}
+
 Status Session::close() {
+  releaseDevice();
   if (closed_) return Status::ok();
   closed_ = true;
   heartbeat_->pause();

@@ -19,6 +19,10 @@
 #include "groupsgd/worker/options.h"
 #include "heartbeat_thread.h"
 
+namespace groupsgd::worker {
+class SharedDevice;  // worker/src/shared_device.h (private to the worker library)
+}
+
 namespace groupsgd::python {
 
 struct StepResult {
@@ -50,6 +54,13 @@ class Session {
   void report(float accuracy, std::uint64_t version);
   // Leaves with this registration's counts and stops heartbeats. Idempotent.
   Status close();
+  // --shared-device: blocks until this worker may compute on it (the arbiter's lease, if
+  // --arbiter is given, then the device lock); returns the milliseconds waited. A no-op
+  // (0) without a shared device or when already held. step() and close() release it.
+  double acquireDevice();
+  void releaseDevice();
+  bool sharesDevice() const { return device_ != nullptr; }
+  bool holdsDevice() const { return device_held_; }
 
   bool shouldStop() const { return stop_ || heartbeat_->stopRequested(); }
   bool quarantined() const { return quarantined_ || heartbeat_->quarantined(); }
@@ -78,6 +89,8 @@ class Session {
   std::atomic<bool> interrupted_{false};
   worker::CoordinatorClient coord_;
   std::unique_ptr<HeartbeatThread> heartbeat_;
+  std::unique_ptr<worker::SharedDevice> device_;  // --shared-device, else null
+  bool device_held_ = false;
   worker::Assignment a_;
   std::unique_ptr<worker::GroupClient> group_;
   std::unique_ptr<RpcClient> central_;  // evaluator

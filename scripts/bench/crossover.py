@@ -9,9 +9,11 @@ workers each, worker i of every job computing on the shared emulated device "dev
   (fifo       all at once, arbiter policy fifo: with --fifo)
 
 for two equal jobs (medians of --repeats runs), three equal jobs, and two jobs of which
-one has --heavy times the device time. Every job trains a fixed sample budget in sync
-mode; its clock starts at its first trainer registration (the jobs of a case are
-launched together). makespan = when the last job finished its budget (sequential: the
+one has --heavy times the device time. The jobs of a run are jobs of one groupsgdd
+--serve daemon (submitted with groupsgdctl job submit), which hosts the device arbiter
+(arbiter_listen) with the run's policy; a solo run is one job of a daemon without an
+arbiter. Every job trains a fixed sample budget in sync mode; its clock starts at its
+first trainer registration (the jobs of a case are submitted together). makespan = when the last job finished its budget (sequential: the
 sum of the solo runs); time to target = the first progress line whose test accuracy is
 at least --target (sequential: plus the runs before it); accuracy = the mean test
 accuracy of the last 8 progress lines (2 s) at the budget, against the job's solo run
@@ -26,6 +28,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -36,7 +39,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 BUILD = os.environ.get("BUILD_DIR", os.path.join(ROOT, "build"))
 GROUPSGDD = os.path.join(BUILD, "daemon", "groupsgdd")
 WORKER = os.path.join(BUILD, "worker", "groupsgd-worker")
-ARBITER = os.path.join(BUILD, "arbiter", "groupsgd-arbiter")
+GROUPSGDCTL = os.path.join(BUILD, "daemon", "groupsgdctl")
 DEVICES = 4
 LATE_READINGS = 8  # progress lines (250 ms apart) averaged into late_mean_acc
 PROGRESS = re.compile(r"^\[\s*([0-9.]+)s\].*test_acc (\d\.\d+)")
@@ -53,28 +56,77 @@ def wait_for_file(path, timeout_s, procs):
     raise RuntimeError("no endpoint in %s (see the logs beside it)" % path)
 
 
-class Job:
-    """One training job's processes: today a groupsgdd of its own, its evaluator and its
-    trainers. (With a daemon hosting several jobs, launch_job submits a job instead.)"""
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
-    def __init__(self, name, job_id, run_dir, procs, summary_file, progress_file):
-        self.name, self.job_id, self.run_dir = name, job_id, run_dir
-        self.procs, self.summary_file, self.progress_file = procs, summary_file, progress_file
+
+class Host:
+    """One groupsgdd --serve daemon hosting a case's jobs, with its device arbiter
+    (arbiter_listen) under `policy` (None: no arbiter, as for the solo runs)."""
+
+    def __init__(self, run_dir, policy):
+        os.makedirs(run_dir, exist_ok=True)
+        self.run_dir = run_dir
+        self.state = os.path.join(run_dir, "state")
+        self.ctl_socket = os.path.join(run_dir, "ctl.sock")
+        self.progress = os.path.join(run_dir, "daemon.out")
+        ep_file = os.path.join(run_dir, "endpoint")
+        cmd = [GROUPSGDD, "--serve", "--state-dir", self.state, "--control-socket", self.ctl_socket,
+               "--listen", "tcp://127.0.0.1:0", "--endpoint-file", ep_file, "--progress-ms", "250",
+               "--heartbeat-ms", "200"]
+        self.arbiter = None
+        if policy:
+            self.arbiter = "tcp://127.0.0.1:%d" % free_port()
+            cmd += ["--arbiter-listen", self.arbiter, "--arbiter-policy", policy]
+        self.proc = subprocess.Popen(cmd, stdout=open(self.progress, "w"),
+                                     stderr=open(os.path.join(run_dir, "daemon.log"), "w"))
+        self.front = wait_for_file(ep_file, 30, [self.proc])
+        end = time.time() + 30
+        while not os.path.exists(self.ctl_socket):  # the control socket comes after the front
+            if time.time() > end or self.proc.poll() is not None:
+                raise RuntimeError("no control socket in %s" % run_dir)
+            time.sleep(0.02)
+
+    def submit(self, job):
+        path = os.path.join(self.run_dir, job["name"] + ".json")
+        with open(path, "w") as f:
+            json.dump(job, f)
+        out = subprocess.run([GROUPSGDCTL, "--socket", self.ctl_socket, "job", "submit", path],
+                             capture_output=True, text=True)
+        if out.returncode != 0:
+            raise RuntimeError("job %s refused: %s" % (job["name"], out.stderr + out.stdout))
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+
+
+class Job:
+    """One training job of a Host: its evaluator and its trainers (processes of their own)."""
+
+    def __init__(self, name, host, procs):
+        self.name, self.host, self.procs = name, host, procs
+        self.summary_file = os.path.join(host.state, "jobs", name, "summary.json")
 
     def wait(self, timeout_s):
-        daemon = self.procs[0]
-        try:
-            rc = daemon.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            self.kill()
-            raise RuntimeError("job %s did not finish in %d s (logs in %s)" % (self.name, timeout_s, self.run_dir))
-        for p in self.procs[1:]:
+        end = time.time() + timeout_s
+        while not os.path.exists(self.summary_file):
+            if time.time() > end or self.host.proc.poll() is not None:
+                self.kill()
+                raise RuntimeError("job %s did not finish in %d s (logs in %s)"
+                                   % (self.name, timeout_s, self.host.run_dir))
+            time.sleep(0.05)
+        for p in self.procs:
             try:
                 p.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 p.kill()
-        if rc != 0:
-            raise RuntimeError("job %s: groupsgdd exited %d (logs in %s)" % (self.name, rc, self.run_dir))
 
     def kill(self):
         for p in self.procs:
@@ -85,9 +137,10 @@ class Job:
         summary = json.load(open(self.summary_file))
         ttt = None
         accs = []
-        for line in open(self.progress_file):
+        suffix = " job %s" % self.name  # the jobs of a --serve daemon share its output
+        for line in open(self.host.progress):
             m = PROGRESS.match(line)
-            if not m:
+            if not m or not line.rstrip().endswith(suffix):
                 continue
             accs.append(float(m.group(2)))
             if ttt is None and accs[-1] >= target:
@@ -101,68 +154,52 @@ class Job:
                 "samples": summary["samples_trained"], "accounting_ok": summary["accounting_ok"]}
 
 
-def launch_job(name, job_id, args, device_ms, run_dir, arbiter_ep):
-    """Starts one job (daemon, evaluator, 4 trainers on dev0..dev3); returns its Job."""
-    os.makedirs(run_dir, exist_ok=True)
-    ep_file = os.path.join(run_dir, "endpoint")
-    summary = os.path.join(run_dir, "summary.json")
-    progress = os.path.join(run_dir, "daemon.out")
-    daemon = subprocess.Popen(
-        [GROUPSGDD, "--listen", "tcp://127.0.0.1:0", "--endpoint-file", ep_file, "--summary-file",
-         summary, "--job-id", str(job_id), "--mode", "sync", "--workers", str(DEVICES),
-         "--model", args.model, "--max-samples", str(args.samples), "--max-seconds",
-         str(args.max_seconds), "--progress-ms", "250", "--heartbeat-ms", "200", "--seed", "7"],
-        stdout=open(progress, "w"), stderr=open(os.path.join(run_dir, "daemon.log"), "w"))
-    endpoint = wait_for_file(ep_file, 30, [daemon])
-    procs = [daemon]
-    common = [WORKER, "--coordinator", endpoint, "--job-id", str(job_id), "--log-level", "warn"]
-    procs.append(subprocess.Popen(common + ["--evaluate", "--eval-interval-ms", "300"],
-                                  stdout=subprocess.DEVNULL,
-                                  stderr=open(os.path.join(run_dir, "evaluator.log"), "w")))
+def launch_job(host, name, index, args, device_ms):
+    """Submits one job to host and starts its evaluator and 4 trainers on dev0..dev3."""
+    host.submit({"name": name, "mode": "sync", "workers": DEVICES, "model": args.model,
+                 "max_samples": args.samples, "max_seconds": args.max_seconds, "seed": 7})
+    logs = os.path.join(host.run_dir, name)
+    os.makedirs(logs, exist_ok=True)
+    common = [WORKER, "--coordinator", host.front, "--job", name, "--log-level", "warn"]
+    procs = [subprocess.Popen(common + ["--evaluate", "--eval-interval-ms", "300"],
+                              stdout=subprocess.DEVNULL,
+                              stderr=open(os.path.join(logs, "evaluator.log"), "w"))]
     for i in range(DEVICES):
         cmd = common + ["--name", "%s-w%d" % (name, i), "--device-ms", str(device_ms), "--link-ms",
                         str(args.link_ms), "--shared-device", "dev%d" % i, "--device-lock-dir",
                         os.path.join(args.work, "devices"), "--device-sharing", args.sharing,
-                        "--seed", str(100 * job_id + i)]
-        if arbiter_ep:
-            cmd += ["--arbiter", arbiter_ep, "--arbiter-timeout-ms", "1000"]
+                        "--seed", str(100 * index + i)]
+        if host.arbiter:
+            cmd += ["--arbiter", host.arbiter, "--arbiter-timeout-ms", "1000",
+                    "--arbiter-handoff", args.handoff]
         procs.append(subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
-                                      stderr=open(os.path.join(run_dir, "worker-%d.log" % i), "w")))
-    return Job(name, job_id, run_dir, procs, summary, progress)
+                                      stderr=open(os.path.join(logs, "worker-%d.log" % i), "w")))
+    return Job(name, host, procs)
 
 
-def start_arbiter(policy, run_dir):
-    os.makedirs(run_dir, exist_ok=True)
-    ep_file = os.path.join(run_dir, "arbiter.endpoint")
-    p = subprocess.Popen([ARBITER, "--listen", "tcp://127.0.0.1:0", "--endpoint-file", ep_file,
-                          "--policy", policy],
-                         stdout=subprocess.DEVNULL, stderr=open(os.path.join(run_dir, "arbiter.log"), "w"))
-    return p, wait_for_file(ep_file, 10, [p])
-
-
-def run_together(case, policy, jobs, args, rep):
-    """All jobs at once under one arbiter; returns {job name: result}."""
-    run_dir = os.path.join(args.work, "%s-%s-%d" % (case, policy, rep))
-    arbiter, ep = start_arbiter(policy, run_dir)
+def run_jobs(run_dir, policy, jobs, args):
+    """jobs [(name, device_ms)] at once as jobs of one --serve daemon; {name: result}."""
+    host = Host(run_dir, policy)
+    started = []
     try:
-        started = [launch_job(name, i + 1, args, dms, os.path.join(run_dir, name), ep)
-                   for i, (name, dms) in enumerate(jobs)]
+        started = [launch_job(host, name, i + 1, args, dms) for i, (name, dms) in enumerate(jobs)]
         for j in started:
             j.wait(args.max_seconds + 120)
         return {j.name: j.result(args.target) for j in started}
     finally:
-        arbiter.send_signal(signal.SIGTERM)
-        try:
-            arbiter.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            arbiter.kill()
+        for j in started:
+            j.kill()
+        host.stop()
+
+
+def run_together(case, policy, jobs, args, rep):
+    """All jobs at once under the daemon's arbiter; returns {job name: result}."""
+    return run_jobs(os.path.join(args.work, "%s-%s-%d" % (case, policy, rep)), policy, jobs, args)
 
 
 def run_solo(case, name, job_id, dms, args, rep):
     run_dir = os.path.join(args.work, "%s-solo-%s-%d" % (case, name, rep))
-    j = launch_job(name, job_id, args, dms, run_dir, None)
-    j.wait(args.max_seconds + 120)
-    return j.result(args.target)
+    return run_jobs(run_dir, None, [(name, dms)], args)[name]
 
 
 def emit(row):
@@ -228,6 +265,9 @@ def main():
                     help="how unarbitrated steps share an emulated device (worker --device-sharing; "
                          "default timeslice, as a GPU without MPS)")
     ap.add_argument("--fifo", action="store_true", help="also run policy fifo")
+    ap.add_argument("--handoff", default="on", choices=["on", "off"],
+                    help="worker --arbiter-handoff (default on: the next lease is granted ahead "
+                         "and handed over by the device's lock file)")
     ap.add_argument("--no-extra", action="store_true", help="skip the three-job and heavy cases")
     ap.add_argument("--max-seconds", type=int, default=300, help="per job")
     ap.add_argument("--keep", action="store_true", help="keep the run directories")
@@ -235,14 +275,14 @@ def main():
     repeats = args.repeats or (1 if args.quick else 3)
     args.samples = args.samples or (8000 if args.quick else 40000)
     args.target = args.target or (0.70 if args.quick else 0.80)
-    for binary in (GROUPSGDD, WORKER, ARBITER):
+    for binary in (GROUPSGDD, WORKER, GROUPSGDCTL):
         if not os.access(binary, os.X_OK):
             sys.exit("crossover: %s is missing (scripts/build.sh)" % binary)
     args.work = tempfile.mkdtemp(prefix="groupsgd-crossover-")
     print("crossover: runs under %s" % args.work, file=sys.stderr)
     policies = ["none", "crossover"] + (["fifo"] if args.fifo else [])
     summary = {"bench": "crossover", "quick": args.quick, "repeats": repeats,
-               "device_sharing": args.sharing, "device_ms": args.device_ms, "link_ms": args.link_ms, "samples_per_job": args.samples,
+               "device_sharing": args.sharing, "handoff": args.handoff, "device_ms": args.device_ms, "link_ms": args.link_ms, "samples_per_job": args.samples,
                "model": args.model, "target_acc": args.target, "workers_per_job": DEVICES,
                "devices": DEVICES}
     try:

@@ -229,3 +229,49 @@ TEST_CASE(
     CHECK_FALSE(parseJobWeights(bad).isOk());
   }
 }
+
+TEST_CASE("lease table: a weight set later applies to the job's next rounds") {
+  // As the crossover weights test, with job 1's weight 2 arriving after the table is made
+  // (a submitted job's arbiter_weight).
+  LeaseTable t(Policy::kCrossover, {});
+  t.setWeight(1, 2.0);
+  std::map<LeaseKey, std::uint64_t> step;
+  for (LeaseKey k : {key(1, 1), key(2, 1), key(1, 2), key(2, 2)})
+    (void)t.acquire("d", k, step[k]++);
+  std::map<std::uint64_t, int> got;
+  for (int i = 0; i < 120; ++i) {
+    const LeaseKey holder = t.holders("d").at(0);
+    ++got[holder.job];
+    (void)t.release("d", holder);
+    (void)t.acquire("d", holder, step[holder]++);
+  }
+  CAPTURE(got[1]);
+  CHECK(got[1] >= 78);
+  CHECK(got[1] <= 82);
+}
+
+TEST_CASE("lease table: with handoff one waiter is granted ahead of the holder's release") {
+  LeaseTable t(Policy::kCrossover, {});
+  auto first = t.acquire("d", key(1, 1), 0, true);
+  REQUIRE(first.size() == 1);
+  CHECK(first[0].locked);  // it computes under the device's lock
+  auto ahead = t.acquire("d", key(2, 1), 0, true);
+  REQUIRE(grants(ahead, key(2, 1)));  // granted while job 1 still holds the device
+  CHECK(ahead[0].locked);
+  CHECK(t.holders("d").size() == 2);
+  CHECK(t.acquire("d", key(3, 1), 0, true).empty());  // one ahead at most
+  CHECK(grants(t.release("d", key(1, 1)), key(3, 1)));  // job 2 computes, job 3 is next
+  CHECK(t.holders("d").front() == key(2, 1));
+
+  // Never ahead for a waiter that does not take the lock, nor behind a holder without it.
+  LeaseTable fifo(Policy::kFifo, {});
+  (void)fifo.acquire("d", key(1, 1), 0, true);
+  CHECK(fifo.acquire("d", key(2, 1), 0, false).empty());
+  LeaseTable plain(Policy::kFifo, {});
+  CHECK(!plain.acquire("d", key(1, 1), 0, false).at(0).locked);
+  CHECK(plain.acquire("d", key(2, 1), 0, true).empty());
+  // Policy none grants everyone at once: nobody takes the lock.
+  LeaseTable none(Policy::kNone, {});
+  CHECK(!none.acquire("d", key(1, 1), 0, true).at(0).locked);
+  CHECK(!none.acquire("d", key(2, 1), 0, true).at(0).locked);
+}

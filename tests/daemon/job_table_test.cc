@@ -115,3 +115,22 @@ TEST_CASE("job config: the daemon's settings are defaults; every problem is name
   CHECK(!isValidJobName(""));
   CHECK(isValidJobName("mnist_v2.1"));
 }
+
+TEST_CASE("job config: arbiter_weight is a job-only key in (0, 1000]; model external is allowed") {
+  DaemonConfig defaults;
+  auto heavy = parseJobConfig({{"name", "heavy"}, {"arbiter_weight", 2.5}}, defaults);
+  REQUIRE(heavy.isOk());
+  CHECK(jobArbiterWeight({{"name", "heavy"}, {"arbiter_weight", 2.5}}) == 2.5);
+  CHECK(!jobArbiterWeight({{"name", "plain"}}).has_value());
+  for (const nlohmann::json& bad :
+       {nlohmann::json(0), nlohmann::json(-1), nlohmann::json(1001), nlohmann::json("2")}) {
+    auto refused = parseJobConfig({{"name", "w"}, {"arbiter_weight", bad}}, defaults);
+    REQUIRE(!refused.isOk());
+    INFO(refused.status().message());
+    CHECK(refused.status().message().find("arbiter_weight must be a number in (0, 1000]") !=
+          std::string::npos);
+  }
+  auto external = parseJobConfig({{"name", "torch"}, {"model", "external"}}, defaults);
+  REQUIRE(external.isOk());
+  CHECK(external->external_model);
+}

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 
 #include <csignal>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -60,14 +61,19 @@ int freePort() {
 }
 
 std::unique_ptr<Process> startDaemon(const std::string& dir, const std::string& log, int port = 0,
-                                     std::uint32_t slots = 3) {
-  auto d = std::make_unique<Process>(
-      std::vector<std::string>{
-          GROUPSGDD_PATH, "--serve", "--state-dir", dir + "/state", "--control-socket",
-          dir + "/ctl.sock", "--listen", "tcp://127.0.0.1:" + std::to_string(port),
-          "--endpoint-file", dir + "/ep", "--max-group-slots", std::to_string(slots),
-          "--progress-ms", "0", "--heartbeat-ms", "200", "--step-deadline-ms", "2000"},
-      dir + "/" + log);
+                                     std::uint32_t slots = 3,
+                                     const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> argv = {GROUPSGDD_PATH,       "--serve",
+                                   "--state-dir",        dir + "/state",
+                                   "--control-socket",   dir + "/ctl.sock",
+                                   "--listen",           "tcp://127.0.0.1:" + std::to_string(port),
+                                   "--endpoint-file",    dir + "/ep",
+                                   "--max-group-slots",  std::to_string(slots),
+                                   "--progress-ms",      "0",
+                                   "--heartbeat-ms",     "200",
+                                   "--step-deadline-ms", "2000"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  auto d = std::make_unique<Process>(argv, dir + "/" + log);
   REQUIRE(
       waitUntil([&] { return readFile(dir + "/" + log).find("serving jobs") != std::string::npos; },
                 30000ms));
@@ -289,6 +295,82 @@ TEST_CASE("jobs: a job stopped while the other trains on; restart resumes the ru
   CHECK(s["samples_trained"].get<std::uint64_t>() > 0);
   CHECK(s["accounting_ok"] == true);
   for (auto& w : b_workers) CHECK(w->wait(60000ms) == std::optional<int>(0));
+  ::kill(daemon->pid(), SIGTERM);
+  CHECK(daemon->wait(30000ms) == std::optional<int>(0));
+}
+
+TEST_CASE("jobs: a --serve daemon SIGKILLed with a job in flight resumes it; SIGHUP keeps it up") {
+  const std::string dir = makeTempDir();
+  const int port = freePort();  // the workers find the restarted daemon at the same front
+  auto daemon = startDaemon(dir, "daemon1.log", port);
+  json k = softmaxJob("k", "sync", 0);
+  k["checkpoint_every_versions"] = 10;
+  ctlJson(dir, {"job", "submit", writeJob(dir, "k.json", k)});
+  std::vector<std::unique_ptr<Process>> workers;
+  for (int i = 1; i <= 2; ++i) workers.push_back(startWorker(dir, "k", "k-w" + std::to_string(i)));
+  auto version = [&] {
+    return ctlJson(dir, {"--job", "k", "status"})["central_version"].get<std::uint64_t>();
+  };
+  REQUIRE(waitUntil([&] { return version() > 30; }, 60000ms, 200ms));
+
+  // SIGHUP: the daemon has no run of its own to reload; it says so and serves on.
+  ::kill(daemon->pid(), SIGHUP);
+  REQUIRE(waitUntil(
+      [&] { return readFile(dir + "/daemon1.log").find("SIGHUP") != std::string::npos; }, 10000ms));
+  const std::uint64_t after_hup = version();
+  REQUIRE(waitUntil([&] { return version() > after_hup + 5; }, 30000ms, 200ms));
+
+  // SIGKILL: no final checkpoint, no table write. The job resumes from its newest
+  // periodic checkpoint; the workers, still running, come back through the front.
+  ::kill(daemon->pid(), SIGKILL);
+  CHECK(daemon->wait(30000ms) == std::optional<int>(-SIGKILL));
+  daemon = startDaemon(dir, "daemon2.log", port);
+  CHECK(jobIs(dir, "k", "running"));
+  const std::string log2 = readFile(dir + "/daemon2.log");
+  CHECK(log2.find("resumed from") != std::string::npos);
+  const std::uint64_t resumed = version();
+  CHECK(resumed >= 10);
+  const auto active = [&] {
+    return ctlJson(dir, {"--job", "k", "status"})["workers"]["active"].get<int>();
+  };
+  REQUIRE(waitUntil([&] { return active() == 2 && version() > resumed + 20; }, 90000ms, 300ms));
+
+  const json drained = ctlJson(dir, {"job", "stop", "k", "--drain"});
+  CHECK(drained["drain"] == true);
+  REQUIRE(waitUntil([&] { return jobIs(dir, "k", "stopped"); }, 60000ms, 200ms));
+  const json s = ctlJson(dir, {"job", "summary", "k"});
+  INFO(s.dump());
+  CHECK(s["central"]["version"].get<std::uint64_t>() > resumed + 20);
+  CHECK(s["samples_trained"].get<std::uint64_t>() > 0);
+  CHECK(s["accounting_ok"] == true);
+  for (auto& w : workers) CHECK(w->wait(60000ms) == std::optional<int>(0));
+  ::kill(daemon->pid(), SIGTERM);
+  CHECK(daemon->wait(30000ms) == std::optional<int>(0));
+}
+
+TEST_CASE("jobs: a job file's arbiter_weight reaches the daemon's arbiter, refused without one") {
+  const std::string dir = makeTempDir();
+  json j = softmaxJob("heavy", "sync", 0);
+  j["arbiter_weight"] = 2.5;
+  {
+    auto plain = startDaemon(dir, "plain.log");
+    Ctl refused = ctl(dir, {"job", "submit", writeJob(dir, "heavy.json", j)});
+    CHECK(refused.rc != 0);
+    CHECK(refused.out.find("arbiter_weight needs the daemon's device arbiter") !=
+          std::string::npos);
+    ::kill(plain->pid(), SIGTERM);
+    CHECK(plain->wait(30000ms) == std::optional<int>(0));
+  }
+  const std::string state = dir + "/arbitrated";
+  std::filesystem::create_directories(state);
+  auto daemon =
+      startDaemon(state, "daemon.log", 0, 3,
+                  {"--arbiter-listen", "tcp://127.0.0.1:0", "--arbiter-policy", "crossover"});
+  const json row = ctlJson(state, {"job", "submit", writeJob(state, "heavy.json", j)});
+  const std::string weighs = "arbiter: job " + std::to_string(row["id"].get<int>()) + " weighs 2.5";
+  CHECK(waitForText(state + "/daemon.log", weighs, 10000ms));
+  ctlJson(state, {"job", "stop", "heavy"});
+  REQUIRE(waitUntil([&] { return jobIs(state, "heavy", "stopped"); }, 60000ms, 200ms));
   ::kill(daemon->pid(), SIGTERM);
   CHECK(daemon->wait(30000ms) == std::optional<int>(0));
 }

@@ -77,6 +77,10 @@ accuracy and reports it).
                           needs --shared-device (docs/arbiter.md)
   --arbiter-timeout-ms MS an arbiter silent this long is taken for dead: the worker
                           computes unarbitrated and says so once (default 1000)
+  --arbiter-handoff on|off  on (default): the next worker may be granted the device
+                          ahead and waits on its lock file, so the holder's unlock hands
+                          it over without a round trip through the arbiter (fifo and
+                          crossover); off: every grant waits for the holder's release
   --device-lock-dir DIR   where the shared devices' lock files are (default
                           $XDG_RUNTIME_DIR/groupsgd-devices or /tmp/groupsgd-devices-UID)
   --device-sharing M      how steps of several workers share an emulated device:
@@ -149,6 +153,12 @@ const std::vector<CheckedFlag>& checkedFlags() {
        [](const std::string& flag, const std::string& v, WorkerOptions& o) {
          GSGD_RETURN_IF_ERROR(parseUnsigned(flag, v, &o.arbiter_timeout_ms));
          if (o.arbiter_timeout_ms == 0) return invalidArgument(flag + " must be > 0");
+         return Status::ok();
+       }},
+      {"--arbiter-handoff",
+       [](const std::string& flag, const std::string& v, WorkerOptions& o) {
+         if (v != "on" && v != "off") return invalidArgument(flag + " must be on or off, got '" + v + "'");
+         o.arbiter_handoff = v == "on";
          return Status::ok();
        }},
       {"--device-sharing",

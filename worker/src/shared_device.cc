@@ -34,28 +34,48 @@ Result<std::unique_ptr<SharedDevice>> SharedDevice::open(zmq::context_t& ctx,
     lock.emplace(std::move(*opened));
   }
   std::unique_ptr<arbiter::LeaseClient> lease;
+  std::optional<arbiter::DeviceLock> handoff_lock;
   if (!opts.arbiter.empty()) {
+    if (!lock && opts.arbiter_handoff) {  // timeslice: a lease granted ahead waits for the holder on this lock
+      auto opened = arbiter::DeviceLock::open(dir, opts.shared_device);
+      if (!opened) return opened.status();
+      handoff_lock.emplace(std::move(*opened));
+    }
     arbiter::LeaseClientOptions lo;
     lo.answer_timeout = std::chrono::milliseconds(opts.arbiter_timeout_ms);
     lo.curve = opts.curve;
     lease = std::make_unique<arbiter::LeaseClient>(ctx, opts.arbiter, opts.job_id, lo);
   }
   return std::unique_ptr<SharedDevice>(
-      new SharedDevice(opts, std::move(lock), std::move(sliced), std::move(lease)));
+      new SharedDevice(opts, std::move(lock), std::move(sliced), std::move(lease),
+                       std::move(handoff_lock)));
 }
 
 SharedDevice::SharedDevice(const WorkerOptions& opts, std::optional<arbiter::DeviceLock> lock,
                            std::optional<arbiter::TimeSlicedDevice> sliced,
-                           std::unique_ptr<arbiter::LeaseClient> lease)
-    : opts_(opts), lock_(std::move(lock)), sliced_(std::move(sliced)), lease_(std::move(lease)) {}
+                           std::unique_ptr<arbiter::LeaseClient> lease,
+                           std::optional<arbiter::DeviceLock> handoff_lock)
+    : opts_(opts),
+      lock_(std::move(lock)),
+      handoff_lock_(std::move(handoff_lock)),
+      sliced_(std::move(sliced)),
+      lease_(std::move(lease)) {}
 
 double SharedDevice::acquire(std::uint64_t worker_id, std::uint64_t step) {
   const auto t0 = Clock::now();
   worker_id_ = worker_id;
   if (lease_ && (!arbiter_down_ || t0 >= retry_at_)) {
-    Status got = lease_->acquire(worker_id, opts_.shared_device, step);
+    bool locked = false;
+    Status got = lease_->acquire(worker_id, opts_.shared_device, step, opts_.arbiter_handoff, &locked);
     if (got) {
       leased_ = true;
+      if (locked && handoff_lock_) {
+        if (Status s = handoff_lock_->lock(); s) {
+          handoff_held_ = true;
+        } else {
+          GSGD_WARN("device lock " << handoff_lock_->path() << ": " << s.message());
+        }
+      }
       if (arbiter_down_) GSGD_INFO("the arbiter at " << lease_->endpoint() << " answers again");
       arbiter_down_ = false;
     } else {
@@ -87,6 +107,10 @@ void SharedDevice::spend(double device_ms) {
 
 void SharedDevice::release() {
   if (lock_) lock_->unlock();
+  if (handoff_held_) {
+    handoff_lock_->unlock();
+    handoff_held_ = false;
+  }
   if (leased_) {
     (void)lease_->release(worker_id_, opts_.shared_device, msSince(since_));
     leased_ = false;

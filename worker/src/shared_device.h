@@ -5,6 +5,10 @@
 // arbiter (docs/arbiter.md). An arbiter that is silent for
 // --arbiter-timeout-ms, or refuses, never holds a step up: the worker computes
 // unarbitrated, says so once, and asks the arbiter again after a while.
+// Leases are asked with handoff: under an exclusive policy the arbiter may grant the
+// next worker ahead, while the holder still computes; that worker then waits on the
+// device's lock file (in timeslice mode too), so the holder's unlock hands the device
+// over at once instead of after a round trip through the arbiter.
 // Thread rule: the trainer's thread only.
 #pragma once
 
@@ -43,10 +47,13 @@ class SharedDevice {
  private:
   SharedDevice(const WorkerOptions& opts, std::optional<arbiter::DeviceLock> lock,
                std::optional<arbiter::TimeSlicedDevice> sliced,
-               std::unique_ptr<arbiter::LeaseClient> lease);
+               std::unique_ptr<arbiter::LeaseClient> lease,
+               std::optional<arbiter::DeviceLock> handoff_lock);
 
   const WorkerOptions& opts_;
   std::optional<arbiter::DeviceLock> lock_;          // exclusive
+  std::optional<arbiter::DeviceLock> handoff_lock_;  // timeslice with an arbiter
+  bool handoff_held_ = false;
   std::optional<arbiter::TimeSlicedDevice> sliced_;  // timeslice
   std::unique_ptr<arbiter::LeaseClient> lease_;      // null without --arbiter
   bool arbiter_down_ = false;

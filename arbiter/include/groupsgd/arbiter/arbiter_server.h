@@ -38,6 +38,9 @@ class ArbiterServer {
   const std::string &endpoint() const;
   // Serves until stop is set (checked at least every 50 ms).
   void run(const std::atomic<bool> &stop);
+  // A job's crossover weight (> 0), e.g. from a submitted job's own configuration; any
+  // thread: run() applies it within 50 ms, to the job's next rounds.
+  void setJobWeight(std::uint64_t job, double weight);
 
  private:
   struct State;

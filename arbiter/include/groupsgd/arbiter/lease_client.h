@@ -40,7 +40,11 @@ class LeaseClient {
   // Blocks until `device` is granted for `step`. kUnavailable when the arbiter
   // was silent for answer_timeout (or max_wait passed); the arbiter's refusal
   // as its Status.
-  Status acquire(std::uint64_t worker_id, const std::string &device, std::uint64_t step);
+  // handoff: this worker computes under the device's lock file, so the arbiter may grant
+  // it ahead of the holder's release; *locked (if given) is then set when it must take
+  // that lock before computing (the grant was grantLocked).
+  Status acquire(std::uint64_t worker_id, const std::string &device, std::uint64_t step,
+                 bool handoff = false, bool *locked = nullptr);
   // Gives the device back; sends and returns without waiting for anything.
   Status release(std::uint64_t worker_id, const std::string &device, double held_ms);
   // The arbiter's counters (tools, tests, benchmarks).

@@ -46,6 +46,9 @@ struct LeaseKey {
 struct Grant {
   std::string device;
   LeaseKey key;
+  // The grantee takes the device's lock before computing: it may be granted ahead, while
+  // the holder before it still computes (handoff asked, exclusive policy).
+  bool locked = false;
 };
 
 // Job id -> weight (> 0); jobs not listed weigh 1.
@@ -61,7 +64,12 @@ class LeaseTable {
   // the asker (if the device is free, or always under none) or nothing (it
   // waits). A key that asks again while it waits or holds the device replaces
   // its old request or lease.
-  std::vector<Grant> acquire(const std::string &device, LeaseKey key, std::uint64_t step);
+  // handoff: the asker computes under the device's lock, so with policy fifo or
+  // crossover it may be granted one ahead, while a holder that also asked with handoff
+  // still computes (the holder's unlock then hands the device over without a round trip
+  // to the arbiter). At most one lease is granted ahead per device.
+  std::vector<Grant> acquire(const std::string &device, LeaseKey key, std::uint64_t step,
+                             bool handoff = false);
   // The holder gives the device back. Returns the waiters granted as a result;
   // empty when `key` did not hold it (a stray release: *stray is set when
   // given).
@@ -69,6 +77,9 @@ class LeaseTable {
   // Drops `key` from `device` (an expired lease or a waiter that is gone) and
   // grants on.
   std::vector<Grant> forget(const std::string &device, LeaseKey key);
+
+  // A job's weight from now on (its next rounds); weight > 0.
+  void setWeight(std::uint64_t job, double weight) { weights_[job] = weight; }
 
   Policy policy() const { return policy_; }
   std::vector<LeaseKey> holders(const std::string &device) const;
@@ -80,9 +91,13 @@ class LeaseTable {
     double tag = 0;             // crossover: start tag of its round
     std::uint64_t round = 0;    // crossover: order in which rounds began (ties)
     std::uint64_t arrival = 0;  // order of requests
+    bool handoff = false;
   };
   struct Device {
-    std::vector<LeaseKey> holders;  // at most one unless policy none
+    // At most one unless policy none, or two when the second was granted ahead (the
+    // first computes, the second waits for the device's lock).
+    std::vector<LeaseKey> holders;
+    std::vector<LeaseKey> handoff;  // holders that compute under the device's lock
     std::vector<Waiter> waiting;
   };
   struct Round {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,5 +26,13 @@ bool isValidJobName(const std::string& name);
 // The job's configuration: defaults, then the job's keys; job_name is set from "name".
 // On failure every problem is in the status message, joined with "; ".
 Result<DaemonConfig> parseJobConfig(const nlohmann::json& job, const DaemonConfig& defaults);
+
+// The largest "arbiter_weight" a job may ask for (the smallest is anything above 0).
+inline constexpr double kMaxArbiterWeight = 1000;
+
+// A job-only key: the job's weight at the daemon's device arbiter (crossover policy),
+// when the job file sets "arbiter_weight" (parseJobConfig checked it); else nullopt and
+// the arbiter's own arbiter_weights (or 1) apply.
+std::optional<double> jobArbiterWeight(const nlohmann::json& job);
 
 }  // namespace groupsgd::daemon

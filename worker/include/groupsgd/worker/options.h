@@ -38,6 +38,7 @@ struct WorkerOptions {
   std::string shared_device;        // --shared-device: the device shared with other jobs
   std::string arbiter;              // --arbiter: the device arbiter's endpoint ("" = none)
   std::uint32_t arbiter_timeout_ms = 1000;  // arbiter silent this long: compute unarbitrated
+  bool arbiter_handoff = true;  // --arbiter-handoff: leases may be granted ahead (lock handoff)
   std::string device_lock_dir;      // --device-lock-dir ("" = arbiter::defaultDeviceLockDir())
   std::string device_sharing = "exclusive";  // --device-sharing: exclusive | timeslice
   std::string curve_secret_key_file;  // --curve-secret-key-file: this worker's key (0600)
