@@ -91,4 +91,7 @@ struct HeartbeatReply {
 struct Leave {
   samplesTrained @0 :UInt64;  # final count, same meaning as in Heartbeat
   steps @1 :UInt64;           # final count of steps pushed
+  samplesUnconfirmed @2 :UInt64;  # samples of pushes that got no positive answer (none in
+                                  # time, or refused): not in samplesTrained, though a group
+                                  # may have counted them (the coordinator reconciles)
 }

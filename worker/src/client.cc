@@ -176,12 +176,13 @@ Result<HeartbeatAnswer> CoordinatorClient::heartbeat(const Assignment& a,
 }
 
 Status CoordinatorClient::leave(const Assignment& a, std::uint64_t samples_trained,
-                                std::uint64_t steps) {
+                                std::uint64_t steps, std::uint64_t samples_unconfirmed) {
   OutMessage out(job_id_, a.worker_id);
   out.header().setEpoch(a.epoch);
   auto l = out.header().getBody().initLeave();
   l.setSamplesTrained(samples_trained);
   l.setSteps(steps);
+  l.setSamplesUnconfirmed(samples_unconfirmed);
   auto reply = call(std::move(out));
   return reply ? Status::ok() : reply.status();
 }
