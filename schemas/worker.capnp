@@ -54,6 +54,8 @@ struct Assignment {
   seed @10 :UInt64;           # seed for data shuffling
   heartbeatMs @11 :UInt32;    # how often to send Heartbeat
   compression @12 :Text;      # how to encode gradients: dense | fp16 | sign | topk:RATIO
+  groupServerKey @13 :Text;   # CURVE: public key of the node daemon serving that group PS
+                              # ("" = the head's key, the one the worker was configured with)
 }
 
 # Periodic liveness + statistics (header.senderId = worker id, header.epoch = its epoch).

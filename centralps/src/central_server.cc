@@ -214,7 +214,7 @@ void CentralServer::handle(const zmq::message_t& from, std::vector<zmq::message_
   if (!peerStillAllowed(cfg_.curve.allowed, key)) return refuse(from, keyRevoked(key));
   auto msg = decodeMessage(std::move(frames), cfg_.limits);
   if (!msg) return refuse(from, msg.status());
-  if (!key.empty() && key != cfg_.curve.public_key && msg->kind() != BodyKind::FETCH) {
+  if (!key.empty() && !cfg_.curve.hasDaemonRights(key) && msg->kind() != BodyKind::FETCH) {
     return refuse(from, permissionDenied(std::string("only a groupsgd daemon may send '") +
                                          bodyKindName(msg->kind()) + "' (key " + key + ")"));
   }

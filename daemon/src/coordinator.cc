@@ -279,6 +279,11 @@ void Coordinator::onRegister(const zmq::message_t& from, const InMessage& msg,
                                     std::to_string(groups_.size()) + " of " +
                                     std::to_string(cfg_.groupCount()) + "); retry"));
   }
+  if (w.role == WorkerRole::kNode && !key.empty() && !curve_.hasDaemonRights(key)) {
+    --next_id_;
+    return refuse(from, permissionDenied("key " + key + " may not register as a node daemon "
+                                         "(label its allow-list line `node`)"));
+  }
   if (w.role == WorkerRole::kNode) {
     WorkerRecord& node = registry_.add(w);
     return onNodeRegister(from, msg, node);
@@ -328,8 +333,8 @@ void Coordinator::onNodeRegister(const zmq::message_t& from, const InMessage& ms
     }
     group_node_[groups_.size()] = rec.id;
     topo_.group_endpoints.push_back(ep.cStr());
-    groups_.push_back(
-        std::make_unique<RpcClient>(ctx_, ep.cStr(), limits_, clientSocketOptions(curve_)));
+    groups_.push_back(std::make_unique<RpcClient>(ctx_, ep.cStr(), limits_,
+                                                  clientSocketOptions(keysForNode(rec))));
     ++taken;
   }
   event("node", "node " + std::to_string(rec.id) + " (" + rec.host + ") offers " +
@@ -362,6 +367,12 @@ void Coordinator::sendAssignment(const zmq::message_t& to, const WorkerRecord& r
   a.setSeed(cfg_.seed);
   a.setHeartbeatMs(cfg_.heartbeat_ms);
   a.setCompression(cfg_.compress_gradients);
+  if (rec.group < group_node_.size() && group_node_[rec.group] != 0) {
+    // A node daemon with its own CURVE pair serves this group PS under its key.
+    if (const WorkerRecord* node = registry_.find(group_node_[rec.group])) {
+      a.setGroupServerKey(node->public_key);
+    }
+  }
   (void)replyTo(sock_, to, std::move(out));
 }
 

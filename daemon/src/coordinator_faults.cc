@@ -143,10 +143,18 @@ void Coordinator::failGroup(std::uint32_t group, const std::string& why) {
   }
 }
 
+CurveKeys Coordinator::keysForNode(const WorkerRecord& node) const {
+  CurveKeys k = curve_;
+  if (k.enabled() && !node.public_key.empty()) k.server_public_key = node.public_key;
+  return k;
+}
+
 bool Coordinator::recreateGroup(std::uint32_t group, const std::vector<std::uint64_t>& members) {
   while (auto spare = spares_.take()) {
-    groups_[group] =
-        std::make_unique<RpcClient>(ctx_, spare->endpoint, limits_, clientSocketOptions(curve_));
+    const WorkerRecord* host = registry_.find(spare->node);
+    groups_[group] = std::make_unique<RpcClient>(
+        ctx_, spare->endpoint, limits_,
+        clientSocketOptions(host != nullptr ? keysForNode(*host) : curve_));
     group_node_[group] = spare->node;
     topo_.group_endpoints[group] = spare->endpoint;
     failed_[group] = false;

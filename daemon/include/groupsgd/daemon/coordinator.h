@@ -172,6 +172,8 @@ class Coordinator {
   // Re-creates a failed group's slot on a spare group PS (the node with the most left)
   // with these members, moved there with new epochs; false when no spare works.
   bool recreateGroup(std::uint32_t group, const std::vector<std::uint64_t>& members);
+  // The keys to reach a node's group PSes: its own public key as the server key.
+  CurveKeys keysForNode(const WorkerRecord& node) const;
   void watchCheckpoints();
   nlohmann::json headRestartJson() const;
   nlohmann::json failuresJson(std::uint64_t lost, std::uint64_t bound) const;

@@ -39,6 +39,7 @@ struct Assignment {
   std::uint64_t seed = 0;
   std::uint32_t heartbeat_ms = 1000;
   std::string compression = "dense";  // gradient encoding (the worker may override it)
+  std::string group_server_key;       // CURVE: the group PS's node key ("" = the head's)
 };
 
 // One step as the trainer's timers saw it (Heartbeat.recentSteps).
