@@ -54,6 +54,8 @@ struct Assignment {
   seed @10 :UInt64;           # seed for data shuffling
   heartbeatMs @11 :UInt32;    # how often to send Heartbeat
   compression @12 :Text;      # how to encode gradients: dense | fp16 | sign | topk:RATIO
+  groupServerKey @13 :Text;   # CURVE: public key of the node daemon serving that group PS
+                              # ("" = the head's key, the one the worker was configured with)
 }
 
 # Periodic liveness + statistics (header.senderId = worker id, header.epoch = its epoch).
@@ -91,4 +93,7 @@ struct HeartbeatReply {
 struct Leave {
   samplesTrained @0 :UInt64;  # final count, same meaning as in Heartbeat
   steps @1 :UInt64;           # final count of steps pushed
+  samplesUnconfirmed @2 :UInt64;  # samples of pushes that got no positive answer (none in
+                                  # time, or refused): not in samplesTrained, though a group
+                                  # may have counted them (the coordinator reconciles)
 }

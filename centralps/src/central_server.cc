@@ -2,6 +2,7 @@
 
 #include "groupsgd/centralps/checkpoint.h"
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <filesystem>
@@ -51,6 +52,12 @@ Result<std::unique_ptr<CentralServer>> CentralServer::create(zmq::context_t& ctx
     GSGD_RETURN_IF_ERROR(server->store_.restore(resume->params, resume->version));
     server->resumed_from_ = resume->path;
     server->checkpoint_version_ = resume->version;
+    server->skipped_checkpoints_ = resume->warnings;
+    if (!resume->warnings.empty()) {
+      GSGD_WARN("the newest checkpoint was unusable (" << resume->warnings.front() << "); "
+                << resume->warnings.size() << " file(s) skipped: resuming from the previous "
+                << "good one, " << resume->path << " (version " << resume->version << ")");
+    }
     GSGD_INFO("central PS resumed from " << resume->path << " at version " << resume->version);
   }
   return server;
@@ -124,7 +131,8 @@ void CentralServer::pollCheckpoint(bool wait) {
     const bool by_time = cfg_.checkpoint_interval_s > 0 &&
                          std::chrono::duration<double>(now - last_checkpoint_).count() >=
                              cfg_.checkpoint_interval_s;
-    if (by_versions || by_time || wait) startCheckpoint(std::nullopt);  // wait: at shutdown
+    const bool backing_off = !wait && now < checkpoint_retry_at_;
+    if ((by_versions || by_time || wait) && !backing_off) startCheckpoint(std::nullopt);  // wait: at shutdown
   }
   if (!checkpoint_) return;
   if (!wait && checkpoint_->done.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return;
@@ -134,11 +142,17 @@ void CentralServer::pollCheckpoint(bool wait) {
   last_checkpoint_ = std::chrono::steady_clock::now();
   if (s) {
     checkpoint_version_ = checkpoint_->version;
+    checkpoint_retry_s_ = 0;
     GSGD_INFO("checkpoint " << checkpoint_->path << " written in " << ms << " ms");
   } else {
     ++checkpoint_failures_;
+    checkpoint_retry_s_ = std::min(60.0, checkpoint_retry_s_ == 0 ? 1.0 : 2 * checkpoint_retry_s_);
+    checkpoint_retry_at_ = last_checkpoint_ + std::chrono::milliseconds(
+                                                  static_cast<std::int64_t>(checkpoint_retry_s_ * 1000));
     // Loud and never retried silently: the old checkpoint stays the newest valid one.
-    GSGD_ERROR("checkpoint of version " << checkpoint_->version << " FAILED: " << s.toString());
+    GSGD_ERROR("checkpoint of version " << checkpoint_->version << " FAILED: " << s.toString()
+                                        << " (the newest good one is version " << checkpoint_version_
+                                        << "; next periodic attempt in " << checkpoint_retry_s_ << " s)");
   }
   for (const auto& to : checkpoint_->requesters) {
     OutMessage out(cfg_.limits.job_id, 0);
@@ -200,7 +214,7 @@ void CentralServer::handle(const zmq::message_t& from, std::vector<zmq::message_
   if (!peerStillAllowed(cfg_.curve.allowed, key)) return refuse(from, keyRevoked(key));
   auto msg = decodeMessage(std::move(frames), cfg_.limits);
   if (!msg) return refuse(from, msg.status());
-  if (!key.empty() && key != cfg_.curve.public_key && msg->kind() != BodyKind::FETCH) {
+  if (!key.empty() && !cfg_.curve.hasDaemonRights(key) && msg->kind() != BodyKind::FETCH) {
     return refuse(from, permissionDenied(std::string("only a groupsgd daemon may send '") +
                                          bodyKindName(msg->kind()) + "' (key " + key + ")"));
   }

@@ -139,6 +139,7 @@ Result<Assignment> CoordinatorClient::registerAs(Role role, const std::string& n
   out_a.seed = a.getSeed();
   out_a.heartbeat_ms = std::max<std::uint32_t>(50, a.getHeartbeatMs());
   if (a.hasCompression() && a.getCompression().size() > 0) out_a.compression = a.getCompression().cStr();
+  out_a.group_server_key = a.getGroupServerKey().cStr();
   return out_a;
 }
 
@@ -176,20 +177,32 @@ Result<HeartbeatAnswer> CoordinatorClient::heartbeat(const Assignment& a,
 }
 
 Status CoordinatorClient::leave(const Assignment& a, std::uint64_t samples_trained,
-                                std::uint64_t steps) {
+                                std::uint64_t steps, std::uint64_t samples_unconfirmed) {
   OutMessage out(job_id_, a.worker_id);
   out.header().setEpoch(a.epoch);
   auto l = out.header().getBody().initLeave();
   l.setSamplesTrained(samples_trained);
   l.setSteps(steps);
+  l.setSamplesUnconfirmed(samples_unconfirmed);
   auto reply = call(std::move(out));
   return reply ? Status::ok() : reply.status();
 }
 
+namespace {
+
+// A group PS on a node daemon with its own key pair is authenticated by that key.
+CurveKeys groupServerKeys(const CurveKeys& curve, const Assignment& a) {
+  CurveKeys k = curve;
+  if (k.enabled() && !a.group_server_key.empty()) k.server_public_key = a.group_server_key;
+  return k;
+}
+
+}  // namespace
+
 GroupClient::GroupClient(zmq::context_t& ctx, const Assignment& a, std::uint64_t job_id,
                          std::chrono::milliseconds timeout, CompressionSpec compression,
                          const CurveKeys& curve)
-    : rpc_(ctx, a.group_endpoint, limitsFor(job_id), clientSocketOptions(curve)),
+    : rpc_(ctx, a.group_endpoint, limitsFor(job_id), clientSocketOptions(groupServerKeys(curve, a))),
       assignment_(a),
       job_id_(job_id),
       timeout_(timeout) {

@@ -126,6 +126,26 @@ Result<std::set<std::string>> parseAllowList(const std::string& text) {
   return keys;
 }
 
+bool CurveKeys::hasDaemonRights(const std::string& key) const {
+  return key == public_key || (daemons != nullptr && daemons->contains(key));
+}
+
+Result<std::set<std::string>> loadNodeKeys(const std::string& path) {
+  auto text = readSmallFile(path);
+  if (!text) return text.status();
+  if (auto valid = parseAllowList(*text); !valid) return invalidArgument(path + ": " + valid.status().message());
+  std::set<std::string> nodes;
+  std::istringstream in(*text);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream words(trim(line));
+    std::string key, label;
+    words >> key >> label;
+    if (label == "node" && isZ85Key(key)) nodes.insert(key);
+  }
+  return nodes;
+}
+
 Result<std::set<std::string>> loadAllowList(const std::string& path) {
   auto text = readSmallFile(path);
   if (!text) return text.status();

@@ -196,6 +196,12 @@ Status validate(const DaemonConfig& c) {
   if (c.curve_secret_key_file.empty() != c.curve_allow_file.empty()) {
     return invalidArgument("curve needs both secret_key_file and allow_file (or neither)");
   }
+  if (!c.curve_server_key_file.empty() && c.role != "node") {
+    return invalidArgument("curve.server_key_file is for role node (the head's public key)");
+  }
+  if (!c.curve_server_key_file.empty() && c.curve_secret_key_file.empty()) {
+    return invalidArgument("curve.server_key_file needs curve.secret_key_file (the node's own pair)");
+  }
   return Status::ok();
 }
 

@@ -268,7 +268,11 @@ std::vector<OptionSpec> buildTable() {
             "CURVE on every TCP link with this secret key (mode 0600; from groupsgdctl keygen);"
             " needs --curve-allow-file"),
       field("curve.allow_file", "--curve-allow-file", "F", FIELD(curve_allow_file), kAny, kRestart,
-            "public keys of the workers and nodes to admit, one per line"),
+            "public keys of the workers and nodes to admit, one per line (a node's labelled"
+            " `node`)"),
+      field("curve.server_key_file", "--curve-server-key-file", "F", FIELD(curve_server_key_file),
+            kAny, kRestart,
+            "role node: the head's public key; the node then uses its own key pair"),
       // The adaptive coordinator (docs/adaptive.md, "Tunables").
       field("adaptive.control_ms", "--control-ms", "MS", FIELD(adaptive.control_ms), atLeast(1),
             kHup, "adaptive: control window"),

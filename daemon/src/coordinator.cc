@@ -7,6 +7,7 @@
 
 #include "groupsgd/common/log.h"
 #include "groupsgd/daemon/external_model.h"
+#include "groupsgd/daemon/trainer_accounting.h"
 
 namespace groupsgd::daemon {
 namespace {
@@ -85,6 +86,7 @@ nlohmann::json Coordinator::run(const std::atomic<bool>& stop_requested) {
                                         << cfg_.groupCount() << " group(s), K="
                                         << cfg_.exchangePeriod() << ")");
   auto next_progress = Clock::now() + std::chrono::milliseconds(cfg_.progress_ms);
+  reportSkippedCheckpoints();
   next_control_ = Clock::now() + std::chrono::milliseconds(cfg_.adaptive.control_ms);
   std::string reason;
   while (true) {
@@ -106,6 +108,7 @@ nlohmann::json Coordinator::run(const std::atomic<bool>& stop_requested) {
       if (cfg_.progress_ms > 0) printProgress();
       updateMetrics();
       persistHeadState();
+      watchCheckpoints();
     }
     if (suspend_ != nullptr && suspend_->load()) {
       GSGD_INFO("suspended: the daemon is stopping; the job resumes when it starts again");
@@ -276,6 +279,11 @@ void Coordinator::onRegister(const zmq::message_t& from, const InMessage& msg,
                                     std::to_string(groups_.size()) + " of " +
                                     std::to_string(cfg_.groupCount()) + "); retry"));
   }
+  if (w.role == WorkerRole::kNode && !key.empty() && !curve_.hasDaemonRights(key)) {
+    --next_id_;
+    return refuse(from, permissionDenied("key " + key + " may not register as a node daemon "
+                                         "(label its allow-list line `node`)"));
+  }
   if (w.role == WorkerRole::kNode) {
     WorkerRecord& node = registry_.add(w);
     return onNodeRegister(from, msg, node);
@@ -318,11 +326,15 @@ void Coordinator::onNodeRegister(const zmq::message_t& from, const InMessage& ms
   auto eps = msg.header().getBody().getRegister().getEndpoints();
   std::size_t taken = 0;
   for (auto ep : eps) {
-    if (groups_.size() >= cfg_.groupCount()) break;  // enough group PSes already
+    if (groups_.size() >= cfg_.groupCount()) {
+      // Enough group PSes already: the rest wait for a failed group to re-create.
+      spares_.offer(rec.id, ep.cStr());
+      continue;
+    }
     group_node_[groups_.size()] = rec.id;
     topo_.group_endpoints.push_back(ep.cStr());
-    groups_.push_back(
-        std::make_unique<RpcClient>(ctx_, ep.cStr(), limits_, clientSocketOptions(curve_)));
+    groups_.push_back(std::make_unique<RpcClient>(ctx_, ep.cStr(), limits_,
+                                                  clientSocketOptions(keysForNode(rec))));
     ++taken;
   }
   event("node", "node " + std::to_string(rec.id) + " (" + rec.host + ") offers " +
@@ -330,6 +342,12 @@ void Coordinator::onNodeRegister(const zmq::message_t& from, const InMessage& ms
                     " used; " + std::to_string(groups_.size()) + " of " +
                     std::to_string(cfg_.groupCount()) + " groups ready");
   sendAssignment(from, rec);
+  // A node that comes after a failure gives the failed slots back a group PS. Their old
+  // members were spread over the live groups: new trainers fill the slot (the smallest
+  // group first), and in adaptive mode the next plan regroups everybody.
+  for (std::uint32_t g = 0; g < groups_.size() && spares_.count() > 0; ++g) {
+    if (groupFailed(g)) (void)recreateGroup(g, {});
+  }
 }
 
 void Coordinator::sendAssignment(const zmq::message_t& to, const WorkerRecord& rec) {
@@ -349,6 +367,12 @@ void Coordinator::sendAssignment(const zmq::message_t& to, const WorkerRecord& r
   a.setSeed(cfg_.seed);
   a.setHeartbeatMs(cfg_.heartbeat_ms);
   a.setCompression(cfg_.compress_gradients);
+  if (rec.group < group_node_.size() && group_node_[rec.group] != 0) {
+    // A node daemon with its own CURVE pair serves this group PS under its key.
+    if (const WorkerRecord* node = registry_.find(group_node_[rec.group])) {
+      a.setGroupServerKey(node->public_key);
+    }
+  }
   (void)replyTo(sock_, to, std::move(out));
 }
 
@@ -417,6 +441,7 @@ void Coordinator::onLeave(const zmq::message_t& from, const InMessage& msg,
   }
   if (w->role == WorkerRole::kTrainer) {
     w->samples_trained = l.getSamplesTrained();
+    w->samples_unconfirmed = l.getSamplesUnconfirmed();
     w->steps = l.getSteps();
   }
   const bool was_active = w->state == WorkerState::kActive;
@@ -612,7 +637,9 @@ nlohmann::json Coordinator::finish(const std::string& reason) {
                  {"samples_refused", s.getSamplesRefused()},
                  {"bad_messages", s.getBadMessages()},
                  {"mean_staleness", s.getMeanStaleness()},
-                 {"max_staleness", s.getMaxStaleness()}};
+                 {"max_staleness", s.getMaxStaleness()},
+                 {"checkpoint_version", s.getCheckpointVersion()},
+                 {"checkpoint_failures", s.getCheckpointFailures()}};
     } else {
       GSGD_ERROR("central PS did not report its counters");
     }
@@ -633,16 +660,28 @@ nlohmann::json Coordinator::finish(const std::string& reason) {
     serveOnce(std::chrono::milliseconds(50));
   }
 
-  // A worker that died cannot report its last steps: what it trained is what the groups
-  // acknowledged from it (a gradient it computed but never pushed reached no model).
-  std::uint64_t dead_trained = 0;
-  for (const auto& [id, w] : registry_.all()) {
-    if (w.role == WorkerRole::kTrainer &&
-        (w.state == WorkerState::kDead || w.state == WorkerState::kQuarantined) &&
-        failed_group_members_.count(id) == 0) {
-      registry_.find(id)->samples_trained = acknowledged[id];
-      dead_trained += acknowledged[id];
+  // What each trainer trained is what the live groups counted from it (a worker that
+  // died cannot report its last steps; one whose push answer came too late reports it as
+  // lost although its group counted it); a report that disagrees beyond its unanswered
+  // pushes breaks the accounting (trainer_accounting.h).
+  std::uint64_t dead_trained = 0, counted_unanswered = 0;
+  bool reports_ok = true;
+  for (auto& [id, w] : registry_.allMutable()) {
+    if (w.role != WorkerRole::kTrainer) continue;
+    const ReconciledTrainer r = reconcileTrainer(
+        {w.samples_trained, w.samples_unconfirmed, acknowledged[id], w.state == WorkerState::kLeft,
+         failed_group_members_.count(id) != 0});
+    if (!r.consistent) {
+      reports_ok = false;
+      GSGD_ERROR("worker " << id << " reported " << w.samples_trained << " samples ("
+                           << w.samples_unconfirmed << " unconfirmed), its groups counted "
+                           << acknowledged[id]);
     }
+    if (w.state == WorkerState::kDead || w.state == WorkerState::kQuarantined) {
+      if (failed_group_members_.count(id) == 0) dead_trained += r.credited;
+    }
+    counted_unanswered += r.counted_unanswered;
+    w.samples_trained = r.credited;
   }
   const std::uint64_t trained = registry_.samplesTrained();
   // A failed group's unflushed progress never reaches the central PS and cannot be
@@ -693,7 +732,9 @@ nlohmann::json Coordinator::finish(const std::string& reason) {
       {"bad_messages", bad},
       {"stale_heartbeats", stale_heartbeats_},
       {"curve", curveJson()},
-      {"accounting_ok", trained == applied + dropped && lost_ok},
+      {"accounting_ok", trained == applied + dropped && lost_ok && reports_ok},
+      {"worker_reports_ok", reports_ok},
+      {"samples_counted_unanswered", counted_unanswered},
       {"samples_lost_in_failed_groups", lost},
       {"replayed_pushes", replays},
       {"quarantined", quarantined_total_},

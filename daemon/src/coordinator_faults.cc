@@ -74,6 +74,7 @@ void Coordinator::markQuarantined(std::uint64_t worker, std::uint32_t group) {
 }
 
 void Coordinator::failNode(const WorkerRecord& node) {
+  spares_.dropNode(node.id);  // its unused group PSes died with it
   for (std::uint32_t g = 0; g < group_node_.size(); ++g) {
     if (group_node_[g] == node.id && !groupFailed(g)) {
       failGroup(g, "node " + std::to_string(node.id) + " (" + node.host + ") missed its heartbeats");
@@ -103,12 +104,21 @@ void Coordinator::failGroup(std::uint32_t group, const std::string& why) {
   event("group_failure", "group " + std::to_string(group) + " failed (" + why + "); " +
                              std::to_string(members.size()) +
                              " worker(s) to reassign; its unflushed progress is dropped");
+  for (auto id : members) failed_group_members_.insert(id);
   // Each member gets a new group and epoch; it learns them when its next request to the
-  // dead group fails and it asks the coordinator for its assignment again.
+  // dead group fails and it asks the coordinator for its assignment again. Best: the
+  // same group again, its slot re-created on a surviving node.
+  if (recreateGroup(group, members)) {
+    const double t = training_started_ ? secondsSince(*training_started_) : 0.0;
+    nlohmann::json moved = nlohmann::json::array();
+    for (auto id : members) moved.push_back({{"worker", id}, {"to_group", group}});
+    failures_.push_back({{"group", group}, {"why", why}, {"t_s", t}, {"reassigned", moved},
+                         {"recreated_on_node", group_node_[group]}});
+    return;
+  }
   std::set<std::uint32_t> gaining;
   nlohmann::json moved = nlohmann::json::array();
   for (auto id : members) {
-    failed_group_members_.insert(id);
     auto live = liveGroupFor();
     if (!live) break;
     WorkerRecord* w = registry_.find(id);
@@ -133,6 +143,49 @@ void Coordinator::failGroup(std::uint32_t group, const std::string& why) {
   }
 }
 
+CurveKeys Coordinator::keysForNode(const WorkerRecord& node) const {
+  CurveKeys k = curve_;
+  if (k.enabled() && !node.public_key.empty()) k.server_public_key = node.public_key;
+  return k;
+}
+
+bool Coordinator::recreateGroup(std::uint32_t group, const std::vector<std::uint64_t>& members) {
+  while (auto spare = spares_.take()) {
+    const WorkerRecord* host = registry_.find(spare->node);
+    groups_[group] = std::make_unique<RpcClient>(
+        ctx_, spare->endpoint, limits_,
+        clientSocketOptions(host != nullptr ? keysForNode(*host) : curve_));
+    group_node_[group] = spare->node;
+    topo_.group_endpoints[group] = spare->endpoint;
+    failed_[group] = false;
+    for (auto id : members) {
+      WorkerRecord* w = registry_.find(id);
+      w->group = group;
+      w->epoch = ++epoch_;
+      w->moving_from.reset();
+    }
+    for (const auto& [id, w] : registry_.all()) {
+      if (w.moving_from == group) registry_.find(id)->moving_from.reset();
+    }
+    // The spare PS learns its group id (and members) from this first configuration.
+    if (Status s = configureGroup(group); !s) {
+      GSGD_WARN("spare group PS " << spare->endpoint << " of node " << spare->node
+                                  << " did not take group " << group << ": " << s.toString());
+      failed_[group] = true;
+      continue;
+    }
+    const WorkerRecord* node = registry_.find(spare->node);
+    event("group_recreated", "group " + std::to_string(group) + " re-created on node " +
+                                 std::to_string(spare->node) + " (" +
+                                 (node != nullptr ? node->host : std::string("?")) + ") at " +
+                                 spare->endpoint + " with " + std::to_string(members.size()) +
+                                 " worker(s)");
+    if (adaptive_) adaptive_->membershipChanged("group " + std::to_string(group) + " re-created");
+    return true;
+  }
+  return false;
+}
+
 void Coordinator::noteReregistration() {
   if (reregistered_after_s_ || head_.resumed_from.empty()) return;
   if (registry_.activeTrainers() >= cfg_.workers) reregistered_after_s_ = secondsSince(started_);
@@ -145,6 +198,36 @@ void Coordinator::persistHeadState() {
   if (writeFileAtomically(head_.state_file, j.dump() + "\n").isOk()) {
     persisted_version_ = central_version_seen_;
   }
+}
+
+void Coordinator::reportSkippedCheckpoints() {
+  for (const auto& why : head_.skipped_checkpoints) {
+    event("checkpoint_skipped", "unusable checkpoint " + why + "; resumed from the previous good one, " +
+                                    head_.resumed_from + " (version " +
+                                    std::to_string(head_.resumed_version) + ")");
+  }
+}
+
+void Coordinator::watchCheckpoints() {
+  if (cfg_.checkpoint_dir.empty()) return;
+  OutMessage out(cfg_.job_id, 0);
+  out.header().getBody().initCentralStatsQuery();
+  auto reply = central_->call(std::move(out), std::chrono::milliseconds(1000));
+  if (!reply || reply->kind() != BodyKind::CENTRAL_STATS) return;
+  auto s = reply->header().getBody().getCentralStats();
+  const std::uint64_t failures = s.getCheckpointFailures();
+  if (failures <= checkpoint_failures_seen_) return;
+  // The central PS logged the error itself (with errno's text); this makes it an event
+  // and says what still holds.
+  const std::uint64_t newly = failures - checkpoint_failures_seen_;
+  checkpoint_failures_seen_ = failures;
+  GSGD_ERROR(newly << " checkpoint write(s) failed (" << failures << " in all); the newest "
+                   << "good checkpoint is still version " << s.getCheckpointVersion()
+                   << "; training goes on");
+  event("checkpoint_failure",
+        std::to_string(newly) + " checkpoint write(s) failed (" + std::to_string(failures) +
+            " in all, see the log for the error); the newest good checkpoint is still version " +
+            std::to_string(s.getCheckpointVersion()) + "; training goes on");
 }
 
 nlohmann::json Coordinator::headRestartJson() const {
@@ -160,6 +243,7 @@ nlohmann::json Coordinator::headRestartJson() const {
   return {{"incarnation", head_.incarnation},
           {"resumed_from", head_.resumed_from},
           {"resumed_version", head_.resumed_version},
+          {"skipped_checkpoints", head_.skipped_checkpoints},
           {"previous_version_seen", head_.previous_version_seen
                                         ? nlohmann::json(*head_.previous_version_seen)
                                         : nlohmann::json()},

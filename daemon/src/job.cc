@@ -83,6 +83,7 @@ Status Job::startHead() {
   if (!head) return Status(head.status().code(), "head state: " + head.status().toString());
   head->resumed_from = central_->resumedFrom();
   head->resumed_version = central_->version();
+  head->skipped_checkpoints = central_->skippedCheckpoints();
   GSGD_INFO("head incarnation " << head->incarnation);
   coordinator_->setHeadStart(std::move(*head));
   return Status::ok();

@@ -189,7 +189,8 @@ int main(int argc, char** argv) {
   coordinator.attachZap(curve->zap.get());
   if (curve->zap) {
     coordinator.setKeyReloader([&cfg, &curve] {
-      return daemon::reloadAllowList(cfg, curve->zap.get(), curve->keys.public_key);
+      return daemon::reloadAllowList(cfg, curve->zap.get(), curve->keys.public_key,
+                                     curve->daemons.get());
     });
   }
   Operations ops;

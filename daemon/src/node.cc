@@ -101,6 +101,10 @@ HeadEnd serveHead(const DaemonConfig& cfg, zmq::context_t& ctx, worker::Coordina
         last_answer = std::chrono::steady_clock::now();
         continue;
       }
+      if (hb.status().code() != Code::kUnavailable && failures % 10 == 0) {
+        // Refused, not silent (a revoked key, say): say why.
+        GSGD_WARN("heartbeat refused: " << hb.status().toString());
+      }
       if (++failures % 10 == 0) {
         GSGD_WARN("coordinator silent for " << failures << " heartbeats; group PSes keep serving");
       }
@@ -129,7 +133,8 @@ int runNode(const DaemonConfig& cfg, const std::atomic<bool>& stop_requested,
     return 2;
   }
   zmq::context_t ctx(2);
-  // The node serves group PSes with the cluster's daemon key pair: ZAP before any bind.
+  // The node serves group PSes with its own key pair (or the head's, shared, without
+  // curve.server_key_file): ZAP before any bind.
   auto curve = startCurve(ctx, cfg);
   if (!curve) {
     GSGD_ERROR("CURVE: " << curve.status().toString());
@@ -149,7 +154,9 @@ int runNode(const DaemonConfig& cfg, const std::atomic<bool>& stop_requested,
       GSGD_WARN("SIGHUP: CURVE is off; nothing to reload");
       return;
     }
-    if (auto c = reloadAllowList(cfg, curve->zap.get(), curve->keys.public_key); !c) {
+    if (auto c = reloadAllowList(cfg, curve->zap.get(), curve->keys.public_key,
+                                 curve->daemons.get());
+        !c) {
       GSGD_ERROR("allow-list reload refused, keeping the running list: " << c.status().toString());
     }
   };

@@ -151,7 +151,7 @@ bool GroupServer::mayActAs(const zmq::message_t& from, const std::string& key,
     if (it != member_keys_.end() && it->second != key) {
       why = "worker " + std::to_string(worker) + " is bound to another key";
     }
-  } else if (key != cfg_.curve.public_key) {
+  } else if (!cfg_.curve.hasDaemonRights(key)) {
     why = std::string("only the coordinator may send '") + bodyKindName(kind) + "'";
   }
   if (why.empty()) return true;

@@ -85,8 +85,9 @@ Status Session::register_(std::uint64_t keep_id) {
   heartbeat_->pause();
   if (keep_id == 0 && registered_) {
     // Close the old registration with its own counts so nothing is counted twice.
-    (void)coord_.leave(a_, totals_.samples_trained, totals_.steps);
+    (void)coord_.leave(a_, totals_.samples_trained, totals_.steps, samples_unconfirmed_);
     totals_.samples_trained = 0;
+    samples_unconfirmed_ = 0;
     totals_.steps = 0;
   }
   const auto patience =
@@ -218,8 +219,10 @@ Result<StepResult> Session::step(const Payload& grad, std::uint32_t batch, float
     auto ans = group_->push(step_, grad, batch, loss, static_cast<float>(compute_ms), params);
     const double rtt_ms = std::chrono::duration<double, std::milli>(Clock::now() - t1).count();
     if (!ans) {
-      // Not counted as trained (the group PS did not count it either); fetch again.
+      // Not counted as trained; reported as unconfirmed (its group may have counted it
+      // if only the answer was late); fetch again.
       GSGD_WARN("push for step " << step_ << " failed: " << ans.status().toString());
+      samples_unconfirmed_ += batch;
       need_pull_ = true;
       GSGD_RETURN_IF_ERROR(onGroupFailure(ans.status()));
     } else {
@@ -283,7 +286,7 @@ Status Session::close() {
   closed_ = true;
   heartbeat_->pause();
   if (!registered_) return Status::ok();
-  return coord_.leave(a_, totals_.samples_trained, totals_.steps);
+  return coord_.leave(a_, totals_.samples_trained, totals_.steps, samples_unconfirmed_);
 }
 
 }  // namespace groupsgd::python

@@ -104,6 +104,7 @@ class Session {
   std::optional<Clock::time_point> failing_since_;
   std::optional<Clock::time_point> last_return_;  // compute time = time between steps
   StepTotals totals_;
+  std::uint64_t samples_unconfirmed_ = 0;  // pushes without a positive answer (Leave)
   std::uint64_t total_steps_ = 0, registrations_ = 0;
   std::mt19937_64 rng_;
   std::uniform_real_distribution<double> uniform_{0.0, 1.0};

@@ -89,3 +89,53 @@ TEST_CASE(
   CHECK(refused.status().code() == Code::kPermissionDenied);
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("curve setup: per-node pairs: the head gives `node` lines a daemon's rights; a node "
+          "with its own pair trusts the head's key; a reload revokes a node") {
+  const std::string dir = tempDir();
+  auto head = generateKeyPair(), node = generateKeyPair(), worker = generateKeyPair();
+  REQUIRE(writeKeyPair(dir + "/server", *head).isOk());
+  REQUIRE(writeKeyPair(dir + "/node", *node).isOk());
+  std::ofstream(dir + "/allow") << worker->public_key << " w1\n"
+                                << node->public_key << " node  # n1\n";
+  DaemonConfig hc;
+  hc.curve_secret_key_file = dir + "/server.key";
+  hc.curve_allow_file = dir + "/allow";
+  zmq::context_t head_ctx;
+  auto hs = startCurve(head_ctx, hc);
+  REQUIRE(hs.isOk());
+  CHECK(hs->keys.hasDaemonRights(head->public_key));
+  CHECK(hs->keys.hasDaemonRights(node->public_key));
+  CHECK_FALSE(hs->keys.hasDaemonRights(worker->public_key));
+  CHECK(hs->keys.allowed->contains(worker->public_key));
+  CHECK(hs->keys.allowed->contains(node->public_key));
+  // The node's line removed: neither admitted nor a daemon after the reload.
+  std::ofstream(dir + "/allow") << worker->public_key << " w1\n";
+  REQUIRE(reloadAllowList(hc, hs->zap.get(), hs->keys.public_key, hs->daemons.get()).isOk());
+  CHECK_FALSE(hs->keys.hasDaemonRights(node->public_key));
+  CHECK_FALSE(hs->keys.allowed->contains(node->public_key));
+
+  // The node: its own pair, the head's key as the server key, admitted with rights.
+  std::ofstream(dir + "/node-allow") << worker->public_key << "\n";
+  std::ofstream(dir + "/server.pub.copy") << head->public_key << "\n";
+  DaemonConfig nc;
+  nc.role = "node";
+  nc.coordinator = "tcp://127.0.0.1:5555";
+  nc.curve_secret_key_file = dir + "/node.key";
+  nc.curve_allow_file = dir + "/node-allow";
+  nc.curve_server_key_file = dir + "/server.pub.copy";
+  CHECK(validate(nc).isOk());
+  zmq::context_t node_ctx;
+  auto ns = startCurve(node_ctx, nc);
+  REQUIRE(ns.isOk());
+  CHECK(ns->keys.public_key == node->public_key);
+  CHECK(ns->keys.server_public_key == head->public_key);
+  CHECK(ns->keys.hasDaemonRights(head->public_key));
+  CHECK_FALSE(ns->keys.hasDaemonRights(worker->public_key));
+  CHECK(ns->keys.allowed->contains(head->public_key));
+  // Only a node names the head's key, and only with its own pair.
+  DaemonConfig wrong = nc;
+  wrong.role = "all";
+  CHECK(validate(wrong).code() == Code::kInvalidArgument);
+  std::filesystem::remove_all(dir);
+}

@@ -291,8 +291,8 @@ TEST_CASE("curve: reload-keys and SIGHUP re-read the allow-list; a removed key i
   ep.erase(ep.find_last_not_of("\n") + 1);
   const auto trainer = [&](const std::string& name) {
     auto argv = workerArgs(ep, dir, name, true);
-    // The default --timeout-ms: a shorter one lets a loaded machine time out a push the
-    // group PS did count (the worker then does not), which the accounting check catches.
+    // The default --timeout-ms (a push answered too late is reconciled by the coordinator,
+    // trainer_accounting.h, but this test is about keys).
     argv.insert(argv.end(), {"--give-up-s", "10"});
     return argv;
   };
@@ -346,5 +346,78 @@ TEST_CASE("curve: reload-keys and SIGHUP re-read the allow-list; a removed key i
   json s = json::parse(readFile(dir + "/summary.json"));
   INFO("summary: " << s.dump());
   CHECK(s["accounting_ok"].get<bool>());
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("curve: a node daemon with its own key pair is admitted by its allow-list line; a "
+          "worker key may not act as a node; a node whose key is removed is refused" *
+          doctest::skip(noCurve())) {
+  const std::string dir = makeTempDir();
+  for (const char* name : {"server", "node", "w0", "w1"}) {
+    REQUIRE(runTool({GROUPSGDCTL_PATH, "keygen", "--out", dir + "/" + name},
+                    dir + "/keygen-" + name + ".log") == 0);
+  }
+  auto node_pub = loadPublicKeyFile(dir + "/node.pub");
+  REQUIRE(node_pub.isOk());
+  const std::string node_key = *node_pub;
+  const auto writeHeadAllow = [&](bool with_node) {
+    std::ofstream allow(dir + "/allow.tmp");
+    allow << readFile(dir + "/w0.pub") << readFile(dir + "/w1.pub");
+    if (with_node) allow << node_key << " node  # n1\n";
+    allow.close();
+    std::filesystem::rename(dir + "/allow.tmp", dir + "/allow");
+  };
+  writeHeadAllow(true);
+  // The node admits the workers (its group PS serves them); the head's key it admits itself.
+  std::ofstream(dir + "/node-allow") << readFile(dir + "/w0.pub") << readFile(dir + "/w1.pub");
+  // Dead after max(250 ms * 8, 1000 + 2 * 250 ms) = 2 s.
+  Process head({GROUPSGDD_PATH, "--role", "coordinator", "--mode", "grouped", "--workers", "2",
+                "--groups", "1", "--listen", "tcp://127.0.0.1:0", "--endpoint-file",
+                dir + "/endpoint", "--control-socket", dir + "/ctl.sock", "--summary-file",
+                dir + "/summary.json", "--progress-ms", "0", "--heartbeat-ms", "250",
+                "--heartbeat-misses", "8", "--step-deadline-ms", "1000", "--max-seconds", "120",
+                "--curve-secret-key-file", dir + "/server.key", "--curve-allow-file",
+                dir + "/allow"},
+               dir + "/head.log");
+  REQUIRE_MESSAGE(waitForFile(dir + "/endpoint", 20000ms), readFile(dir + "/head.log"));
+  std::string ep = readFile(dir + "/endpoint");
+  ep.erase(ep.find_last_not_of("\n") + 1);
+  const auto nodeArgs = [&](const std::string& key) {
+    return std::vector<std::string>{
+        GROUPSGDD_PATH, "--role", "node", "--coordinator", ep, "--node-groups", "1", "--mode",
+        "grouped", "--workers", "2", "--groups", "1", "--heartbeat-ms", "250",
+        "--step-deadline-ms", "1000", "--give-up-s", "5", "--curve-secret-key-file",
+        dir + "/" + key + ".key", "--curve-allow-file", dir + "/node-allow",
+        "--curve-server-key-file", dir + "/server.pub"};
+  };
+  // A worker's key, allow-listed but not as a node, cannot offer group PSes.
+  Process impostor(nodeArgs("w0"), dir + "/impostor.log");
+  CHECK(impostor.wait(30000ms) == std::optional<int>(1));
+  CHECK(readFile(dir + "/impostor.log").find("may not register as a node daemon") !=
+        std::string::npos);
+  Process node(nodeArgs("node"), dir + "/node.log");
+  Process w0(workerArgs(ep, dir, "w0", true), dir + "/w0.log");
+  Process w1(workerArgs(ep, dir, "w1", true), dir + "/w1.log");
+  // Keyed training through the node's group PS (the workers authenticate it by its key,
+  // which the assignment names).
+  const bool trained = waitUntil([&] { return ctlJson(dir, "status")["samples_trained"].get<std::uint64_t>() > 2000; },
+                                 90000ms, 250ms);
+  INFO("head: " << readFile(dir + "/head.log"));
+  INFO("node: " << readFile(dir + "/node.log"));
+  INFO("w0: " << readFile(dir + "/w0.log"));
+  REQUIRE(trained);
+  CHECK(readFile(dir + "/node.log").find("head's key") != std::string::npos);
+  // Revoke the node: its open connections are refused from their next message, so the
+  // head stops hearing it and fails its group.
+  writeHeadAllow(false);
+  const json reload = ctlJson(dir, "reload-keys");
+  CHECK(reload["removed"] == 1);
+  CHECK(waitForText(dir + "/head.log", "group_failure: group 0 failed", 30000ms));
+  CHECK(waitForText(dir + "/node.log", "is no longer in the allow-list", 30000ms));
+  ::kill(head.pid(), SIGTERM);
+  CHECK(head.wait(90000ms) == std::optional<int>(0));
+  json s = json::parse(readFile(dir + "/summary.json"));
+  CHECK(s["curve"]["enabled"] == true);
+  CHECK(s["node_failures"].size() == 1);
   std::filesystem::remove_all(dir);
 }

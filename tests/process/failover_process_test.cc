@@ -396,3 +396,101 @@ TEST_CASE("failover: multi-node roles: the head restarted from its checkpoint; t
   std::fflush(stdout);
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("failover: a node daemon killed with SIGKILL: its group is re-created on the surviving node with a free slot; its workers move back into it; accounting holds") {
+  const std::string dir = makeTempDir();
+  auto head = startDaemon(dir, "head.log", "tcp://127.0.0.1:0",
+                          {"--role", "coordinator", "--mode", "grouped", "--workers", "4",
+                           "--groups", "2", "--heartbeat-ms", "250", "--heartbeat-misses", "12",
+                           "--step-deadline-ms", "1000"});
+  const std::string ep = endpointIn(dir);
+  auto node = [&](const std::string& name, const std::string& groups) {
+    return std::make_unique<Process>(
+        std::vector<std::string>{GROUPSGDD_PATH, "--role", "node", "--coordinator", ep,
+                                 "--node-groups", groups, "--mode", "grouped", "--workers", "4",
+                                 "--groups", "2", "--step-deadline-ms", "1000"},
+        dir + "/" + name + ".log");
+  };
+  // Node a hosts group 0; node b offers two group PSes: group 1 and a spare.
+  auto node_a = node("node-a", "1");
+  REQUIRE(waitForText(dir + "/head.log", "1 of 2 groups ready", 20000ms));
+  auto node_b = node("node-b", "2");
+  REQUIRE(waitForText(dir + "/head.log", "2 of 2 groups ready", 20000ms));
+  std::vector<std::unique_ptr<Process>> workers;
+  for (int i = 0; i < 4; ++i) workers.push_back(startWorker(dir, ep, i, kRecoveringWorker));
+  REQUIRE(waitForSamples(dir, 3000, 90000ms));
+  const auto placed_by = std::chrono::steady_clock::now() + 60000ms;
+  while (std::chrono::steady_clock::now() < placed_by) {
+    json st = ctl(dir, {"status"});
+    if (!st.is_null() && st["workers"]["active"] == 4) break;
+    std::this_thread::sleep_for(100ms);
+  }
+  json before = ctl(dir, {"groups"});
+  REQUIRE(before.is_object());
+  const std::string old_endpoint = before["groups"][0]["endpoint"].get<std::string>();
+  std::vector<int> in_group0;
+  json rows = ctl(dir, {"workers"});
+  for (const auto& w : rows["workers"]) {
+    if (w["role"] == "trainer" && w["group"] == 0) in_group0.push_back(std::stoi(w["name"].get<std::string>().substr(1)));
+  }
+  REQUIRE(in_group0.size() == 2);
+  std::vector<std::size_t> log_at_kill;
+  for (int i : in_group0) log_at_kill.push_back(readFile(dir + "/w" + std::to_string(i) + ".log").size());
+  const std::size_t head_log_at_kill = readFile(dir + "/head.log").size();
+  const double killed_at = wallNow();
+  REQUIRE(::kill(node_a->pid(), SIGKILL) == 0);
+  REQUIRE(waitForText(dir + "/head.log", "group_recreated: group 0 re-created on node", 30000ms));
+  const std::string head_log = readFile(dir + "/head.log");
+  const double detected = stampOf(head_log, "group_failure", head_log_at_kill) - killed_at;
+  const double recreated = stampOf(head_log, "group_recreated", head_log_at_kill) - killed_at;
+  // Its workers come back to group 0, now served by node b.
+  double back = 0;
+  for (std::size_t k = 0; k < in_group0.size(); ++k) {
+    const std::string wlog = dir + "/w" + std::to_string(in_group0[k]) + ".log";
+    const bool moved = waitUntil([&] { return stampOf(readFile(wlog), "assigned: group 0", log_at_kill[k]) > 0; },
+                                 30000ms);
+    INFO("w" << in_group0[k] << ": " << readFile(wlog));
+    REQUIRE(moved);
+    back = std::max(back, stampOf(readFile(wlog), "assigned: group 0", log_at_kill[k]) - killed_at);
+  }
+  const std::uint64_t after_move = samplesNow(dir);
+  REQUIRE(waitForSamples(dir, after_move + 2000, 60000ms));
+  const double training_again = wallNow() - killed_at;
+  json st = ctl(dir, {"status"});
+  CHECK(st["failed_groups"] == json::array());
+  CHECK(st["workers"]["active"] == 4);
+  json groups = ctl(dir, {"groups"});
+  INFO("groups: " << groups.dump());
+  CHECK(groups["groups"][0]["failed"] == false);
+  CHECK(groups["groups"][0]["members"] == 2);
+  CHECK(groups["groups"][1]["members"] == 2);
+  CHECK(groups["groups"][0]["endpoint"] != old_endpoint);
+  ::kill(head->pid(), SIGTERM);
+  REQUIRE(head->wait(90000ms) == std::optional<int>(0));
+  CHECK(node_b->wait(20000ms) == std::optional<int>(0));
+  for (int i = 0; i < 4; ++i) {
+    CHECK_MESSAGE(workers[i]->wait(20000ms) == std::optional<int>(0),
+                  "w" << i << ": " << readFile(dir + "/w" + std::to_string(i) + ".log"));
+  }
+  json s = json::parse(readFile(dir + "/summary.json"));
+  INFO("head: " << readFile(dir + "/head.log"));
+  checkAccounting(s);
+  REQUIRE(s["node_failures"].size() == 1);
+  const json& f = s["node_failures"][0];
+  CHECK(f["group"] == 0);
+  CHECK(f["recreated_on_node"].is_number());
+  CHECK(f["reassigned"].size() == 2);
+  const auto lost = s["samples_lost_in_failed_groups"].get<std::uint64_t>();
+  CHECK(lost <= f["samples_lost_bound"].get<std::uint64_t>());
+  std::printf("failover: node SIGKILL with a spare slot: group 0 declared failed %.2f s later, "
+              "re-created on node b at %.2f s; both its workers back in group 0 by %.2f s; "
+              "+2000 samples by %.2f s; lost with the group: %llu samples (bound %llu); "
+              "summary trained %llu applied %llu dropped %llu\n",
+              detected, recreated, back, training_again, static_cast<unsigned long long>(lost),
+              static_cast<unsigned long long>(f["samples_lost_bound"].get<std::uint64_t>()),
+              static_cast<unsigned long long>(s["samples_trained"].get<std::uint64_t>()),
+              static_cast<unsigned long long>(s["samples_applied"].get<std::uint64_t>()),
+              static_cast<unsigned long long>(s["samples_dropped"].get<std::uint64_t>()));
+  std::fflush(stdout);
+  std::filesystem::remove_all(dir);
+}

@@ -238,3 +238,34 @@ TEST_CASE("fault: malformed and out-of-place messages during training each get a
               static_cast<unsigned long long>(s["bad_messages"].get<std::uint64_t>()),
               static_cast<unsigned long long>(s["samples_trained"].get<std::uint64_t>()));
 }
+
+TEST_CASE("fault: a push counted by its group whose answer times out on the worker keeps the accounting exact") {
+  // One group of two: w0's pushes wait at the barrier for w1, whose steps 30-32 take
+  // 1.5 s each, far past w0's --timeout-ms (400 ms). The group PS counts w0's gradient on
+  // arrival; w0 sees no answer, reports the samples as unconfirmed, asks the coordinator,
+  // pulls again (and, when it pulled before the step closed, its next push is a replay:
+  // it leaves and registers anew). Before the reconciliation the summary was short by
+  // one batch per such push (accounting_ok false).
+  FaultCluster c({"--mode", "grouped", "--workers", "2", "--groups", "1", "--heartbeat-ms", "500",
+                  "--heartbeat-misses", "20", "--step-deadline-ms", "6000"});
+  c.addWorker({"--device-ms", "2", "--timeout-ms", "400"});
+  c.addWorker({"--device-ms", "2", "--schedule", "30:device-ms=1500,33:device-ms=2"});
+  const std::string wlog = c.workerLog(0);
+  const bool timed_out = waitForText(wlog, "no answer from", 60000ms);
+  INFO("w0: " << readFile(wlog));
+  REQUIRE(timed_out);
+  // Training goes on after w1's slow steps.
+  REQUIRE(c.waitForSamples(c.status()["samples_trained"].get<std::uint64_t>() + 1000, 60000ms));
+  json s = c.stop();
+  checkAccounting(s);
+  CHECK(s["worker_reports_ok"].get<bool>());
+  CHECK(s["samples_counted_unanswered"].get<std::uint64_t>() > 0);
+  std::printf("fault: push answers timed out: %zu in w0's log; the groups counted %llu samples "
+              "whose answer w0 never saw; trained %llu = applied %llu + dropped %llu\n",
+              countOf(readFile(wlog), "no answer from"),
+              static_cast<unsigned long long>(s["samples_counted_unanswered"].get<std::uint64_t>()),
+              static_cast<unsigned long long>(s["samples_trained"].get<std::uint64_t>()),
+              static_cast<unsigned long long>(s["samples_applied"].get<std::uint64_t>()),
+              static_cast<unsigned long long>(s["samples_dropped"].get<std::uint64_t>()));
+  std::fflush(stdout);
+}

@@ -107,6 +107,9 @@ class Trainer {
   // samples_trained_/steps_ count this registration (reported to the coordinator);
   // total_steps_ counts the whole process life (schedule, --max-steps).
   std::uint64_t samples_trained_ = 0, steps_ = 0, total_steps_ = 0;
+  // Samples of this registration's pushes without a positive answer: the group may still
+  // have counted one whose answer came too late (Leave.samplesUnconfirmed).
+  std::uint64_t samples_unconfirmed_ = 0;
   StepWatch watch_;                 // when to heartbeat early
   std::vector<StepTiming> recent_;  // steps since the last heartbeat, newest last
   std::mt19937_64 rng_{opts_.seed != 0 ? opts_.seed : static_cast<std::uint64_t>(::getpid())};
@@ -166,8 +169,9 @@ bool Trainer::adopt(const Assignment& a) {
 bool Trainer::register_(std::uint64_t keep_id) {
   if (keep_id == 0 && a_.worker_id != 0) {
     // Close the old registration with its own counts so nothing is counted twice.
-    (void)coord_.leave(a_, samples_trained_, steps_);
+    (void)coord_.leave(a_, samples_trained_, steps_, samples_unconfirmed_);
     samples_trained_ = 0;
+    samples_unconfirmed_ = 0;
     steps_ = 0;
     watch_.restart();  // a new id: the coordinator measures it from scratch
   }
@@ -319,9 +323,11 @@ int Trainer::run() {
     auto ans = group_->push(step_, grad, batch, last_loss, static_cast<float>(compute_ms), params_);
     const double rtt_ms = msSince(t1);
     if (!ans) {
-      // Refused or lost: not counted as trained (the group PS did not count it either),
-      // and the replica is fetched again.
+      // Refused or unanswered: not counted as trained here, but reported as unconfirmed
+      // (an answer that came too late may hide a push its group counted); the replica
+      // is fetched again.
       GSGD_WARN("push for step " << step_ << " failed: " << ans.status().toString());
+      samples_unconfirmed_ += batch;
       if (!onGroupFailure(ans.status())) break;
       need_pull_ = true;
       continue;
@@ -397,7 +403,7 @@ int Trainer::finish() {
     GSGD_INFO("done: " << total_steps_ << " steps (the run ended while we re-registered)");
     return 0;
   }
-  Status left = coord_.leave(a_, samples_trained_, steps_);
+  Status left = coord_.leave(a_, samples_trained_, steps_, samples_unconfirmed_);
   if (!left) GSGD_WARN("leave was not acknowledged: " << left.toString());
   if (quarantined_) {
     GSGD_ERROR("quarantined for repeated bad updates; an operator must clear it "

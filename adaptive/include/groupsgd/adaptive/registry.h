@@ -35,6 +35,7 @@ struct WorkerRecord {
   std::chrono::steady_clock::time_point last_seen;
   // From heartbeats / Leave.
   std::uint64_t samples_trained = 0;
+  std::uint64_t samples_unconfirmed = 0;  // Leave: pushes that got no positive answer
   std::uint64_t steps = 0;
   float last_loss = 0;
   float compute_ms = 0;
@@ -51,6 +52,7 @@ class Registry {
   WorkerRecord& add(WorkerRecord r);
   WorkerRecord* find(std::uint64_t id);
   const std::map<std::uint64_t, WorkerRecord>& all() const { return workers_; }
+  std::map<std::uint64_t, WorkerRecord>& allMutable() { return workers_; }
   // Active trainers of one group, in id order.
   std::vector<const WorkerRecord*> groupMembers(std::uint32_t group) const;
   std::size_t activeTrainers() const;

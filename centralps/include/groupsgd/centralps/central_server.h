@@ -78,6 +78,8 @@ class CentralServer {
   void run(const std::atomic<bool>& stop);
   // What start-up loaded ("" when it started from a fresh initialisation).
   const std::string& resumedFrom() const { return resumed_from_; }
+  // Newer checkpoint files start-up skipped (truncated, corrupt), each with the reason.
+  const std::vector<std::string>& skippedCheckpoints() const { return skipped_checkpoints_; }
   std::uint64_t version() const { return store_.version(); }
 
  private:
@@ -119,8 +121,13 @@ class CentralServer {
   std::optional<CheckpointJob> checkpoint_;
   std::uint64_t checkpoint_version_ = 0;       // newest durable
   std::uint64_t checkpoint_failures_ = 0;
+  // After a failed write the periodic ones back off (1 s doubling to 60 s; a full disk
+  // must not turn into a write attempt, and an ERROR line, per merged delta).
+  double checkpoint_retry_s_ = 0;
+  std::chrono::steady_clock::time_point checkpoint_retry_at_{};
   std::chrono::steady_clock::time_point last_checkpoint_ = std::chrono::steady_clock::now();
   std::string resumed_from_;
+  std::vector<std::string> skipped_checkpoints_;
 };
 
 }  // namespace groupsgd::centralps

@@ -39,6 +39,7 @@ struct Assignment {
   std::uint64_t seed = 0;
   std::uint32_t heartbeat_ms = 1000;
   std::string compression = "dense";  // gradient encoding (the worker may override it)
+  std::string group_server_key;       // CURVE: the group PS's node key ("" = the head's)
 };
 
 // One step as the trainer's timers saw it (Heartbeat.recentSteps).
@@ -92,7 +93,10 @@ class CoordinatorClient {
                                 const std::vector<std::string>& endpoints = {},
                                 std::uint64_t epoch = 0);
   Result<HeartbeatAnswer> heartbeat(const Assignment& a, const HeartbeatStats& stats);
-  Status leave(const Assignment& a, std::uint64_t samples_trained, std::uint64_t steps);
+  // samples_unconfirmed: samples of pushes that got no positive answer (Leave's
+  // samplesUnconfirmed; the coordinator reconciles them with its groups' counts).
+  Status leave(const Assignment& a, std::uint64_t samples_trained, std::uint64_t steps,
+               std::uint64_t samples_unconfirmed = 0);
   // Sent with every later registration (external models); unset for the built-in ones.
   void describeModel(ModelDescription model) { model_ = std::move(model); }
   // The job to join by name (a daemon hosting several jobs; "" = the only one running).

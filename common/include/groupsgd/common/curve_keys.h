@@ -36,7 +36,12 @@ struct CurveKeys {
   std::string server_public_key;  // the daemons' key, for sockets that connect to them
   // Servers: the process's live allow-list (null: admitted once is admitted for good).
   std::shared_ptr<const AllowList> allowed;
+  // Keys with a daemon's rights (configure a group PS, push deltas, read counters): besides
+  // its own key, the head's (on a node) and the allow-listed node keys (on the head).
+  // Null: its own key only.
+  std::shared_ptr<const AllowList> daemons;
   bool enabled() const { return !secret_key.empty(); }
+  bool hasDaemonRights(const std::string& key) const;
 };
 
 // True when text is a 40-character Z85 string that decodes to 32 bytes.
@@ -56,5 +61,8 @@ Result<std::string> loadPublicKeyFile(const std::string& path);
 // lines starting with '#' ignored. Any other line is an error naming its line number.
 Result<std::set<std::string>> parseAllowList(const std::string& text);
 Result<std::set<std::string>> loadAllowList(const std::string& path);
+// The keys of node daemons in an allow-list: lines whose label is the word `node`
+// ("KEY node ..."). They are admitted like the others and get a daemon's rights.
+Result<std::set<std::string>> loadNodeKeys(const std::string& path);
 
 }  // namespace groupsgd

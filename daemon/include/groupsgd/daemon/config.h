@@ -85,6 +85,7 @@ struct DaemonConfig {
   // client public keys it admits. Both empty = plain links.
   std::string curve_secret_key_file;
   std::string curve_allow_file;
+  std::string curve_server_key_file;  // role node: the head's public key ("" = shared pair)
 
   // Groups (group PS slots) and exchange period implied by the mode.
   std::uint32_t groupCount() const;

@@ -25,6 +25,7 @@
 #include "groupsgd/daemon/background_call.h"
 #include "groupsgd/daemon/config.h"
 #include "groupsgd/daemon/evaluator_watch.h"
+#include "groupsgd/daemon/node_spares.h"
 #include "groupsgd/ops/control_server.h"
 #include "groupsgd/ops/metrics.h"
 
@@ -42,6 +43,7 @@ struct HeadStart {
   std::uint64_t incarnation = 1;         // epochs of this incarnation start at incarnation << 32
   std::string resumed_from;              // checkpoint file resumed from ("" = fresh start)
   std::uint64_t resumed_version = 0;     // central version of that checkpoint
+  std::vector<std::string> skipped_checkpoints;  // newer files unusable, with the reason
   std::optional<std::uint64_t> previous_version_seen;  // newest version the last head saw
   std::string state_file;                // where this head records what it sees ("" = none)
 };
@@ -164,6 +166,15 @@ class Coordinator {
   bool groupFailed(std::uint32_t g) const { return g < failed_.size() && failed_[g]; }
   void noteReregistration();
   void persistHeadState();
+  // Checkpoint faults (coordinator_faults.cc): newer files skipped at start-up, and writes
+  // that failed since the last look (the central PS counts them), each an event.
+  void reportSkippedCheckpoints();
+  // Re-creates a failed group's slot on a spare group PS (the node with the most left)
+  // with these members, moved there with new epochs; false when no spare works.
+  bool recreateGroup(std::uint32_t group, const std::vector<std::uint64_t>& members);
+  // The keys to reach a node's group PSes: its own public key as the server key.
+  CurveKeys keysForNode(const WorkerRecord& node) const;
+  void watchCheckpoints();
   nlohmann::json headRestartJson() const;
   nlohmann::json failuresJson(std::uint64_t lost, std::uint64_t bound) const;
   void printProgress();
@@ -228,6 +239,7 @@ class Coordinator {
   std::vector<DeferredReply> deferred_;
   Clock::time_point started_ = Clock::now();
   std::uint64_t central_version_seen_ = 0;
+  std::uint64_t checkpoint_failures_seen_ = 0;  // the central PS's count at the last look
   std::optional<nlohmann::ordered_json> last_checkpoint_;
   std::map<std::string, double> exported_;  // counter values already exported
   nlohmann::json events_ = nlohmann::json::array();
@@ -236,6 +248,7 @@ class Coordinator {
   std::optional<double> reregistered_after_s_;  // all configured trainers back (restart)
   std::vector<bool> failed_;                    // per group slot: its PS is gone
   std::vector<std::uint64_t> group_node_;       // per group slot: hosting node (0 = local)
+  NodeSpares spares_;  // group PSes nodes offered beyond the slots in use (re-creation)
   std::set<std::uint64_t> failed_group_members_;  // trainers that were in a failed group
   std::uint32_t next_poll_group_ = 0;
   Clock::time_point next_poll_;
