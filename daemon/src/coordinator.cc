@@ -153,7 +153,9 @@ void Coordinator::refuse(const zmq::message_t& from, const Status& why) {
 
 void Coordinator::handle(const zmq::message_t& from, std::vector<zmq::message_t>&& frames) {
   const std::string key = frames.empty() ? std::string() : peerKey(frames.front());
-  if (!peerStillAllowed(curve_.allowed, key)) return refuse(from, keyRevoked(key));
+  if (Status allowed = checkPeerAllowed(curve_.allowed, key); !allowed) {
+    return refuse(from, allowed);
+  }
   auto msg = decodeMessage(std::move(frames), limits_);
   if (!msg) return refuse(from, msg.status());
   switch (msg->kind()) {
