@@ -211,7 +211,9 @@ void CentralServer::sendModel(const zmq::message_t& from, bool applied, const st
 
 void CentralServer::handle(const zmq::message_t& from, std::vector<zmq::message_t>&& frames) {
   const std::string key = frames.empty() ? std::string() : peerKey(frames.front());
-  if (!peerStillAllowed(cfg_.curve.allowed, key)) return refuse(from, keyRevoked(key));
+  if (Status allowed = checkPeerAllowed(cfg_.curve.allowed, key); !allowed) {
+    return refuse(from, allowed);
+  }
   auto msg = decodeMessage(std::move(frames), cfg_.limits);
   if (!msg) return refuse(from, msg.status());
   if (!key.empty() && !cfg_.curve.hasDaemonRights(key) && msg->kind() != BodyKind::FETCH) {

@@ -30,11 +30,8 @@ AllowListChange AllowList::replace(std::set<std::string> keys) {
   return c;
 }
 
-bool peerStillAllowed(const std::shared_ptr<const AllowList>& list, const std::string& key) {
-  return key.empty() || list == nullptr || list->contains(key);
-}
-
-Status keyRevoked(const std::string& key) {
+Status checkPeerAllowed(const std::shared_ptr<const AllowList>& list, const std::string& key) {
+  if (key.empty() || list == nullptr || list->contains(key)) return Status::ok();
   return permissionDenied("key " + key + " is no longer in the allow-list");
 }
 

@@ -31,40 +31,50 @@ T realValue(const json& v, const std::string& key) {
   return static_cast<T>(v.get<double>());
 }
 
+// What every option states, whatever its type; the builders below add how it is read.
+OptionSpec describe(const char* key, const char* flag, const char* value_name, OptionType type,
+                    Range range, Live live, std::string help) {
+  OptionSpec o;
+  o.key = key;
+  o.flag = flag;
+  o.value_name = value_name;
+  o.type = type;
+  o.range = range;
+  o.live = live;
+  o.help = std::move(help);
+  return o;
+}
+
+// A JSON value of one kind (is_kind), stored as T: bool, string and signed options.
+template <typename T, typename Access>
+std::function<void(const json&, DaemonConfig*)> readAs(Access access, std::string key,
+                                                       bool (json::*is_kind)() const noexcept,
+                                                       const char* expected) {
+  return [access, key, is_kind, expected](const json& v, DaemonConfig* c) {
+    if (!(v.*is_kind)()) throw OptionError(key + " must be " + expected + ", got " + v.dump());
+    access(*c) = v.get<T>();
+  };
+}
+
 // Reads and writes one field of type T; Access is a generic lambda naming the member.
 template <typename Access>
 OptionSpec field(const char* key, const char* flag, const char* value_name, Access access,
                  Range range, Live live, const char* help) {
   using T = std::remove_reference_t<decltype(access(std::declval<DaemonConfig&>()))>;
-  OptionSpec o;
-  o.key = key;
-  o.flag = flag;
-  o.value_name = value_name;
-  o.range = range;
-  o.live = live;
-  o.help = help;
+  OptionSpec o = describe(key, flag, value_name, OptionType::kCount, range, live, help);
   const std::string k = key;
   if constexpr (std::is_same_v<T, bool>) {
     o.type = OptionType::kBool;
-    o.read = [access, k](const json& v, DaemonConfig* c) {
-      if (!v.is_boolean()) throw OptionError(k + " must be true or false, got " + v.dump());
-      access(*c) = v.get<bool>();
-    };
+    o.read = readAs<bool>(access, k, &json::is_boolean, "true or false");
   } else if constexpr (std::is_same_v<T, std::string>) {
     o.type = OptionType::kString;
-    o.read = [access, k](const json& v, DaemonConfig* c) {
-      if (!v.is_string()) throw OptionError(k + " must be a string, got " + v.dump());
-      access(*c) = v.get<std::string>();
-    };
+    o.read = readAs<std::string>(access, k, &json::is_string, "a string");
   } else if constexpr (std::is_floating_point_v<T>) {
     o.type = OptionType::kReal;
     o.read = [access, k](const json& v, DaemonConfig* c) { access(*c) = realValue<T>(v, k); };
   } else if constexpr (std::is_signed_v<T>) {
     o.type = OptionType::kInteger;
-    o.read = [access, k](const json& v, DaemonConfig* c) {
-      if (!v.is_number_integer()) throw OptionError(k + " must be an integer, got " + v.dump());
-      access(*c) = v.get<T>();
-    };
+    o.read = readAs<T>(access, k, &json::is_number_integer, "an integer");
   } else {
     o.type = OptionType::kCount;
     o.read = [access, k](const json& v, DaemonConfig* c) { access(*c) = countValue<T>(v, k); };
@@ -77,12 +87,8 @@ OptionSpec field(const char* key, const char* flag, const char* value_name, Acce
 template <typename Access, typename Parse, typename Name>
 OptionSpec choice(const char* key, const char* flag, const char* choices, Access access,
                   Parse parse, Name name, const char* help) {
-  OptionSpec o;
-  o.key = key;
-  o.flag = flag;
-  o.value_name = "NAME";
-  o.type = OptionType::kChoice;
-  o.help = std::string(choices) + ": " + help;
+  OptionSpec o = describe(key, flag, "NAME", OptionType::kChoice, Range{}, Live::kRestart,
+                          std::string(choices) + ": " + help);
   const std::string k = key, names = choices;
   o.read = [access, parse, k, names](const json& v, DaemonConfig* c) {
     if (!v.is_string() || !parse(v.get<std::string>(), &access(*c))) {

@@ -7,7 +7,7 @@
 
 #include "groupsgd/common/log.h"
 #include "groupsgd/daemon/external_model.h"
-#include "groupsgd/daemon/trainer_accounting.h"
+#include "groupsgd/daemon/run_summary.h"
 
 namespace groupsgd::daemon {
 namespace {
@@ -155,7 +155,9 @@ void Coordinator::refuse(const zmq::message_t& from, const Status& why) {
 
 void Coordinator::handle(const zmq::message_t& from, std::vector<zmq::message_t>&& frames) {
   const std::string key = frames.empty() ? std::string() : peerKey(frames.front());
-  if (!peerStillAllowed(curve_.allowed, key)) return refuse(from, keyRevoked(key));
+  if (Status allowed = checkPeerAllowed(curve_.allowed, key); !allowed) {
+    return refuse(from, allowed);
+  }
   auto msg = decodeMessage(std::move(frames), limits_);
   if (!msg) return refuse(from, msg.status());
   switch (msg->kind()) {
@@ -588,9 +590,10 @@ nlohmann::json Coordinator::finish(const std::string& reason) {
     event("death", "worker " + std::to_string(id) + " did not leave before the drain deadline");
   }
   // 2. Flush every group into the central PS and collect the counters.
-  nlohmann::json groups = nlohmann::json::array();
-  std::uint64_t received = 0, dropped = 0, pending = 0, late = 0, bad = bad_messages_;
-  std::map<std::uint64_t, std::uint64_t> acknowledged;  // per worker, over all groups
+  FinalStats stats;
+  stats.coordinator_bad_messages = bad_messages_;
+  stats.groups_failed = !failures_.empty();
+  stats.failed_group_members = failed_group_members_;
   for (std::uint32_t g = 0; g < groups_.size(); ++g) {
     if (groupFailed(g)) continue;  // gone: what it held is counted below as lost
     OutMessage out(cfg_.job_id, 0);
@@ -602,48 +605,45 @@ nlohmann::json Coordinator::finish(const std::string& reason) {
       continue;
     }
     auto s = reply->header().getBody().getGroupStats();
-    for (auto a : s.getAcknowledged()) acknowledged[a.getWorkerId()] += a.getSamples();
-    received += s.getSamplesReceived();
-    dropped += s.getSamplesDropped();
-    pending += s.getSamplesPending() + s.getSamplesInFlight();
-    late += s.getLateGradients();
-    bad += s.getBadMessages();
+    GroupFlush f;
+    f.group = g;
+    for (auto a : s.getAcknowledged()) f.acknowledged[a.getWorkerId()] += a.getSamples();
+    f.steps = s.getStep();
+    f.samples_received = s.getSamplesReceived();
+    f.samples_dropped = s.getSamplesDropped();
+    f.samples_pending = s.getSamplesPending() + s.getSamplesInFlight();
+    f.late_gradients = s.getLateGradients();
+    f.bad_messages = s.getBadMessages();
+    f.exchanges = s.getExchanges();
+    f.refused_exchanges = s.getRefusedExchanges();
+    f.identity_refused = s.getIdentityRefused();
+    stats.groups.push_back(std::move(f));
     group_replays_[g] = s.getReplayedPushes();
     for (auto q : s.getQuarantined()) markQuarantined(q, g);
-    groups.push_back({{"group", g},
-                      {"steps", s.getStep()},
-                      {"samples_received", s.getSamplesReceived()},
-                      {"samples_dropped", s.getSamplesDropped()},
-                      {"late_gradients", s.getLateGradients()},
-                      {"bad_messages", s.getBadMessages()},
-                      {"exchanges", s.getExchanges()},
-                      {"refused_exchanges", s.getRefusedExchanges()},
-                      {"identity_refused", s.getIdentityRefused()}});
   }
-  nlohmann::json central;
-  std::uint64_t applied = 0, version = 0;
   {
     OutMessage out(cfg_.job_id, 0);
     out.header().getBody().initCentralStatsQuery();
     auto reply = central_->call(std::move(out), kRpcTimeout);
     if (reply && reply->kind() == BodyKind::CENTRAL_STATS) {
       auto s = reply->header().getBody().getCentralStats();
-      applied = s.getSamplesApplied();
-      version = s.getVersion();
-      bad += s.getBadMessages();
-      central = {{"version", version},
-                 {"updates_applied", s.getUpdatesApplied()},
-                 {"updates_refused", s.getUpdatesRefused()},
-                 {"samples_refused", s.getSamplesRefused()},
-                 {"bad_messages", s.getBadMessages()},
-                 {"mean_staleness", s.getMeanStaleness()},
-                 {"max_staleness", s.getMaxStaleness()},
-                 {"checkpoint_version", s.getCheckpointVersion()},
-                 {"checkpoint_failures", s.getCheckpointFailures()}};
+      CentralFinal c;
+      c.version = s.getVersion();
+      c.samples_applied = s.getSamplesApplied();
+      c.updates_applied = s.getUpdatesApplied();
+      c.updates_refused = s.getUpdatesRefused();
+      c.samples_refused = s.getSamplesRefused();
+      c.bad_messages = s.getBadMessages();
+      c.mean_staleness = s.getMeanStaleness();
+      c.max_staleness = s.getMaxStaleness();
+      c.checkpoint_version = s.getCheckpointVersion();
+      c.checkpoint_failures = s.getCheckpointFailures();
+      stats.central = c;
     } else {
       GSGD_ERROR("central PS did not report its counters");
     }
   }
+  const std::uint64_t version = stats.central ? stats.central->version : 0;
   // 3. Let the evaluator measure the final model, then stop it.
   const auto eval_deadline = Clock::now() + std::chrono::milliseconds(now ? 0 : 5000);
   while (registry_.activeOfRole(WorkerRole::kEvaluator) > 0 &&
@@ -660,56 +660,14 @@ nlohmann::json Coordinator::finish(const std::string& reason) {
     serveOnce(std::chrono::milliseconds(50));
   }
 
-  // What each trainer trained is what the live groups counted from it (a worker that
-  // died cannot report its last steps; one whose push answer came too late reports it as
-  // lost although its group counted it); a report that disagrees beyond its unanswered
-  // pushes breaks the accounting (trainer_accounting.h).
-  std::uint64_t dead_trained = 0, counted_unanswered = 0;
-  bool reports_ok = true;
-  for (auto& [id, w] : registry_.allMutable()) {
-    if (w.role != WorkerRole::kTrainer) continue;
-    const ReconciledTrainer r = reconcileTrainer(
-        {w.samples_trained, w.samples_unconfirmed, acknowledged[id], w.state == WorkerState::kLeft,
-         failed_group_members_.count(id) != 0});
-    if (!r.consistent) {
-      reports_ok = false;
-      GSGD_ERROR("worker " << id << " reported " << w.samples_trained << " samples ("
-                           << w.samples_unconfirmed << " unconfirmed), its groups counted "
-                           << acknowledged[id]);
-    }
-    if (w.state == WorkerState::kDead || w.state == WorkerState::kQuarantined) {
-      if (failed_group_members_.count(id) == 0) dead_trained += r.credited;
-    }
-    counted_unanswered += r.counted_unanswered;
-    w.samples_trained = r.credited;
-  }
-  const std::uint64_t trained = registry_.samplesTrained();
-  // A failed group's unflushed progress never reaches the central PS and cannot be
-  // asked for: it is what the trainers reported beyond what was applied or dropped
-  // elsewhere. It must lie between 0 and what the failed groups' members trained.
-  std::uint64_t lost = 0, lost_bound = 0;
-  bool lost_ok = true;
-  if (!failures_.empty()) {
-    for (auto id : failed_group_members_) lost_bound += registry_.find(id)->samples_trained;
-    const std::uint64_t known = applied + dropped + pending;
-    lost_ok = trained >= known && trained - known <= lost_bound;
-    lost = trained >= known ? trained - known : 0;
-    dropped += lost;
-  }
+  // The accounting (run_summary.h); trainers keep the samples it credits them with.
+  const RunSummary run = summarizeRun(registry_, stats);
+  for (const auto& [id, samples] : run.credited) registry_.find(id)->samples_trained = samples;
+  for (const auto& line : run.inconsistent_reports) GSGD_ERROR(line);
   std::uint64_t replays = 0;
   for (const auto& [g, n] : group_replays_) replays += n;
-  nlohmann::json workers = nlohmann::json::array();
-  for (const auto& [id, w] : registry_.all()) {
-    if (w.role != WorkerRole::kTrainer) continue;
-    workers.push_back({{"id", id}, {"name", w.name}, {"group", w.group}, {"batch", w.batch_size},
-                       {"steps", w.steps}, {"samples", w.samples_trained},
-                       {"state", workerStateName(w.state)}, {"compute_ms", w.compute_ms},
-                       {"comm_ms", w.comm_ms}, {"wait_ms", w.wait_ms},
-                       {"total_compute_s", w.total_compute_ms / 1000},
-                       {"total_comm_s", w.total_comm_ms / 1000},
-                       {"total_wait_s", w.total_wait_ms / 1000}});
-  }
-  nlohmann::json summary = {
+  nlohmann::json summary = run.toJson();
+  summary.update({
       {"mode", modeName(cfg_.mode)},
       {"workers", cfg_.workers},
       {"groups", cfg_.groupCount()},
@@ -722,34 +680,18 @@ nlohmann::json Coordinator::finish(const std::string& reason) {
       {"elapsed_s", elapsed},
       {"final_test_acc", final_acc.value < 0 ? nlohmann::json() : nlohmann::json(final_acc.value)},
       {"final_acc_version", final_acc.version},
-      {"central_version", version},
-      {"samples_trained", trained},
-      {"samples_received", received},
-      {"samples_applied", applied},
-      {"samples_dropped", dropped},
-      {"samples_unaccounted", pending},
-      {"late_gradients", late},
-      {"bad_messages", bad},
       {"stale_heartbeats", stale_heartbeats_},
       {"curve", curveJson()},
-      {"accounting_ok", trained == applied + dropped && lost_ok && reports_ok},
-      {"worker_reports_ok", reports_ok},
-      {"samples_counted_unanswered", counted_unanswered},
-      {"samples_lost_in_failed_groups", lost},
       {"replayed_pushes", replays},
       {"quarantined", quarantined_total_},
       {"quarantine_refusals", quarantine_refusals_},
-      {"node_failures", failuresJson(lost, lost_bound)},
+      {"node_failures", failuresJson(run.samples_lost_in_failed_groups, run.lost_bound)},
       {"head_restart", headRestartJson()},
       {"evaluation", evaluators_.summaryJson(secondsSince(started_))},
       {"regroups", regroups_},
-      {"samples_trained_by_dead_workers", dead_trained},
       {"stage", adaptive_ ? policy::stageName(adaptive_->stage()) : "none"},
       {"events", events_},
-      {"worker_stats", workers},
-      {"group_stats", groups},
-      {"central", central},
-  };
+  });
   return summary;
 }
 

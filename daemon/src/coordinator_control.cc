@@ -393,45 +393,19 @@ void Coordinator::controlShutdown(PendingRequest& r) {
 
 void Coordinator::updateMetrics() {
   if (metrics_ == nullptr) return;
-  auto counterTo = [&](const char* name, const char* help, double value) {
-    double& last = exported_[name];
-    if (value > last) metrics_->counter(name, help).inc(value - last);
-    last = std::max(last, value);
-  };
-  std::map<std::string, int> counts = {{"active", 0}, {"draining", 0}, {"left", 0}, {"dead", 0},
-                                       {"quarantined", 0}};
-  for (const auto& [id, w] : registry_.all()) {
-    if (w.role != WorkerRole::kTrainer) continue;
-    counts[w.draining && w.state == WorkerState::kActive ? "draining" : workerStateName(w.state)]++;
-    if (w.state == WorkerState::kActive) {
-      const MetricLabels l = {{"worker", std::to_string(id)}};
-      metrics_->gauge("worker_compute_seconds", "mean compute time per step", l).set(w.compute_ms / 1e3);
-      metrics_->gauge("worker_comm_seconds", "mean communication time per step", l).set(w.comm_ms / 1e3);
-      metrics_->gauge("worker_wait_seconds", "mean barrier wait per step", l).set(w.wait_ms / 1e3);
-      metrics_->gauge("worker_batch", "assigned batch size", l).set(w.batch_size);
-    }
-  }
-  for (const auto& [state, n] : counts) {
-    metrics_->gauge("workers", "trainers by state", {{"state", state}}).set(n);
-  }
-  metrics_->gauge("groups", "groups in use").set(static_cast<double>(groupsInUse()));
-  for (std::uint32_t g = 0; g < periods_.size(); ++g) {
-    metrics_->gauge("group_size", "members per group", {{"group", std::to_string(g)}})
-        .set(static_cast<double>(registry_.groupMembers(g).size()));
-  }
+  exporter_->exportWorkers(registry_);
+  std::vector<std::size_t> members;
+  for (std::uint32_t g = 0; g < periods_.size(); ++g) members.push_back(registry_.groupMembers(g).size());
+  exporter_->exportGroups(groupsInUse(), members);
   const Accuracy acc = latestAccuracy();
-  if (acc.value >= 0) metrics_->gauge("test_accuracy", "evaluator's latest test accuracy").set(acc.value);
-  counterTo("samples_trained_total", "samples trained by workers",
-            static_cast<double>(registry_.samplesTrained()));
-  counterTo("regroups_total", "regroups carried out", static_cast<double>(regroups_));
-  counterTo("stale_heartbeats_total", "heartbeats refused (unknown or old epoch)",
-            static_cast<double>(stale_heartbeats_));
-  counterTo("identity_refused_total", "requests under a worker id bound to another CURVE key",
-            static_cast<double>(identity_refused_));
-  if (zap_ != nullptr) {
-    counterTo("curve_clients_refused_total", "CURVE handshakes the ZAP handler refused",
-              static_cast<double>(zap_->refused()));
-  }
+  if (acc.value >= 0) exporter_->exportAccuracy(acc.value);
+  exporter_->exportTotals({.samples_trained = registry_.samplesTrained(),
+                           .regroups = regroups_,
+                           .stale_heartbeats = stale_heartbeats_,
+                           .identity_refused = identity_refused_,
+                           .curve_clients_refused = zap_ != nullptr
+                                                        ? std::optional<std::uint64_t>(zap_->refused())
+                                                        : std::nullopt});
   // Server-side counters come from the central PS (cheap, local).
   OutMessage out(cfg_.job_id, 0);
   out.header().getBody().initCentralStatsQuery();
@@ -439,18 +413,18 @@ void Coordinator::updateMetrics() {
   if (reply && reply->kind() == BodyKind::CENTRAL_STATS) {
     auto s = reply->header().getBody().getCentralStats();
     central_version_seen_ = s.getVersion();
-    metrics_->gauge("central_version", "central model version").set(static_cast<double>(s.getVersion()));
-    counterTo("updates_applied_total", "deltas merged by the central PS", static_cast<double>(s.getUpdatesApplied()));
-    counterTo("updates_refused_total", "deltas refused by the central PS", static_cast<double>(s.getUpdatesRefused()));
-    counterTo("samples_applied_total", "samples in merged deltas", static_cast<double>(s.getSamplesApplied()));
-    metrics_->gauge("staleness_mean", "mean staleness of merged deltas").set(s.getMeanStaleness());
-    metrics_->gauge("staleness_max", "largest staleness of a merged delta").set(static_cast<double>(s.getMaxStaleness()));
-    metrics_->gauge("checkpoint_last_version", "newest durable checkpoint").set(static_cast<double>(s.getCheckpointVersion()));
+    exporter_->exportCentral({.version = s.getVersion(),
+                              .updates_applied = s.getUpdatesApplied(),
+                              .updates_refused = s.getUpdatesRefused(),
+                              .samples_applied = s.getSamplesApplied(),
+                              .mean_staleness = s.getMeanStaleness(),
+                              .max_staleness = s.getMaxStaleness(),
+                              .checkpoint_version = s.getCheckpointVersion(),
+                              .checkpoint_failures = s.getCheckpointFailures()});
     if (s.getCheckpointVersion() > 0 &&
         (!last_checkpoint_ || (*last_checkpoint_)["version"] != s.getCheckpointVersion())) {
       last_checkpoint_ = ojson{{"version", s.getCheckpointVersion()}};  // periodic ones too
     }
-    counterTo("checkpoint_failures_total", "checkpoint writes that failed", static_cast<double>(s.getCheckpointFailures()));
   }
   (void)sdNotifyStatus("mode " + std::string(modeName(cfg_.mode)) + ", " +
                        std::to_string(registry_.activeTrainers()) + " trainers, version " +

@@ -119,7 +119,9 @@ void GroupServer::refuseBadUpdate(const zmq::message_t& from, std::uint64_t work
 
 void GroupServer::handleRouter(const zmq::message_t& from, std::vector<zmq::message_t>&& frames) {
   const std::string key = frames.empty() ? std::string() : peerKey(frames.front());
-  if (!peerStillAllowed(cfg_.curve.allowed, key)) return refuse(from, keyRevoked(key));
+  if (Status allowed = checkPeerAllowed(cfg_.curve.allowed, key); !allowed) {
+    return refuse(from, allowed);
+  }
   auto msg = decodeMessage(std::move(frames), cfg_.limits);
   if (!msg) return refuse(from, msg.status());
   if (!mayActAs(from, key, *msg)) return;

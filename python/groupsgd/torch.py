@@ -51,6 +51,11 @@ def fingerprint(model):
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
+def _session_property(name, doc=None):
+    """A read-only property returning self._session.<name>."""
+    return property(lambda self: getattr(self._session, name), doc=doc)
+
+
 def _options(coordinator, name, job_id, compress, curve_secret_key_file, curve_server_key_file,
              timeout_ms, connect_timeout_ms, give_up_s, log_level, extra_args, job=""):
     args = ["--coordinator", coordinator, "--job-id", str(job_id), "--log-level", log_level]
@@ -198,47 +203,22 @@ class Worker:
     def param_count(self):
         return self._flat.count
 
-    @property
-    def batch_size(self):
-        """Samples per step the daemon assigns to this worker (it changes as it adapts)."""
-        return self._session.batch_size
-
-    @property
-    def shard_index(self):
-        return self._session.shard_index
-
-    @property
-    def shard_count(self):
-        return self._session.shard_count
-
-    @property
-    def seed(self):
-        return self._session.seed
-
-    @property
-    def worker_id(self):
-        return self._session.worker_id
-
-    @property
-    def steps(self):
-        return self._session.total_steps
-
-    @property
-    def heartbeats_sent(self):
-        return self._session.heartbeats_sent
-
-    @property
-    def registrations(self):
-        return self._session.registrations
+    # What the daemon assigned and the session counted, read from the C++ session.
+    batch_size = _session_property(
+        "batch_size", "Samples per step the daemon assigns to this worker (it changes as it adapts).")
+    shard_index = _session_property("shard_index")
+    shard_count = _session_property("shard_count")
+    seed = _session_property("seed")
+    worker_id = _session_property("worker_id")
+    steps = _session_property("total_steps")
+    heartbeats_sent = _session_property("heartbeats_sent")
+    registrations = _session_property("registrations")
+    quarantined = _session_property("quarantined")
 
     @property
     def should_stop(self):
         """True once the worker was drained or told to stop: leave the training loop."""
         return self._closed or self._session.should_stop
-
-    @property
-    def quarantined(self):
-        return self._session.quarantined
 
     def step(self, loss=None, batch=None):
         """Ends a step after loss.backward(): pushes the gradients of `batch` samples

@@ -5,7 +5,7 @@
 
 #include <fstream>
 
-#include "../ops/temp_dir.h"
+#include "../support/temp_dir.h"
 #include "groupsgd/daemon/job_config.h"
 
 using namespace groupsgd;

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <sstream>
 
-#include "../process/process.h"
+#include "process.h"
 #include "groupsgd/ops/control_server.h"
 #include "groupsgd/ops/ctl.h"
 #include "groupsgd/ops/version.h"

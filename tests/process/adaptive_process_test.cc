@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "process.h"
+#include "daemon_harness.h"
 
 using namespace groupsgd::testing;
 using namespace std::chrono_literals;
@@ -27,14 +27,9 @@ struct Run {
       std::ofstream f(dir + "/config.json");
       f << config.dump(2);
     }
-    std::vector<std::string> argv = {GROUPSGDD_PATH, "--config", dir + "/config.json", "--listen",
-                                     "tcp://127.0.0.1:0", "--endpoint-file", dir + "/endpoint",
-                                     "--summary-file", dir + "/summary.json", "--progress-ms", "0"};
-    argv.insert(argv.end(), flags.begin(), flags.end());
-    daemon = std::make_unique<Process>(argv, dir + "/daemon.log");
-    REQUIRE_MESSAGE(waitForFile(dir + "/endpoint", 10000ms), readFile(dir + "/daemon.log"));
-    endpoint = readFile(dir + "/endpoint");
-    endpoint.erase(endpoint.find_last_not_of("\n") + 1);
+    flags.insert(flags.begin(), {"--config", dir + "/config.json", "--progress-ms", "0"});
+    daemon = startDaemon(dir, "daemon.log", flags, DaemonFiles{.control_socket = false});
+    endpoint = endpointIn(dir);
   }
   ~Run() {
     workers.clear();
@@ -57,16 +52,9 @@ struct Run {
       CHECK_MESSAGE(wrc == std::optional<int>(0), exitText(wrc) << ", worker " << i << ": "
                     << readFile(dir + "/worker-" + std::to_string(i) + ".log"));
     }
-    return json::parse(readFile(dir + "/summary.json"));
+    return readSummary(dir);
   }
 };
-
-void checkAccounting(const json& s) {
-  const auto trained = s["samples_trained"].get<std::uint64_t>();
-  CHECK(trained > 0);
-  CHECK(trained == s["samples_applied"].get<std::uint64_t>() + s["samples_dropped"].get<std::uint64_t>());
-  CHECK(s["accounting_ok"].get<bool>());
-}
 
 }  // namespace
 
@@ -150,9 +138,7 @@ TEST_CASE("process: a killed worker is declared dead and its group carries on") 
   REQUIRE(waitForText(r.dir + "/worker-2.log", "assigned:", 20000ms));
   CHECK(waitUntil(
       [&] {
-        Process ctl({GROUPSGDCTL_PATH, "--socket", sock, "--json", "workers"}, ctl_dir + "/w.json");
-        if (ctl.wait(10000ms) != std::optional<int>(0)) return false;
-        const json rows = json::parse(readFile(ctl_dir + "/w.json"), nullptr, false);
+        const json rows = ctl(ctl_dir, {"workers"});
         if (!rows.is_object() || !rows.contains("workers")) return false;
         for (const auto& w : rows["workers"]) {
           if (w["name"] == "victim" && w["steps"].get<std::uint64_t>() >= 20) return true;

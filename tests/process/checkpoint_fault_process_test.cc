@@ -17,7 +17,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "fault_helpers.h"
+#include "daemon_harness.h"
 #include "groupsgd/centralps/checkpoint.h"
 
 using namespace groupsgd::testing;

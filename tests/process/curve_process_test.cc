@@ -12,9 +12,9 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "daemon_harness.h"
 #include "groupsgd/client/client.h"
 #include "groupsgd/common/curve_keys.h"
-#include "process.h"
 
 using namespace groupsgd;
 using namespace groupsgd::testing;
@@ -27,27 +27,6 @@ namespace {
 bool noCurve() {
   static const bool none = zmq_has("curve") == 0;
   return none;
-}
-
-int runTool(const std::vector<std::string>& argv, const std::string& log) {
-  Process p(argv, log);
-  auto rc = p.wait(60000ms);
-  REQUIRE(rc.has_value());
-  return *rc;
-}
-
-json ctlJson(const std::string& dir, const std::string& command) {
-  const std::string log = dir + "/ctl-" + command + ".log";
-  REQUIRE(runTool({GROUPSGDCTL_PATH, "--socket", dir + "/ctl.sock", "--json", command}, log) == 0);
-  return json::parse(readFile(log));
-}
-
-CurveKeys keysOf(const std::string& dir, const std::string& name) {
-  auto own = loadSecretKeyFile(dir + "/" + name + ".key");
-  REQUIRE(own.isOk());
-  auto server = loadPublicKeyFile(dir + "/server.pub");
-  REQUIRE(server.isOk());
-  return CurveKeys{own->public_key, own->secret_key, *server};
 }
 
 std::vector<std::string> workerArgs(const std::string& ep, const std::string& dir,
@@ -67,38 +46,17 @@ TEST_CASE("curve: keyed training completes; unknown keys, plaintext and impostor
           doctest::skip(noCurve())) {
   const std::string dir = makeTempDir();
   for (const char* name : {"server", "w1", "w2", "stranger"}) {
-    REQUIRE(runTool({GROUPSGDCTL_PATH, "keygen", "--out", dir + "/" + name},
-                    dir + "/keygen-" + name + ".log") == 0);
+    generateKeys(dir, name);
   }
   {
     std::ofstream allow(dir + "/allow");
     allow << "# trainers\n" << readFile(dir + "/w1.pub") << readFile(dir + "/w2.pub");
   }
-  Process daemon({GROUPSGDD_PATH,
-                  "--mode",
-                  "sync",
-                  "--workers",
-                  "2",
-                  "--listen",
-                  "tcp://127.0.0.1:0",
-                  "--endpoint-file",
-                  dir + "/endpoint",
-                  "--control-socket",
-                  dir + "/ctl.sock",
-                  "--summary-file",
-                  dir + "/summary.json",
-                  "--progress-ms",
-                  "0",
-                  "--heartbeat-ms",
-                  "250",
-                  "--curve-secret-key-file",
-                  dir + "/server.key",
-                  "--curve-allow-file",
-                  dir + "/allow"},
-                 dir + "/daemon.log");
-  REQUIRE_MESSAGE(waitForFile(dir + "/endpoint", 20000ms), readFile(dir + "/daemon.log"));
-  std::string ep = readFile(dir + "/endpoint");
-  ep.erase(ep.find_last_not_of("\n") + 1);
+  auto daemon = startDaemon(dir, "daemon.log", "tcp://127.0.0.1:0",
+                            {"--mode", "sync", "--workers", "2", "--progress-ms", "0",
+                             "--heartbeat-ms", "250", "--curve-secret-key-file",
+                             dir + "/server.key", "--curve-allow-file", dir + "/allow"});
+  const std::string ep = endpointIn(dir);
 
   Process w1(workerArgs(ep, dir, "w1", true), dir + "/w1.log");
   Process w2(workerArgs(ep, dir, "w2", true), dir + "/w2.log");
@@ -116,7 +74,7 @@ TEST_CASE("curve: keyed training completes; unknown keys, plaintext and impostor
   std::uint64_t w1_id = 0;
   for (auto deadline = std::chrono::steady_clock::now() + 30s;
        w1_id == 0 && std::chrono::steady_clock::now() < deadline;) {
-    json rows = ctlJson(dir, "workers");
+    json rows = ctlJson(dir, {"workers"});
     if (rows.is_object()) rows = rows["workers"];
     int training = 0;
     std::uint64_t id = 0;
@@ -154,13 +112,13 @@ TEST_CASE("curve: keyed training completes; unknown keys, plaintext and impostor
     (void)coord.leave(*tool, 0, 0);
   }
 
-  json st = ctlJson(dir, "status");
+  json st = ctlJson(dir, {"status"});
   CHECK(st["curve"]["enabled"] == true);
   CHECK(st["curve"]["clients_refused"].get<int>() >= 2);  // stranger and plain (at least once each)
   CHECK(st["curve"]["identity_refused"].get<int>() >= 3);
   REQUIRE(runTool({GROUPSGDCTL_PATH, "--socket", dir + "/ctl.sock", "shutdown"},
                   dir + "/stop.log") == 0);
-  CHECK(daemon.wait(60000ms) == std::optional<int>(0));
+  CHECK(daemon->wait(60000ms) == std::optional<int>(0));
   CHECK(w1.wait(30000ms) == std::optional<int>(0));
   CHECK(w2.wait(30000ms) == std::optional<int>(0));
   json s = json::parse(readFile(dir + "/summary.json"));
@@ -175,8 +133,7 @@ TEST_CASE("curve: keyed training completes; unknown keys, plaintext and impostor
 TEST_CASE("curve: a secret key file readable by others stops daemon and worker at start" *
           doctest::skip(noCurve())) {
   const std::string dir = makeTempDir();
-  REQUIRE(runTool({GROUPSGDCTL_PATH, "keygen", "--out", dir + "/server"}, dir + "/keygen.log") ==
-          0);
+  generateKeys(dir, "server");
   REQUIRE(::chmod((dir + "/server.key").c_str(), 0644) == 0);
   std::ofstream(dir + "/allow") << "";
   CHECK(runTool({GROUPSGDD_PATH, "--listen", "tcp://127.0.0.1:0", "--curve-secret-key-file",
@@ -201,8 +158,7 @@ TEST_CASE("curve: a coordinator and a node daemon sharing the daemon key pair tr
           doctest::skip(noCurve())) {
   const std::string dir = makeTempDir();
   for (const char* name : {"server", "w0", "w1", "ev"}) {
-    REQUIRE(runTool({GROUPSGDCTL_PATH, "keygen", "--out", dir + "/" + name},
-                    dir + "/keygen-" + name + ".log") == 0);
+    generateKeys(dir, name);
   }
   std::ofstream(dir + "/allow") << readFile(dir + "/w0.pub") << readFile(dir + "/w1.pub")
                                 << readFile(dir + "/ev.pub");
@@ -234,8 +190,7 @@ TEST_CASE("curve: a coordinator and a node daemon sharing the daemon key pair tr
   head_args.insert(head_args.end(), keys.begin(), keys.end());
   Process head(head_args, dir + "/head.log");
   REQUIRE_MESSAGE(waitForFile(dir + "/endpoint", 20000ms), readFile(dir + "/head.log"));
-  std::string ep = readFile(dir + "/endpoint");
-  ep.erase(ep.find_last_not_of("\n") + 1);
+  const std::string ep = endpointIn(dir);
   std::vector<std::string> node_args = {
       GROUPSGDD_PATH, "--role",    "node", "--coordinator", ep,  "--node-groups",  "2",  "--mode",
       "grouped",      "--workers", "2",    "--groups",      "2", "--heartbeat-ms", "250"};
@@ -270,8 +225,7 @@ TEST_CASE("curve: reload-keys and SIGHUP re-read the allow-list; a removed key i
           doctest::skip(noCurve())) {
   const std::string dir = makeTempDir();
   for (const char* name : {"server", "w1", "w2"}) {
-    REQUIRE(runTool({GROUPSGDCTL_PATH, "keygen", "--out", dir + "/" + name},
-                    dir + "/keygen-" + name + ".log") == 0);
+    generateKeys(dir, name);
   }
   const auto writeAllow = [&](const std::vector<std::string>& names) {
     std::ofstream allow(dir + "/allow.tmp");
@@ -280,15 +234,12 @@ TEST_CASE("curve: reload-keys and SIGHUP re-read the allow-list; a removed key i
     std::filesystem::rename(dir + "/allow.tmp", dir + "/allow");
   };
   writeAllow({"w1", "w2"});
-  Process daemon({GROUPSGDD_PATH, "--mode", "async", "--workers", "2", "--listen",
-                  "tcp://127.0.0.1:0", "--endpoint-file", dir + "/endpoint", "--control-socket",
-                  dir + "/ctl.sock", "--summary-file", dir + "/summary.json", "--progress-ms", "0",
-                  "--heartbeat-ms", "250", "--max-seconds", "120", "--curve-secret-key-file",
-                  dir + "/server.key", "--curve-allow-file", dir + "/allow"},
-                 dir + "/daemon.log");
-  REQUIRE_MESSAGE(waitForFile(dir + "/endpoint", 20000ms), readFile(dir + "/daemon.log"));
-  std::string ep = readFile(dir + "/endpoint");
-  ep.erase(ep.find_last_not_of("\n") + 1);
+  auto daemon = startDaemon(dir, "daemon.log", "tcp://127.0.0.1:0",
+                            {"--mode", "async", "--workers", "2", "--progress-ms", "0",
+                             "--heartbeat-ms", "250", "--max-seconds", "120",
+                             "--curve-secret-key-file", dir + "/server.key",
+                             "--curve-allow-file", dir + "/allow"});
+  const std::string ep = endpointIn(dir);
   const auto trainer = [&](const std::string& name) {
     auto argv = workerArgs(ep, dir, name, true);
     // The default --timeout-ms (a push answered too late is reconciled by the coordinator,
@@ -299,7 +250,7 @@ TEST_CASE("curve: reload-keys and SIGHUP re-read the allow-list; a removed key i
   auto w1 = std::make_unique<Process>(trainer("w1"), dir + "/w1.log");
   Process w2(trainer("w2"), dir + "/w2.log");
   const auto stepsOf = [&](const std::string& name) {
-    json rows = ctlJson(dir, "workers");
+    json rows = ctlJson(dir, {"workers"});
     if (rows.is_object()) rows = rows["workers"];
     std::uint64_t steps = 0;
     for (const auto& r : rows) {
@@ -312,7 +263,7 @@ TEST_CASE("curve: reload-keys and SIGHUP re-read the allow-list; a removed key i
 
   // w1's key leaves the list; its open connections are refused from the next message.
   writeAllow({"w2"});
-  json change = ctlJson(dir, "reload-keys");
+  json change = ctlJson(dir, {"reload-keys"});
   CHECK(change["removed"] == 1);
   CHECK(change["added"] == 0);
   CHECK(change["admitted"] == 2);  // w2 and the daemon's own key
@@ -325,7 +276,7 @@ TEST_CASE("curve: reload-keys and SIGHUP re-read the allow-list; a removed key i
 
   // SIGHUP re-reads the file: w1's key is back and a new w1 trains.
   writeAllow({"w1", "w2"});
-  REQUIRE(::kill(daemon.pid(), SIGHUP) == 0);
+  REQUIRE(::kill(daemon->pid(), SIGHUP) == 0);
   REQUIRE(waitForText(dir + "/daemon.log", "1 added", 10000ms));
   w1 = std::make_unique<Process>(trainer("w1"), dir + "/w1-again.log");
   CHECK(waitUntil([&] { return stepsOf("w1") > 0; }, 30000ms, 250ms));
@@ -340,7 +291,7 @@ TEST_CASE("curve: reload-keys and SIGHUP re-read the allow-list; a removed key i
 
   REQUIRE(runTool({GROUPSGDCTL_PATH, "--socket", dir + "/ctl.sock", "shutdown"},
                   dir + "/stop.log") == 0);
-  CHECK(daemon.wait(60000ms) == std::optional<int>(0));
+  CHECK(daemon->wait(60000ms) == std::optional<int>(0));
   CHECK(w1->wait(30000ms) == std::optional<int>(0));
   CHECK(w2.wait(30000ms) == std::optional<int>(0));
   json s = json::parse(readFile(dir + "/summary.json"));

@@ -13,7 +13,7 @@
 #include <fstream>
 #include <thread>
 
-#include "fault_helpers.h"
+#include "daemon_harness.h"
 #include "groupsgd/client/client.h"
 #include "groupsgd/common/curve_keys.h"
 
@@ -27,14 +27,6 @@ namespace {
 bool noCurve() {
   static const bool none = zmq_has("curve") == 0;
   return none;
-}
-
-CurveKeys keysOf(const std::string &dir, const std::string &name) {
-  auto own = loadSecretKeyFile(dir + "/" + name + ".key");
-  REQUIRE(own.isOk());
-  auto server = loadPublicKeyFile(dir + "/server.pub");
-  REQUIRE(server.isOk());
-  return CurveKeys{own->public_key, own->secret_key, *server};
 }
 
 // Registers from a forked child (a new pid, its own ZeroMQ context) under
@@ -69,9 +61,7 @@ TEST_CASE("faults: a worker quarantined under CURVE cannot come back under a "
           doctest::skip(noCurve())) {
   const std::string dir = makeTempDir();
   for (const char *name : {"server", "good", "bad"}) {
-    Process kg({GROUPSGDCTL_PATH, "keygen", "--out", dir + "/" + name},
-               dir + "/keygen.log");
-    REQUIRE(kg.wait(30000ms) == std::optional<int>(0));
+    generateKeys(dir, name);
   }
   {
     std::ofstream allow(dir + "/allow");
@@ -136,7 +126,7 @@ TEST_CASE("faults: a worker quarantined under CURVE cannot come back under a "
   ::kill(daemon->pid(), SIGTERM);
   REQUIRE(daemon->wait(90000ms) == std::optional<int>(0));
   CHECK(good.wait(30000ms) == std::optional<int>(0));
-  json s = json::parse(readFile(dir + "/summary.json"));
+  json s = readSummary(dir);
   CHECK(s["quarantined"] == 1);
   CHECK(s["quarantine_refusals"].get<std::uint64_t>() >= 1);
   CHECK(s["accounting_ok"] == true);

@@ -9,7 +9,7 @@
 #include <filesystem>
 #include <thread>
 
-#include "fault_helpers.h"
+#include "daemon_harness.h"
 
 using namespace groupsgd::testing;
 using namespace std::chrono_literals;
@@ -141,7 +141,7 @@ TEST_CASE("faults: the evaluator killed with SIGKILL is reported at once; a "
                   "w" << i << ": "
                       << readFile(dir + "/w" + std::to_string(i) + ".log"));
   }
-  json s = json::parse(readFile(dir + "/summary.json"));
+  json s = readSummary(dir);
   INFO("summary: " << s.dump());
   CHECK(s["reached"] == true);
   CHECK(s["final_test_acc"].get<double>() >= kTarget - 0.1);

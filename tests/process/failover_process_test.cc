@@ -13,45 +13,13 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "process.h"
+#include "daemon_harness.h"
 
 using namespace groupsgd::testing;
 using namespace std::chrono_literals;
 using nlohmann::json;
 
 namespace {
-
-double wallNow() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-// The log timestamp (seconds since the epoch, log.cc's format) of the first line holding
-// `text` at or after byte `from`; -1 if none.
-double stampOf(const std::string& log, const std::string& text, std::size_t from = 0) {
-  const std::size_t at = log.find(text, from);
-  if (at == std::string::npos) return -1;
-  const std::size_t start = log.rfind('\n', at);
-  return std::atof(log.c_str() + (start == std::string::npos ? 0 : start + 1));
-}
-
-std::string endpointIn(const std::string& dir) {
-  std::string ep = readFile(dir + "/endpoint");
-  ep.erase(ep.find_last_not_of("\n") + 1);
-  return ep;
-}
-
-// A daemon (any role) with its control socket, summary and endpoint file in `dir`.
-std::unique_ptr<Process> startDaemon(const std::string& dir, const std::string& log,
-                                     const std::string& listen, std::vector<std::string> extra) {
-  std::vector<std::string> argv = {GROUPSGDD_PATH, "--listen", listen, "--endpoint-file",
-                                   dir + "/endpoint", "--control-socket", dir + "/ctl.sock",
-                                   "--summary-file", dir + "/summary.json", "--progress-ms", "0"};
-  argv.insert(argv.end(), extra.begin(), extra.end());
-  std::filesystem::remove(dir + "/endpoint");
-  auto d = std::make_unique<Process>(argv, dir + "/" + log);
-  REQUIRE_MESSAGE(waitForFile(dir + "/endpoint", 20000ms), readFile(dir + "/" + log));
-  return d;
-}
 
 std::unique_ptr<Process> startWorker(const std::string& dir, const std::string& ep, int i,
                                      std::vector<std::string> extra) {
@@ -61,42 +29,13 @@ std::unique_ptr<Process> startWorker(const std::string& dir, const std::string& 
   return std::make_unique<Process>(argv, dir + "/w" + std::to_string(i) + ".log");
 }
 
-// groupsgdctl --json METHOD [ARGS], parsed; null when the daemon does not answer.
-json ctl(const std::string& dir, std::vector<std::string> args) {
-  std::vector<std::string> argv = {GROUPSGDCTL_PATH, "--socket", dir + "/ctl.sock", "--json"};
-  argv.insert(argv.end(), args.begin(), args.end());
-  const std::string out = dir + "/ctl.json";
-  Process p(argv, out);
-  auto rc = p.wait(20000ms);
-  if (rc != std::optional<int>(0)) return nullptr;
-  try {
-    return json::parse(readFile(out));
-  } catch (const std::exception&) {
-    return nullptr;
-  }
-}
-
 std::uint64_t samplesNow(const std::string& dir) {
   json s = ctl(dir, {"status"});
   return s.is_null() ? 0 : s["samples_trained"].get<std::uint64_t>();
 }
 
 bool waitForSamples(const std::string& dir, std::uint64_t samples, std::chrono::milliseconds timeout) {
-  const auto deadline = std::chrono::steady_clock::now() + timeout;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (samplesNow(dir) > samples) return true;
-    std::this_thread::sleep_for(200ms);
-  }
-  return false;
-}
-
-void checkAccounting(const json& s) {
-  INFO("summary: " << s.dump());
-  const auto trained = s["samples_trained"].get<std::uint64_t>();
-  CHECK(trained > 0);
-  CHECK(trained == s["samples_applied"].get<std::uint64_t>() + s["samples_dropped"].get<std::uint64_t>());
-  CHECK(s["samples_unaccounted"].get<std::uint64_t>() == 0);
-  CHECK(s["accounting_ok"].get<bool>());
+  return waitUntil([&] { return samplesNow(dir) > samples; }, timeout, 200ms);
 }
 
 // Workers that lose their group or head must find their way back on their own, quickly.
@@ -109,7 +48,8 @@ TEST_CASE("failover: the head killed with SIGKILL and restarted resumes from its
   constexpr std::uint64_t kEvery = 20;  // checkpoint every 20 central versions
   const std::string dir = makeTempDir();
   const std::vector<std::string> args = {
-      "--mode", "grouped", "--workers", "4", "--groups", "2", "--exchange-period", "4",
+      "--progress-ms", "0", "--mode", "grouped", "--workers", "4", "--groups", "2",
+      "--exchange-period", "4",
       "--heartbeat-ms", "250",
       "--heartbeat-misses", "12", "--step-deadline-ms", "1000", "--checkpoint-dir", dir + "/ck",
       "--checkpoint-every-versions", std::to_string(kEvery), "--checkpoint-interval-s", "0"};
@@ -147,7 +87,7 @@ TEST_CASE("failover: the head killed with SIGKILL and restarted resumes from its
     CHECK_MESSAGE(workers[i]->wait(30000ms) == std::optional<int>(0),
                   "w" << i << ": " << readFile(dir + "/w" + std::to_string(i) + ".log"));
   }
-  json s = json::parse(readFile(dir + "/summary.json"));
+  json s = readSummary(dir);
   INFO("head2: " << readFile(dir + "/head2.log"));
   INFO("w0: " << readFile(dir + "/w0.log"));
   checkAccounting(s);
@@ -195,7 +135,8 @@ TEST_CASE("failover: a node daemon killed with SIGKILL: its group fails, its wor
   // Dead after max(250 ms * 12, 1000 + 2 * 250) = 3 s of silence (nodes and workers alike).
   constexpr double kDeadAfterS = 3.0;
   auto head = startDaemon(dir, "head.log", "tcp://127.0.0.1:0",
-                          {"--role", "coordinator", "--mode", "grouped", "--workers", "4",
+                          {"--progress-ms", "0", "--role", "coordinator", "--mode", "grouped",
+                           "--workers", "4",
                            "--groups", "2", "--heartbeat-ms", "250", "--heartbeat-misses", "12",
                            "--step-deadline-ms", "1000"});
   const std::string ep = endpointIn(dir);
@@ -267,7 +208,7 @@ TEST_CASE("failover: a node daemon killed with SIGKILL: its group fails, its wor
     CHECK_MESSAGE(workers[i]->wait(20000ms) == std::optional<int>(0),
                   "w" << i << ": " << readFile(dir + "/w" + std::to_string(i) + ".log"));
   }
-  json s = json::parse(readFile(dir + "/summary.json"));
+  json s = readSummary(dir);
   INFO("head: " << readFile(dir + "/head.log"));
   checkAccounting(s);
   REQUIRE(s["node_failures"].size() == 1);
@@ -297,8 +238,8 @@ TEST_CASE("failover: a node daemon killed with SIGKILL: its group fails, its wor
 TEST_CASE("failover: a worker that keeps sending NaN updates is quarantined while the others train on; an operator clears it") {
   const std::string dir = makeTempDir();
   auto daemon = startDaemon(dir, "daemon.log", "tcp://127.0.0.1:0",
-                            {"--mode", "grouped", "--workers", "3", "--groups", "1",
-                             "--heartbeat-ms", "300", "--quarantine-after", "3",
+                            {"--progress-ms", "0", "--mode", "grouped", "--workers", "3",
+                             "--groups", "1", "--heartbeat-ms", "300", "--quarantine-after", "3",
                              "--quarantine-window-s", "30"});
   const std::string ep = endpointIn(dir);
   std::vector<std::unique_ptr<Process>> workers;
@@ -332,7 +273,7 @@ TEST_CASE("failover: a worker that keeps sending NaN updates is quarantined whil
   ::kill(daemon->pid(), SIGTERM);
   REQUIRE(daemon->wait(90000ms) == std::optional<int>(0));
   for (auto& w : workers) CHECK(w->wait(20000ms) == std::optional<int>(0));
-  json s = json::parse(readFile(dir + "/summary.json"));
+  json s = readSummary(dir);
   checkAccounting(s);
   CHECK(s["quarantined"] == 1);
   CHECK(s["quarantine_refusals"].get<std::uint64_t>() >= 2);
@@ -352,7 +293,8 @@ TEST_CASE("failover: a worker that keeps sending NaN updates is quarantined whil
 TEST_CASE("failover: multi-node roles: the head restarted from its checkpoint; the node daemon and the workers re-register on their own") {
   const std::string dir = makeTempDir();
   const std::vector<std::string> args = {
-      "--role", "coordinator", "--mode", "grouped", "--workers", "2", "--groups", "2",
+      "--progress-ms", "0", "--role", "coordinator", "--mode", "grouped", "--workers", "2",
+      "--groups", "2",
       "--heartbeat-ms", "250", "--heartbeat-misses", "12", "--step-deadline-ms", "1000",
       "--checkpoint-dir", dir + "/ck", "--checkpoint-every-versions", "20",
       "--checkpoint-interval-s", "0"};
@@ -382,7 +324,7 @@ TEST_CASE("failover: multi-node roles: the head restarted from its checkpoint; t
                   "w" << i << ": " << readFile(dir + "/w" + std::to_string(i) + ".log"));
   }
   CHECK(readFile(dir + "/node.log").find("re-registering") != std::string::npos);
-  json s = json::parse(readFile(dir + "/summary.json"));
+  json s = readSummary(dir);
   checkAccounting(s);
   CHECK(s["stop_reason"] == "sample budget spent");
   CHECK(s["head_restart"]["incarnation"] == 2);

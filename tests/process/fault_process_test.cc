@@ -14,26 +14,13 @@
 #include <sstream>
 #include <thread>
 
-#include "process.h"
+#include "daemon_harness.h"
 
 using namespace groupsgd::testing;
 using namespace std::chrono_literals;
 using nlohmann::json;
 
 namespace {
-
-double wallNow() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-// The log timestamp (seconds since the epoch, log.cc's format) of the first line of `log`
-// holding `text`; -1 if none.
-double stampOf(const std::string& log, const std::string& text) {
-  const std::size_t at = log.find(text);
-  if (at == std::string::npos) return -1;
-  const std::size_t start = log.rfind('\n', at);
-  return std::atof(log.c_str() + (start == std::string::npos ? 0 : start + 1));
-}
 
 double lastStampOf(const std::string& log, const std::string& text) {
   const std::size_t at = log.rfind(text);
@@ -65,15 +52,9 @@ struct FaultCluster {
   std::string endpoint;
 
   explicit FaultCluster(std::vector<std::string> daemon_args) {
-    std::vector<std::string> argv = {GROUPSGDD_PATH, "--listen", "tcp://127.0.0.1:0",
-                                     "--endpoint-file", dir + "/endpoint", "--summary-file",
-                                     dir + "/summary.json", "--control-socket", dir + "/ctl.sock",
-                                     "--progress-ms", "0"};
-    argv.insert(argv.end(), daemon_args.begin(), daemon_args.end());
-    daemon = std::make_unique<Process>(argv, dir + "/daemon.log");
-    REQUIRE_MESSAGE(waitForFile(dir + "/endpoint", 10000ms), readFile(dir + "/daemon.log"));
-    endpoint = readFile(dir + "/endpoint");
-    endpoint.erase(endpoint.find_last_not_of("\n") + 1);
+    daemon_args.insert(daemon_args.begin(), {"--progress-ms", "0"});
+    daemon = startDaemon(dir, "daemon.log", "tcp://127.0.0.1:0", daemon_args);
+    endpoint = endpointIn(dir);
   }
   ~FaultCluster() {
     for (auto& w : workers) ::kill(w->pid(), SIGCONT);  // never leave a stopped child behind
@@ -90,21 +71,11 @@ struct FaultCluster {
     return *workers.back();
   }
   // groupsgdctl --json status, parsed.
-  json status() {
-    const std::string out = dir + "/status.json";
-    Process ctl({GROUPSGDCTL_PATH, "--socket", dir + "/ctl.sock", "--json", "status"}, out);
-    auto rc = ctl.wait(20000ms);
-    REQUIRE_MESSAGE(rc == std::optional<int>(0), readFile(out));
-    return json::parse(readFile(out));
-  }
+  json status() { return ctlJson(dir, {"status"}); }
   // Waits until the daemon's trainers have reported more than `samples` samples.
   bool waitForSamples(std::uint64_t samples, std::chrono::milliseconds timeout) {
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (std::chrono::steady_clock::now() < deadline) {
-      if (status()["samples_trained"].get<std::uint64_t>() > samples) return true;
-      std::this_thread::sleep_for(200ms);
-    }
-    return false;
+    return waitUntil([&] { return status()["samples_trained"].get<std::uint64_t>() > samples; },
+                     timeout, 200ms);
   }
   // SIGTERM, then the summary; every worker must exit 0.
   json stop() {
@@ -117,18 +88,9 @@ struct FaultCluster {
       CHECK_MESSAGE(wrc == std::optional<int>(0),
                     exitText(wrc) << ", worker " << i << ": " << readFile(workerLog(i)));
     }
-    return json::parse(readFile(dir + "/summary.json"));
+    return readSummary(dir);
   }
 };
-
-void checkAccounting(const json& s) {
-  INFO("summary: " << s.dump());
-  const auto trained = s["samples_trained"].get<std::uint64_t>();
-  CHECK(trained > 0);
-  CHECK(trained == s["samples_applied"].get<std::uint64_t>() + s["samples_dropped"].get<std::uint64_t>());
-  CHECK(s["samples_unaccounted"].get<std::uint64_t>() == 0);
-  CHECK(s["accounting_ok"].get<bool>());
-}
 
 }  // namespace
 

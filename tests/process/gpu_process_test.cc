@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "groupsgd/kernels/model_device.h"
-#include "process.h"
+#include "daemon_harness.h"
 
 using namespace std::chrono_literals;
 using nlohmann::json;
@@ -32,14 +32,12 @@ bool noGpu() {
 // Trains `model` with two CUDA trainers until 0.80 test accuracy; returns the summary.
 json trainOnGpu(const std::string& model) {
   const std::string dir = makeTempDir();
-  Process daemon({GROUPSGDD_PATH, "--listen", "tcp://127.0.0.1:0", "--endpoint-file",
-                  dir + "/endpoint", "--summary-file", dir + "/summary.json", "--progress-ms",
-                  "0", "--heartbeat-ms", "300", "--mode", "sync", "--workers", "2", "--model",
-                  model, "--target-acc", "0.80", "--max-seconds", "120"},
-                 dir + "/daemon.log");
-  REQUIRE_MESSAGE(waitForFile(dir + "/endpoint", 10000ms), readFile(dir + "/daemon.log"));
-  std::string endpoint = readFile(dir + "/endpoint");
-  endpoint.erase(endpoint.find_last_not_of('\n') + 1);
+  auto daemon = startDaemon(dir, "daemon.log",
+                            {"--progress-ms", "0", "--heartbeat-ms", "300", "--mode", "sync",
+                             "--workers", "2", "--model", model, "--target-acc", "0.80",
+                             "--max-seconds", "120"},
+                            DaemonFiles{.control_socket = false});
+  const std::string endpoint = endpointIn(dir);
   std::vector<std::unique_ptr<Process>> workers;
   for (int i = 0; i < 2; ++i) {
     workers.push_back(std::make_unique<Process>(
@@ -49,7 +47,7 @@ json trainOnGpu(const std::string& model) {
   Process evaluator({WORKER_PATH, "--coordinator", endpoint, "--evaluate", "--eval-interval-ms",
                      "200"},
                     dir + "/evaluator.log");
-  const auto rc = daemon.wait(150000ms);
+  const auto rc = daemon->wait(150000ms);
   REQUIRE_MESSAGE(rc.has_value(), "the daemon did not stop in time");
   CHECK(*rc == 0);
   for (std::size_t i = 0; i < workers.size(); ++i) {
@@ -57,7 +55,7 @@ json trainOnGpu(const std::string& model) {
     CHECK_MESSAGE(workers[i]->wait(15000ms) == std::optional<int>(0), "worker " << i << ": " << log);
     CHECK_MESSAGE(log.find("runs on cuda:0") != std::string::npos, log);
   }
-  json s = json::parse(readFile(dir + "/summary.json"));
+  json s = readSummary(dir);
   std::filesystem::remove_all(dir);
   return s;
 }

@@ -4,38 +4,17 @@
 // (--coordinator A,B); they find the new head on their own, and the restarted
 // run's accounting holds.
 #include <doctest/doctest.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
+#include <thread>
 
-#include "fault_helpers.h"
+#include "daemon_harness.h"
 
 using namespace groupsgd::testing;
 using namespace std::chrono_literals;
 using nlohmann::json;
-
-namespace {
-
-// A loopback port nothing listens on now (the kernel's choice, released at
-// once).
-int freePort() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  REQUIRE(fd >= 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a) == 0);
-  socklen_t len = sizeof a;
-  REQUIRE(::getsockname(fd, reinterpret_cast<sockaddr *>(&a), &len) == 0);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
-
-} // namespace
 
 TEST_CASE("faults: the head restarted on another port is found again by the "
           "node daemon and the workers (endpoint list); accounting holds") {
@@ -123,7 +102,7 @@ TEST_CASE("faults: the head restarted on another port is found again by the "
   }
   CHECK(readFile(dir + "/node.log").find("re-registering") !=
         std::string::npos);
-  json s = json::parse(readFile(dir + "/summary.json"));
+  json s = readSummary(dir);
   checkAccounting(s);
   CHECK(s["stop_reason"] == "sample budget spent");
   const json &hr = s["head_restart"];

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "process.h"
+#include "daemon_harness.h"
 
 using namespace groupsgd::testing;
 using namespace std::chrono_literals;
@@ -18,39 +18,19 @@ using nlohmann::json;
 
 namespace {
 
-std::unique_ptr<Process> startDaemon(const std::string& dir, const std::string& log,
-                                     std::vector<std::string> extra) {
-  std::vector<std::string> argv = {GROUPSGDD_PATH, "--listen", "tcp://127.0.0.1:0",
-                                   "--endpoint-file", dir + "/endpoint", "--control-socket",
-                                   dir + "/ctl.sock", "--summary-file", dir + "/summary.json",
-                                   "--progress-ms", "0", "--heartbeat-ms", "250"};
-  argv.insert(argv.end(), extra.begin(), extra.end());
-  std::filesystem::remove(dir + "/endpoint");
-  auto d = std::make_unique<Process>(argv, dir + "/" + log);
-  REQUIRE_MESSAGE(waitForFile(dir + "/endpoint", 10000ms), readFile(dir + "/" + log));
-  return d;
-}
-
-std::string endpointOf(const std::string& dir) {
-  std::string ep = readFile(dir + "/endpoint");
-  ep.erase(ep.find_last_not_of("\n") + 1);
-  return ep;
-}
-
-// Runs a command to completion; returns its exit code and leaves its output in `log`.
-int runTool(std::vector<std::string> argv, const std::string& log) {
-  Process p(argv, log);
-  auto rc = p.wait(120000ms);
-  REQUIRE(rc.has_value());
-  return *rc;
+// The harness's daemon with the settings every test here shares.
+std::unique_ptr<Process> startOpsDaemon(const std::string& dir, const std::string& log,
+                                        std::vector<std::string> extra) {
+  extra.insert(extra.begin(), {"--progress-ms", "0", "--heartbeat-ms", "250"});
+  return startDaemon(dir, log, "tcp://127.0.0.1:0", std::move(extra));
 }
 
 }  // namespace
 
 TEST_CASE("ops: add-worker and drain-worker scripts during training; groupsgdctl exit codes") {
   const std::string dir = makeTempDir();
-  auto daemon = startDaemon(dir, "daemon.log", {"--mode", "grouped", "--workers", "3", "--groups", "1"});
-  const std::string ep = endpointOf(dir);
+  auto daemon = startOpsDaemon(dir, "daemon.log", {"--mode", "grouped", "--workers", "3", "--groups", "1"});
+  const std::string ep = endpointIn(dir);
   const std::string sock = dir + "/ctl.sock";
   std::vector<std::unique_ptr<Process>> workers;
   for (int i = 0; i < 2; ++i) {
@@ -103,7 +83,7 @@ TEST_CASE("ops: add-worker and drain-worker scripts during training; groupsgdctl
   CHECK(runTool({GROUPSGDCTL_PATH, "--socket", sock, "shutdown"}, dir + "/c5.log") == 0);
   CHECK(daemon->wait(60000ms) == std::optional<int>(0));
   for (auto& w : workers) CHECK(w->wait(20000ms) == std::optional<int>(0));
-  json s = json::parse(readFile(dir + "/summary.json"));
+  json s = readSummary(dir);
   INFO("summary: " << s.dump());
   bool drained_clean = false;
   for (const auto& w : s["worker_stats"]) {
@@ -116,9 +96,9 @@ TEST_CASE("ops: add-worker and drain-worker scripts during training; groupsgdctl
 
 TEST_CASE("ops: SIGTERM checkpoints; a restart resumes at the same central version") {
   const std::string dir = makeTempDir();
-  auto daemon = startDaemon(dir, "d1.log", {"--mode", "sync", "--workers", "2",
+  auto daemon = startOpsDaemon(dir, "d1.log", {"--mode", "sync", "--workers", "2",
                                             "--checkpoint-dir", dir + "/ck"});
-  const std::string ep = endpointOf(dir);
+  const std::string ep = endpointIn(dir);
   std::vector<std::unique_ptr<Process>> workers;
   for (int i = 0; i < 2; ++i) {
     workers.push_back(std::make_unique<Process>(
@@ -140,7 +120,7 @@ TEST_CASE("ops: SIGTERM checkpoints; a restart resumes at the same central versi
   ::kill(daemon->pid(), SIGTERM);
   REQUIRE(daemon->wait(60000ms) == std::optional<int>(0));
   for (auto& w : workers) CHECK(w->wait(20000ms) == std::optional<int>(0));
-  json s = json::parse(readFile(dir + "/summary.json"));
+  json s = readSummary(dir);
   const auto version = s["central_version"].get<std::uint64_t>();
   REQUIRE(version > 0);
   CHECK(s["accounting_ok"].get<bool>());
@@ -153,7 +133,7 @@ TEST_CASE("ops: SIGTERM checkpoints; a restart resumes at the same central versi
     std::ofstream junk(dir + "/ck/ckpt-00000000009999999999.gsgd");
     junk << "torn write";
   }
-  auto again = startDaemon(dir, "d2.log", {"--mode", "sync", "--workers", "2", "--checkpoint-dir",
+  auto again = startOpsDaemon(dir, "d2.log", {"--mode", "sync", "--workers", "2", "--checkpoint-dir",
                                            dir + "/ck", "--max-seconds", "1"});
   REQUIRE(waitForText(dir + "/d2.log", "resumed from", 10000ms));
   const std::string log = readFile(dir + "/d2.log");
@@ -166,10 +146,10 @@ TEST_CASE("ops: SIGTERM checkpoints; a restart resumes at the same central versi
 
 TEST_CASE("ops: multi-node roles: a coordinator daemon and a node daemon hosting the group PSes") {
   const std::string dir = makeTempDir();
-  auto head = startDaemon(dir, "head.log", {"--role", "coordinator", "--mode", "grouped",
+  auto head = startOpsDaemon(dir, "head.log", {"--role", "coordinator", "--mode", "grouped",
                                             "--workers", "4", "--groups", "2", "--max-samples",
                                             "20000", "--max-seconds", "60"});
-  const std::string ep = endpointOf(dir);
+  const std::string ep = endpointIn(dir);
   // Workers may come first: they are told to retry until a node offers the group PSes.
   std::vector<std::unique_ptr<Process>> workers;
   for (int i = 0; i < 4; ++i) {
@@ -186,7 +166,7 @@ TEST_CASE("ops: multi-node roles: a coordinator daemon and a node daemon hosting
   REQUIRE(head->wait(90000ms) == std::optional<int>(0));
   CHECK(node.wait(20000ms) == std::optional<int>(0));  // told to stop after the final flush
   for (auto& w : workers) CHECK(w->wait(20000ms) == std::optional<int>(0));
-  json s = json::parse(readFile(dir + "/summary.json"));
+  json s = readSummary(dir);
   INFO("summary: " << s.dump());
   INFO("node: " << readFile(dir + "/node.log"));
   CHECK(s["stop_reason"] == "sample budget spent");
@@ -201,10 +181,10 @@ TEST_CASE("ops: multi-node roles: a coordinator daemon and a node daemon hosting
 
 TEST_CASE("ops: every control method answers a live adaptive daemon (contract)") {
   const std::string dir = makeTempDir();
-  auto daemon = startDaemon(dir, "daemon.log", {"--mode", "adaptive", "--workers", "3",
+  auto daemon = startOpsDaemon(dir, "daemon.log", {"--mode", "adaptive", "--workers", "3",
                                                 "--checkpoint-dir", dir + "/ck", "--control-ms",
                                                 "300", "--profile-steps", "5"});
-  const std::string ep = endpointOf(dir);
+  const std::string ep = endpointIn(dir);
   const std::string sock = dir + "/ctl.sock";
   std::vector<std::unique_ptr<Process>> workers;
   for (int i = 0; i < 3; ++i) {
@@ -262,6 +242,6 @@ TEST_CASE("ops: every control method answers a live adaptive daemon (contract)")
   ctl({"shutdown"}, 0);
   CHECK(daemon->wait(60000ms) == std::optional<int>(0));
   for (auto& w : workers) CHECK(w->wait(20000ms) == std::optional<int>(0));
-  CHECK(json::parse(readFile(dir + "/summary.json"))["accounting_ok"].get<bool>());
+  CHECK(readSummary(dir)["accounting_ok"].get<bool>());
   std::filesystem::remove_all(dir);
 }

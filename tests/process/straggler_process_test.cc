@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include "process.h"
+#include "daemon_harness.h"
 
 using namespace groupsgd::testing;
 using namespace std::chrono_literals;
@@ -25,15 +25,11 @@ TEST_CASE("straggler: a 4x onset mid-run and its recovery are detected within 5 
                 {"adaptive", {{"control_ms", 1000}}}};
     std::ofstream(dir + "/config.json") << cfg.dump(2);
   }
-  auto daemon = std::make_unique<Process>(
-      std::vector<std::string>{GROUPSGDD_PATH, "--config", dir + "/config.json", "--listen",
-                               "tcp://127.0.0.1:0", "--endpoint-file", dir + "/endpoint",
-                               "--summary-file", dir + "/summary.json", "--progress-ms", "0",
-                               "--max-seconds", "14"},
-      dir + "/daemon.log");
-  REQUIRE_MESSAGE(waitForFile(dir + "/endpoint", 10000ms), readFile(dir + "/daemon.log"));
-  std::string endpoint = readFile(dir + "/endpoint");
-  endpoint.erase(endpoint.find_last_not_of("\n") + 1);
+  auto daemon = startDaemon(
+      dir, "daemon.log",
+      {"--config", dir + "/config.json", "--progress-ms", "0", "--max-seconds", "14"},
+      DaemonFiles{.control_socket = false});
+  const std::string endpoint = endpointIn(dir);
   // Steps dominated by emulated device time, so a loaded machine's noise is small beside
   // a 4x slowdown. Onset after the trainer's 40th step, recovery after its 80th.
   constexpr std::uint64_t kOnset = 40, kRecovery = 80;
@@ -55,7 +51,7 @@ TEST_CASE("straggler: a 4x onset mid-run and its recovery are detected within 5 
   REQUIRE_MESSAGE(rc.has_value(), "the daemon did not stop in time");
   CHECK(*rc == 0);
   for (auto& w : workers) (void)w->wait(15000ms);
-  const json s = json::parse(readFile(dir + "/summary.json"));
+  const json s = readSummary(dir);
   INFO("events: " << s["events"].dump());
   // The onset and the recovery of "slow" (load on a shared machine may flag another
   // worker for a moment too: that is allowed, a storm of regroups is not).

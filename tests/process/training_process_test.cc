@@ -7,7 +7,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "process.h"
+#include "daemon_harness.h"
 
 using namespace groupsgd::testing;
 using namespace std::chrono_literals;
@@ -22,15 +22,9 @@ struct Cluster {
   std::string endpoint;
 
   explicit Cluster(std::vector<std::string> daemon_args) {
-    std::vector<std::string> argv = {GROUPSGDD_PATH, "--listen", "tcp://127.0.0.1:0",
-                                     "--endpoint-file", dir + "/endpoint", "--summary-file",
-                                     dir + "/summary.json", "--progress-ms", "0",
-                                     "--heartbeat-ms", "300"};
-    argv.insert(argv.end(), daemon_args.begin(), daemon_args.end());
-    daemon = std::make_unique<Process>(argv, dir + "/daemon.log");
-    REQUIRE_MESSAGE(waitForFile(dir + "/endpoint", 10000ms), readFile(dir + "/daemon.log"));
-    endpoint = readFile(dir + "/endpoint");
-    endpoint.erase(endpoint.find_last_not_of("\n") + 1);
+    daemon_args.insert(daemon_args.begin(), {"--progress-ms", "0", "--heartbeat-ms", "300"});
+    daemon = startDaemon(dir, "daemon.log", daemon_args, DaemonFiles{.control_socket = false});
+    endpoint = endpointIn(dir);
   }
   ~Cluster() {
     workers.clear();
@@ -53,18 +47,9 @@ struct Cluster {
       CHECK_MESSAGE(wrc == std::optional<int>(0), exitText(wrc) << ", worker " << i << ": "
                     << readFile(dir + "/worker-" + std::to_string(i) + ".log"));
     }
-    return json::parse(readFile(dir + "/summary.json"));
+    return readSummary(dir);
   }
 };
-
-void checkAccounting(const json& s) {
-  INFO("summary: " << s.dump());
-  const auto trained = s["samples_trained"].get<std::uint64_t>();
-  CHECK(trained > 0);
-  CHECK(trained == s["samples_applied"].get<std::uint64_t>() + s["samples_dropped"].get<std::uint64_t>());
-  CHECK(s["samples_unaccounted"].get<std::uint64_t>() == 0);
-  CHECK(s["accounting_ok"].get<bool>());
-}
 
 }  // namespace
 

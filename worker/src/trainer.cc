@@ -2,10 +2,12 @@
 
 #include <unistd.h>
 
+#include <array>
 #include <chrono>
 #include <optional>
 #include <random>
 #include <thread>
+#include <vector>
 
 #include "groupsgd/common/log.h"
 #include "groupsgd/dataset/batch.h"
@@ -37,6 +39,32 @@ bool noAnswer(const Status& s) {
 constexpr int kQuarantinedExit = 3;
 // Steps a heartbeat carries one by one (Heartbeat.recentSteps); older ones only in means.
 constexpr std::size_t kReportedSteps = 32;
+
+// The newest kReportedSteps steps since the last heartbeat, in a fixed ring: a slow
+// heartbeat costs no shifting of older entries.
+class RecentSteps {
+ public:
+  void add(const StepTiming& step) {
+    ring_[(first_ + count_) % ring_.size()] = step;
+    if (count_ < ring_.size()) {
+      ++count_;
+    } else {
+      first_ = (first_ + 1) % ring_.size();  // the oldest is overwritten
+    }
+  }
+  // The steps, oldest first; the ring is empty afterwards.
+  std::vector<StepTiming> take() {
+    std::vector<StepTiming> out;
+    out.reserve(count_);
+    for (std::size_t i = 0; i < count_; ++i) out.push_back(ring_[(first_ + i) % ring_.size()]);
+    first_ = count_ = 0;
+    return out;
+  }
+
+ private:
+  std::array<StepTiming, kReportedSteps> ring_{};
+  std::size_t first_ = 0, count_ = 0;
+};
 
 // Per-heartbeat-window means of the step-time breakdown.
 struct Window {
@@ -111,7 +139,7 @@ class Trainer {
   // have counted one whose answer came too late (Leave.samplesUnconfirmed).
   std::uint64_t samples_unconfirmed_ = 0;
   StepWatch watch_;                 // when to heartbeat early
-  std::vector<StepTiming> recent_;  // steps since the last heartbeat, newest last
+  RecentSteps recent_;              // steps since the last heartbeat
   std::mt19937_64 rng_{opts_.seed != 0 ? opts_.seed : static_cast<std::uint64_t>(::getpid())};
   std::uniform_real_distribution<double> uniform_{0.0, 1.0};
 };
@@ -343,9 +371,8 @@ int Trainer::run() {
     // this worker's speed; the others go to the coordinator one by one.
     bool early = false;
     if (steps_ > 1) {
-      recent_.push_back({total_steps_, batch, static_cast<float>(compute_ms),
-                         static_cast<float>(own_comm_ms), static_cast<float>(ans->wait_ms)});
-      if (recent_.size() > kReportedSteps) recent_.erase(recent_.begin());
+      recent_.add({total_steps_, batch, static_cast<float>(compute_ms),
+                   static_cast<float>(own_comm_ms), static_cast<float>(ans->wait_ms)});
       // The step's time at the reference batch, barrier wait left out: a shift in it is a
       // change of this worker's speed, not of its group's.
       early = watch_.add(own_comm_ms + compute_ms * std::max<std::uint32_t>(1, reference_batch_) /
@@ -355,20 +382,15 @@ int Trainer::run() {
     follow(*ans);
 
     if (!stop_ && (early || Clock::now() >= next_heartbeat)) {
-      HeartbeatStats st{samples_trained_,
-                        steps_,
-                        last_loss,
-                        window.mean(window.compute_ms),
-                        window.mean(window.comm_ms),
-                        -1.0f,
-                        0,
-                        batch,
-                        window.mean(window.wait_ms),
-                        {},
-                        false};
-      st.recent = std::move(recent_);
-      st.speed_changed = early;
-      recent_.clear();
+      const HeartbeatStats st{.samples_trained = samples_trained_,
+                              .steps = steps_,
+                              .last_loss = last_loss,
+                              .compute_ms = window.mean(window.compute_ms),
+                              .comm_ms = window.mean(window.comm_ms),
+                              .batch_size = batch,
+                              .wait_ms = window.mean(window.wait_ms),
+                              .recent = recent_.take(),
+                              .speed_changed = early};
       watch_.reported();
       window = Window{};
       next_heartbeat = Clock::now() + std::chrono::milliseconds(a_.heartbeat_ms);

@@ -36,10 +36,8 @@ class AllowList {
 };
 
 // What a server checks on each message: "" (plain TCP, inproc) and processes without an
-// allow-list pass; a key that was removed since its connection was admitted does not.
-bool peerStillAllowed(const std::shared_ptr<const AllowList>& list, const std::string& key);
-
-// The refusal for such a message (permission_denied: the client is told, and counted).
-Status keyRevoked(const std::string& key);
+// allow-list pass; a key that was removed since its connection was admitted gets the
+// refusal (permission_denied: the client is told, and counted).
+Status checkPeerAllowed(const std::shared_ptr<const AllowList>& list, const std::string& key);
 
 }  // namespace groupsgd

@@ -25,6 +25,7 @@
 #include "groupsgd/daemon/background_call.h"
 #include "groupsgd/daemon/config.h"
 #include "groupsgd/daemon/evaluator_watch.h"
+#include "groupsgd/daemon/metrics_exporter.h"
 #include "groupsgd/daemon/node_spares.h"
 #include "groupsgd/ops/control_server.h"
 #include "groupsgd/ops/metrics.h"
@@ -77,6 +78,7 @@ class Coordinator {
   void attachMetrics(MetricsRegistry* metrics) {
     job_metrics_ = std::make_unique<MetricsRegistry>(metrics, MetricLabels{{"job", cfg_.job_name}});
     metrics_ = job_metrics_.get();
+    exporter_ = std::make_unique<MetricsExporter>(metrics_);
     evaluators_.attachMetrics(metrics_);
   }
   void setWatchdog(std::optional<std::chrono::microseconds> period) { watchdog_ = period; }
@@ -224,6 +226,7 @@ class Coordinator {
   const std::atomic<bool>* suspend_ = nullptr;
   MetricsRegistry* metrics_ = nullptr;     // the job's view of the borrowed registry
   std::unique_ptr<MetricsRegistry> job_metrics_;
+  std::unique_ptr<MetricsExporter> exporter_;  // set with metrics_
   std::optional<std::chrono::microseconds> watchdog_;
   Clock::time_point next_watchdog_;
   std::atomic<bool>* reload_ = nullptr;
@@ -241,7 +244,6 @@ class Coordinator {
   std::uint64_t central_version_seen_ = 0;
   std::uint64_t checkpoint_failures_seen_ = 0;  // the central PS's count at the last look
   std::optional<nlohmann::ordered_json> last_checkpoint_;
-  std::map<std::string, double> exported_;  // counter values already exported
   nlohmann::json events_ = nlohmann::json::array();
   // Failure handling.
   HeadStart head_;

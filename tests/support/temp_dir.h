@@ -1,4 +1,5 @@
-// A temporary directory for one test, removed with everything in it at the end.
+// A temporary directory for one test, removed with everything in it at the end (process
+// tests that keep their directory for a post-mortem use makeTempDir(), process.h).
 #pragma once
 
 #include <stdlib.h>

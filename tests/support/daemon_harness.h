@@ -1,0 +1,83 @@
+// The daemon under test, for the process tests: groupsgdd started in a test's directory
+// (its endpoint file, control socket and summary there), groupsgdctl calls returning JSON,
+// CURVE key files, the run summary and its accounting check, log time stamps.
+// The program paths are compiled into the support library (tests/CMakeLists.txt);
+// groupsgd_add_process_test(... NEEDS ...) builds the programs a test runs.
+// Thread rule: the test's thread.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "groupsgd/common/curve_keys.h"
+#include "process.h"
+
+namespace groupsgd::testing {
+
+// The programs, as built in this tree.
+const char* groupsgddPath();
+const char* groupsgdctlPath();
+
+// groupsgdd --listen LISTEN --endpoint-file DIR/endpoint [--control-socket DIR/ctl.sock]
+// --summary-file DIR/summary.json ARGS, its output in DIR/LOG; returns once the endpoint
+// file is written (fails the test with the log otherwise).
+struct DaemonFiles {
+  std::string listen = "tcp://127.0.0.1:0";
+  bool control_socket = true;
+};
+std::unique_ptr<Process> startDaemon(const std::string& dir, const std::string& log,
+                                     std::vector<std::string> args, const DaemonFiles& files);
+// The same with the control socket (the common case).
+std::unique_ptr<Process> startDaemon(const std::string& dir, const std::string& log,
+                                     const std::string& listen, std::vector<std::string> args);
+// The endpoint the daemon wrote into DIR/endpoint.
+std::string endpointIn(const std::string& dir);
+
+// A loopback TCP port nothing listens on now (the kernel's choice, released at once), for
+// a daemon that must keep its endpoint across a restart.
+int freePort();
+
+// Runs a program to completion (failing the test if it takes longer than `timeout`);
+// returns its exit code and leaves its output in `log`.
+int runTool(const std::vector<std::string>& argv, const std::string& log,
+            std::chrono::milliseconds timeout = std::chrono::seconds(120));
+// groupsgdctl --socket DIR/ctl.sock --json ARGS, parsed; null when it fails or the daemon
+// does not answer.
+nlohmann::json ctl(const std::string& dir, std::vector<std::string> args);
+// The same, failing the test unless it succeeds.
+nlohmann::json ctlJson(const std::string& dir, std::vector<std::string> args);
+// Polls `status` until pred(status) holds or the timeout passes; returns the last status.
+template <typename Pred>
+nlohmann::json waitForStatus(const std::string& dir, Pred pred,
+                             std::chrono::milliseconds timeout) {
+  nlohmann::json st;
+  waitUntil(
+      [&] {
+        st = ctl(dir, {"status"});
+        return st.is_object() && pred(st);
+      },
+      timeout, std::chrono::milliseconds(100));
+  return st;
+}
+
+// groupsgdctl keygen --out DIR/NAME: DIR/NAME.key and DIR/NAME.pub.
+void generateKeys(const std::string& dir, const std::string& name);
+// The keys of DIR/NAME.key, with DIR/server.pub as the server's key.
+CurveKeys keysOf(const std::string& dir, const std::string& name);
+
+// DIR/summary.json, parsed.
+nlohmann::json readSummary(const std::string& dir);
+// samples_trained > 0 and == samples_applied + samples_dropped, nothing unaccounted,
+// accounting_ok.
+void checkAccounting(const nlohmann::json& summary);
+
+// Seconds since the epoch (the clock log lines are stamped with).
+double wallNow();
+// The log time stamp of the first line holding `text` at or after byte `from`; -1 if none.
+double stampOf(const std::string& log, const std::string& text, std::size_t from = 0);
+
+}  // namespace groupsgd::testing
