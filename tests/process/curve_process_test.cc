@@ -351,7 +351,7 @@ TEST_CASE("curve: a node daemon with its own key pair is admitted by its allow-l
   Process w1(workerArgs(ep, dir, "w1", true), dir + "/w1.log");
   // Keyed training through the node's group PS (the workers authenticate it by its key,
   // which the assignment names).
-  const bool trained = waitUntil([&] { return ctlJson(dir, "status")["samples_trained"].get<std::uint64_t>() > 2000; },
+  const bool trained = waitUntil([&] { return ctlJson(dir, {"status"})["samples_trained"].get<std::uint64_t>() > 2000; },
                                  90000ms, 250ms);
   INFO("head: " << readFile(dir + "/head.log"));
   INFO("node: " << readFile(dir + "/node.log"));
@@ -361,7 +361,7 @@ TEST_CASE("curve: a node daemon with its own key pair is admitted by its allow-l
   // Revoke the node: its open connections are refused from their next message, so the
   // head stops hearing it and fails its group.
   writeHeadAllow(false);
-  const json reload = ctlJson(dir, "reload-keys");
+  const json reload = ctlJson(dir, {"reload-keys"});
   CHECK(reload["removed"] == 1);
   CHECK(waitForText(dir + "/head.log", "group_failure: group 0 failed", 30000ms));
   CHECK(waitForText(dir + "/node.log", "is no longer in the allow-list", 30000ms));
