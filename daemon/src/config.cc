@@ -4,7 +4,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "groupsgd/common/compression_spec.h"
+#include "groupsgd/codec/compression_spec.h"
 #include "groupsgd/daemon/config_options.h"
 
 namespace groupsgd::daemon {
@@ -184,6 +184,13 @@ Status validate(const DaemonConfig& c) {
   }
   if (a.straggler.exit_ratio > a.straggler.enter_ratio) {
     return invalidArgument("adaptive: straggler_exit_ratio must not exceed straggler_enter_ratio");
+  }
+  if (a.straggler.erratic_window > 0 &&
+      (a.straggler.erratic_clear_window < a.straggler.erratic_window ||
+       a.straggler.erratic_spikes > a.straggler.erratic_window)) {
+    return invalidArgument(
+        "adaptive: need straggler_erratic_spikes <= straggler_erratic_window <= "
+        "straggler_erratic_clear_window");
   }
   if (!c.metrics_listen.empty()) {
     const auto colon = c.metrics_listen.rfind(':');

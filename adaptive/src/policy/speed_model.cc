@@ -19,27 +19,31 @@ double trimmedMean(std::vector<double> values, double trim) {
 
 void SpeedEstimator::add(const StepSample& s) {
   if (s.batch == 0 || !(s.compute_ms > 0)) return;
-  samples_.push_back(s);
-  while (samples_.size() > window_) samples_.pop_front();
-  history_.push_back(s);
-  while (history_.size() > kStallWindow) history_.pop_front();
+  steps_.push_back(s);
+  while (steps_.size() > std::max(window_, kStallWindow)) steps_.pop_front();
+  fit_count_ = std::min(fit_count_ + 1, window_);
 }
 
 double SpeedEstimator::meanStallMs(const WorkerSpeed& w, double comm_ms) const {
-  if (history_.empty() || !(w.samples_per_ms > 0)) return 0;
+  const std::size_t n = std::min(steps_.size(), kStallWindow);
+  if (n == 0 || !(w.samples_per_ms > 0)) return 0;
   const double fixed = w.overhead_ms - comm_ms;  // the batch-independent compute part
   double sum = 0;
-  for (const auto& s : history_) sum += std::max(0.0, s.compute_ms - fixed - s.batch / w.samples_per_ms);
-  return sum / static_cast<double>(history_.size());
+  for (auto it = steps_.end() - static_cast<std::ptrdiff_t>(n); it != steps_.end(); ++it) {
+    sum += std::max(0.0, it->compute_ms - fixed - it->batch / w.samples_per_ms);
+  }
+  return sum / static_cast<double>(n);
 }
 
 WorkerSpeed SpeedEstimator::estimate(std::uint64_t id) const {
   WorkerSpeed w;
   w.id = id;
-  if (samples_.empty()) return w;
+  if (fit_count_ == 0) return w;
   // Trim by per-sample time so stalls (and unusually quick steps) are left out.
   std::vector<const StepSample*> kept;
-  for (const auto& s : samples_) kept.push_back(&s);
+  for (auto it = steps_.end() - static_cast<std::ptrdiff_t>(fit_count_); it != steps_.end(); ++it) {
+    kept.push_back(&*it);
+  }
   std::sort(kept.begin(), kept.end(), [](const StepSample* x, const StepSample* y) {
     return x->compute_ms / x->batch < y->compute_ms / y->batch;
   });

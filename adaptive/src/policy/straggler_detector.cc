@@ -16,6 +16,10 @@ std::size_t StragglerDetector::keep() const {
   return std::max<std::size_t>({1, cfg_.enter_steps, cfg_.exit_steps});
 }
 
+std::size_t StragglerDetector::windowKeep() const {
+  return std::max<std::size_t>(cfg_.erratic_window, cfg_.erratic_clear_window);
+}
+
 void StragglerDetector::addStep(std::uint64_t id, double step_ms, std::uint64_t step) {
   if (!(step_ms > 0)) return;
   State& s = state_[id];
@@ -24,34 +28,38 @@ void StragglerDetector::addStep(std::uint64_t id, double step_ms, std::uint64_t 
   ++s.seen;
   while (s.recent.size() > keep()) s.recent.pop_front();
   s.window.push_back(step_ms);
-  while (s.window.size() > 2 * std::size_t{cfg_.erratic_window}) s.window.pop_front();
+  while (s.window.size() > windowKeep()) s.window.pop_front();
 }
 
-double StragglerDetector::windowMean(const State& s, std::size_t n) {
-  if (s.window.size() < n || n == 0) return 0;
-  double sum = 0;
-  for (auto it = s.window.end() - static_cast<std::ptrdiff_t>(n); it != s.window.end(); ++it) {
-    sum += *it;
+void StragglerDetector::summarizeWindow(State& s, double reference) const {
+  const std::size_t size = s.window.size();
+  const std::size_t onset_n = cfg_.erratic_window, clear_n = cfg_.erratic_clear_window;
+  const std::size_t from = size - std::min(size, std::max(onset_n, clear_n));
+  double onset_sum = 0, clear_sum = 0;
+  std::uint32_t spikes = 0;
+  for (std::size_t i = from; i < size; ++i) {  // oldest first, as the sums always were
+    const double t = s.window[i];
+    if (i + clear_n >= size) clear_sum += t;
+    if (i + onset_n >= size) {
+      onset_sum += t;
+      spikes += t >= cfg_.enter_ratio * reference;
+    }
   }
-  return sum / static_cast<double>(n);
+  s.onset_mean = onset_n > 0 && size >= onset_n ? onset_sum / static_cast<double>(onset_n) : 0;
+  s.clear_mean = clear_n > 0 && size >= clear_n ? clear_sum / static_cast<double>(clear_n) : 0;
+  s.spikes = spikes;
 }
 
-bool StragglerDetector::judgeErratic(State& s, double reference, double mean_reference,
-                                     std::uint32_t* spikes) const {
-  // Onset on the last window; clearing on two (flapping costs a regroup each way: with
-  // 10% of steps paused 30x, the mean of 192 steps falls to 1.5x about never).
-  const std::size_t n = s.straggler ? 2 * std::size_t{cfg_.erratic_window} : cfg_.erratic_window;
-  if (cfg_.erratic_window == 0 || s.window.size() < n || !(mean_reference > 0)) return false;
+bool StragglerDetector::judgeErratic(const State& s, double mean_reference) const {
+  // Onset on the last window; clearing on the longer one (flapping costs a regroup each
+  // way: with 10% of steps paused 30x, the mean of 192 steps falls to 1.5x about never).
+  if (cfg_.erratic_window == 0 || !(mean_reference > 0)) return false;
   if (s.straggler && !s.erratic) return false;  // a run-rule straggler clears by the run rule
-  *spikes = 0;
-  for (auto it = s.window.end() - static_cast<std::ptrdiff_t>(n); it != s.window.end(); ++it) {
-    *spikes += *it >= cfg_.enter_ratio * reference;
-  }
-  const double mean = windowMean(s, n);
   if (!s.straggler) {
-    return mean >= cfg_.enter_ratio * mean_reference && *spikes >= cfg_.erratic_spikes;
+    return s.onset_mean > 0 && s.onset_mean >= cfg_.enter_ratio * mean_reference &&
+           s.spikes >= cfg_.erratic_spikes;
   }
-  return mean <= cfg_.exit_ratio * mean_reference;
+  return s.clear_mean > 0 && s.clear_mean <= cfg_.exit_ratio * mean_reference;
 }
 
 std::vector<StragglerChange> StragglerDetector::evaluate() {
@@ -67,8 +75,9 @@ std::vector<StragglerChange> StragglerDetector::evaluate() {
   // The erratic rule compares means with means: load that stretches every worker's steps
   // now and then (a busy machine) moves the reference with them.
   std::vector<double> means;
-  for (const auto& [id, s] : state_) {
-    if (double m = windowMean(s, cfg_.erratic_window); m > 0) means.push_back(m);
+  for (auto& [id, s] : state_) {
+    summarizeWindow(s, reference);
+    if (s.onset_mean > 0) means.push_back(s.onset_mean);
   }
   double mean_reference = 0;
   if (means.size() >= 2) {
@@ -87,10 +96,9 @@ std::vector<StragglerChange> StragglerDetector::evaluate() {
                                         [&](double t) { return t <= cfg_.exit_ratio * reference; });
     if (s.erratic) {
       // Cleared by its window only (see the header), or held by a run of slow steps.
-      std::uint32_t spikes = 0;
-      if (judgeErratic(s, reference, mean_reference, &spikes)) {
+      if (judgeErratic(s, mean_reference)) {
         s.straggler = s.erratic = false;
-        out.push_back({id, false, s.last_step, s.ratio, 2 * cfg_.erratic_window, true, 0});
+        out.push_back({id, false, s.last_step, s.ratio, cfg_.erratic_clear_window, true, 0});
       }
       continue;
     }
@@ -99,11 +107,10 @@ std::vector<StragglerChange> StragglerDetector::evaluate() {
       out.push_back({id, s.straggler, s.last_step, s.ratio, need});
       continue;
     }
-    std::uint32_t spikes = 0;
-    if (!s.straggler && judgeErratic(s, reference, mean_reference, &spikes)) {
+    if (!s.straggler && judgeErratic(s, mean_reference)) {
       s.straggler = s.erratic = true;
-      const double mean_ratio = windowMean(s, cfg_.erratic_window) / mean_reference;
-      out.push_back({id, true, s.last_step, mean_ratio, cfg_.erratic_window, true, spikes});
+      const double mean_ratio = s.onset_mean / mean_reference;
+      out.push_back({id, true, s.last_step, mean_ratio, cfg_.erratic_window, true, s.spikes});
     }
   }
   return out;

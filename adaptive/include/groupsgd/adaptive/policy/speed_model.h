@@ -4,6 +4,7 @@
 // move the estimate. Pure policy code, no sockets; owned by the coordinator thread.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <vector>
@@ -29,13 +30,13 @@ class SpeedEstimator {
   explicit SpeedEstimator(std::size_t window = 32, double trim = 0.2)
       : window_(window), trim_(trim) {}
   void add(const StepSample& s);
-  std::size_t samples() const { return samples_.size(); }
-  bool ready(std::size_t min_samples) const { return samples_.size() >= min_samples; }
-  // Forgets all but the newest n samples: the worker's speed changed (a detected onset or
-  // recovery), and the older samples describe a worker that no longer exists.
-  void keepLast(std::size_t n) {
-    while (samples_.size() > n) samples_.pop_front();
-  }
+  // Samples the fit uses: the newest `window` (fewer after keepLast).
+  std::size_t samples() const { return fit_count_; }
+  bool ready(std::size_t min_samples) const { return fit_count_ >= min_samples; }
+  // The fit forgets all but the newest n samples: the worker's speed changed (a detected
+  // onset or recovery), and the older samples describe a worker that no longer exists.
+  // The stall mean (below) still looks at its whole window.
+  void keepLast(std::size_t n) { fit_count_ = std::min(fit_count_, n); }
   // An erratic worker's pauses are part of its speed: counted, their mean per step over
   // the last `stall_window` steps (the excess over the fitted model, which the trimming
   // leaves out) is added to the overhead a. Off by default: a one-off stall is noise.
@@ -46,13 +47,15 @@ class SpeedEstimator {
   WorkerSpeed estimate(std::uint64_t id) const;
 
  private:
+  static constexpr std::size_t kStallWindow = 64;
   std::size_t window_;
   double trim_;
-  std::deque<StepSample> samples_;
-  static constexpr std::size_t kStallWindow = 64;
-  std::deque<StepSample> history_;  // the last kStallWindow steps, for the stall mean
+  // The last max(window, kStallWindow) steps, newest last: the fit reads the newest
+  // fit_count_ of them, the stall mean the newest kStallWindow.
+  std::deque<StepSample> steps_;
+  std::size_t fit_count_ = 0;
   bool count_stalls_ = false;
-  // Mean excess of the history's compute times over the model (>= 0).
+  // Mean excess of the newest kStallWindow compute times over the model (>= 0).
   double meanStallMs(const WorkerSpeed& w, double comm_ms) const;
 };
 

@@ -15,9 +15,9 @@
 // >= enter_ratio x the mean reference (the 40th percentile of every worker's window mean,
 // so load that stretches everyone's steps is not a straggler), with at least
 // `erratic_spikes` of them >= enter_ratio x the reference, is flagged too (an erratic
-// straggler). It is cleared when the mean of its last two windows is <= exit_ratio x the
-// mean reference: three quick steps in a row are what an erratic worker does most of the
-// time, and clearing on them would flap.
+// straggler). It is cleared when the mean of its last `erratic_clear_window` steps (two
+// windows) is <= exit_ratio x the mean reference: three quick steps in a row are what an
+// erratic worker does most of the time, and clearing on them would flap.
 // Thread rule: owned by one thread (the coordinator's, or the simulator's).
 #pragma once
 
@@ -37,6 +37,7 @@ struct StragglerConfig {
   std::uint32_t exit_steps = 3;
   std::uint32_t warmup_steps = 5;
   std::uint32_t erratic_window = 96;  // 0: no erratic judgement (a shorter window is noisy)
+  std::uint32_t erratic_clear_window = 192;  // >= erratic_window
   std::uint32_t erratic_spikes = 3;
 };
 
@@ -76,17 +77,21 @@ class StragglerDetector {
     bool straggler = false;
     bool erratic = false;       // flagged by the erratic rule
     std::deque<double> recent;  // newest last
-    std::deque<double> window;  // the last 2 x erratic_window steps, newest last
+    std::deque<double> window;  // the last erratic_window / erratic_clear_window steps
     std::uint64_t last_step = 0;
     std::uint64_t seen = 0;  // steps fed in
     double ratio = 1;
+    // What evaluate() saw in one pass over the window (a mean is 0 while it holds fewer).
+    double onset_mean = 0;     // of the last erratic_window steps
+    double clear_mean = 0;     // of the last erratic_clear_window steps
+    std::uint32_t spikes = 0;  // of the last erratic_window steps, >= enter_ratio x reference
   };
   std::size_t keep() const;
-  // The erratic rule for one worker; true when its flag changes.
-  bool judgeErratic(State& s, double reference, double mean_reference,
-                    std::uint32_t* spikes) const;
-  // Mean of the last n steps of a worker's window (0 when it holds fewer).
-  static double windowMean(const State& s, std::size_t n);
+  std::size_t windowKeep() const;
+  // Fills s.onset_mean, s.clear_mean and s.spikes in one walk over the window.
+  void summarizeWindow(State& s, double reference) const;
+  // The erratic rule for one worker (from its summary); true when its flag changes.
+  bool judgeErratic(const State& s, double mean_reference) const;
   StragglerConfig cfg_;
   std::map<std::uint64_t, State> state_;
 };
