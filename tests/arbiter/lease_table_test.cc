@@ -3,7 +3,9 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <initializer_list>
 #include <map>
+#include <vector>
 
 using namespace groupsgd;
 using namespace groupsgd::arbiter;
@@ -46,6 +48,36 @@ std::vector<int> greedyWaits(Policy policy, int rounds, int greedy_workers) {
   }
   return waits;
 }
+
+// Jobs whose workers ask for device "d" again the moment they give it back, so a request
+// of every listed worker is always waiting: the crossover weights' setting.
+struct AlwaysReady {
+  LeaseTable table;
+  std::map<LeaseKey, std::uint64_t> step;  // each worker's next step
+
+  explicit AlwaysReady(JobWeights weights) : table(Policy::kCrossover, std::move(weights)) {}
+  // The first request of each of these workers.
+  void ask(std::initializer_list<LeaseKey> workers) {
+    for (LeaseKey k : workers) (void)table.acquire("d", k, step[k]++);
+  }
+  // The job of each of the next `rounds` holders, each releasing and asking again.
+  std::vector<std::uint64_t> run(int rounds) {
+    std::vector<std::uint64_t> jobs;
+    for (int i = 0; i < rounds; ++i) {
+      const LeaseKey holder = table.holders("d").at(0);
+      jobs.push_back(holder.job);
+      (void)table.release("d", holder);
+      (void)table.acquire("d", holder, step[holder]++);
+    }
+    return jobs;
+  }
+  // Rounds per job of the next `rounds`.
+  std::map<std::uint64_t, int> share(int rounds) {
+    std::map<std::uint64_t, int> got;
+    for (std::uint64_t job : run(rounds)) ++got[job];
+    return got;
+  }
+};
 
 }  // namespace
 
@@ -155,17 +187,9 @@ TEST_CASE("lease table: crossover weights share a busy device in proportion") {
   // rounds for one. (With one worker per job and device, the job that just
   // released is never waiting at that moment: the jobs alternate whatever the
   // weights, which is the crossover itself.)
-  LeaseTable t(Policy::kCrossover, JobWeights{{1, 2.0}});
-  std::map<LeaseKey, std::uint64_t> step;
-  for (LeaseKey k : {key(1, 1), key(2, 1), key(1, 2), key(2, 2)})
-    (void)t.acquire("d", k, step[k]++);
-  std::map<std::uint64_t, int> got;
-  for (int i = 0; i < 120; ++i) {
-    const LeaseKey holder = t.holders("d").at(0);
-    ++got[holder.job];
-    (void)t.release("d", holder);
-    (void)t.acquire("d", holder, step[holder]++);
-  }
+  AlwaysReady jobs(JobWeights{{1, 2.0}});
+  jobs.ask({key(1, 1), key(2, 1), key(1, 2), key(2, 2)});
+  auto got = jobs.share(120);
   CAPTURE(got[1]);
   CAPTURE(got[2]);
   CHECK(got[1] >= 78);
@@ -174,17 +198,9 @@ TEST_CASE("lease table: crossover weights share a busy device in proportion") {
 }
 
 TEST_CASE("lease table: equal weights alternate two always-ready jobs") {
-  LeaseTable t(Policy::kCrossover, {});
-  std::map<std::uint64_t, std::uint64_t> step{{1, 0}, {2, 0}};
-  (void)t.acquire("d", key(1, 1), step[1]++);
-  (void)t.acquire("d", key(2, 1), step[2]++);
-  std::vector<std::uint64_t> jobs;
-  for (int i = 0; i < 10; ++i) {
-    const LeaseKey holder = t.holders("d").at(0);
-    jobs.push_back(holder.job);
-    (void)t.release("d", holder);
-    (void)t.acquire("d", holder, step[holder.job]++);
-  }
+  AlwaysReady ready(JobWeights{});
+  ready.ask({key(1, 1), key(2, 1)});
+  const auto jobs = ready.run(10);
   CHECK(jobs == std::vector<std::uint64_t>{1, 2, 1, 2, 1, 2, 1, 2, 1, 2});
 }
 
@@ -233,18 +249,10 @@ TEST_CASE(
 TEST_CASE("lease table: a weight set later applies to the job's next rounds") {
   // As the crossover weights test, with job 1's weight 2 arriving after the table is made
   // (a submitted job's arbiter_weight).
-  LeaseTable t(Policy::kCrossover, {});
-  t.setWeight(1, 2.0);
-  std::map<LeaseKey, std::uint64_t> step;
-  for (LeaseKey k : {key(1, 1), key(2, 1), key(1, 2), key(2, 2)})
-    (void)t.acquire("d", k, step[k]++);
-  std::map<std::uint64_t, int> got;
-  for (int i = 0; i < 120; ++i) {
-    const LeaseKey holder = t.holders("d").at(0);
-    ++got[holder.job];
-    (void)t.release("d", holder);
-    (void)t.acquire("d", holder, step[holder]++);
-  }
+  AlwaysReady jobs(JobWeights{});
+  jobs.table.setWeight(1, 2.0);
+  jobs.ask({key(1, 1), key(2, 1), key(1, 2), key(2, 2)});
+  auto got = jobs.share(120);
   CAPTURE(got[1]);
   CHECK(got[1] >= 78);
   CHECK(got[1] <= 82);
