@@ -14,7 +14,7 @@ export GROUPSGD_RESULTS_DIR=${GROUPSGD_RESULTS_DIR:-$root/results}
 names() {
   local f n
   {
-    printf '%s\n' straggler pytorch crossover dataplane memory scale kernels trainer-step
+    printf '%s\n' straggler pytorch crossover dataplane memory scale kernels trainer-step model-timing
     for f in "$root"/bench/*_bench.cc; do
       [[ -e $f ]] || continue
       n=$(basename "$f" _bench.cc)
@@ -36,6 +36,7 @@ describe() {
     scale) echo "regroup decision time and plan quality for 100 to 10,000 workers" ;;
     kernels) echo "numeric kernels against memory bandwidth" ;;
     trainer-step) echo "training-step samples/s of mlp and cnn, CPU and (with a GPU) CUDA" ;;
+    model-timing) echo "milliseconds of one mlp and cnn lossAndGrad at batch 64 on one CPU core" ;;
     *) echo "build/bench/groupsgd-bench-$1" ;;
   esac
 }

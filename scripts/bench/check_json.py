@@ -3,7 +3,8 @@
 the summary is the last line and says ok, and the keys the docs promise are there.
 Checks the shape of the output, never the speed.
 
-  check_json.py NAME FILE     NAME: dataplane, straggler, memory, scale, pytorch or crossover
+  check_json.py NAME FILE     NAME: dataplane, straggler, memory, scale, pytorch, crossover
+                              or model-timing
 Exit 0 when the output is well formed, 1 with the reasons on stderr otherwise.
 """
 import json
@@ -136,9 +137,23 @@ def check_crossover(rows, summary, errors):
             errors.append("run %s/%s of job %s: accounting not ok" % (r.get("case"), r.get("mode"), r.get("job")))
 
 
+def check_model_timing(rows, summary, errors):
+    models = {r.get("model"): r for r in rows if "model" in r}
+    for name in ("mlp", "cnn"):
+        r = models.get(name)
+        if r is None:
+            errors.append("no line for the %s model" % name)
+            continue
+        for key in ("median_ms", "min_ms", "max_ms"):
+            if not number(r.get(key)) or r[key] <= 0:
+                errors.append("%s: '%s' missing or not > 0" % (name, key))
+        if not number(summary.get(name + "_median_ms")):
+            errors.append("summary has no %s_median_ms" % name)
+
+
 CHECKS = {"dataplane": check_dataplane, "straggler": check_straggler,
           "memory": check_memory, "scale": check_scale, "pytorch": check_pytorch,
-          "crossover": check_crossover}
+          "crossover": check_crossover, "model-timing": check_model_timing}
 
 
 def main():
