@@ -36,7 +36,7 @@
 #include "bench_util.h"
 #include "groupsgd/centralps/central_server.h"
 #include "groupsgd/common/log.h"
-#include "groupsgd/common/parts.h"
+#include "groupsgd/codec/parts.h"
 #include "groupsgd/groupps/group_server.h"
 
 using namespace groupsgd;
@@ -158,38 +158,21 @@ class TcpEcho {
 // ---- groupsgd ---------------------------------------------------------------------------
 
 // A central PS serving `params` zero-initialised parameters and one group PS (group 0)
-// on threads, both on 127.0.0.1 in one context with two I/O threads (as in groupsgdd).
-struct Servers {
-  zmq::context_t ctx{2};
-  std::unique_ptr<ServerThread<centralps::CentralServer>> central;
-  std::unique_ptr<ServerThread<groupps::GroupServer>> group;
-  std::string central_ep, group_ep;
-
+// on named threads, both on 127.0.0.1 in one context with two I/O threads (as in groupsgdd).
+struct Servers : testing::InProcessCluster {
+  Servers() : InProcessCluster(2) {}
   Status start(std::size_t params) {
     centralps::CentralConfig ccfg;
     ccfg.param_count = params;
     ccfg.max_delta_norm = 1e30;
     ccfg.staleness.max_staleness = 1u << 30;  // the exchange trips move the version on
     ccfg.part_bytes = g_part_bytes;
-    auto c = centralps::CentralServer::create(ctx, ccfg, "tcp://127.0.0.1:*");
-    if (!c) return c.status();
-    central_ep = (*c)->endpoint();
     groupps::GroupServerConfig gcfg;
-    gcfg.central_endpoint = central_ep;
     gcfg.max_grad_norm = 1e30;
     gcfg.step_deadline_ms = 120000;
     gcfg.exchange_timeout_ms = 120000;
     gcfg.part_bytes = g_part_bytes;
-    central = std::make_unique<ServerThread<centralps::CentralServer>>(std::move(*c), "central");
-    auto g = groupps::GroupServer::create(ctx, gcfg, params, "tcp://127.0.0.1:*");
-    if (!g) return g.status();
-    group_ep = (*g)->endpoint();
-    group = std::make_unique<ServerThread<groupps::GroupServer>>(std::move(*g), "group");
-    return Status::ok();
-  }
-  ~Servers() {
-    group.reset();
-    central.reset();
+    return InProcessCluster::start(ccfg, gcfg, /*thread_names=*/true);
   }
 };
 
@@ -197,11 +180,12 @@ struct Servers {
 class PushTrips {
  public:
   PushTrips(Servers& s, std::size_t params, std::uint32_t k, std::uint64_t epoch)
-      : client_(ctx_, memberAssignment(1, epoch, s.group_ep, params), 1, kTimeout),
+      : client_(ctx_, memberAssignment(1, epoch, s.groupEndpoint(), params), 1, kTimeout),
         replica_(params) {
     client_.setPartBytes(g_part_bytes);
-    Status st = configureGroup(s.ctx, s.group_ep, 1, epoch, k, 120000);
-    auto pulled = st ? pullWhenReady(client_, replica_) : Result<worker::StepAnswer>(st);
+    Status st = configureMembers(s.ctx, s.groupEndpoint(), 1, epoch, k);
+    auto pulled = st ? pullWhenReady(client_, replica_, kReadyLimit)
+                     : Result<worker::StepAnswer>(st);
     if (!pulled) {
       std::fprintf(stderr, "dataplane: cannot start pushing: %s\n",
                    pulled.status().toString().c_str());
@@ -240,7 +224,7 @@ class PushTrips {
 class ExchangeTrips {
  public:
   ExchangeTrips(Servers& s, std::size_t params)
-      : rpc_(ctx_, s.central_ep, MessageLimits{}),
+      : rpc_(ctx_, s.centralEndpoint(), MessageLimits{}),
         delta_(std::make_shared<const std::vector<float>>(params, 1e-7f)),
         model_(params) {}
   bool trip() {
@@ -358,7 +342,7 @@ json measureSize(std::size_t mib, const Selection& only, int min_trips, double m
 json measureStepLatency(std::uint32_t members, int steps) {
   const std::size_t params = (1u << 20) / sizeof(float);
   Servers s;
-  if (!s.start(params) || !configureGroup(s.ctx, s.group_ep, members, 1, 1, 120000)) return {};
+  if (!s.start(params) || !configureMembers(s.ctx, s.groupEndpoint(), members, 1, 1)) return {};
   std::vector<std::vector<Clock::time_point>> sent(members), done(members);
   std::atomic<bool> failed{false};
   std::barrier pulled(members);  // nobody pushes before every member is active
@@ -366,9 +350,10 @@ json measureStepLatency(std::uint32_t members, int steps) {
   for (std::uint32_t m = 0; m < members; ++m) {
     threads.emplace_back([&, m] {
       zmq::context_t ctx(1);  // as a separate worker process would have
-      worker::GroupClient client(ctx, memberAssignment(m + 1, 1, s.group_ep, params), 1, kTimeout);
+      worker::GroupClient client(ctx, memberAssignment(m + 1, 1, s.groupEndpoint(), params), 1,
+                                 kTimeout);
       std::vector<float> replica(params), grad(params, 1e-6f);
-      auto r = pullWhenReady(client, replica);
+      auto r = pullWhenReady(client, replica, kReadyLimit);
       if (!r) failed = true;
       pulled.arrive_and_wait();
       std::uint64_t step = r ? r->step : 0;

@@ -7,6 +7,7 @@
 #include <functional>
 #include <filesystem>
 
+#include "groupsgd/codec/tensor_codec.h"
 #include "groupsgd/common/log.h"
 #include "groupsgd/common/transport.h"
 #include "groupsgd/common/allow_list.h"
@@ -306,16 +307,16 @@ void CentralServer::onDeltaPush(const zmq::message_t& from, const InMessage& msg
                                         std::to_string(store_.paramCount())));
   }
   delta = assembled != nullptr ? Result<TensorView>(*assembled)
-                               : msg.viewTensor(0, store_.paramCount());
+                               : msg.viewTensor(0, store_.paramCount(), decodePayload);
   if (!delta) return refuse(from, delta.status());
   const std::uint64_t samples = body.getSamples();
   // Not finite iff an element is not; summed part by part on arrival when in parts.
-  const double squares = assembled != nullptr ? assembled_squares : delta->sumSquares();
+  const double squares = assembled != nullptr ? assembled_squares : sumSquares(*delta);
   const double norm = std::sqrt(squares);
   std::string reason;
   if (!std::isfinite(squares)) {
     ++counters_.bad_messages;
-    reason = std::to_string(delta->countNonFinite()) + " non-finite values in the delta";
+    reason = std::to_string(countNonFinite(*delta)) + " non-finite values in the delta";
   } else if (norm > cfg_.max_delta_norm) {
     ++counters_.bad_messages;
     reason = "delta norm " + std::to_string(norm) + " over the bound " +

@@ -5,7 +5,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "groupsgd/common/parts.h"
+#include "groupsgd/codec/parts.h"
+#include "groupsgd/codec/tensor_codec.h"
 #include "groupsgd/common/log.h"
 
 namespace groupsgd::worker {
@@ -298,7 +299,7 @@ Result<StepAnswer> GroupClient::push(std::uint64_t step, std::span<const float> 
     }
     if (!bytes) bytes = encoded_.emplace_back(std::make_shared<std::vector<std::uint8_t>>());
     compressor_->encode(grad, bytes.get());
-    out.addEncodedTensor(bytes, compressor_->encoding(), grad.size());
+    out.addEncodedTensor(bytes, toWire(compressor_->encoding()), grad.size());
   } else if (next_grad_ && grad.data() == next_grad_->data() &&
              grad.size() == next_grad_->size()) {
     out.addTensor(std::move(next_grad_));  // computed in place: sent without a copy

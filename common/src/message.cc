@@ -15,25 +15,6 @@ void releasePayload(void* /*data*/, void* hint) {
   delete static_cast<std::shared_ptr<const void>*>(hint);
 }
 
-proto::Encoding toProto(kernels::Encoding e) {
-  switch (e) {
-    case kernels::Encoding::kDense: return proto::Encoding::DENSE;
-    case kernels::Encoding::kFp16: return proto::Encoding::FP16;
-    case kernels::Encoding::kTopK: return proto::Encoding::TOPK;
-    case kernels::Encoding::kSign: return proto::Encoding::SIGN;
-  }
-  return proto::Encoding::DENSE;
-}
-
-kernels::Encoding fromProto(proto::Encoding e) {
-  switch (e) {
-    case proto::Encoding::FP16: return kernels::Encoding::kFp16;
-    case proto::Encoding::TOPK: return kernels::Encoding::kTopK;
-    case proto::Encoding::SIGN: return kernels::Encoding::kSign;
-    default: return kernels::Encoding::kDense;
-  }
-}
-
 // Byte length a tensor of n float32 elements may have in an encoding: exact for the
 // fixed-size layouts, a range for top-k (its count is in the payload).
 bool plausibleLength(proto::Encoding e, std::uint64_t n, std::uint64_t bytes) {
@@ -41,7 +22,7 @@ bool plausibleLength(proto::Encoding e, std::uint64_t n, std::uint64_t bytes) {
     case proto::Encoding::DENSE: return bytes == n * 4;
     case proto::Encoding::FP16: return bytes == n * 2;
     case proto::Encoding::TOPK: return bytes >= 4 && bytes <= 4 + n * 8;
-    case proto::Encoding::SIGN: return bytes == kernels::encodedBytes(kernels::Encoding::kSign, n, 0);
+    case proto::Encoding::SIGN: return bytes == 4 + (n + 7) / 8;  // scale, then a bit each
   }
   return false;
 }
@@ -81,6 +62,16 @@ const char* bodyKindName(BodyKind kind) {
   return "unknown";
 }
 
+const char* encodingName(proto::Encoding encoding) {
+  switch (encoding) {
+    case proto::Encoding::DENSE: return "dense";
+    case proto::Encoding::FP16: return "fp16";
+    case proto::Encoding::TOPK: return "topk";
+    case proto::Encoding::SIGN: return "sign";
+  }
+  return "unknown";
+}
+
 OutMessage::OutMessage(std::uint64_t job_id, std::uint64_t sender_id)
     : builder_(std::make_unique<capnp::MallocMessageBuilder>()),
       header_(builder_->initRoot<proto::Header>()) {
@@ -100,7 +91,7 @@ void OutMessage::addTensor(Payload payload, std::uint32_t chunk_bytes) {
 }
 
 void OutMessage::addEncodedTensor(std::shared_ptr<const std::vector<std::uint8_t>> bytes,
-                                  kernels::Encoding encoding, std::uint64_t elements,
+                                  proto::Encoding encoding, std::uint64_t elements,
                                   std::uint32_t chunk_bytes) {
   Attached a;
   a.data = reinterpret_cast<const char*>(bytes->data());
@@ -118,7 +109,7 @@ void OutMessage::describeTensors() {
     const Attached& t = tensors_[i];
     auto info = infos[static_cast<unsigned>(i)];
     info.setDtype(proto::DType::FLOAT32);
-    info.setEncoding(toProto(t.encoding));
+    info.setEncoding(t.encoding);
     info.setElements(t.elements);
     info.setByteLength(t.bytes);
     info.setChunkBytes(t.chunk);
@@ -192,7 +183,7 @@ std::vector<zmq::message_t> OutMessage::partFrames(std::uint32_t index,
 
 std::vector<std::vector<zmq::message_t>> OutMessage::toParts(std::uint32_t part_bytes) && {
   std::vector<std::vector<zmq::message_t>> out;
-  const bool parted = tensors_.size() == 1 && tensors_[0].encoding == kernels::Encoding::kDense &&
+  const bool parted = tensors_.size() == 1 && tensors_[0].encoding == proto::Encoding::DENSE &&
                       part_bytes > 0 && tensors_[0].bytes > part_bytes;
   if (!parted) {
     out.push_back(std::move(*this).toFrames());
@@ -217,7 +208,7 @@ std::uint64_t InMessage::tensorElements(std::size_t i) const {
   return header().getTensors()[static_cast<unsigned>(i)].getElements();
 }
 
-Status InMessage::readTensor(std::size_t i, std::span<float> out) const {
+Status InMessage::readTensor(std::size_t i, std::span<float> out, PayloadDecoder decode) const {
   if (i >= tensor_frames_.size()) {
     return invalidArgument("message carries " + std::to_string(tensor_frames_.size()) +
                            " tensors, tensor " + std::to_string(i) + " was expected");
@@ -239,6 +230,11 @@ Status InMessage::readTensor(std::size_t i, std::span<float> out) const {
     }
     return Status::ok();
   }
+  if (decode == nullptr) {
+    return invalidArgument(std::string("tensor ") + std::to_string(i) + " is " +
+                           encodingName(info.getEncoding()) +
+                           "-compressed and this receiver does not decode it");
+  }
   // Compressed: gather the chunks into one buffer, then decode (which validates).
   thread_local std::vector<std::uint8_t> gathered;
   gathered.resize(info.getByteLength());
@@ -248,15 +244,11 @@ Status InMessage::readTensor(std::size_t i, std::span<float> out) const {
     std::memcpy(gathered.data() + off, f.data(), f.size());
     off += f.size();
   }
-  kernels::KernelStatus k = kernels::decode(fromProto(info.getEncoding()), gathered, out);
-  if (k.ok()) return Status::ok();
-  return Status(k.code == kernels::KernelStatus::Code::kDataLoss ? Code::kDataLoss
-                                                                 : Code::kInvalidArgument,
-                std::string(kernels::encodingName(fromProto(info.getEncoding()))) +
-                    " tensor: " + k.message);
+  return decode(info.getEncoding(), gathered, out);
 }
 
-Result<TensorView> InMessage::viewTensor(std::size_t i, std::size_t elements) const {
+Result<TensorView> InMessage::viewTensor(std::size_t i, std::size_t elements,
+                                         PayloadDecoder decode) const {
   if (i >= tensor_frames_.size()) {
     return invalidArgument("message carries " + std::to_string(tensor_frames_.size()) +
                            " tensors, tensor " + std::to_string(i) + " was expected");
@@ -272,7 +264,7 @@ Result<TensorView> InMessage::viewTensor(std::size_t i, std::size_t elements) co
   if (info.getEncoding() != proto::Encoding::DENSE || info.getChunkBytes() % sizeof(float) != 0) {
     // Decode (compressed) or reassemble (chunks splitting a float) into one owned buffer.
     auto& buf = owned_.emplace_back(elements);
-    GSGD_RETURN_IF_ERROR(readTensor(i, buf));
+    GSGD_RETURN_IF_ERROR(readTensor(i, buf, decode));
     view.parts.emplace_back(buf.data(), buf.size());
     return view;
   }
@@ -291,8 +283,8 @@ Result<TensorView> InMessage::viewTensor(std::size_t i, std::size_t elements) co
   return view;
 }
 
-kernels::Encoding InMessage::tensorEncoding(std::size_t i) const {
-  return fromProto(header().getTensors()[static_cast<unsigned>(i)].getEncoding());
+proto::Encoding InMessage::tensorEncoding(std::size_t i) const {
+  return header().getTensors()[static_cast<unsigned>(i)].getEncoding();
 }
 
 namespace {

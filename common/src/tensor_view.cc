@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "groupsgd/kernels/ops.h"
-
 namespace groupsgd {
 
 void TensorView::copyRange(std::size_t offset, std::span<float> out) const {
@@ -22,18 +20,6 @@ void TensorView::copyRange(std::size_t offset, std::span<float> out) const {
     }
     part_start = part_end;
   }
-}
-
-double TensorView::sumSquares() const {
-  double s = 0;
-  for (const auto& p : parts) s += kernels::sumSquares(p);
-  return s;
-}
-
-std::size_t TensorView::countNonFinite() const {
-  std::size_t n = 0;
-  for (const auto& p : parts) n += kernels::countNonFinite(p);
-  return n;
 }
 
 }  // namespace groupsgd

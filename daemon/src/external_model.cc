@@ -5,6 +5,7 @@
 #include <optional>
 #include <sstream>
 
+#include "groupsgd/codec/tensor_codec.h"
 #include "groupsgd/common/atomic_file.h"
 #include "groupsgd/common/log.h"
 #include "groupsgd/common/message.h"
@@ -43,7 +44,7 @@ Result<ExternalModel> modelFrom(const InMessage& msg) {
   }
   ExternalModel m;
   m.initial.resize(r.getParamCount());
-  GSGD_RETURN_IF_ERROR(msg.readTensor(0, m.initial));
+  GSGD_RETURN_IF_ERROR(msg.readTensor(0, m.initial, decodePayload));
   GSGD_RETURN_IF_ERROR(checkFinite(m.initial));
   m.fingerprint = r.getModelFingerprint().cStr();
   m.supplier = std::string(r.getName().cStr()) + " (" + r.getHost().cStr() + " pid " +

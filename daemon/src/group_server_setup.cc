@@ -1,6 +1,6 @@
 #include "group_server_setup.h"
 
-#include "groupsgd/common/compression_spec.h"
+#include "groupsgd/codec/compression_spec.h"
 
 namespace groupsgd::daemon {
 

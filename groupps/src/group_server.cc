@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "groupsgd/codec/tensor_codec.h"
 #include "groupsgd/common/log.h"
 #include "groupsgd/common/transport.h"
 #include "groupsgd/common/allow_list.h"
@@ -368,11 +369,11 @@ void GroupServer::onPush(const zmq::message_t& from, const InMessage& msg) {
   if (check == PushCheck::kAnswered) return;
   releaseGrant(worker);  // room granted for a push in parts that came whole instead
   // Checked and accumulated in place in the received frames: no copy of the gradient.
-  auto grad = msg.viewTensor(0, replica().size());
+  auto grad = msg.viewTensor(0, replica().size(), decodePayload);
   if (!grad) return refuseBadUpdate(from, worker, grad.status());
-  const double squares = grad->sumSquares();  // one pass for both checks
+  const double squares = sumSquares(*grad);  // one pass for both checks
   if (!std::isfinite(squares)) {
-    return refuseBadUpdate(from, worker, invalidArgument(std::to_string(grad->countNonFinite()) +
+    return refuseBadUpdate(from, worker, invalidArgument(std::to_string(countNonFinite(*grad)) +
                                                          " non-finite values in the gradient"));
   }
   if (const double norm = std::sqrt(squares); norm > cfg_.max_grad_norm) {
@@ -619,7 +620,7 @@ void GroupServer::maybeExchange(bool force) {
     d.setSamples(counters_.samples_pending);
     d.setSteps(steps_since_cut_);
     if (encoded) {
-      out.addEncodedTensor(std::move(encoded), compressor_->encoding(), replica().size());
+      out.addEncodedTensor(std::move(encoded), toWire(compressor_->encoding()), replica().size());
     } else {
       out.addTensor(std::move(delta));
     }
@@ -681,7 +682,7 @@ void GroupServer::onCentralAnswer(const InMessage* msg, const Status& failure,
                               : Result<TensorView>(invalidArgument(
                                     "tensor has " + std::to_string(assembled->size) +
                                     " elements, expected " + std::to_string(replica().size()))))
-                       : msg->viewTensor(0, replica().size());
+                       : msg->viewTensor(0, replica().size(), decodePayload);
     if (!central) {
       reason = "central model unreadable: " + central.status().toString();
       if (was == CentralRequest::kExchange) rollOutLostDelta();

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "groupsgd/codec/tensor_codec.h"
 #include "groupsgd/common/log.h"
 #include "groupsgd/common/transport.h"
 #include "groupsgd/groupps/group_server.h"
@@ -159,14 +160,14 @@ void GroupServer::takePart(std::uint64_t worker, InMessage&& msg) {
   InboundPush& in = inbound_.at(worker);
   if (!in.late) {
     const std::uint64_t elements = msg.tensorElements(0);
-    auto view = msg.viewTensor(0, elements);
+    auto view = msg.viewTensor(0, elements);  // a part: dense
     Status bad;
     if (!view) {
       bad = view.status();
     } else {
-      const double squares = view->sumSquares();
+      const double squares = sumSquares(*view);
       if (!std::isfinite(squares)) {
-        bad = invalidArgument(std::to_string(view->countNonFinite()) +
+        bad = invalidArgument(std::to_string(countNonFinite(*view)) +
                               " non-finite values in the gradient (part " +
                               std::to_string(msg.part()->index) + ")");
       } else if (in.squares += squares; std::sqrt(in.squares) > cfg_.max_grad_norm) {

@@ -4,7 +4,7 @@
 
 #include <thread>
 
-#include "groupsgd/common/compression_spec.h"
+#include "groupsgd/codec/compression_spec.h"
 #include "groupsgd/common/log.h"
 #include "registration.h"
 #include "shared_device.h"

@@ -9,32 +9,12 @@
 #include <fstream>
 #include <sstream>
 
+#include "support/temp_dir.h"
+
 using namespace groupsgd;
+using groupsgd::testing::TempDir;
 
 namespace {
-
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path_ = std::filesystem::temp_directory_path() /
-            ("groupsgd_atomic_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  std::size_t entries() const {
-    return static_cast<std::size_t>(std::distance(std::filesystem::directory_iterator(path_),
-                                                  std::filesystem::directory_iterator()));
-  }
-
- private:
-  std::filesystem::path path_;
-};
 
 std::string readAll(const std::string& path) {
   std::ifstream in(path);

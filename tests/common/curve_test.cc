@@ -9,8 +9,10 @@
 #include "groupsgd/common/curve_keys.h"
 #include "groupsgd/common/transport.h"
 #include "groupsgd/common/zap_handler.h"
+#include "support/temp_dir.h"
 
 using namespace groupsgd;
+using groupsgd::testing::TempDir;
 using namespace std::chrono_literals;
 
 namespace {
@@ -20,17 +22,6 @@ bool noCurve() {
   static const bool none = zmq_has("curve") == 0;
   return none;
 }
-
-// A fresh directory under the system temp dir, removed at scope exit.
-struct TempDir {
-  std::filesystem::path path;
-  TempDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "gsgd-curve-XXXXXX").string();
-    path = ::mkdtemp(tmpl.data());
-  }
-  ~TempDir() { std::filesystem::remove_all(path); }
-  std::string operator/(const std::string& name) const { return (path / name).string(); }
-};
 
 void writeText(const std::string& path, const std::string& text, mode_t mode) {
   std::ofstream(path) << text;
@@ -62,19 +53,19 @@ TEST_CASE("curve keys: keygen writes a private secret and a public file that loa
   auto pair = generateKeyPair();
   REQUIRE(pair.isOk());
   CHECK(isZ85Key(pair->public_key));
-  REQUIRE(writeKeyPair(dir / "w1", *pair).isOk());
+  REQUIRE(writeKeyPair(dir.file("w1"), *pair).isOk());
   struct stat st {};
-  REQUIRE(::stat((dir / "w1.key").c_str(), &st) == 0);
+  REQUIRE(::stat((dir.file("w1.key")).c_str(), &st) == 0);
   CHECK((st.st_mode & 0777) == 0600);
-  auto loaded = loadSecretKeyFile(dir / "w1.key");
+  auto loaded = loadSecretKeyFile(dir.file("w1.key"));
   REQUIRE(loaded.isOk());
   CHECK(loaded->secret_key == pair->secret_key);
   CHECK(loaded->public_key == pair->public_key);  // derived from the secret
-  auto pub = loadPublicKeyFile(dir / "w1.pub");
+  auto pub = loadPublicKeyFile(dir.file("w1.pub"));
   REQUIRE(pub.isOk());
   CHECK(*pub == pair->public_key);
   // A second keygen to the same prefix must not replace the key.
-  CHECK(writeKeyPair(dir / "w1", *generateKeyPair()).code() == Code::kFailedPrecondition);
+  CHECK(writeKeyPair(dir.file("w1"), *generateKeyPair()).code() == Code::kFailedPrecondition);
 }
 
 TEST_CASE("curve keys: a secret key file readable by group or others is refused" *
@@ -83,22 +74,22 @@ TEST_CASE("curve keys: a secret key file readable by group or others is refused"
   auto pair = generateKeyPair();
   REQUIRE(pair.isOk());
   for (mode_t mode : {0640, 0604, 0660, 0644}) {
-    writeText(dir / "s.key", pair->secret_key + "\n", mode);
-    auto loaded = loadSecretKeyFile(dir / "s.key");
+    writeText(dir.file("s.key"), pair->secret_key + "\n", mode);
+    auto loaded = loadSecretKeyFile(dir.file("s.key"));
     CHECK(loaded.status().code() == Code::kPermissionDenied);
     CHECK(loaded.status().message().find("chmod 600") != std::string::npos);
   }
-  REQUIRE(::chmod((dir / "s.key").c_str(), 0400) == 0);
-  CHECK(loadSecretKeyFile(dir / "s.key").isOk());
-  CHECK(loadSecretKeyFile(dir / "missing.key").status().code() == Code::kNotFound);
+  REQUIRE(::chmod((dir.file("s.key")).c_str(), 0400) == 0);
+  CHECK(loadSecretKeyFile(dir.file("s.key")).isOk());
+  CHECK(loadSecretKeyFile(dir.file("missing.key")).status().code() == Code::kNotFound);
 }
 
 TEST_CASE("curve keys: files without a valid Z85 key are refused" * doctest::skip(noCurve())) {
   TempDir dir;
-  writeText(dir / "bad.key", "not-a-key\n", 0600);
-  CHECK(loadSecretKeyFile(dir / "bad.key").status().code() == Code::kInvalidArgument);
-  writeText(dir / "short.pub", "# comment only\n\n", 0644);
-  CHECK(loadPublicKeyFile(dir / "short.pub").status().code() == Code::kInvalidArgument);
+  writeText(dir.file("bad.key"), "not-a-key\n", 0600);
+  CHECK(loadSecretKeyFile(dir.file("bad.key")).status().code() == Code::kInvalidArgument);
+  writeText(dir.file("short.pub"), "# comment only\n\n", 0644);
+  CHECK(loadPublicKeyFile(dir.file("short.pub")).status().code() == Code::kInvalidArgument);
   CHECK_FALSE(isZ85Key(std::string(40, '~')));  // '~' is outside the Z85 alphabet
   CHECK_FALSE(isZ85Key(std::string(39, 'a')));
 }

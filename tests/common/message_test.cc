@@ -1,5 +1,4 @@
 #include "groupsgd/common/message.h"
-#include "groupsgd/common/compression_spec.h"
 
 #include <doctest/doctest.h>
 
@@ -141,59 +140,25 @@ TEST_CASE("codec: error replies carry code and message") {
   CHECK(std::string(msg->header().getBody().getError().getMessage().cStr()) == "bad size");
 }
 
-TEST_CASE("codec: compressed tensors decode on read; a corrupt top-k payload is refused") {
-  const std::size_t n = 100;
-  std::vector<float> x(n, 0.0f);
-  x[7] = 3.0f;
-  x[42] = -2.0f;
-  kernels::Compressor topk(kernels::Encoding::kTopK, n, 0.02f);
-  auto bytes = std::make_shared<std::vector<std::uint8_t>>();
-  topk.encode(x, bytes.get());
-  {
-    OutMessage out(7, 1);
-    out.header().getBody().initPush();
-    out.addEncodedTensor(bytes, kernels::Encoding::kTopK, n);
-    auto msg = decodeMessage(std::move(out).toFrames(), limits());
-    REQUIRE(msg.isOk());
-    CHECK(msg->tensorEncoding(0) == kernels::Encoding::kTopK);
-    std::vector<float> back(n, 9.0f);
-    REQUIRE(msg->readTensor(0, back).isOk());
-    CHECK(back[7] == 3.0f);
-    CHECK(back[42] == -2.0f);
-    CHECK(back[0] == 0.0f);  // every element written
-  }
-  // An index past the end: the frame sizes still match the header, the content does not.
-  auto bad = std::make_shared<std::vector<std::uint8_t>>(*bytes);
-  const std::uint32_t huge = 1000;
-  std::memcpy(bad->data() + 4, &huge, 4);
-  OutMessage out(7, 1);
-  out.header().getBody().initPush();
-  out.addEncodedTensor(bad, kernels::Encoding::kTopK, n);
-  auto msg = decodeMessage(std::move(out).toFrames(), limits());
-  REQUIRE(msg.isOk());
-  std::vector<float> back(n);
-  Status s = msg->readTensor(0, back);
-  CHECK_FALSE(s.isOk());
-  CHECK(s.message().find("topk") != std::string::npos);
-}
-
 TEST_CASE("codec: a compressed tensor whose length cannot match its encoding is refused on receipt") {
   auto bytes = std::make_shared<std::vector<std::uint8_t>>(10, 0);  // fp16 of 100 needs 200
   OutMessage out(7, 1);
   out.header().getBody().initPush();
-  out.addEncodedTensor(bytes, kernels::Encoding::kFp16, 100);
+  out.addEncodedTensor(bytes, proto::Encoding::FP16, 100);
   CHECK(decodeMessage(std::move(out).toFrames(), limits()).status().code() == Code::kInvalidArgument);
 }
 
-TEST_CASE("compression spec: parses the operator forms and refuses the rest") {
-  CHECK(parseCompressionSpec("dense")->encoding == kernels::Encoding::kDense);
-  CHECK(parseCompressionSpec("fp16")->encoding == kernels::Encoding::kFp16);
-  auto t = parseCompressionSpec("topk:0.05");
-  REQUIRE(t.isOk());
-  CHECK(t->ratio == doctest::Approx(0.05));
-  CHECK_FALSE(parseCompressionSpec("topk").isOk());
-  CHECK_FALSE(parseCompressionSpec("topk:0").isOk());
-  CHECK_FALSE(parseCompressionSpec("topk:2").isOk());
-  CHECK_FALSE(parseCompressionSpec("fp16:0.1").isOk());
-  CHECK_FALSE(parseCompressionSpec("zip").isOk());
+TEST_CASE("codec: a compressed tensor is refused by a receiver without a decoder") {
+  auto bytes = std::make_shared<std::vector<std::uint8_t>>(200, 0);  // fp16 of 100 zeros
+  OutMessage out(7, 1);
+  out.header().getBody().initPush();
+  out.addEncodedTensor(bytes, proto::Encoding::FP16, 100);
+  auto msg = decodeMessage(std::move(out).toFrames(), limits());
+  REQUIRE(msg.isOk());
+  CHECK(msg->tensorEncoding(0) == proto::Encoding::FP16);
+  std::vector<float> back(100);
+  Status s = msg->readTensor(0, back);
+  CHECK(s.code() == Code::kInvalidArgument);
+  CHECK(s.message().find("fp16") != std::string::npos);
+  CHECK(msg->viewTensor(0, 100).status().code() == Code::kInvalidArgument);
 }

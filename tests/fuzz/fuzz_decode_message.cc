@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "fuzz_check.h"
+#include "groupsgd/codec/tensor_codec.h"
 #include "groupsgd/common/message.h"
 
 using namespace groupsgd;
@@ -34,11 +35,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const std::uint64_t n = msg->tensorElements(i);
     FUZZ_CHECK(n <= limits.max_tensor_bytes / 4);
     out.assign(n, 0.0f);
-    (void)msg->readTensor(i, out);  // may refuse a bad compressed payload; must not crash
+    // May refuse a bad compressed payload; must not crash.
+    (void)msg->readTensor(i, out, decodePayload);
     (void)msg->tensorEncoding(i);
     out.assign(n + 1, 0.0f);
-    FUZZ_CHECK(!msg->readTensor(i, out).isOk());
+    FUZZ_CHECK(!msg->readTensor(i, out, decodePayload).isOk());
   }
-  FUZZ_CHECK(!msg->readTensor(msg->tensorCount(), out).isOk());
+  FUZZ_CHECK(!msg->readTensor(msg->tensorCount(), out, decodePayload).isOk());
   return 0;
 }

@@ -15,6 +15,7 @@
 
 #include "fuzz_check.h"
 #include "groupsgd/centralps/checkpoint.h"
+#include "groupsgd/codec/tensor_codec.h"
 #include "groupsgd/common/message.h"
 
 using namespace groupsgd;
@@ -69,7 +70,7 @@ OutMessage encodedPush(kernels::Encoding e, std::size_t n, float ratio, std::uin
   auto bytes = std::make_shared<std::vector<std::uint8_t>>();
   c.encode(*ramp(n), bytes.get());
   OutMessage m = push(4);
-  m.addEncodedTensor(bytes, e, n, chunk);
+  m.addEncodedTensor(bytes, toWire(e), n, chunk);
   return m;
 }
 
@@ -171,7 +172,7 @@ void messages() {
     std::memcpy(bytes->data() + 12, &v, 4);
     std::memcpy(bytes->data() + 16, &v, 4);
     OutMessage m = push(1);
-    m.addEncodedTensor(bytes, kernels::Encoding::kTopK, 8);
+    m.addEncodedTensor(bytes, proto::Encoding::TOPK, 8);
     message("bad-topk-order", std::move(m));
   }
 }

@@ -10,7 +10,7 @@
 
 #include "groupsgd/arbiter/device_lock.h"
 #include "groupsgd/client/endpoint_list.h"
-#include "groupsgd/common/compression_spec.h"
+#include "groupsgd/codec/compression_spec.h"
 
 namespace groupsgd::worker {
 namespace {

@@ -18,7 +18,7 @@
 #include "groupsgd/centralps/staleness.h"
 #include "groupsgd/common/curve_keys.h"
 #include "groupsgd/common/message.h"
-#include "groupsgd/common/parts.h"
+#include "groupsgd/codec/parts.h"
 #include "groupsgd/common/status.h"
 #include "groupsgd/kernels/model.h"
 #include "groupsgd/kernels/optimizer.h"

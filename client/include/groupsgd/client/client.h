@@ -14,7 +14,7 @@
 #include <zmq.hpp>
 
 #include "groupsgd/client/endpoint_list.h"
-#include "groupsgd/common/compression_spec.h"
+#include "groupsgd/codec/compression_spec.h"
 #include "groupsgd/common/message.h"
 #include "groupsgd/common/payload.h"
 #include "groupsgd/common/status.h"

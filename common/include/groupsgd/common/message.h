@@ -1,7 +1,9 @@
 // The message codec: one Cap'n Proto header frame followed by raw tensor frames.
 // OutMessage builds a header and attaches immutable payloads (sent without copying);
 // decodeMessage() validates received frames (protocol version, job, traversal limits,
-// frame sizes against the header) before any field or byte is used.
+// frame sizes against the header) before any field or byte is used. Compressed tensors
+// travel as their encoded bytes: the codecs are not known here (groupsgd::codec,
+// tensor_codec.h, decodes them).
 // Thread rule: an OutMessage / InMessage belongs to one thread at a time.
 #pragma once
 
@@ -12,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 #include <zmq.hpp>
 
@@ -19,7 +22,6 @@
 #include "groupsgd/common/payload.h"
 #include "groupsgd/common/status.h"
 #include "groupsgd/common/tensor_view.h"
-#include "groupsgd/kernels/compression.h"
 
 namespace groupsgd {
 
@@ -68,6 +70,12 @@ std::uint64_t partElementsFor(std::uint64_t total, std::uint32_t part_bytes);
 using ProtoHeader = proto::Header;
 using BodyKind = proto::Header::Body::Which;
 const char* bodyKindName(BodyKind kind);
+const char* encodingName(proto::Encoding encoding);  // "dense", "fp16", "topk", "sign"
+
+// Turns a compressed payload into exactly out.size() float32 elements, or says why not
+// (groupsgd::decodePayload, in the codec library, is the one with the kernels' codecs).
+using PayloadDecoder = Status (*)(proto::Encoding encoding, std::span<const std::uint8_t> payload,
+                                  std::span<float> out);
 
 class OutMessage {
  public:
@@ -78,9 +86,10 @@ class OutMessage {
   proto::Header::Builder header() { return header_; }
   // Attaches a float32 tensor; the payload is kept alive until ZeroMQ has sent it.
   void addTensor(Payload payload, std::uint32_t chunk_bytes = kDefaultChunkBytes);
-  // Attaches a compressed float32 tensor of `elements` elements (kernels::Compressor).
+  // Attaches a compressed float32 tensor of `elements` elements (kernels::Compressor's
+  // bytes; toWire() in tensor_codec.h names its encoding).
   void addEncodedTensor(std::shared_ptr<const std::vector<std::uint8_t>> bytes,
-                        kernels::Encoding encoding, std::uint64_t elements,
+                        proto::Encoding encoding, std::uint64_t elements,
                         std::uint32_t chunk_bytes = kDefaultChunkBytes);
   // Serialises the header and turns payloads into zero-copy frames. Consumes *this.
   std::vector<zmq::message_t> toFrames() &&;
@@ -103,7 +112,7 @@ class OutMessage {
     const char* data = nullptr;
     std::uint64_t bytes = 0;
     std::uint64_t elements = 0;
-    kernels::Encoding encoding = kernels::Encoding::kDense;
+    proto::Encoding encoding = proto::Encoding::DENSE;
     std::uint32_t chunk = kDefaultChunkBytes;
   };
   std::vector<Attached> tensors_;
@@ -119,15 +128,18 @@ class InMessage {
   BodyKind kind() const { return header().getBody().which(); }
   std::size_t tensorCount() const { return tensor_frames_.size(); }
   std::uint64_t tensorElements(std::size_t i) const;
-  // Writes tensor i into out, decoding a compressed encoding; fails unless it has exactly
-  // out.size() elements and (compressed) its payload is valid (indices, lengths, values).
-  Status readTensor(std::size_t i, std::span<float> out) const;
+  // Writes tensor i into out; fails unless it has exactly out.size() elements. A
+  // compressed tensor goes through `decode` (which validates its payload: indices,
+  // lengths, values) and is refused when there is none: pass decodePayload wherever a
+  // sender may compress.
+  Status readTensor(std::size_t i, std::span<float> out, PayloadDecoder decode = nullptr) const;
   // Tensor i in place: the dense chunks as spans into the frames, no copy. A chunk that
   // is not 4-byte aligned or splits a float, and a compressed tensor (decoded), are
   // copied into buffers this message owns. Same checks as readTensor; valid while the
   // message lives.
-  Result<TensorView> viewTensor(std::size_t i, std::size_t elements) const;
-  kernels::Encoding tensorEncoding(std::size_t i) const;
+  Result<TensorView> viewTensor(std::size_t i, std::size_t elements,
+                                PayloadDecoder decode = nullptr) const;
+  proto::Encoding tensorEncoding(std::size_t i) const;
   // Set when this message is one part of a tensor sent in parts (checked by
   // decodeMessage: index < count, slice inside the tensor, one dense tensor).
   const std::optional<PartPosition>& part() const { return part_; }

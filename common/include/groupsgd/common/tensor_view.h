@@ -1,7 +1,8 @@
 // A received float32 tensor seen in place: the spans of its chunks, in order, pointing
 // into the ZeroMQ frames that carried it (InMessage::viewTensor), so a server can check,
 // accumulate or apply a large tensor without first copying it into a buffer of its own.
-// Valid as long as the InMessage it came from.
+// Valid as long as the InMessage it came from. Its sum of squares and non-finite count
+// are in the codec library (tensor_codec.h), with the kernels' loops.
 // Thread rule: a view is read-only; read it from any thread while its message lives.
 #pragma once
 
@@ -17,10 +18,6 @@ struct TensorView {
 
   // Copies elements [offset, offset + out.size()) into out (caller keeps it in range).
   void copyRange(std::size_t offset, std::span<float> out) const;
-  // One pass: sum of squares in double; not finite exactly when an element is not
-  // (squares of finite floats cannot overflow a double sum of < 2^60 elements).
-  double sumSquares() const;
-  std::size_t countNonFinite() const;
 };
 
 }  // namespace groupsgd

@@ -16,10 +16,10 @@
 #include <vector>
 #include <zmq.hpp>
 
-#include "groupsgd/common/compression_spec.h"
+#include "groupsgd/codec/compression_spec.h"
 #include "groupsgd/common/curve_keys.h"
 #include "groupsgd/common/message.h"
-#include "groupsgd/common/parts.h"
+#include "groupsgd/codec/parts.h"
 #include "groupsgd/common/payload.h"
 #include "groupsgd/common/quarantine.h"
 #include "groupsgd/common/status.h"

@@ -71,9 +71,9 @@ namespace groupsgd {
 class RpcClient;
 
 // Reads tensor 0 of a reply into out (out.size() elements): at once when the
-// reply is whole, else part by part, each copied into place as it arrives on
-// rpc until the deadline. On failure rpc is reset, so the rest of the reply is
-// never read as the answer to the next call.
+// reply is whole (decoded with decodePayload when compressed), else part by part,
+// each copied into place as it arrives on rpc until the deadline. On failure rpc is
+// reset, so the rest of the reply is never read as the answer to the next call.
 Status receiveTensorInto(RpcClient& rpc, const InMessage& first, std::span<float> out,
                          std::chrono::steady_clock::time_point deadline);
 

@@ -1,6 +1,8 @@
-#include "groupsgd/common/parts.h"
+#include "groupsgd/codec/parts.h"
 
 #include <string>
+
+#include "groupsgd/codec/tensor_codec.h"
 
 namespace groupsgd {
 
@@ -55,7 +57,7 @@ Status PartAssembler::add(InMessage&& msg) {
   GSGD_RETURN_IF_ERROR(next.accept(*msg.part(), elements));
   auto view = msg.viewTensor(0, elements);
   if (!view) return view.status();
-  squares_ += view->sumSquares();
+  squares_ += groupsgd::sumSquares(*view);
   stream_ = next;
   views_.push_back(std::move(*view));
   parts_.push_back(std::move(msg));
@@ -99,7 +101,7 @@ Status copyPart(const InMessage& msg, PartStream* stream, std::span<float> out) 
 
 Status receiveTensorInto(RpcClient& rpc, const InMessage& first, std::span<float> out,
                          std::chrono::steady_clock::time_point deadline) {
-  if (!first.part()) return first.readTensor(0, out);
+  if (!first.part()) return first.readTensor(0, out, decodePayload);
   PartStream stream;
   Status s = copyPart(first, &stream, out);
   while (s && !stream.complete()) {

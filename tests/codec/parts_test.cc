@@ -1,7 +1,7 @@
 // Tensors sent in parts: splitting (OutMessage::toParts), the checks
 // decodeMessage makes on a part's header, and the receiver's order checks
 // (PartStream, PartAssembler).
-#include "groupsgd/common/parts.h"
+#include "groupsgd/codec/parts.h"
 
 #include <doctest/doctest.h>
 
@@ -98,7 +98,7 @@ TEST_CASE("parts: small, compressed and tensor-less messages stay one message") 
   CHECK(std::move(pull).toParts(1024).size() == 1);
   OutMessage enc(7, 3);
   enc.header().getBody().initPush().setBatchSize(1);
-  enc.addEncodedTensor(std::make_shared<std::vector<std::uint8_t>>(2000), kernels::Encoding::kFp16,
+  enc.addEncodedTensor(std::make_shared<std::vector<std::uint8_t>>(2000), proto::Encoding::FP16,
                        1000);
   CHECK(std::move(enc).toParts(1024).size() == 1);
 }
@@ -144,7 +144,7 @@ TEST_CASE(
     p.setCount(2);
     p.setTotalElements(1000);
     out.addEncodedTensor(std::make_shared<std::vector<std::uint8_t>>(1000),
-                         kernels::Encoding::kFp16, 500);
+                         proto::Encoding::FP16, 500);
     CHECK_FALSE(decodeMessage(std::move(out).toFrames(), limits()).isOk());
   }
 }

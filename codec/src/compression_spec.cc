@@ -1,4 +1,4 @@
-#include "groupsgd/common/compression_spec.h"
+#include "groupsgd/codec/compression_spec.h"
 
 #include <cmath>
 #include <cstdlib>
