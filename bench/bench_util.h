@@ -1,6 +1,7 @@
 // Helpers shared by the benchmark programs: timing and percentiles, a tiny flag reader,
 // and driving a group PS as the coordinator would (GroupConfig) and as a worker would
-// (pull until the group has its model). Benchmarks print one JSON object per line.
+// (pull until the group has its model) through the in-process cluster fixture the tests
+// use (tests/support/in_process_cluster.h). Benchmarks print one JSON object per line.
 // Thread rule: every function is reentrant; a zmq context or client passed in belongs to
 // the calling thread as usual.
 #pragma once
@@ -19,15 +20,12 @@
 #include <vector>
 
 #include <malloc.h>
-#include <pthread.h>
-
-#include <atomic>
-#include <memory>
 
 #include <nlohmann/json.hpp>
 
 #include "groupsgd/client/client.h"
 #include "groupsgd/common/transport.h"
+#include "support/in_process_cluster.h"
 
 namespace groupsgd::bench {
 
@@ -57,27 +55,6 @@ inline void emit(const json& j) {
 // per-thread heaps from being unmapped). Without it, each large message lands in fresh pages
 // and pays one page fault per 4 KiB. Call before any thread starts. False if refused.
 inline bool tuneMalloc() { return groupsgd::tuneAllocatorForLargeBuffers(); }
-
-// Runs server->run(stop) on a thread named `name` (so perf and top tell the roles apart)
-// until destroyed. Like tests/support/ServerThread, plus the name.
-template <typename Server>
-class ServerThread {
- public:
-  ServerThread(std::unique_ptr<Server> server, const char* name) : server_(std::move(server)) {
-    thread_ = std::thread([this] { server_->run(stop_); });
-    pthread_setname_np(thread_.native_handle(), name);
-  }
-  ~ServerThread() {
-    stop_.store(true);
-    thread_.join();
-  }
-  Server* operator->() { return server_.get(); }
-
- private:
-  std::unique_ptr<Server> server_;
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
-};
 
 // argv reader: flag(name) for "--name", value(name) for "--name V"; unknown flags are an error.
 class Args {
@@ -123,26 +100,19 @@ inline std::vector<std::size_t> parseList(const std::string& text) {
   return out;
 }
 
+using testing::InProcessCluster;
+using testing::pullWhenReady;
+
+// How long a member pulls before the group PS has its first model (a large model takes a
+// while to come from the central PS).
+inline constexpr std::chrono::milliseconds kReadyLimit{20000};
+
 // Sends group 0 a GroupConfig listing workers 1..members (batch 32, this epoch), as the
-// coordinator does; K and the step deadline as given.
-inline Status configureGroup(zmq::context_t& ctx, const std::string& group_endpoint,
-                             std::uint32_t members, std::uint64_t epoch, std::uint32_t k,
-                             std::uint32_t deadline_ms) {
-  RpcClient rpc(ctx, group_endpoint, MessageLimits{});
-  OutMessage out(1, 0);
-  out.header().setEpoch(epoch);
-  auto gc = out.header().getBody().initGroupConfig();
-  gc.setGroupId(0);
-  gc.setExchangePeriod(k);
-  gc.setStepDeadlineMs(deadline_ms);
-  auto list = gc.initMembers(members);
-  for (std::uint32_t i = 0; i < members; ++i) {
-    list[i].setWorkerId(i + 1);
-    list[i].setBatchSize(32);
-    list[i].setEpoch(epoch);
-  }
-  auto reply = rpc.call(std::move(out), std::chrono::milliseconds(10000));
-  return reply ? Status::ok() : reply.status();
+// coordinator does; K as given, a step deadline of 120 s.
+inline Status configureMembers(zmq::context_t& ctx, const std::string& group_endpoint,
+                               std::uint32_t members, std::uint64_t epoch, std::uint32_t k) {
+  return testing::configureGroup(ctx, group_endpoint, testing::numberedMembers(members),
+                                 {epoch, k, 120000});
 }
 
 inline worker::Assignment memberAssignment(std::uint64_t worker_id, std::uint64_t epoch,
@@ -155,19 +125,6 @@ inline worker::Assignment memberAssignment(std::uint64_t worker_id, std::uint64_
   a.param_count = params;
   a.batch_size = 32;
   return a;
-}
-
-// Pulls until the group PS has fetched its first model from the central PS (it answers
-// "unavailable" until then), for at most ~20 s (a large model takes a while).
-inline Result<worker::StepAnswer> pullWhenReady(worker::GroupClient& client,
-                                                std::span<float> params) {
-  Result<worker::StepAnswer> r = unavailable("not tried");
-  for (int i = 0; i < 1000; ++i) {
-    r = client.pull(params);
-    if (r.isOk() || r.status().code() != Code::kUnavailable) return r;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return r;
 }
 
 }  // namespace groupsgd::bench

@@ -27,72 +27,37 @@ constexpr std::uint32_t kNeverExchange = ~0u;
 constexpr auto kTimeout = std::chrono::milliseconds(120000);
 
 // Central + group PS, plain when `server` keys are empty.
-struct Setup {
-  zmq::context_t ctx{2};
-  std::unique_ptr<ZapHandler> zap;  // started before anything binds, as in groupsgdd
-  CurveKeys server;
-  std::unique_ptr<ServerThread<centralps::CentralServer>> central;
-  std::unique_ptr<ServerThread<groupps::GroupServer>> group;
-  std::string group_ep;
+struct Setup : InProcessCluster {
+  Setup() : InProcessCluster(2) {}
 
-  Status start(std::size_t params, const CurveKeys& server_keys, const CurveKeys& member) {
-    server = server_keys;
+  Status start(std::size_t params, const CurveKeys& server, const CurveKeys& member) {
     if (server.enabled()) {
-      auto z = ZapHandler::start(ctx, {server.public_key, member.public_key});
-      if (!z) return z.status();
-      zap = std::move(*z);
+      // Started before anything binds, as in groupsgdd.
+      GSGD_RETURN_IF_ERROR(admit({server.public_key, member.public_key}));
     }
     centralps::CentralConfig ccfg;
     ccfg.param_count = params;
     ccfg.max_delta_norm = 1e30;
     ccfg.curve = server;
-    auto c = centralps::CentralServer::create(ctx, ccfg, "tcp://127.0.0.1:*");
-    if (!c) return c.status();
     groupps::GroupServerConfig gcfg;
-    gcfg.central_endpoint = (*c)->endpoint();
     gcfg.max_grad_norm = 1e30;
     gcfg.step_deadline_ms = 120000;
     gcfg.exchange_timeout_ms = 120000;
     gcfg.curve = server;
-    central = std::make_unique<ServerThread<centralps::CentralServer>>(std::move(*c), "central");
-    auto g = groupps::GroupServer::create(ctx, gcfg, params, "tcp://127.0.0.1:*");
-    if (!g) return g.status();
-    group_ep = (*g)->endpoint();
-    group = std::make_unique<ServerThread<groupps::GroupServer>>(std::move(*g), "group");
-    return configure(member.public_key);
-  }
-
-  // Member 1 with its key, as the coordinator (which holds the daemon key) sends it.
-  Status configure(const std::string& member_key) {
-    RpcClient rpc(ctx, group_ep, MessageLimits{}, clientSocketOptions(server));
-    OutMessage out(1, 0);
-    out.header().setEpoch(1);
-    auto gc = out.header().getBody().initGroupConfig();
-    gc.setGroupId(0);
-    gc.setExchangePeriod(kNeverExchange);
-    gc.setStepDeadlineMs(120000);
-    auto m = gc.initMembers(1)[0];
-    m.setWorkerId(1);
-    m.setBatchSize(32);
-    m.setEpoch(1);
-    m.setPublicKey(server.enabled() ? member_key : "");
-    auto reply = rpc.call(std::move(out), std::chrono::milliseconds(10000));
-    return reply ? Status::ok() : reply.status();
-  }
-
-  ~Setup() {
-    group.reset();
-    central.reset();
+    GSGD_RETURN_IF_ERROR(InProcessCluster::start(ccfg, gcfg, /*thread_names=*/true));
+    // Member 1 with its key, as the coordinator (which holds the daemon key) sends it.
+    return configure({{1, 32, server.enabled() ? member.public_key : ""}},
+                     {1, kNeverExchange, 120000}, server);
   }
 };
 
 class Pusher {
  public:
   Pusher(const Setup& s, std::size_t params, const CurveKeys& keys)
-      : client_(ctx_, memberAssignment(1, 1, s.group_ep, params), 1, kTimeout, {}, keys),
+      : client_(ctx_, memberAssignment(1, 1, s.groupEndpoint(), params), 1, kTimeout, {}, keys),
         replica_(params),
         grad_(params, 1e-6f) {
-    auto pulled = pullWhenReady(client_, replica_);
+    auto pulled = pullWhenReady(client_, replica_, kReadyLimit);
     if (!pulled) {
       std::fprintf(stderr, "curve: cannot start pushing: %s\n", pulled.status().toString().c_str());
       return;

@@ -99,7 +99,7 @@ void stopChild(const Child& c) {
 // `workers` members push `steps` steps each in lockstep; false if any call failed.
 bool drive(const std::string& group_ep, std::size_t params, std::uint32_t workers, int steps) {
   zmq::context_t ctx(1);
-  if (Status s = configureGroup(ctx, group_ep, workers, 1, /*k=*/1, 120000); !s) {
+  if (Status s = configureMembers(ctx, group_ep, workers, 1, /*k=*/1); !s) {
     std::fprintf(stderr, "memory: configure failed: %s\n", s.toString().c_str());
     return false;
   }
@@ -110,7 +110,7 @@ bool drive(const std::string& group_ep, std::size_t params, std::uint32_t worker
     threads.emplace_back([&, w] {
       worker::GroupClient client(ctx, memberAssignment(w + 1, 1, group_ep, params), 1, kTimeout);
       std::vector<float> replica(params), grad(params, 1e-6f);
-      auto r = pullWhenReady(client, replica);
+      auto r = pullWhenReady(client, replica, kReadyLimit);
       if (!r) failed = true;
       pulled.arrive_and_wait();
       std::uint64_t step = r ? r->step : 0;

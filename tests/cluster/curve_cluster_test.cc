@@ -20,68 +20,29 @@ CurveKeys keysOf(const CurveKeyPair& own, const CurveKeyPair& server) {
   return CurveKeys{own.public_key, own.secret_key, server.public_key};
 }
 
-struct KeyedCluster {
+struct KeyedCluster : InProcessCluster {
   CurveKeyPair server = *generateKeyPair();
   CurveKeyPair wa = *generateKeyPair();
   CurveKeyPair wb = *generateKeyPair();
-  zmq::context_t ctx{1};
-  std::unique_ptr<ZapHandler> zap;
-  std::unique_ptr<ServerThread<centralps::CentralServer>> central;
-  std::unique_ptr<ServerThread<groupps::GroupServer>> group;
-  std::size_t params = 0;
 
   KeyedCluster() {
-    auto z = ZapHandler::start(ctx, {server.public_key, wa.public_key, wb.public_key});
-    REQUIRE(z.isOk());
-    zap = std::move(*z);
+    REQUIRE(admit({server.public_key, wa.public_key, wb.public_key}).isOk());
     centralps::CentralConfig ccfg;
     ccfg.model = kernels::ModelKind::kSoftmax;
     ccfg.curve = keysOf(server, server);
-    ccfg.curve.allowed = zap->allowList();  // the servers check it on every message
-    auto c = centralps::CentralServer::create(ctx, ccfg, "tcp://127.0.0.1:*");
-    REQUIRE(c.isOk());
-    params = (*c)->paramCount();
+    ccfg.curve.allowed = allowList();  // the servers check it on every message
     groupps::GroupServerConfig gcfg;
-    gcfg.central_endpoint = (*c)->endpoint();
     gcfg.curve = ccfg.curve;
-    central = std::make_unique<ServerThread<centralps::CentralServer>>(std::move(*c));
-    auto g = groupps::GroupServer::create(ctx, gcfg, params, "tcp://127.0.0.1:*");
-    REQUIRE(g.isOk());
-    group = std::make_unique<ServerThread<groupps::GroupServer>>(std::move(*g));
-  }
-  ~KeyedCluster() {
-    group.reset();
-    central.reset();
+    REQUIRE(start(ccfg, gcfg).isOk());
   }
 
   // GroupConfig with workers 1 (key wa) and 2 (key wb), sent with the given keys.
   Status configure(const CurveKeys& as) {
-    RpcClient rpc(ctx, (*group)->endpoint(), MessageLimits{}, clientSocketOptions(as));
-    OutMessage out(1, 0);
-    out.header().setEpoch(1);
-    auto gc = out.header().getBody().initGroupConfig();
-    gc.setGroupId(0);
-    gc.setExchangePeriod(1);
-    gc.setStepDeadlineMs(5000);
-    auto list = gc.initMembers(2);
-    for (unsigned i = 0; i < 2; ++i) {
-      list[i].setWorkerId(i + 1);
-      list[i].setBatchSize(8);
-      list[i].setEpoch(1);
-      list[i].setPublicKey(i == 0 ? wa.public_key : wb.public_key);
-    }
-    auto reply = rpc.call(std::move(out), 5000ms);
-    return reply ? Status::ok() : reply.status();
+    return InProcessCluster::configure({{1, 8, wa.public_key}, {2, 8, wb.public_key}}, {}, as);
   }
 
   worker::Assignment assignment(std::uint64_t worker_id) const {
-    worker::Assignment a;
-    a.worker_id = worker_id;
-    a.epoch = 1;
-    a.group_endpoint = (*group)->endpoint();
-    a.central_endpoint = (*central)->endpoint();
-    a.param_count = params;
-    return a;
+    return InProcessCluster::assignment(worker_id, 1);
   }
 };
 

@@ -7,7 +7,7 @@
 #include <thread>
 
 #include "cluster_fixture.h"
-#include "groupsgd/common/parts.h"
+#include "groupsgd/codec/parts.h"
 
 using namespace groupsgd;
 using namespace std::chrono_literals;

@@ -1,6 +1,10 @@
-// Runs a server object's run(stop) loop on its own thread for a test and stops and joins
-// it when the test ends, so a whole cluster can live inside one test process.
+// Runs a server object's run(stop) loop on its own thread (named, when a name is given, so
+// perf and top tell the roles apart) and stops and joins it when destroyed, so a whole
+// cluster can live inside one test or benchmark process.
+// Thread rule: made and destroyed by one thread; the server runs on its own.
 #pragma once
+
+#include <pthread.h>
 
 #include <atomic>
 #include <memory>
@@ -11,13 +15,17 @@ namespace groupsgd::testing {
 template <typename Server>
 class ServerThread {
  public:
-  explicit ServerThread(std::unique_ptr<Server> server) : server_(std::move(server)) {
+  explicit ServerThread(std::unique_ptr<Server> server, const char* name = nullptr)
+      : server_(std::move(server)) {
     thread_ = std::thread([this] { server_->run(stop_); });
+    if (name != nullptr) pthread_setname_np(thread_.native_handle(), name);
   }
   ~ServerThread() {
     stop_.store(true);
     thread_.join();
   }
+  ServerThread(const ServerThread&) = delete;
+  ServerThread& operator=(const ServerThread&) = delete;
   Server& operator*() { return *server_; }
   Server* operator->() { return server_.get(); }
 
