@@ -10,8 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "support/temp_dir.h"
+
 using namespace groupsgd;
 using namespace groupsgd::daemon;
+using groupsgd::testing::TempDir;
 using nlohmann::json;
 
 namespace {
@@ -19,32 +22,6 @@ namespace {
 bool contains(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;
 }
-
-// A fresh directory under /tmp, removed with everything in it when the test ends.
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path_ = std::filesystem::temp_directory_path() /
-            ("groupsgd_daemon_test_" + std::to_string(::getpid()) + "_" +
-             std::to_string(counter++));
-    std::filesystem::remove_all(path_);
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::string write(const std::string& name, const std::string& text) const {
-    auto p = path_ / name;
-    std::ofstream(p) << text;
-    return p.string();
-  }
-  std::string path(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  std::filesystem::path path_;
-};
 
 }  // namespace
 
@@ -162,7 +139,7 @@ TEST_CASE("daemon config: a configuration that is not an object is refused") {
 TEST_CASE("daemon config: a missing configuration file is kNotFound") {
   TempDir dir;
   DaemonConfig cfg;
-  Status s = loadConfigFile(dir.path("does-not-exist.json"), &cfg);
+  Status s = loadConfigFile(dir.file("does-not-exist.json"), &cfg);
   CHECK(s.code() == Code::kNotFound);
   CHECK(contains(s.message(), "does-not-exist.json"));
 }
@@ -274,7 +251,7 @@ TEST_CASE("daemon config: --config with a missing file passes kNotFound through"
   TempDir dir;
   DaemonConfig cfg;
   bool help = false;
-  CHECK(applyFlags({"--config", dir.path("nope.json")}, &cfg, &help).code() == Code::kNotFound);
+  CHECK(applyFlags({"--config", dir.file("nope.json")}, &cfg, &help).code() == Code::kNotFound);
 }
 
 TEST_CASE("daemon config: validate refuses more groups than workers in grouped mode") {
@@ -442,4 +419,29 @@ TEST_CASE("daemon config: adaptive.max_period_factor defaults to 2, is set, repo
   Status s = validate(cfg);
   CHECK(s.code() == Code::kInvalidArgument);
   CHECK(contains(s.message(), "max_period_factor"));
+}
+
+TEST_CASE("daemon config: the erratic-straggler thresholds are options, set, reported and checked") {
+  DaemonConfig cfg;
+  CHECK(cfg.adaptive.straggler.erratic_window == 96);
+  CHECK(cfg.adaptive.straggler.erratic_clear_window == 192);
+  CHECK(cfg.adaptive.straggler.erratic_spikes == 3);
+  REQUIRE(applyJson(json::parse(R"({"adaptive": {"straggler_erratic_window": 48,
+      "straggler_erratic_clear_window": 100, "straggler_erratic_spikes": 2}})"), &cfg).isOk());
+  CHECK(cfg.adaptive.straggler.erratic_window == 48);
+  CHECK(cfg.adaptive.straggler.erratic_clear_window == 100);
+  CHECK(cfg.adaptive.straggler.erratic_spikes == 2);
+  CHECK(toJson(cfg)["adaptive"]["straggler_erratic_clear_window"] == 100);
+  CHECK(validate(cfg).isOk());
+  cfg.adaptive.straggler.erratic_clear_window = 47;  // clearing on less than the onset window
+  Status s = validate(cfg);
+  CHECK(s.code() == Code::kInvalidArgument);
+  CHECK(contains(s.message(), "straggler_erratic_clear_window"));
+  cfg.adaptive.straggler.erratic_clear_window = 100;
+  cfg.adaptive.straggler.erratic_spikes = 49;  // more spikes than the window holds
+  CHECK(validate(cfg).code() == Code::kInvalidArgument);
+  cfg.adaptive.straggler.erratic_window = 0;  // no erratic rule: the others are not used
+  CHECK(validate(cfg).isOk());
+  cfg.adaptive.straggler.erratic_clear_window = 0;  // below the option's range
+  CHECK(validate(cfg).code() == Code::kInvalidArgument);
 }

@@ -9,18 +9,10 @@
 #include <nlohmann/json.hpp>
 
 #include "groupsgd/common/transport.h"
+#include "support/temp_dir.h"
 
 using namespace groupsgd;
 using namespace groupsgd::daemon;
-
-namespace {
-
-std::string tempDir() {
-  std::string tmpl = (std::filesystem::temp_directory_path() / "gsgd-curvecfg-XXXXXX").string();
-  return ::mkdtemp(tmpl.data());
-}
-
-}  // namespace
 
 TEST_CASE("config: curve keys from JSON and flags; one without the other is refused") {
   DaemonConfig c;
@@ -51,7 +43,8 @@ TEST_CASE(
   CHECK_FALSE(none->keys.enabled());
   CHECK(none->zap == nullptr);
 
-  const std::string dir = tempDir();
+  const groupsgd::testing::TempDir tmp;
+  const std::string dir = tmp.path();
   auto pair = generateKeyPair();
   REQUIRE(writeKeyPair(dir + "/server", *pair).isOk());
   std::ofstream(dir + "/allow") << "# nobody else\n";
@@ -92,7 +85,8 @@ TEST_CASE(
 
 TEST_CASE("curve setup: per-node pairs: the head gives `node` lines a daemon's rights; a node "
           "with its own pair trusts the head's key; a reload revokes a node") {
-  const std::string dir = tempDir();
+  const groupsgd::testing::TempDir tmp;
+  const std::string dir = tmp.path();
   auto head = generateKeyPair(), node = generateKeyPair(), worker = generateKeyPair();
   REQUIRE(writeKeyPair(dir + "/server", *head).isOk());
   REQUIRE(writeKeyPair(dir + "/node", *node).isOk());

@@ -9,23 +9,11 @@
 
 #include "groupsgd/daemon/config.h"
 #include "groupsgd/daemon/incarnation.h"
+#include "support/temp_dir.h"
 
 using namespace groupsgd;
 using namespace groupsgd::daemon;
 using nlohmann::json;
-
-namespace {
-
-std::string freshDir() {
-  static std::atomic<int> counter{0};
-  auto p = std::filesystem::temp_directory_path() /
-           ("groupsgd_failure_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-  std::filesystem::remove_all(p);
-  std::filesystem::create_directories(p);
-  return p.string();
-}
-
-}  // namespace
 
 TEST_CASE("daemon config: quarantine and give-up settings parse from flags and JSON, with their defaults") {
   DaemonConfig c;
@@ -61,7 +49,8 @@ TEST_CASE("daemon config: out-of-range quarantine window and give-up time are re
 }
 
 TEST_CASE("head incarnation: grows with every start and keeps the previous head's version") {
-  const std::string dir = freshDir();
+  const groupsgd::testing::TempDir tmp;
+  const std::string dir = tmp.path();
   auto first = startIncarnation(dir);
   REQUIRE(first.isOk());
   CHECK(first->incarnation == 1);
@@ -81,7 +70,8 @@ TEST_CASE("head incarnation: grows with every start and keeps the previous head'
 }
 
 TEST_CASE("head incarnation: a corrupt state file is an error, not a silent reset; no directory: the clock") {
-  const std::string dir = freshDir();
+  const groupsgd::testing::TempDir tmp;
+  const std::string dir = tmp.path();
   std::ofstream(dir + "/head.json") << "{not json";
   auto r = startIncarnation(dir);
   REQUIRE_FALSE(r.isOk());

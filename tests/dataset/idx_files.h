@@ -12,30 +12,14 @@
 #include <string>
 #include <vector>
 
+#include "support/temp_dir.h"
+
 namespace groupsgd::dataset::testing {
 
 using Bytes = std::vector<std::uint8_t>;
 
 // Removed with everything in it when the test ends.
-class TempDir {
- public:
-  TempDir() {
-    static std::atomic<int> counter{0};
-    path_ =
-        std::filesystem::temp_directory_path() /
-        ("groupsgd_dataset_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-  std::string path() const { return path_.string(); }
-
- private:
-  std::filesystem::path path_;
-};
+using groupsgd::testing::TempDir;
 
 inline void putBe32(Bytes* out, std::uint32_t v) {
   for (int shift = 24; shift >= 0; shift -= 8)

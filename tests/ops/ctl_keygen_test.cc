@@ -9,6 +9,7 @@
 
 #include "groupsgd/common/curve_keys.h"
 #include "groupsgd/ops/ctl.h"
+#include "support/temp_dir.h"
 
 using namespace groupsgd;
 using namespace groupsgd::daemon;
@@ -17,8 +18,8 @@ TEST_CASE(
     "groupsgdctl keygen: writes a 0600 secret and the public key it prints; never "
     "overwrites" *
     doctest::skip(zmq_has("curve") == 0)) {
-  std::string tmpl = (std::filesystem::temp_directory_path() / "gsgd-keygen-XXXXXX").string();
-  const std::string dir = ::mkdtemp(tmpl.data());
+  const groupsgd::testing::TempDir tmp;
+  const std::string dir = tmp.path();
   const std::string prefix = dir + "/node1";
   std::ostringstream out, err;
   REQUIRE(runCtl({"--socket", dir + "/absent.sock", "keygen", "--out", prefix}, "", out, err) ==

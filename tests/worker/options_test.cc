@@ -8,6 +8,7 @@
 
 #include <string>
 #include <vector>
+#include "support/temp_dir.h"
 
 using namespace groupsgd;
 using namespace groupsgd::worker;
@@ -148,8 +149,8 @@ TEST_CASE("worker options: a negative integer after whitespace is refused") {
 }
 
 TEST_CASE("worker options: CURVE key files load; a lone or readable key file is refused") {
-  std::string tmpl = (std::filesystem::temp_directory_path() / "gsgd-wkeys-XXXXXX").string();
-  const std::string dir = ::mkdtemp(tmpl.data());
+  const groupsgd::testing::TempDir tmp;
+  const std::string dir = tmp.path();
   auto server = groupsgd::generateKeyPair();
   auto mine = groupsgd::generateKeyPair();
   REQUIRE(groupsgd::writeKeyPair(dir + "/server", *server).isOk());
