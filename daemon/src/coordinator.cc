@@ -220,51 +220,65 @@ Status Coordinator::configureGroup(std::uint32_t group, bool flush) {
 void Coordinator::onRegister(const zmq::message_t& from, const InMessage& msg,
                              const std::string& key) {
   auto r = msg.header().getBody().getRegister();
-  if (stopping_) return refuse(from, finished("training is over; not accepting workers"));
+  if (Status s = admissionCheck(r, key); !s) return refuse(from, s);
+  if (r.getWorkerId() != 0) return onReturningWorker(from, msg, key);
+  onNewWorker(from, msg, key);
+}
+
+Status Coordinator::admissionCheck(proto::Register::Reader r, const std::string& key) {
+  if (stopping_) return finished("training is over; not accepting workers");
   if (!key.empty() && quarantined_keys_.count(key) != 0) {
     ++quarantine_refusals_;
-    return refuse(from, quarantined("CURVE key " + key + " is quarantined"));
+    return quarantined("CURVE key " + key + " is quarantined");
   }
   if (quarantined_procs_.count({r.getHost().cStr(), r.getPid()}) != 0) {
     ++quarantine_refusals_;
-    return refuse(from, quarantined("process " + std::to_string(r.getPid()) + " on " +
-                                    r.getHost().cStr() + " is quarantined"));
+    return quarantined("process " + std::to_string(r.getPid()) + " on " + r.getHost().cStr() +
+                       " is quarantined");
   }
   if (r.getJob().size() > 0 && cfg_.job_name != r.getJob().cStr()) {
-    return refuse(from, notFound(std::string("no job '") + r.getJob().cStr() +
-                                 "' here; jobs you can join: " + cfg_.job_name));
+    return notFound(std::string("no job '") + r.getJob().cStr() +
+                    "' here; jobs you can join: " + cfg_.job_name);
   }
-  if (Status m = checkWorkerModel(cfg_, topo_, r); !m) return refuse(from, m);
-  if (r.getWorkerId() != 0) {
-    // A moved worker asks for its new assignment under the id it has.
-    WorkerRecord* known = registry_.find(r.getWorkerId());
-    if (known != nullptr && known->state == WorkerState::kQuarantined) {
-      ++quarantine_refusals_;
-      return refuse(from, quarantined("worker " + std::to_string(known->id) + " is quarantined"));
-    }
-    // An id handed out by an earlier head incarnation names somebody else now.
-    const std::uint64_t claimed = msg.header().getEpoch();
-    if (known != nullptr && claimed != 0 && (claimed >> 32) != (known->epoch >> 32)) known = nullptr;
-    if (known == nullptr || known->state != WorkerState::kActive) {
-      return refuse(from, notFound("worker " + std::to_string(r.getWorkerId()) +
-                                   " is not registered; register as a new worker"));
-    }
-    if (!ownsId(from, *known, key)) return;
-    known->last_seen = Clock::now();
-    if (known->role == WorkerRole::kTrainer && groupFailed(known->group)) {
-      return refuse(from, unavailable("group " + std::to_string(known->group) +
-                                      " failed and no live group is left; retry"));
-    }
-    if (known->moving_from) {
-      const std::uint32_t old = *known->moving_from;
-      known->moving_from.reset();
-      // Drop it from the old group's list.
-      if (Status s = configureGroup(old); !s) {
-        GSGD_WARN("could not update group " << old << ": " << s.toString());
-      }
-    }
-    return sendAssignment(from, *known);
+  return checkWorkerModel(cfg_, topo_, r);
+}
+
+// A moved worker asks for its new assignment under the id it has.
+void Coordinator::onReturningWorker(const zmq::message_t& from, const InMessage& msg,
+                                    const std::string& key) {
+  auto r = msg.header().getBody().getRegister();
+  WorkerRecord* known = registry_.find(r.getWorkerId());
+  if (known != nullptr && known->state == WorkerState::kQuarantined) {
+    ++quarantine_refusals_;
+    return refuse(from, quarantined("worker " + std::to_string(known->id) + " is quarantined"));
   }
+  // An id handed out by an earlier head incarnation names somebody else now.
+  const std::uint64_t claimed = msg.header().getEpoch();
+  if (known != nullptr && claimed != 0 && (claimed >> 32) != (known->epoch >> 32)) known = nullptr;
+  if (known == nullptr || known->state != WorkerState::kActive) {
+    return refuse(from, notFound("worker " + std::to_string(r.getWorkerId()) +
+                                 " is not registered; register as a new worker"));
+  }
+  if (!ownsId(from, *known, key)) return;
+  known->last_seen = Clock::now();
+  if (known->role == WorkerRole::kTrainer && groupFailed(known->group)) {
+    return refuse(from, unavailable("group " + std::to_string(known->group) +
+                                    " failed and no live group is left; retry"));
+  }
+  if (known->moving_from) {
+    const std::uint32_t old = *known->moving_from;
+    known->moving_from.reset();
+    // Drop it from the old group's list.
+    if (Status s = configureGroup(old); !s) {
+      GSGD_WARN("could not update group " << old << ": " << s.toString());
+    }
+  }
+  sendAssignment(from, *known);
+}
+
+void Coordinator::onNewWorker(const zmq::message_t& from, const InMessage& msg,
+                              const std::string& key) {
+  auto r = msg.header().getBody().getRegister();
   WorkerRecord w;
   w.id = next_id_++;
   w.role = roleOf(r.getRole());
@@ -569,9 +583,25 @@ nlohmann::json Coordinator::finish(const std::string& reason) {
   GSGD_INFO("stopping: " << reason);
   stopping_ = true;
   const double elapsed = training_started_ ? secondsSince(*training_started_) : 0.0;
-  // 1. Tell trainers to stop (heartbeat replies) and wait until each has left or died.
-  // A job stopped without --drain does not wait: its trainers learn at their next contact.
   const bool now = stop_now_ != nullptr && stop_now_->load();
+  drainTrainers(now);
+  FinalStats stats;
+  stats.coordinator_bad_messages = bad_messages_;
+  stats.groups_failed = !failures_.empty();
+  stats.failed_group_members = failed_group_members_;
+  flushGroups(&stats);
+  queryCentral(&stats);
+  const Accuracy final_acc = stopEvaluators(stats.central ? stats.central->version : 0, now);
+  // The accounting (run_summary.h); trainers keep the samples it credits them with.
+  const RunSummary run = summarizeRun(registry_, stats);
+  for (const auto& [id, samples] : run.credited) registry_.find(id)->samples_trained = samples;
+  for (const auto& line : run.inconsistent_reports) GSGD_ERROR(line);
+  return summaryJson(run, reason, elapsed, final_acc);
+}
+
+// Step 1: tell trainers to stop (heartbeat replies) and wait until each has left or died.
+// A job stopped without --drain does not wait: its trainers learn at their next contact.
+void Coordinator::drainTrainers(bool now) {
   const auto drain_deadline =
       now ? Clock::now()
           : Clock::now() + std::chrono::milliseconds(cfg_.step_deadline_ms +
@@ -589,13 +619,12 @@ nlohmann::json Coordinator::finish(const std::string& reason) {
     GSGD_WARN("worker " << id << " did not leave before the drain deadline: declared dead");
     event("death", "worker " + std::to_string(id) + " did not leave before the drain deadline");
   }
-  // 2. Flush every group into the central PS and collect the counters.
-  FinalStats stats;
-  stats.coordinator_bad_messages = bad_messages_;
-  stats.groups_failed = !failures_.empty();
-  stats.failed_group_members = failed_group_members_;
+}
+
+// Step 2: flush every group into the central PS and collect its counters.
+void Coordinator::flushGroups(FinalStats* stats) {
   for (std::uint32_t g = 0; g < groups_.size(); ++g) {
-    if (groupFailed(g)) continue;  // gone: what it held is counted below as lost
+    if (groupFailed(g)) continue;  // gone: what it held is counted as lost
     OutMessage out(cfg_.job_id, 0);
     out.header().getBody().initFlush();
     auto reply = groups_[g]->call(std::move(out), std::chrono::milliseconds(15000));
@@ -617,37 +646,41 @@ nlohmann::json Coordinator::finish(const std::string& reason) {
     f.exchanges = s.getExchanges();
     f.refused_exchanges = s.getRefusedExchanges();
     f.identity_refused = s.getIdentityRefused();
-    stats.groups.push_back(std::move(f));
+    stats->groups.push_back(std::move(f));
     group_replays_[g] = s.getReplayedPushes();
     for (auto q : s.getQuarantined()) markQuarantined(q, g);
   }
-  {
-    OutMessage out(cfg_.job_id, 0);
-    out.header().getBody().initCentralStatsQuery();
-    auto reply = central_->call(std::move(out), kRpcTimeout);
-    if (reply && reply->kind() == BodyKind::CENTRAL_STATS) {
-      auto s = reply->header().getBody().getCentralStats();
-      CentralFinal c;
-      c.version = s.getVersion();
-      c.samples_applied = s.getSamplesApplied();
-      c.updates_applied = s.getUpdatesApplied();
-      c.updates_refused = s.getUpdatesRefused();
-      c.samples_refused = s.getSamplesRefused();
-      c.bad_messages = s.getBadMessages();
-      c.mean_staleness = s.getMeanStaleness();
-      c.max_staleness = s.getMaxStaleness();
-      c.checkpoint_version = s.getCheckpointVersion();
-      c.checkpoint_failures = s.getCheckpointFailures();
-      stats.central = c;
-    } else {
-      GSGD_ERROR("central PS did not report its counters");
-    }
+}
+
+// Step 3: the central PS's counters, once every group has flushed into it.
+void Coordinator::queryCentral(FinalStats* stats) {
+  OutMessage out(cfg_.job_id, 0);
+  out.header().getBody().initCentralStatsQuery();
+  auto reply = central_->call(std::move(out), kRpcTimeout);
+  if (!reply || reply->kind() != BodyKind::CENTRAL_STATS) {
+    GSGD_ERROR("central PS did not report its counters");
+    return;
   }
-  const std::uint64_t version = stats.central ? stats.central->version : 0;
-  // 3. Let the evaluator measure the final model, then stop it.
+  auto s = reply->header().getBody().getCentralStats();
+  CentralFinal c;
+  c.version = s.getVersion();
+  c.samples_applied = s.getSamplesApplied();
+  c.updates_applied = s.getUpdatesApplied();
+  c.updates_refused = s.getUpdatesRefused();
+  c.samples_refused = s.getSamplesRefused();
+  c.bad_messages = s.getBadMessages();
+  c.mean_staleness = s.getMeanStaleness();
+  c.max_staleness = s.getMaxStaleness();
+  c.checkpoint_version = s.getCheckpointVersion();
+  c.checkpoint_failures = s.getCheckpointFailures();
+  stats->central = c;
+}
+
+// Step 4: let the evaluator measure the final model, then stop it (and the nodes).
+Coordinator::Accuracy Coordinator::stopEvaluators(std::uint64_t final_version, bool now) {
   const auto eval_deadline = Clock::now() + std::chrono::milliseconds(now ? 0 : 5000);
   while (registry_.activeOfRole(WorkerRole::kEvaluator) > 0 &&
-         latestAccuracy().version < version && Clock::now() < eval_deadline) {
+         latestAccuracy().version < final_version && Clock::now() < eval_deadline) {
     serveOnce(std::chrono::milliseconds(50));
   }
   const Accuracy final_acc = latestAccuracy();
@@ -659,11 +692,12 @@ nlohmann::json Coordinator::finish(const std::string& reason) {
          Clock::now() < stop_deadline) {
     serveOnce(std::chrono::milliseconds(50));
   }
+  return final_acc;
+}
 
-  // The accounting (run_summary.h); trainers keep the samples it credits them with.
-  const RunSummary run = summarizeRun(registry_, stats);
-  for (const auto& [id, samples] : run.credited) registry_.find(id)->samples_trained = samples;
-  for (const auto& line : run.inconsistent_reports) GSGD_ERROR(line);
+// Step 5: the closing summary: the accounting and what this coordinator saw.
+nlohmann::json Coordinator::summaryJson(const RunSummary& run, const std::string& reason,
+                                        double elapsed, const Accuracy& final_acc) const {
   std::uint64_t replays = 0;
   for (const auto& [g, n] : group_replays_) replays += n;
   nlohmann::json summary = run.toJson();

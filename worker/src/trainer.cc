@@ -111,6 +111,28 @@ class Trainer {
   }
   int finish();
 
+  // run()'s loop: its state between steps, and the steps. Next says how the loop goes on:
+  // with this step, again from the top (the replica is fetched anew), or not at all.
+  enum class Next { kGoOn, kRetry, kLeave };
+  struct Loop {
+    Window window;
+    Clock::time_point started = Clock::now();
+    Clock::time_point next_heartbeat;
+    SpeedProfile speed;  // this step's emulated speed
+    std::vector<float> x;
+    std::vector<std::int32_t> y;
+    std::vector<std::uint32_t> idx;
+    float last_loss = 0;
+  };
+  Next pullReplica();
+  // The gradient of the next batch into the client's send buffer, emulated device time
+  // and pauses included: its compute time in ms; nullopt when the model failed on its
+  // device.
+  std::optional<double> computeGradient(Loop& loop, std::uint32_t batch);
+  // Pushes the gradient and counts the step; *early: its time says to heartbeat now.
+  Next pushGradient(Loop& loop, std::uint32_t batch, double compute_ms, bool* early);
+  Next heartbeat(Loop& loop, std::uint32_t batch, bool early);
+
   zmq::context_t& ctx_;
   const WorkerOptions& opts_;
   const std::atomic<bool>& interrupted_;
@@ -292,127 +314,144 @@ bool Trainer::follow(const StepAnswer& ans) {
 
 int Trainer::run() {
   if (!register_(0)) return quarantined_ ? kQuarantinedExit : run_over_ ? 0 : 1;
-  Window window;
-  const auto started = Clock::now();
-  auto next_heartbeat = Clock::now() + std::chrono::milliseconds(a_.heartbeat_ms);
-  std::vector<float> x;
-  std::vector<std::int32_t> y;
-  std::vector<std::uint32_t> idx;
-  float last_loss = 0;
-
+  Loop loop;
+  loop.next_heartbeat = Clock::now() + std::chrono::milliseconds(a_.heartbeat_ms);
   while (!interrupted_.load() && !stop_) {
     if (opts_.max_steps != 0 && total_steps_ >= opts_.max_steps) break;
     if (need_pull_) {
-      auto pulled = group_->pull(params_);
-      if (!pulled) {
-        GSGD_WARN("pull failed: " << pulled.status().toString());
-        if (!onGroupFailure(pulled.status())) break;
-        continue;
-      }
-      failing_since_.reset();
-      if (!follow(*pulled)) continue;
-      step_ = pulled->step;
-      need_pull_ = false;
+      const Next pulled = pullReplica();
+      if (pulled == Next::kLeave) break;
+      if (pulled == Next::kRetry) continue;
     }
-    // Compute a gradient on the next batch of this worker's shard.
-    const SpeedProfile speed = schedule_.at(opts_.speed, total_steps_, msSince(started) / 1000.0);
     const std::uint32_t batch = batch_;
-    // A shared device is held for the whole compute, emulated device time included.
-    // (The wait for it is neither compute nor communication; it is not reported.)
-    if (device_) (void)device_->acquire(a_.worker_id, step_);
-    const auto t0 = Clock::now();
-    sampler_->next(batch, &idx);
-    x.resize(static_cast<std::size_t>(batch) * data_.featureDim());
-    y.resize(batch);
-    dataset::gatherBatch(data_, idx, x.data(), y.data());
-    // Into the client's send buffer, so the push sends it without a copy.
-    const std::span<float> grad = group_->gradientBuffer();
-    last_loss = model_->lossAndGrad(params_, x.data(), y.data(), batch, grad);
-    if (kernels::KernelStatus dev = model_->deviceStatus(); !dev.ok()) {
-      GSGD_ERROR("the model failed on " << kernels::modelDeviceName(opts_.device) << ": "
-                                        << dev.message);
-      return 1;
-    }
-    const double emulated_ms = emulatedSleepMs(
-        speed, msSince(t0), static_cast<double>(batch) / std::max<std::uint32_t>(1, reference_batch_));
-    if (device_) {
-      device_->spend(emulated_ms);
-      device_->release();
-    } else {
-      sleepMs(emulated_ms);
-    }
-    if (opts_.stall_prob > 0 && uniform_(rng_) < opts_.stall_prob) {
-      sleepMs(std::exponential_distribution<double>(1.0 / std::max(1e-3, opts_.stall_ms))(rng_));
-    }
-    const double compute_ms = msSince(t0);
-
-    const auto t1 = Clock::now();
-    sleepMs(speed.link_ms);  // a slow link delays every exchange
-    auto ans = group_->push(step_, grad, batch, last_loss, static_cast<float>(compute_ms), params_);
-    const double rtt_ms = msSince(t1);
-    if (!ans) {
-      // Refused or unanswered: not counted as trained here, but reported as unconfirmed
-      // (an answer that came too late may hide a push its group counted); the replica
-      // is fetched again.
-      GSGD_WARN("push for step " << step_ << " failed: " << ans.status().toString());
-      samples_unconfirmed_ += batch;
-      if (!onGroupFailure(ans.status())) break;
-      need_pull_ = true;
-      continue;
-    }
-    failing_since_.reset();
-    samples_trained_ += batch;
-    ++steps_;
-    ++total_steps_;
-    step_ = ans->step;
-    const double own_comm_ms = std::max(0.0, rtt_ms - ans->wait_ms);
-    window.add(compute_ms, own_comm_ms, ans->wait_ms);
-    // The first step of a registration (cold caches, the first pull) says little about
-    // this worker's speed; the others go to the coordinator one by one.
+    const std::optional<double> compute_ms = computeGradient(loop, batch);
+    if (!compute_ms) return 1;
     bool early = false;
-    if (steps_ > 1) {
-      recent_.add({total_steps_, batch, static_cast<float>(compute_ms),
-                   static_cast<float>(own_comm_ms), static_cast<float>(ans->wait_ms)});
-      // The step's time at the reference batch, barrier wait left out: a shift in it is a
-      // change of this worker's speed, not of its group's.
-      early = watch_.add(own_comm_ms + compute_ms * std::max<std::uint32_t>(1, reference_batch_) /
-                                           std::max<std::uint32_t>(1, batch));
-    }
-    if (!ans->accepted) GSGD_DEBUG("gradient dropped: " << ans->reason);
-    follow(*ans);
-
-    if (!stop_ && (early || Clock::now() >= next_heartbeat)) {
-      const HeartbeatStats st{.samples_trained = samples_trained_,
-                              .steps = steps_,
-                              .last_loss = last_loss,
-                              .compute_ms = window.mean(window.compute_ms),
-                              .comm_ms = window.mean(window.comm_ms),
-                              .batch_size = batch,
-                              .wait_ms = window.mean(window.wait_ms),
-                              .recent = recent_.take(),
-                              .speed_changed = early};
-      watch_.reported();
-      window = Window{};
-      next_heartbeat = Clock::now() + std::chrono::milliseconds(a_.heartbeat_ms);
-      auto hb = coord_.heartbeat(a_, st);
-      if (!hb && hb.status().code() == Code::kQuarantined) {
-        GSGD_ERROR("quarantined by the coordinator: " << hb.status().message());
-        quarantined_ = true;
-        break;
-      } else if (!hb) {
-        GSGD_WARN("heartbeat failed: " << hb.status().toString());
-      } else if (hb->stop) {
-        GSGD_INFO("coordinator asks us to stop");
-        break;
-      } else if (hb->reregister) {
-        if (!register_(0)) {
-          if (!quarantined_ && !run_over_) exit_code_ = 1;
-          break;
-        }
-      }
+    const Next pushed = pushGradient(loop, batch, *compute_ms, &early);
+    if (pushed == Next::kLeave) break;
+    if (pushed == Next::kRetry) continue;
+    if (!stop_ && (early || Clock::now() >= loop.next_heartbeat)) {
+      if (heartbeat(loop, batch, early) == Next::kLeave) break;
     }
   }
   return finish();
+}
+
+Trainer::Next Trainer::pullReplica() {
+  auto pulled = group_->pull(params_);
+  if (!pulled) {
+    GSGD_WARN("pull failed: " << pulled.status().toString());
+    return onGroupFailure(pulled.status()) ? Next::kRetry : Next::kLeave;
+  }
+  failing_since_.reset();
+  if (!follow(*pulled)) return Next::kRetry;
+  step_ = pulled->step;
+  need_pull_ = false;
+  return Next::kGoOn;
+}
+
+std::optional<double> Trainer::computeGradient(Loop& loop, std::uint32_t batch) {
+  loop.speed = schedule_.at(opts_.speed, total_steps_, msSince(loop.started) / 1000.0);
+  // A shared device is held for the whole compute, emulated device time included.
+  // (The wait for it is neither compute nor communication; it is not reported.)
+  if (device_) (void)device_->acquire(a_.worker_id, step_);
+  const auto t0 = Clock::now();
+  sampler_->next(batch, &loop.idx);
+  loop.x.resize(static_cast<std::size_t>(batch) * data_.featureDim());
+  loop.y.resize(batch);
+  dataset::gatherBatch(data_, loop.idx, loop.x.data(), loop.y.data());
+  // Into the client's send buffer, so the push sends it without a copy.
+  const std::span<float> grad = group_->gradientBuffer();
+  loop.last_loss = model_->lossAndGrad(params_, loop.x.data(), loop.y.data(), batch, grad);
+  if (kernels::KernelStatus dev = model_->deviceStatus(); !dev.ok()) {
+    GSGD_ERROR("the model failed on " << kernels::modelDeviceName(opts_.device) << ": "
+                                      << dev.message);
+    return std::nullopt;
+  }
+  const double emulated_ms = emulatedSleepMs(
+      loop.speed, msSince(t0),
+      static_cast<double>(batch) / std::max<std::uint32_t>(1, reference_batch_));
+  if (device_) {
+    device_->spend(emulated_ms);
+    device_->release();
+  } else {
+    sleepMs(emulated_ms);
+  }
+  if (opts_.stall_prob > 0 && uniform_(rng_) < opts_.stall_prob) {
+    sleepMs(std::exponential_distribution<double>(1.0 / std::max(1e-3, opts_.stall_ms))(rng_));
+  }
+  return msSince(t0);
+}
+
+Trainer::Next Trainer::pushGradient(Loop& loop, std::uint32_t batch, double compute_ms,
+                                    bool* early) {
+  const auto t1 = Clock::now();
+  sleepMs(loop.speed.link_ms);  // a slow link delays every exchange
+  auto ans = group_->push(step_, group_->gradientBuffer(), batch, loop.last_loss,
+                          static_cast<float>(compute_ms), params_);
+  const double rtt_ms = msSince(t1);
+  if (!ans) {
+    // Refused or unanswered: not counted as trained here, but reported as unconfirmed
+    // (an answer that came too late may hide a push its group counted); the replica
+    // is fetched again.
+    GSGD_WARN("push for step " << step_ << " failed: " << ans.status().toString());
+    samples_unconfirmed_ += batch;
+    if (!onGroupFailure(ans.status())) return Next::kLeave;
+    need_pull_ = true;
+    return Next::kRetry;
+  }
+  failing_since_.reset();
+  samples_trained_ += batch;
+  ++steps_;
+  ++total_steps_;
+  step_ = ans->step;
+  const double own_comm_ms = std::max(0.0, rtt_ms - ans->wait_ms);
+  loop.window.add(compute_ms, own_comm_ms, ans->wait_ms);
+  // The first step of a registration (cold caches, the first pull) says little about
+  // this worker's speed; the others go to the coordinator one by one.
+  *early = false;
+  if (steps_ > 1) {
+    recent_.add({total_steps_, batch, static_cast<float>(compute_ms),
+                 static_cast<float>(own_comm_ms), static_cast<float>(ans->wait_ms)});
+    // The step's time at the reference batch, barrier wait left out: a shift in it is a
+    // change of this worker's speed, not of its group's.
+    *early = watch_.add(own_comm_ms + compute_ms * std::max<std::uint32_t>(1, reference_batch_) /
+                                          std::max<std::uint32_t>(1, batch));
+  }
+  if (!ans->accepted) GSGD_DEBUG("gradient dropped: " << ans->reason);
+  follow(*ans);
+  return Next::kGoOn;
+}
+
+Trainer::Next Trainer::heartbeat(Loop& loop, std::uint32_t batch, bool early) {
+  const HeartbeatStats st{.samples_trained = samples_trained_,
+                          .steps = steps_,
+                          .last_loss = loop.last_loss,
+                          .compute_ms = loop.window.mean(loop.window.compute_ms),
+                          .comm_ms = loop.window.mean(loop.window.comm_ms),
+                          .batch_size = batch,
+                          .wait_ms = loop.window.mean(loop.window.wait_ms),
+                          .recent = recent_.take(),
+                          .speed_changed = early};
+  watch_.reported();
+  loop.window = Window{};
+  loop.next_heartbeat = Clock::now() + std::chrono::milliseconds(a_.heartbeat_ms);
+  auto hb = coord_.heartbeat(a_, st);
+  if (!hb && hb.status().code() == Code::kQuarantined) {
+    GSGD_ERROR("quarantined by the coordinator: " << hb.status().message());
+    quarantined_ = true;
+    return Next::kLeave;
+  }
+  if (!hb) {
+    GSGD_WARN("heartbeat failed: " << hb.status().toString());
+  } else if (hb->stop) {
+    GSGD_INFO("coordinator asks us to stop");
+    return Next::kLeave;
+  } else if (hb->reregister && !register_(0)) {
+    if (!quarantined_ && !run_over_) exit_code_ = 1;
+    return Next::kLeave;
+  }
+  return Next::kGoOn;
 }
 
 int Trainer::finish() {

@@ -27,6 +27,7 @@
 #include "groupsgd/daemon/evaluator_watch.h"
 #include "groupsgd/daemon/metrics_exporter.h"
 #include "groupsgd/daemon/node_spares.h"
+#include "groupsgd/daemon/run_summary.h"
 #include "groupsgd/ops/control_server.h"
 #include "groupsgd/ops/metrics.h"
 
@@ -108,6 +109,11 @@ class Coordinator {
   void handle(const zmq::message_t& from, std::vector<zmq::message_t>&& frames);
   // key: the sender's authenticated CURVE key ("" on plain links).
   void onRegister(const zmq::message_t& from, const InMessage& msg, const std::string& key);
+  // onRegister's steps: who may not register at all (ok: may), a worker that registers
+  // again under its id (moved by a regroup), and a new one.
+  Status admissionCheck(proto::Register::Reader r, const std::string& key);
+  void onReturningWorker(const zmq::message_t& from, const InMessage& msg, const std::string& key);
+  void onNewWorker(const zmq::message_t& from, const InMessage& msg, const std::string& key);
   void onHeartbeat(const zmq::message_t& from, const InMessage& msg, const std::string& key);
   void onLeave(const zmq::message_t& from, const InMessage& msg, const std::string& key);
   // Under CURVE a worker id belongs to the key that registered it; refuses and counts
@@ -189,6 +195,13 @@ class Coordinator {
   // The evaluator report on the newest central version.
   Accuracy latestAccuracy() const;
   nlohmann::json finish(const std::string& reason);
+  // finish()'s steps, in order. now: a stop without --drain (nobody is waited for).
+  void drainTrainers(bool now);
+  void flushGroups(FinalStats* stats);
+  void queryCentral(FinalStats* stats);
+  Accuracy stopEvaluators(std::uint64_t final_version, bool now);
+  nlohmann::json summaryJson(const RunSummary& run, const std::string& reason, double elapsed,
+                             const Accuracy& final_acc) const;
   // Evaluator supervision hooks (coordinator_evaluators.cc): an evaluator registered, or
   // was lost (declared dead, or left) while training goes on.
   void evaluatorJoined(const WorkerRecord& w);
