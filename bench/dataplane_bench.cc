@@ -468,6 +468,10 @@ constexpr const char* kUsage =
 
 int main(int argc, char** argv) {
   Args args(argc, argv);
+  if (args.flag("--help") || args.flag("-h")) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
   const bool quick = args.flag("--quick");
   const bool serve_only = args.flag("--serve-only");
   const std::string connect = args.value("--connect", "");
