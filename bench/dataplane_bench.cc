@@ -22,18 +22,27 @@
 // groupsgd-worker set at start, tuneAllocatorForLargeBuffers(); see docs/benchmarks.md).
 // --tune-malloc (the default) is still accepted. --part-kib N: the part size tensors
 // travel in (docs/protocol.md, "Parts"; default kDefaultPartBytes), for tuning it.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
+//
+// Two sides in two processes (two hosts, or two network namespaces over veth:
+// scripts/bench/dataplane_netns.sh): `--serve-only --bind ADDR [--endpoint-file FILE]`
+// hosts the servers of every size (and of the step latency) and the TCP echo on ADDR and
+// publishes their endpoints (dataplane_remote.h) until SIGINT/SIGTERM; `--connect
+// FILE|JSON` runs the pushing clients, the exchanges and the TCP round trips against them,
+// and prints what the one-process run prints, plus "remote". One --connect per server.
+#include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <barrier>
+#include <cerrno>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <set>
 
 #include "bench_util.h"
+#include "dataplane_remote.h"
+#include "tcp_echo.h"
 #include "groupsgd/centralps/central_server.h"
 #include "groupsgd/common/log.h"
 #include "groupsgd/codec/parts.h"
@@ -49,6 +58,8 @@ constexpr double kExchangeTargetRatio = 0.85;  // central exchange / TCP
 std::uint32_t g_part_bytes = kDefaultPartBytes;
 constexpr std::uint32_t kNeverExchange = ~0u;
 constexpr auto kTimeout = std::chrono::milliseconds(120000);
+constexpr const char* kLoopback = "127.0.0.1";
+constexpr std::size_t kLatencyParams = (1u << 20) / sizeof(float);  // the 1 MiB model
 
 struct Timing {
   std::vector<double> seconds;  // one per round trip
@@ -85,83 +96,14 @@ std::vector<Timing> timeInterleaved(const std::vector<std::function<bool()>>& tr
   return out;
 }
 
-// ---- plain TCP baseline ---------------------------------------------------------------
-
-bool writeAll(int fd, const char* p, std::size_t n) {
-  while (n > 0) {
-    const ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL);
-    if (w <= 0) return false;
-    p += w;
-    n -= static_cast<std::size_t>(w);
-  }
-  return true;
-}
-
-bool readAll(int fd, char* p, std::size_t n) {
-  while (n > 0) {
-    const ssize_t r = ::recv(fd, p, n, 0);
-    if (r <= 0) return false;
-    p += r;
-    n -= static_cast<std::size_t>(r);
-  }
-  return true;
-}
-
-// A connected socket pair on 127.0.0.1 with a thread that reads `bytes` and sends them
-// back, until the client side closes.
-class TcpEcho {
- public:
-  explicit TcpEcho(std::size_t bytes) : bytes_(bytes) {
-    const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof addr;
-    if (listener < 0 || ::bind(listener, reinterpret_cast<sockaddr*>(&addr), len) != 0 ||
-        ::listen(listener, 1) != 0 ||
-        ::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-      return;
-    }
-    client_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    if (client_ < 0 || ::connect(client_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-      return;
-    }
-    const int server = ::accept(listener, nullptr, nullptr);
-    ::close(listener);
-    if (server < 0) return;
-    echo_ = std::thread([this, server] {
-      std::vector<char> buf(bytes_, 1);
-      while (readAll(server, buf.data(), bytes_) && writeAll(server, buf.data(), bytes_)) {
-      }
-      ::close(server);
-    });
-    out_.assign(bytes_, 2);
-    in_.assign(bytes_, 0);
-  }
-  ~TcpEcho() {
-    if (client_ >= 0) ::shutdown(client_, SHUT_RDWR);
-    if (echo_.joinable()) echo_.join();
-    if (client_ >= 0) ::close(client_);
-  }
-  bool ok() const { return echo_.joinable(); }
-  bool roundTrip() {
-    return writeAll(client_, out_.data(), bytes_) && readAll(client_, in_.data(), bytes_);
-  }
-
- private:
-  std::size_t bytes_;
-  int client_ = -1;
-  std::thread echo_;
-  std::vector<char> out_, in_;
-};
-
 // ---- groupsgd ---------------------------------------------------------------------------
 
 // A central PS serving `params` zero-initialised parameters and one group PS (group 0)
-// on named threads, both on 127.0.0.1 in one context with two I/O threads (as in groupsgdd).
+// on named threads, both on `host` (an address of this machine; 127.0.0.1 in one
+// process) in one context with two I/O threads (as in groupsgdd).
 struct Servers : testing::InProcessCluster {
   Servers() : InProcessCluster(2) {}
-  Status start(std::size_t params) {
+  Status start(std::size_t params, const std::string& host) {
     centralps::CentralConfig ccfg;
     ccfg.param_count = params;
     ccfg.max_delta_norm = 1e30;
@@ -172,18 +114,18 @@ struct Servers : testing::InProcessCluster {
     gcfg.step_deadline_ms = 120000;
     gcfg.exchange_timeout_ms = 120000;
     gcfg.part_bytes = g_part_bytes;
-    return InProcessCluster::start(ccfg, gcfg, /*thread_names=*/true);
+    return InProcessCluster::start(ccfg, gcfg, /*thread_names=*/true, host);
   }
 };
 
 // One member pushing gradients through the group PS (GroupConfig with K as given first).
 class PushTrips {
  public:
-  PushTrips(Servers& s, std::size_t params, std::uint32_t k, std::uint64_t epoch)
-      : client_(ctx_, memberAssignment(1, epoch, s.groupEndpoint(), params), 1, kTimeout),
+  PushTrips(const Target& t, std::size_t params, std::uint32_t k, std::uint64_t epoch)
+      : client_(ctx_, memberAssignment(1, epoch, t.group_ep, params), 1, kTimeout),
         replica_(params) {
     client_.setPartBytes(g_part_bytes);
-    Status st = configureMembers(s.ctx, s.groupEndpoint(), 1, epoch, k);
+    Status st = configureMembers(ctx_, t.group_ep, 1, epoch, k);
     auto pulled = st ? pullWhenReady(client_, replica_, kReadyLimit)
                      : Result<worker::StepAnswer>(st);
     if (!pulled) {
@@ -223,8 +165,8 @@ class PushTrips {
 // id is one no group PS uses).
 class ExchangeTrips {
  public:
-  ExchangeTrips(Servers& s, std::size_t params)
-      : rpc_(ctx_, s.centralEndpoint(), MessageLimits{}),
+  ExchangeTrips(const Target& t, std::size_t params)
+      : rpc_(ctx_, t.central_ep, MessageLimits{}),
         delta_(std::make_shared<const std::vector<float>>(params, 1e-7f)),
         model_(params) {}
   bool trip() {
@@ -275,24 +217,26 @@ struct Selection {
   }
 };
 
-json measureSize(std::size_t mib, const Selection& only, int min_trips, double min_seconds) {
+// The measurements of one size against servers of that size, wherever they are. Each
+// Target takes one run: the group is configured at epochs 1 and 2.
+json measureAgainst(const Target& target, std::size_t mib, const Selection& only, int min_trips,
+                    double min_seconds) {
   const std::size_t bytes = mib << 20;
   const std::size_t params = bytes / sizeof(float);
   const std::uint64_t trip_bytes = 2 * bytes;
   json row = {{"size_mib", mib}};
 
-  Servers s;
-  if (Status st = s.start(params); !st) {
-    std::fprintf(stderr, "dataplane: cannot start servers: %s\n", st.toString().c_str());
-    return row;
-  }
   // tcp, push (K never) and the central exchange alternate; then K = 1 on its own, since
   // its exchanges run on after each reply and would overlap whatever is timed next.
   Timing tcp, push, k1, exch;
   {
-    TcpEcho echo(bytes);
-    PushTrips pusher(s, params, kNeverExchange, 1);
-    ExchangeTrips exchanger(s, params);
+    TcpEchoClient echo(target.echo_host, target.echo_port, bytes);
+    if (only.tcp && !echo.ok()) {
+      std::fprintf(stderr, "dataplane: cannot reach the TCP echo at %s:%u\n",
+                   target.echo_host.c_str(), static_cast<unsigned>(target.echo_port));
+    }
+    PushTrips pusher(target, params, kNeverExchange, 1);
+    ExchangeTrips exchanger(target, params);
     std::vector<std::function<bool()>> trips;
     std::vector<Timing*> into;
     auto add = [&](bool on, std::function<bool()> fn, Timing* t) {
@@ -307,7 +251,7 @@ json measureSize(std::size_t mib, const Selection& only, int min_trips, double m
     for (std::size_t i = 0; i < timed.size(); ++i) *into[i] = std::move(timed[i]);
   }
   if (only.k1) {
-    PushTrips pusher(s, params, 1, 2);
+    PushTrips pusher(target, params, 1, 2);
     k1 = std::move(timeInterleaved({[&] { return pusher.trip(); }}, min_trips, min_seconds)[0]);
   }
 
@@ -337,12 +281,27 @@ json measureSize(std::size_t mib, const Selection& only, int min_trips, double m
   return row;
 }
 
-// 8 members of one group (K = 1) push a 1 MiB gradient in lockstep; per step, the time
-// from the first push sent to the last reply received.
-json measureStepLatency(std::uint32_t members, int steps) {
-  const std::size_t params = (1u << 20) / sizeof(float);
+// One size in this process: its servers and the TCP echo on 127.0.0.1.
+json measureSize(std::size_t mib, const Selection& only, int min_trips, double min_seconds) {
   Servers s;
-  if (!s.start(params) || !configureMembers(s.ctx, s.groupEndpoint(), members, 1, 1)) return {};
+  if (Status st = s.start((mib << 20) / sizeof(float), kLoopback); !st) {
+    std::fprintf(stderr, "dataplane: cannot start servers: %s\n", st.toString().c_str());
+    return {{"size_mib", mib}};
+  }
+  TcpEchoServer echo(kLoopback);
+  return measureAgainst({s.centralEndpoint(), s.groupEndpoint(), kLoopback, echo.port()}, mib, only, min_trips,
+                        min_seconds);
+}
+
+// 8 members of one group (K = 1) push a 1 MiB gradient in lockstep; per step, the time
+// from the first push sent to the last reply received. `group_ep`: a group PS with a
+// model of kLatencyParams parameters, used by no one else.
+json measureStepLatency(const std::string& group_ep, std::uint32_t members, int steps) {
+  const std::size_t params = kLatencyParams;
+  {
+    zmq::context_t ctx(1);
+    if (!configureMembers(ctx, group_ep, members, 1, 1)) return {};
+  }
   std::vector<std::vector<Clock::time_point>> sent(members), done(members);
   std::atomic<bool> failed{false};
   std::barrier pulled(members);  // nobody pushes before every member is active
@@ -350,8 +309,7 @@ json measureStepLatency(std::uint32_t members, int steps) {
   for (std::uint32_t m = 0; m < members; ++m) {
     threads.emplace_back([&, m] {
       zmq::context_t ctx(1);  // as a separate worker process would have
-      worker::GroupClient client(ctx, memberAssignment(m + 1, 1, s.groupEndpoint(), params), 1,
-                                 kTimeout);
+      worker::GroupClient client(ctx, memberAssignment(m + 1, 1, group_ep, params), 1, kTimeout);
       std::vector<float> replica(params), grad(params, 1e-6f);
       auto r = pullWhenReady(client, replica, kReadyLimit);
       if (!r) failed = true;
@@ -392,25 +350,147 @@ json measureStepLatency(std::uint32_t members, int steps) {
   return j;
 }
 
+
+// The step latency in this process: its own servers on 127.0.0.1.
+json measureStepLatencyHere(std::uint32_t members, int steps) {
+  Servers s;
+  if (!s.start(kLatencyParams, kLoopback)) return {};
+  return measureStepLatency(s.groupEndpoint(), members, steps);
+}
+
+// ---- two processes: --serve-only here, --connect elsewhere -----------------------------
+
+// --serve-only: the servers of every size (and of the step latency) and the TCP echo on
+// `host`, until SIGINT or SIGTERM. Their endpoints (dataplane_remote.h) go to stdout and,
+// written whole, to `endpoint_file`. One --connect run per start: it configures the
+// groups at fixed epochs.
+int serve(const std::string& host, const std::vector<std::size_t>& sizes, bool latency,
+          const std::string& endpoint_file) {
+  // Blocked before any thread starts, so only sigwait() below sees them and no I/O thread
+  // is ever interrupted.
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+
+  std::vector<std::unique_ptr<Servers>> servers;
+  auto start = [&](std::size_t params) -> const Servers* {
+    servers.push_back(std::make_unique<Servers>());
+    if (Status st = servers.back()->start(params, host); !st) {
+      std::fprintf(stderr, "dataplane: cannot start servers on %s: %s\n", host.c_str(),
+                   st.toString().c_str());
+      return nullptr;
+    }
+    return servers.back().get();
+  };
+  json spec = {{"bench", "dataplane"}, {"serving", true}, {"host", host},
+               {"part_kib", g_part_bytes >> 10}};
+  json rows = json::array();
+  for (std::size_t mib : sizes) {
+    const Servers* s = start((mib << 20) / sizeof(float));
+    if (s == nullptr) return 1;
+    rows.push_back({{"size_mib", mib}, {"central", s->centralEndpoint()}, {"group", s->groupEndpoint()}});
+  }
+  spec["sizes"] = rows;
+  if (latency) {
+    const Servers* s = start(kLatencyParams);
+    if (s == nullptr) return 1;
+    spec["latency"] = {{"model_mib", 1}, {"central", s->centralEndpoint()}, {"group", s->groupEndpoint()}};
+  }
+  TcpEchoServer echo(host);
+  if (!echo.ok()) {
+    std::fprintf(stderr, "dataplane: cannot listen on %s for the TCP echo: %s\n", host.c_str(),
+                 std::strerror(errno));
+    return 1;
+  }
+  spec["echo_port"] = echo.port();
+  if (!endpoint_file.empty()) {
+    if (Status st = writeFileWhole(endpoint_file, spec.dump() + "\n"); !st) {
+      std::fprintf(stderr, "dataplane: %s\n", st.toString().c_str());
+      return 1;
+    }
+  }
+  emit(spec);
+  int sig = 0;
+  sigwait(&stop, &sig);
+  std::fprintf(stderr, "dataplane: serving stopped by signal %d\n", sig);
+  return 0;
+}
+
+// Picks the sizes of `spec` that `wanted` names (all of them when it is empty); false with
+// a message when one is not served.
+bool pickSizes(const RemoteSpec& spec, const std::vector<std::size_t>& wanted,
+               std::vector<std::pair<std::size_t, Target>>& out) {
+  if (wanted.empty()) {
+    out = spec.sizes;
+    return true;
+  }
+  for (std::size_t mib : wanted) {
+    auto it = std::find_if(spec.sizes.begin(), spec.sizes.end(),
+                           [&](const auto& s) { return s.first == mib; });
+    if (it == spec.sizes.end()) {
+      std::fprintf(stderr, "dataplane: --sizes: %zu MiB is not served at %s (start the server "
+                   "with it in --sizes)\n", mib, spec.host.c_str());
+      return false;
+    }
+    out.push_back(*it);
+  }
+  return true;
+}
+
+constexpr const char* kUsage =
+    "usage: groupsgd-bench-dataplane [--quick] [--sizes 1,16,64,256] [--seconds S]\n"
+    "           [--only tcp,push,k1,exchange] [--no-latency] [--no-tune-malloc] [--part-kib N]\n"
+    "       groupsgd-bench-dataplane --serve-only [--bind ADDR] [--endpoint-file FILE]\n"
+    "           [--quick] [--sizes ...] [--no-latency] [--no-tune-malloc] [--part-kib N]\n"
+    "       groupsgd-bench-dataplane --connect FILE|JSON [--quick] [--sizes ...] [--seconds S]\n"
+    "           [--only ...] [--no-latency] [--no-tune-malloc]\n";
+
 }  // namespace
 
 int main(int argc, char** argv) {
   Args args(argc, argv);
+  if (args.flag("--help") || args.flag("-h")) {
+    std::fputs(kUsage, stdout);
+    return 0;
+  }
   const bool quick = args.flag("--quick");
-  const auto sizes = parseList(args.value("--sizes", quick ? "1,16,64" : "1,16,64,256"));
-  const double seconds = std::atof(args.value("--seconds", quick ? "0.5" : "3").c_str());
+  const bool serve_only = args.flag("--serve-only");
+  const std::string connect = args.value("--connect", "");
+  const std::string sizes_text = args.value("--sizes", "");
   const bool latency = !args.flag("--no-latency");
-  const Selection only = Selection::parse(args.value("--only", ""));
   // As groupsgdd and groupsgd-worker run: allocator tuned, unless asked otherwise.
   (void)args.flag("--tune-malloc");
   const bool tune_malloc = !args.flag("--no-tune-malloc");
-  g_part_bytes = static_cast<std::uint32_t>(
-      std::atol(args.value("--part-kib", std::to_string(kDefaultPartBytes >> 10)).c_str()) << 10);
-  if (!args.unused().empty()) {
-    std::fprintf(stderr,
-                 "usage: groupsgd-bench-dataplane [--quick] [--sizes 1,16,64,256] "
-                 "[--seconds S] [--only tcp,push,k1,exchange] [--no-latency] [--no-tune-malloc] "
-                 "[--part-kib N]\n");
+  // Each mode claims only its own flags: the others are refused as unused below.
+  std::string bind, endpoint_file;
+  double seconds = 0;
+  Selection only;
+  if (serve_only) {
+    bind = args.value("--bind", kLoopback);
+    endpoint_file = args.value("--endpoint-file", "");
+  } else {
+    seconds = std::atof(args.value("--seconds", quick ? "0.5" : "3").c_str());
+    only = Selection::parse(args.value("--only", ""));
+  }
+  if (connect.empty()) {  // with --connect the server's part size holds
+    g_part_bytes = static_cast<std::uint32_t>(
+        std::atol(args.value("--part-kib", std::to_string(kDefaultPartBytes >> 10)).c_str())
+        << 10);
+  }
+  if (const std::string extra = args.unused(); !extra.empty()) {
+    std::fprintf(stderr, "dataplane: '%s' is not an option%s\n%s", extra.c_str(),
+                 serve_only ? " of --serve-only" : !connect.empty() ? " of --connect" : "",
+                 kUsage);
+    return 2;
+  }
+  if (serve_only && !connect.empty()) {
+    std::fprintf(stderr, "dataplane: --serve-only and --connect exclude each other\n%s", kUsage);
+    return 2;
+  }
+  if (sockaddr_in unused{}; serve_only && !ipv4Address(bind, 0, unused)) {
+    std::fprintf(stderr, "dataplane: --bind '%s' is not an IPv4 address\n", bind.c_str());
     return 2;
   }
   log::setLevel(log::Level::kError);
@@ -418,20 +498,67 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "dataplane: mallopt refused the settings\n");
     return 1;
   }
-
   if (g_part_bytes == 0) {
     std::fprintf(stderr, "dataplane: --part-kib must be at least 1\n");
     return 2;
   }
+  const auto default_sizes = parseList(quick ? "1,16,64" : "1,16,64,256");
+  const auto asked_sizes = sizes_text.empty() ? std::vector<std::size_t>{} : parseList(sizes_text);
+  if (std::find(asked_sizes.begin(), asked_sizes.end(), 0) != asked_sizes.end()) {
+    std::fprintf(stderr, "dataplane: --sizes '%s': every size is a whole number of MiB > 0\n",
+                 sizes_text.c_str());
+    return 2;
+  }
+  if (serve_only) {
+    return serve(bind, asked_sizes.empty() ? default_sizes : asked_sizes, latency, endpoint_file);
+  }
+
+  // What runs where: servers in this process, or those that --connect names.
+  const int min_trips = quick ? 3 : 5;
+  const int latency_steps = quick ? 100 : 500;
+  std::vector<std::pair<std::size_t, Target>> remote_sizes;
+  std::vector<std::size_t> sizes = sizes_text.empty() ? default_sizes : asked_sizes;
+  std::function<json(std::size_t)> measure = [&](std::size_t mib) {
+    return measureSize(mib, only, min_trips, seconds);
+  };
+  std::function<json()> measure_latency = [&] { return measureStepLatencyHere(8, latency_steps); };
+  json remote;
+  if (!connect.empty()) {
+    auto spec = parseRemoteSpec(connect);
+    if (!spec) {
+      std::fprintf(stderr, "dataplane: %s\n", spec.status().message().c_str());
+      return 2;
+    }
+    if (!pickSizes(*spec, asked_sizes, remote_sizes)) return 2;
+    if (latency && !spec->latency_group) {
+      std::fprintf(stderr, "dataplane: the server at %s serves no step-latency group (started "
+                   "with --no-latency): pass --no-latency here too\n", spec->host.c_str());
+      return 2;
+    }
+    g_part_bytes = spec->part_bytes;
+    sizes.clear();
+    for (const auto& [mib, target] : remote_sizes) sizes.push_back(mib);
+    measure = [&](std::size_t mib) {
+      for (const auto& [m, target] : remote_sizes) {
+        if (m == mib) return measureAgainst(target, mib, only, min_trips, seconds);
+      }
+      return json{{"size_mib", mib}};
+    };
+    const std::string group = spec->latency_group.value_or("");
+    measure_latency = [group, latency_steps] { return measureStepLatency(group, 8, latency_steps); };
+    remote = {{"host", spec->host}, {"echo_port", remote_sizes.front().second.echo_port}};
+  }
+
   json summary = {{"bench", "dataplane"}, {"quick", quick}, {"malloc_tuned", tune_malloc},
                   {"target_ratio", kTargetRatio}, {"exchange_target_ratio", kExchangeTargetRatio},
                   {"part_kib", g_part_bytes >> 10}};
+  if (!remote.is_null()) summary["remote"] = remote;
   json rows = json::array();
   bool ok = true;
   bool target_met = true;
   bool exchange_met = true;
   for (std::size_t mib : sizes) {
-    json row = measureSize(mib, only, quick ? 3 : 5, seconds);
+    json row = measure(mib);
     ok = ok && row.contains("ratio") && (!only.push || row["groupsgd_gbps"].get<double>() > 0) &&
          (!only.tcp || row["tcp_gbps"].get<double>() > 0);
     if (row.contains("ratio") && mib >= 16) {
@@ -444,7 +571,7 @@ int main(int argc, char** argv) {
   summary["ratio_target_met_at_16mib_and_up"] = target_met;
   summary["exchange_target_met_at_16mib_and_up"] = exchange_met;
   if (latency) {
-    json lat = measureStepLatency(8, quick ? 100 : 500);
+    json lat = measure_latency();
     ok = ok && !lat.empty();
     summary["step_latency_1mib_8w"] = lat.empty() ? json() : json{
         {"p50_ms", lat["p50_ms"]}, {"p99_ms", lat["p99_ms"]}, {"steps_per_s", lat["steps_per_s"]}};

@@ -2,7 +2,8 @@
 # Runs one benchmark: builds (scripts/build.sh), runs it, and tees the JSON lines it prints
 # into results/NAME-<UTC timestamp>.jsonl. Exits with the benchmark's status.
 #   scripts/bench.sh NAME [--quick] [extra args]
-# NAME is straggler (scripts/bench/straggler.sh), crossover (scripts/bench/crossover.py) or any program build/bench/groupsgd-bench-NAME
+# NAME is straggler (scripts/bench/straggler.sh), crossover (scripts/bench/crossover.py),
+# dataplane-netns (scripts/bench/dataplane_netns.sh; root) or any program build/bench/groupsgd-bench-NAME
 # (bench/NAME_bench.cc). Set BENCH_NO_BUILD=1 to skip the build, GROUPSGD_RESULTS_DIR to
 # write the results elsewhere than results/ (the CTest smoke tests use the build tree).
 set -euo pipefail
@@ -14,7 +15,8 @@ export GROUPSGD_RESULTS_DIR=${GROUPSGD_RESULTS_DIR:-$root/results}
 names() {
   local f n
   {
-    printf '%s\n' straggler pytorch crossover dataplane memory scale kernels trainer-step model-timing
+    printf '%s\n' straggler pytorch crossover dataplane dataplane-netns memory scale kernels trainer-step \
+      model-timing
     for f in "$root"/bench/*_bench.cc; do
       [[ -e $f ]] || continue
       n=$(basename "$f" _bench.cc)
@@ -32,6 +34,7 @@ describe() {
     pytorch) echo "PyTorch example: groupsgd adaptive vs DDP (gloo) with a straggler; binding overhead" ;;
     crossover) echo "jobs sharing emulated devices: one after the other, at once (policy none), at once (crossover)" ;;
     dataplane) echo "push round trips through a group PS vs plain TCP on loopback; 8-worker step latency" ;;
+    dataplane-netns) echo "dataplane between two network namespaces over veth, against iperf3 (root)" ;;
     memory) echo "peak resident memory of a central PS and a group PS serving a 25M-parameter model" ;;
     scale) echo "regroup decision time and plan quality for 100 to 10,000 workers" ;;
     kernels) echo "numeric kernels against memory bandwidth" ;;
@@ -48,7 +51,7 @@ usage() {
   local n
   while read -r n; do
     local note=""
-    if [[ $n != straggler && $n != pytorch && $n != crossover && ! -e $root/bench/${n//-/_}_bench.cc ]]; then note=" (not in this tree yet)"; fi
+    if [[ $n != straggler && $n != pytorch && $n != crossover && $n != dataplane-netns && ! -e $root/bench/${n//-/_}_bench.cc ]]; then note=" (not in this tree yet)"; fi
     printf '  %-10s %s%s\n' "$n" "$(describe "$n")" "$note"
   done < <(names)
 }
@@ -70,6 +73,8 @@ fi
 
 if [[ $name == straggler ]]; then
   cmd=("$root/scripts/bench/straggler.sh")
+elif [[ $name == dataplane-netns ]]; then
+  cmd=("$root/scripts/bench/dataplane_netns.sh")
 elif [[ $name == crossover ]]; then
   cmd=(python3 "$root/scripts/bench/crossover.py")
 elif [[ $name == pytorch ]]; then

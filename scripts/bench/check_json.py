@@ -3,8 +3,8 @@
 the summary is the last line and says ok, and the keys the docs promise are there.
 Checks the shape of the output, never the speed.
 
-  check_json.py NAME FILE     NAME: dataplane, straggler, memory, scale, pytorch, crossover
-                              or model-timing
+  check_json.py NAME FILE     NAME: dataplane, dataplane-netns, straggler, memory, scale,
+                              pytorch, crossover or model-timing
 Exit 0 when the output is well formed, 1 with the reasons on stderr otherwise.
 """
 import json
@@ -30,6 +30,36 @@ def check_dataplane(rows, summary, errors):
     lat = summary.get("step_latency_1mib_8w")
     if not isinstance(lat, dict) or not all(number(lat.get(k)) for k in ("p50_ms", "p99_ms")):
         errors.append("summary has no step latency (p50_ms, p99_ms)")
+
+
+def check_dataplane_netns(rows, summary, errors):
+    # The client's own summary (a dataplane one) comes before the iperf3 lines.
+    client = [r for r in rows if r.get("bench") == "dataplane" and "sizes" in r]
+    if not client:
+        errors.append("no dataplane summary from the --connect side")
+    else:
+        check_dataplane(rows, client[-1], errors)
+    iperf = [r for r in rows if r.get("what") == "iperf3"]
+    if sorted(r.get("when") for r in iperf) != ["after", "before"]:
+        errors.append("want an iperf3 line before and one after, got %d" % len(iperf))
+    if not number(summary.get("iperf3_gbps")) or summary["iperf3_gbps"] <= 0:
+        errors.append("'iperf3_gbps' missing or not > 0")
+    link = summary.get("link")
+    if not isinstance(link, dict) or not number(link.get("mtu")):
+        errors.append("summary has no 'link' with the veth's 'mtu'")
+    sizes = summary.get("sizes")
+    if not isinstance(sizes, list) or not sizes:
+        errors.append("summary has no 'sizes' list")
+        return
+    for s in sizes:
+        for key in ("size_mib", "groupsgd_gbps", "tcp_gbps", "exchange_gbps", "iperf3_gbps",
+                    "ratio", "exchange_ratio", "groupsgd_vs_iperf3", "tcp_vs_iperf3",
+                    "exchange_vs_iperf3"):
+            if not number(s.get(key)):
+                errors.append("size %s: '%s' missing or not a number" % (s.get("size_mib"), key))
+        for key in ("groupsgd_gbps", "tcp_gbps", "exchange_gbps"):
+            if number(s.get(key)) and s[key] <= 0:
+                errors.append("size %s: '%s' is %s, not > 0" % (s.get("size_mib"), key, s[key]))
 
 
 RUN_KEYS = ("time_to_target_s", "reached", "final_test_acc", "mean_staleness",
@@ -151,7 +181,8 @@ def check_model_timing(rows, summary, errors):
             errors.append("summary has no %s_median_ms" % name)
 
 
-CHECKS = {"dataplane": check_dataplane, "straggler": check_straggler,
+CHECKS = {"dataplane": check_dataplane, "dataplane-netns": check_dataplane_netns,
+          "straggler": check_straggler,
           "memory": check_memory, "scale": check_scale, "pytorch": check_pytorch,
           "crossover": check_crossover, "model-timing": check_model_timing}
 

@@ -3,7 +3,8 @@
 # binaries already built in GROUPSGD_BUILD_DIR (no rebuild), results in the build tree, then
 # checks the JSON lines (scripts/bench/check_json.py): shape, never speed.
 #   bench_smoke.sh NAME [extra bench args]
-# Exits 77 (CTest: skipped) when python3 is missing.
+# Exits 77 (CTest: skipped) when python3 is missing or the benchmark skipped itself (77:
+# e.g. dataplane-netns without root).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 name=$1
@@ -20,6 +21,10 @@ out=$GROUPSGD_RESULTS_DIR/$name-smoke.jsonl
 status=0
 "$root/scripts/bench.sh" "$name" --quick "$@" >"$out" || status=$?
 cat "$out"
+if [[ $status == 77 ]]; then
+  echo "bench_smoke: scripts/bench.sh $name --quick $* skipped itself (exit 77)" >&2
+  exit 77
+fi
 if [[ $status != 0 ]]; then
   echo "bench_smoke: scripts/bench.sh $name --quick $* exited $status" >&2
   exit 1

@@ -57,15 +57,16 @@ Status InProcessCluster::admit(std::set<std::string> public_keys) {
 }
 
 Status InProcessCluster::start(centralps::CentralConfig ccfg, groupps::GroupServerConfig gcfg,
-                               bool thread_names) {
-  auto c = centralps::CentralServer::create(ctx, ccfg, "tcp://127.0.0.1:*");
+                               bool thread_names, const std::string& host) {
+  const std::string bind = "tcp://" + host + ":*";
+  auto c = centralps::CentralServer::create(ctx, ccfg, bind);
   if (!c) return c.status();
   params = (*c)->paramCount();
   central_endpoint_ = (*c)->endpoint();
   gcfg.central_endpoint = central_endpoint_;
   central = std::make_unique<ServerThread<centralps::CentralServer>>(
       std::move(*c), thread_names ? "central" : nullptr);
-  auto g = groupps::GroupServer::create(ctx, gcfg, params, "tcp://127.0.0.1:*");
+  auto g = groupps::GroupServer::create(ctx, gcfg, params, bind);
   if (!g) return g.status();
   group_endpoint_ = (*g)->endpoint();
   group = std::make_unique<ServerThread<groupps::GroupServer>>(std::move(*g),

@@ -1,6 +1,6 @@
 // The in-process cluster the cluster tests and the data-plane benchmarks share: a central
 // PS and one group PS (group 0) on threads of the calling process, real ZeroMQ sockets on
-// 127.0.0.1 in one context, and what the coordinator and a member send them. No test
+// 127.0.0.1 (or a given address) in one context, and what the coordinator and a member send them. No test
 // framework here (the benchmarks link it too): failures come back as a Status.
 // Thread rule: one thread makes, drives and destroys a cluster; the servers run on their
 // own threads (ServerThread).
@@ -64,9 +64,10 @@ class InProcessCluster {
   // handler must be running before anything binds.
   Status admit(std::set<std::string> public_keys);
   // Starts the central PS, then the group PS on its endpoint (gcfg.central_endpoint is
-  // set here). thread_names: name the server threads "central" and "group".
+  // set here). thread_names: name the server threads "central" and "group". host: the
+  // address both bind (an address of this machine: a network namespace's veth, say).
   Status start(centralps::CentralConfig ccfg, groupps::GroupServerConfig gcfg,
-               bool thread_names = false);
+               bool thread_names = false, const std::string& host = "127.0.0.1");
   // configureGroup() on this cluster's group PS.
   Status configure(const std::vector<GroupMember>& members, const GroupSettings& settings,
                    const CurveKeys& as = {});
