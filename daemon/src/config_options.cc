@@ -269,6 +269,10 @@ std::vector<OptionSpec> buildTable() {
             Range{0, 86400, true}, kRestart, "that window"),
       field("give_up_s", "--give-up-s", "S", FIELD(give_up_s), above(0), kRestart,
             "role node: stop re-registering with a lost head after S"),
+      field("finish_linger_s", "--finish-linger-s", "S", FIELD(finish_linger_s),
+            between(0, 3600), kRestart,
+            "a restarted head whose run ends before all trainers came back tells late ones"
+            " `finished` for up to S more seconds (0 = exit at once)"),
       field("curve.secret_key_file", "--curve-secret-key-file", "F", FIELD(curve_secret_key_file),
             kAny, kRestart,
             "CURVE on every TCP link with this secret key (mode 0600; from groupsgdctl keygen);"

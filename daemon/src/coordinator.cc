@@ -123,7 +123,39 @@ nlohmann::json Coordinator::run(const std::atomic<bool>& stop_requested) {
       break;
     }
   }
-  return finish(reason);
+  nlohmann::json summary = finish(reason);
+  lingerForLateTrainers(stop_requested);
+  return summary;
+}
+
+std::size_t Coordinator::trainersSeen() const {
+  std::set<std::pair<std::string, std::uint32_t>> seen = told_finished_;
+  for (const auto& [id, w] : registry_.all()) {
+    if (w.role == WorkerRole::kTrainer) seen.insert({w.host, w.pid});
+  }
+  return seen.size();
+}
+
+void Coordinator::lingerForLateTrainers(const std::atomic<bool>& stop_requested) {
+  // A fresh head's late trainers are still within their --connect-timeout-ms and find
+  // the run over only if they come in time; a restarted head's ones were already
+  // running, and would retry for their --give-up-s against a head that is gone.
+  // (Without a checkpoint directory there is no restart: the incarnation is a time.)
+  if (head_.state_file.empty() || head_.incarnation <= 1 || cfg_.finish_linger_s <= 0) return;
+  if (stop_now_ != nullptr && stop_now_->load()) return;
+  if (trainersSeen() >= cfg_.workers) return;
+  const auto until = Clock::now() + std::chrono::milliseconds(
+                                        static_cast<std::int64_t>(cfg_.finish_linger_s * 1000));
+  GSGD_INFO("the run is over with " << trainersSeen() << " of " << cfg_.workers
+                                    << " trainers back since the restart: telling late ones "
+                                    << "`finished` for up to " << cfg_.finish_linger_s << " s");
+  while (trainersSeen() < cfg_.workers && Clock::now() < until && !stop_requested.load() &&
+         !shutdown_requested_) {
+    serveOnce(std::chrono::milliseconds(50));
+    serveControl();
+  }
+  GSGD_INFO("stopped lingering: " << trainersSeen() << " of " << cfg_.workers
+                                  << " trainers seen since the restart");
 }
 
 void Coordinator::serveOnce(std::chrono::milliseconds timeout) {
@@ -226,7 +258,13 @@ void Coordinator::onRegister(const zmq::message_t& from, const InMessage& msg,
 }
 
 Status Coordinator::admissionCheck(proto::Register::Reader r, const std::string& key) {
-  if (stopping_) return finished("training is over; not accepting workers");
+  if (stopping_) {
+    // Remembered so that a trainer asking again while the head lingers is told `finished`.
+    if (roleOf(r.getRole()) == WorkerRole::kTrainer) {
+      told_finished_.insert({r.getHost().cStr(), r.getPid()});
+    }
+    return finished("training is over; not accepting workers");
+  }
   if (!key.empty() && quarantined_keys_.count(key) != 0) {
     ++quarantine_refusals_;
     return quarantined("CURVE key " + key + " is quarantined");

@@ -90,11 +90,13 @@ struct HostedJob {
 class JobHost {
  public:
   JobHost(zmq::context_t& ctx, const DaemonConfig& cfg, const CurveKeys& keys,
-          const ZapHandler* zap, JobTable table, JobFront front, ArbiterHost* arbiter)
+          const ZapHandler* zap, AllowList* daemons, JobTable table, JobFront front,
+          ArbiterHost* arbiter)
       : ctx_(ctx),
         cfg_(cfg),
         keys_(keys),
         zap_(zap),
+        daemons_(daemons),
         table_(std::move(table)),
         front_(std::move(front)),
         arbiter_(arbiter) {}
@@ -133,6 +135,8 @@ class JobHost {
   const DaemonConfig& cfg_;
   const CurveKeys& keys_;
   const ZapHandler* zap_;
+  // keys_.daemons, writable: a reload gives node keys their rights (or takes them).
+  AllowList* daemons_;
   JobTable table_;
   JobFront front_;
   ArbiterHost* arbiter_;  // null without arbiter_listen
@@ -191,7 +195,8 @@ void JobHost::attach(HostedJob& h) {
   Coordinator& coordinator = h.job->coordinator();
   coordinator.attachZap(zap_);
   if (zap_ != nullptr) {  // the allow-list is the daemon's: any job's reload_keys re-reads it
-    coordinator.setKeyReloader([this] { return reloadAllowList(cfg_, zap_, keys_.public_key); });
+    coordinator.setKeyReloader(
+        [this] { return reloadAllowList(cfg_, zap_, keys_.public_key, daemons_); });
   }
   coordinator.attachMetrics(&metrics_);
   coordinator.attachControl(&h.control);
@@ -583,7 +588,7 @@ void JobHost::reloadOnHangup() {
     (void)sdNotifyReady("reload: nothing to do");
     return;
   }
-  auto change = reloadAllowList(cfg_, zap_, keys_.public_key);
+  auto change = reloadAllowList(cfg_, zap_, keys_.public_key, daemons_);
   if (!change) {
     GSGD_ERROR("SIGHUP: allow-list reload refused, keeping the running list: "
                << change.status().toString());
@@ -621,8 +626,8 @@ void JobHost::run(const std::atomic<bool>& stop, std::atomic<bool>* reload) {
 }  // namespace
 
 int runJobHost(zmq::context_t& ctx, const DaemonConfig& cfg, const CurveKeys& keys,
-               const ZapHandler* zap, const std::atomic<bool>& stop, std::atomic<bool>* reload,
-               ArbiterHost* arbiter) {
+               const ZapHandler* zap, AllowList* daemons, const std::atomic<bool>& stop,
+               std::atomic<bool>* reload, ArbiterHost* arbiter) {
   std::error_code ec;
   std::filesystem::create_directories(cfg.state_dir + "/jobs", ec);
   if (ec) {
@@ -646,7 +651,7 @@ int runJobHost(zmq::context_t& ctx, const DaemonConfig& cfg, const CurveKeys& ke
       return 1;
     }
   }
-  JobHost host(ctx, cfg, keys, zap, std::move(*table), std::move(*front), arbiter);
+  JobHost host(ctx, cfg, keys, zap, daemons, std::move(*table), std::move(*front), arbiter);
   if (Status s = host.startOperations(); !s) {
     std::fprintf(stderr, "groupsgdd: %s\n", s.message().c_str());
     return 1;

@@ -18,11 +18,13 @@ namespace groupsgd::daemon {
 
 // Serves until stop is set (SIGINT/SIGTERM) or the control method shutdown arrives
 // without a job; running jobs are then suspended (they resume at the next start).
-// SIGHUP (reload turned true) re-reads the CURVE allow-list; jobs keep their settings.
-// arbiter: the daemon's device arbiter (arbiter_listen) or null; a job file's
-// arbiter_weight is handed to it. Returns the process exit code.
+// SIGHUP (reload turned true) and any job's reload-keys re-read the CURVE allow-list,
+// node keys included: daemons is keys.daemons (CurveSetup::daemons; null without CURVE),
+// replaced on each reload, so a `KEY node` line added or removed takes effect at once.
+// Jobs keep their settings. arbiter: the daemon's device arbiter (arbiter_listen) or
+// null; a job file's arbiter_weight is handed to it. Returns the process exit code.
 int runJobHost(zmq::context_t& ctx, const DaemonConfig& cfg, const CurveKeys& keys,
-               const ZapHandler* zap, const std::atomic<bool>& stop, std::atomic<bool>* reload,
-               ArbiterHost* arbiter);
+               const ZapHandler* zap, AllowList* daemons, const std::atomic<bool>& stop,
+               std::atomic<bool>* reload, ArbiterHost* arbiter);
 
 }  // namespace groupsgd::daemon

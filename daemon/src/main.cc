@@ -171,8 +171,8 @@ int main(int argc, char** argv) {
   auto arbiter = daemon::startArbiter(ctx, cfg, curve->keys);  // arbiter_listen, or nothing
   if (!arbiter) return fail(arbiter.status().message());
   if (cfg.serve) {
-    return daemon::runJobHost(ctx, cfg, curve->keys, curve->zap.get(), g_stop_requested,
-                              &g_reload_requested, arbiter->get());
+    return daemon::runJobHost(ctx, cfg, curve->keys, curve->zap.get(), curve->daemons.get(),
+                              g_stop_requested, &g_reload_requested, arbiter->get());
   }
 
   // One run: one job, its coordinator on this thread; the process ends with it.

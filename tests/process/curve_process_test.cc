@@ -15,6 +15,7 @@
 #include "daemon_harness.h"
 #include "groupsgd/client/client.h"
 #include "groupsgd/common/curve_keys.h"
+#include "groupsgd/common/transport.h"
 
 using namespace groupsgd;
 using namespace groupsgd::testing;
@@ -370,5 +371,63 @@ TEST_CASE("curve: a node daemon with its own key pair is admitted by its allow-l
   json s = json::parse(readFile(dir + "/summary.json"));
   CHECK(s["curve"]["enabled"] == true);
   CHECK(s["node_failures"].size() == 1);
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("curve: in a --serve daemon, reload-keys and SIGHUP give an added `KEY node` line a "
+          "daemon's rights and take them from a removed one" *
+          doctest::skip(noCurve())) {
+  const std::string dir = makeTempDir();
+  for (const char* name : {"server", "n1"}) generateKeys(dir, name);
+  auto n1_pub = loadPublicKeyFile(dir + "/n1.pub");
+  REQUIRE(n1_pub.isOk());
+  const std::string n1 = *n1_pub;
+  const auto writeAllow = [&](bool as_node) {
+    std::ofstream allow(dir + "/allow.tmp");
+    allow << n1 << (as_node ? " node  # a node daemon's key\n" : "  # a plain client\n");
+    allow.close();
+    std::filesystem::rename(dir + "/allow.tmp", dir + "/allow");
+  };
+  writeAllow(false);
+  auto daemon = startDaemon(dir, "serve.log", "tcp://127.0.0.1:0",
+                            {"--serve", "--state-dir", dir + "/state", "--max-group-slots", "2",
+                             "--progress-ms", "0", "--curve-secret-key-file",
+                             dir + "/server.key", "--curve-allow-file", dir + "/allow"});
+  std::ofstream(dir + "/j.json") << json{{"name", "j"},     {"mode", "sync"},
+                                         {"workers", 1},    {"model", "softmax"},
+                                         {"max_seconds", 120}}
+                                        .dump();
+  const json job = ctlJson(dir, {"job", "submit", dir + "/j.json"});
+  REQUIRE(job["state"] == "running");
+  const json groups = ctlJson(dir, {"--job", "j", "groups"});
+  const std::string group_ep = groups["groups"][0]["endpoint"].get<std::string>();
+  // What a group PS answers n1's key asking for its counters (a daemon's request: the
+  // coordinator's, or a node daemon's that hosts it).
+  const auto statsQuery = [&] {
+    zmq::context_t ctx(1);
+    MessageLimits limits;
+    limits.job_id = job["id"].get<std::uint64_t>();
+    RpcClient rpc(ctx, group_ep, limits, clientSocketOptions(keysOf(dir, "n1")));
+    OutMessage q(limits.job_id, 0);
+    q.header().getBody().initGroupStatsQuery();
+    auto reply = rpc.call(std::move(q), 5000ms);
+    return reply ? Status::ok() : reply.status();
+  };
+  INFO("daemon: " << readFile(dir + "/serve.log"));
+  // Admitted as a client, without a daemon's rights.
+  CHECK(statsQuery().code() == Code::kPermissionDenied);
+  // `n1 node` added: the job's reload-keys makes it a daemon key at once.
+  writeAllow(true);
+  ctlJson(dir, {"--job", "j", "reload-keys"});
+  CHECK(statsQuery().isOk());
+  // The label removed again: SIGHUP (the host's own reload) takes the rights back.
+  writeAllow(false);
+  const std::size_t log_at = readFile(dir + "/serve.log").size();
+  REQUIRE(::kill(daemon->pid(), SIGHUP) == 0);
+  REQUIRE(waitUntil([&] { return readFile(dir + "/serve.log").find("SIGHUP: allow-list reloaded", log_at) != std::string::npos; },
+                    10000ms));
+  CHECK(statsQuery().code() == Code::kPermissionDenied);
+  ::kill(daemon->pid(), SIGTERM);
+  CHECK(daemon->wait(60000ms) == std::optional<int>(0));
   std::filesystem::remove_all(dir);
 }

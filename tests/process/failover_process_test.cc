@@ -42,6 +42,49 @@ bool waitForSamples(const std::string& dir, std::uint64_t samples, std::chrono::
 const std::vector<std::string> kRecoveringWorker = {"--timeout-ms", "1500", "--backoff-max-ms",
                                                     "1000", "--give-up-s", "90"};
 
+// A head (role coordinator, 2 groups; nodes and workers dead after max(250 ms * 12,
+// 1000 + 2 * 250) = 3 s of silence), node a hosting group 0, node b offering
+// node_b_groups group PSes (group 1, then spares), and four recovering workers, trained
+// past 3000 samples with all four placed.
+struct TwoNodeRun {
+  std::string ep;
+  std::unique_ptr<Process> head, node_a, node_b;
+  std::vector<std::unique_ptr<Process>> workers;
+};
+
+TwoNodeRun startTwoNodeRun(const std::string& dir, const std::string& node_b_groups) {
+  TwoNodeRun r;
+  r.head = startDaemon(dir, "head.log", "tcp://127.0.0.1:0",
+                       {"--progress-ms", "0", "--role", "coordinator", "--mode", "grouped",
+                        "--workers", "4", "--groups", "2", "--heartbeat-ms", "250",
+                        "--heartbeat-misses", "12", "--step-deadline-ms", "1000"});
+  r.ep = endpointIn(dir);
+  auto node = [&](const std::string& name, const std::string& groups) {
+    return std::make_unique<Process>(
+        std::vector<std::string>{GROUPSGDD_PATH, "--role", "node", "--coordinator", r.ep,
+                                 "--node-groups", groups, "--mode", "grouped", "--workers", "4",
+                                 "--groups", "2", "--step-deadline-ms", "1000"},
+        dir + "/" + name + ".log");
+  };
+  // Group ids go in the order the nodes offer.
+  r.node_a = node("node-a", "1");
+  REQUIRE(waitForText(dir + "/head.log", "1 of 2 groups ready", 20000ms));
+  r.node_b = node("node-b", node_b_groups);
+  REQUIRE(waitForText(dir + "/head.log", "2 of 2 groups ready", 20000ms));
+  for (int i = 0; i < 4; ++i) r.workers.push_back(startWorker(dir, r.ep, i, kRecoveringWorker));
+  REQUIRE(waitForSamples(dir, 3000, 90000ms));
+  // On a loaded machine one worker may still be loading its data when the others have
+  // trained 3000 samples: wait until all four are placed (two per group).
+  const bool placed = waitUntil(
+      [&] {
+        json st = ctl(dir, {"status"});
+        return !st.is_null() && st["workers"]["active"] == 4;
+      },
+      60000ms, 100ms);
+  REQUIRE_MESSAGE(placed, readFile(dir + "/head.log"));
+  return r;
+}
+
 }  // namespace
 
 TEST_CASE("failover: the head killed with SIGKILL and restarted resumes from its checkpoint; workers re-register on their own") {
@@ -132,37 +175,13 @@ TEST_CASE("failover: the head killed with SIGKILL and restarted resumes from its
 
 TEST_CASE("failover: a node daemon killed with SIGKILL: its group fails, its workers are reassigned and train on; accounting holds") {
   const std::string dir = makeTempDir();
-  // Dead after max(250 ms * 12, 1000 + 2 * 250) = 3 s of silence (nodes and workers alike).
-  constexpr double kDeadAfterS = 3.0;
-  auto head = startDaemon(dir, "head.log", "tcp://127.0.0.1:0",
-                          {"--progress-ms", "0", "--role", "coordinator", "--mode", "grouped",
-                           "--workers", "4",
-                           "--groups", "2", "--heartbeat-ms", "250", "--heartbeat-misses", "12",
-                           "--step-deadline-ms", "1000"});
-  const std::string ep = endpointIn(dir);
-  auto node = [&](const std::string& name) {
-    return std::make_unique<Process>(
-        std::vector<std::string>{GROUPSGDD_PATH, "--role", "node", "--coordinator", ep,
-                                 "--node-groups", "1", "--mode", "grouped", "--workers", "4",
-                                 "--groups", "2", "--step-deadline-ms", "1000"},
-        dir + "/" + name + ".log");
-  };
-  // Node a hosts group 0, node b group 1 (in the order they offer).
-  auto node_a = node("node-a");
-  REQUIRE(waitForText(dir + "/head.log", "1 of 2 groups ready", 20000ms));
-  auto node_b = node("node-b");
-  REQUIRE(waitForText(dir + "/head.log", "2 of 2 groups ready", 20000ms));
-  std::vector<std::unique_ptr<Process>> workers;
-  for (int i = 0; i < 4; ++i) workers.push_back(startWorker(dir, ep, i, kRecoveringWorker));
-  REQUIRE(waitForSamples(dir, 3000, 90000ms));
-  // On a loaded machine one worker may still be loading its data when the others have
-  // trained 3000 samples: wait until all four are placed (two per group).
-  const auto placed_by = std::chrono::steady_clock::now() + 60000ms;
-  while (std::chrono::steady_clock::now() < placed_by) {
-    json st = ctl(dir, {"status"});
-    if (!st.is_null() && st["workers"]["active"] == 4) break;
-    std::this_thread::sleep_for(100ms);
-  }
+  constexpr double kDeadAfterS = 3.0;  // startTwoNodeRun's heartbeat limit
+  // Node a hosts group 0, node b group 1.
+  TwoNodeRun run = startTwoNodeRun(dir, "1");
+  auto& head = run.head;
+  auto& node_a = run.node_a;
+  auto& node_b = run.node_b;
+  auto& workers = run.workers;
   json before = ctl(dir, {"workers"});
   REQUIRE(before.is_object());
   std::vector<int> in_group1;
@@ -341,32 +360,12 @@ TEST_CASE("failover: multi-node roles: the head restarted from its checkpoint; t
 
 TEST_CASE("failover: a node daemon killed with SIGKILL: its group is re-created on the surviving node with a free slot; its workers move back into it; accounting holds") {
   const std::string dir = makeTempDir();
-  auto head = startDaemon(dir, "head.log", "tcp://127.0.0.1:0",
-                          {"--role", "coordinator", "--mode", "grouped", "--workers", "4",
-                           "--groups", "2", "--heartbeat-ms", "250", "--heartbeat-misses", "12",
-                           "--step-deadline-ms", "1000"});
-  const std::string ep = endpointIn(dir);
-  auto node = [&](const std::string& name, const std::string& groups) {
-    return std::make_unique<Process>(
-        std::vector<std::string>{GROUPSGDD_PATH, "--role", "node", "--coordinator", ep,
-                                 "--node-groups", groups, "--mode", "grouped", "--workers", "4",
-                                 "--groups", "2", "--step-deadline-ms", "1000"},
-        dir + "/" + name + ".log");
-  };
   // Node a hosts group 0; node b offers two group PSes: group 1 and a spare.
-  auto node_a = node("node-a", "1");
-  REQUIRE(waitForText(dir + "/head.log", "1 of 2 groups ready", 20000ms));
-  auto node_b = node("node-b", "2");
-  REQUIRE(waitForText(dir + "/head.log", "2 of 2 groups ready", 20000ms));
-  std::vector<std::unique_ptr<Process>> workers;
-  for (int i = 0; i < 4; ++i) workers.push_back(startWorker(dir, ep, i, kRecoveringWorker));
-  REQUIRE(waitForSamples(dir, 3000, 90000ms));
-  const auto placed_by = std::chrono::steady_clock::now() + 60000ms;
-  while (std::chrono::steady_clock::now() < placed_by) {
-    json st = ctl(dir, {"status"});
-    if (!st.is_null() && st["workers"]["active"] == 4) break;
-    std::this_thread::sleep_for(100ms);
-  }
+  TwoNodeRun run = startTwoNodeRun(dir, "2");
+  auto& head = run.head;
+  auto& node_a = run.node_a;
+  auto& node_b = run.node_b;
+  auto& workers = run.workers;
   json before = ctl(dir, {"groups"});
   REQUIRE(before.is_object());
   const std::string old_endpoint = before["groups"][0]["endpoint"].get<std::string>();

@@ -130,3 +130,57 @@ TEST_CASE("faults: the head restarted on another port is found again by the "
   std::fflush(stdout);
   std::filesystem::remove_all(dir);
 }
+
+// A trainer whose back-off makes it miss the whole run of the restarted head: before
+// finish_linger_s it found no head at its next retry and kept registering until its
+// --give-up-s (the multi-node failover test's worker that did not exit within 30 s).
+TEST_CASE("faults: a trainer still in its back-off when the restarted head's run ends is "
+          "told `finished` and exits 0") {
+  const std::string dir = makeTempDir();
+  const std::vector<std::string> args = {
+      "--mode", "grouped", "--workers", "2", "--groups", "2", "--heartbeat-ms", "250",
+      "--heartbeat-misses", "12", "--step-deadline-ms", "1000", "--checkpoint-dir", dir + "/ck",
+      "--checkpoint-every-versions", "20", "--checkpoint-interval-s", "0", "--progress-ms", "0"};
+  auto head = startDaemon(dir, "head1.log", "tcp://127.0.0.1:0", args);
+  const std::string ep = endpointIn(dir);
+  auto worker = [&](int i, std::vector<std::string> backoff) {
+    std::vector<std::string> argv = {WORKER_PATH, "--coordinator", ep, "--name",
+                                     "w" + std::to_string(i), "--device-ms", "3",
+                                     "--timeout-ms", "1500", "--give-up-s", "60"};
+    argv.insert(argv.end(), backoff.begin(), backoff.end());
+    return std::make_unique<Process>(argv, dir + "/w" + std::to_string(i) + ".log");
+  };
+  auto w0 = worker(0, {"--backoff-max-ms", "1000"});
+  // w1 waits 16-20 s between registration attempts (20 s, less up to 20% jitter).
+  auto w1 = worker(1, {"--backoff-initial-ms", "20000", "--backoff-max-ms", "20000"});
+  json st = waitForStatus(
+      dir, [](const json& s) { return s["central_version"].get<std::uint64_t>() >= 20; }, 90000ms);
+  REQUIRE(st["central_version"].get<std::uint64_t>() >= 20);
+  REQUIRE(::kill(head->pid(), SIGKILL) == 0);
+  REQUIRE(head->wait(10000ms).has_value());
+  // w1's first attempt goes out 1.5 s after this line (its Leave times out first) and
+  // fails 1.5 s later; the next one comes 16-20 s after that. The new head starts in
+  // between and spends its budget with w0 alone.
+  REQUIRE(waitForText(dir + "/w1.log", "registering again", 30000ms));
+  std::this_thread::sleep_for(5000ms);
+  auto again = startDaemon(dir, "head2.log", ep, [&] {
+    auto a = args;
+    a.insert(a.end(), {"--max-samples", "2000", "--max-seconds", "60"});
+    return a;
+  }());
+  REQUIRE(again->wait(60000ms) == std::optional<int>(0));
+  const std::string head2 = readFile(dir + "/head2.log");
+  INFO("head2: " << head2);
+  INFO("w1: " << readFile(dir + "/w1.log"));
+  CHECK(w0->wait(20000ms) == std::optional<int>(0));
+  // It heard `finished` from the lingering head; without it, it retried for 60 s.
+  CHECK(w1->wait(20000ms) == std::optional<int>(0));
+  CHECK(readFile(dir + "/w1.log").find("the run is over") != std::string::npos);
+  CHECK(head2.find("telling late ones `finished`") != std::string::npos);
+  CHECK(head2.find("stopped lingering: 2 of 2") != std::string::npos);
+  json s = readSummary(dir);
+  checkAccounting(s);
+  CHECK(s["stop_reason"] == "sample budget spent");
+  CHECK(s["head_restart"]["incarnation"] == 2);
+  std::filesystem::remove_all(dir);
+}

@@ -80,6 +80,10 @@ struct DaemonConfig {
   std::uint32_t quarantine_after = 5;       // bad updates within the window (0 = never)
   double quarantine_window_s = 60;
   double give_up_s = 600;  // role node: how long to keep re-registering with a lost head
+  // A restarted head whose run ends before every expected trainer came back answers
+  // registrations with `finished` this much longer, so a trainer still in its back-off
+  // stops instead of retrying until its --give-up-s (0 = exit at once).
+  double finish_linger_s = 30;
   // CURVE on every TCP link (docs/operations.md, "Securing the links"): this daemon's
   // secret key file (mode 0600; every daemon of a cluster shares the pair) and the file of
   // client public keys it admits. Both empty = plain links.

@@ -202,6 +202,12 @@ class Coordinator {
   Accuracy stopEvaluators(std::uint64_t final_version, bool now);
   nlohmann::json summaryJson(const RunSummary& run, const std::string& reason, double elapsed,
                              const Accuracy& final_acc) const;
+  // After finish(): a restarted head whose run ended before every expected trainer came
+  // back keeps answering registrations with `finished` (for up to finish_linger_s, until
+  // each missing trainer has been told), so one still in its back-off stops cleanly.
+  void lingerForLateTrainers(const std::atomic<bool>& stop_requested);
+  // Trainers (distinct host and pid) this head has seen: registered, or told `finished`.
+  std::size_t trainersSeen() const;
   // Evaluator supervision hooks (coordinator_evaluators.cc): an evaluator registered, or
   // was lost (declared dead, or left) while training goes on.
   void evaluatorJoined(const WorkerRecord& w);
@@ -225,6 +231,8 @@ class Coordinator {
   std::uint32_t next_shard_ = 0;
   bool stopping_ = false;
   bool stop_evaluators_ = false;  // evaluators stop last, after measuring the final model
+  // Trainers whose registration came while stopping (host, pid): told `finished`.
+  std::set<std::pair<std::string, std::uint32_t>> told_finished_;
   std::optional<Clock::time_point> training_started_;
   std::optional<double> time_to_target_s_;
   double acc_at_target_ = -1;  // the report that reached the target (later ones may dip)
