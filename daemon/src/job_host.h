@@ -20,9 +20,10 @@ namespace groupsgd::daemon {
 // without a job; running jobs are then suspended (they resume at the next start).
 // SIGHUP (reload turned true) re-reads the CURVE allow-list; jobs keep their settings.
 // arbiter: the daemon's device arbiter (arbiter_listen) or null; a job file's
-// arbiter_weight is handed to it. Returns the process exit code.
+// arbiter_weight is handed to it. daemons (CurveSetup::daemons, null without CURVE): the
+// node daemons' keys, re-read with the allow-list. Returns the process exit code.
 int runJobHost(zmq::context_t& ctx, const DaemonConfig& cfg, const CurveKeys& keys,
                const ZapHandler* zap, const std::atomic<bool>& stop, std::atomic<bool>* reload,
-               ArbiterHost* arbiter);
+               ArbiterHost* arbiter, AllowList* daemons = nullptr);
 
 }  // namespace groupsgd::daemon

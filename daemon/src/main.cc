@@ -172,7 +172,7 @@ int main(int argc, char** argv) {
   if (!arbiter) return fail(arbiter.status().message());
   if (cfg.serve) {
     return daemon::runJobHost(ctx, cfg, curve->keys, curve->zap.get(), g_stop_requested,
-                              &g_reload_requested, arbiter->get());
+                              &g_reload_requested, arbiter->get(), curve->daemons.get());
   }
 
   // One run: one job, its coordinator on this thread; the process ends with it.
