@@ -36,9 +36,11 @@ TEST_CASE("serve with node daemons: a node killed mid-job fails its group; the j
   auto daemon = startDaemon(dir, "daemon.log",
                             {"--serve", "--state-dir", dir + "/state", "--max-group-slots", "0",
                              "--progress-ms", "0", "--heartbeat-ms", "200",
-                             "--step-deadline-ms", "1000"},
+                             "--heartbeat-misses", "12", "--step-deadline-ms", "1000"},
                             DaemonFiles{});
   REQUIRE(waitForText(dir + "/daemon.log", "serving jobs", 30000ms));
+  // Dead after max(200 ms * 12, 1000 + 2 * 200) = 2.4 s of silence (nodes and workers
+  // alike), as in the single-run failover test: a loaded machine does not kill trainers.
   auto node_a = startNode(dir, "node-a");
   auto node_b = startNode(dir, "node-b");
   REQUIRE(waitUntil([&] { return slots(dir)["node_slots"] == 2; }, 30000ms, 100ms));
