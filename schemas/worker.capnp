@@ -28,6 +28,9 @@ struct Register {
   # The job to join, by name (a daemon hosting several jobs: docs/jobs.md). "" = the only
   # job running; refused when several run.
   job @8 :Text;
+  # A node daemon registering at a multi-job daemon's front: the group PS slots it offers
+  # to the daemon's jobs (0 = not such a node; a job's coordinator ignores it).
+  groupSlots @9 :UInt32;
 }
 
 # A multi-job daemon's front (its `listen` endpoint) answers Register with this: the job's
@@ -56,6 +59,8 @@ struct Assignment {
   compression @12 :Text;      # how to encode gradients: dense | fp16 | sign | topk:RATIO
   groupServerKey @13 :Text;   # CURVE: public key of the node daemon serving that group PS
                               # ("" = the head's key, the one the worker was configured with)
+  nodePool @14 :Bool;         # a multi-job daemon's front took this node daemon into its pool:
+                              # its jobs come with the heartbeat replies (placements)
 }
 
 # Periodic liveness + statistics (header.senderId = worker id, header.epoch = its epoch).
@@ -72,6 +77,7 @@ struct Heartbeat {
   recentSteps @9 :List(StepTiming);  # the steps since the last heartbeat (at most 32, newest
                                      # last); empty from a trainer that reports only means
   speedChanged @10 :Bool;      # sent early: the first steps, or its step times shifted
+  groupSlots @11 :UInt32;      # a pooled node daemon, to the front: its slots (0 = not one)
 }
 
 # One step of a trainer, from its own timers.
@@ -87,6 +93,17 @@ struct StepTiming {
 struct HeartbeatReply {
   stop @0 :Bool;        # finish the current step, send Leave, exit
   reregister @1 :Bool;  # the coordinator does not know this worker/epoch: register again
+  placements @2 :List(NodePlacement);  # a pooled node daemon: the jobs it serves group PSes for
+}
+
+# A multi-job daemon's front to a node daemon of its pool: serve `slots` group PSes for
+# this job (register at its coordinator as a node, as for a single run).
+struct NodePlacement {
+  job @0 :Text;          # the job's name
+  jobId @1 :UInt64;      # header.jobId of its messages
+  coordinator @2 :Text;  # the job's coordinator endpoint
+  slots @3 :UInt32;      # group PSes to offer it
+  settings @4 :Text;     # JSON: the job's group PS options, in config-file form
 }
 
 # Last message of a worker that stops on its own or was told to stop.

@@ -80,6 +80,7 @@ OutMessage CoordinatorClient::registration(Role role, const std::string& name,
   r.setName(name);
   r.setWorkerId(worker_id);
   r.setJob(job_);
+  r.setGroupSlots(group_slots_);
   if (model_) {
     r.setParamCount(model_->param_count);
     r.setModelFingerprint(model_->fingerprint);
@@ -141,6 +142,7 @@ Result<Assignment> CoordinatorClient::registerAs(Role role, const std::string& n
   out_a.heartbeat_ms = std::max<std::uint32_t>(50, a.getHeartbeatMs());
   if (a.hasCompression() && a.getCompression().size() > 0) out_a.compression = a.getCompression().cStr();
   out_a.group_server_key = a.getGroupServerKey().cStr();
+  out_a.node_pool = a.getNodePool();
   return out_a;
 }
 
@@ -159,6 +161,7 @@ Result<HeartbeatAnswer> CoordinatorClient::heartbeat(const Assignment& a,
   hb.setBatchSize(stats.batch_size);
   hb.setWaitMs(stats.wait_ms);
   hb.setSpeedChanged(stats.speed_changed);
+  hb.setGroupSlots(stats.group_slots);
   auto steps = hb.initRecentSteps(static_cast<unsigned>(stats.recent.size()));
   for (unsigned i = 0; i < stats.recent.size(); ++i) {
     const StepTiming& t = stats.recent[i];
@@ -174,7 +177,13 @@ Result<HeartbeatAnswer> CoordinatorClient::heartbeat(const Assignment& a,
     return invalidArgument("coordinator answered a heartbeat with something else");
   }
   auto r = reply->header().getBody().getHeartbeatReply();
-  return HeartbeatAnswer{r.getStop(), r.getReregister()};
+  HeartbeatAnswer answer{r.getStop(), r.getReregister(), {}};
+  for (auto p : r.getPlacements()) {
+    answer.placements.push_back(NodePlacement{p.getJob().cStr(), p.getJobId(),
+                                              p.getCoordinator().cStr(), p.getSlots(),
+                                              p.getSettings().cStr()});
+  }
+  return answer;
 }
 
 Status CoordinatorClient::leave(const Assignment& a, std::uint64_t samples_trained,

@@ -158,8 +158,8 @@ std::vector<OptionSpec> buildTable() {
             "stay up and host the jobs submitted over the control socket (docs/jobs.md)"),
       field("state_dir", "--state-dir", "DIR", FIELD(state_dir), kAny, kRestart,
             "serve: the job table and each job's checkpoints (DIR/jobs/NAME) live here"),
-      field("max_group_slots", "--max-group-slots", "N", FIELD(max_group_slots), atLeast(1),
-            kRestart, "serve: group PSes all running jobs may use together"),
+      field("max_group_slots", "--max-group-slots", "N", FIELD(max_group_slots), kAny,
+            kRestart, "serve: group PSes all running jobs may run in this daemon together (0: only node daemons')"),
       field("role", "--role", "R", FIELD(role), kAny, kRestart,
             "all (one machine: coordinator, central PS, group PSes), coordinator (coordinator"
             " + central PS; group PSes come from nodes) or node (hosts group PSes for the"

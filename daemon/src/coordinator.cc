@@ -506,6 +506,9 @@ void Coordinator::onLeave(const zmq::message_t& from, const InMessage& msg,
   OutMessage out(cfg_.job_id, 0);
   out.header().getBody().setAck();
   (void)replyTo(sock_, from, std::move(out));
+  // A node daemon stopped mid-run (SIGTERM, or its multi-job daemon took its slots back)
+  // takes its group PSes with it: their groups fail over as for a dead node.
+  if (was_active && w->role == WorkerRole::kNode && !stopping_) failNode(*w, "left");
   if (was_active && w->role == WorkerRole::kTrainer) {
     if (adaptive_) {
       adaptive_->forget(w->id);

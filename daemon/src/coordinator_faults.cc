@@ -73,11 +73,11 @@ void Coordinator::markQuarantined(std::uint64_t worker, std::uint32_t group) {
   }
 }
 
-void Coordinator::failNode(const WorkerRecord& node) {
+void Coordinator::failNode(const WorkerRecord& node, const std::string& why) {
   spares_.dropNode(node.id);  // its unused group PSes died with it
   for (std::uint32_t g = 0; g < group_node_.size(); ++g) {
     if (group_node_[g] == node.id && !groupFailed(g)) {
-      failGroup(g, "node " + std::to_string(node.id) + " (" + node.host + ") missed its heartbeats");
+      failGroup(g, "node " + std::to_string(node.id) + " (" + node.host + ") " + why);
     }
   }
 }

@@ -1,5 +1,7 @@
 #include "group_server_setup.h"
 
+#include <nlohmann/json.hpp>
+
 #include "groupsgd/codec/compression_spec.h"
 
 namespace groupsgd::daemon {
@@ -20,6 +22,34 @@ groupps::GroupServerConfig groupServerConfig(const DaemonConfig& cfg, std::uint3
   g.limits.job_id = cfg.job_id;
   g.curve = curve;
   return g;
+}
+
+namespace {
+
+// Every option groupServerConfig() reads ("mode" makes exchangePeriod() what the job's is).
+const char* const kGroupSettings[] = {"mode",          "exchange_period",    "optimizer",
+                                      "step_deadline_ms", "max_grad_norm", "quarantine_after",
+                                      "quarantine_window_s", "compress_deltas"};
+
+}  // namespace
+
+std::string groupSettingsJson(const DaemonConfig& job) {
+  const nlohmann::json all = toJson(job);
+  nlohmann::json out = nlohmann::json::object();
+  for (const char* key : kGroupSettings) {
+    if (all.contains(key)) out[key] = all[key];
+  }
+  return out.dump();
+}
+
+Status applyGroupSettings(const std::string& settings, DaemonConfig* node) {
+  const auto j = nlohmann::json::parse(settings, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object()) return invalidArgument("job settings are not a JSON object");
+  DaemonConfig cfg = *node;
+  GSGD_RETURN_IF_ERROR(applyJson(j, &cfg));
+  if (auto spec = parseCompressionSpec(cfg.compress_deltas); !spec) return spec.status();
+  *node = std::move(cfg);
+  return Status::ok();
 }
 
 }  // namespace groupsgd::daemon

@@ -1,5 +1,6 @@
 // The translation of the daemon's configuration into a group PS's configuration, shared
-// by role all (main.cc) and role node (node.cc) so both run identical group PSes.
+// by role all (main.cc) and role node (node.cc) so both run identical group PSes; and the
+// job's group PS options a multi-job daemon hands to the node daemons serving the job.
 // Thread rule: a pure function; any thread.
 #pragma once
 
@@ -16,5 +17,14 @@ namespace groupsgd::daemon {
 groupps::GroupServerConfig groupServerConfig(const DaemonConfig& cfg, std::uint32_t group_id,
                                              const std::string& central_endpoint,
                                              const CurveKeys& curve);
+
+// The options of a job its group PSes use (optimizer, exchange period, deadlines, limits,
+// delta compression), as JSON text in config-file form (NodePlacement.settings).
+std::string groupSettingsJson(const DaemonConfig& job);
+
+// A node daemon's configuration for one job's group PSes: the node's own (bind_host,
+// CURVE, give_up_s, ...) with the job's settings on top. Refuses settings that do not
+// parse or name an option this build does not know.
+Status applyGroupSettings(const std::string& settings, DaemonConfig* node);
 
 }  // namespace groupsgd::daemon

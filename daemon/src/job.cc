@@ -1,5 +1,7 @@
 #include "job.h"
 
+#include <algorithm>
+
 #include "group_server_setup.h"
 #include "groupsgd/common/log.h"
 #include "groupsgd/daemon/incarnation.h"
@@ -27,7 +29,8 @@ centralps::CentralConfig centralConfig(const DaemonConfig& cfg, const CurveKeys&
 
 Result<std::unique_ptr<Job>> Job::create(zmq::context_t& ctx, const DaemonConfig& cfg,
                                          const CurveKeys& keys,
-                                         std::optional<ExternalIntake> intake) {
+                                         std::optional<ExternalIntake> intake,
+                                         std::optional<std::uint32_t> local_groups) {
   std::unique_ptr<Job> job(new Job(cfg));
   centralps::CentralConfig ccfg = centralConfig(cfg, keys);
   if (intake) ccfg.initial = std::move(intake->initial);
@@ -39,7 +42,10 @@ Result<std::unique_ptr<Job>> Job::create(zmq::context_t& ctx, const DaemonConfig
   topo.central_endpoint = job->central_->endpoint();
   topo.param_count = job->central_->paramCount();
   if (intake) topo.model_fingerprint = intake->fingerprint;
-  GSGD_RETURN_IF_ERROR(job->startGroups(ctx, keys, &topo));
+  const std::uint32_t local =
+      local_groups ? std::min(*local_groups, cfg.groupCount())
+                   : (cfg.role == "coordinator" ? 0 : cfg.groupCount());
+  GSGD_RETURN_IF_ERROR(job->startGroups(ctx, keys, local, &topo));
   if (intake) {
     job->coordinator_ =
         Coordinator::createOn(ctx, std::move(intake->socket), intake->endpoint, cfg, topo, keys);
@@ -56,9 +62,9 @@ Result<std::unique_ptr<Job>> Job::create(zmq::context_t& ctx, const DaemonConfig
 
 Job::~Job() { stopServers(); }
 
-Status Job::startGroups(zmq::context_t& ctx, const CurveKeys& keys, Topology* topo) {
-  const std::uint32_t local_groups = cfg_.role == "coordinator" ? 0 : cfg_.groupCount();
-  for (std::uint32_t g = 0; g < local_groups; ++g) {
+Status Job::startGroups(zmq::context_t& ctx, const CurveKeys& keys, std::uint32_t count,
+                        Topology* topo) {
+  for (std::uint32_t g = 0; g < count; ++g) {
     auto server =
         groupps::GroupServer::create(ctx, groupServerConfig(cfg_, g, topo->central_endpoint, keys),
                                      topo->param_count, "tcp://" + cfg_.bind_host + ":*");

@@ -37,10 +37,12 @@ class Job {
   // Binds the central PS (resuming from cfg.checkpoint_dir's newest checkpoint), the
   // group PSes (none for role coordinator: nodes offer them) and the coordinator (on the
   // intake's socket, else at cfg.listen), and records the head incarnation. Nothing runs
-  // yet. Errors name the part that failed.
+  // yet. Errors name the part that failed. local_groups (a multi-job daemon): how many
+  // of the job's group PSes run here; node daemons offer the rest to its coordinator.
   static Result<std::unique_ptr<Job>> create(zmq::context_t& ctx, const DaemonConfig& cfg,
                                              const CurveKeys& keys,
-                                             std::optional<ExternalIntake> intake = std::nullopt);
+                                             std::optional<ExternalIntake> intake = std::nullopt,
+                                             std::optional<std::uint32_t> local_groups = std::nullopt);
   ~Job();  // stops the servers if they still run
   Job(const Job&) = delete;
   Job& operator=(const Job&) = delete;
@@ -59,7 +61,8 @@ class Job {
 
  private:
   Job(DaemonConfig cfg) : cfg_(std::move(cfg)) {}
-  Status startGroups(zmq::context_t& ctx, const CurveKeys& keys, Topology* topo);
+  Status startGroups(zmq::context_t& ctx, const CurveKeys& keys, std::uint32_t count,
+                     Topology* topo);
   Status startHead();
 
   DaemonConfig cfg_;

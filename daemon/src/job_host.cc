@@ -11,6 +11,7 @@
 #include "groupsgd/common/atomic_file.h"
 #include "groupsgd/common/log.h"
 #include "groupsgd/common/transport.h"
+#include "group_server_setup.h"
 #include "groupsgd/daemon/curve_setup.h"
 #include "groupsgd/daemon/external_model.h"
 #include "groupsgd/daemon/job_config.h"
@@ -76,7 +77,9 @@ struct HostedJob {
   std::atomic<bool> awaiting_model{false};
   std::string error;  // set by the runner when the job could not start (state failed)
   std::string endpoint;
-  std::uint32_t slots = 0;
+  std::uint32_t slots = 0;       // its group PSes: local_slots here, the rest on node daemons
+  std::uint32_t local_slots = 0;
+  std::string group_settings;    // handed to the node daemons serving it (groupSettingsJson)
   std::atomic<bool> stop{false};      // end the job (a stop condition of the operator)
   std::atomic<bool> stop_now{false};  // ... without waiting for trainers (stop without --drain)
   std::atomic<bool> suspend{false};   // the daemon stops: keep the job for the next start
@@ -99,7 +102,9 @@ class JobHost {
         daemons_(daemons),
         table_(std::move(table)),
         front_(std::move(front)),
-        arbiter_(arbiter) {}
+        arbiter_(arbiter) {
+    front_.attachPool(&pool_, cfg_.heartbeat_ms);
+  }
 
   Status startOperations();
   void resumeJobs();
@@ -107,7 +112,16 @@ class JobHost {
 
  private:
   std::string jobDir(const std::string& name) const { return cfg_.state_dir + "/jobs/" + name; }
-  std::uint32_t slotsInUse() const;
+  // Group PS slots in use: here (of max_group_slots), and all (with the node daemons').
+  std::uint32_t localSlotsInUse() const;
+  std::uint32_t slotsInUse() const { return localSlotsInUse() + pool_.inUse(); }
+  std::uint32_t localSlotsFree() const {
+    return cfg_.max_group_slots - std::min(cfg_.max_group_slots, localSlotsInUse());
+  }
+  // Places the node slots a running job lacks (a resumed job before the nodes were back,
+  // a node lost mid-job) on the nodes' free slots; drops nodes gone silent.
+  void tendNodes();
+  ojson groupSlotsJson() const;
   std::vector<FrontJob> frontJobs() const;
   Result<DaemonConfig> jobConfig(const JobRecord& rec) const;
   // Binds and starts the job of this record; on failure the record is marked failed.
@@ -140,6 +154,7 @@ class JobHost {
   JobTable table_;
   JobFront front_;
   ArbiterHost* arbiter_;  // null without arbiter_listen
+  NodePool pool_;         // node daemons registered at the front, and their slots
   std::map<std::string, std::unique_ptr<HostedJob>> running_;
   MetricsRegistry metrics_;
   std::unique_ptr<ControlServer> control_;
@@ -149,19 +164,64 @@ class JobHost {
   Clock::time_point next_watchdog_ = Clock::now();
 };
 
-std::uint32_t JobHost::slotsInUse() const {
+std::uint32_t JobHost::localSlotsInUse() const {
   std::uint32_t n = 0;
-  for (const auto& [name, h] : running_) n += h->slots;
+  for (const auto& [name, h] : running_) n += h->local_slots;
   return n;
+}
+
+void JobHost::tendNodes() {
+  // The coordinators' rule for their workers: a loaded node may be late, and a node
+  // really dead is failed by each job's coordinator on its own.
+  const auto limit = std::chrono::milliseconds(std::max<std::uint64_t>(
+      static_cast<std::uint64_t>(cfg_.heartbeat_ms) * cfg_.heartbeat_misses,
+      cfg_.step_deadline_ms + 2ull * cfg_.heartbeat_ms));
+  for (const auto& gone : pool_.expire(limit)) {
+    GSGD_WARN(gone << " missed its heartbeats: dropped from the pool (the jobs' coordinators "
+                      "fail the groups it served)");
+  }
+  if (pool_.free() == 0) return;
+  for (const auto& [name, h] : running_) {
+    if (h->done.load()) continue;
+    const std::uint32_t wanted = h->slots - h->local_slots;
+    const std::uint64_t id = h->cfg.job_id;
+    const std::uint32_t have = pool_.placed(id);
+    if (have >= wanted) continue;
+    const std::uint32_t placed = pool_.place(id, wanted - have);
+    if (placed > 0) {
+      GSGD_INFO("job '" << name << "': " << placed << " group PS slot(s) placed on node daemons ("
+                        << have + placed << " of " << wanted << ")");
+    }
+  }
+}
+
+ojson JobHost::groupSlotsJson() const {
+  ojson nodes = ojson::array();
+  for (const auto& [id, n] : pool_.nodes()) {
+    ojson placed = ojson::object();
+    for (const auto& [job, k] : n.placed) placed[std::to_string(job)] = k;
+    nodes.push_back({{"id", id - NodePool::kFirstId + 1},
+                     {"host", n.host},
+                     {"slots", n.slots},
+                     {"in_use", std::min(n.slots, n.used())},
+                     {"jobs", placed}});
+  }
+  return {{"max", cfg_.max_group_slots},
+          {"in_use", slotsInUse()},
+          {"local_in_use", localSlotsInUse()},
+          {"node_slots", pool_.total()},
+          {"free", localSlotsFree() + pool_.free()},
+          {"nodes", nodes}};
 }
 
 std::vector<FrontJob> JobHost::frontJobs() const {
   std::vector<FrontJob> jobs;
   for (const auto& rec : table_.jobs()) {
-    FrontJob f{rec.name, rec.id, false, ""};
+    FrontJob f{rec.name, rec.id, false, "", ""};
     if (auto it = running_.find(rec.name); it != running_.end() && !it->second->done.load()) {
       f.running = true;
       f.endpoint = it->second->endpoint;
+      f.settings = it->second->group_settings;
     }
     jobs.push_back(std::move(f));
   }
@@ -219,7 +279,8 @@ Status JobHost::launchExternal(HostedJob& h) {
   if (!model) return Status(model.status().code(), "model external: " + model.status().toString());
   auto job = Job::create(ctx_, h.cfg, keys_,
                          ExternalIntake{std::move(*sock), *ep, std::move(model->fingerprint),
-                                        std::move(model->initial)});
+                                        std::move(model->initial)},
+                         h.local_slots);
   if (!job) return job.status();
   h.job = std::move(*job);
   attach(h);
@@ -240,7 +301,8 @@ void JobHost::createAwaitedJob(HostedJob& h) {
   }
   auto job = Job::create(ctx_, h.cfg, keys_,
                          ExternalIntake{std::move(*h.intake), h.endpoint,
-                                        std::move(model->fingerprint), std::move(model->initial)});
+                                        std::move(model->fingerprint), std::move(model->initial)},
+                         h.local_slots);
   h.intake.reset();
   if (!job) {
     h.error = job.status().message();
@@ -261,10 +323,16 @@ Status JobHost::launch(JobRecord& rec) {
   auto hosted = std::make_unique<HostedJob>();
   hosted->cfg = *cfg;
   hosted->slots = cfg->groupCount();
+  // Node daemons' slots first (they are there to carry the group traffic), then local
+  // ones; what neither has free now (a job resumed before its nodes are back) is placed
+  // on nodes as they come (tendNodes), its coordinator waiting for their offers.
+  const std::uint32_t on_nodes = std::min(hosted->slots, pool_.free());
+  hosted->local_slots = std::min(hosted->slots - on_nodes, localSlotsFree());
+  hosted->group_settings = groupSettingsJson(*cfg);
   if (cfg->external_model) {
     GSGD_RETURN_IF_ERROR(launchExternal(*hosted));
   } else {
-    auto job = Job::create(ctx_, *cfg, keys_);
+    auto job = Job::create(ctx_, *cfg, keys_, std::nullopt, hosted->local_slots);
     if (!job) return job.status();
     hosted->job = std::move(*job);
     hosted->endpoint = hosted->job->endpoint();
@@ -274,6 +342,7 @@ Status JobHost::launch(JobRecord& rec) {
     arbiter_->setJobWeight(rec.id, *weight);  // leases are keyed by the job's id
   }
   ++rec.starts;
+  if (on_nodes > 0) (void)pool_.place(rec.id, on_nodes);
   HostedJob* h = hosted.get();
   const std::string name = rec.name;
   h->runner = std::thread([this, h, name] {
@@ -287,7 +356,8 @@ Status JobHost::launch(JobRecord& rec) {
     h->done.store(true);
   });
   GSGD_INFO("job '" << rec.name << "' (id " << rec.id << ") runs: coordinator on " << h->endpoint
-                    << ", " << h->slots << " group PS(es)"
+                    << ", " << h->slots << " group PS(es) (" << h->local_slots << " here, "
+                    << h->slots - h->local_slots << " on node daemons)"
                     << (h->awaiting_model.load() ? ", waiting for the first worker's model"
                         : h->job->resumedFrom().empty()
                             ? ""
@@ -321,6 +391,7 @@ void JobHost::reapEnded() {
       continue;
     }
     h.runner.join();
+    pool_.release(h.cfg.job_id);
     JobRecord* rec = table_.find(it->first);
     if (rec != nullptr && !h.error.empty()) {
       rec->state = JobState::kFailed;
@@ -355,6 +426,7 @@ ojson JobHost::jobRow(const JobRecord& rec) const {
   auto it = running_.find(rec.name);
   if (it != running_.end()) {
     row["groups"] = it->second->slots;
+    row["node_slots"] = it->second->slots - it->second->local_slots;
     row["coordinator"] = it->second->endpoint;
     if (it->second->stop.load()) row["state"] = "stopping";
     if (it->second->awaiting_model.load()) row["awaiting_model"] = true;
@@ -408,11 +480,19 @@ void JobHost::jobSubmit(PendingRequest& r) {
     problems.push_back("arbiter_weight needs the daemon's device arbiter (arbiter_listen)");
   }
   if (cfg) {
-    const std::uint32_t free = cfg_.max_group_slots - std::min(cfg_.max_group_slots, slotsInUse());
-    if (cfg->groupCount() > free) {
-      problems.push_back("the job needs " + std::to_string(cfg->groupCount()) + " group PS(es), " +
-                         std::to_string(free) + " of max_group_slots " +
-                         std::to_string(cfg_.max_group_slots) + " are free");
+    const std::uint32_t local = localSlotsFree();
+    if (cfg->groupCount() > local + pool_.free()) {
+      std::string text = "the job needs " + std::to_string(cfg->groupCount()) + " group PS(es), ";
+      if (pool_.nodes().empty()) {
+        text += std::to_string(local) + " of max_group_slots " +
+                std::to_string(cfg_.max_group_slots) + " are free";
+      } else {
+        text += std::to_string(local + pool_.free()) + " are free (" + std::to_string(local) +
+                " of max_group_slots " + std::to_string(cfg_.max_group_slots) + " here, " +
+                std::to_string(pool_.free()) + " of " + std::to_string(pool_.total()) + " on " +
+                std::to_string(pool_.nodes().size()) + " node daemon(s))";
+      }
+      problems.push_back(text);
     }
   }
   if (!problems.empty()) {
@@ -494,7 +574,7 @@ void JobHost::handleControl(PendingRequest&& r) {
     ojson rows = ojson::array();
     for (const auto& rec : table_.jobs()) rows.push_back(jobRow(rec));
     return r.respond({{"jobs", rows},
-                      {"group_slots", {{"max", cfg_.max_group_slots}, {"in_use", slotsInUse()}}}});
+                      {"group_slots", groupSlotsJson()}});
   }
   if (m == "job.summary") {
     const auto it = r.params().find("job");
@@ -608,10 +688,13 @@ void JobHost::run(const std::atomic<bool>& stop, std::atomic<bool>* reload) {
     front_.serve(std::chrono::milliseconds(50), frontJobs());
     serveControl();
     reapEnded();
+    tendNodes();
     if (reload != nullptr && reload->exchange(false)) reloadOnHangup();
     metrics_.gauge("jobs_running", "jobs the daemon hosts now")
         .set(static_cast<double>(running_.size()));
     metrics_.gauge("group_slots_in_use", "group PSes the running jobs use").set(slotsInUse());
+    metrics_.gauge("node_group_slots", "group PS slots the node daemons in the pool offer")
+        .set(pool_.total());
     if (watchdog_ && Clock::now() >= next_watchdog_) {
       (void)sdNotifyWatchdog();
       next_watchdog_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(*watchdog_ / 2);

@@ -10,12 +10,11 @@
 #include "groupsgd/common/log.h"
 #include "groupsgd/daemon/curve_setup.h"
 #include "groupsgd/groupps/group_server.h"
+#include "node_head.h"
+#include "node_pool_member.h"
 
 namespace groupsgd::daemon {
-namespace {
 
-// Registration with back-off until the coordinator answers (it may start after us, or
-// be restarting), for at most give_up_s.
 Result<worker::Assignment> registerNode(worker::CoordinatorClient& coord, worker::Role role,
                                         const std::vector<std::string>& endpoints,
                                         const std::atomic<bool>& stop, double give_up_s) {
@@ -31,14 +30,9 @@ Result<worker::Assignment> registerNode(worker::CoordinatorClient& coord, worker
   return unavailable(stop.load() ? "stopped before registering" : "gave up registering");
 }
 
-enum class HeadEnd { kStopped, kHeadLost, kFailed };
-
-// Serves one head incarnation: learns the central PS, binds the group PSes, offers them,
-// heartbeats. Returns kHeadLost when a restarted head does not know this node (its group
-// PSes point at the old central PS, so they are rebuilt from scratch).
 HeadEnd serveHead(const DaemonConfig& cfg, zmq::context_t& ctx, worker::CoordinatorClient& coord,
                   const CurveKeys& curve_keys, const std::atomic<bool>& stop_requested,
-                  const std::function<void()>& between_heartbeats) {
+                  const std::function<void()>& between_heartbeats, worker::Assignment* pooled) {
   // 1. Where is the central PS, and how big is the model? (asked as a tool, then left)
   auto probe = registerNode(coord, worker::Role::kTool, {}, stop_requested, cfg.give_up_s);
   if (!probe) {
@@ -49,6 +43,11 @@ HeadEnd serveHead(const DaemonConfig& cfg, zmq::context_t& ctx, worker::Coordina
     }
     GSGD_ERROR("cannot reach the coordinator at " << cfg.coordinator << ": " << probe.status().toString());
     return HeadEnd::kFailed;
+  }
+  if (probe->node_pool) {
+    // A multi-job daemon's front: its jobs are placed on this node (node_pool_member.h).
+    if (pooled != nullptr) *pooled = *probe;
+    return HeadEnd::kPooled;
   }
   (void)coord.leave(*probe, 0, 0);
   // 2. Bind the group PSes. Their optimizer settings come from this node's configuration:
@@ -122,8 +121,6 @@ HeadEnd serveHead(const DaemonConfig& cfg, zmq::context_t& ctx, worker::Coordina
   return end;
 }
 
-}  // namespace
-
 int runNode(const DaemonConfig& cfg, const std::atomic<bool>& stop_requested,
             std::atomic<bool>* reload_requested) {
   log::setThreadTag("node");
@@ -147,6 +144,9 @@ int runNode(const DaemonConfig& cfg, const std::atomic<bool>& stop_requested,
   }
   worker::CoordinatorClient coord(ctx, cfg.coordinator, cfg.job_id,
                                   std::chrono::milliseconds(5000), curve->keys);
+  // At a multi-job daemon's front this offer puts the node into the daemon's pool; a
+  // single run's coordinator ignores it.
+  coord.offerGroupSlots(cfg.node_groups);
   // SIGHUP: the node's group PSes admit workers by its own allow-list; re-read it.
   const auto between_heartbeats = [&] {
     if (reload_requested == nullptr || !reload_requested->exchange(false)) return;
@@ -161,10 +161,13 @@ int runNode(const DaemonConfig& cfg, const std::atomic<bool>& stop_requested,
     }
   };
   while (true) {
-    switch (serveHead(cfg, ctx, coord, curve->keys, stop_requested, between_heartbeats)) {
+    worker::Assignment pooled;
+    switch (serveHead(cfg, ctx, coord, curve->keys, stop_requested, between_heartbeats, &pooled)) {
       case HeadEnd::kStopped: return 0;
       case HeadEnd::kFailed: return 1;
       case HeadEnd::kHeadLost: break;  // serve the new head with fresh group PSes
+      case HeadEnd::kPooled:
+        return servePool(cfg, ctx, coord, pooled, curve->keys, stop_requested, between_heartbeats);
     }
     log::setThreadTag("node");
   }

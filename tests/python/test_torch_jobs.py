@@ -1,6 +1,7 @@
 """Process tests: model external beyond a single role-all run. A job submitted to a
 --serve daemon trains a PyTorch model its first worker brought (and keeps it across a
-daemon restart); a role coordinator head with a node daemon trains one too."""
+daemon restart); a role coordinator head with a node daemon trains one too, and so does
+a --serve job whose group PS a node daemon in the daemon's pool serves."""
 
 import json
 import socket
@@ -130,6 +131,40 @@ def test_a_node_daemon_serves_the_group_of_an_external_model(daemon, tmp_path):
         if node.poll() is None:
             node.kill()
             node.wait()
+        node_log.close()
+
+
+def test_a_serve_job_of_an_external_model_trains_on_a_node_daemon(daemon, tmp_path):
+    # No group PS in the daemon itself: the job's only group runs on the node.
+    d = daemon("--serve", "--state-dir", tmp_path / "state", "--max-group-slots", "0", *FAST)
+    node_log = open(tmp_path / "node.log", "w")
+    node = subprocess.Popen([GROUPSGDD, "--role", "node", "--coordinator", d.endpoint,
+                             "--node-groups", "1", "--give-up-s", "30", *FAST],
+                            stdout=node_log, stderr=subprocess.STDOUT)
+    try:
+        wait_for(lambda: ctl_json(d, "job", "list")["group_slots"]["node_slots"] == 1, 30,
+                 "the node daemon to join the pool")
+        row = submit(d, tmp_path, {"name": "ext", "model": "external", "mode": "sync", "workers": 1,
+                                   "batch_size": 16, "max_samples": 1600})
+        assert row["node_slots"] == 1 and row.get("awaiting_model") is True, row
+        model = tiny(8)
+        w = gt.Worker(model, coordinator=d.endpoint, name="a", job="ext", connect_timeout_ms=60000)
+        try:
+            assert w.param_count == 784 * 8 + 8 + 8 * 10 + 10
+            assert train_until_stopped(w, model) >= 100
+        finally:
+            w.close()
+        wait_for(lambda: job_row(d, "ext")["state"] == "finished", 60, "job ext to finish")
+        summary = ctl_json(d, "job", "summary", "ext")
+        assert summary["accounting_ok"], summary
+        assert summary["samples_trained"] >= 1600
+        assert any(e["kind"] == "node" for e in summary["events"]), summary["events"]
+        # The node stays in the pool for the next job, its slot free again.
+        slots = ctl_json(d, "job", "list")["group_slots"]
+        assert slots["node_slots"] == 1 and slots["free"] == 1, slots
+    finally:
+        node.terminate()
+        assert node.wait(timeout=30) == 0, (tmp_path / "node.log").read_text()
         node_log.close()
 
 

@@ -40,6 +40,7 @@ struct Assignment {
   std::uint32_t heartbeat_ms = 1000;
   std::string compression = "dense";  // gradient encoding (the worker may override it)
   std::string group_server_key;       // CURVE: the group PS's node key ("" = the head's)
+  bool node_pool = false;  // a multi-job daemon's front took this node daemon into its pool
 };
 
 // One step as the trainer's timers saw it (Heartbeat.recentSteps).
@@ -61,11 +62,22 @@ struct HeartbeatStats {
   float wait_ms = 0;
   std::vector<StepTiming> recent;  // steps since the last heartbeat, newest last
   bool speed_changed = false;      // sent early (see Heartbeat.speedChanged)
+  std::uint32_t group_slots = 0;   // a pooled node daemon, to the front: its slots
+};
+
+// A job a pooled node daemon serves group PSes for (HeartbeatReply.placements).
+struct NodePlacement {
+  std::string job;
+  std::uint64_t job_id = 0;
+  std::string coordinator;
+  std::uint32_t slots = 0;
+  std::string settings;  // JSON: the job's group PS options
 };
 
 struct HeartbeatAnswer {
   bool stop = false;
   bool reregister = false;
+  std::vector<NodePlacement> placements;  // pooled node daemons only
 };
 
 // A model the daemon learns from its workers (daemon model "external"): stated with every
@@ -104,6 +116,10 @@ class CoordinatorClient {
   // job's own coordinator, and every later message carries that job's id (jobId()). When
   // the job's coordinator falls silent, the next call goes back to the front.
   void joinJob(std::string name) { job_ = std::move(name); }
+  // A node daemon: offer this many group PS slots with every registration. A multi-job
+  // daemon's front takes the node into its pool (Assignment.node_pool); a coordinator
+  // ignores the field.
+  void offerGroupSlots(std::uint32_t slots) { group_slots_ = slots; }
   // The job id in this client's headers: the constructor's, or the redirect's.
   std::uint64_t jobId() const { return job_id_; }
   // Whether calls go to a job's coordinator learnt from a redirect.
@@ -130,6 +146,7 @@ class CoordinatorClient {
   std::optional<ModelDescription> model_;
   std::uint64_t job_id_;
   std::string job_;
+  std::uint32_t group_slots_ = 0;
   bool redirected_ = false;  // rpc_ goes to a job's coordinator, not to endpoints_[at_]
   std::chrono::milliseconds timeout_;
 };

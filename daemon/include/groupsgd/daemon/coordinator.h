@@ -168,7 +168,7 @@ class Coordinator {
   // Failure handling (coordinator_faults.cc).
   void pollGroups();
   void markQuarantined(std::uint64_t worker, std::uint32_t group);
-  void failNode(const WorkerRecord& node);
+  void failNode(const WorkerRecord& node, const std::string& why = "missed its heartbeats");
   void failGroup(std::uint32_t group, const std::string& why);
   std::optional<std::uint32_t> liveGroupFor() const;
   bool groupFailed(std::uint32_t g) const { return g < failed_.size() && failed_[g]; }
