@@ -202,9 +202,9 @@ def fmt(st, digits=1):
     return "%.*f (%.*f–%.*f)" % (digits, st["median"], digits, st["min"], digits, st["max"])
 
 
-def plot_cases(cases, modes, results, target, d, img_dir):
-    """Time to the highest target per case: medians with min-max error bars, per mode."""
-    dat = os.path.join(d, "cases.dat")
+def plot_cases(cases, modes, results, target, d, img_dir, name):
+    """Time to one target per case: medians with min-max error bars, per mode."""
+    dat = os.path.join(d, "cases-%s.dat" % target)
     with open(dat, "w") as f:
         f.write("# index case " + " ".join("%s_med %s_min %s_max" % (m, m, m) for m in modes) + "\n")
         for i, c in enumerate(cases):
@@ -214,18 +214,20 @@ def plot_cases(cases, modes, results, target, d, img_dir):
                 row += ["NaN" if st.get(k) is None else "%.3f" % st[k]
                         for k in ("median", "min", "max")]
             f.write(" ".join(row) + "\n")
-    png = os.path.join(img_dir, "straggler-cases.png")
+    png = os.path.join(img_dir, name)
     n = len(modes)
     parts = []
     for j, m in enumerate(modes):
         off = (j - (n - 1) / 2.0) * 0.15
-        parts.append("'%s' using ($1+%.2f):%d:%d:%d:xtic(2) with yerrorbars title '%s'" % (
-            dat, off, 3 + 3 * j, 4 + 3 * j, 5 + 3 * j, m))
+        tic = ":xtic(2)" if j == 0 else ""  # one label per case
+        parts.append("'%s' using ($1+%.2f):%d:%d:%d%s with yerrorbars lw 2 title '%s'" % (
+            dat, off, 3 + 3 * j, 4 + 3 * j, 5 + 3 * j, tic, m))
     script = "\n".join([
-        "set terminal pngcairo size 900,500" if has_cairo() else "set terminal png size 900,500",
+        "set terminal pngcairo size 1000,560" if has_cairo() else "set terminal png size 1000,560",
         "set output '%s'" % png,
         "set title 'Time to %s test accuracy: median and min-max of the repeats'" % target,
-        "set ylabel 'seconds'", "set xtics rotate by -30", "set key top left", "set grid",
+        "set ylabel 'seconds'", "set xtics rotate by 25 right", "set bmargin 7",
+        "set key outside right top", "set grid",
         "set datafile missing 'NaN'", "set xrange [-0.5:%f]" % (len(cases) - 0.5),
         "set yrange [0:*]", "plot " + ", ".join(parts), ""])
     return png if gnuplot(script, png) else None
@@ -348,9 +350,11 @@ def cmd_summary(a):
     plots = []
     if not a.no_plots:
         os.makedirs(a.img_dir, exist_ok=True)
-        png = plot_cases(cases, modes, results, top, a.dir, a.img_dir)
-        if png:
-            plots.append(png)
+        for t in targets:  # straggler-cases.png: the highest target
+            name = "straggler-cases.png" if t == top else "straggler-cases-%s.png" % t
+            png = plot_cases(cases, modes, results, t, a.dir, a.img_dir, name)
+            if png:
+                plots.append(png)
         acc_case = next((c for c in cases if c.startswith("compute-4x")), cases[0] if cases else None)
         series = {}
         for r in target_runs:
