@@ -225,7 +225,9 @@ void AdaptiveController::describe(std::vector<StragglerEvent>* detections,
       << static_cast<double>(static_cast<int>(d.ratio * 100 + 0.5)) / 100
       << "x the reference step time (";
     if (d.erratic && d.straggler) {
-      t << "erratic: mean of " << d.steps << " steps >= " << c.enter_ratio << "x, " << d.spikes
+      const bool early = d.steps == c.erratic_early_window && d.steps != c.erratic_window;
+      t << "erratic: mean of " << d.steps << " steps >= "
+        << (early ? c.erratic_early_ratio : c.enter_ratio) << "x, " << d.spikes
         << " of them >= " << c.enter_ratio << "x";
     } else if (d.erratic) {
       t << "erratic: " << d.steps << " steps all < " << c.enter_ratio << "x, mean <= "

@@ -192,6 +192,14 @@ Status validate(const DaemonConfig& c) {
         "adaptive: need straggler_erratic_spikes <= straggler_erratic_window <= "
         "straggler_erratic_clear_window");
   }
+  if (a.straggler.erratic_window > 0 && a.straggler.erratic_early_window > 0 &&
+      (a.straggler.erratic_early_window > a.straggler.erratic_window ||
+       a.straggler.erratic_early_ratio < a.straggler.enter_ratio ||
+       a.straggler.erratic_spikes > a.straggler.erratic_early_window)) {
+    return invalidArgument(
+        "adaptive: need straggler_erratic_spikes <= straggler_erratic_early_window <= "
+        "straggler_erratic_window and straggler_erratic_early_ratio >= straggler_enter_ratio");
+  }
   if (!c.metrics_listen.empty()) {
     const auto colon = c.metrics_listen.rfind(':');
     const std::string port = colon == std::string::npos ? "" : c.metrics_listen.substr(colon + 1);

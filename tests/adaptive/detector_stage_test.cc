@@ -1,5 +1,6 @@
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <optional>
 #include <random>
 
@@ -201,7 +202,9 @@ std::vector<StragglerChange> erraticRound(Fleet& f, std::mt19937& rng, double p,
 }  // namespace
 
 TEST_CASE("detector: an erratic worker (10% of steps paused 30x) is flagged and stays flagged") {
-  Fleet f;
+  StragglerConfig full_window_only;
+  full_window_only.erratic_early_window = 0;
+  Fleet f(full_window_only);
   std::mt19937 rng(11);
   for (int i = 0; i < 20; ++i) REQUIRE(f.round(1.0).empty());
   std::optional<StragglerChange> on;
@@ -239,6 +242,49 @@ TEST_CASE("detector: an erratic worker (10% of steps paused 30x) is flagged and 
   CHECK(off->step - back + 1 >= 20);  // the old pauses must first leave the window
   CHECK_FALSE(f.d.isStraggler(8));
   CHECK_FALSE(f.d.isErratic(8));
+}
+
+TEST_CASE("detector: the early window flags a 4x erratic worker well before the full window") {
+  // 10% of steps paused 30x: the mean step is 3.9x the others'. Over 20 seeds the early
+  // rule decides on its 32-step window, a median of a few dozen steps after the onset.
+  std::vector<std::uint64_t> delays;
+  for (unsigned seed = 1; seed <= 20; ++seed) {
+    Fleet f;
+    f.rng.seed(seed);
+    std::mt19937 rng(seed + 100);
+    for (int i = 0; i < 20; ++i) REQUIRE(f.round(1.0).empty());
+    std::optional<StragglerChange> on;
+    for (int i = 0; i < 300 && !on; ++i) {
+      for (const auto& x : erraticRound(f, rng, 0.1, 30.0)) {
+        if (x.worker == 8 && x.straggler) on = x;
+      }
+    }
+    REQUIRE(on);
+    // Three paused steps in a row (0.1% of steps) let the run rule decide first now and then.
+    if (on->erratic) {
+      CHECK(on->spikes >= 3);
+      if (on->steps == 32) CHECK(on->ratio >= 3.0);
+    }
+    delays.push_back(f.step - 20);
+  }
+  std::sort(delays.begin(), delays.end());
+  CHECK(delays[delays.size() / 2] <= 60);  // the full window alone: >= 96 - 20 = 76
+  CHECK(delays.back() <= 150);
+}
+
+TEST_CASE("detector: a late joiner's slow first steps are not an erratic onset") {
+  Fleet f;
+  for (int i = 0; i < 100; ++i) REQUIRE(f.round(1.0).empty());
+  // Worker 9 joins: its 5 warm-up steps take 20x (start-up), then it runs like the others.
+  // Those steps alone would put its first 32-step mean at 4x; the early window starts
+  // after them. (The run rule may flag and clear it around its warm-up: not erratic.)
+  std::size_t erratic = 0;
+  for (int i = 0; i < 200; ++i) {
+    f.d.addStep(9, i < 5 ? 240.0 : 12.0, i + 1);
+    for (const auto& c : f.round(1.0)) erratic += c.worker == 9 && c.erratic;
+  }
+  CHECK(erratic == 0);
+  CHECK_FALSE(f.d.isStraggler(9));
 }
 
 TEST_CASE("detector: load that pauses every worker now and then makes no erratic straggler") {

@@ -440,6 +440,24 @@ TEST_CASE("daemon config: the erratic-straggler thresholds are options, set, rep
   cfg.adaptive.straggler.erratic_clear_window = 100;
   cfg.adaptive.straggler.erratic_spikes = 49;  // more spikes than the window holds
   CHECK(validate(cfg).code() == Code::kInvalidArgument);
+  cfg.adaptive.straggler.erratic_spikes = 2;
+  CHECK(cfg.adaptive.straggler.erratic_early_window == 32);
+  CHECK(cfg.adaptive.straggler.erratic_early_ratio == 3.0);
+  REQUIRE(applyJson(json::parse(R"({"adaptive": {"straggler_erratic_early_window": 24,
+      "straggler_erratic_early_ratio": 4}})"), &cfg).isOk());
+  CHECK(cfg.adaptive.straggler.erratic_early_window == 24);
+  CHECK(toJson(cfg)["adaptive"]["straggler_erratic_early_ratio"] == 4.0);
+  CHECK(validate(cfg).isOk());
+  cfg.adaptive.straggler.erratic_early_window = 64;  // longer than the full window (48)
+  s = validate(cfg);
+  CHECK(s.code() == Code::kInvalidArgument);
+  CHECK(contains(s.message(), "straggler_erratic_early_window"));
+  cfg.adaptive.straggler.erratic_early_window = 24;
+  cfg.adaptive.straggler.erratic_early_ratio = 1.5;  // below the enter ratio: looser, not stricter
+  CHECK(validate(cfg).code() == Code::kInvalidArgument);
+  cfg.adaptive.straggler.erratic_early_window = 0;  // no early onsets: its ratio is not used
+  CHECK(validate(cfg).isOk());
+  cfg.adaptive.straggler.erratic_spikes = 49;
   cfg.adaptive.straggler.erratic_window = 0;  // no erratic rule: the others are not used
   CHECK(validate(cfg).isOk());
   cfg.adaptive.straggler.erratic_clear_window = 0;  // below the option's range

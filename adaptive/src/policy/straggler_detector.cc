@@ -34,33 +34,65 @@ void StragglerDetector::addStep(std::uint64_t id, double step_ms, std::uint64_t 
 void StragglerDetector::summarizeWindow(State& s, double reference) const {
   const std::size_t size = s.window.size();
   const std::size_t onset_n = cfg_.erratic_window, clear_n = cfg_.erratic_clear_window;
+  const std::size_t early_n = std::min(cfg_.erratic_early_window, cfg_.erratic_window);
   const std::size_t from = size - std::min(size, std::max(onset_n, clear_n));
-  double onset_sum = 0, clear_sum = 0;
-  std::uint32_t spikes = 0;
+  double onset_sum = 0, clear_sum = 0, early_sum = 0;
+  std::uint32_t spikes = 0, early_spikes = 0;
   for (std::size_t i = from; i < size; ++i) {  // oldest first, as the sums always were
     const double t = s.window[i];
+    const bool spike = t >= cfg_.enter_ratio * reference;
     if (i + clear_n >= size) clear_sum += t;
     if (i + onset_n >= size) {
       onset_sum += t;
-      spikes += t >= cfg_.enter_ratio * reference;
+      spikes += spike;
+    }
+    if (i + early_n >= size) {
+      early_sum += t;
+      early_spikes += spike;
     }
   }
   s.onset_mean = onset_n > 0 && size >= onset_n ? onset_sum / static_cast<double>(onset_n) : 0;
   s.clear_mean = clear_n > 0 && size >= clear_n ? clear_sum / static_cast<double>(clear_n) : 0;
+  // The early window starts after the warm-up (a process's first steps are slow).
+  s.early_mean = early_n > 0 && size >= early_n && s.seen >= early_n + cfg_.warmup_steps
+                     ? early_sum / static_cast<double>(early_n)
+                     : 0;
   s.spikes = spikes;
+  s.early_spikes = early_spikes;
 }
 
-bool StragglerDetector::judgeErratic(const State& s, double mean_reference) const {
-  // Onset on the last window; clearing on the longer one (flapping costs a regroup each
-  // way: with 10% of steps paused 30x, the mean of 192 steps falls to 1.5x about never).
-  if (cfg_.erratic_window == 0 || !(mean_reference > 0)) return false;
-  if (s.straggler && !s.erratic) return false;  // a run-rule straggler clears by the run rule
-  if (!s.straggler) {
-    return s.onset_mean > 0 && s.onset_mean >= cfg_.enter_ratio * mean_reference &&
-           s.spikes >= cfg_.erratic_spikes;
+StragglerDetector::ErraticOnset StragglerDetector::erraticOnset(const State& s,
+                                                                const MeanReferences& refs) const {
+  if (cfg_.erratic_window == 0 || s.straggler) return ErraticOnset::kNone;
+  if (refs.full > 0 && s.onset_mean > 0 && s.onset_mean >= cfg_.enter_ratio * refs.full &&
+      s.spikes >= cfg_.erratic_spikes) {
+    return ErraticOnset::kFull;
   }
-  return s.clear_mean > 0 && s.clear_mean <= cfg_.exit_ratio * mean_reference;
+  // Before the full window has filled (or beside it): the stricter early rule.
+  if (refs.early > 0 && s.early_mean > 0 &&
+      s.early_mean >= cfg_.erratic_early_ratio * refs.early &&
+      s.early_spikes >= cfg_.erratic_spikes) {
+    return ErraticOnset::kEarly;
+  }
+  return ErraticOnset::kNone;
 }
+
+bool StragglerDetector::erraticCleared(const State& s, const MeanReferences& refs) const {
+  // Clearing on the longer window (flapping costs a regroup each way: with 10% of steps
+  // paused 30x, the mean of 192 steps falls to 1.5x about never).
+  return refs.full > 0 && s.clear_mean > 0 && s.clear_mean <= cfg_.exit_ratio * refs.full;
+}
+
+namespace {
+
+// The 40th percentile of the positive values (0 with fewer than two).
+double fortiethPercentile(std::vector<double> v) {
+  if (v.size() < 2) return 0;
+  std::sort(v.begin(), v.end());
+  return v[(v.size() - 1) * 2 / 5];
+}
+
+}  // namespace
 
 std::vector<StragglerChange> StragglerDetector::evaluate() {
   std::vector<StragglerChange> out;
@@ -74,16 +106,14 @@ std::vector<StragglerChange> StragglerDetector::evaluate() {
   if (!(reference > 0)) return out;
   // The erratic rule compares means with means: load that stretches every worker's steps
   // now and then (a busy machine) moves the reference with them.
-  std::vector<double> means;
+  std::vector<double> means, early_means;
   for (auto& [id, s] : state_) {
     summarizeWindow(s, reference);
     if (s.onset_mean > 0) means.push_back(s.onset_mean);
+    if (s.early_mean > 0) early_means.push_back(s.early_mean);
   }
-  double mean_reference = 0;
-  if (means.size() >= 2) {
-    std::sort(means.begin(), means.end());
-    mean_reference = means[(means.size() - 1) * 2 / 5];
-  }
+  const MeanReferences refs{fortiethPercentile(std::move(means)),
+                            fortiethPercentile(std::move(early_means))};
   for (auto& [id, s] : state_) {
     if (s.recent.empty()) continue;
     s.ratio = medianOfLast(s.recent, keep()) / reference;
@@ -96,7 +126,7 @@ std::vector<StragglerChange> StragglerDetector::evaluate() {
                                         [&](double t) { return t <= cfg_.exit_ratio * reference; });
     if (s.erratic) {
       // Cleared by its window only (see the header), or held by a run of slow steps.
-      if (judgeErratic(s, mean_reference)) {
+      if (erraticCleared(s, refs)) {
         s.straggler = s.erratic = false;
         out.push_back({id, false, s.last_step, s.ratio, cfg_.erratic_clear_window, true, 0});
       }
@@ -107,10 +137,13 @@ std::vector<StragglerChange> StragglerDetector::evaluate() {
       out.push_back({id, s.straggler, s.last_step, s.ratio, need});
       continue;
     }
-    if (!s.straggler && judgeErratic(s, mean_reference)) {
+    if (const ErraticOnset onset = erraticOnset(s, refs); onset != ErraticOnset::kNone) {
       s.straggler = s.erratic = true;
-      const double mean_ratio = s.onset_mean / mean_reference;
-      out.push_back({id, true, s.last_step, mean_ratio, cfg_.erratic_window, true, s.spikes});
+      const bool full = onset == ErraticOnset::kFull;
+      const double mean_ratio = full ? s.onset_mean / refs.full : s.early_mean / refs.early;
+      out.push_back({id, true, s.last_step, mean_ratio,
+                     full ? cfg_.erratic_window : cfg_.erratic_early_window, true,
+                     full ? s.spikes : s.early_spikes});
     }
   }
   return out;

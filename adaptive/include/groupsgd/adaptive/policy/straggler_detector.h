@@ -18,6 +18,11 @@
 // straggler). It is cleared when the mean of its last `erratic_clear_window` steps (two
 // windows) is <= exit_ratio x the mean reference: three quick steps in a row are what an
 // erratic worker does most of the time, and clearing on them would flap.
+// A full window takes seconds to fill, so an onset can also be decided early, on the last
+// `erratic_early_window` steps, at the stricter `erratic_early_ratio` x the early mean
+// reference (the 40th percentile of every worker's early-window mean) with as many spikes:
+// a 4x erratic worker is flagged about three times sooner, while a healthy worker would
+// need pauses worth twice its whole work in that window.
 // Thread rule: owned by one thread (the coordinator's, or the simulator's).
 #pragma once
 
@@ -39,6 +44,8 @@ struct StragglerConfig {
   std::uint32_t erratic_window = 96;  // 0: no erratic judgement (a shorter window is noisy)
   std::uint32_t erratic_clear_window = 192;  // >= erratic_window
   std::uint32_t erratic_spikes = 3;
+  std::uint32_t erratic_early_window = 32;  // 0: onsets on the full window only
+  double erratic_early_ratio = 3.0;
 };
 
 // A worker whose flag changed: what was seen, at which of its steps.
@@ -84,14 +91,25 @@ class StragglerDetector {
     // What evaluate() saw in one pass over the window (a mean is 0 while it holds fewer).
     double onset_mean = 0;     // of the last erratic_window steps
     double clear_mean = 0;     // of the last erratic_clear_window steps
+    double early_mean = 0;     // of the last erratic_early_window steps
     std::uint32_t spikes = 0;  // of the last erratic_window steps, >= enter_ratio x reference
+    std::uint32_t early_spikes = 0;  // the same, of the last erratic_early_window steps
   };
+  // The 40th percentile of every worker's window mean (0 with fewer than two).
+  struct MeanReferences {
+    double full = 0;
+    double early = 0;
+  };
+  // Which erratic window decides an onset (none: no onset).
+  enum class ErraticOnset { kNone, kFull, kEarly };
   std::size_t keep() const;
   std::size_t windowKeep() const;
-  // Fills s.onset_mean, s.clear_mean and s.spikes in one walk over the window.
+  // Fills s.onset_mean, s.clear_mean, s.early_mean and the spikes in one walk over the
+  // window.
   void summarizeWindow(State& s, double reference) const;
-  // The erratic rule for one worker (from its summary); true when its flag changes.
-  bool judgeErratic(const State& s, double mean_reference) const;
+  // The erratic rule for one worker (from its summary).
+  ErraticOnset erraticOnset(const State& s, const MeanReferences& refs) const;
+  bool erraticCleared(const State& s, const MeanReferences& refs) const;
   StragglerConfig cfg_;
   std::map<std::uint64_t, State> state_;
 };
