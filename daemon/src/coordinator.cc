@@ -1,6 +1,7 @@
 #include "groupsgd/daemon/coordinator.h"
 
 #include <algorithm>
+#include <set>
 #include <cstdio>
 #include <map>
 #include <sstream>
@@ -654,11 +655,21 @@ void Coordinator::drainTrainers(bool now) {
   }
   answerDeferred(/*wait=*/true);  // a checkpoint requested just before the stop
   // Those that did not hear "stop" in time are gone: their groups credit them (below).
+  std::set<std::uint32_t> their_groups;
   for (const auto& [id, w] : registry_.all()) {
     if (w.role != WorkerRole::kTrainer || w.state != WorkerState::kActive) continue;
     registry_.find(id)->state = WorkerState::kDead;
+    their_groups.insert(w.group);
     GSGD_WARN("worker " << id << " did not leave before the drain deadline: declared dead");
     event("death", "worker " + std::to_string(id) + " did not leave before the drain deadline");
+  }
+  // They may still be running: out of their groups before the flush, or a step of theirs
+  // completing between the groups' counts and the central PS's would be applied uncounted.
+  for (std::uint32_t g : their_groups) {
+    if (groupFailed(g)) continue;
+    if (Status s = configureGroup(g); !s) {
+      GSGD_WARN("could not take the remaining trainers out of group " << g << ": " << s.toString());
+    }
   }
 }
 

@@ -264,6 +264,14 @@ bool Trainer::recover(const Status& why) {
     quarantined_ = true;
     return false;
   }
+  if (again.status().code() == Code::kFinished) {
+    // A restarted head whose run ended while we were away: it says so once per trainer
+    // and may be gone by our next try, so this answer is the clean stop.
+    GSGD_INFO("the run is over (" << again.status().message() << "); stopping");
+    run_over_ = true;
+    stop_ = true;
+    return false;
+  }
   // The head is gone (no answer) or does not know us (a new incarnation, or we were
   // declared dead): register again as a new worker, with back-off, up to --give-up-s.
   GSGD_WARN("the coordinator " << (noAnswer(again.status()) ? "is unreachable" : "does not know us")
