@@ -24,6 +24,10 @@ std::string hostName() {
   return buf;
 }
 
+// leave() to a job coordinator that fell silent: long enough for the message to reach a
+// coordinator that is alive but busy, short for one that is gone.
+constexpr std::chrono::milliseconds kLeaveAfterFallbackTimeout{500};
+
 }  // namespace
 
 CoordinatorClient::CoordinatorClient(zmq::context_t& ctx, const std::string& endpoint,
@@ -47,6 +51,7 @@ Result<InMessage> CoordinatorClient::call(OutMessage&& out) {
   // to the daemon's front, which redirects the next registration.
   if (silent && redirected_) {
     GSGD_INFO("job coordinator " << rpc_->endpoint() << " silent; back to " << endpoints_[at_]);
+    fell_back_from_ = rpc_->endpoint();
     redirected_ = false;
     rpc_ = std::make_unique<RpcClient>(ctx_, endpoints_[at_], limitsFor(job_id_),
                                        clientSocketOptions(curve_));
@@ -101,6 +106,7 @@ Status CoordinatorClient::followRedirect(const InMessage& reply) {
   rpc_ = std::make_unique<RpcClient>(ctx_, r.getCoordinator().cStr(), limitsFor(job_id_),
                                      clientSocketOptions(curve_));
   redirected_ = true;
+  fell_back_from_.clear();
   return Status::ok();
 }
 
@@ -109,6 +115,7 @@ void CoordinatorClient::useJobCoordinator(const std::string& endpoint, std::uint
   job_id_ = job_id;
   rpc_ = std::make_unique<RpcClient>(ctx_, endpoint, limitsFor(job_id_), clientSocketOptions(curve_));
   redirected_ = true;
+  fell_back_from_.clear();
 }
 
 Result<Assignment> CoordinatorClient::registerAs(Role role, const std::string& name,
@@ -194,6 +201,14 @@ Status CoordinatorClient::leave(const Assignment& a, std::uint64_t samples_train
   l.setSamplesTrained(samples_trained);
   l.setSteps(steps);
   l.setSamplesUnconfirmed(samples_unconfirmed);
+  if (!redirected_ && !fell_back_from_.empty()) {
+    // Back at the front after the job's coordinator fell silent: the registration being
+    // closed is that coordinator's. It may only have been busy (the message is queued
+    // there and read later) or gone with its daemon (then nobody waits long for it).
+    RpcClient job(ctx_, fell_back_from_, limitsFor(job_id_), clientSocketOptions(curve_));
+    auto reply = job.call(std::move(out), std::min(timeout_, kLeaveAfterFallbackTimeout));
+    return reply ? Status::ok() : reply.status();
+  }
   auto reply = call(std::move(out));
   return reply ? Status::ok() : reply.status();
 }

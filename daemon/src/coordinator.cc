@@ -245,8 +245,24 @@ Status Coordinator::configureGroup(std::uint32_t group, bool flush) {
       list[i].setLeaving(proto::Directive::STOP);
     }
   }
+  // A group PS that let a configuration time out is not asked again for a while: each
+  // try blocks this loop for kRpcTimeout, and a worker re-registering into its group
+  // would otherwise block it again and again before its node is found dead.
+  const auto now = Clock::now();
+  if (auto it = group_suspect_until_.find(group);
+      it != group_suspect_until_.end() && now < it->second) {
+    return unavailable("group " + std::to_string(group) +
+                       ": its PS did not answer the last configuration; not asked again yet");
+  }
   auto reply = groups_[group]->call(std::move(out), kRpcTimeout);
-  if (!reply) return Status(reply.status().code(), "group " + std::to_string(group) + ": " + reply.status().message());
+  if (!reply) {
+    if (reply.status().code() == Code::kUnavailable) {
+      group_suspect_until_[group] = Clock::now() + 2 * livenessLimit();
+    }
+    return Status(reply.status().code(),
+                  "group " + std::to_string(group) + ": " + reply.status().message());
+  }
+  group_suspect_until_.erase(group);
   return Status::ok();
 }
 
@@ -487,8 +503,18 @@ void Coordinator::onLeave(const zmq::message_t& from, const InMessage& msg,
     // Declared dead, back after a partition or a freeze: it stays dead and is credited
     // with what its groups acknowledged (finish()). Its own count can be short: a push
     // whose reply the partition swallowed was counted by the group, not by the worker.
+    // Kept all the same: should its group fail (now or later), that group cannot be
+    // asked, its last heartbeat may be behind what the group applied before it died, and
+    // this final count is the best there is (run_summary.cc).
+    if (w->role == WorkerRole::kTrainer) {
+      w->samples_trained = std::max(w->samples_trained, l.getSamplesTrained());
+      w->samples_unconfirmed = l.getSamplesUnconfirmed();
+      w->steps = std::max(w->steps, l.getSteps());
+      w->reported_after_death = true;
+    }
     GSGD_INFO("worker " << w->id << " (declared dead) closed its registration at "
-                        << l.getSamplesTrained() << " samples; credited by its groups instead");
+                        << l.getSamplesTrained() << " samples; credited by its groups "
+                        << "unless its group failed");
     OutMessage out(cfg_.job_id, 0);
     out.header().getBody().setAck();
     (void)replyTo(sock_, from, std::move(out));
@@ -520,16 +546,45 @@ void Coordinator::onLeave(const zmq::message_t& from, const InMessage& msg,
   }
 }
 
+std::chrono::milliseconds Coordinator::livenessLimit() const {
+  return std::chrono::milliseconds(
+      std::max<std::uint64_t>(static_cast<std::uint64_t>(cfg_.heartbeat_ms) * cfg_.heartbeat_misses,
+                              cfg_.step_deadline_ms + 2ull * cfg_.heartbeat_ms));
+}
+
+namespace {
+// A pass of the coordinator's loop longer than this (and than a heartbeat) means it was
+// blocked, not merely busy.
+constexpr std::chrono::milliseconds kLoopStall{500};
+}  // namespace
+
 void Coordinator::checkLiveness() {
   // Once stopping, a silent trainer may only be stalled (a loaded machine): finish() waits
   // for each to hear "stop" until its deadline and only then declares the rest dead.
   if (stopping_) return;
   // A worker waits at most one step deadline inside a push, so it is only declared dead
   // once it has been silent for longer than that plus its heartbeat misses.
-  const auto limit = std::chrono::milliseconds(
-      std::max<std::uint64_t>(static_cast<std::uint64_t>(cfg_.heartbeat_ms) * cfg_.heartbeat_misses,
-                              cfg_.step_deadline_ms + 2ull * cfg_.heartbeat_ms));
+  const auto limit = livenessLimit();
   const auto now = Clock::now();
+  // A blocking call (a group PS that does not answer, a slow checkpoint) kept this loop
+  // from reading heartbeats: those that came meanwhile are read before anyone is judged,
+  // or every worker looks silent for as long as the loop was blocked.
+  // The blocked time is forgiven: every registration's silence counts from where it was
+  // when the block began, so only silence outside it can declare anyone dead.
+  const auto heartbeat = std::chrono::milliseconds(cfg_.heartbeat_ms);
+  if (last_liveness_check_ && now - *last_liveness_check_ > std::max(heartbeat, kLoopStall)) {
+    const auto blocked = now - *last_liveness_check_;
+    GSGD_WARN("the coordinator's loop was blocked for "
+              << std::chrono::duration_cast<std::chrono::milliseconds>(blocked).count()
+              << " ms; that time does not count as anyone's silence");
+    for (const auto& [id, w] : registry_.all()) {
+      if (w.state == WorkerState::kActive) {
+        WorkerRecord* rec = registry_.find(id);
+        rec->last_seen = std::min(now, rec->last_seen + blocked);
+      }
+    }
+  }
+  last_liveness_check_ = now;
   std::vector<std::uint32_t> touched;
   for (const auto& [id, w] : registry_.all()) {
     if (w.state != WorkerState::kActive || now - w.last_seen < limit) continue;

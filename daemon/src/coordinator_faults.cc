@@ -105,6 +105,14 @@ void Coordinator::failGroup(std::uint32_t group, const std::string& why) {
                              std::to_string(members.size()) +
                              " worker(s) to reassign; its unflushed progress is dropped");
   for (auto id : members) failed_group_members_.insert(id);
+  // Trainers declared dead while in it (often just before: stuck on its silent PS) lose
+  // their count with it too; they are credited with their own last report.
+  for (const auto& [id, w] : registry_.all()) {
+    if (w.role == WorkerRole::kTrainer && w.group == group && w.state != WorkerState::kActive &&
+        w.state != WorkerState::kLeft) {
+      failed_group_members_.insert(id);
+    }
+  }
   // Each member gets a new group and epoch; it learns them when its next request to the
   // dead group fails and it asks the coordinator for its assignment again. Best: the
   // same group again, its slot re-created on a surviving node.
@@ -158,6 +166,7 @@ bool Coordinator::recreateGroup(std::uint32_t group, const std::vector<std::uint
     group_node_[group] = spare->node;
     topo_.group_endpoints[group] = spare->endpoint;
     failed_[group] = false;
+    group_suspect_until_.erase(group);  // a new PS
     for (auto id : members) {
       WorkerRecord* w = registry_.find(id);
       w->group = group;

@@ -66,7 +66,9 @@ RunSummary summarizeRun(const Registry& registry, const FinalStats& stats) {
     if (w.role != WorkerRole::kTrainer) continue;
     const ReconciledTrainer t = reconcileTrainer(
         {w.samples_trained, w.samples_unconfirmed, acknowledged[id],
-         w.state == WorkerState::kLeft, stats.failed_group_members.count(id) != 0});
+         w.state == WorkerState::kLeft ||
+             (w.reported_after_death && stats.failed_group_members.count(id) != 0),
+         stats.failed_group_members.count(id) != 0});
     if (!t.consistent) {
       r.worker_reports_ok = false;
       std::ostringstream line;

@@ -1,12 +1,16 @@
 #include "groupsgd/daemon/trainer_accounting.h"
 
+#include <algorithm>
+
 namespace groupsgd::daemon {
 
 ReconciledTrainer reconcileTrainer(const TrainerCounts& c) {
   ReconciledTrainer r;
   if (c.in_failed_group) {
-    // Without a final report its last heartbeat is all there is (as before).
-    r.credited = c.reported + (c.final_report ? c.unconfirmed : 0);
+    // Without a final report its last heartbeat is all there is; but a member moved to a
+    // live group and then declared dead may have pushes counted there after that
+    // heartbeat, and what a live group counted was trained.
+    r.credited = std::max(c.reported + (c.final_report ? c.unconfirmed : 0), c.acknowledged);
     return r;
   }
   r.credited = c.acknowledged;

@@ -36,4 +36,8 @@ TEST_CASE("dead workers are credited by their groups; failed-group members by th
   // failed group may have counted them; the summary bounds what was lost).
   CHECK(reconcileTrainer({640, 32, 0, true, true}).credited == 672);
   CHECK(reconcileTrainer({640, 32, 0, false, true}).credited == 640);
+  // Moved to a live group, declared dead: the live group counted pushes its last
+  // heartbeat had not reported yet.
+  CHECK(reconcileTrainer({640, 0, 704, false, true}).credited == 704);
+  CHECK(reconcileTrainer({640, 0, 320, false, true}).credited == 640);
 }

@@ -36,6 +36,9 @@ struct WorkerRecord {
   // From heartbeats / Leave.
   std::uint64_t samples_trained = 0;
   std::uint64_t samples_unconfirmed = 0;  // Leave: pushes that got no positive answer
+  // A trainer declared dead that closed its registration later (its Leave before
+  // registering again): samples_trained is its final count, used if its group failed.
+  bool reported_after_death = false;
   std::uint64_t steps = 0;
   float last_loss = 0;
   float compute_ms = 0;

@@ -148,6 +148,9 @@ class CoordinatorClient {
   std::string job_;
   std::uint32_t group_slots_ = 0;
   bool redirected_ = false;  // rpc_ goes to a job's coordinator, not to endpoints_[at_]
+  // The job coordinator this client fell back from (silent): a registration there is
+  // still closed there (leave()), not at the front, which does not know it.
+  std::string fell_back_from_;
   std::chrono::milliseconds timeout_;
 };
 

@@ -165,6 +165,8 @@ class Coordinator {
   void answerDrainWaiters();
   void updateMetrics();
   void checkLiveness();
+  // How long a registration may be silent before it is declared dead.
+  std::chrono::milliseconds livenessLimit() const;
   // Failure handling (coordinator_faults.cc).
   void pollGroups();
   void markQuarantined(std::uint64_t worker, std::uint32_t group);
@@ -241,6 +243,10 @@ class Coordinator {
   std::vector<std::uint32_t> periods_;  // exchange period K per group slot
   std::unique_ptr<AdaptiveController> adaptive_;  // mode adaptive only
   Clock::time_point next_control_;
+  // checkLiveness(): when it last ran (a long gap: this loop was blocked).
+  std::optional<Clock::time_point> last_liveness_check_;
+  // Groups whose PS let a configuration time out: not asked again before this time.
+  std::map<std::uint32_t, Clock::time_point> group_suspect_until_;
   std::uint64_t regroups_ = 0;
   ControlQueue* control_ = nullptr;        // borrowed: main() owns it and outlives run()
   const std::atomic<bool>* stop_now_ = nullptr;  // borrowed (setJobFlags)

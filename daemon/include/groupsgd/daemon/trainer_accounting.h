@@ -27,7 +27,8 @@ struct ReconciledTrainer {
 // Trainers that were never in a failed group are credited with what their groups
 // counted; one that left normally is checked: reported <= acknowledged <= reported +
 // unconfirmed. A member of a failed group is credited with its report plus its
-// unconfirmed pushes (those may lie in the failed group, which cannot be asked): the
+// unconfirmed pushes (those may lie in the failed group, which cannot be asked), or with
+// what the live groups counted from it when that is more: the
 // summary counts what no live group holds of them as lost, within a bound.
 ReconciledTrainer reconcileTrainer(const TrainerCounts& c);
 
