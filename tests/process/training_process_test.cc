@@ -2,6 +2,7 @@
 // chosen by the OS, training on the Fashion-MNIST package's files.
 #include <doctest/doctest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <memory>
@@ -29,7 +30,8 @@ struct Cluster {
   ~Cluster() {
     workers.clear();
     daemon.reset();
-    std::filesystem::remove_all(dir);
+    // GROUPSGD_KEEP_TEST_DIRS=1: keep the logs (loops hunting a rare failure).
+    if (std::getenv("GROUPSGD_KEEP_TEST_DIRS") == nullptr) std::filesystem::remove_all(dir);
   }
   Process& addWorker(std::vector<std::string> extra) {
     std::vector<std::string> argv = {WORKER_PATH, "--coordinator", endpoint};
