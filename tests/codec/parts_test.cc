@@ -5,23 +5,17 @@
 
 #include <doctest/doctest.h>
 
+#include "support/message_fixtures.h"
+
 #include <cmath>
 
 using namespace groupsgd;
 
 namespace {
 
-MessageLimits limits() {
-  MessageLimits l;
-  l.job_id = 7;
-  return l;
-}
+MessageLimits limits() { return testing::job7Limits(); }
 
-Payload ramp(std::size_t n) {
-  auto v = std::make_shared<std::vector<float>>(n);
-  for (std::size_t i = 0; i < n; ++i) (*v)[i] = static_cast<float>(i) * 0.5f;
-  return v;
-}
+Payload ramp(std::size_t n) { return testing::rampPayload(n); }
 
 OutMessage push(std::size_t n) {
   OutMessage out(7, 3);

@@ -5,6 +5,8 @@
 
 #include <doctest/doctest.h>
 
+#include "support/message_fixtures.h"
+
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -13,11 +15,7 @@ using namespace groupsgd;
 
 namespace {
 
-MessageLimits limits() {
-  MessageLimits l;
-  l.job_id = 7;
-  return l;
-}
+MessageLimits limits() { return testing::job7Limits(); }
 
 }  // namespace
 

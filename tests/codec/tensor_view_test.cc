@@ -6,6 +6,8 @@
 
 #include <doctest/doctest.h>
 
+#include "support/message_fixtures.h"
+
 #include <cmath>
 #include <limits>
 
@@ -13,11 +15,7 @@ using namespace groupsgd;
 
 namespace {
 
-MessageLimits limits() {
-  MessageLimits l;
-  l.job_id = 7;
-  return l;
-}
+MessageLimits limits() { return testing::job7Limits(); }
 
 std::shared_ptr<std::vector<float>> ramp(std::size_t n) {
   auto v = std::make_shared<std::vector<float>>(n);
