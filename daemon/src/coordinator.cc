@@ -14,6 +14,19 @@ namespace groupsgd::daemon {
 namespace {
 
 constexpr auto kRpcTimeout = std::chrono::milliseconds(5000);
+constexpr int kMaxMessagesPerPass = 1000;
+
+// Waits up to timeout for a message on sock (false on a signal or a poll error).
+bool readable(zmq::socket_t& sock, std::chrono::milliseconds timeout) {
+  zmq::pollitem_t item{sock.handle(), 0, ZMQ_POLLIN, 0};
+  try {
+    zmq::poll(&item, 1, timeout);
+  } catch (const zmq::error_t& e) {
+    if (e.num() != EINTR) GSGD_ERROR("poll failed: " << e.what());
+    return false;
+  }
+  return (item.revents & ZMQ_POLLIN) != 0;
+}
 
 double secondsSince(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
@@ -72,6 +85,13 @@ Coordinator::Coordinator(zmq::context_t& ctx, zmq::socket_t sock, std::string en
   }
   central_ = std::make_unique<RpcClient>(ctx_, topo_.central_endpoint, limits_,
                                          clientSocketOptions(curve_));
+  configs_ = std::make_unique<GroupConfigQueue>(
+      ctx_, limits_,
+      [this](std::uint32_t g, bool flush) { return groupConfigMessage(g, flush); },
+      [this](std::uint32_t g) {
+        return GroupConfigQueue::Link{groups_[g]->endpoint(), groups_[g]->options()};
+      },
+      kRpcTimeout);
 }
 
 void Coordinator::setHeadStart(HeadStart start) {
@@ -108,8 +128,8 @@ nlohmann::json Coordinator::run(const std::atomic<bool>& stop_requested) {
       next_progress += std::chrono::milliseconds(cfg_.progress_ms > 0 ? cfg_.progress_ms : 1000);
       if (cfg_.progress_ms > 0) printProgress();
       updateMetrics();
+      askCentralStats();  // for the metrics and the checkpoint watch; read when it comes
       persistHeadState();
-      watchCheckpoints();
     }
     if (suspend_ != nullptr && suspend_->load()) {
       GSGD_INFO("suspended: the daemon is stopping; the job resumes when it starts again");
@@ -160,24 +180,26 @@ void Coordinator::lingerForLateTrainers(const std::atomic<bool>& stop_requested)
 }
 
 void Coordinator::serveOnce(std::chrono::milliseconds timeout) {
-  zmq::pollitem_t item{sock_.handle(), 0, ZMQ_POLLIN, 0};
-  try {
-    zmq::poll(&item, 1, timeout);
-  } catch (const zmq::error_t& e) {
-    if (e.num() != EINTR) GSGD_ERROR("poll failed: " << e.what());
-    return;
+  // Everything queued is read before the loop judges anyone's silence (bounded, so a
+  // flood cannot starve the rest of the loop).
+  for (int n = 0; n < kMaxMessagesPerPass &&
+                  readable(sock_, n == 0 ? timeout : std::chrono::milliseconds(0));
+       ++n) {
+    auto routed = recvRouted(sock_);
+    if (!routed) {
+      ++bad_messages_;
+      continue;
+    }
+    try {
+      handle(routed->routing_id, std::move(routed->frames));
+    } catch (const std::exception& e) {
+      refuse(routed->routing_id, internalError(std::string("request failed: ") + e.what()));
+    }
   }
-  if ((item.revents & ZMQ_POLLIN) == 0) return;
-  auto routed = recvRouted(sock_);
-  if (!routed) {
-    ++bad_messages_;
-    return;
-  }
-  try {
-    handle(routed->routing_id, std::move(routed->frames));
-  } catch (const std::exception& e) {
-    refuse(routed->routing_id, internalError(std::string("request failed: ") + e.what()));
-  }
+  // Answers of the calls that run on threads of their own.
+  configs_->pump();
+  collectGroupPoll();
+  collectCentralStats();
 }
 
 void Coordinator::refuse(const zmq::message_t& from, const Status& why) {
@@ -215,7 +237,17 @@ bool Coordinator::ownsId(const zmq::message_t& from, const WorkerRecord& w,
   return false;
 }
 
-Status Coordinator::configureGroup(std::uint32_t group, bool flush) {
+void Coordinator::configureGroup(std::uint32_t group, bool flush, GroupConfigQueue::Done done,
+                                 const std::vector<std::uint32_t>& after) {
+  if (!done) {
+    done = [group](const Status& s) {
+      if (!s) GSGD_WARN("could not update group " << group << ": " << s.toString());
+    };
+  }
+  configs_->request(group, flush, std::move(done), after);
+}
+
+Result<OutMessage> Coordinator::groupConfigMessage(std::uint32_t group, bool flush) const {
   if (group >= groups_.size()) return unavailable("group " + std::to_string(group) + " has no PS yet");
   if (groupFailed(group)) return unavailable("group " + std::to_string(group) + " has failed");
   auto members = registry_.groupMembers(group);
@@ -245,25 +277,7 @@ Status Coordinator::configureGroup(std::uint32_t group, bool flush) {
       list[i].setLeaving(proto::Directive::STOP);
     }
   }
-  // A group PS that let a configuration time out is not asked again for a while: each
-  // try blocks this loop for kRpcTimeout, and a worker re-registering into its group
-  // would otherwise block it again and again before its node is found dead.
-  const auto now = Clock::now();
-  if (auto it = group_suspect_until_.find(group);
-      it != group_suspect_until_.end() && now < it->second) {
-    return unavailable("group " + std::to_string(group) +
-                       ": its PS did not answer the last configuration; not asked again yet");
-  }
-  auto reply = groups_[group]->call(std::move(out), kRpcTimeout);
-  if (!reply) {
-    if (reply.status().code() == Code::kUnavailable) {
-      group_suspect_until_[group] = Clock::now() + 2 * livenessLimit();
-    }
-    return Status(reply.status().code(),
-                  "group " + std::to_string(group) + ": " + reply.status().message());
-  }
-  group_suspect_until_.erase(group);
-  return Status::ok();
+  return out;
 }
 
 void Coordinator::onRegister(const zmq::message_t& from, const InMessage& msg,
@@ -323,12 +337,19 @@ void Coordinator::onReturningWorker(const zmq::message_t& from, const InMessage&
   if (known->moving_from) {
     const std::uint32_t old = *known->moving_from;
     known->moving_from.reset();
-    // Drop it from the old group's list.
-    if (Status s = configureGroup(old); !s) {
-      GSGD_WARN("could not update group " << old << ": " << s.toString());
-    }
+    configureGroup(old);  // drop it from the old group's list
   }
-  sendAssignment(from, *known);
+  // Answered once its group's configuration on its way (a failover, a regroup) returned,
+  // so the group expects it when it arrives.
+  auto to = std::make_shared<zmq::message_t>(from.data(), from.size());
+  configs_->whenSettled(known->group, [this, to, id = known->id](const Status&) {
+    const WorkerRecord* w = registry_.find(id);
+    if (w == nullptr || w->state != WorkerState::kActive) {
+      return refuse(*to, notFound("worker " + std::to_string(id) +
+                                  " is not registered; register as a new worker"));
+    }
+    sendAssignment(*to, *w);
+  });
 }
 
 void Coordinator::onNewWorker(const zmq::message_t& from, const InMessage& msg,
@@ -377,19 +398,50 @@ void Coordinator::onNewWorker(const zmq::message_t& from, const InMessage& msg,
   }
   WorkerRecord& rec = registry_.add(w);
   if (rec.role == WorkerRole::kTrainer) {
-    Status s = configureGroup(rec.group);
-    if (!s) {
-      rec.state = WorkerState::kLeft;
-      return refuse(from, unavailable("cannot configure the group: " + s.message()));
-    }
-    if (!training_started_) training_started_ = Clock::now();
-    noteReregistration();
+    // Answered once its group PS expects it (its pushes are refused before that).
+    admitting_.insert(rec.id);
+    auto to = std::make_shared<zmq::message_t>(from.data(), from.size());
+    return configureGroup(rec.group, false, [this, to, id = rec.id, g = rec.group](const Status& s) {
+      admitTrainer(to, id, g, s);
+    });
   }
   GSGD_INFO("registered " << workerRoleName(rec.role) << " " << rec.id << " (" << rec.host
-                          << " pid " << rec.pid << ") -> group " << rec.group << ", shard "
-                          << rec.shard);
+                          << " pid " << rec.pid << ")");
   if (rec.role == WorkerRole::kEvaluator) evaluatorJoined(rec);
   sendAssignment(from, rec);
+}
+
+void Coordinator::admitTrainer(const std::shared_ptr<zmq::message_t>& to, std::uint64_t id,
+                               std::uint32_t group, const Status& configured) {
+  const zmq::message_t& from = *to;
+  WorkerRecord* rec = registry_.find(id);
+  if (!configured && rec != nullptr && rec->state == WorkerState::kActive && rec->group != group &&
+      !groupFailed(rec->group)) {
+    // Its group failed meanwhile and it was moved: it waits for its new group instead.
+    return configureGroup(rec->group, false, [this, to, id, g = rec->group](const Status& s) {
+      admitTrainer(to, id, g, s);
+    });
+  }
+  admitting_.erase(id);
+  if (rec == nullptr || rec->state != WorkerState::kActive) {
+    return refuse(from, unavailable("worker " + std::to_string(id) + " was removed while its "
+                                    "group was configured; retry"));
+  }
+  if (stopping_) {  // the run ended while its group was configured
+    rec->state = WorkerState::kLeft;
+    told_finished_.insert({rec->host, rec->pid});
+    return refuse(from, finished("training is over; not accepting workers"));
+  }
+  if (!configured) {
+    rec->state = WorkerState::kLeft;
+    return refuse(from, unavailable("cannot configure the group: " + configured.message()));
+  }
+  rec->last_seen = Clock::now();
+  if (!training_started_) training_started_ = Clock::now();
+  noteReregistration();
+  GSGD_INFO("registered trainer " << rec->id << " (" << rec->host << " pid " << rec->pid
+                                  << ") -> group " << rec->group << ", shard " << rec->shard);
+  sendAssignment(from, *rec);
 }
 
 void Coordinator::onNodeRegister(const zmq::message_t& from, const InMessage& msg,
@@ -541,8 +593,7 @@ void Coordinator::onLeave(const zmq::message_t& from, const InMessage& msg,
       adaptive_->forget(w->id);
       adaptive_->membershipChanged("worker " + std::to_string(w->id) + " left");
     }
-    Status s = configureGroup(w->group);
-    if (!s) GSGD_WARN("could not update group " << w->group << ": " << s.toString());
+    configureGroup(w->group);
   }
 }
 
@@ -552,42 +603,21 @@ std::chrono::milliseconds Coordinator::livenessLimit() const {
                               cfg_.step_deadline_ms + 2ull * cfg_.heartbeat_ms));
 }
 
-namespace {
-// A pass of the coordinator's loop longer than this (and than a heartbeat) means it was
-// blocked, not merely busy.
-constexpr std::chrono::milliseconds kLoopStall{500};
-}  // namespace
-
 void Coordinator::checkLiveness() {
   // Once stopping, a silent trainer may only be stalled (a loaded machine): finish() waits
   // for each to hear "stop" until its deadline and only then declares the rest dead.
   if (stopping_) return;
   // A worker waits at most one step deadline inside a push, so it is only declared dead
-  // once it has been silent for longer than that plus its heartbeat misses.
+  // once it has been silent for longer than that plus its heartbeat misses. No call of
+  // this loop waits on a server (group configurations, polls, metrics and checkpoints run
+  // on threads of their own) and serveOnce() reads every queued message before this
+  // runs, so a busy loop does not make anyone look silent.
   const auto limit = livenessLimit();
   const auto now = Clock::now();
-  // A blocking call (a group PS that does not answer, a slow checkpoint) kept this loop
-  // from reading heartbeats: those that came meanwhile are read before anyone is judged,
-  // or every worker looks silent for as long as the loop was blocked.
-  // The blocked time is forgiven: every registration's silence counts from where it was
-  // when the block began, so only silence outside it can declare anyone dead.
-  const auto heartbeat = std::chrono::milliseconds(cfg_.heartbeat_ms);
-  if (last_liveness_check_ && now - *last_liveness_check_ > std::max(heartbeat, kLoopStall)) {
-    const auto blocked = now - *last_liveness_check_;
-    GSGD_WARN("the coordinator's loop was blocked for "
-              << std::chrono::duration_cast<std::chrono::milliseconds>(blocked).count()
-              << " ms; that time does not count as anyone's silence");
-    for (const auto& [id, w] : registry_.all()) {
-      if (w.state == WorkerState::kActive) {
-        WorkerRecord* rec = registry_.find(id);
-        rec->last_seen = std::min(now, rec->last_seen + blocked);
-      }
-    }
-  }
-  last_liveness_check_ = now;
   std::vector<std::uint32_t> touched;
   for (const auto& [id, w] : registry_.all()) {
     if (w.state != WorkerState::kActive || now - w.last_seen < limit) continue;
+    if (admitting_.count(id) != 0) continue;  // its registration is not answered yet
     WorkerRecord* rec = registry_.find(id);
     rec->state = WorkerState::kDead;
     GSGD_WARN(workerRoleName(rec->role) << " " << id << " missed its heartbeats: declared dead");
@@ -605,9 +635,7 @@ void Coordinator::checkLiveness() {
     }
   }
   for (auto g : touched) {
-    if (groupFailed(g)) continue;
-    Status s = configureGroup(g);
-    if (!s) GSGD_WARN("could not update group " << g << ": " << s.toString());
+    if (!groupFailed(g)) configureGroup(g);
   }
 }
 
@@ -722,10 +750,13 @@ void Coordinator::drainTrainers(bool now) {
   // completing between the groups' counts and the central PS's would be applied uncounted.
   for (std::uint32_t g : their_groups) {
     if (groupFailed(g)) continue;
-    if (Status s = configureGroup(g); !s) {
-      GSGD_WARN("could not take the remaining trainers out of group " << g << ": " << s.toString());
-    }
+    configureGroup(g, false, [g](const Status& s) {
+      if (!s) GSGD_WARN("could not take the remaining trainers out of group " << g << ": " << s.toString());
+    });
   }
+  // Every configuration on its way returns before the flush (and cannot reach a group
+  // after it).
+  configs_->waitIdle(kRpcTimeout + std::chrono::seconds(1));
 }
 
 // Step 2: flush every group into the central PS and collect its counters.
@@ -848,7 +879,7 @@ void Coordinator::event(const std::string& kind, const std::string& text, double
   }
 }
 
-Status Coordinator::drain(std::uint64_t worker_id) {
+Status Coordinator::drain(std::uint64_t worker_id, std::function<void(const Status&)> done) {
   WorkerRecord* w = registry_.find(worker_id);
   if (w == nullptr || w->role != WorkerRole::kTrainer) {
     return notFound("no trainer " + std::to_string(worker_id));
@@ -857,10 +888,14 @@ Status Coordinator::drain(std::uint64_t worker_id) {
     return failedPrecondition("worker " + std::to_string(worker_id) + " is " +
                               workerStateName(w->state));
   }
-  if (w->draining) return Status::ok();  // idempotent
+  if (w->draining) {  // idempotent
+    if (done) configs_->whenSettled(w->group, std::move(done));
+    return Status::ok();
+  }
   w->draining = true;
   event("drain", "worker " + std::to_string(worker_id) + " drains after its next step");
-  return configureGroup(w->group);
+  configureGroup(w->group, false, std::move(done));
+  return Status::ok();
 }
 
 void Coordinator::controlWindow() {
@@ -892,9 +927,7 @@ void Coordinator::controlWindow() {
     touched[w->group] = true;
   }
   for (std::uint32_t g = 0; g < touched.size(); ++g) {
-    if (!touched[g]) continue;
-    Status s = configureGroup(g);
-    if (!s) GSGD_WARN("could not update group " << g << ": " << s.toString());
+    if (touched[g]) configureGroup(g);
   }
 }
 
@@ -929,13 +962,19 @@ void Coordinator::applyRegroup(const ControlActions& act) {
      << static_cast<int>(act.regroup->predicted_gain * 100) << "%";
   event("regroup", os.str(), act.regroup->predicted_gain);
   // 2. Groups that receive workers learn about them first (so a moved worker is
-  //    expected when it arrives), then the others; every affected group flushes its
-  //    delta to the central PS so the new grouping starts from the central model.
+  //    expected when it arrives), then the others, after them; every affected group
+  //    flushes its delta to the central PS so the new grouping starts from the central
+  //    model.
+  std::vector<std::uint32_t> gaining;
+  for (std::uint32_t g = 0; g < affected.size(); ++g) {
+    if (affected[g] && gains[g]) gaining.push_back(g);
+  }
   for (int pass = 0; pass < 2; ++pass) {
     for (std::uint32_t g = 0; g < affected.size(); ++g) {
       if (!affected[g] || gains[g] != (pass == 0)) continue;
-      Status s = configureGroup(g, /*flush=*/true);
-      if (!s) GSGD_WARN("could not reconfigure group " << g << ": " << s.toString());
+      configureGroup(g, /*flush=*/true, [g](const Status& s) {
+        if (!s) GSGD_WARN("could not reconfigure group " << g << ": " << s.toString());
+      }, pass == 0 ? std::vector<std::uint32_t>{} : gaining);
     }
   }
 }

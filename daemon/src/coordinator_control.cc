@@ -161,11 +161,7 @@ Status Coordinator::applySettings(const nlohmann::json& values, ojson* applied, 
   log::setLevel(level);
   if (adaptive_) adaptive_->setConfig(cfg_.adaptive);
   if (deadline_changed) {
-    for (std::uint32_t g = 0; g < periods_.size(); ++g) {
-      if (Status s = configureGroup(g); !s) {
-        GSGD_WARN("could not update group " << g << ": " << s.toString());
-      }
-    }
+    for (std::uint32_t g = 0; g < periods_.size(); ++g) configureGroup(g);
   }
   return Status::ok();
 }
@@ -317,12 +313,18 @@ void Coordinator::controlDrain(PendingRequest& r) {
     return r.respond({{"worker", *id}, {"state", workerStateName(w->state)},
                       {"samples_trained", w->samples_trained}});
   }
-  if (Status s = drain(*id); !s) return r.fail(s);
-  if (r.params().value("wait", false)) {
-    drain_waiters_.emplace_back(std::move(r), *id);
-  } else {
-    r.respond({{"worker", *id}, {"state", "draining"}});
-  }
+  // Answered once the worker's group PS has taken the change (off this loop).
+  const bool wait = r.params().value("wait", false);
+  auto request = std::make_shared<PendingRequest>(std::move(r));
+  Status s = drain(*id, [this, request, worker = *id, wait](const Status& configured) {
+    if (!configured) return request->fail(configured);
+    if (wait) {
+      drain_waiters_.emplace_back(std::move(*request), worker);
+    } else {
+      request->respond({{"worker", worker}, {"state", "draining"}});
+    }
+  });
+  if (!s) request->fail(s);
 }
 
 void Coordinator::controlUndrain(PendingRequest& r) {
@@ -335,9 +337,7 @@ void Coordinator::controlUndrain(PendingRequest& r) {
   }
   if (w->draining) {
     w->draining = false;
-    if (Status s = configureGroup(w->group); !s) {
-      GSGD_WARN("could not update group " << w->group << ": " << s.toString());
-    }
+    configureGroup(w->group);
     event("undrain", "worker " + std::to_string(*id) + " stays");
   }
   r.respond({{"worker", *id}, {"state", "active"}});
@@ -406,13 +406,33 @@ void Coordinator::updateMetrics() {
                            .curve_clients_refused = zap_ != nullptr
                                                         ? std::optional<std::uint64_t>(zap_->refused())
                                                         : std::nullopt});
-  // Server-side counters come from the central PS (cheap, local).
+  (void)sdNotifyStatus("mode " + std::string(modeName(cfg_.mode)) + ", " +
+                       std::to_string(registry_.activeTrainers()) + " trainers, version " +
+                       std::to_string(central_version_seen_));
+}
+
+void Coordinator::askCentralStats() {
+  if (central_stats_ || (metrics_ == nullptr && cfg_.checkpoint_dir.empty())) return;
   OutMessage out(cfg_.job_id, 0);
   out.header().getBody().initCentralStatsQuery();
-  auto reply = central_->call(std::move(out), std::chrono::milliseconds(1000));
-  if (reply && reply->kind() == BodyKind::CENTRAL_STATS) {
-    auto s = reply->header().getBody().getCentralStats();
-    central_version_seen_ = s.getVersion();
+  central_stats_.emplace(BackgroundCall::start(ctx_, central_->endpoint(), limits_,
+                                               central_->options(), std::move(out),
+                                               std::chrono::milliseconds(1000)));
+}
+
+void Coordinator::collectCentralStats() {
+  if (!central_stats_ || !central_stats_->ready()) return;
+  auto reply = central_stats_->take();
+  central_stats_.reset();
+  if (!reply || reply->kind() != BodyKind::CENTRAL_STATS) return;
+  auto s = reply->header().getBody().getCentralStats();
+  central_version_seen_ = std::max<std::uint64_t>(central_version_seen_, s.getVersion());
+  if (s.getCheckpointVersion() > 0 &&
+      (!last_checkpoint_ || (*last_checkpoint_)["version"] != s.getCheckpointVersion())) {
+    last_checkpoint_ = ojson{{"version", s.getCheckpointVersion()}};  // periodic ones too
+  }
+  if (!cfg_.checkpoint_dir.empty()) noteCheckpointFailures(s);
+  if (metrics_ != nullptr) {
     exporter_->exportCentral({.version = s.getVersion(),
                               .updates_applied = s.getUpdatesApplied(),
                               .updates_refused = s.getUpdatesRefused(),
@@ -421,14 +441,7 @@ void Coordinator::updateMetrics() {
                               .max_staleness = s.getMaxStaleness(),
                               .checkpoint_version = s.getCheckpointVersion(),
                               .checkpoint_failures = s.getCheckpointFailures()});
-    if (s.getCheckpointVersion() > 0 &&
-        (!last_checkpoint_ || (*last_checkpoint_)["version"] != s.getCheckpointVersion())) {
-      last_checkpoint_ = ojson{{"version", s.getCheckpointVersion()}};  // periodic ones too
-    }
   }
-  (void)sdNotifyStatus("mode " + std::string(modeName(cfg_.mode)) + ", " +
-                       std::to_string(registry_.activeTrainers()) + " trainers, version " +
-                       std::to_string(central_version_seen_));
 }
 
 }  // namespace groupsgd::daemon

@@ -18,16 +18,17 @@ double secondsSince(std::chrono::steady_clock::time_point t) {
 }  // namespace
 
 void Coordinator::pollGroups() {
-  // One group per heartbeat period, round robin, with a short deadline: the group PSes
-  // report whom they quarantined and how many replays they refused.
+  // One group per heartbeat period, round robin, with a short deadline, on a thread of
+  // its own (collectGroupPoll() reads the answer): the group PSes report whom they
+  // quarantined and how many replays they refused.
   next_poll_ = Clock::now() + std::chrono::milliseconds(cfg_.heartbeat_ms);
-  if (groups_.empty() || stopping_) return;
+  if (groups_.empty() || stopping_ || group_poll_) return;
   const auto stale = std::chrono::milliseconds(2ull * cfg_.heartbeat_ms);
   for (std::size_t tries = 0; tries < groups_.size(); ++tries) {
     const auto g = static_cast<std::uint32_t>(next_poll_group_++ % groups_.size());
     if (groupFailed(g)) continue;
     if (g < group_node_.size() && group_node_[g] != 0) {
-      // A node that has gone quiet is judged by its heartbeats, not waited for here.
+      // A node that has gone quiet is judged by its heartbeats, not asked here.
       const WorkerRecord* node = registry_.find(group_node_[g]);
       if (node == nullptr || Clock::now() - node->last_seen > stale) continue;
     }
@@ -35,13 +36,26 @@ void Coordinator::pollGroups() {
     out.header().getBody().initGroupStatsQuery();
     const auto timeout =
         std::chrono::milliseconds(std::clamp<std::uint32_t>(cfg_.heartbeat_ms, 200, 1000));
-    auto reply = groups_[g]->call(std::move(out), timeout);
-    if (!reply || reply->kind() != BodyKind::GROUP_STATS) return;
-    auto s = reply->header().getBody().getGroupStats();
-    group_replays_[g] = s.getReplayedPushes();
-    for (auto q : s.getQuarantined()) markQuarantined(q, g);
+    group_poll_.emplace(GroupPoll{g, groups_[g]->endpoint(),
+                                  BackgroundCall::start(ctx_, groups_[g]->endpoint(), limits_,
+                                                        groups_[g]->options(), std::move(out),
+                                                        timeout)});
     return;
   }
+}
+
+void Coordinator::collectGroupPoll() {
+  if (!group_poll_ || !group_poll_->call.ready()) return;
+  const std::uint32_t g = group_poll_->group;
+  const std::string endpoint = group_poll_->endpoint;
+  auto reply = group_poll_->call.take();
+  group_poll_.reset();
+  // Not after the stop (the accounting is being settled), nor from a PS since replaced.
+  if (stopping_ || groupFailed(g) || topo_.group_endpoints[g] != endpoint) return;
+  if (!reply || reply->kind() != BodyKind::GROUP_STATS) return;
+  auto s = reply->header().getBody().getGroupStats();
+  group_replays_[g] = s.getReplayedPushes();
+  for (auto q : s.getQuarantined()) markQuarantined(q, g);
 }
 
 void Coordinator::markQuarantined(std::uint64_t worker, std::uint32_t group) {
@@ -67,10 +81,7 @@ void Coordinator::markQuarantined(std::uint64_t worker, std::uint32_t group) {
     adaptive_->forget(worker);
     adaptive_->membershipChanged("worker " + std::to_string(worker) + " quarantined");
   }
-  if (!stopping_) {
-    Status s = configureGroup(w->group);
-    if (!s) GSGD_WARN("could not update group " << w->group << ": " << s.toString());
-  }
+  if (!stopping_) configureGroup(w->group);
 }
 
 void Coordinator::failNode(const WorkerRecord& node, const std::string& why) {
@@ -99,6 +110,8 @@ std::optional<std::uint32_t> Coordinator::liveGroupFor() const {
 
 void Coordinator::failGroup(std::uint32_t group, const std::string& why) {
   failed_[group] = true;
+  // A configuration on its way to the dead PS is abandoned; who waited for it hears why.
+  configs_->cancel(group, unavailable("group " + std::to_string(group) + " failed (" + why + ")"));
   std::vector<std::uint64_t> members;
   for (const auto* m : registry_.groupMembers(group)) members.push_back(m->id);
   event("group_failure", "group " + std::to_string(group) + " failed (" + why + "); " +
@@ -140,10 +153,7 @@ void Coordinator::failGroup(std::uint32_t group, const std::string& why) {
     if (w.moving_from == group) registry_.find(id)->moving_from.reset();
   }
   if (adaptive_) adaptive_->membershipChanged("group " + std::to_string(group) + " failed");
-  for (auto g : gaining) {
-    Status s = configureGroup(g);
-    if (!s) GSGD_WARN("could not update group " << g << ": " << s.toString());
-  }
+  for (auto g : gaining) configureGroup(g);
   const double t = training_started_ ? secondsSince(*training_started_) : 0.0;
   failures_.push_back({{"group", group}, {"why", why}, {"t_s", t}, {"reassigned", moved}});
   if (moved.size() < members.size()) {
@@ -158,41 +168,43 @@ CurveKeys Coordinator::keysForNode(const WorkerRecord& node) const {
 }
 
 bool Coordinator::recreateGroup(std::uint32_t group, const std::vector<std::uint64_t>& members) {
-  while (auto spare = spares_.take()) {
-    const WorkerRecord* host = registry_.find(spare->node);
-    groups_[group] = std::make_unique<RpcClient>(
-        ctx_, spare->endpoint, limits_,
-        clientSocketOptions(host != nullptr ? keysForNode(*host) : curve_));
-    group_node_[group] = spare->node;
-    topo_.group_endpoints[group] = spare->endpoint;
-    failed_[group] = false;
-    group_suspect_until_.erase(group);  // a new PS
-    for (auto id : members) {
-      WorkerRecord* w = registry_.find(id);
-      w->group = group;
-      w->epoch = ++epoch_;
-      w->moving_from.reset();
-    }
-    for (const auto& [id, w] : registry_.all()) {
-      if (w.moving_from == group) registry_.find(id)->moving_from.reset();
-    }
-    // The spare PS learns its group id (and members) from this first configuration.
-    if (Status s = configureGroup(group); !s) {
-      GSGD_WARN("spare group PS " << spare->endpoint << " of node " << spare->node
-                                  << " did not take group " << group << ": " << s.toString());
-      failed_[group] = true;
-      continue;
-    }
-    const WorkerRecord* node = registry_.find(spare->node);
-    event("group_recreated", "group " + std::to_string(group) + " re-created on node " +
-                                 std::to_string(spare->node) + " (" +
-                                 (node != nullptr ? node->host : std::string("?")) + ") at " +
-                                 spare->endpoint + " with " + std::to_string(members.size()) +
-                                 " worker(s)");
-    if (adaptive_) adaptive_->membershipChanged("group " + std::to_string(group) + " re-created");
-    return true;
+  auto spare = spares_.take();
+  if (!spare) return false;
+  const WorkerRecord* host = registry_.find(spare->node);
+  groups_[group] = std::make_unique<RpcClient>(
+      ctx_, spare->endpoint, limits_,
+      clientSocketOptions(host != nullptr ? keysForNode(*host) : curve_));
+  group_node_[group] = spare->node;
+  topo_.group_endpoints[group] = spare->endpoint;
+  failed_[group] = false;
+  for (auto id : members) {
+    WorkerRecord* w = registry_.find(id);
+    w->group = group;
+    w->epoch = ++epoch_;
+    w->moving_from.reset();
   }
-  return false;
+  for (const auto& [id, w] : registry_.all()) {
+    if (w.moving_from == group) registry_.find(id)->moving_from.reset();
+  }
+  // The spare PS learns its group id (and members) from this first configuration. One
+  // that does not take it fails the group again: the next spare, or the live groups.
+  configureGroup(group, false, [this, group, slot = *spare, n = members.size()](const Status& s) {
+    const bool still_there = !groupFailed(group) && topo_.group_endpoints[group] == slot.endpoint;
+    if (!s) {
+      GSGD_WARN("spare group PS " << slot.endpoint << " of node " << slot.node
+                                  << " did not take group " << group << ": " << s.toString());
+      if (still_there) failGroup(group, "its spare group PS at " + slot.endpoint + " did not take it");
+      return;
+    }
+    if (!still_there) return;
+    const WorkerRecord* node = registry_.find(slot.node);
+    event("group_recreated", "group " + std::to_string(group) + " re-created on node " +
+                                 std::to_string(slot.node) + " (" +
+                                 (node != nullptr ? node->host : std::string("?")) + ") at " +
+                                 slot.endpoint + " with " + std::to_string(n) + " worker(s)");
+    if (adaptive_) adaptive_->membershipChanged("group " + std::to_string(group) + " re-created");
+  });
+  return true;
 }
 
 void Coordinator::noteReregistration() {
@@ -217,13 +229,7 @@ void Coordinator::reportSkippedCheckpoints() {
   }
 }
 
-void Coordinator::watchCheckpoints() {
-  if (cfg_.checkpoint_dir.empty()) return;
-  OutMessage out(cfg_.job_id, 0);
-  out.header().getBody().initCentralStatsQuery();
-  auto reply = central_->call(std::move(out), std::chrono::milliseconds(1000));
-  if (!reply || reply->kind() != BodyKind::CENTRAL_STATS) return;
-  auto s = reply->header().getBody().getCentralStats();
+void Coordinator::noteCheckpointFailures(proto::CentralStats::Reader s) {
   const std::uint64_t failures = s.getCheckpointFailures();
   if (failures <= checkpoint_failures_seen_) return;
   // The central PS logged the error itself (with errno's text); this makes it an event

@@ -69,6 +69,7 @@ class RpcClient {
   RpcClient(zmq::context_t& ctx, std::string endpoint, MessageLimits limits,
             SocketOptions opts = {});
   const std::string& endpoint() const { return endpoint_; }
+  const SocketOptions& options() const { return opts_; }
   // Sends msg and waits up to timeout for one reply; an ErrorReply comes back as its
   // Status. Any failure resets the socket.
   Result<InMessage> call(OutMessage&& msg, std::chrono::milliseconds timeout);

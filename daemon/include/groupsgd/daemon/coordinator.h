@@ -25,6 +25,7 @@
 #include "groupsgd/daemon/background_call.h"
 #include "groupsgd/daemon/config.h"
 #include "groupsgd/daemon/evaluator_watch.h"
+#include "groupsgd/daemon/group_config_queue.h"
 #include "groupsgd/daemon/metrics_exporter.h"
 #include "groupsgd/daemon/node_spares.h"
 #include "groupsgd/daemon/run_summary.h"
@@ -69,7 +70,8 @@ class Coordinator {
 
   // Operator actions (the control socket calls these on the coordinator thread).
   // Drain: the worker's next gradient is included, then it is told to leave.
-  Status drain(std::uint64_t worker_id);
+  // done (optional) hears whether its group PS took the change.
+  Status drain(std::uint64_t worker_id, std::function<void(const Status&)> done = {});
 
   // Operations plumbing, all optional, set before run(): the control socket's request
   // queue, the metrics registry to update, the systemd watchdog period, and a flag that
@@ -121,7 +123,16 @@ class Coordinator {
   bool ownsId(const zmq::message_t& from, const WorkerRecord& w, const std::string& key);
   nlohmann::ordered_json curveJson() const;
   void refuse(const zmq::message_t& from, const Status& why);
-  Status configureGroup(std::uint32_t group, bool flush = false);
+  // Queues group's configuration (group_config_queue.h: sent off this loop, coalesced).
+  // done hears the outcome (default: a failure is logged); after: see request().
+  void configureGroup(std::uint32_t group, bool flush = false, GroupConfigQueue::Done done = {},
+                      const std::vector<std::uint32_t>& after = {});
+  // The configuration as the registry says now (the queue builds it when it sends).
+  Result<OutMessage> groupConfigMessage(std::uint32_t group, bool flush) const;
+  // A registered trainer's reply (to: its routing id), once `group` (where it was placed)
+  // expects it, or refused if it cannot.
+  void admitTrainer(const std::shared_ptr<zmq::message_t>& to, std::uint64_t id,
+                    std::uint32_t group, const Status& configured);
   // Group PS slots exist (role coordinator: offered by node daemons as they register).
   bool slotsReady() const { return groups_.size() >= cfg_.groupCount(); }
   void onNodeRegister(const zmq::message_t& from, const InMessage& msg, WorkerRecord& rec);
@@ -164,11 +175,16 @@ class Coordinator {
   void reloadConfig();
   void answerDrainWaiters();
   void updateMetrics();
+  // The central PS's counters (its version, checkpoints, metrics), asked for on a thread
+  // of its own once per progress period and read here when they come.
+  void askCentralStats();
+  void collectCentralStats();
   void checkLiveness();
   // How long a registration may be silent before it is declared dead.
   std::chrono::milliseconds livenessLimit() const;
   // Failure handling (coordinator_faults.cc).
   void pollGroups();
+  void collectGroupPoll();  // the answer of pollGroups()' question, once it is here
   void markQuarantined(std::uint64_t worker, std::uint32_t group);
   void failNode(const WorkerRecord& node, const std::string& why = "missed its heartbeats");
   void failGroup(std::uint32_t group, const std::string& why);
@@ -180,11 +196,13 @@ class Coordinator {
   // that failed since the last look (the central PS counts them), each an event.
   void reportSkippedCheckpoints();
   // Re-creates a failed group's slot on a spare group PS (the node with the most left)
-  // with these members, moved there with new epochs; false when no spare works.
+  // with these members, moved there with new epochs; false when no spare is left. A spare
+  // that refuses its configuration fails the group again (the next spare is tried).
   bool recreateGroup(std::uint32_t group, const std::vector<std::uint64_t>& members);
   // The keys to reach a node's group PSes: its own public key as the server key.
   CurveKeys keysForNode(const WorkerRecord& node) const;
-  void watchCheckpoints();
+  // Checkpoint writes that failed since the last look: an event and an error line.
+  void noteCheckpointFailures(proto::CentralStats::Reader stats);
   nlohmann::json headRestartJson() const;
   nlohmann::json failuresJson(std::uint64_t lost, std::uint64_t bound) const;
   void printProgress();
@@ -243,10 +261,15 @@ class Coordinator {
   std::vector<std::uint32_t> periods_;  // exchange period K per group slot
   std::unique_ptr<AdaptiveController> adaptive_;  // mode adaptive only
   Clock::time_point next_control_;
-  // checkLiveness(): when it last ran (a long gap: this loop was blocked).
-  std::optional<Clock::time_point> last_liveness_check_;
-  // Groups whose PS let a configuration time out: not asked again before this time.
-  std::map<std::uint32_t, Clock::time_point> group_suspect_until_;
+  std::unique_ptr<GroupConfigQueue> configs_;  // group PS configurations on their way
+  std::set<std::uint64_t> admitting_;  // trainers whose registration awaits its group PS
+  struct GroupPoll {
+    std::uint32_t group;
+    std::string endpoint;  // the PS asked (a re-created group has another)
+    BackgroundCall call;
+  };
+  std::optional<GroupPoll> group_poll_;          // pollGroups()' question on its way
+  std::optional<BackgroundCall> central_stats_;  // askCentralStats()' question on its way
   std::uint64_t regroups_ = 0;
   ControlQueue* control_ = nullptr;        // borrowed: main() owns it and outlives run()
   const std::atomic<bool>* stop_now_ = nullptr;  // borrowed (setJobFlags)
