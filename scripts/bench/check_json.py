@@ -15,18 +15,25 @@ def number(x):
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
-def check_dataplane(rows, summary, errors):
+def check_sizes(summary, errors, numbers, positive):
+    """Every row of summary["sizes"] has `numbers` as numbers, `positive` ones > 0."""
     sizes = summary.get("sizes")
     if not isinstance(sizes, list) or not sizes:
         errors.append("summary has no 'sizes' list")
         return
     for s in sizes:
-        for key in ("size_mib", "groupsgd_gbps", "tcp_gbps", "ratio", "exchange_ratio"):
+        for key in numbers:
             if not number(s.get(key)):
                 errors.append("size %s: '%s' missing or not a number" % (s.get("size_mib"), key))
-        for key in ("groupsgd_gbps", "tcp_gbps"):
+        for key in positive:
             if number(s.get(key)) and s[key] <= 0:
                 errors.append("size %s: '%s' is %s, not > 0" % (s.get("size_mib"), key, s[key]))
+
+
+def check_dataplane(rows, summary, errors):
+    check_sizes(summary, errors,
+                ("size_mib", "groupsgd_gbps", "tcp_gbps", "ratio", "exchange_ratio"),
+                ("groupsgd_gbps", "tcp_gbps"))
     lat = summary.get("step_latency_1mib_8w")
     if not isinstance(lat, dict) or not all(number(lat.get(k)) for k in ("p50_ms", "p99_ms")):
         errors.append("summary has no step latency (p50_ms, p99_ms)")
@@ -47,19 +54,12 @@ def check_dataplane_netns(rows, summary, errors):
     link = summary.get("link")
     if not isinstance(link, dict) or not number(link.get("mtu")):
         errors.append("summary has no 'link' with the veth's 'mtu'")
-    sizes = summary.get("sizes")
-    if not isinstance(sizes, list) or not sizes:
-        errors.append("summary has no 'sizes' list")
-        return
-    for s in sizes:
-        for key in ("size_mib", "groupsgd_gbps", "tcp_gbps", "exchange_gbps", "iperf3_gbps",
-                    "ratio", "exchange_ratio", "groupsgd_vs_iperf3", "tcp_vs_iperf3",
-                    "exchange_vs_iperf3"):
-            if not number(s.get(key)):
-                errors.append("size %s: '%s' missing or not a number" % (s.get("size_mib"), key))
-        for key in ("groupsgd_gbps", "tcp_gbps", "exchange_gbps"):
-            if number(s.get(key)) and s[key] <= 0:
-                errors.append("size %s: '%s' is %s, not > 0" % (s.get("size_mib"), key, s[key]))
+    # The netns summary adds the iperf3 comparisons to each size.
+    check_sizes(summary, errors,
+                ("size_mib", "groupsgd_gbps", "tcp_gbps", "exchange_gbps", "iperf3_gbps",
+                 "ratio", "exchange_ratio", "groupsgd_vs_iperf3", "tcp_vs_iperf3",
+                 "exchange_vs_iperf3"),
+                ("groupsgd_gbps", "tcp_gbps", "exchange_gbps"))
 
 
 RUN_KEYS = ("time_to_target_s", "reached", "final_test_acc", "mean_staleness",

@@ -21,6 +21,8 @@
 # otherwise; 2 on bad arguments; 1 when a measurement failed.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+# shellcheck source=../../tests/netns/ns_common.sh
+source "$root/tests/netns/ns_common.sh"
 bin=${BUILD_DIR:-$root/build}/bench/groupsgd-bench-dataplane
 
 NS="gsgdbench$$"
@@ -71,18 +73,10 @@ done
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/groupsgd-dataplane-netns.XXXXXX")
 PIDS=()
 cleanup() {
-  local rc=$? pid ns p
+  local rc=$?
   set +e
-  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null; done
-  for pid in "${PIDS[@]}"; do
-    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null
-  done
-  for ns in "$NS-srv" "$NS-cli"; do
-    ip netns list 2>/dev/null | awk '{print $1}' | grep -qx "$ns" || continue
-    for p in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
-    ip netns del "$ns"
-  done
+  ns_stop_pids ${PIDS[@]+"${PIDS[@]}"}
+  ns_delete "$NS"
   if [[ $rc -ne 0 && $rc -ne 77 ]]; then
     for f in "$WORK"/*.log; do
       [[ -s $f ]] && { echo "----- $(basename "$f") (last 20 lines)"; tail -n 20 "$f"; } >&2
@@ -94,15 +88,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# A run killed outright (SIGKILL) cannot clean up: remove the namespaces of runs whose
-# shell is gone, with what still runs in them.
-for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E '^gsgdbench[0-9]+-(srv|cli)$' || true); do
-  pid=${ns#gsgdbench}
-  pid=${pid%%-*}
-  kill -0 "$pid" 2>/dev/null && continue
-  for p in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$p" 2>/dev/null || true; done
-  ip netns del "$ns" 2>/dev/null && echo "dataplane-netns: removed $ns, left by a killed run" >&2
-done
+ns_reap_stale gsgdbench
 
 # ---- two "hosts" -----------------------------------------------------------------------
 err=$(ip netns add "$NS-srv" 2>&1) || skip "'ip netns add' refused: $err"

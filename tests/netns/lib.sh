@@ -9,6 +9,8 @@
 # Everything (processes, namespaces, their veths and nft tables) is removed on exit.
 # Needs root; exits 77 (CTest: skipped) with the reason when namespaces cannot be made.
 set -euo pipefail
+# shellcheck source=ns_common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/ns_common.sh"
 
 : "${GROUPSGDD:?set GROUPSGDD to the groupsgdd binary}"
 : "${GROUPSGD_WORKER:?set GROUPSGD_WORKER to the groupsgd-worker binary}"
@@ -45,12 +47,8 @@ dump_logs() {
 cleanup() {
   local rc=$?
   set +e
-  for pid in "${PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null; done
-  for pid in "${PIDS[@]}"; do
-    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL "$pid" 2>/dev/null
-  done
-  for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep "^${NS}-"); do ip netns del "$ns"; done
+  ns_stop_pids ${PIDS[@]+"${PIDS[@]}"}
+  ns_delete "$NS"
   if [[ $rc -ne 0 && $rc -ne 77 && -n "${KEEP_NETNS_LOGS:-}" ]]; then
     echo "logs kept in $WORK" >&2
   else
@@ -61,18 +59,7 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# A run killed outright (SIGKILL on a CTest timeout) cannot clean up: remove the
-# namespaces of runs whose shell is gone, with what still runs in them.
-reap_stale_namespaces() {
-  local ns pid p
-  for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E '^gsgd[0-9]+-' || true); do
-    pid=${ns#gsgd}
-    pid=${pid%%-*}
-    kill -0 "$pid" 2>/dev/null && continue
-    for p in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$p" 2>/dev/null || true; done
-    ip netns del "$ns" 2>/dev/null && echo "removed $ns, left by a killed run" >&2
-  done
-}
+reap_stale_namespaces() { ns_reap_stale gsgd; }
 
 # Skips (77) unless this machine lets us make namespaces, veths, nft tables and tbf.
 require_netns() {

@@ -36,6 +36,24 @@ def train_until_stopped(w, model, limit_steps=2000):
     return steps
 
 
+def train_one_worker(model, **worker_args):
+    """A worker trains `model` until it is told to stop; its parameter count and steps."""
+    w = gt.Worker(model, **worker_args)
+    try:
+        return w.param_count, train_until_stopped(w, model)
+    finally:
+        w.close()
+
+
+def finished_job_summary(d, name, min_samples):
+    """Waits for job `name` to finish; its summary, with exact accounting and enough samples."""
+    wait_for(lambda: job_row(d, name)["state"] == "finished", 60, f"job {name} to finish")
+    summary = ctl_json(d, "job", "summary", name)
+    assert summary["accounting_ok"], summary
+    assert summary["samples_trained"] >= min_samples
+    return summary
+
+
 def ctl_json(d, *args):
     out = d.ctl("--json", *args)
     assert out.returncode == 0, out.stderr + out.stdout
@@ -73,10 +91,7 @@ def test_a_submitted_job_trains_an_external_model_and_keeps_it_across_a_restart(
         assert train_until_stopped(w, model) >= 100
     finally:
         w.close()
-    wait_for(lambda: job_row(d, "ext")["state"] == "finished", 60, "job ext to finish")
-    summary = ctl_json(d, "job", "summary", "ext")
-    assert summary["accounting_ok"], summary
-    assert summary["samples_trained"] >= 1600
+    summary = finished_job_summary(d, "ext", 1600)
     assert summary["config"]["model"] == "external"
     assert (state / "jobs" / "ext" / "external_model.bin").exists()
 
@@ -116,13 +131,9 @@ def test_a_node_daemon_serves_the_group_of_an_external_model(daemon, tmp_path):
                              "--workers", "1", "--listen", "tcp://127.0.0.1:0", *FAST],
                             stdout=node_log, stderr=subprocess.STDOUT)
     try:
-        model = tiny(8)
-        w = gt.Worker(model, coordinator=head.endpoint, name="a", connect_timeout_ms=60000)
-        try:
-            assert w.param_count == 784 * 8 + 8 + 8 * 10 + 10
-            assert train_until_stopped(w, model) >= 100
-        finally:
-            w.close()
+        params, steps = train_one_worker(tiny(8), coordinator=head.endpoint, name="a",
+                                         connect_timeout_ms=60000)
+        assert params == 784 * 8 + 8 + 8 * 10 + 10 and steps >= 100
         summary = head.wait(120)
         assert summary["accounting_ok"], summary
         assert summary["samples_trained"] >= 1600
@@ -147,17 +158,10 @@ def test_a_serve_job_of_an_external_model_trains_on_a_node_daemon(daemon, tmp_pa
         row = submit(d, tmp_path, {"name": "ext", "model": "external", "mode": "sync", "workers": 1,
                                    "batch_size": 16, "max_samples": 1600})
         assert row["node_slots"] == 1 and row.get("awaiting_model") is True, row
-        model = tiny(8)
-        w = gt.Worker(model, coordinator=d.endpoint, name="a", job="ext", connect_timeout_ms=60000)
-        try:
-            assert w.param_count == 784 * 8 + 8 + 8 * 10 + 10
-            assert train_until_stopped(w, model) >= 100
-        finally:
-            w.close()
-        wait_for(lambda: job_row(d, "ext")["state"] == "finished", 60, "job ext to finish")
-        summary = ctl_json(d, "job", "summary", "ext")
-        assert summary["accounting_ok"], summary
-        assert summary["samples_trained"] >= 1600
+        params, steps = train_one_worker(tiny(8), coordinator=d.endpoint, name="a", job="ext",
+                                         connect_timeout_ms=60000)
+        assert params == 784 * 8 + 8 + 8 * 10 + 10 and steps >= 100
+        summary = finished_job_summary(d, "ext", 1600)
         assert any(e["kind"] == "node" for e in summary["events"]), summary["events"]
         # The node stays in the pool for the next job, its slot free again.
         slots = ctl_json(d, "job", "list")["group_slots"]
