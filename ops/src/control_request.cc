@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <utility>
+#include <vector>
 
 #include "groupsgd/common/log.h"
 
@@ -12,10 +13,12 @@ namespace groupsgd::daemon {
 
 using nlohmann::ordered_json;
 
+std::vector<uid_t> defaultAdminUids() { return {0, ::geteuid()}; }
+
 bool isAdminCaller(const Caller& caller, const ControlServerOptions& options) {
-  if (options.allow_root && caller.uid == 0) return true;
-  if (options.allow_own_uid && caller.uid == ::geteuid()) return true;
-  if (options.admin_uid && caller.uid == *options.admin_uid) return true;
+  for (uid_t uid : options.admin_uids) {
+    if (caller.uid == uid) return true;
+  }
   if (options.admin_gid) {
     if (caller.gid == *options.admin_gid) return true;
     for (gid_t g : caller.groups) {

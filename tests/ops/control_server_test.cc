@@ -371,9 +371,8 @@ TEST_CASE("control server: SO_PEERCRED gives the caller's pid, uid and gid to th
 TEST_CASE("control server: admin methods need an admin caller") {
   TempDir dir;
   auto options = optionsAt(dir);
-  options.allow_root = false;     // this test may run as root
-  options.allow_own_uid = false;  // and the client shares the server's uid
-  options.admin_uid = ::getuid() + 4242;
+  // Neither root (this test may run as root) nor the server's own uid (the client's).
+  options.admin_uids = {::getuid() + 4242};
 
   SUBCASE("refused for a non-admin; read-only methods still allowed") {
     auto server = startServer(options);
@@ -402,7 +401,7 @@ TEST_CASE("control server: admin methods need an admin caller") {
     CHECK(reply["ok"] == true);
   }
   SUBCASE("allowed as the daemon's own uid") {
-    options.allow_own_uid = true;
+    options.admin_uids.push_back(::geteuid());
     auto server = startServer(options);
     FakeCoordinator coord(*server, testing::echoHandler);
     RawClient c(server->path());
@@ -415,15 +414,18 @@ TEST_CASE("control server: the admin rule") {
   ControlServerOptions o;
   Caller root{1, 0, 0, {}};
   Caller other{2, 5000, 5000, {100, 200}};
-  CHECK(isAdminCaller(root, o));
+  Caller self{3, ::geteuid(), 4000, {}};
+  CHECK(isAdminCaller(root, o));  // by default: root and the daemon's own uid
+  CHECK(isAdminCaller(self, o));
   CHECK(!isAdminCaller(other, o));
-  o.allow_root = false;
-  CHECK(!isAdminCaller(root, o) == (::geteuid() != 0));
+  o.admin_uids = {};
+  CHECK(!isAdminCaller(root, o));
+  CHECK(!isAdminCaller(self, o));
   o.admin_gid = 200;  // a supplementary group counts
   CHECK(isAdminCaller(other, o));
   o.admin_gid = 300;
   CHECK(!isAdminCaller(other, o));
-  o.admin_uid = 5000;
+  o.admin_uids = {5000};
   CHECK(isAdminCaller(other, o));
 }
 

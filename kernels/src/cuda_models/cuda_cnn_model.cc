@@ -121,17 +121,7 @@ class CudaCnnModel final : public CudaModelBase {
   CudaCnnModel(std::size_t input_dim, std::size_t classes)
       : CudaModelBase(makeModel(ModelKind::kCnn, input_dim, classes)),
         c_(classes),
-        side_(static_cast<std::size_t>(std::llround(std::sqrt(double(input_dim))))),
-        conv1_(side_ - kK + 1),
-        pool1_(conv1_ / 2),
-        conv2_(pool1_ - kK + 1),
-        pool2_(conv2_ / 2),
-        f_(kC2 * pool2_ * pool2_),
-        o_c1_(kC1 * kK * kK),
-        o_k2_(o_c1_ + kC1),
-        o_c2_(o_k2_ + kC2 * kK * kK * kC1),
-        o_w_(o_c2_ + kC2),
-        o_b_(o_w_ + c_ * f_) {}
+        l_(CnnLayout::of(input_dim, classes)) {}
 
   ~CudaCnnModel() override {
     l1_.destroy();
@@ -165,14 +155,14 @@ class CudaCnnModel final : public CudaModelBase {
   KernelStatus configure(std::size_t batch) {
     if (batch == batch_) return KernelStatus::success();
     batch_ = 0;
-    GSGD_GPU_TRY(l1_.configure(dnn_, batch, side_, 1, kC1, /*need_data=*/false));
-    GSGD_GPU_TRY(l2_.configure(dnn_, batch, pool1_, kC1, kC2, /*need_data=*/true));
+    GSGD_GPU_TRY(l1_.configure(dnn_, batch, l_.side, 1, kC1, /*need_data=*/false));
+    GSGD_GPU_TRY(l2_.configure(dnn_, batch, l_.pool1, kC1, kC2, /*need_data=*/true));
     GSGD_DNN_TRY(cudnnSetTensor4dDescriptor(a1_desc_, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT,
-                                            int(batch), int(kC1), int(pool1_), int(pool1_)));
+                                            int(batch), int(kC1), int(l_.pool1), int(l_.pool1)));
     GSGD_DNN_TRY(cudnnSetTensor4dDescriptor(a2_desc_, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT,
-                                            int(batch), int(kC2), int(pool2_), int(pool2_)));
-    const std::size_t m1 = batch * conv1_ * conv1_ * kC1, m2 = batch * conv2_ * conv2_ * kC2;
-    const std::size_t p1 = batch * pool1_ * pool1_ * kC1, p2 = batch * f_;
+                                            int(batch), int(kC2), int(l_.pool2), int(l_.pool2)));
+    const std::size_t m1 = batch * l_.conv1 * l_.conv1 * kC1, m2 = batch * l_.conv2 * l_.conv2 * kC2;
+    const std::size_t p1 = batch * l_.pool1 * l_.pool1 * kC1, p2 = batch * l_.flat;
     for (auto [buf, n] : {std::pair{&h1_, m1}, {&dh1_, m1}, {&t1_, m1}, {&a1_, p1}, {&da1_, p1},
                           {&h2_, m2}, {&dh2_, m2}, {&t2_, m2}, {&a2_, p2}, {&da2_, p2},
                           {&z_, batch * c_}}) {
@@ -199,16 +189,16 @@ class CudaCnnModel final : public CudaModelBase {
     GSGD_GPU_TRY(configure(batch));
     const float* p = params();
     const float one = 1.0f, zero = 0.0f;
-    GSGD_GPU_TRY(convRelu(l1_, input(), p, p + o_c1_, batch * conv1_ * conv1_, kC1, h1_.get()));
+    GSGD_GPU_TRY(convRelu(l1_, input(), p, p + l_.c1, batch * l_.conv1 * l_.conv1, kC1, h1_.get()));
     GSGD_DNN_TRY(cudnnPoolingForward(dnn_, pool_, &one, l1_.out, h1_.get(), &zero, a1_desc_,
                                      a1_.get()));
     GSGD_GPU_TRY(
-        convRelu(l2_, a1_.get(), p + o_k2_, p + o_c2_, batch * conv2_ * conv2_, kC2, h2_.get()));
+        convRelu(l2_, a1_.get(), p + l_.k2, p + l_.c2, batch * l_.conv2 * l_.conv2, kC2, h2_.get()));
     GSGD_DNN_TRY(cudnnPoolingForward(dnn_, pool_, &one, l2_.out, h2_.get(), &zero, a2_desc_,
                                      a2_.get()));
     // Dense: z = b + a2 W^T, a2 being batch × F in (y, x, channel) order (NHWC).
-    GSGD_GPU_TRY(gpu::broadcastRows(p + o_b_, batch, c_, z_.get()));
-    GSGD_GPU_TRY(gpu::gemm(blas(), kNo, kYes, batch, c_, f_, 1.0f, a2_.get(), f_, p + o_w_, f_,
+    GSGD_GPU_TRY(gpu::broadcastRows(p + l_.b, batch, c_, z_.get()));
+    GSGD_GPU_TRY(gpu::gemm(blas(), kNo, kYes, batch, c_, l_.flat, 1.0f, a2_.get(), l_.flat, p + l_.w, l_.flat,
                            1.0f, z_.get(), c_));
     *logits = z_.get();
     return KernelStatus::success();
@@ -218,13 +208,13 @@ class CudaCnnModel final : public CudaModelBase {
     const float* p = params();
     float* g = grad();
     const float one = 1.0f, zero = 0.0f;
-    const std::size_t m1 = batch * conv1_ * conv1_, m2 = batch * conv2_ * conv2_;
+    const std::size_t m1 = batch * l_.conv1 * l_.conv1, m2 = batch * l_.conv2 * l_.conv2;
     // Dense: dW = dZ^T a2, db = colsum dZ, da2 = dZ W.
-    GSGD_GPU_TRY(gpu::gemm(blas(), kYes, kNo, c_, f_, batch, 1.0f, dz, c_, a2_.get(), f_, 0.0f,
-                           g + o_w_, f_));
-    GSGD_GPU_TRY(gpu::sumRows(blas(), dz, batch, c_, ones(), g + o_b_));
-    GSGD_GPU_TRY(gpu::gemm(blas(), kNo, kNo, batch, f_, c_, 1.0f, dz, c_, p + o_w_, f_, 0.0f,
-                           da2_.get(), f_));
+    GSGD_GPU_TRY(gpu::gemm(blas(), kYes, kNo, c_, l_.flat, batch, 1.0f, dz, c_, a2_.get(), l_.flat, 0.0f,
+                           g + l_.w, l_.flat));
+    GSGD_GPU_TRY(gpu::sumRows(blas(), dz, batch, c_, ones(), g + l_.b));
+    GSGD_GPU_TRY(gpu::gemm(blas(), kNo, kNo, batch, l_.flat, c_, 1.0f, dz, c_, p + l_.w, l_.flat, 0.0f,
+                           da2_.get(), l_.flat));
     // Pool 2, then ReLU 2 (t2 holds the gradient after the pool, dh2 after the ReLU).
     GSGD_DNN_TRY(cudnnPoolingBackward(dnn_, pool_, &one, a2_desc_, a2_.get(), a2_desc_,
                                       da2_.get(), l2_.out, h2_.get(), &zero, l2_.out, t2_.get()));
@@ -234,9 +224,9 @@ class CudaCnnModel final : public CudaModelBase {
     GSGD_DNN_TRY(cudnnConvolutionBackwardFilter(dnn_, &one, l2_.in, a1_.get(), l2_.out,
                                                 dh2_.get(), l2_.conv, l2_.bwd_filter,
                                                 workspace_.get(), workspaceBytes(), &zero,
-                                                l2_.filter, g + o_k2_));
-    GSGD_GPU_TRY(gpu::sumRows(blas(), dh2_.get(), m2, kC2, ones(), g + o_c2_));
-    GSGD_DNN_TRY(cudnnConvolutionBackwardData(dnn_, &one, l2_.filter, p + o_k2_, l2_.out,
+                                                l2_.filter, g + l_.k2));
+    GSGD_GPU_TRY(gpu::sumRows(blas(), dh2_.get(), m2, kC2, ones(), g + l_.c2));
+    GSGD_DNN_TRY(cudnnConvolutionBackwardData(dnn_, &one, l2_.filter, p + l_.k2, l2_.out,
                                               dh2_.get(), l2_.conv, l2_.bwd_data,
                                               workspace_.get(), workspaceBytes(), &zero, l2_.in,
                                               da1_.get()));
@@ -249,14 +239,13 @@ class CudaCnnModel final : public CudaModelBase {
     GSGD_DNN_TRY(cudnnConvolutionBackwardFilter(dnn_, &one, l1_.in, input(), l1_.out, dh1_.get(),
                                                 l1_.conv, l1_.bwd_filter, workspace_.get(),
                                                 workspaceBytes(), &zero, l1_.filter, g));
-    return gpu::sumRows(blas(), dh1_.get(), m1, kC1, ones(), g + o_c1_);
+    return gpu::sumRows(blas(), dh1_.get(), m1, kC1, ones(), g + l_.c1);
   }
 
   std::size_t workspaceBytes() const { return std::max(l1_.workspace, l2_.workspace); }
 
   std::size_t c_;
-  std::size_t side_, conv1_, pool1_, conv2_, pool2_, f_;  // map sides; f_ = dense inputs
-  std::size_t o_c1_, o_k2_, o_c2_, o_w_, o_b_;            // offsets into the flat vector
+  CnnLayout l_;
   cudnnHandle_t dnn_ = nullptr;
   ConvLayer l1_, l2_;
   cudnnPoolingDescriptor_t pool_ = nullptr;

@@ -52,6 +52,9 @@ namespace groupsgd::daemon {
 
 class MetricsRegistry;
 
+// uid 0 and this process's effective uid.
+std::vector<uid_t> defaultAdminUids();
+
 struct ControlServerOptions {
   std::string path;                        // socket file (at most 107 bytes)
   mode_t mode = 0660;                      // set by chmod after bind
@@ -59,11 +62,10 @@ struct ControlServerOptions {
   std::size_t max_connections = 64;        // more are answered "refused" and closed
   std::size_t max_pending = 256;           // queued for the coordinator; more: "refused"
   std::vector<ControlMethod> methods = defaultControlMethods();
-  // Who may call admin methods, besides the two always-allowed callers below.
-  std::optional<uid_t> admin_uid;
+  // Who may call admin methods: these uids (root and the daemon's own effective uid: the
+  // service manager and whoever started it) and the members of admin_gid.
+  std::vector<uid_t> admin_uids = defaultAdminUids();
   std::optional<gid_t> admin_gid;          // primary or supplementary group of the caller
-  bool allow_root = true;                  // uid 0; off only in tests
-  bool allow_own_uid = true;               // the daemon's own effective uid; off only in tests
   // Optional: counts groupsgd_control_requests_total{method,code} and the gauge
   // groupsgd_control_connections. Borrowed; must outlive the server.
   MetricsRegistry* metrics = nullptr;
