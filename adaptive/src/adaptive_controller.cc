@@ -241,12 +241,16 @@ void AdaptiveController::describe(std::vector<StragglerEvent>* detections,
   }
 }
 
-ControlActions AdaptiveController::plan(const Registry& registry, Clock::time_point now,
-                                        std::uint64_t samples, std::uint64_t sample_budget) {
-  ControlActions act;
-  bool complete = false;
-  auto s = speeds(registry, &complete);
-  // Stage: every active trainer's steps and the mean training loss of the window.
+namespace {
+
+// Every active trainer's fewest steps and the mean training loss of the window (what the
+// stage controller judges).
+struct TrainingProgress {
+  std::uint64_t min_steps = 0;
+  double mean_loss = 0;
+};
+
+TrainingProgress trainingProgress(const Registry& registry) {
   std::uint64_t min_steps = ~0ull;
   double loss = 0;
   std::size_t n = 0;
@@ -258,35 +262,64 @@ ControlActions AdaptiveController::plan(const Registry& registry, Clock::time_po
       ++n;
     }
   }
-  if (n == 0) min_steps = 0;
-  const policy::Stage before = stages_.stage();
-  if (before != policy::Stage::kProfiling || complete) {
-    act.stage_change = stages_.update(min_steps, n ? loss / n : 0.0, samples, sample_budget);
+  if (n == 0) return {};
+  return {min_steps, loss / static_cast<double>(n)};
+}
+
+std::string joined(const std::string& a, const std::string& b) {
+  return a.empty() ? b : a + ", " + b;
+}
+
+}  // namespace
+
+ControlActions AdaptiveController::plan(const Registry& registry, Clock::time_point now,
+                                        std::uint64_t samples, std::uint64_t sample_budget) {
+  ControlActions act;
+  bool complete = false;
+  auto s = speeds(registry, &complete);
+  const TrainingProgress progress = trainingProgress(registry);
+  if (stages_.stage() != policy::Stage::kProfiling || complete) {
+    act.stage_change =
+        stages_.update(progress.min_steps, progress.mean_loss, samples, sample_budget);
   }
   if (stages_.stage() == policy::Stage::kProfiling || s.empty()) {
     act.periods = periods_;
     return act;
-  }
-  std::string trigger;
-  bool forced = false;
-  const auto current = currentGroups(registry);
-  if (act.stage_change) {
-    trigger = std::string("stage ") + policy::stageName(act.stage_change->to);
-    // New K and G_max: re-planned, but a regroup (a flush of every group) only when the
-    // grouping in force has more groups than the new stage allows or the gain pays for
-    // it; otherwise only the exchange periods change, which costs no step.
-    forced = current.size() > planConfig().max_groups;
   }
   for (const auto& w : s) {
     GSGD_DEBUG("worker " << w.id << ": overhead " << w.overhead_ms << " ms, " << w.samples_per_ms
                          << " samples/ms, t(b0) " << w.stepMs(base_batch_) << " ms"
                          << (detector_.isStraggler(w.id) ? " [straggler]" : ""));
   }
+  const auto current = currentGroups(registry);
+  const RegroupQuestion q = regroupQuestion(act, current, complete, now);
+  if (!q.trigger.empty() && complete) {
+    if (tryRegroup(registry, s, current, q, now, &act)) return act;
+    if (q.forced || act.stage_change) adoptStagePeriods(registry, s, current);
+  }
+  if (q.judge_stragglers) straggler_change_.reset();
+  rebatch(registry, s, current, &act);
+  if (complete) batched_once_ = true;
+  act.periods = periods_;
+  return act;
+}
+
+AdaptiveController::RegroupQuestion AdaptiveController::regroupQuestion(
+    const ControlActions& act, const std::vector<std::vector<std::uint64_t>>& current,
+    bool complete, Clock::time_point now) {
+  RegroupQuestion q;
+  if (act.stage_change) {
+    q.trigger = std::string("stage ") + policy::stageName(act.stage_change->to);
+    // New K and G_max: re-planned, but a regroup (a flush of every group) only when the
+    // grouping in force has more groups than the new stage allows or the gain pays for
+    // it; otherwise only the exchange periods change, which costs no step.
+    q.forced = current.size() > planConfig().max_groups;
+  }
   if (membership_change_ && complete) {
-    trigger = trigger.empty() ? *membership_change_ : trigger + ", " + *membership_change_;
+    q.trigger = joined(q.trigger, *membership_change_);
     // While everybody still shares group 0 a join needs no placing: the plan must pay
     // for a split (the gain margin), so a few noisy first steps split nobody.
-    forced = forced || !oneGroup();
+    q.forced = q.forced || !oneGroup();
     membership_change_.reset();
   }
   // The straggler change is judged once the decider may act on it; until then it waits.
@@ -297,39 +330,51 @@ ControlActions AdaptiveController::plan(const Registry& registry, Clock::time_po
   if (!straggler_question && mixedGroup(current)) straggler_question = "straggler shares a group";
   const bool settled =
       !last_change_ || now - *last_change_ >= 2 * std::chrono::milliseconds(cfg_.control_ms);
-  const bool judge_stragglers =
-      straggler_question && complete && settled && !decider_.coolingDown(now);
-  if (judge_stragglers) {
-    trigger = trigger.empty() ? *straggler_question : trigger + ", " + *straggler_question;
+  q.judge_stragglers = straggler_question && complete && settled && !decider_.coolingDown(now);
+  if (q.judge_stragglers) q.trigger = joined(q.trigger, *straggler_question);
+  return q;
+}
+
+bool AdaptiveController::tryRegroup(const Registry& registry,
+                                    const std::vector<policy::WorkerSpeed>& s,
+                                    const std::vector<std::vector<std::uint64_t>>& current,
+                                    const RegroupQuestion& q, Clock::time_point now,
+                                    ControlActions* act) {
+  if (auto d = decider_.decide(s, current, planConfig(), q.trigger, q.forced, now)) {
+    act->placement = place(registry, d->plan, &periods_);
+    act->current_plan = d->plan.describe();
+    act->regroup = std::move(d);
+    decider_.applied(now);
+    act->periods = periods_;
+    straggler_change_.reset();
+    return true;
   }
-  if (!trigger.empty() && complete) {
-    if (auto d = decider_.decide(s, current, planConfig(), trigger, forced, now)) {
-      act.placement = place(registry, d->plan, &periods_);
-      act.current_plan = d->plan.describe();
-      act.regroup = std::move(d);
-      decider_.applied(now);
-      act.periods = periods_;
-      straggler_change_.reset();
-      return act;
-    }
-    if (forced || (judge_stragglers && straggler_change_)) {
-      GSGD_INFO("regroup considered (" << trigger << "): the current grouping stays; current "
-                << policy::evaluatePlan(s, current, planConfig()).describe() << ", best "
-                << policy::planGroups(s, planConfig()).describe());
-    }
-    if (forced || act.stage_change) {
-      // Same grouping is still best: keep it, but adopt the stage's exchange periods.
-      auto eval = policy::evaluatePlan(s, current, planConfig());
-      for (std::size_t gi = 0; gi < current.size(); ++gi) {
-        const auto& all = registry.all();
-        auto it = all.find(current[gi].front());
-        if (it != all.end() && it->second.group < slots_ && gi < eval.exchange_periods.size()) {
-          periods_[it->second.group] = eval.exchange_periods[gi];
-        }
-      }
+  if (q.forced || (q.judge_stragglers && straggler_change_)) {
+    GSGD_INFO("regroup considered (" << q.trigger << "): the current grouping stays; current "
+              << policy::evaluatePlan(s, current, planConfig()).describe() << ", best "
+              << policy::planGroups(s, planConfig()).describe());
+  }
+  return false;
+}
+
+void AdaptiveController::adoptStagePeriods(const Registry& registry,
+                                           const std::vector<policy::WorkerSpeed>& s,
+                                           const std::vector<std::vector<std::uint64_t>>& current) {
+  // The same grouping is still best: keep it, with the stage's exchange periods.
+  auto eval = policy::evaluatePlan(s, current, planConfig());
+  const auto& all = registry.all();
+  for (std::size_t gi = 0; gi < current.size(); ++gi) {
+    auto it = all.find(current[gi].front());
+    if (it != all.end() && it->second.group < slots_ && gi < eval.exchange_periods.size()) {
+      periods_[it->second.group] = eval.exchange_periods[gi];
     }
   }
-  if (judge_stragglers) straggler_change_.reset();
+}
+
+void AdaptiveController::rebatch(const Registry& registry,
+                                 const std::vector<policy::WorkerSpeed>& s,
+                                 const std::vector<std::vector<std::uint64_t>>& current,
+                                 ControlActions* act) {
   // No regroup: move each group's batches toward the water-filled target, damped.
   std::map<std::uint64_t, const policy::WorkerSpeed*> by_id;
   for (const auto& w : s) by_id[w.id] = &w;
@@ -355,12 +400,9 @@ ControlActions AdaptiveController::plan(const Registry& registry, Clock::time_po
         undamped ? target : policy::dampedUpdate(cur, target, {cfg_.min_batch, cfg_.max_batch}, {});
     for (auto id : members) undamped_.erase(id);
     if (next != cur) {
-      for (std::size_t i = 0; i < members.size(); ++i) act.rebatch[members[i]] = next[i];
+      for (std::size_t i = 0; i < members.size(); ++i) act->rebatch[members[i]] = next[i];
     }
   }
-  if (complete) batched_once_ = true;
-  act.periods = periods_;
-  return act;
 }
 
 }  // namespace groupsgd::daemon

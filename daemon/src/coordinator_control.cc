@@ -427,6 +427,7 @@ void Coordinator::collectCentralStats() {
   if (!reply || reply->kind() != BodyKind::CENTRAL_STATS) return;
   auto s = reply->header().getBody().getCentralStats();
   central_version_seen_ = std::max<std::uint64_t>(central_version_seen_, s.getVersion());
+  persistHeadState();  // at once: a head killed now has recorded the newest version it saw
   if (s.getCheckpointVersion() > 0 &&
       (!last_checkpoint_ || (*last_checkpoint_)["version"] != s.getCheckpointVersion())) {
     last_checkpoint_ = ojson{{"version", s.getCheckpointVersion()}};  // periodic ones too

@@ -30,6 +30,91 @@ Result<worker::Assignment> registerNode(worker::CoordinatorClient& coord, worker
   return unavailable(stop.load() ? "stopped before registering" : "gave up registering");
 }
 
+namespace {
+
+// This node's group PSes, each on a thread of its own, from start() until destroyed
+// (which stops and joins them).
+class NodeGroupServers {
+ public:
+  // Binds cfg.node_groups group PSes for a model of param_count parameters. Their optimizer
+  // settings come from this node's configuration: give every daemon the same file.
+  static Result<std::unique_ptr<NodeGroupServers>> start(const DaemonConfig& cfg,
+                                                         zmq::context_t& ctx,
+                                                         const worker::Assignment& probe,
+                                                         const CurveKeys& curve_keys) {
+    std::unique_ptr<NodeGroupServers> s(new NodeGroupServers);
+    for (std::uint32_t g = 0; g < cfg.node_groups; ++g) {
+      // The group id is renumbered by the coordinator's GroupConfig.
+      groupps::GroupServerConfig gcfg =
+          groupServerConfig(cfg, g, probe.central_endpoint, curve_keys);
+      gcfg.adopt_group_id = true;
+      auto server = groupps::GroupServer::create(ctx, gcfg, probe.param_count,
+                                                 "tcp://" + cfg.bind_host + ":*");
+      if (!server) return server.status();
+      s->endpoints_.push_back((*server)->endpoint());
+      s->groups_.push_back(std::move(*server));
+    }
+    for (auto& g : s->groups_) {
+      s->threads_.emplace_back([&g, stop = &s->stop_] { g->run(*stop); });
+    }
+    return s;
+  }
+  ~NodeGroupServers() {
+    stop_.store(true);
+    for (auto& t : threads_) t.join();
+  }
+  const std::vector<std::string>& endpoints() const { return endpoints_; }
+
+ private:
+  NodeGroupServers() = default;
+  std::vector<std::unique_ptr<groupps::GroupServer>> groups_;
+  std::vector<std::string> endpoints_;
+  std::atomic<bool> stop_{false};
+  std::vector<std::thread> threads_;
+};
+
+// Heartbeats as node `me` until told to stop (kStopped), forgotten by a restarted head
+// (kHeadLost) or the head silent for give_up_s (kFailed).
+HeadEnd heartbeatAsNode(const DaemonConfig& cfg, worker::CoordinatorClient& coord,
+                        const worker::Assignment& me, const std::atomic<bool>& stop_requested,
+                        const std::function<void()>& between_heartbeats) {
+  int failures = 0;
+  auto last_answer = std::chrono::steady_clock::now();
+  while (!stop_requested.load()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(me.heartbeat_ms));
+    between_heartbeats();
+    auto hb = coord.heartbeat(me, {});
+    if (hb && hb->stop) {
+      GSGD_INFO("the coordinator ends the run");
+      return HeadEnd::kStopped;
+    }
+    if (hb && hb->reregister) {
+      GSGD_WARN("the coordinator does not know this node (a restarted head?); re-registering");
+      return HeadEnd::kHeadLost;
+    }
+    if (hb) {
+      failures = 0;
+      last_answer = std::chrono::steady_clock::now();
+      continue;
+    }
+    if (hb.status().code() != Code::kUnavailable && failures % 10 == 0) {
+      // Refused, not silent (a revoked key, say): say why.
+      GSGD_WARN("heartbeat refused: " << hb.status().toString());
+    }
+    if (++failures % 10 == 0) {
+      GSGD_WARN("coordinator silent for " << failures << " heartbeats; group PSes keep serving");
+    }
+    if (std::chrono::steady_clock::now() - last_answer >
+        std::chrono::milliseconds(static_cast<std::int64_t>(cfg.give_up_s * 1000))) {
+      GSGD_ERROR("coordinator silent for " << cfg.give_up_s << " s; giving up");
+      return HeadEnd::kFailed;
+    }
+  }
+  return HeadEnd::kStopped;
+}
+
+}  // namespace
+
 HeadEnd serveHead(const DaemonConfig& cfg, zmq::context_t& ctx, worker::CoordinatorClient& coord,
                   const CurveKeys& curve_keys, const std::atomic<bool>& stop_requested,
                   const std::function<void()>& between_heartbeats, worker::Assignment* pooled) {
@@ -50,75 +135,24 @@ HeadEnd serveHead(const DaemonConfig& cfg, zmq::context_t& ctx, worker::Coordina
     return HeadEnd::kPooled;
   }
   (void)coord.leave(*probe, 0, 0);
-  // 2. Bind the group PSes. Their optimizer settings come from this node's configuration:
-  //    give every daemon the same configuration file.
-  std::vector<std::unique_ptr<groupps::GroupServer>> groups;
-  std::vector<std::string> endpoints;
-  for (std::uint32_t g = 0; g < cfg.node_groups; ++g) {
-    // The group id is renumbered by the coordinator's GroupConfig.
-    groupps::GroupServerConfig gcfg =
-        groupServerConfig(cfg, g, probe->central_endpoint, curve_keys);
-    gcfg.adopt_group_id = true;
-    auto server = groupps::GroupServer::create(ctx, gcfg, probe->param_count,
-                                               "tcp://" + cfg.bind_host + ":*");
-    if (!server) {
-      GSGD_ERROR("group PS: " << server.status().toString());
-      return HeadEnd::kFailed;
-    }
-    endpoints.push_back((*server)->endpoint());
-    groups.push_back(std::move(*server));
+  // 2. Bind the group PSes.
+  auto servers = NodeGroupServers::start(cfg, ctx, *probe, curve_keys);
+  if (!servers) {
+    GSGD_ERROR("group PS: " << servers.status().toString());
+    return HeadEnd::kFailed;
   }
-  std::atomic<bool> servers_stop{false};
-  std::vector<std::thread> threads;
-  for (auto& g : groups) threads.emplace_back([&g, &servers_stop] { g->run(servers_stop); });
   // 3. Offer them, then stay alive until told to stop or the head forgets us.
+  const auto& endpoints = (*servers)->endpoints();
   auto me = registerNode(coord, worker::Role::kNode, endpoints, stop_requested, cfg.give_up_s);
-  HeadEnd end = HeadEnd::kStopped;
   if (!me) {
     GSGD_ERROR("node registration failed: " << me.status().toString());
-    end = stop_requested.load() || me.status().code() == Code::kFinished ? HeadEnd::kStopped
-                                                                           : HeadEnd::kFailed;
-  } else {
-    GSGD_INFO("node " << me->worker_id << " offers " << endpoints.size() << " group PS(es)");
-    int failures = 0;
-    auto last_answer = std::chrono::steady_clock::now();
-    while (!stop_requested.load()) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(me->heartbeat_ms));
-      between_heartbeats();
-      auto hb = coord.heartbeat(*me, {});
-      if (hb && hb->stop) {
-        GSGD_INFO("the coordinator ends the run");
-        break;
-      }
-      if (hb && hb->reregister) {
-        GSGD_WARN("the coordinator does not know this node (a restarted head?); re-registering");
-        end = HeadEnd::kHeadLost;
-        break;
-      }
-      if (hb) {
-        failures = 0;
-        last_answer = std::chrono::steady_clock::now();
-        continue;
-      }
-      if (hb.status().code() != Code::kUnavailable && failures % 10 == 0) {
-        // Refused, not silent (a revoked key, say): say why.
-        GSGD_WARN("heartbeat refused: " << hb.status().toString());
-      }
-      if (++failures % 10 == 0) {
-        GSGD_WARN("coordinator silent for " << failures << " heartbeats; group PSes keep serving");
-      }
-      if (std::chrono::steady_clock::now() - last_answer >
-          std::chrono::milliseconds(static_cast<std::int64_t>(cfg.give_up_s * 1000))) {
-        GSGD_ERROR("coordinator silent for " << cfg.give_up_s << " s; giving up");
-        end = HeadEnd::kFailed;
-        break;
-      }
-    }
-    if (end != HeadEnd::kHeadLost) (void)coord.leave(*me, 0, 0);
+    return stop_requested.load() || me.status().code() == Code::kFinished ? HeadEnd::kStopped
+                                                                          : HeadEnd::kFailed;
   }
-  servers_stop.store(true);
-  for (auto& t : threads) t.join();
-  return end;
+  GSGD_INFO("node " << me->worker_id << " offers " << endpoints.size() << " group PS(es)");
+  const HeadEnd end = heartbeatAsNode(cfg, coord, *me, stop_requested, between_heartbeats);
+  if (end != HeadEnd::kHeadLost) (void)coord.leave(*me, 0, 0);
+  return end;  // the group PSes stop with `servers`
 }
 
 int runNode(const DaemonConfig& cfg, const std::atomic<bool>& stop_requested,

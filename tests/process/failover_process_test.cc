@@ -115,12 +115,13 @@ TEST_CASE("failover: the head killed with SIGKILL and restarted resumes from its
   REQUIRE(::kill(head->pid(), SIGKILL) == 0);
   REQUIRE(head->wait(10000ms).has_value());
   // The workers notice (no answer), then keep trying with back-off. Restart on the same
-  // port a little later, as a supervisor would.
+  // port a little later, as a supervisor would. The new run's budget lasts longer than a
+  // worker's longest back-off (1 s), so every worker is back before it ends.
   std::this_thread::sleep_for(1500ms);
   auto again = startDaemon(dir, "head2.log", ep,
                            [&] {
                              auto a = args;
-                             a.insert(a.end(), {"--max-samples", "6000", "--max-seconds", "120"});
+                             a.insert(a.end(), {"--max-samples", "20000", "--max-seconds", "120"});
                              return a;
                            }());
   const double restarted_at = wallNow();

@@ -148,49 +148,77 @@ GroupPlan evaluatePlan(std::span<const WorkerSpeed> speeds,
   return evaluateMembers(members, cfg);
 }
 
-GroupPlan planGroups(std::span<const WorkerSpeed> speeds, const PlanConfig& cfg) {
+namespace {
+
+constexpr double kNone = -std::numeric_limits<double>::infinity();
+
+// Worker indices sorted by step time at the nominal batch (ties by id), with those times.
+struct NominalOrder {
+  std::vector<std::size_t> order;
+  std::vector<double> ms;  // by worker index, computed once, not in every comparison
+};
+
+NominalOrder sortByNominalStep(std::span<const WorkerSpeed> speeds, const PlanConfig& cfg) {
   const std::size_t n = speeds.size();
-  if (n == 0) return {};
-  // Sort by step time at the nominal batch.
-  std::vector<std::size_t> order(n);
-  std::iota(order.begin(), order.end(), 0);
-  std::vector<double> nominal_ms(n);  // computed once, not in every comparison
-  for (std::size_t i = 0; i < n; ++i) nominal_ms[i] = speeds[i].stepMs(cfg.base_batch);
-  auto nominal = [&](std::size_t i) { return nominal_ms[i]; };
-  std::sort(order.begin(), order.end(), [&](std::size_t x, std::size_t y) {
-    return nominal(x) < nominal(y) || (nominal(x) == nominal(y) && speeds[x].id < speeds[y].id);
+  NominalOrder o;
+  o.order.resize(n);
+  std::iota(o.order.begin(), o.order.end(), 0);
+  o.ms.resize(n);
+  for (std::size_t i = 0; i < n; ++i) o.ms[i] = speeds[i].stepMs(cfg.base_batch);
+  std::sort(o.order.begin(), o.order.end(), [&](std::size_t x, std::size_t y) {
+    return o.ms[x] < o.ms[y] || (o.ms[x] == o.ms[y] && speeds[x].id < speeds[y].id);
   });
-  // Cut the sorted list into classes at the largest gaps (log step time), so outliers stay
-  // on their own while thousands of similar workers cost one class.
-  std::vector<std::size_t> cuts;  // class starts
-  if (n <= cfg.max_classes) {
+  return o;
+}
+
+// Where each class starts in the sorted list: cut at the largest gaps (log step time), so
+// outliers stay on their own while thousands of similar workers cost one class.
+std::vector<std::size_t> classCuts(const NominalOrder& o, std::size_t max_classes) {
+  const std::size_t n = o.order.size();
+  std::vector<std::size_t> cuts;
+  if (n <= max_classes) {
     for (std::size_t i = 0; i < n; ++i) cuts.push_back(i);
-  } else {
-    std::vector<std::pair<double, std::size_t>> gaps;
-    for (std::size_t i = 1; i < n; ++i) {
-      gaps.push_back({std::log(nominal(order[i])) - std::log(nominal(order[i - 1])), i});
-    }
-    const std::size_t keep = cfg.max_classes - 1;
-    std::nth_element(gaps.begin(), gaps.begin() + static_cast<std::ptrdiff_t>(keep), gaps.end(),
-                     [](const auto& x, const auto& y) { return x.first > y.first; });
-    cuts.push_back(0);
-    for (std::size_t k = 0; k < keep; ++k) cuts.push_back(gaps[k].second);
-    std::sort(cuts.begin(), cuts.end());
+    return cuts;
   }
-  const std::size_t q = cuts.size();
-  std::vector<SpeedClass> classes(q);
-  for (std::size_t c = 0; c < q; ++c) {
-    const std::size_t end = c + 1 < q ? cuts[c + 1] : n;
+  std::vector<std::pair<double, std::size_t>> gaps;
+  for (std::size_t i = 1; i < n; ++i) {
+    gaps.push_back({std::log(o.ms[o.order[i]]) - std::log(o.ms[o.order[i - 1]]), i});
+  }
+  const std::size_t keep = max_classes - 1;
+  std::nth_element(gaps.begin(), gaps.begin() + static_cast<std::ptrdiff_t>(keep), gaps.end(),
+                   [](const auto& x, const auto& y) { return x.first > y.first; });
+  cuts.push_back(0);
+  for (std::size_t k = 0; k < keep; ++k) cuts.push_back(gaps[k].second);
+  std::sort(cuts.begin(), cuts.end());
+  return cuts;
+}
+
+std::size_t classEnd(const std::vector<std::size_t>& cuts, std::size_t c, std::size_t n) {
+  return c + 1 < cuts.size() ? cuts[c + 1] : n;
+}
+
+// Each class's mean speed and size.
+std::vector<SpeedClass> makeClasses(std::span<const WorkerSpeed> speeds, const NominalOrder& o,
+                                    const std::vector<std::size_t>& cuts) {
+  std::vector<SpeedClass> classes(cuts.size());
+  for (std::size_t c = 0; c < cuts.size(); ++c) {
+    const std::size_t end = classEnd(cuts, c, speeds.size());
     for (std::size_t i = cuts[c]; i < end; ++i) {
-      classes[c].a += speeds[order[i]].overhead_ms;
-      classes[c].v += speeds[order[i]].samples_per_ms;
+      classes[c].a += speeds[o.order[i]].overhead_ms;
+      classes[c].v += speeds[o.order[i]].samples_per_ms;
     }
     classes[c].count = static_cast<std::uint32_t>(end - cuts[c]);
     classes[c].a /= classes[c].count;
     classes[c].v /= classes[c].count;
   }
-  // seg[i][j]: throughput of one group made of classes [i, j).
-  std::vector<std::vector<double>> seg(q + 1, std::vector<double>(q + 1, 0));
+  return classes;
+}
+
+// seg[i][j]: throughput of one group made of classes [i, j).
+using Table = std::vector<std::vector<double>>;
+Table segmentThroughput(const std::vector<SpeedClass>& classes, const PlanConfig& cfg) {
+  const std::size_t q = classes.size();
+  Table seg(q + 1, std::vector<double>(q + 1, 0));
   for (std::size_t i = 0; i < q; ++i) {
     std::uint32_t workers = 0;
     for (std::size_t j = i + 1; j <= q; ++j) {
@@ -199,33 +227,48 @@ GroupPlan planGroups(std::span<const WorkerSpeed> speeds, const PlanConfig& cfg)
       seg[i][j] = 1000.0 * total / classStepMs(&classes[i], j - i, total, cfg.bounds);
     }
   }
-  const std::size_t gmax = std::min<std::size_t>(std::max<std::uint32_t>(1, cfg.max_groups), q);
-  constexpr double kNone = -std::numeric_limits<double>::infinity();
-  // best[g][j]: best throughput of classes [0, j) in g groups; from[g][j]: last boundary.
-  std::vector<std::vector<double>> best(gmax + 1, std::vector<double>(q + 1, kNone));
-  std::vector<std::vector<std::size_t>> from(gmax + 1, std::vector<std::size_t>(q + 1, 0));
-  best[0][0] = 0;
+  return seg;
+}
+
+// best[g][j]: best throughput of classes [0, j) in g contiguous groups; from[g][j]: where
+// its last group starts.
+struct Partitions {
+  Table best;
+  std::vector<std::vector<std::size_t>> from;
+};
+
+Partitions bestPartitions(const Table& seg, std::size_t q, std::size_t gmax) {
+  Partitions p{Table(gmax + 1, std::vector<double>(q + 1, kNone)),
+               std::vector<std::vector<std::size_t>>(gmax + 1, std::vector<std::size_t>(q + 1, 0))};
+  p.best[0][0] = 0;
   for (std::size_t g = 1; g <= gmax; ++g) {
     for (std::size_t j = g; j <= q; ++j) {
       for (std::size_t i = g - 1; i < j; ++i) {
-        if (best[g - 1][i] == kNone) continue;
-        const double v = best[g - 1][i] + seg[i][j];
-        if (v > best[g][j]) {
-          best[g][j] = v;
-          from[g][j] = i;
+        if (p.best[g - 1][i] == kNone) continue;
+        const double v = p.best[g - 1][i] + seg[i][j];
+        if (v > p.best[g][j]) {
+          p.best[g][j] = v;
+          p.from[g][j] = i;
         }
       }
     }
   }
-  // Choose G on the class-level figures (cheap), then evaluate that plan exactly once.
+  return p;
+}
+
+// The number of groups with the most useful throughput within the staleness bound, on
+// the class-level figures (cheap); 0 when none fits.
+std::size_t chooseGroupCount(const Partitions& p, const Table& seg,
+                             const std::vector<SpeedClass>& classes, const PlanConfig& cfg) {
+  const std::size_t q = classes.size();
   std::size_t chosen_g = 0;
   double chosen_useful = kNone;
-  for (std::size_t g = 1; g <= gmax; ++g) {
-    if (best[g][q] == kNone) continue;
+  for (std::size_t g = 1; g < p.best.size(); ++g) {
+    if (p.best[g][q] == kNone) continue;
     GroupPlan approx;
     std::size_t j = q;
     for (std::size_t k = g; k > 0; --k) {
-      const std::size_t i = from[k][j];
+      const std::size_t i = p.from[k][j];
       double workers = 0;
       for (std::size_t c = i; c < j; ++c) workers += classes[c].count;
       approx.step_ms.push_back(1000.0 * workers * cfg.base_batch / seg[i][j]);
@@ -239,14 +282,32 @@ GroupPlan planGroups(std::span<const WorkerSpeed> speeds, const PlanConfig& cfg)
       chosen_g = g;
     }
   }
+  return chosen_g;
+}
+
+}  // namespace
+
+GroupPlan planGroups(std::span<const WorkerSpeed> speeds, const PlanConfig& cfg) {
+  const std::size_t n = speeds.size();
+  if (n == 0) return {};
+  const NominalOrder order = sortByNominalStep(speeds, cfg);
+  const std::vector<std::size_t> cuts = classCuts(order, cfg.max_classes);
+  std::vector<SpeedClass> classes = makeClasses(speeds, order, cuts);
+  const std::size_t q = classes.size();
+  const Table seg = segmentThroughput(classes, cfg);
+  const std::size_t gmax = std::min<std::size_t>(std::max<std::uint32_t>(1, cfg.max_groups), q);
+  const Partitions parts = bestPartitions(seg, q, gmax);
+  const std::size_t chosen_g = chooseGroupCount(parts, seg, classes, cfg);
   if (chosen_g == 0) return {};
+  // That partition's workers, evaluated exactly once.
   std::vector<std::vector<const WorkerSpeed*>> groups(chosen_g);
   std::size_t j = q;
   for (std::size_t k = chosen_g; k > 0; --k) {
-    const std::size_t i = from[k][j];
+    const std::size_t i = parts.from[k][j];
     for (std::size_t c = i; c < j; ++c) {
-      const std::size_t end = c + 1 < q ? cuts[c + 1] : n;
-      for (std::size_t w = cuts[c]; w < end; ++w) groups[k - 1].push_back(&speeds[order[w]]);
+      for (std::size_t w = cuts[c]; w < classEnd(cuts, c, n); ++w) {
+        groups[k - 1].push_back(&speeds[order.order[w]]);
+      }
     }
     j = i;
   }

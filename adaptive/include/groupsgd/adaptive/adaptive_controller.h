@@ -120,6 +120,27 @@ class AdaptiveController {
   std::optional<Clock::time_point> last_change_;
   // True if some group holds both a flagged straggler and a worker that is not one.
   bool mixedGroup(const std::vector<std::vector<std::uint64_t>>& groups) const;
+
+  // plan()'s steps. Why this window may regroup (empty trigger: no reason), whether the
+  // grouping must change (forced), and whether a straggler change is judged now.
+  struct RegroupQuestion {
+    std::string trigger;
+    bool forced = false;
+    bool judge_stragglers = false;
+  };
+  using Groups = std::vector<std::vector<std::uint64_t>>;
+  RegroupQuestion regroupQuestion(const ControlActions& act, const Groups& current,
+                                  bool complete, Clock::time_point now);
+  // A regroup the decider pays for, filled into act (true), or nothing (false).
+  bool tryRegroup(const Registry& registry, const std::vector<policy::WorkerSpeed>& s,
+                  const Groups& current, const RegroupQuestion& q, Clock::time_point now,
+                  ControlActions* act);
+  // The grouping stays: the exchange periods of the stage in force for its groups.
+  void adoptStagePeriods(const Registry& registry, const std::vector<policy::WorkerSpeed>& s,
+                         const Groups& current);
+  // Each group's batches toward their water-filled target (damped unless fresh).
+  void rebatch(const Registry& registry, const std::vector<policy::WorkerSpeed>& s,
+               const Groups& current, ControlActions* act);
 };
 
 }  // namespace groupsgd::daemon
