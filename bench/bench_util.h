@@ -1,4 +1,4 @@
-// Helpers shared by the benchmark programs: timing and percentiles, a tiny flag reader,
+// Helpers shared by the benchmark programs: timing and percentiles,
 // and driving a group PS as the coordinator would (GroupConfig) and as a worker would
 // (pull until the group has its model) through the in-process cluster fixture the tests
 // use (tests/support/in_process_cluster.h). Benchmarks print one JSON object per line.
@@ -56,49 +56,6 @@ inline void emit(const json& j) {
 // and pays one page fault per 4 KiB. Call before any thread starts. False if refused.
 inline bool tuneMalloc() { return groupsgd::tuneAllocatorForLargeBuffers(); }
 
-// argv reader: flag(name) for "--name", value(name) for "--name V"; unknown flags are an error.
-class Args {
- public:
-  Args(int argc, char** argv) : args_(argv + 1, argv + argc), used_(args_.size(), false) {}
-  bool flag(const char* name) {
-    for (std::size_t i = 0; i < args_.size(); ++i) {
-      if (args_[i] == name) return used_[i] = true;
-    }
-    return false;
-  }
-  std::string value(const char* name, std::string fallback) {
-    for (std::size_t i = 0; i + 1 < args_.size(); ++i) {
-      if (args_[i] == name) {
-        used_[i] = used_[i + 1] = true;
-        return args_[i + 1];
-      }
-    }
-    return fallback;
-  }
-  // Names the first argument no flag() / value() call claimed; empty if all were used.
-  std::string unused() const {
-    for (std::size_t i = 0; i < args_.size(); ++i) {
-      if (!used_[i]) return args_[i];
-    }
-    return "";
-  }
-
- private:
-  std::vector<std::string> args_;
-  std::vector<bool> used_;
-};
-
-// "1,16,64" -> {1, 16, 64}
-inline std::vector<std::size_t> parseList(const std::string& text) {
-  std::vector<std::size_t> out;
-  std::size_t pos = 0;
-  while (pos < text.size()) {
-    const std::size_t comma = std::min(text.find(',', pos), text.size());
-    out.push_back(std::strtoull(text.substr(pos, comma - pos).c_str(), nullptr, 10));
-    pos = comma + 1;
-  }
-  return out;
-}
 
 using testing::InProcessCluster;
 using testing::pullWhenReady;

@@ -17,6 +17,7 @@
 #include "groupsgd/common/log.h"
 #include "groupsgd/common/zap_handler.h"
 #include "groupsgd/groupps/group_server.h"
+#include "bench_cli.h"
 
 using namespace groupsgd;
 using namespace groupsgd::bench;
@@ -129,14 +130,16 @@ json measureSize(std::size_t mib, double seconds, int min_trips, const CurveKeys
 }  // namespace
 
 int main(int argc, char** argv) {
-  Args args(argc, argv);
-  const bool quick = args.flag("--quick");
-  const auto sizes = parseList(args.value("--sizes", "1,16"));
-  const double seconds = std::atof(args.value("--seconds", quick ? "0.5" : "3").c_str());
-  if (!args.unused().empty()) {
-    std::fprintf(stderr, "usage: groupsgd-bench-curve [--quick] [--sizes 1,16] [--seconds S]\n");
-    return 2;
-  }
+  auto app = benchApp("groupsgd-bench-curve", "push bandwidth with and without CURVE");
+  bool quick = false;
+  std::vector<std::size_t> sizes = {1, 16};
+  double seconds = 0;
+  app->add_flag("--quick", quick, "short runs (CI smoke test)");
+  addList(*app, "--sizes", sizes, "tensor sizes in MiB (default 1,16)");
+  auto* seconds_opt = app->add_option("--seconds", seconds, "seconds per measurement (default 3, quick 0.5)")
+                          ->check(kPositive);
+  if (auto rc = parseCommandLine(*app, argc, argv)) return *rc;
+  if (seconds_opt->count() == 0) seconds = quick ? 0.5 : 3;
   log::setLevel(log::Level::kError);
   auto server = generateKeyPair();
   auto member = generateKeyPair();

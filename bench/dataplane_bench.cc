@@ -40,6 +40,7 @@
 #include <memory>
 #include <set>
 
+#include "bench_cli.h"
 #include "bench_util.h"
 #include "dataplane_remote.h"
 #include "tcp_echo.h"
@@ -439,56 +440,57 @@ bool pickSizes(const RemoteSpec& spec, const std::vector<std::size_t>& wanted,
   return true;
 }
 
-constexpr const char* kUsage =
-    "usage: groupsgd-bench-dataplane [--quick] [--sizes 1,16,64,256] [--seconds S]\n"
-    "           [--only tcp,push,k1,exchange] [--no-latency] [--no-tune-malloc] [--part-kib N]\n"
-    "       groupsgd-bench-dataplane --serve-only [--bind ADDR] [--endpoint-file FILE]\n"
-    "           [--quick] [--sizes ...] [--no-latency] [--no-tune-malloc] [--part-kib N]\n"
-    "       groupsgd-bench-dataplane --connect FILE|JSON [--quick] [--sizes ...] [--seconds S]\n"
-    "           [--only ...] [--no-latency] [--no-tune-malloc]\n";
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  Args args(argc, argv);
-  if (args.flag("--help") || args.flag("-h")) {
-    std::fputs(kUsage, stdout);
-    return 0;
-  }
-  const bool quick = args.flag("--quick");
-  const bool serve_only = args.flag("--serve-only");
-  const std::string connect = args.value("--connect", "");
-  const std::string sizes_text = args.value("--sizes", "");
-  const bool latency = !args.flag("--no-latency");
-  // As groupsgdd and groupsgd-worker run: allocator tuned, unless asked otherwise.
-  (void)args.flag("--tune-malloc");
-  const bool tune_malloc = !args.flag("--no-tune-malloc");
-  // Each mode claims only its own flags: the others are refused as unused below.
-  std::string bind, endpoint_file;
+  auto app = benchApp("groupsgd-bench-dataplane",
+                      "push and exchange bandwidth against raw TCP; three modes: everything in "
+                      "this process (default), --serve-only (servers, for a --connect elsewhere), "
+                      "--connect (clients against such servers)");
+  bool quick = false, no_latency = false, tune_malloc_flag = false, no_tune_malloc = false;
+  bool serve_only = false;
+  std::string connect, bind = kLoopback, endpoint_file;
+  std::vector<std::size_t> asked_sizes;
   double seconds = 0;
-  Selection only;
-  if (serve_only) {
-    bind = args.value("--bind", kLoopback);
-    endpoint_file = args.value("--endpoint-file", "");
-  } else {
-    seconds = std::atof(args.value("--seconds", quick ? "0.5" : "3").c_str());
-    only = Selection::parse(args.value("--only", ""));
-  }
-  if (connect.empty()) {  // with --connect the server's part size holds
-    g_part_bytes = static_cast<std::uint32_t>(
-        std::atol(args.value("--part-kib", std::to_string(kDefaultPartBytes >> 10)).c_str())
-        << 10);
-  }
-  if (const std::string extra = args.unused(); !extra.empty()) {
-    std::fprintf(stderr, "dataplane: '%s' is not an option%s\n%s", extra.c_str(),
-                 serve_only ? " of --serve-only" : !connect.empty() ? " of --connect" : "",
-                 kUsage);
-    return 2;
-  }
-  if (serve_only && !connect.empty()) {
-    std::fprintf(stderr, "dataplane: --serve-only and --connect exclude each other\n%s", kUsage);
-    return 2;
-  }
+  std::uint32_t part_kib = kDefaultPartBytes >> 10;
+  app->add_flag("--quick", quick, "sizes 1,16,64 and short runs (CI smoke test)");
+  addList(*app, "--sizes", asked_sizes, "tensor sizes in MiB (default 1,16,64,256)");
+  app->add_flag("--no-latency", no_latency, "skip the step-latency measurement");
+  // As groupsgdd and groupsgd-worker run: allocator tuned, unless asked otherwise.
+  app->add_flag("--tune-malloc", tune_malloc_flag, "tune the allocator (the default)");
+  app->add_flag("--no-tune-malloc", no_tune_malloc, "leave glibc's allocator settings alone");
+  auto* serve_opt = app->add_flag("--serve-only", serve_only,
+                                  "run the servers (and a TCP echo) only, until SIGTERM");
+  auto* connect_opt = app->add_option("--connect", connect,
+                                      "measure against the servers a --serve-only run wrote "
+                                      "(its endpoint file, or that JSON)");
+  serve_opt->excludes(connect_opt);
+  app->add_option("--bind", bind, "--serve-only: the IPv4 address to bind (default 127.0.0.1)")
+      ->needs(serve_opt);
+  app->add_option("--endpoint-file", endpoint_file, "--serve-only: where to write the endpoints")
+      ->needs(serve_opt);
+  auto* seconds_opt = app->add_option("--seconds", seconds,
+                                      "seconds per measurement (default 3, quick 0.5)")
+                          ->check(kPositive)
+                          ->excludes(serve_opt);
+  std::vector<std::string> only_list;
+  app->add_option("--only", only_list, "a subset of tcp,push,k1,exchange")
+      ->delimiter(',')
+      ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
+      ->check(CLI::IsMember({"tcp", "push", "k1", "exchange"}))
+      ->excludes(serve_opt);
+  // With --connect the server's part size holds.
+  app->add_option("--part-kib", part_kib, "chunk size of the pushes in KiB (default 4096)")
+      ->check(CLI::Range(1u, 1u << 20))
+      ->excludes(connect_opt);
+  if (auto rc = parseCommandLine(*app, argc, argv)) return *rc;
+  const bool latency = !no_latency;
+  const bool tune_malloc = !no_tune_malloc;
+  if (seconds_opt->count() == 0) seconds = quick ? 0.5 : 3;
+  std::string only_text;
+  for (const auto& name : only_list) only_text += (only_text.empty() ? "" : ",") + name;
+  const Selection only = Selection::parse(only_text);
+  g_part_bytes = part_kib << 10;
   if (sockaddr_in unused{}; serve_only && !ipv4Address(bind, 0, unused)) {
     std::fprintf(stderr, "dataplane: --bind '%s' is not an IPv4 address\n", bind.c_str());
     return 2;
@@ -498,17 +500,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "dataplane: mallopt refused the settings\n");
     return 1;
   }
-  if (g_part_bytes == 0) {
-    std::fprintf(stderr, "dataplane: --part-kib must be at least 1\n");
-    return 2;
-  }
-  const auto default_sizes = parseList(quick ? "1,16,64" : "1,16,64,256");
-  const auto asked_sizes = sizes_text.empty() ? std::vector<std::size_t>{} : parseList(sizes_text);
-  if (std::find(asked_sizes.begin(), asked_sizes.end(), 0) != asked_sizes.end()) {
-    std::fprintf(stderr, "dataplane: --sizes '%s': every size is a whole number of MiB > 0\n",
-                 sizes_text.c_str());
-    return 2;
-  }
+  const std::vector<std::size_t> default_sizes =
+      quick ? std::vector<std::size_t>{1, 16, 64} : std::vector<std::size_t>{1, 16, 64, 256};
   if (serve_only) {
     return serve(bind, asked_sizes.empty() ? default_sizes : asked_sizes, latency, endpoint_file);
   }
@@ -517,7 +510,7 @@ int main(int argc, char** argv) {
   const int min_trips = quick ? 3 : 5;
   const int latency_steps = quick ? 100 : 500;
   std::vector<std::pair<std::size_t, Target>> remote_sizes;
-  std::vector<std::size_t> sizes = sizes_text.empty() ? default_sizes : asked_sizes;
+  std::vector<std::size_t> sizes = asked_sizes.empty() ? default_sizes : asked_sizes;
   std::function<json(std::size_t)> measure = [&](std::size_t mib) {
     return measureSize(mib, only, min_trips, seconds);
   };

@@ -24,6 +24,7 @@
 #include "groupsgd/kernels/device.h"
 #include "groupsgd/kernels/ops.h"
 #include "groupsgd/kernels/optimizer.h"
+#include "bench_cli.h"
 
 namespace {
 
@@ -284,18 +285,14 @@ GpuResults benchGpu(const Settings& s) {
 
 int main(int argc, char** argv) {
   Settings s;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    if (arg == "--quick") {
-      s.quick = true;
-      s.buffer_bytes = 8 << 20;
-      s.codec_floats = 256 << 10;
-      s.reps = 3;
-      s.codec_reps = 2;
-    } else {
-      std::fprintf(stderr, "usage: %s [--quick]\n", argv[0]);
-      return 2;
-    }
+  auto app = groupsgd::bench::benchApp("groupsgd-bench-kernels", "kernel bandwidth against memcpy, codecs");
+  app->add_flag("--quick", s.quick, "smaller buffers, fewer repeats (CI smoke test)");
+  if (auto rc = groupsgd::bench::parseCommandLine(*app, argc, argv)) return *rc;
+  if (s.quick) {
+    s.buffer_bytes = 8 << 20;
+    s.codec_floats = 256 << 10;
+    s.reps = 3;
+    s.codec_reps = 2;
   }
   const CpuResults cpu = benchCpu(s);
   benchCodecs(s);

@@ -22,6 +22,7 @@
 #include "groupsgd/centralps/central_server.h"
 #include "groupsgd/common/log.h"
 #include "groupsgd/groupps/group_server.h"
+#include "bench_cli.h"
 
 using namespace groupsgd;
 using namespace groupsgd::bench;
@@ -149,18 +150,18 @@ json serverFigures(const char* name, pid_t pid, std::uint64_t idle_rss, std::uin
 }  // namespace
 
 int main(int argc, char** argv) {
-  Args args(argc, argv);
-  const bool quick = args.flag("--quick");
-  const std::size_t params =
-      std::strtoull(args.value("--params", quick ? "2500000" : "25000000").c_str(), nullptr, 10);
-  const auto workers =
-      static_cast<std::uint32_t>(std::strtoul(args.value("--workers", "8").c_str(), nullptr, 10));
-  const int steps = std::atoi(args.value("--steps", "5").c_str());
-  if (!args.unused().empty() || params == 0 || workers == 0 || steps <= 0) {
-    std::fprintf(stderr, "usage: groupsgd-bench-memory [--quick] [--params N] [--workers N] "
-                         "[--steps N]\n");
-    return 2;
-  }
+  auto app = benchApp("groupsgd-bench-memory", "resident memory of the servers per model byte");
+  bool quick = false;
+  std::size_t params = 0;
+  std::uint32_t workers = 8;
+  int steps = 5;
+  app->add_flag("--quick", quick, "a smaller model (CI smoke test)");
+  auto* params_opt = app->add_option("--params", params, "model parameters (default 25,000,000; quick 2,500,000)")
+                         ->check(kPositive);
+  app->add_option("--workers", workers, "workers pushing (default 8)")->check(kPositive);
+  app->add_option("--steps", steps, "steps measured (default 5)")->check(kPositive);
+  if (auto rc = parseCommandLine(*app, argc, argv)) return *rc;
+  if (params_opt->count() == 0) params = quick ? 2500000 : 25000000;
   log::setLevel(log::Level::kError);
   const std::uint64_t model = params * sizeof(float);
   const std::uint64_t process_base = statusBytes(0, "VmRSS");  // libraries, no model

@@ -20,6 +20,7 @@
 
 #include "groupsgd/kernels/gemm.h"
 #include "groupsgd/kernels/model.h"
+#include "bench_cli.h"
 
 namespace {
 
@@ -82,14 +83,10 @@ double timeModel(k::ModelKind kind, int runs, const Batch& batch) {
 
 int main(int argc, char** argv) {
   bool quick = false;
-  for (int i = 1; i < argc; ++i) {
-    if (std::string_view(argv[i]) == "--quick") {
-      quick = true;
-    } else {
-      std::fprintf(stderr, "usage: %s [--quick]\n", argv[0]);
-      return 2;
-    }
-  }
+  auto app = groupsgd::bench::benchApp("groupsgd-bench-model-timing",
+                                       "forward+backward time of the built-in models on the CPU");
+  app->add_flag("--quick", quick, "fewer repeats (CI smoke test)");
+  if (auto rc = groupsgd::bench::parseCommandLine(*app, argc, argv)) return *rc;
   const Batch batch;
   const double mlp = timeModel(k::ModelKind::kMlp, quick ? 10 : 50, batch);
   const double cnn = timeModel(k::ModelKind::kCnn, quick ? 4 : 20, batch);

@@ -16,19 +16,27 @@
 #include "groupsgd/adaptive/policy/grouping.h"
 #include "groupsgd/adaptive/policy/regroup_decider.h"
 #include "groupsgd/adaptive/simulator.h"
+#include "bench_cli.h"
 
 using namespace groupsgd::daemon;
 using nlohmann::json;
 
 int main(int argc, char** argv) {
-  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
-  // --decision-only N: exactly one decision for N workers and nothing else, for counting
-  // its instructions (valgrind --tool=callgrind, docs/benchmarks.md "scale").
-  const bool decision_only = argc > 2 && std::strcmp(argv[1], "--decision-only") == 0;
-  const int repeats = quick ? 3 : decision_only ? 1 : 11;
+  bool quick = false;
+  std::uint32_t decision_workers = 0;
+  auto app = groupsgd::bench::benchApp("groupsgd-bench-scale",
+                                       "the adaptive policy's decision time for 100 to 10,000 workers");
+  app->add_flag("--quick", quick, "3 repeats instead of 11 (CI smoke test)");
+  // Exactly one decision for N workers and nothing else, for counting its instructions
+  // (valgrind --tool=callgrind, docs/benchmarks.md "scale").
+  app->add_option("--decision-only", decision_workers, "one decision for N workers, nothing else")
+      ->check(groupsgd::bench::kPositive);
+  if (auto rc = groupsgd::bench::parseCommandLine(*app, argc, argv)) return *rc;
+  const bool decision_only = decision_workers > 0;
+  const int repeats = decision_only ? 1 : quick ? 3 : 11;
   json summary = {{"bench", "scale"}};
   std::vector<std::uint32_t> sizes = {100u, 1000u, 10000u};
-  if (decision_only) sizes = {static_cast<std::uint32_t>(std::atoi(argv[2]))};
+  if (decision_only) sizes = {decision_workers};
   for (std::uint32_t n : sizes) {
     std::mt19937_64 rng(n);
     std::lognormal_distribution<double> spread(0.0, 0.3);

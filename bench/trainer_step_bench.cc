@@ -23,6 +23,7 @@
 
 #include "groupsgd/kernels/model.h"
 #include "groupsgd/kernels/model_device.h"
+#include "bench_cli.h"
 
 namespace {
 
@@ -96,60 +97,34 @@ json measure(const Settings& s, const k::ModelDevice& device, k::ModelKind kind,
   return j;
 }
 
-bool parseBatches(std::string_view text, std::vector<std::size_t>* out) {
-  out->clear();
-  std::size_t value = 0;
-  bool digit = false;
-  for (std::size_t i = 0; i <= text.size(); ++i) {
-    if (i == text.size() || text[i] == ',') {
-      if (!digit || value == 0) return false;
-      out->push_back(value);
-      value = 0;
-      digit = false;
-    } else if (text[i] >= '0' && text[i] <= '9' && value < 1'000'000) {
-      value = value * 10 + static_cast<std::size_t>(text[i] - '0');
-      digit = true;
-    } else {
-      return false;
-    }
-  }
-  return true;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   Settings s;
-  auto usage = [&] {
-    std::fprintf(stderr, "usage: %s [--quick] [--device cpu|cuda|cuda:N|all] [--batches B1,B2,...]\n",
-                 argv[0]);
-    return 2;
-  };
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    if (arg == "--quick") {
-      s.quick = true;
-      s.batches = {32, 128};
-      s.warmup = 1;
-      s.reps = 3;
-      s.min_seconds = 0.1;
-    } else if (arg == "--device" && i + 1 < argc) {
-      const std::string_view v = argv[++i];
-      if (v != "all") {
-        k::ModelDevice d;
-        if (k::KernelStatus st = k::parseModelDevice(v, &d); !st.ok()) {
-          std::fprintf(stderr, "%s: --device: %s\n", argv[0], st.message.c_str());
-          return 2;
-        }
-        s.want_cpu = d.backend == k::Backend::kCpu;
-        s.want_gpu = !s.want_cpu;
-        if (s.want_gpu) s.gpu = d;
-      }
-    } else if (arg == "--batches" && i + 1 < argc) {
-      if (!parseBatches(argv[++i], &s.batches)) return usage();
-    } else {
-      return usage();
+  std::string device = "all";
+  auto app = groupsgd::bench::benchApp("groupsgd-bench-trainer-step",
+                                       "one trainer step (forward, backward, optimizer) per device");
+  app->add_flag("--quick", s.quick, "batches 32 and 128, fewer repeats (CI smoke test)");
+  app->add_option("--device", device, "cpu, cuda, cuda:N or all (default all)");
+  auto* batches_opt = groupsgd::bench::addList(*app, "--batches", s.batches,
+                                               "batch sizes (default 32,128,512)");
+  batches_opt->check(CLI::Range(1, 999999));
+  if (auto rc = groupsgd::bench::parseCommandLine(*app, argc, argv)) return *rc;
+  if (s.quick) {
+    if (batches_opt->count() == 0) s.batches = {32, 128};
+    s.warmup = 1;
+    s.reps = 3;
+    s.min_seconds = 0.1;
+  }
+  if (device != "all") {
+    k::ModelDevice d;
+    if (k::KernelStatus st = k::parseModelDevice(device, &d); !st.ok()) {
+      std::fprintf(stderr, "%s: --device: %s\n", argv[0], st.message.c_str());
+      return 2;
     }
+    s.want_cpu = d.backend == k::Backend::kCpu;
+    s.want_gpu = !s.want_cpu;
+    if (s.want_gpu) s.gpu = d;
   }
   const char* blas_threads = std::getenv("OPENBLAS_NUM_THREADS");
   json summary = {{"bench", "trainer-step"},

@@ -86,12 +86,14 @@ TEST_CASE("dataplane: flags of the wrong mode and bad endpoints are refused with
     const char* says;
   };
   const Case cases[] = {
-      {{"--serve-only", "--connect", kOneSize}, "exclude each other"},
-      {{"--bind", "127.0.0.1"}, "'--bind' is not an option"},
-      {{"--connect", kOneSize, "--part-kib", "64"}, "'--part-kib' is not an option of --connect"},
-      {{"--serve-only", "--seconds", "1"}, "'--seconds' is not an option of --serve-only"},
+      {{"--serve-only", "--connect", kOneSize}, "--serve-only excludes --connect"},
+      {{"--bind", "127.0.0.1"}, "--bind requires --serve-only"},
+      {{"--connect", kOneSize, "--part-kib", "64"}, "--connect excludes --part-kib"},
+      {{"--serve-only", "--seconds", "1"}, "--serve-only excludes --seconds"},
       {{"--serve-only", "--bind", "localhost"}, "not an IPv4 address"},
-      {{"--sizes", "0,16"}, "MiB > 0"},
+      {{"--sizes", "0,16"}, "--sizes: must be a number > 0, got '0'"},
+      {{"--only", "tcp,udp"}, "--only: udp not in {tcp,push,k1,exchange}"},
+      {{"--part-kib", "0"}, "--part-kib"},
       {{"--connect", dir.file("missing.json")}, "cannot read the endpoint file"},
       {{"--connect", "{\"host\": \"127.0.0.1\"}"}, "need 'host', 'echo_port'"},
       {{"--connect", "{not json"}, "is not a JSON object"},
