@@ -71,26 +71,24 @@ Coordinator::Coordinator(zmq::context_t& ctx, zmq::socket_t sock, std::string en
       curve_(std::move(curve)),
       policy_(std::make_unique<LeastLoadedPolicy>()) {
   limits_.job_id = cfg_.job_id;
-  periods_.assign(cfg_.groupCount(), cfg_.exchangePeriod());
-  failed_.assign(cfg_.groupCount(), false);
-  group_node_.assign(cfg_.groupCount(), 0);
+  fleet_ = std::make_unique<GroupFleet>(ctx_, limits_, cfg_.groupCount(), cfg_.exchangePeriod());
   epoch_ = head_.incarnation << 32;
   if (cfg_.mode == Mode::kAdaptive) {
     adaptive_ = std::make_unique<AdaptiveController>(cfg_.adaptive, cfg_.batch_size,
                                                      cfg_.groupCount());
-    for (std::uint32_t g = 0; g < periods_.size(); ++g) periods_[g] = adaptive_->periodOf(g);
+    for (std::uint32_t g = 0; g < fleet_->slots(); ++g) fleet_->setPeriod(g, adaptive_->periodOf(g));
   }
+  // This daemon's own group PSes (role all); node daemons offer theirs as they register.
   for (const auto& ep : topo_.group_endpoints) {
-    groups_.push_back(std::make_unique<RpcClient>(ctx_, ep, limits_, clientSocketOptions(curve_)));
+    if (!fleet_->allReady()) fleet_->add(ep, clientSocketOptions(curve_), 0);
   }
+  topo_.group_endpoints.clear();  // the fleet knows where each group is from now on
   central_ = std::make_unique<RpcClient>(ctx_, topo_.central_endpoint, limits_,
                                          clientSocketOptions(curve_));
   configs_ = std::make_unique<GroupConfigQueue>(
       ctx_, limits_,
       [this](std::uint32_t g, bool flush) { return groupConfigMessage(g, flush); },
-      [this](std::uint32_t g) {
-        return GroupConfigQueue::Link{groups_[g]->endpoint(), groups_[g]->options()};
-      },
+      [this](std::uint32_t g) { return fleet_->link(g); },
       kRpcTimeout);
 }
 
@@ -248,7 +246,7 @@ void Coordinator::configureGroup(std::uint32_t group, bool flush, GroupConfigQue
 }
 
 Result<OutMessage> Coordinator::groupConfigMessage(std::uint32_t group, bool flush) const {
-  if (group >= groups_.size()) return unavailable("group " + std::to_string(group) + " has no PS yet");
+  if (group >= fleet_->ready()) return unavailable("group " + std::to_string(group) + " has no PS yet");
   if (groupFailed(group)) return unavailable("group " + std::to_string(group) + " has failed");
   auto members = registry_.groupMembers(group);
   // Workers regrouped away from this group are still listed, leaving, until they learn it.
@@ -261,7 +259,7 @@ Result<OutMessage> Coordinator::groupConfigMessage(std::uint32_t group, bool flu
   out.header().setEpoch(epoch_);
   auto gc = out.header().getBody().initGroupConfig();
   gc.setGroupId(group);
-  gc.setExchangePeriod(periods_[group]);
+  gc.setExchangePeriod(fleet_->period(group));
   gc.setStepDeadlineMs(cfg_.step_deadline_ms);
   gc.setFlush(flush);
   auto list = gc.initMembers(static_cast<unsigned>(members.size()));
@@ -368,7 +366,7 @@ void Coordinator::onNewWorker(const zmq::message_t& from, const InMessage& msg,
   if (w.role == WorkerRole::kTrainer && !slotsReady()) {
     --next_id_;
     return refuse(from, unavailable("waiting for node daemons to offer group PSes (" +
-                                    std::to_string(groups_.size()) + " of " +
+                                    std::to_string(fleet_->ready()) + " of " +
                                     std::to_string(cfg_.groupCount()) + "); retry"));
   }
   if (w.role == WorkerRole::kNode && !key.empty() && !curve_.hasDaemonRights(key)) {
@@ -449,26 +447,23 @@ void Coordinator::onNodeRegister(const zmq::message_t& from, const InMessage& ms
   auto eps = msg.header().getBody().getRegister().getEndpoints();
   std::size_t taken = 0;
   for (auto ep : eps) {
-    if (groups_.size() >= cfg_.groupCount()) {
+    if (fleet_->allReady()) {
       // Enough group PSes already: the rest wait for a failed group to re-create.
       spares_.offer(rec.id, ep.cStr());
       continue;
     }
-    group_node_[groups_.size()] = rec.id;
-    topo_.group_endpoints.push_back(ep.cStr());
-    groups_.push_back(std::make_unique<RpcClient>(ctx_, ep.cStr(), limits_,
-                                                  clientSocketOptions(keysForNode(rec))));
+    fleet_->add(ep.cStr(), clientSocketOptions(keysForNode(rec)), rec.id);
     ++taken;
   }
   event("node", "node " + std::to_string(rec.id) + " (" + rec.host + ") offers " +
                     std::to_string(eps.size()) + " group PS(es), " + std::to_string(taken) +
-                    " used; " + std::to_string(groups_.size()) + " of " +
+                    " used; " + std::to_string(fleet_->ready()) + " of " +
                     std::to_string(cfg_.groupCount()) + " groups ready");
   sendAssignment(from, rec);
   // A node that comes after a failure gives the failed slots back a group PS. Their old
   // members were spread over the live groups: new trainers fill the slot (the smallest
   // group first), and in adaptive mode the next plan regroups everybody.
-  for (std::uint32_t g = 0; g < groups_.size() && spares_.count() > 0; ++g) {
+  for (std::uint32_t g = 0; g < fleet_->ready() && spares_.count() > 0; ++g) {
     if (groupFailed(g)) (void)recreateGroup(g, {});
   }
 }
@@ -479,10 +474,10 @@ void Coordinator::sendAssignment(const zmq::message_t& to, const WorkerRecord& r
   auto a = out.header().getBody().initAssignment();
   a.setWorkerId(rec.id);
   a.setGroupId(rec.group);
-  a.setGroupEndpoint(rec.group < topo_.group_endpoints.size() ? topo_.group_endpoints[rec.group] : "");
+  a.setGroupEndpoint(fleet_->endpoint(rec.group));
   a.setCentralEndpoint(topo_.central_endpoint);
   a.setBatchSize(rec.batch_size);
-  a.setExchangePeriod(rec.group < periods_.size() ? periods_[rec.group] : cfg_.exchangePeriod());
+  a.setExchangePeriod(rec.group < fleet_->slots() ? fleet_->period(rec.group) : cfg_.exchangePeriod());
   a.setShardIndex(rec.shard);
   a.setShardCount(cfg_.workers);
   a.setModel(cfg_.external_model ? "external" : kernels::modelKindName(cfg_.model));
@@ -490,9 +485,9 @@ void Coordinator::sendAssignment(const zmq::message_t& to, const WorkerRecord& r
   a.setSeed(cfg_.seed);
   a.setHeartbeatMs(cfg_.heartbeat_ms);
   a.setCompression(cfg_.compress_gradients);
-  if (rec.group < group_node_.size() && group_node_[rec.group] != 0) {
+  if (fleet_->node(rec.group) != 0) {
     // A node daemon with its own CURVE pair serves this group PS under its key.
-    if (const WorkerRecord* node = registry_.find(group_node_[rec.group])) {
+    if (const WorkerRecord* node = registry_.find(fleet_->node(rec.group))) {
       a.setGroupServerKey(node->public_key);
     }
   }
@@ -669,7 +664,7 @@ std::optional<std::string> Coordinator::stopReason() {
 }
 
 std::size_t Coordinator::groupsInUse() const {
-  std::vector<bool> used(periods_.size(), false);
+  std::vector<bool> used(fleet_->slots(), false);
   for (const auto& [id, w] : registry_.all()) {
     if (w.role == WorkerRole::kTrainer && w.state == WorkerState::kActive && w.group < used.size()) {
       used[w.group] = true;
@@ -761,11 +756,11 @@ void Coordinator::drainTrainers(bool now) {
 
 // Step 2: flush every group into the central PS and collect its counters.
 void Coordinator::flushGroups(FinalStats* stats) {
-  for (std::uint32_t g = 0; g < groups_.size(); ++g) {
+  for (std::uint32_t g = 0; g < fleet_->ready(); ++g) {
     if (groupFailed(g)) continue;  // gone: what it held is counted as lost
     OutMessage out(cfg_.job_id, 0);
     out.header().getBody().initFlush();
-    auto reply = groups_[g]->call(std::move(out), std::chrono::milliseconds(15000));
+    auto reply = fleet_->client(g).call(std::move(out), std::chrono::milliseconds(15000));
     if (!reply || reply->kind() != BodyKind::GROUP_STATS) {
       GSGD_ERROR("group " << g << " did not flush: "
                           << (reply ? "unexpected answer" : reply.status().toString()));
@@ -913,10 +908,10 @@ void Coordinator::controlWindow() {
                        act.stage_change->cause + ")");
   }
   if (act.regroup) return applyRegroup(act);
-  std::vector<bool> touched(periods_.size(), false);
-  for (std::uint32_t g = 0; g < periods_.size() && g < act.periods.size(); ++g) {
-    if (periods_[g] != act.periods[g]) {
-      periods_[g] = act.periods[g];
+  std::vector<bool> touched(fleet_->slots(), false);
+  for (std::uint32_t g = 0; g < fleet_->slots() && g < act.periods.size(); ++g) {
+    if (fleet_->period(g) != act.periods[g]) {
+      fleet_->setPeriod(g, act.periods[g]);
       touched[g] = true;
     }
   }
@@ -934,7 +929,7 @@ void Coordinator::controlWindow() {
 void Coordinator::applyRegroup(const ControlActions& act) {
   // 1. Record where everybody goes; a worker that changes group gets a new epoch and
   //    stays listed (leaving) in its old group until it has been told.
-  std::vector<bool> gains(periods_.size(), false), affected(periods_.size(), false);
+  std::vector<bool> gains(fleet_->slots(), false), affected(fleet_->slots(), false);
   std::size_t moved = 0;
   for (const auto& [id, place] : act.placement) {
     WorkerRecord* w = registry_.find(id);
@@ -951,9 +946,9 @@ void Coordinator::applyRegroup(const ControlActions& act) {
       ++moved;
     }
   }
-  for (std::uint32_t g = 0; g < periods_.size() && g < act.periods.size(); ++g) {
-    if (periods_[g] != act.periods[g]) affected[g] = true;
-    periods_[g] = act.periods[g];
+  for (std::uint32_t g = 0; g < fleet_->slots() && g < act.periods.size(); ++g) {
+    if (fleet_->period(g) != act.periods[g]) affected[g] = true;
+    fleet_->setPeriod(g, act.periods[g]);
   }
   ++regroups_;
   std::ostringstream os;

@@ -75,7 +75,7 @@ ojson Coordinator::statusJson() const {
   s["elapsed_s"] = training_started_ ? ojson(secondsSince(*training_started_)) : ojson();
   s["workers"] = counts;
   s["groups"] = groupsInUse();
-  s["exchange_period"] = periods_.empty() ? 0 : periods_[0];
+  s["exchange_period"] = fleet_->slots() == 0 ? 0 : fleet_->period(0);
   s["central_version"] = std::max<std::uint64_t>(central_version_seen_, acc.version);
   s["samples_trained"] = registry_.samplesTrained();
   s["regroups"] = regroups_;
@@ -84,8 +84,8 @@ ojson Coordinator::statusJson() const {
   s["last_checkpoint"] = last_checkpoint_ ? *last_checkpoint_ : ojson();
   s["incarnation"] = head_.incarnation;
   ojson failed = ojson::array();
-  for (std::uint32_t g = 0; g < failed_.size(); ++g) {
-    if (failed_[g]) failed.push_back(g);
+  for (std::uint32_t g : fleet_->failedGroups()) {
+    failed.push_back(g);
   }
   s["failed_groups"] = failed;
   s["curve"] = curveJson();
@@ -121,7 +121,7 @@ ojson Coordinator::workersJson() const {
 
 ojson Coordinator::groupsJson() const {
   ojson rows = ojson::array();
-  for (std::uint32_t g = 0; g < periods_.size(); ++g) {
+  for (std::uint32_t g = 0; g < fleet_->slots(); ++g) {
     auto members = registry_.groupMembers(g);
     std::uint32_t batch = 0;
     ojson ids = ojson::array();
@@ -130,11 +130,11 @@ ojson Coordinator::groupsJson() const {
       ids.push_back(m->id);
     }
     rows.push_back({{"group", g},
-                    {"endpoint", g < topo_.group_endpoints.size() ? topo_.group_endpoints[g] : ""},
+                    {"endpoint", fleet_->endpoint(g)},
                     {"members", members.size()},
                     {"workers", ids},
                     {"batch", batch},
-                    {"exchange_period", periods_[g]},
+                    {"exchange_period", fleet_->period(g)},
                     {"failed", groupFailed(g)}});
   }
   return rows;
@@ -161,7 +161,7 @@ Status Coordinator::applySettings(const nlohmann::json& values, ojson* applied, 
   log::setLevel(level);
   if (adaptive_) adaptive_->setConfig(cfg_.adaptive);
   if (deadline_changed) {
-    for (std::uint32_t g = 0; g < periods_.size(); ++g) configureGroup(g);
+    for (std::uint32_t g = 0; g < fleet_->slots(); ++g) configureGroup(g);
   }
   return Status::ok();
 }
@@ -395,7 +395,7 @@ void Coordinator::updateMetrics() {
   if (metrics_ == nullptr) return;
   exporter_->exportWorkers(registry_);
   std::vector<std::size_t> members;
-  for (std::uint32_t g = 0; g < periods_.size(); ++g) members.push_back(registry_.groupMembers(g).size());
+  for (std::uint32_t g = 0; g < fleet_->slots(); ++g) members.push_back(registry_.groupMembers(g).size());
   exporter_->exportGroups(groupsInUse(), members);
   const Accuracy acc = latestAccuracy();
   if (acc.value >= 0) exporter_->exportAccuracy(acc.value);

@@ -22,23 +22,24 @@ void Coordinator::pollGroups() {
   // its own (collectGroupPoll() reads the answer): the group PSes report whom they
   // quarantined and how many replays they refused.
   next_poll_ = Clock::now() + std::chrono::milliseconds(cfg_.heartbeat_ms);
-  if (groups_.empty() || stopping_ || group_poll_) return;
+  if (fleet_->ready() == 0 || stopping_ || group_poll_) return;
   const auto stale = std::chrono::milliseconds(2ull * cfg_.heartbeat_ms);
-  for (std::size_t tries = 0; tries < groups_.size(); ++tries) {
-    const auto g = static_cast<std::uint32_t>(next_poll_group_++ % groups_.size());
+  for (std::uint32_t tries = 0; tries < fleet_->ready(); ++tries) {
+    const auto g = static_cast<std::uint32_t>(next_poll_group_++ % fleet_->ready());
     if (groupFailed(g)) continue;
-    if (g < group_node_.size() && group_node_[g] != 0) {
+    if (fleet_->node(g) != 0) {
       // A node that has gone quiet is judged by its heartbeats, not asked here.
-      const WorkerRecord* node = registry_.find(group_node_[g]);
+      const WorkerRecord* node = registry_.find(fleet_->node(g));
       if (node == nullptr || Clock::now() - node->last_seen > stale) continue;
     }
     OutMessage out(cfg_.job_id, 0);
     out.header().getBody().initGroupStatsQuery();
     const auto timeout =
         std::chrono::milliseconds(std::clamp<std::uint32_t>(cfg_.heartbeat_ms, 200, 1000));
-    group_poll_.emplace(GroupPoll{g, groups_[g]->endpoint(),
-                                  BackgroundCall::start(ctx_, groups_[g]->endpoint(), limits_,
-                                                        groups_[g]->options(), std::move(out),
+    auto link = fleet_->link(g);
+    group_poll_.emplace(GroupPoll{g, link.endpoint,
+                                  BackgroundCall::start(ctx_, link.endpoint, limits_,
+                                                        std::move(link.options), std::move(out),
                                                         timeout)});
     return;
   }
@@ -51,7 +52,7 @@ void Coordinator::collectGroupPoll() {
   auto reply = group_poll_->call.take();
   group_poll_.reset();
   // Not after the stop (the accounting is being settled), nor from a PS since replaced.
-  if (stopping_ || groupFailed(g) || topo_.group_endpoints[g] != endpoint) return;
+  if (stopping_ || groupFailed(g) || fleet_->endpoint(g) != endpoint) return;
   if (!reply || reply->kind() != BodyKind::GROUP_STATS) return;
   auto s = reply->header().getBody().getGroupStats();
   group_replays_[g] = s.getReplayedPushes();
@@ -86,8 +87,8 @@ void Coordinator::markQuarantined(std::uint64_t worker, std::uint32_t group) {
 
 void Coordinator::failNode(const WorkerRecord& node, const std::string& why) {
   spares_.dropNode(node.id);  // its unused group PSes died with it
-  for (std::uint32_t g = 0; g < group_node_.size(); ++g) {
-    if (group_node_[g] == node.id && !groupFailed(g)) {
+  for (std::uint32_t g = 0; g < fleet_->slots(); ++g) {
+    if (fleet_->node(g) == node.id && !groupFailed(g)) {
       failGroup(g, "node " + std::to_string(node.id) + " (" + node.host + ") " + why);
     }
   }
@@ -96,7 +97,7 @@ void Coordinator::failNode(const WorkerRecord& node, const std::string& why) {
 std::optional<std::uint32_t> Coordinator::liveGroupFor() const {
   std::optional<std::uint32_t> best;
   std::size_t best_size = 0;
-  const auto slots = std::min<std::size_t>(groups_.size(), cfg_.groupCount());
+  const auto slots = fleet_->ready();
   for (std::uint32_t g = 0; g < slots; ++g) {
     if (groupFailed(g)) continue;
     const std::size_t n = registry_.groupMembers(g).size();
@@ -109,7 +110,7 @@ std::optional<std::uint32_t> Coordinator::liveGroupFor() const {
 }
 
 void Coordinator::failGroup(std::uint32_t group, const std::string& why) {
-  failed_[group] = true;
+  fleet_->markFailed(group);
   // A configuration on its way to the dead PS is abandoned; who waited for it hears why.
   configs_->cancel(group, unavailable("group " + std::to_string(group) + " failed (" + why + ")"));
   std::vector<std::uint64_t> members;
@@ -134,7 +135,7 @@ void Coordinator::failGroup(std::uint32_t group, const std::string& why) {
     nlohmann::json moved = nlohmann::json::array();
     for (auto id : members) moved.push_back({{"worker", id}, {"to_group", group}});
     failures_.push_back({{"group", group}, {"why", why}, {"t_s", t}, {"reassigned", moved},
-                         {"recreated_on_node", group_node_[group]}});
+                         {"recreated_on_node", fleet_->node(group)}});
     return;
   }
   std::set<std::uint32_t> gaining;
@@ -171,12 +172,8 @@ bool Coordinator::recreateGroup(std::uint32_t group, const std::vector<std::uint
   auto spare = spares_.take();
   if (!spare) return false;
   const WorkerRecord* host = registry_.find(spare->node);
-  groups_[group] = std::make_unique<RpcClient>(
-      ctx_, spare->endpoint, limits_,
-      clientSocketOptions(host != nullptr ? keysForNode(*host) : curve_));
-  group_node_[group] = spare->node;
-  topo_.group_endpoints[group] = spare->endpoint;
-  failed_[group] = false;
+  fleet_->replace(group, spare->endpoint,
+                  clientSocketOptions(host != nullptr ? keysForNode(*host) : curve_), spare->node);
   for (auto id : members) {
     WorkerRecord* w = registry_.find(id);
     w->group = group;
@@ -189,7 +186,7 @@ bool Coordinator::recreateGroup(std::uint32_t group, const std::vector<std::uint
   // The spare PS learns its group id (and members) from this first configuration. One
   // that does not take it fails the group again: the next spare, or the live groups.
   configureGroup(group, false, [this, group, slot = *spare, n = members.size()](const Status& s) {
-    const bool still_there = !groupFailed(group) && topo_.group_endpoints[group] == slot.endpoint;
+    const bool still_there = !groupFailed(group) && fleet_->endpoint(group) == slot.endpoint;
     if (!s) {
       GSGD_WARN("spare group PS " << slot.endpoint << " of node " << slot.node
                                   << " did not take group " << group << ": " << s.toString());

@@ -26,6 +26,7 @@
 #include "groupsgd/daemon/config.h"
 #include "groupsgd/daemon/evaluator_watch.h"
 #include "groupsgd/daemon/group_config_queue.h"
+#include "groupsgd/daemon/group_fleet.h"
 #include "groupsgd/daemon/metrics_exporter.h"
 #include "groupsgd/daemon/node_spares.h"
 #include "groupsgd/daemon/run_summary.h"
@@ -134,7 +135,7 @@ class Coordinator {
   void admitTrainer(const std::shared_ptr<zmq::message_t>& to, std::uint64_t id,
                     std::uint32_t group, const Status& configured);
   // Group PS slots exist (role coordinator: offered by node daemons as they register).
-  bool slotsReady() const { return groups_.size() >= cfg_.groupCount(); }
+  bool slotsReady() const { return fleet_->allReady(); }
   void onNodeRegister(const zmq::message_t& from, const InMessage& msg, WorkerRecord& rec);
   void sendAssignment(const zmq::message_t& to, const WorkerRecord& rec);
   void controlWindow();
@@ -189,7 +190,7 @@ class Coordinator {
   void failNode(const WorkerRecord& node, const std::string& why = "missed its heartbeats");
   void failGroup(std::uint32_t group, const std::string& why);
   std::optional<std::uint32_t> liveGroupFor() const;
-  bool groupFailed(std::uint32_t g) const { return g < failed_.size() && failed_[g]; }
+  bool groupFailed(std::uint32_t g) const { return fleet_->failed(g); }
   void noteReregistration();
   void persistHeadState();
   // Checkpoint faults (coordinator_faults.cc): newer files skipped at start-up, and writes
@@ -244,7 +245,7 @@ class Coordinator {
   std::uint64_t identity_refused_ = 0;
   Registry registry_;
   std::unique_ptr<AssignmentPolicy> policy_;
-  std::vector<std::unique_ptr<RpcClient>> groups_;
+  std::unique_ptr<GroupFleet> fleet_;  // the group PS slots (group_fleet.h)
   std::unique_ptr<RpcClient> central_;
   std::uint64_t next_id_ = 1;
   std::uint64_t epoch_ = 0;
@@ -258,7 +259,6 @@ class Coordinator {
   double acc_at_target_ = -1;  // the report that reached the target (later ones may dip)
   std::uint64_t stale_heartbeats_ = 0;
   std::uint64_t bad_messages_ = 0;
-  std::vector<std::uint32_t> periods_;  // exchange period K per group slot
   std::unique_ptr<AdaptiveController> adaptive_;  // mode adaptive only
   Clock::time_point next_control_;
   std::unique_ptr<GroupConfigQueue> configs_;  // group PS configurations on their way
@@ -298,8 +298,6 @@ class Coordinator {
   // Failure handling.
   HeadStart head_;
   std::optional<double> reregistered_after_s_;  // all configured trainers back (restart)
-  std::vector<bool> failed_;                    // per group slot: its PS is gone
-  std::vector<std::uint64_t> group_node_;       // per group slot: hosting node (0 = local)
   NodeSpares spares_;  // group PSes nodes offered beyond the slots in use (re-creation)
   std::set<std::uint64_t> failed_group_members_;  // trainers that were in a failed group
   std::uint32_t next_poll_group_ = 0;
