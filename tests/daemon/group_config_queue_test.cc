@@ -16,6 +16,7 @@
 #include "groupsgd/client/client.h"
 #include "groupsgd/daemon/coordinator.h"
 #include "groupsgd/daemon/group_config_queue.h"
+#include "support/fake_server.h"
 
 using namespace groupsgd;
 using namespace std::chrono;
@@ -33,77 +34,40 @@ class FakeGroupPs {
     steady_clock::time_point at;
   };
   FakeGroupPs(zmq::context_t& ctx, milliseconds delay, bool answer = true)
-      : delay_(delay), answer_(answer) {
-    auto s = makeSocket(ctx, zmq::socket_type::router);
-    REQUIRE(s.isOk());
-    sock_ = std::move(*s);
-    auto ep = bindSocket(sock_, "tcp://127.0.0.1:*");
-    REQUIRE(ep.isOk());
-    endpoint_ = *ep;
-    thread_ = std::thread([this] { serve(); });
-  }
-  ~FakeGroupPs() {
-    stop_ = true;
-    thread_.join();
-  }
-  const std::string& endpoint() const { return endpoint_; }
+      : delay_(delay), answer_(answer),
+        server_(ctx, [this](const InMessage& msg) { return reply(msg); }) {}
+  const std::string& endpoint() const { return server_.endpoint(); }
   std::vector<Seen> seen() const {
     std::lock_guard<std::mutex> lock(mu_);
     return seen_;
   }
+  // When the first configuration was received plus the delay: its answer's earliest time.
   steady_clock::time_point firstAnswer() const {
     std::lock_guard<std::mutex> lock(mu_);
-    return first_answer_;
+    return seen_.empty() ? steady_clock::time_point{} : seen_.front().at + delay_;
   }
 
  private:
-  void serve() {
-    std::vector<std::pair<zmq::message_t, steady_clock::time_point>> due;
-    while (!stop_) {
-      for (auto it = due.begin(); it != due.end();) {
-        if (steady_clock::now() < it->second) {
-          ++it;
-          continue;
-        }
-        OutMessage ack(1, 0);
-        ack.header().getBody().setAck();
-        (void)replyTo(sock_, it->first, std::move(ack));
-        {
-          std::lock_guard<std::mutex> lock(mu_);
-          if (first_answer_ == steady_clock::time_point{}) first_answer_ = steady_clock::now();
-        }
-        it = due.erase(it);
-      }
-      zmq::pollitem_t item{sock_.handle(), 0, ZMQ_POLLIN, 0};
-      zmq::poll(&item, 1, milliseconds(5));
-      if ((item.revents & ZMQ_POLLIN) == 0) continue;
-      auto routed = recvRouted(sock_);
-      if (!routed) continue;
-      auto msg = decodeMessage(std::move(routed->frames), MessageLimits{});
-      if (!msg) continue;
-      if (msg->kind() != BodyKind::GROUP_CONFIG) {  // flush, stats: not this test's subject
-        (void)replyTo(sock_, routed->routing_id,
-                      makeErrorReply(1, 0, unavailable("a fake group PS")));
-        continue;
-      }
-      auto gc = msg->header().getBody().getGroupConfig();
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        seen_.push_back({gc.getMembers().size(), gc.getFlush(), steady_clock::now()});
-      }
-      if (answer_) due.emplace_back(std::move(routed->routing_id), steady_clock::now() + delay_);
+  testing::FakeServer::Reply reply(const InMessage& msg) {
+    if (msg.kind() != BodyKind::GROUP_CONFIG) {  // flush, stats: not this test's subject
+      return {makeErrorReply(1, 0, unavailable("a fake group PS"))};
     }
+    auto gc = msg.header().getBody().getGroupConfig();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      seen_.push_back({gc.getMembers().size(), gc.getFlush(), steady_clock::now()});
+    }
+    if (!answer_) return {};
+    OutMessage ack(1, 0);
+    ack.header().getBody().setAck();
+    return {std::move(ack), delay_};
   }
 
   milliseconds delay_;
   bool answer_;
-  zmq::socket_t sock_;
-  std::string endpoint_;
   mutable std::mutex mu_;
   std::vector<Seen> seen_;
-  steady_clock::time_point first_answer_{};
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
+  testing::FakeServer server_;  // last: its thread stops before the rest goes
 };
 
 // A queue whose configurations list `members` workers (read when each is built) and go

@@ -17,6 +17,7 @@
 #include "groupsgd/daemon/coordinator.h"
 #include "groupsgd/ops/control_client.h"
 #include "groupsgd/ops/control_server.h"
+#include "support/fake_server.h"
 
 using namespace groupsgd;
 using namespace std::chrono;
@@ -29,63 +30,33 @@ constexpr auto kCheckpointTakes = milliseconds(1500);
 // still answering anything else at once), stats queries with zeros, the rest with errors.
 class SlowCentral {
  public:
-  explicit SlowCentral(zmq::context_t& ctx) {
-    auto s = makeSocket(ctx, zmq::socket_type::router);
-    REQUIRE(s.isOk());
-    sock_ = std::move(*s);
-    auto ep = bindSocket(sock_, "tcp://127.0.0.1:*");
-    REQUIRE(ep.isOk());
-    endpoint_ = *ep;
-    thread_ = std::thread([this] { serve(); });
-  }
-  ~SlowCentral() {
-    stop_ = true;
-    thread_.join();
-  }
-  const std::string& endpoint() const { return endpoint_; }
+  explicit SlowCentral(zmq::context_t& ctx)
+      : server_(ctx, [this](const InMessage& msg) { return answer(msg); }) {}
+  const std::string& endpoint() const { return server_.endpoint(); }
   bool checkpointAsked() const { return asked_.load(); }
 
  private:
-  void serve() {
-    std::optional<std::pair<zmq::message_t, steady_clock::time_point>> due;
-    while (!stop_) {
-      if (due && steady_clock::now() >= due->second) {
-        OutMessage out(1, 0);
-        auto d = out.header().getBody().initCheckpointDone();
-        d.setOk(true);
-        d.setVersion(7);
-        d.setPath("/slow/ckpt");
-        d.setBytes(64);
-        d.setDurationMs(static_cast<float>(kCheckpointTakes.count()));
-        (void)replyTo(sock_, due->first, std::move(out));
-        due.reset();
-      }
-      zmq::pollitem_t item{sock_.handle(), 0, ZMQ_POLLIN, 0};
-      zmq::poll(&item, 1, milliseconds(10));
-      if ((item.revents & ZMQ_POLLIN) == 0) continue;
-      auto routed = recvRouted(sock_);
-      if (!routed) continue;
-      auto msg = decodeMessage(std::move(routed->frames), MessageLimits{});
-      if (!msg) continue;
-      if (msg->kind() == BodyKind::CHECKPOINT_REQUEST) {
-        asked_ = true;
-        due.emplace(std::move(routed->routing_id), steady_clock::now() + kCheckpointTakes);
-      } else if (msg->kind() == BodyKind::CENTRAL_STATS_QUERY) {
-        OutMessage out(1, 0);
-        out.header().getBody().initCentralStats();
-        (void)replyTo(sock_, routed->routing_id, std::move(out));
-      } else {
-        (void)replyTo(sock_, routed->routing_id,
-                      makeErrorReply(1, 0, unavailable("not in this test")));
-      }
+  testing::FakeServer::Reply answer(const InMessage& msg) {
+    OutMessage out(1, 0);
+    if (msg.kind() == BodyKind::CHECKPOINT_REQUEST) {
+      asked_ = true;
+      auto d = out.header().getBody().initCheckpointDone();
+      d.setOk(true);
+      d.setVersion(7);
+      d.setPath("/slow/ckpt");
+      d.setBytes(64);
+      d.setDurationMs(static_cast<float>(kCheckpointTakes.count()));
+      return {std::move(out), kCheckpointTakes};
     }
+    if (msg.kind() == BodyKind::CENTRAL_STATS_QUERY) {
+      out.header().getBody().initCentralStats();
+      return {std::move(out)};
+    }
+    return {makeErrorReply(1, 0, unavailable("not in this test"))};
   }
 
-  zmq::socket_t sock_;
-  std::string endpoint_;
-  std::atomic<bool> stop_{false};
   std::atomic<bool> asked_{false};
-  std::thread thread_;
+  testing::FakeServer server_;  // last: its thread stops before asked_ goes
 };
 
 }  // namespace
