@@ -31,8 +31,10 @@ TEST_CASE("straggler: a 4x onset mid-run and its recovery are detected within 5 
       DaemonFiles{.control_socket = false});
   const std::string endpoint = endpointIn(dir);
   // Steps dominated by emulated device time, so a loaded machine's noise is small beside
-  // a 4x slowdown. Onset after the trainer's 40th step, recovery after its 80th.
-  constexpr std::uint64_t kOnset = 40, kRecovery = 80;
+  // a 4x slowdown. Onset after the trainer's 70th step (past every trainer's warm-up and
+  // first heartbeats: at step 40 a loaded run once had a trainer's estimate still missing,
+  // so the controller could not act in that window), recovery after its 120th.
+  constexpr std::uint64_t kOnset = 70, kRecovery = 120;
   std::vector<std::unique_ptr<Process>> workers;
   for (int i = 0; i < 4; ++i) {
     std::vector<std::string> argv = {WORKER_PATH, "--coordinator", endpoint, "--log-level",
