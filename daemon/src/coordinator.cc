@@ -413,12 +413,12 @@ void Coordinator::admitTrainer(const std::shared_ptr<zmq::message_t>& to, std::u
                                std::uint32_t group, const Status& configured) {
   const zmq::message_t& from = *to;
   WorkerRecord* rec = registry_.find(id);
-  if (!configured && rec != nullptr && rec->state == WorkerState::kActive && rec->group != group &&
+  if (rec != nullptr && rec->state == WorkerState::kActive && rec->group != group &&
       !groupFailed(rec->group)) {
-    // Its group failed meanwhile and it was moved: it waits for its new group instead.
-    return configureGroup(rec->group, false, [this, to, id, g = rec->group](const Status& s) {
-      admitTrainer(to, id, g, s);
-    });
+    // Moved meanwhile (its group failed, or a regroup): it waits for its new group.
+    auto retry = [this, to, id, g = rec->group](const Status& s) { admitTrainer(to, id, g, s); };
+    if (configured) return configs_->whenSettled(rec->group, std::move(retry));
+    return configureGroup(rec->group, false, std::move(retry));
   }
   admitting_.erase(id);
   if (rec == nullptr || rec->state != WorkerState::kActive) {
