@@ -208,15 +208,14 @@ class ExchangeTrips {
 // Which measurements run (--only tcp,push,k1,exchange; all by default).
 struct Selection {
   bool tcp = true, push = true, k1 = true, exchange = true;
-  static Selection parse(const std::string& text) {
-    if (text.empty()) return {};
-    const std::string list = "," + text + ",";
+  // The kinds named (each checked by the command line); all of them when none is.
+  static Selection of(const std::vector<std::string>& names) {
+    if (names.empty()) return {};
     auto has = [&](const char* name) {
-      return list.find(std::string(",") + name + ",") != std::string::npos;
+      return std::find(names.begin(), names.end(), name) != names.end();
     };
     return {has("tcp"), has("push"), has("k1"), has("exchange")};
-  }
-};
+  }};
 
 // The measurements of one size against servers of that size, wherever they are. Each
 // Target takes one run: the group is configured at epochs 1 and 2.
@@ -487,9 +486,7 @@ int main(int argc, char** argv) {
   const bool latency = !no_latency;
   const bool tune_malloc = !no_tune_malloc;
   if (seconds_opt->count() == 0) seconds = quick ? 0.5 : 3;
-  std::string only_text;
-  for (const auto& name : only_list) only_text += (only_text.empty() ? "" : ",") + name;
-  const Selection only = Selection::parse(only_text);
+  const Selection only = Selection::of(only_list);
   g_part_bytes = part_kib << 10;
   if (sockaddr_in unused{}; serve_only && !ipv4Address(bind, 0, unused)) {
     std::fprintf(stderr, "dataplane: --bind '%s' is not an IPv4 address\n", bind.c_str());

@@ -4,13 +4,13 @@
 
 namespace groupsgd::daemon {
 
-BackgroundCall BackgroundCall::start(zmq::context_t& ctx, std::string endpoint,
-                                     MessageLimits limits, SocketOptions opts, OutMessage&& msg,
+BackgroundCall BackgroundCall::start(zmq::context_t& ctx, CallTarget target,
+                                     MessageLimits limits, OutMessage&& msg,
                                      std::chrono::milliseconds timeout) {
-  auto call = [&ctx, endpoint = std::move(endpoint), limits, opts = std::move(opts),
-               msg = std::move(msg), timeout]() mutable -> Result<InMessage> {
+  auto call = [&ctx, target = std::move(target), limits, msg = std::move(msg),
+               timeout]() mutable -> Result<InMessage> {
     try {  // exceptions stay on this thread
-      RpcClient client(ctx, endpoint, limits, opts);
+      RpcClient client(ctx, target.endpoint, limits, target.options);
       return client.call(std::move(msg), timeout);
     } catch (const std::exception& e) {
       return internalError(std::string("background call failed: ") + e.what());

@@ -127,7 +127,6 @@ nlohmann::json Coordinator::run(const std::atomic<bool>& stop_requested) {
       if (cfg_.progress_ms > 0) printProgress();
       updateMetrics();
       askCentralStats();  // for the metrics and the checkpoint watch; read when it comes
-      persistHeadState();
     }
     if (suspend_ != nullptr && suspend_->load()) {
       GSGD_INFO("suspended: the daemon is stopping; the job resumes when it starts again");

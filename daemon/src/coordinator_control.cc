@@ -172,8 +172,8 @@ void Coordinator::startCheckpoint(PendingRequest& r) {
   // Up to 60 s for a large model: answered later (answerDeferred) so the loop keeps
   // serving heartbeats and the watchdog meanwhile.
   deferred_.push_back({std::move(r),
-                       BackgroundCall::start(ctx_, topo_.central_endpoint, limits_,
-                                             clientSocketOptions(curve_), std::move(out),
+                       BackgroundCall::start(ctx_, {central_->endpoint(), central_->options()},
+                                             limits_, std::move(out),
                                              std::chrono::milliseconds(60000)),
                        &Coordinator::finishCheckpoint});
 }
@@ -192,7 +192,7 @@ void Coordinator::finishCheckpoint(PendingRequest& r, Result<InMessage> reply) {
                 {"bytes", d.getBytes()},
                 {"duration_ms", d.getDurationMs()}};
   last_checkpoint_ = done;
-  central_version_seen_ = std::max<std::uint64_t>(central_version_seen_, d.getVersion());
+  noteCentralVersion(d.getVersion());
   r.respond(std::move(done));
 }
 
@@ -415,8 +415,8 @@ void Coordinator::askCentralStats() {
   if (central_stats_ || (metrics_ == nullptr && cfg_.checkpoint_dir.empty())) return;
   OutMessage out(cfg_.job_id, 0);
   out.header().getBody().initCentralStatsQuery();
-  central_stats_.emplace(BackgroundCall::start(ctx_, central_->endpoint(), limits_,
-                                               central_->options(), std::move(out),
+  central_stats_.emplace(BackgroundCall::start(ctx_, {central_->endpoint(), central_->options()},
+                                               limits_, std::move(out),
                                                std::chrono::milliseconds(1000)));
 }
 
@@ -426,8 +426,7 @@ void Coordinator::collectCentralStats() {
   central_stats_.reset();
   if (!reply || reply->kind() != BodyKind::CENTRAL_STATS) return;
   auto s = reply->header().getBody().getCentralStats();
-  central_version_seen_ = std::max<std::uint64_t>(central_version_seen_, s.getVersion());
-  persistHeadState();  // at once: a head killed now has recorded the newest version it saw
+  noteCentralVersion(s.getVersion());
   if (s.getCheckpointVersion() > 0 &&
       (!last_checkpoint_ || (*last_checkpoint_)["version"] != s.getCheckpointVersion())) {
     last_checkpoint_ = ojson{{"version", s.getCheckpointVersion()}};  // periodic ones too

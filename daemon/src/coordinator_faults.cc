@@ -36,11 +36,11 @@ void Coordinator::pollGroups() {
     out.header().getBody().initGroupStatsQuery();
     const auto timeout =
         std::chrono::milliseconds(std::clamp<std::uint32_t>(cfg_.heartbeat_ms, 200, 1000));
-    auto link = fleet_->link(g);
-    group_poll_.emplace(GroupPoll{g, link.endpoint,
-                                  BackgroundCall::start(ctx_, link.endpoint, limits_,
-                                                        std::move(link.options), std::move(out),
-                                                        timeout)});
+    CallTarget link = fleet_->link(g);
+    std::string endpoint = link.endpoint;
+    group_poll_.emplace(GroupPoll{g, std::move(endpoint),
+                                  BackgroundCall::start(ctx_, std::move(link), limits_,
+                                                        std::move(out), timeout)});
     return;
   }
 }
@@ -209,7 +209,9 @@ void Coordinator::noteReregistration() {
   if (registry_.activeTrainers() >= cfg_.workers) reregistered_after_s_ = secondsSince(started_);
 }
 
-void Coordinator::persistHeadState() {
+void Coordinator::noteCentralVersion(std::uint64_t version) {
+  central_version_seen_ = std::max(central_version_seen_, version);
+  // At once: a head killed now has recorded the newest version it saw.
   if (head_.state_file.empty() || central_version_seen_ <= persisted_version_) return;
   const nlohmann::json j = {{"incarnation", head_.incarnation},
                             {"central_version_seen", central_version_seen_}};

@@ -69,9 +69,7 @@ void GroupConfigQueue::start(std::uint32_t group, GroupState& s) {
     answer(s, upto, msg.status());
     return;
   }
-  Link link = locate_(group);
-  s.call = BackgroundCall::start(ctx_, std::move(link.endpoint), limits_, std::move(link.options),
-                                 std::move(*msg), timeout_);
+  s.call = BackgroundCall::start(ctx_, locate_(group), limits_, std::move(*msg), timeout_);
   s.call_seq = upto;
   ++sent_;
 }

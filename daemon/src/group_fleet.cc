@@ -36,7 +36,7 @@ const std::string& GroupFleet::endpoint(std::uint32_t g) const {
   return g < slots_.size() && slots_[g].client ? slots_[g].client->endpoint() : kNone;
 }
 
-GroupConfigQueue::Link GroupFleet::link(std::uint32_t g) const {
+CallTarget GroupFleet::link(std::uint32_t g) const {
   const Slot& s = slots_.at(g);
   return {s.client->endpoint(), s.client->options()};
 }

@@ -16,13 +16,18 @@
 
 namespace groupsgd::daemon {
 
+// Where a call goes: a server's endpoint and the socket options to reach it (its keys).
+struct CallTarget {
+  std::string endpoint;
+  SocketOptions options;
+};
+
 class BackgroundCall {
  public:
-  // Sends msg to endpoint and waits up to timeout for the reply, on a new thread. ctx
+  // Sends msg to the target and waits up to timeout for the reply, on a new thread. ctx
   // must outlive the call (take() or the destructor, which waits for it).
-  static BackgroundCall start(zmq::context_t& ctx, std::string endpoint, MessageLimits limits,
-                              SocketOptions opts, OutMessage&& msg,
-                              std::chrono::milliseconds timeout);
+  static BackgroundCall start(zmq::context_t& ctx, CallTarget target, MessageLimits limits,
+                              OutMessage&& msg, std::chrono::milliseconds timeout);
   BackgroundCall(BackgroundCall&&) = default;
   BackgroundCall& operator=(BackgroundCall&&) = default;
 

@@ -192,7 +192,9 @@ class Coordinator {
   std::optional<std::uint32_t> liveGroupFor() const;
   bool groupFailed(std::uint32_t g) const { return fleet_->failed(g); }
   void noteReregistration();
-  void persistHeadState();
+  // A central version seen (stats, a checkpoint): kept, and recorded in the head's state
+  // file when newer than the last one recorded.
+  void noteCentralVersion(std::uint64_t version);
   // Checkpoint faults (coordinator_faults.cc): newer files skipped at start-up, and writes
   // that failed since the last look (the central PS counts them), each an event.
   void reportSkippedCheckpoints();

@@ -35,10 +35,7 @@ class GroupConfigQueue {
   // Builds group's configuration as of now (flush: the group hands its progress to the
   // central PS after applying it), or says why none can be sent (failed, no PS yet).
   using Build = std::function<Result<OutMessage>(std::uint32_t group, bool flush)>;
-  struct Link {
-    std::string endpoint;
-    SocketOptions options;
-  };
+  using Link = CallTarget;
   // Where group's PS is, read when a call starts (a re-created group moves).
   using Locate = std::function<Link(std::uint32_t group)>;
 

@@ -14,7 +14,7 @@
 
 #include "groupsgd/common/message.h"
 #include "groupsgd/common/transport.h"
-#include "groupsgd/daemon/group_config_queue.h"
+#include "groupsgd/daemon/background_call.h"
 
 namespace groupsgd::daemon {
 
@@ -44,7 +44,7 @@ class GroupFleet {
   // The slot's own socket (g < ready()), for calls made on this thread.
   RpcClient& client(std::uint32_t g) { return *slots_.at(g).client; }
   // Where a call on another thread goes (g < ready()).
-  GroupConfigQueue::Link link(std::uint32_t g) const;
+  CallTarget link(std::uint32_t g) const;
 
   std::uint32_t period(std::uint32_t g) const { return slots_.at(g).period; }
   void setPeriod(std::uint32_t g, std::uint32_t k) { slots_.at(g).period = k; }
