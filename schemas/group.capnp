@@ -59,6 +59,10 @@ struct GroupConfig {
   exchangePeriod @2 :UInt32;   # K
   stepDeadlineMs @3 :UInt32;   # a step closes this long after its first push at the latest
   flush @4 :Bool;              # send the pending delta to the central PS now (regroups)
+  stepCutoff @5 :Float32;      # > 0: a step with all but floor(members x stepCutoffLateFraction)
+                               # pushes in closes at its release + max(this x the median
+                               # release-to-quorum time, median + 4 MAD); 0: off
+  stepCutoffLateFraction @6 :Float32;
 }
 
 # Coordinator -> group PS: send the pending delta to the central PS now and answer
@@ -91,6 +95,7 @@ struct GroupStats {
   badParts @17 :UInt64;        # parts of a push refused (missing, repeated, out of range,
                                # oversize, over the window) or arriving for no open push
   pushesWaited @18 :UInt64;    # pushes in parts that waited for room in the memory budget
+  stepsCut @19 :UInt64;        # steps the cutoff closed without some members (their pushes late)
 }
 
 # Samples of one worker's pushes that this group acknowledged (accepted or counted dropped).

@@ -137,7 +137,7 @@ for i in $(seq 1 "$workers"); do
       --name "w$i" >"$run_dir/worker-$i.log" 2>&1 &
   else
     "$BUILD_DIR/worker/groupsgd-worker" --coordinator "$endpoint" --device-ms "$device_ms" \
-      --device "$device" "${speed[@]}" --name "w$i" --log-level warn 2>"$run_dir/worker-$i.log" &
+      --device "$device" "${speed[@]}" --name "w$i" --log-level ${DEMO_WORKER_LOG_LEVEL:-warn} 2>"$run_dir/worker-$i.log" &
   fi
   pids+=("$!")
 done

@@ -182,6 +182,9 @@ Status validate(const DaemonConfig& c) {
       (a.min_batch == 0 || a.min_batch > c.batch_size || a.max_batch < c.batch_size)) {
     return invalidArgument("adaptive: need 0 < min_batch <= batch_size <= max_batch");
   }
+  if (a.step_cutoff != 0 && !(a.step_cutoff >= 1.0 && a.step_cutoff <= 100.0)) {
+    return invalidArgument("adaptive: step_cutoff must be 0 (off) or in [1, 100]");
+  }
   if (a.straggler.exit_ratio > a.straggler.enter_ratio) {
     return invalidArgument("adaptive: straggler_exit_ratio must not exceed straggler_enter_ratio");
   }

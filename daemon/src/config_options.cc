@@ -326,6 +326,12 @@ std::vector<OptionSpec> buildTable() {
       field("adaptive.straggler_erratic_early_ratio", "", "X",
             FIELD(adaptive.straggler.erratic_early_ratio), kAny, kHup,
             "adaptive: slowdown the early window must show"),
+      field("adaptive.step_cutoff", "--step-cutoff", "X", FIELD(adaptive.step_cutoff), kAny, kHup,
+            "adaptive: a step with its quorum in waits at most this x the median"
+            " release-to-quorum time for the rest (0: off)"),
+      field("adaptive.step_cutoff_late_fraction", "", "X",
+            FIELD(adaptive.step_cutoff_late_fraction), between(0, 0.5), kHup,
+            "adaptive: the fraction of a group's members a cut step may leave behind"),
       field("adaptive.profile_steps", "--profile-steps", "N", FIELD(adaptive.stages.profile_steps),
             kAny, kHup, "adaptive: a profiling stage of N steps (0: none)"),
       field("adaptive.coarse_period", "", "K", FIELD(adaptive.stages.coarse_period), atLeast(1),

@@ -260,6 +260,10 @@ Result<OutMessage> Coordinator::groupConfigMessage(std::uint32_t group, bool flu
   gc.setGroupId(group);
   gc.setExchangePeriod(fleet_->period(group));
   gc.setStepDeadlineMs(cfg_.step_deadline_ms);
+  if (cfg_.mode == Mode::kAdaptive) {  // the other modes are the textbook baselines
+    gc.setStepCutoff(static_cast<float>(cfg_.adaptive.step_cutoff));
+    gc.setStepCutoffLateFraction(static_cast<float>(cfg_.adaptive.step_cutoff_late_fraction));
+  }
   gc.setFlush(flush);
   auto list = gc.initMembers(static_cast<unsigned>(members.size()));
   for (unsigned i = 0; i < members.size(); ++i) {
@@ -774,6 +778,7 @@ void Coordinator::flushGroups(FinalStats* stats) {
     f.samples_dropped = s.getSamplesDropped();
     f.samples_pending = s.getSamplesPending() + s.getSamplesInFlight();
     f.late_gradients = s.getLateGradients();
+    f.steps_cut = s.getStepsCut();
     f.bad_messages = s.getBadMessages();
     f.exchanges = s.getExchanges();
     f.refused_exchanges = s.getRefusedExchanges();

@@ -19,6 +19,7 @@ nlohmann::json groupJson(const GroupFlush& g) {
           {"samples_received", g.samples_received},
           {"samples_dropped", g.samples_dropped},
           {"late_gradients", g.late_gradients},
+          {"steps_cut", g.steps_cut},
           {"bad_messages", g.bad_messages},
           {"exchanges", g.exchanges},
           {"refused_exchanges", g.refused_exchanges},
@@ -49,6 +50,7 @@ RunSummary summarizeRun(const Registry& registry, const FinalStats& stats) {
     r.samples_dropped += g.samples_dropped;
     r.samples_unaccounted += g.samples_pending;
     r.late_gradients += g.late_gradients;
+    r.steps_cut += g.steps_cut;
     r.bad_messages += g.bad_messages;
     r.group_stats.push_back(groupJson(g));
   }
@@ -120,6 +122,7 @@ nlohmann::json RunSummary::toJson() const {
           {"samples_lost_in_failed_groups", samples_lost_in_failed_groups},
           {"samples_trained_by_dead_workers", samples_trained_by_dead_workers},
           {"late_gradients", late_gradients},
+          {"steps_cut", steps_cut},
           {"bad_messages", bad_messages},
           {"central_version", central_version},
           {"accounting_ok", accounting_ok},

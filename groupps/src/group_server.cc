@@ -55,7 +55,7 @@ void GroupServer::run(const std::atomic<bool>& stop) {
   while (!stop.load()) {
     auto timeout = std::chrono::milliseconds(100);
     if (step_opened_) {
-      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(stepDeadline() - Clock::now());
+      auto left = std::chrono::ceil<std::chrono::milliseconds>(stepDeadline() - Clock::now());
       timeout = std::clamp(left, std::chrono::milliseconds(0), timeout);
     }
     zmq::pollitem_t items[2] = {{router_.handle(), 0, ZMQ_POLLIN, 0},
@@ -346,16 +346,22 @@ GroupServer::PushCheck GroupServer::validatePush(const zmq::message_t& from,
 
 void GroupServer::answerLate(const zmq::message_t& from, std::uint64_t worker,
                              std::uint64_t step, std::uint32_t batch) {
-  // The step closed without it (deadline): drop the gradient, count it, and hand the
-  // member the current replica so it catches up.
+  // The step closed without it (deadline or cutoff): drop the gradient, count it, and
+  // hand the member a replica to go on from.
   ++counters_.late_gradients;
   counters_.samples_dropped += batch;
   acknowledged_[worker] += batch;
   last_step_[worker] = step;
+  std::string reason = "late: step " + std::to_string(step) + " closed; group at step ";
+  if (barrier_.arrivals() > 0) {
+    // The others are half way through the open step: answered at its close with them,
+    // so it starts the next step in step with the group instead of trailing it forever.
+    waiting_.push_back({zmq::message_t(from.data(), from.size()), worker, Clock::now(),
+                        std::move(reason)});
+    return;
+  }
   barrier_.markActive(worker);
-  sendStepReply(from, worker, false,
-                "late: step " + std::to_string(step) + " closed; group at step " +
-                    std::to_string(step_));
+  sendStepReply(from, worker, false, reason + std::to_string(step_));
   retireIfLeaving(worker);
   maybeCloseStep(false);
 }
@@ -388,11 +394,35 @@ void GroupServer::onPush(const zmq::message_t& from, const InMessage& msg) {
   acknowledged_[worker] += push.getBatchSize();
   if (!step_opened_) step_opened_ = Clock::now();
   waiting_.push_back({zmq::message_t(from.data(), from.size()), worker, Clock::now()});
+  noteArrival();
   maybeCloseStep(false);
 }
 
 GroupServer::Clock::time_point GroupServer::stepDeadline() const {
-  return *step_opened_ + std::chrono::milliseconds(cfg_.step_deadline_ms);
+  const auto fixed = *step_opened_ + std::chrono::milliseconds(cfg_.step_deadline_ms);
+  const auto cut = cutoff_.deadline();
+  return cut && *cut < fixed ? *cut : fixed;
+}
+
+void GroupServer::noteArrival() {
+  cutoff_.pushArrived(barrier_.arrivals(), barrier_.memberCount(), Clock::now());
+}
+
+void GroupServer::excuseMissing(Clock::time_point closed_at) {
+  const auto missing = barrier_.missing();
+  if (missing.empty()) return;
+  for (auto id : missing) barrier_.excuse(id);
+  const auto allowed = cutoff_.allowance();
+  if (allowed && step_opened_ &&
+      closed_at < *step_opened_ + std::chrono::milliseconds(cfg_.step_deadline_ms)) {
+    ++counters_.steps_cut;
+    const double allowed_ms = std::chrono::duration<double, std::milli>(*allowed).count();
+    GSGD_DEBUG("step " << step_ << " cut " << allowed_ms << " ms after its release without "
+                       << missing.size() << " member(s)");
+  } else {
+    GSGD_INFO("step " << step_ << " closed at its deadline without " << missing.size()
+                      << " member(s)");
+  }
 }
 
 void GroupServer::maybeCloseStep(bool deadline_passed) {
@@ -408,11 +438,7 @@ void GroupServer::maybeCloseStep(bool deadline_passed) {
     return;
   }
   if (!barrier_.complete() && !deadline_passed) return;
-  if (!barrier_.complete()) {
-    auto missing = barrier_.missing();
-    GSGD_INFO("step " << step_ << " closed at its deadline without " << missing.size()
-                      << " member(s)");
-  }
+  excuseMissing(Clock::now());
   dropUnfinishedPushes();
   std::span<float> sum;
   float scale = 1.0f;
@@ -425,11 +451,15 @@ void GroupServer::maybeCloseStep(bool deadline_passed) {
   counters_.samples_pending += closed.samples;
   counters_.last_loss = closed.mean_loss;
   const auto released = Clock::now();
+  cutoff_.stepReleased(released);
   std::vector<OutMessage> replies;
   replies.reserve(waiting_.size());
   for (const auto& w : waiting_) {
     const double wait_ms = std::chrono::duration<double, std::milli>(released - w.arrived).count();
-    replies.push_back(stepReplyMessage(w.worker, true, "", wait_ms));
+    const bool late = !w.late_reason.empty();
+    if (late) barrier_.markActive(w.worker);  // waited for again from this step on
+    replies.push_back(stepReplyMessage(
+        w.worker, !late, late ? w.late_reason + std::to_string(step_) : std::string(), wait_ms));
     grantNextPush(w.worker, &replies.back());
   }
   // Part by part: scale the sum into the mean, step the optimizer, and (a replica in
@@ -492,6 +522,8 @@ void GroupServer::onGroupConfig(const zmq::message_t& from, const InMessage& msg
   epoch_ = std::max(epoch_, h.getEpoch());
   cfg_.exchange_period = gc.getExchangePeriod();
   if (gc.getStepDeadlineMs() > 0) cfg_.step_deadline_ms = gc.getStepDeadlineMs();
+  cutoff_.configure({.factor = gc.getStepCutoff(), .late_fraction = gc.getStepCutoffLateFraction()});
+  cutoff_.reset();  // other members or batches: other quorum times
   GSGD_INFO("group " << cfg_.group_id << " epoch " << epoch_ << ": " << members.size()
                      << " member(s), K=" << cfg_.exchange_period);
   OutMessage ack(cfg_.limits.job_id, cfg_.group_id);
@@ -520,6 +552,7 @@ void GroupServer::sendStats(const zmq::message_t& to) {
   s.setSamplesPending(counters_.samples_pending);
   s.setSamplesInFlight(counters_.samples_in_flight);
   s.setLateGradients(counters_.late_gradients);
+  s.setStepsCut(counters_.steps_cut);
   s.setBadMessages(counters_.bad_messages);
   s.setExchanges(counters_.exchanges);
   s.setRefusedExchanges(counters_.refused_exchanges);

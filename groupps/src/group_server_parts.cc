@@ -209,6 +209,7 @@ void GroupServer::finishInbound(std::uint64_t worker) {
       if (!step_opened_) step_opened_ = Clock::now();
       waiting_.push_back(
           {zmq::message_t(in.routing_id.data(), in.routing_id.size()), worker, Clock::now()});
+      noteArrival();
       maybeCloseStep(false);
     }
   }

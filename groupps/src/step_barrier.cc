@@ -34,6 +34,10 @@ void StepBarrier::markActive(std::uint64_t worker_id) {
   if (members_.count(worker_id) != 0) active_[worker_id] = true;
 }
 
+void StepBarrier::excuse(std::uint64_t worker_id) {
+  if (auto it = active_.find(worker_id); it != active_.end()) it->second = false;
+}
+
 bool StepBarrier::hasArrived(std::uint64_t worker_id) const {
   return std::find(arrived_.begin(), arrived_.end(), worker_id) != arrived_.end();
 }

@@ -421,6 +421,29 @@ TEST_CASE("daemon config: adaptive.max_period_factor defaults to 2, is set, repo
   CHECK(contains(s.message(), "max_period_factor"));
 }
 
+TEST_CASE("daemon config: the step cutoff defaults to 1.5 x, is set, reported and checked") {
+  DaemonConfig cfg;
+  CHECK(cfg.adaptive.step_cutoff == doctest::Approx(1.5));
+  CHECK(cfg.adaptive.step_cutoff_late_fraction == doctest::Approx(0.25));
+  REQUIRE(applyJson(json::parse(R"({"adaptive": {"step_cutoff": 0, "step_cutoff_late_fraction": 0.5}})"),
+                    &cfg).isOk());
+  CHECK(cfg.adaptive.step_cutoff == 0);  // off
+  CHECK(validate(cfg).isOk());
+  CHECK(toJson(cfg)["adaptive"]["step_cutoff_late_fraction"] == 0.5);
+  for (double bad : {0.5, 1e6, -1.0}) {
+    DaemonConfig c;
+    c.adaptive.step_cutoff = bad;
+    Status s = validate(c);
+    CHECK(s.code() == Code::kInvalidArgument);
+    CHECK(contains(s.message(), "step_cutoff"));
+  }
+  DaemonConfig c;
+  Status s = applyJson(json::parse(R"({"adaptive": {"step_cutoff_late_fraction": 0.9}})"), &c);
+  if (s) s = validate(c);
+  CHECK_FALSE(s.isOk());
+  CHECK(contains(s.message(), "step_cutoff_late_fraction"));
+}
+
 TEST_CASE("daemon config: the erratic-straggler thresholds are options, set, reported and checked") {
   DaemonConfig cfg;
   CHECK(cfg.adaptive.straggler.erratic_window == 96);

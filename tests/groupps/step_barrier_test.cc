@@ -208,3 +208,31 @@ TEST_CASE("step barrier: a gradient of batch 0 is refused") {
   CHECK(b.arrivals() == 0);
   CHECK_FALSE(b.complete());
 }
+
+TEST_CASE("step barrier: an excused member is not waited for until it is active again") {
+  StepBarrier b(1);
+  b.configure(members({1, 2, 3}));
+  for (auto id : {1, 2, 3}) b.markActive(id);
+  REQUIRE(b.add(1, 8, 0.0f, std::vector<float>{1.0f}).isOk());
+  REQUIRE(b.add(2, 8, 0.0f, std::vector<float>{1.0f}).isOk());
+  CHECK(b.missing() == std::vector<std::uint64_t>{3});
+  b.excuse(3);  // the step closed without it
+  CHECK(b.complete());
+  CHECK(b.missing().empty());
+  std::vector<float> mean(1);
+  b.close(mean);
+  REQUIRE(b.add(1, 8, 0.0f, std::vector<float>{1.0f}).isOk());
+  REQUIRE(b.add(2, 8, 0.0f, std::vector<float>{1.0f}).isOk());
+  CHECK(b.complete());  // still excused in the next step
+  b.close(mean);
+  b.markActive(3);  // it came back
+  REQUIRE(b.add(1, 8, 0.0f, std::vector<float>{1.0f}).isOk());
+  REQUIRE(b.add(2, 8, 0.0f, std::vector<float>{1.0f}).isOk());
+  CHECK_FALSE(b.complete());
+  b.excuse(3);
+  b.configure(members({1, 2, 3}));  // a configuration keeps the excuse
+  CHECK(b.complete());
+  REQUIRE(b.add(3, 8, 0.0f, std::vector<float>{1.0f}).isOk());  // its push counts anyway
+  auto closed = b.close(mean);
+  CHECK(closed.samples == 24);
+}

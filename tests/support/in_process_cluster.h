@@ -38,6 +38,8 @@ struct GroupSettings {
   std::uint64_t epoch = 1;
   std::uint32_t exchange_period = 1;
   std::uint32_t step_deadline_ms = 5000;
+  float step_cutoff = 0;  // the backup-worker cutoff (groupps/step_cutoff.h); 0: off
+  float step_cutoff_late_fraction = 0.25f;
 };
 
 // Sends group 0 at group_ep a GroupConfig, as the coordinator does (with the coordinator's

@@ -25,6 +25,11 @@ struct AdaptiveConfig {
   // because a group with many local steps per exchange converges slower per sample
   // (docs/benchmarks.md, straggler: 8 made the 4x link straggler case 1.69x).
   std::uint32_t max_period_factor = 2;
+  // Backup-worker semantics at the group PSes (docs/adaptive.md, "The step cutoff"): a
+  // step whose quorum (all but floor(n x late fraction) members) is in waits at most
+  // step_cutoff x the group's median release-to-quorum time for the rest; 0 = off.
+  double step_cutoff = 1.5;
+  double step_cutoff_late_fraction = 0.25;
   policy::StragglerConfig straggler;
   policy::StageConfig stages;
 };

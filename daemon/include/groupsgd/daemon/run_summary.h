@@ -28,6 +28,7 @@ struct GroupFlush {
   std::uint64_t samples_dropped = 0;
   std::uint64_t samples_pending = 0;  // pending + in flight: 0 after a clean flush
   std::uint64_t late_gradients = 0;
+  std::uint64_t steps_cut = 0;  // steps the cutoff closed without some members
   std::uint64_t bad_messages = 0;
   std::uint64_t exchanges = 0;
   std::uint64_t refused_exchanges = 0;
@@ -68,6 +69,7 @@ struct RunSummary {
   std::uint64_t lost_bound = 0;  // what the failed groups' members trained
   std::uint64_t samples_trained_by_dead_workers = 0;
   std::uint64_t late_gradients = 0;
+  std::uint64_t steps_cut = 0;
   std::uint64_t bad_messages = 0;
   std::uint64_t central_version = 0;
   // Samples the groups counted whose push answer the trainer never saw (--timeout-ms).

@@ -24,6 +24,7 @@
 #include "groupsgd/common/quarantine.h"
 #include "groupsgd/common/status.h"
 #include "groupsgd/groupps/step_barrier.h"
+#include "groupsgd/groupps/step_cutoff.h"
 #include "groupsgd/kernels/optimizer.h"
 
 namespace groupsgd::groupps {
@@ -67,6 +68,7 @@ struct GroupCounters {
   std::uint64_t quarantine_refusals = 0;  // messages from quarantined workers
   std::uint64_t bad_parts = 0;      // push parts refused, or arriving for no open push
   std::uint64_t pushes_waited = 0;  // pushes in parts that waited for the memory budget
+  std::uint64_t steps_cut = 0;      // steps the cutoff closed without some members
   float last_loss = 0;
 };
 
@@ -132,7 +134,13 @@ class GroupServer {
 
   // The step.
   void maybeCloseStep(bool deadline_passed);
+  // The fixed deadline (step_deadline_ms after its first push) or, earlier, the cutoff's.
   Clock::time_point stepDeadline() const;
+  // A gradient joined the open step (whole): the cutoff learns when the quorum came in.
+  void noteArrival();
+  // Members a step closed without are not waited for until they push again; their late
+  // gradients are answered at the next close, with everybody (so they rejoin in step).
+  void excuseMissing(Clock::time_point closed_at);
 
   // Exchange with the central PS.
   Status ensureCentral();
@@ -159,8 +167,11 @@ class GroupServer {
     zmq::message_t routing_id;
     std::uint64_t worker = 0;
     Clock::time_point arrived;
+    std::string late_reason{};  // set: its gradient was late (dropped), it waits to rejoin
   };
-  std::vector<Waiting> waiting_;            // members that pushed for the open step
+  // Members that pushed for the open step, and late members waiting for its close.
+  std::vector<Waiting> waiting_;
+  StepCutoff cutoff_;
   // Samples of every push acknowledged per worker (what a worker that died had trained).
   std::unordered_map<std::uint64_t, std::uint64_t> acknowledged_;
   std::unordered_map<std::uint64_t, Leaving> departed_;  // left members -> what they were told

@@ -39,6 +39,8 @@ class StepBarrier {
   std::size_t memberCount() const { return members_.size(); }
   // A member becomes active when it first pulls; only active members are waited for.
   void markActive(std::uint64_t worker_id);
+  // A member a step closed without: not waited for until it is marked active again.
+  void excuse(std::uint64_t worker_id);
   bool hasArrived(std::uint64_t worker_id) const;
   std::size_t arrivals() const { return arrived_.size(); }
 
