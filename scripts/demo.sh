@@ -33,6 +33,8 @@ usage: scripts/demo.sh [options]
   --quick           a short run (target 0.80, at most 50 s)
   --json            the last line is one JSON summary object
   --help            this text
+Environment: DEMO_WORKER_LOG_LEVEL (the C++ trainers' --log-level, default warn; their
+logs are worker-N.log in the run's directory).
 USAGE
 }
 while [[ $# -gt 0 ]]; do

@@ -31,6 +31,7 @@ bool parseLevel(const std::string& text, Level* out) {
 }
 
 void setThreadTag(const std::string& tag) { t_tag = tag; }
+const char* threadTag() { return t_tag.c_str(); }
 
 void write(Level l, const std::string& message) {
   static const char* kNames[] = {"DEBUG", "INFO", "WARN", "ERROR"};

@@ -9,6 +9,7 @@
 #include "groupsgd/centralps/central_server.h"
 #include "groupsgd/common/allocator.h"
 #include "groupsgd/common/atomic_file.h"
+#include "groupsgd/common/crash_report.h"
 #include "groupsgd/common/log.h"
 #include "groupsgd/daemon/config.h"
 #include "groupsgd/daemon/coordinator.h"
@@ -60,6 +61,7 @@ void installSignalHandlers() {
   std::signal(SIGTERM, onSignal);
   std::signal(SIGHUP, onHangup);
   std::signal(SIGPIPE, SIG_IGN);
+  installCrashReport("groupsgdd");
 }
 
 // Publishes the coordinator endpoint (atomically: a reader never sees half a line).

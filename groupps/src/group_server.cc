@@ -523,7 +523,9 @@ void GroupServer::onGroupConfig(const zmq::message_t& from, const InMessage& msg
   cfg_.exchange_period = gc.getExchangePeriod();
   if (gc.getStepDeadlineMs() > 0) cfg_.step_deadline_ms = gc.getStepDeadlineMs();
   cutoff_.configure({.factor = gc.getStepCutoff(), .late_fraction = gc.getStepCutoffLateFraction()});
-  cutoff_.reset();  // other members or batches: other quorum times
+  std::vector<std::uint64_t> ids;
+  for (const auto& m : members) ids.push_back(m.worker_id);
+  cutoff_.setMembers(std::move(ids));
   GSGD_INFO("group " << cfg_.group_id << " epoch " << epoch_ << ": " << members.size()
                      << " member(s), K=" << cfg_.exchange_period);
   OutMessage ack(cfg_.limits.job_id, cfg_.group_id);

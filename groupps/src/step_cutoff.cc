@@ -22,6 +22,13 @@ void StepCutoff::configure(const StepCutoffConfig& cfg) {
   cfg_.min_samples = std::clamp<std::size_t>(cfg_.min_samples, 1, cfg_.window);
 }
 
+void StepCutoff::setMembers(std::vector<std::uint64_t> ids) {
+  std::sort(ids.begin(), ids.end());
+  if (ids == members_) return;
+  members_ = std::move(ids);
+  reset();
+}
+
 void StepCutoff::reset() {
   quorum_times_.clear();
   quorum_in_ = false;

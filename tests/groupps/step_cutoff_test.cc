@@ -91,6 +91,17 @@ TEST_CASE("step cutoff: only the newest window of quorum times counts; reset for
   CHECK(*c.allowance() == 15000us);
   c.configure({.factor = 2.0, .late_fraction = 0.25});  // keeps the times
   CHECK(*c.allowance() == 20000us);
-  c.reset();  // new members: measured again before it acts
+  c.reset();
+  CHECK_FALSE(c.allowance().has_value());
+}
+
+TEST_CASE("step cutoff: new members restart the measurement; the same members keep it") {
+  StepCutoff c = cutoff(1.5);
+  c.setMembers({1, 2, 3, 4});
+  feed(c, 4, {10000, 10000, 10000, 10000, 10000, 10000, 10000, 10000});
+  REQUIRE(c.allowance().has_value());
+  c.setMembers({4, 3, 2, 1});  // the same group (new batches, say): kept
+  CHECK(c.allowance().has_value());
+  c.setMembers({1, 2, 3, 5});  // another member: measured again before it acts
   CHECK_FALSE(c.allowance().has_value());
 }

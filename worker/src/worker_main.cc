@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "groupsgd/common/allocator.h"
+#include "groupsgd/common/crash_report.h"
 #include "groupsgd/common/log.h"
 #include "groupsgd/worker/options.h"
 #include "groupsgd/worker/trainer.h"
@@ -40,6 +41,7 @@ int main(int argc, char** argv) {
   (void)tuneAllocatorForLargeBuffers();  // warm buffers for frames and replicas
   std::signal(SIGINT, onSignal);
   std::signal(SIGTERM, onSignal);
+  installCrashReport("groupsgd-worker");
   zmq::context_t ctx(1);
   return opts->evaluate ? worker::runEvaluator(ctx, *opts, g_interrupted)
                         : worker::runTrainer(ctx, *opts, g_interrupted);

@@ -16,6 +16,8 @@ Level level();
 bool parseLevel(const std::string& text, Level* out);
 // Short tag (e.g. "central", "group-1", "worker-3") printed on every line of this thread.
 void setThreadTag(const std::string& tag);
+// The calling thread's tag ("" if none); a plain read, safe in a signal handler.
+const char* threadTag();
 void write(Level level, const std::string& message);
 
 }  // namespace groupsgd::log

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <deque>
 #include <optional>
+#include <vector>
 
 namespace groupsgd::groupps {
 
@@ -30,7 +31,10 @@ class StepCutoff {
   // Keeps the quorum times measured so far (reset() forgets them).
   void configure(const StepCutoffConfig& cfg);
   const StepCutoffConfig& config() const { return cfg_; }
-  // The group's members changed (or their batches): earlier times describe another group.
+  // The group's members: when they change, earlier times describe another group and are
+  // forgotten. New batches of the same members keep them: the median follows within
+  // half a window, and a regroup's batch changes are damped (at most 25% a window).
+  void setMembers(std::vector<std::uint64_t> ids);
   void reset();
 
   // How many of `members` may be missing when the cutoff closes a step (0: no cutoff).
@@ -48,6 +52,7 @@ class StepCutoff {
 
  private:
   StepCutoffConfig cfg_;
+  std::vector<std::uint64_t> members_;  // sorted
   std::deque<std::chrono::microseconds> quorum_times_;
   std::optional<Clock::time_point> released_;
   bool quorum_in_ = false;
