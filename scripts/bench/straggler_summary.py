@@ -109,6 +109,7 @@ def cmd_run(a):
             "samples_trained": s.get("samples_trained"),
             "samples_applied": applied,
             "late_gradients": s.get("late_gradients"),
+            "steps_cut": s.get("steps_cut"),
             "accounting_ok": s.get("accounting_ok"),
             "stop_reason": s.get("stop_reason"),
             "elapsed_s": elapsed,
