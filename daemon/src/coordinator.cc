@@ -508,7 +508,12 @@ void Coordinator::onHeartbeat(const zmq::message_t& from, const InMessage& msg,
   }
   OutMessage out(cfg_.job_id, 0);
   auto reply = out.header().getBody().initHeartbeatReply();
-  if (w == nullptr || w->state != WorkerState::kActive || h.getEpoch() < w->epoch) {
+  // A regrouped trainer learns its move from its old group's next answer; until then it
+  // still speaks with its old epoch, and is the same trainer: not asked to register anew
+  // (that would close its id and count it as a new worker).
+  const bool moving =
+      w != nullptr && w->moving_from.has_value() && h.getEpoch() == w->moving_epoch;
+  if (w == nullptr || w->state != WorkerState::kActive || (h.getEpoch() < w->epoch && !moving)) {
     // Unknown, dead or from an old epoch: refuse the statistics, ask it to register again.
     ++stale_heartbeats_;
     reply.setReregister(!stopping_);

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -100,6 +101,13 @@ TEST_CASE("adaptive: a worker that slows 1x -> 4x is moved to its own group, and
   CHECK(isolated_at < 3.0 + 5.0);
   CHECK(rejoined);  // ...and back into one group once it has recovered
   CHECK(regroups.size() <= 5);  // no thrash in between
+  // Each trainer kept its id through its moves: a heartbeat sent with the old epoch before
+  // the old group told it of the move must not make it register anew (a new id, its old
+  // registration closed as "left").
+  std::map<std::string, int> trainers;
+  for (const auto& w : s["worker_stats"]) trainers[w["name"].get<std::string>()] += 1;
+  CHECK(trainers.size() == 4);
+  for (const auto& [name, n] : trainers) CHECK_MESSAGE(n == 1, name << " registered " << n << " times");
   checkAccounting(s);
 }
 
