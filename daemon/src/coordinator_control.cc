@@ -156,14 +156,14 @@ Status Coordinator::applySettings(const nlohmann::json& values, ojson* applied, 
     (*previous)[it.key()] = before.contains(it.key()) ? ojson(before[it.key()]) : ojson();
     (*applied)[it.key()] = it.value();
   }
-  const bool deadline_changed =
+  const bool group_settings_changed =
       next.step_deadline_ms != cfg_.step_deadline_ms ||
       next.adaptive.step_cutoff != cfg_.adaptive.step_cutoff ||
       next.adaptive.step_cutoff_late_fraction != cfg_.adaptive.step_cutoff_late_fraction;
   cfg_ = next;
   log::setLevel(level);
   if (adaptive_) adaptive_->setConfig(cfg_.adaptive);
-  if (deadline_changed) {
+  if (group_settings_changed) {  // sent with every group configuration
     for (std::uint32_t g = 0; g < fleet_->slots(); ++g) configureGroup(g);
   }
   return Status::ok();

@@ -32,8 +32,9 @@ class StepCutoff {
   void configure(const StepCutoffConfig& cfg);
   const StepCutoffConfig& config() const { return cfg_; }
   // The group's members: when they change, earlier times describe another group and are
-  // forgotten. New batches of the same members keep them: the median follows within
-  // half a window, and a regroup's batch changes are damped (at most 25% a window).
+  // forgotten. New batches of the same members keep them: the median follows a change
+  // within half a window (16 steps), and re-batching every control window would
+  // otherwise leave the first 8 steps of each window without a cutoff.
   void setMembers(std::vector<std::uint64_t> ids);
   void reset();
 
