@@ -398,8 +398,12 @@ void GroupServer::onPush(const zmq::message_t& from, const InMessage& msg) {
   maybeCloseStep(false);
 }
 
+GroupServer::Clock::time_point GroupServer::fixedDeadline() const {
+  return *step_opened_ + std::chrono::milliseconds(cfg_.step_deadline_ms);
+}
+
 GroupServer::Clock::time_point GroupServer::stepDeadline() const {
-  const auto fixed = *step_opened_ + std::chrono::milliseconds(cfg_.step_deadline_ms);
+  const auto fixed = fixedDeadline();
   const auto cut = cutoff_.deadline();
   return cut && *cut < fixed ? *cut : fixed;
 }
@@ -413,8 +417,7 @@ void GroupServer::excuseMissing(Clock::time_point closed_at) {
   if (missing.empty()) return;
   for (auto id : missing) barrier_.excuse(id);
   const auto allowed = cutoff_.allowance();
-  if (allowed && step_opened_ &&
-      closed_at < *step_opened_ + std::chrono::milliseconds(cfg_.step_deadline_ms)) {
+  if (allowed && step_opened_ && closed_at < fixedDeadline()) {
     ++counters_.steps_cut;
     const double allowed_ms = std::chrono::duration<double, std::milli>(*allowed).count();
     GSGD_DEBUG("step " << step_ << " cut " << allowed_ms << " ms after its release without "

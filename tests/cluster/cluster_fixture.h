@@ -11,6 +11,13 @@
 
 namespace groupsgd::testing {
 
+// The central PS of most cluster cases: the softmax model (7,850 parameters).
+inline centralps::CentralConfig smallModel() {
+  centralps::CentralConfig c;
+  c.model = kernels::ModelKind::kSoftmax;
+  return c;
+}
+
 struct MiniCluster : InProcessCluster {
   MiniCluster(centralps::CentralConfig ccfg, groupps::GroupServerConfig gcfg) {
     REQUIRE(start(std::move(ccfg), std::move(gcfg)).isOk());

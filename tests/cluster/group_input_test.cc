@@ -18,12 +18,6 @@ groupps::GroupServerConfig groupConfig() {
   return g;
 }
 
-centralps::CentralConfig smallModel() {
-  centralps::CentralConfig c;
-  c.model = kernels::ModelKind::kSoftmax;
-  return c;
-}
-
 // A raw push, so tests can send what a well-behaved client never would.
 OutMessage rawPush(std::uint64_t worker, std::uint64_t epoch, std::uint64_t step,
                    std::vector<float> grad, std::uint32_t batch = 4) {
@@ -49,7 +43,7 @@ groupps::GroupCounters countersOf(const InMessage& m) {
 }  // namespace
 
 TEST_CASE("group PS: bad pushes get an error reply and a counter; training goes on") {
-  testing::MiniCluster cluster(smallModel(), groupConfig());
+  testing::MiniCluster cluster(testing::smallModel(), groupConfig());
   cluster.configure({{1, 4}}, 5);
   std::vector<float> params(cluster.params);
   worker::GroupClient good(cluster.ctx, cluster.assignment(1, 5), 1, 5000ms);
@@ -121,7 +115,7 @@ TEST_CASE("group PS: bad pushes get an error reply and a counter; training goes 
 }
 
 TEST_CASE("group PS: a member that misses the deadline does not block; its late gradient is dropped and counted") {
-  testing::MiniCluster cluster(smallModel(), groupConfig());
+  testing::MiniCluster cluster(testing::smallModel(), groupConfig());
   cluster.configure({{1, 4}, {2, 6}}, 1, 1, /*deadline_ms=*/200);
   std::vector<float> pa(cluster.params), pb(cluster.params);
   worker::GroupClient a(cluster.ctx, cluster.assignment(1, 1), 1, 5000ms);

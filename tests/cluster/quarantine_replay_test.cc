@@ -9,12 +9,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-centralps::CentralConfig smallModel() {
-  centralps::CentralConfig c;
-  c.model = kernels::ModelKind::kSoftmax;
-  return c;
-}
-
 groupps::GroupServerConfig groupConfig(std::uint32_t quarantine_after) {
   groupps::GroupServerConfig g;
   g.optimizer = {kernels::OptimizerKind::kSgd, 0.1f, 0.0f, 0.0f};
@@ -37,7 +31,7 @@ OutMessage rawPush(std::uint64_t worker, std::uint64_t epoch, std::uint64_t step
 }  // namespace
 
 TEST_CASE("group PS: a member refused as bad N times is quarantined; the group trains on without it") {
-  testing::MiniCluster cluster(smallModel(), groupConfig(3));
+  testing::MiniCluster cluster(testing::smallModel(), groupConfig(3));
   cluster.configure({{1, 4}, {2, 4}}, 5);
   std::vector<float> pa(cluster.params), pb(cluster.params);
   worker::GroupClient good(cluster.ctx, cluster.assignment(1, 5), 1, 5000ms);
@@ -74,7 +68,7 @@ TEST_CASE("group PS: a member refused as bad N times is quarantined; the group t
 }
 
 TEST_CASE("group PS: with quarantine_after 0 no number of bad updates quarantines a member") {
-  testing::MiniCluster cluster(smallModel(), groupConfig(0));
+  testing::MiniCluster cluster(testing::smallModel(), groupConfig(0));
   cluster.configure({{1, 4}}, 5);
   std::vector<float> p(cluster.params);
   worker::GroupClient good(cluster.ctx, cluster.assignment(1, 5), 1, 5000ms);
@@ -91,7 +85,7 @@ TEST_CASE("group PS: with quarantine_after 0 no number of bad updates quarantine
 }
 
 TEST_CASE("group PS: a replayed push and a push for an older step are refused and counted; the replica is unchanged") {
-  testing::MiniCluster cluster(smallModel(), groupConfig(3));
+  testing::MiniCluster cluster(testing::smallModel(), groupConfig(3));
   cluster.configure({{1, 4}}, 5);
   std::vector<float> p(cluster.params);
   worker::GroupClient w(cluster.ctx, cluster.assignment(1, 5), 1, 5000ms);

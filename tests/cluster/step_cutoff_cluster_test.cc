@@ -18,12 +18,6 @@ groupps::GroupServerConfig groupConfig() {
   return g;
 }
 
-centralps::CentralConfig smallModel() {
-  centralps::CentralConfig c;
-  c.model = kernels::ModelKind::kSoftmax;
-  return c;
-}
-
 struct Push {
   std::uint64_t step = 0;  // the step pushed for
   bool ok = false;
@@ -75,7 +69,7 @@ struct Outcome {
 };
 
 Outcome run(float cutoff, std::chrono::milliseconds pause) {
-  testing::MiniCluster cluster(smallModel(), groupConfig());
+  testing::MiniCluster cluster(testing::smallModel(), groupConfig());
   testing::GroupSettings s;
   s.step_cutoff = cutoff;
   s.step_cutoff_late_fraction = 0.25f;  // one of four may be left behind

@@ -88,7 +88,7 @@ struct Fixture {
                 return out;
               },
               [this](std::uint32_t group) {
-                return GroupConfigQueue::Link{endpoints[group], SocketOptions{}};
+                return daemon::CallTarget{endpoints[group], SocketOptions{}};
               },
               timeout) {}
   // pump() until idle, at most `limit`; true if it got there.

@@ -35,9 +35,8 @@ class GroupConfigQueue {
   // Builds group's configuration as of now (flush: the group hands its progress to the
   // central PS after applying it), or says why none can be sent (failed, no PS yet).
   using Build = std::function<Result<OutMessage>(std::uint32_t group, bool flush)>;
-  using Link = CallTarget;
   // Where group's PS is, read when a call starts (a re-created group moves).
-  using Locate = std::function<Link(std::uint32_t group)>;
+  using Locate = std::function<CallTarget(std::uint32_t group)>;
 
   GroupConfigQueue(zmq::context_t& ctx, MessageLimits limits, Build build, Locate locate,
                    std::chrono::milliseconds timeout);

@@ -136,10 +136,11 @@ class GroupServer {
   void maybeCloseStep(bool deadline_passed);
   // The fixed deadline (step_deadline_ms after its first push) or, earlier, the cutoff's.
   Clock::time_point stepDeadline() const;
+  Clock::time_point fixedDeadline() const;
   // A gradient joined the open step (whole): the cutoff learns when the quorum came in.
   void noteArrival();
-  // Members a step closed without are not waited for until they push again; their late
-  // gradients are answered at the next close, with everybody (so they rejoin in step).
+  // Members a step closed without are not waited for until their late push is answered
+  // (at the next close, with everybody, so they rejoin in step) or they pull.
   void excuseMissing(Clock::time_point closed_at);
 
   // Exchange with the central PS.

@@ -30,7 +30,6 @@ class StepCutoff {
 
   // Keeps the quorum times measured so far (reset() forgets them).
   void configure(const StepCutoffConfig& cfg);
-  const StepCutoffConfig& config() const { return cfg_; }
   // The group's members: when they change, earlier times describe another group and are
   // forgotten. New batches of the same members keep them: the median follows a change
   // within half a window (16 steps), and re-batching every control window would
