@@ -51,6 +51,7 @@ Result<std::unique_ptr<CentralServer>> CentralServer::create(zmq::context_t& ctx
   std::unique_ptr<CentralServer> server(new CentralServer(std::move(*sock), *ep, cfg, std::move(initial)));
   if (resume) {
     GSGD_RETURN_IF_ERROR(server->store_.restore(resume->params, resume->version));
+    server->sample_staleness_.restart(resume->version);
     server->resumed_from_ = resume->path;
     server->checkpoint_version_ = resume->version;
     server->skipped_checkpoints_ = resume->warnings;
@@ -69,7 +70,8 @@ CentralServer::CentralServer(zmq::socket_t sock, std::string endpoint, CentralCo
     : sock_(std::move(sock)),
       endpoint_(std::move(endpoint)),
       cfg_(cfg),
-      store_(std::move(initial), cfg.outer, cfg.shards) {}
+      store_(std::move(initial), cfg.outer, cfg.shards),
+      sample_staleness_(cfg.staleness.max_staleness + 1) {}
 
 void CentralServer::run(const std::atomic<bool>& stop) {
   log::setThreadTag("central");
@@ -333,7 +335,14 @@ void CentralServer::onDeltaPush(const zmq::message_t& from, const InMessage& msg
     GSGD_WARN("refused delta of group " << body.getGroupId() << ": " << reason);
     return sendModel(from, false, reason, tau, 0.0f);
   }
-  float weight = stalenessWeight(cfg_.staleness, tau);
+  // The weight's tau: versions, or (default) the samples merged since the delta's base in
+  // units of a mean delta, so a small group's delta merged in between costs a big group
+  // little (docs/architecture.md, "The central merge").
+  double weight_tau = static_cast<double>(tau);
+  if (cfg_.staleness.measure == StalenessMeasure::kSamples) {
+    weight_tau = sample_staleness_.tau(h.getModelVersion()).value_or(weight_tau);
+  }
+  float weight = stalenessWeight(cfg_.staleness, weight_tau);
   if (cfg_.sample_weighting && samples > 0) {
     // Per group step, so a delta that covers several steps (an exchange was still in
     // flight, or K > 1) is not mistaken for a big group.
@@ -369,10 +378,11 @@ void CentralServer::onDeltaPush(const zmq::message_t& from, const InMessage& msg
   if (!applied) return refuse(from, applied);
   ++counters_.updates_applied;
   counters_.samples_applied += samples;
+  sample_staleness_.merged(store_.version(), samples);
   counters_.staleness_sum += static_cast<double>(tau);
   counters_.max_staleness = std::max(counters_.max_staleness, tau);
   GSGD_DEBUG("applied delta of group " << body.getGroupId() << " tau=" << tau
-                                       << " weight=" << weight << " v=" << store_.version());
+                                       << " (weighted as " << weight_tau << ") weight=" << weight << " v=" << store_.version());
   if (!in_parts) return sendModel(from, true, "", tau, weight);
   cached_ = std::move(next);  // the new version's snapshot, already made
   cached_version_ = store_.version();

@@ -34,7 +34,8 @@ usage: scripts/bench/straggler.sh [options]
                      8, plus none-1x-0of8
   --slowdowns "F..." with --kinds (default "4")
   --modes "M..."     of sync async grouped2 grouped4 adaptive adaptive-nocut (adaptive
-                     with the step cutoff off) (default "sync adaptive")
+                     with the step cutoff off) adaptive-versions (adaptive with staleness
+                     counted in versions, not samples) (default "sync adaptive")
   --targets "A..."   target test accuracies; each run goes to the highest (default "0.85 0.88")
   --target A         one target (same as --targets A)
   --repeats R        runs per case and mode (default 3; --quick 1)
@@ -111,7 +112,7 @@ straggler_args() {
 mode_args() {
   case "$1" in
     sync|async|adaptive) echo "--mode $1" ;;
-    adaptive-nocut) echo "--mode adaptive" ;;  # the step cutoff off: its effect alone
+    adaptive-nocut|adaptive-versions) echo "--mode adaptive" ;;  # one change off: its effect alone
     grouped*) echo "--mode grouped --groups ${1#grouped}" ;;
     *) log "unknown mode '$1'"; return 1 ;;
   esac
@@ -127,6 +128,7 @@ run_one() {
   # Progress lines every 250 ms (the evaluator reports every 500 ms) for accuracy vs time.
   local daemon_args="--progress-ms 250"
   [[ $mode == adaptive-nocut ]] && daemon_args+=" --step-cutoff 0"
+  [[ $mode == adaptive-versions ]] && daemon_args+=" --staleness-measure versions"
   local args=(--workers "$w" --stragglers "$n" --device-ms "$device_ms" --json
     --daemon-args "$daemon_args")
   # shellcheck disable=SC2207  # the helpers print flags meant to be word-split

@@ -191,6 +191,29 @@ TEST_CASE("central server: a stale delta is weighted by f(tau) and reports tau")
   CHECK(m[2] == init[2]);
 }
 
+TEST_CASE("central server: a big group's delta after a small group's counts almost fully (staleness in samples); versions halve it") {
+  for (StalenessMeasure measure : {StalenessMeasure::kSamples, StalenessMeasure::kVersions}) {
+    CAPTURE(stalenessMeasureName(measure));
+    CentralConfig cfg = softmaxConfig();
+    cfg.staleness.measure = measure;
+    Central c(cfg);
+    REQUIRE(c.push(0, 0, 1792, smallDelta(c.params, 1)).isOk());  // the big group: v1
+    REQUIRE(c.push(1, 0, 64, smallDelta(c.params, 2)).isOk());    // the straggler, based on v0
+    // The big group's next delta, based on its own last version (v1): one small delta of
+    // 64 samples merged since, against a mean delta of 0.9 * 1792 + 0.1 * 64 = 1619.2.
+    auto reply = c.push(0, 1, 1792, smallDelta(c.params, 3));
+    REQUIRE(reply.isOk());
+    auto mr = reply->header().getBody().getModelReply();
+    CHECK(mr.getApplied());
+    CHECK(mr.getStaleness() == 1);  // reported and bounded in versions either way
+    if (measure == StalenessMeasure::kSamples) {
+      CHECK(mr.getWeight() == doctest::Approx(1.0 / (1.0 + 64.0 / 1619.2)));
+    } else {
+      CHECK(mr.getWeight() == 0.5f);
+    }
+  }
+}
+
 TEST_CASE("central server: a delta staler than max_staleness is refused, version unchanged") {
   auto cfg = softmaxConfig();
   cfg.staleness.max_staleness = 1;

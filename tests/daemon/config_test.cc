@@ -54,7 +54,7 @@ TEST_CASE("daemon config: applyJson sets top-level, optimizer and staleness fiel
     "batch_size": 16, "model": "softmax", "seed": 77, "listen": "tcp://127.0.0.1:0",
     "optimizer": {"kind": "nesterov", "lr": 0.25, "momentum": 0.5, "weight_decay": 0.125},
     "outer_optimizer": {"kind": "momentum", "lr": 0.75},
-    "staleness": {"rule": "grace", "max": 8, "grace": 2},
+    "staleness": {"rule": "grace", "max": 8, "grace": 2, "measure": "versions"},
     "target_acc": 0.9, "max_samples": 1000, "json": true, "log_level": "debug"
   })");
   REQUIRE(applyJson(j, &cfg).isOk());
@@ -77,6 +77,7 @@ TEST_CASE("daemon config: applyJson sets top-level, optimizer and staleness fiel
   CHECK(cfg.staleness.rule == centralps::StalenessRule::kGrace);
   CHECK(cfg.staleness.max_staleness == 8);
   CHECK(cfg.staleness.grace == 2);
+  CHECK(cfg.staleness.measure == centralps::StalenessMeasure::kVersions);
   CHECK(cfg.target_acc == 0.9);
   CHECK(cfg.max_samples == 1000);
   CHECK(cfg.json);
@@ -128,6 +129,10 @@ TEST_CASE("daemon config: bad enum names are refused") {
         Code::kInvalidArgument);
   CHECK(applyJson(json::parse(R"({"staleness": {"rule": "linear"}})"), &cfg).code() ==
         Code::kInvalidArgument);
+  Status measure = applyJson(json::parse(R"({"staleness": {"measure": "steps"}})"), &cfg);
+  CHECK(measure.code() == Code::kInvalidArgument);
+  CHECK(contains(measure.message(), "samples|versions"));
+  CHECK(cfg.staleness.measure == centralps::StalenessMeasure::kSamples);  // untouched
 }
 
 TEST_CASE("daemon config: a configuration that is not an object is refused") {

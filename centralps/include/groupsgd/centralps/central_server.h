@@ -111,6 +111,7 @@ class CentralServer {
   PayloadPool snapshot_pool_; // snapshot buffers, reused once no reply holds them
   std::uint64_t cached_version_ = ~0ull;
   double mean_samples_ = 0;   // running mean of samples per delta (sample weighting)
+  SampleStaleness sample_staleness_;  // tau in samples (StalenessMeasure::kSamples)
   struct CheckpointJob {
     std::future<Status> done;
     std::uint64_t version = 0;
