@@ -35,7 +35,7 @@ struct Run {
   ~Run() {
     workers.clear();
     daemon.reset();
-    std::filesystem::remove_all(dir);
+    removeTestDir(dir);
   }
   Process& worker(std::vector<std::string> extra) {
     std::vector<std::string> argv = {WORKER_PATH, "--coordinator", endpoint, "--log-level", "warn"};
@@ -180,5 +180,5 @@ TEST_CASE("process: a killed worker is declared dead and its group carries on") 
   // What the dead worker trained is what its group acknowledged: nothing is unaccounted.
   CHECK(s["samples_trained_by_dead_workers"].get<std::uint64_t>() > 0);
   checkAccounting(s);
-  std::filesystem::remove_all(ctl_dir);
+  removeTestDir(ctl_dir);
 }

@@ -132,7 +132,7 @@ TEST_CASE("checkpoint fault: a head restarted over a corrupted newest checkpoint
               s["time_to_target_s"].get<double>(), s["final_test_acc"].get<double>(),
               static_cast<unsigned long long>(s["samples_trained"].get<std::uint64_t>()));
   std::fflush(stdout);
-  std::filesystem::remove_all(dir);
+  removeTestDir(dir);
 }
 
 TEST_CASE("checkpoint fault: checkpoints into a full filesystem fail loudly, the previous one stays intact, training goes on") {
@@ -202,5 +202,5 @@ TEST_CASE("checkpoint fault: checkpoints into a full filesystem fail loudly, the
               static_cast<unsigned long long>(s["central_version"].get<std::uint64_t>()));
   std::fflush(stdout);
   ::umount2(ckpt.c_str(), MNT_DETACH);
-  std::filesystem::remove_all(dir);
+  removeTestDir(dir);
 }

@@ -92,7 +92,7 @@ struct SharedCluster {
     workers.clear();
     daemons.clear();
     arbiter.reset();
-    std::filesystem::remove_all(dir);
+    removeTestDir(dir);
   }
   // Waits for both runs; returns their summaries.
   std::vector<json> finish() {
@@ -223,5 +223,5 @@ TEST_CASE("crossover: a daemon hosts the arbiter (arbiter_listen) for its node's
                   readFile(dir + "/worker-" + std::to_string(i) + ".log"));
   }
   workers.clear();
-  std::filesystem::remove_all(dir);
+  removeTestDir(dir);
 }

@@ -128,7 +128,7 @@ TEST_CASE("curve: keyed training completes; unknown keys, plaintext and impostor
   CHECK(s["samples_trained"].get<std::uint64_t>() > 0);
   CHECK(s["group_stats"][0]["identity_refused"].get<int>() >= 1);
   CHECK(readFile(dir + "/daemon.log").find("bound to another key") != std::string::npos);
-  std::filesystem::remove_all(dir);
+  removeTestDir(dir);
 }
 
 TEST_CASE("curve: a secret key file readable by others stops daemon and worker at start" *
@@ -152,7 +152,7 @@ TEST_CASE("curve: a secret key file readable by others stops daemon and worker a
                  dir + "/server.key", "--curve-allow-file", dir + "/allow"},
                 dir + "/daemon2.log") != 0);
   CHECK(readFile(dir + "/daemon2.log").find("line 1") != std::string::npos);
-  std::filesystem::remove_all(dir);
+  removeTestDir(dir);
 }
 
 TEST_CASE("curve: a coordinator and a node daemon sharing the daemon key pair train keyed workers" *
@@ -218,7 +218,7 @@ TEST_CASE("curve: a coordinator and a node daemon sharing the daemon key pair tr
   CHECK(s["curve"]["enabled"] == true);
   CHECK(s["curve"]["clients_refused"] == 0);
   CHECK(s["accounting_ok"].get<bool>());
-  std::filesystem::remove_all(dir);
+  removeTestDir(dir);
 }
 
 TEST_CASE("curve: reload-keys and SIGHUP re-read the allow-list; a removed key is refused on its "
@@ -298,7 +298,7 @@ TEST_CASE("curve: reload-keys and SIGHUP re-read the allow-list; a removed key i
   json s = json::parse(readFile(dir + "/summary.json"));
   INFO("summary: " << s.dump());
   CHECK(s["accounting_ok"].get<bool>());
-  std::filesystem::remove_all(dir);
+  removeTestDir(dir);
 }
 
 TEST_CASE("curve: a node daemon with its own key pair is admitted by its allow-list line; a "
@@ -371,7 +371,7 @@ TEST_CASE("curve: a node daemon with its own key pair is admitted by its allow-l
   json s = json::parse(readFile(dir + "/summary.json"));
   CHECK(s["curve"]["enabled"] == true);
   CHECK(s["node_failures"].size() == 1);
-  std::filesystem::remove_all(dir);
+  removeTestDir(dir);
 }
 
 TEST_CASE("curve: in a --serve daemon, reload-keys and SIGHUP give an added `KEY node` line a "
@@ -429,5 +429,5 @@ TEST_CASE("curve: in a --serve daemon, reload-keys and SIGHUP give an added `KEY
   CHECK(statsQuery().code() == Code::kPermissionDenied);
   ::kill(daemon->pid(), SIGTERM);
   CHECK(daemon->wait(60000ms) == std::optional<int>(0));
-  std::filesystem::remove_all(dir);
+  removeTestDir(dir);
 }

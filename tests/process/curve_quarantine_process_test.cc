@@ -130,5 +130,5 @@ TEST_CASE("faults: a worker quarantined under CURVE cannot come back under a "
   CHECK(s["quarantined"] == 1);
   CHECK(s["quarantine_refusals"].get<std::uint64_t>() >= 1);
   CHECK(s["accounting_ok"] == true);
-  std::filesystem::remove_all(dir);
+  removeTestDir(dir);
 }

@@ -173,5 +173,5 @@ TEST_CASE("faults: the evaluator killed with SIGKILL is reported at once; a "
                   s["samples_trained"].get<std::uint64_t>()),
               s["accounting_ok"].get<bool>() ? 1 : 0);
   std::fflush(stdout);
-  std::filesystem::remove_all(dir);
+  removeTestDir(dir);
 }

@@ -171,7 +171,7 @@ TEST_CASE("failover: the head killed with SIGKILL and restarted resumes from its
               static_cast<unsigned long long>(s["samples_trained"].get<std::uint64_t>()),
               static_cast<unsigned long long>(s["central_version"].get<std::uint64_t>()));
   std::fflush(stdout);
-  std::filesystem::remove_all(dir);
+  removeTestDir(dir);
 }
 
 TEST_CASE("failover: a node daemon killed with SIGKILL: its group fails, its workers are reassigned and train on; accounting holds") {
@@ -252,7 +252,7 @@ TEST_CASE("failover: a node daemon killed with SIGKILL: its group fails, its wor
               static_cast<unsigned long long>(s["samples_applied"].get<std::uint64_t>()),
               static_cast<unsigned long long>(s["samples_dropped"].get<std::uint64_t>()));
   std::fflush(stdout);
-  std::filesystem::remove_all(dir);
+  removeTestDir(dir);
 }
 
 TEST_CASE("failover: a worker that keeps sending NaN updates is quarantined while the others train on; an operator clears it") {
@@ -307,7 +307,7 @@ TEST_CASE("failover: a worker that keeps sending NaN updates is quarantined whil
               static_cast<unsigned long long>(s["quarantine_refusals"].get<std::uint64_t>()),
               static_cast<unsigned long long>(s["samples_trained"].get<std::uint64_t>()));
   std::fflush(stdout);
-  std::filesystem::remove_all(dir);
+  removeTestDir(dir);
 }
 
 TEST_CASE("failover: multi-node roles: the head restarted from its checkpoint; the node daemon and the workers re-register on their own") {
@@ -356,7 +356,7 @@ TEST_CASE("failover: multi-node roles: the head restarted from its checkpoint; t
                   ? s["head_restart"]["time_to_reregister_s"].get<double>()
                   : -1.0);
   std::fflush(stdout);
-  std::filesystem::remove_all(dir);
+  removeTestDir(dir);
 }
 
 TEST_CASE("failover: a node daemon killed with SIGKILL: its group is re-created on the surviving node with a free slot; its workers move back into it; accounting holds") {
@@ -434,5 +434,5 @@ TEST_CASE("failover: a node daemon killed with SIGKILL: its group is re-created 
               static_cast<unsigned long long>(s["samples_applied"].get<std::uint64_t>()),
               static_cast<unsigned long long>(s["samples_dropped"].get<std::uint64_t>()));
   std::fflush(stdout);
-  std::filesystem::remove_all(dir);
+  removeTestDir(dir);
 }

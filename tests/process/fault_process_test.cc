@@ -60,7 +60,7 @@ struct FaultCluster {
     for (auto& w : workers) ::kill(w->pid(), SIGCONT);  // never leave a stopped child behind
     workers.clear();
     daemon.reset();
-    std::filesystem::remove_all(dir);
+    removeTestDir(dir);
   }
   std::string workerLog(std::size_t i) const { return dir + "/worker-" + std::to_string(i) + ".log"; }
   Process& addWorker(std::vector<std::string> extra) {

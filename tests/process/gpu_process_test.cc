@@ -56,7 +56,7 @@ json trainOnGpu(const std::string& model) {
     CHECK_MESSAGE(log.find("runs on cuda:0") != std::string::npos, log);
   }
   json s = readSummary(dir);
-  std::filesystem::remove_all(dir);
+  removeTestDir(dir);
   return s;
 }
 

@@ -128,7 +128,7 @@ TEST_CASE("faults: the head restarted on another port is found again by the "
                   s["samples_trained"].get<std::uint64_t>()),
               s["accounting_ok"].get<bool>() ? 1 : 0);
   std::fflush(stdout);
-  std::filesystem::remove_all(dir);
+  removeTestDir(dir);
 }
 
 // A trainer whose back-off makes it miss the whole run of the restarted head: before
@@ -182,5 +182,5 @@ TEST_CASE("faults: a trainer still in its back-off when the restarted head's run
   checkAccounting(s);
   CHECK(s["stop_reason"] == "sample budget spent");
   CHECK(s["head_restart"]["incarnation"] == 2);
-  std::filesystem::remove_all(dir);
+  removeTestDir(dir);
 }

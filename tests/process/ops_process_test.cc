@@ -91,7 +91,7 @@ TEST_CASE("ops: add-worker and drain-worker scripts during training; groupsgdctl
   }
   CHECK(drained_clean);
   CHECK(s["accounting_ok"].get<bool>());
-  std::filesystem::remove_all(dir);
+  removeTestDir(dir);
 }
 
 TEST_CASE("ops: SIGTERM checkpoints; a restart resumes at the same central version") {
@@ -141,7 +141,7 @@ TEST_CASE("ops: SIGTERM checkpoints; a restart resumes at the same central versi
   CHECK(log.find("skipped") != std::string::npos);
   ::kill(again->pid(), SIGTERM);
   CHECK(again->wait(30000ms) == std::optional<int>(0));
-  std::filesystem::remove_all(dir);
+  removeTestDir(dir);
 }
 
 TEST_CASE("ops: multi-node roles: a coordinator daemon and a node daemon hosting the group PSes") {
@@ -176,7 +176,7 @@ TEST_CASE("ops: multi-node roles: a coordinator daemon and a node daemon hosting
   for (const auto& e : s["events"]) offered |= e["kind"] == "node";
   CHECK(offered);
   CHECK(s["accounting_ok"].get<bool>());
-  std::filesystem::remove_all(dir);
+  removeTestDir(dir);
 }
 
 TEST_CASE("ops: every control method answers a live adaptive daemon (contract)") {
@@ -243,5 +243,5 @@ TEST_CASE("ops: every control method answers a live adaptive daemon (contract)")
   CHECK(daemon->wait(60000ms) == std::optional<int>(0));
   for (auto& w : workers) CHECK(w->wait(20000ms) == std::optional<int>(0));
   CHECK(readSummary(dir)["accounting_ok"].get<bool>());
-  std::filesystem::remove_all(dir);
+  removeTestDir(dir);
 }

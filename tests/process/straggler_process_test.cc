@@ -95,5 +95,5 @@ TEST_CASE("straggler: a 4x onset mid-run and its recovery are detected within 5 
   CHECK(s["accounting_ok"].get<bool>());
   workers.clear();
   daemon.reset();
-  std::filesystem::remove_all(dir);
+  removeTestDir(dir);
 }

@@ -30,8 +30,7 @@ struct Cluster {
   ~Cluster() {
     workers.clear();
     daemon.reset();
-    // GROUPSGD_KEEP_TEST_DIRS=1: keep the logs (loops hunting a rare failure).
-    if (std::getenv("GROUPSGD_KEEP_TEST_DIRS") == nullptr) std::filesystem::remove_all(dir);
+    removeTestDir(dir);
   }
   Process& addWorker(std::vector<std::string> extra) {
     std::vector<std::string> argv = {WORKER_PATH, "--coordinator", endpoint};
@@ -119,7 +118,7 @@ TEST_CASE("process: a worker given a missing data directory exits 2 with a clear
   CHECK(w.wait(20000ms) == std::optional<int>(2));
   const std::string log = readFile(dir + "/w.log");
   CHECK(log.find("nowhere") != std::string::npos);
-  std::filesystem::remove_all(dir);
+  removeTestDir(dir);
 }
 
 TEST_CASE("process: the daemon refuses a bad configuration with one clear line") {
@@ -134,7 +133,7 @@ TEST_CASE("process: the daemon refuses a bad configuration with one clear line")
   Process d2({GROUPSGDD_PATH, "--workers", "two"}, dir + "/d2.log");
   CHECK(d2.wait(10000ms) == std::optional<int>(2));
   CHECK(readFile(dir + "/d2.log").find("--workers") != std::string::npos);
-  std::filesystem::remove_all(dir);
+  removeTestDir(dir);
 }
 
 TEST_CASE("process: top-k 1% gradients and fp16 deltas (with error feedback) still reach 0.80") {

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
@@ -94,9 +95,18 @@ std::string exitText(const std::optional<int>& status) {
 }
 
 std::string makeTempDir() {
-  std::string tmpl = "/tmp/groupsgd-test.XXXXXX";
+  // $TMPDIR when set (scripts/soak.sh gives each run its own, to keep a failed run's logs).
+  const char* base = std::getenv("TMPDIR");
+  std::string tmpl = std::string(base != nullptr && *base != '\0' ? base : "/tmp") +
+                     "/groupsgd-test.XXXXXX";
   if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
   return tmpl;
+}
+
+void removeTestDir(const std::string& dir) {
+  if (std::getenv("GROUPSGD_KEEP_TEST_DIRS") != nullptr) return;
+  std::error_code ignored;  // a directory already gone is no failure of the test
+  std::filesystem::remove_all(dir, ignored);
 }
 
 }  // namespace groupsgd::testing

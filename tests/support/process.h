@@ -35,6 +35,9 @@ bool waitForText(const std::string& path, const std::string& text, std::chrono::
 bool waitUntil(const std::function<bool()>& done, std::chrono::milliseconds timeout,
                std::chrono::milliseconds every = std::chrono::milliseconds(50));
 std::string makeTempDir();
+// Removes a test's directory, unless GROUPSGD_KEEP_TEST_DIRS is set (loops hunting a rare
+// failure keep every log: scripts/soak.sh).
+void removeTestDir(const std::string& dir);
 // "exit N", "killed by signal N" or "still running", for test messages.
 std::string exitText(const std::optional<int>& status);
 
