@@ -1,5 +1,6 @@
 // Staleness weighting f(tau) for the central merge: how much a delta that was cut from
-// a model tau versions old still counts. Pure functions; any thread.
+// a model tau versions (or mean deltas' worth of samples) old still counts. The
+// functions are pure (any thread); SampleStaleness belongs to the central PS thread.
 #pragma once
 
 #include <algorithm>
