@@ -71,7 +71,7 @@ CentralServer::CentralServer(zmq::socket_t sock, std::string endpoint, CentralCo
       endpoint_(std::move(endpoint)),
       cfg_(cfg),
       store_(std::move(initial), cfg.outer, cfg.shards),
-      sample_staleness_(cfg.staleness.max_staleness + 1) {}
+      sample_staleness_(cfg.staleness.max_staleness) {}
 
 void CentralServer::run(const std::atomic<bool>& stop) {
   log::setThreadTag("central");

@@ -46,8 +46,9 @@ float stalenessWeight(const StalenessConfig& cfg, double tau);
 // last versions, and the mean samples per merged delta. Owned by the central PS thread.
 class SampleStaleness {
  public:
-  // window: versions remembered (max_staleness: a delta staler than that is refused
-  // anyway), at most kMaxWindow; an older base falls back to counting versions.
+  // window: how many versions back a base is remembered (max_staleness: a delta staler
+  // than that is refused anyway), at most kMaxWindow; an older base falls back to
+  // counting versions.
   static constexpr std::uint64_t kMaxWindow = 1024;
   explicit SampleStaleness(std::uint64_t window) : window_(std::min(window, kMaxWindow)) {}
   // Samples merged since base_version / mean samples per delta; nullopt when base_version
