@@ -137,8 +137,11 @@ TEST_CASE("process: the daemon refuses a bad configuration with one clear line")
 }
 
 TEST_CASE("process: top-k 1% gradients and fp16 deltas (with error feedback) still reach 0.80") {
+  // K = 4: the run-end flush finds fp16 delta samples pending every run (the path that once
+  // crashed the group PS; with K = 1 only when the flush raced a delta in flight).
   Cluster c({"--mode", "grouped", "--workers", "4", "--groups", "2", "--target-acc", "0.80",
-             "--max-seconds", "90", "--compress-gradients", "topk:0.01", "--compress-deltas", "fp16"});
+             "--max-seconds", "90", "--compress-gradients", "topk:0.01", "--compress-deltas", "fp16",
+             "--exchange-period", "4"});
   for (int i = 0; i < 4; ++i) c.addWorker({"--device-ms", "2"});
   c.addWorker({"--evaluate", "--eval-interval-ms", "200"});
   json s = c.finish(120000ms);

@@ -147,6 +147,9 @@ class GroupServer {
   Status ensureCentral();
   void requestModel();
   void maybeExchange(bool force);
+  // Error-feedback progress not yet sent (top-k and sign delta compression): a flush is
+  // answered only once it is handed over, like pending samples.
+  bool residualLeft() const;
   void handleCentral(std::vector<zmq::message_t>&& frames);
   // The central PS's answer, whole (received in one message or assembled from parts).
   // msg null: no readable answer (failure says why); assembled: the model's parts.

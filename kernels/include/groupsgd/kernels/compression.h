@@ -62,7 +62,8 @@ class Compressor {
   std::size_t size() const { return n_; }
   float ratio() const { return ratio_; }
   std::size_t payloadBytes() const { return encodedBytes(encoding_, n_, ratio_); }
-  // The error-feedback residual (all zero for dense and fp16).
+  // The error-feedback residual: n values for top-k and sign, empty for dense and fp16
+  // (they keep none).
   std::span<const float> residual() const { return residual_; }
 
  private:
