@@ -6,7 +6,7 @@
 #
 #   scripts/soak.sh [--runs N] [--out DIR] [--no-hog] [TEST_BINARY:CASE_PATTERN ...]
 #
-# Defaults: 20 runs of each case, the cases that failed once without a cause found
+# Defaults: 20 runs of each case, the cases that once failed only under load
 # (docs/reliability.md, "Flakes looked at"). The build must exist (scripts/build.sh).
 # Last line: one JSON object {"soak": ..., "runs": N, "failed": F, "crash_reports": C}.
 # Exit status 1 when any run failed.
