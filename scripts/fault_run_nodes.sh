@@ -1,0 +1,109 @@
+#!/usr/bin/env bash
+# One multi-process training run with a node or head fault injected mid-run, to see what
+# the fault costs in accuracy (scripts/fault_run.sh does the same for trainer and
+# evaluator faults on the demo). Grouped mode, 4 trainers + an evaluator, 2 groups,
+# target --target-acc (default 0.85); the fault comes --at seconds (default 5) after the
+# trainers started.
+#
+#   scripts/fault_run_nodes.sh --fault node-kill|head-restart|head-move [--at S]
+#                              [--target-acc A]
+#
+#   node-kill     a head (--role coordinator) and two node daemons with one group PS
+#                 each; node b is SIGKILLed (its group fails, its trainers move)
+#   head-restart  one daemon (--role all) checkpointing every 20 versions, SIGKILLed and
+#                 restarted 1.5 s later on the same endpoint from its checkpoints
+#   head-move     the same, restarted on another endpoint (trainers know both)
+# Last line: one JSON object: the fault, reached, acc_at_target, final_test_acc,
+# time_to_target_s (of the run that reached it), accounting_ok,
+# samples_lost_in_failed_groups, node_failures, resumed_version. Exit status 0 when the
+# run reached its target, 3 when not, 1 when it could not run.
+set -uo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=${BUILD_DIR:-$root/build}
+fault="" at=5 target=0.85
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --fault) fault=${2:-}; shift 2 ;;
+    --at) at=${2:-}; shift 2 ;;
+    --target-acc) target=${2:-}; shift 2 ;;
+    -h|--help) sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "fault_run_nodes.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
+  esac
+done
+case $fault in
+  node-kill|head-restart|head-move) ;;
+  *) echo "fault_run_nodes.sh: --fault takes node-kill, head-restart or head-move, not '$fault'" >&2
+     exit 2 ;;
+esac
+for v in "$at" "$target"; do
+  [[ $v =~ ^[0-9]+(\.[0-9]+)?$ ]] || { echo "fault_run_nodes.sh: --at and --target-acc take numbers, not '$v'" >&2; exit 2; }
+done
+daemon=$build/daemon/groupsgdd worker=$build/worker/groupsgd-worker
+[[ -x $daemon && -x $worker ]] || { echo "fault_run_nodes.sh: build first (no $daemon or $worker)" >&2; exit 1; }
+
+dir=$(mktemp -d "${TMPDIR:-/tmp}/groupsgd-nodes.XXXXXX")
+pids=()
+cleanup() { kill "${pids[@]}" 2>/dev/null; wait 2>/dev/null; rm -rf "$dir"; }
+trap cleanup EXIT
+export OPENBLAS_NUM_THREADS=1
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+ep1=tcp://127.0.0.1:$(free_port) ep2=tcp://127.0.0.1:$(free_port)
+run=(--mode grouped --workers 4 --groups 2 --heartbeat-ms 250 --heartbeat-misses 12
+     --step-deadline-ms 1000 --target-acc "$target" --max-seconds 120 --progress-ms 0)
+checkpoints=(--checkpoint-dir "$dir/ck" --checkpoint-every-versions 20 --checkpoint-interval-s 0)
+node() {  # node LOG: a node daemon with one group PS slot
+  "$daemon" --role node --coordinator "$ep1" --node-groups 1 --mode grouped --workers 4 \
+    --groups 2 --step-deadline-ms 1000 2>"$dir/$1" &
+}
+wait_for() {  # wait_for FILE TEXT: up to 30 s
+  for _ in $(seq 300); do grep -q "$2" "$1" 2>/dev/null && return 0; sleep 0.1; done
+  echo "fault_run_nodes.sh: '$2' not seen in $1" >&2; return 1
+}
+
+trainers_at=$ep1
+if [[ $fault == node-kill ]]; then
+  "$daemon" --role coordinator --listen "$ep1" "${run[@]}" --summary-file "$dir/s.json" \
+    2>"$dir/head.log" & head=$!
+  node node-a.log; pids+=($!)
+  wait_for "$dir/head.log" "1 of 2 groups ready" || exit 1
+  node node-b.log; victim=$!; pids+=($victim)
+  wait_for "$dir/head.log" "2 of 2 groups ready" || exit 1
+else
+  "$daemon" --listen "$ep1" "${run[@]}" "${checkpoints[@]}" --summary-file "$dir/s1.json" \
+    2>"$dir/head1.log" & head=$!
+  [[ $fault == head-move ]] && trainers_at=$ep1,$ep2
+fi
+pids+=($head)
+back_off=(--timeout-ms 1500 --backoff-max-ms 1000 --give-up-s 90)
+for i in 1 2 3 4; do
+  "$worker" --coordinator "$trainers_at" --device-ms 10 --name "w$i" "${back_off[@]}" 2>"$dir/w$i.log" &
+  pids+=($!)
+done
+"$worker" --coordinator "$trainers_at" --evaluate --name evaluator "${back_off[@]}" 2>"$dir/evaluator.log" &
+pids+=($!)
+sleep "$at"
+summary=$dir/s.json
+if [[ $fault == node-kill ]]; then
+  kill -KILL "$victim"
+else
+  kill -KILL "$head"; wait "$head" 2>/dev/null
+  sleep 1.5
+  ep=$ep1; [[ $fault == head-move ]] && ep=$ep2
+  "$daemon" --listen "$ep" "${run[@]}" "${checkpoints[@]}" --summary-file "$dir/s2.json" \
+    2>"$dir/head2.log" & head=$!
+  pids+=($head)
+  summary=$dir/s2.json
+fi
+echo "fault_run_nodes: $fault at ${at}s" >&2
+wait "$head"
+[[ -s $summary ]] || { echo "fault_run_nodes.sh: no summary; the head's log:" >&2; tail -20 "$dir"/head*.log >&2; exit 1; }
+python3 - "$summary" "$fault" "$at" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+keys = ("reached", "acc_at_target", "final_test_acc", "time_to_target_s", "accounting_ok",
+        "samples_lost_in_failed_groups")
+print(json.dumps({"fault": sys.argv[2], "at_s": float(sys.argv[3]), **{k: s.get(k) for k in keys},
+                  "node_failures": len(s.get("node_failures") or []),
+                  "resumed_version": (s.get("head_restart") or {}).get("resumed_version")}))
+sys.exit(0 if s.get("reached") else 3)
+PY
