@@ -34,7 +34,8 @@ usage: scripts/demo.sh [options]
   --json            the last line is one JSON summary object
   --help            this text
 Environment: DEMO_WORKER_LOG_LEVEL (the C++ trainers' --log-level, default warn; their
-logs are worker-N.log in the run's directory).
+logs are worker-N.log in the run's directory); GROUPSGD_PYTHON (the Python that runs the
+PyTorch trainers, default /usr/bin/python3: set it to a virtual environment's).
 USAGE
 }
 while [[ $# -gt 0 ]]; do
@@ -76,6 +77,7 @@ if [[ $mode == grouped ]] && (( groups > workers )); then groups=$workers; fi
 
 log() { echo "demo: $*" >&2; }
 export BUILD_DIR=${BUILD_DIR:-$root/build}
+python=${GROUPSGD_PYTHON:-/usr/bin/python3}
 # BENCH_NO_BUILD=1 (scripts/bench.sh, the bench smoke tests): use the binaries as built.
 if [[ ${BENCH_NO_BUILD:-0} != 1 ]]; then
   "$root/scripts/install-deps.sh" >&2
@@ -133,7 +135,7 @@ for i in $(seq 1 "$workers"); do
     else speed=(--slowdown "$slowdown"); fi
   fi
   if [[ $trainer == pytorch ]]; then
-    PYTHONPATH=$BUILD_DIR/python OMP_NUM_THREADS=1 /usr/bin/python3 \
+    PYTHONPATH=$BUILD_DIR/python OMP_NUM_THREADS=1 "$python" \
       "$root/examples/pytorch/train_fashion_mnist.py" --coordinator "$endpoint" \
       --model "$torch_model" --device "$device" --device-ms "$device_ms" "${speed[@]}" \
       --name "w$i" >"$run_dir/worker-$i.log" 2>&1 &
@@ -146,7 +148,7 @@ done
 # The evaluator (C++ or PyTorch, like the trainers), in place of the subshell it runs in.
 run_evaluator() {
   if [[ $trainer == pytorch ]]; then
-    exec env PYTHONPATH="$BUILD_DIR/python" OMP_NUM_THREADS=1 /usr/bin/python3 \
+    exec env PYTHONPATH="$BUILD_DIR/python" OMP_NUM_THREADS=1 "$python" \
       "$root/examples/pytorch/train_fashion_mnist.py" --coordinator "$endpoint" --evaluate \
       --model "$torch_model" --device "$device" --name evaluator >>"$run_dir/evaluator.log" 2>&1
   else

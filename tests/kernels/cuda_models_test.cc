@@ -79,7 +79,7 @@ void compareStep(Model& cpu, Model& gpu, ModelKind kind, std::size_t dim, std::s
   const float l_cpu = cpu.lossAndGrad(params, b.x.data(), b.y.data(), batch, g_cpu);
   const float l_gpu = gpu.lossAndGrad(params, b.x.data(), b.y.data(), batch, g_gpu);
   REQUIRE(gpu.deviceStatus().ok());
-  INFO(modelKindName(kind) << " dim " << dim << " batch " << batch);
+  INFO(std::string(modelKindName(kind)) << " dim " << dim << " batch " << batch);
   CHECK(std::isfinite(l_gpu));
   CHECK(std::fabs(l_gpu - l_cpu) <= 1e-4f * std::max(1.0f, std::fabs(l_cpu)));
   const std::size_t unwritten = static_cast<std::size_t>(
@@ -145,27 +145,38 @@ TEST_CASE("cuda models: predictions match the CPU's" * doctest::skip(noGpu())) {
     // Near-ties may flip under different rounding; allow a few.
     const auto same = std::count_if(p_cpu.begin(), p_cpu.end(),
                                     [&, i = 0](std::int32_t v) mutable { return v == p_gpu[i++]; });
-    INFO(modelKindName(kind));
+    INFO(std::string(modelKindName(kind)));
     CHECK(same >= static_cast<long>(batch) - 2);
   }
 }
 
+// The same 30 SGD steps on the CPU reference and on the GPU: the losses must fall and
+// follow the same path. (Halving the loss is not the test: the CNN on these noise images
+// goes from 2.31 to 1.61 in 30 steps on the CPU too, which a first GPU run showed.)
 TEST_CASE("cuda models: SGD on the GPU lowers the loss like on the CPU" * doctest::skip(noGpu())) {
   for (ModelKind kind : {ModelKind::kMlp, ModelKind::kCnn}) {
     std::unique_ptr<Model> gpu;
     REQUIRE(makeModelOn(kGpu, kind, 784, 10, &gpu).ok());
-    std::vector<float> params(gpu->paramCount()), grad(gpu->paramCount());
-    gpu->init(params, 5);
+    const std::unique_ptr<Model> cpu = makeModel(kind, 784, 10);
     const Batch b = randomBatch(32, 784, 10, 11);
-    const float first = gpu->lossAndGrad(params, b.x.data(), b.y.data(), 32, grad);
-    float last = first;
-    for (int step = 0; step < 30; ++step) {
-      for (std::size_t i = 0; i < params.size(); ++i) params[i] -= 0.05f * grad[i];
-      last = gpu->lossAndGrad(params, b.x.data(), b.y.data(), 32, grad);
+    float first[2] = {}, last[2] = {};
+    Model* models[2] = {cpu.get(), gpu.get()};
+    for (int m = 0; m < 2; ++m) {
+      std::vector<float> params(models[m]->paramCount()), grad(models[m]->paramCount());
+      models[m]->init(params, 5);
+      first[m] = last[m] = models[m]->lossAndGrad(params, b.x.data(), b.y.data(), 32, grad);
+      for (int step = 0; step < 30; ++step) {
+        for (std::size_t i = 0; i < params.size(); ++i) params[i] -= 0.05f * grad[i];
+        last[m] = models[m]->lossAndGrad(params, b.x.data(), b.y.data(), 32, grad);
+      }
     }
-    INFO(modelKindName(kind) << ": " << first << " -> " << last);
+    INFO(std::string(modelKindName(kind)) << ": cpu " << first[0] << " -> " << last[0]
+                                          << ", gpu " << first[1] << " -> " << last[1]);
     REQUIRE(gpu->deviceStatus().ok());
-    CHECK(last < 0.5f * first);  // 32 fixed samples are memorised quickly
+    CHECK(last[1] < 0.9f * first[1]);
+    CHECK(std::abs(first[1] - first[0]) <= 1e-4f * first[0]);
+    // Rounding differs (cuBLAS/cuDNN sum in other orders) and 30 steps amplify it a little.
+    CHECK(std::abs(last[1] - last[0]) <= 0.02f * first[0]);
   }
 }
 
