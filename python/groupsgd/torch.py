@@ -21,6 +21,7 @@ measured accuracy never mixes one process's statistics with another's parameters
 import contextlib
 import hashlib
 import time
+import weakref
 
 import numpy as np
 import torch
@@ -87,11 +88,30 @@ def save_model_file(model, path):
         f.write(flat.tobytes())
 
 
+def _page_lock(array):
+    """Page-locks a numpy array's memory in place for fast, asynchronous-capable copies to
+    and from the GPU (cudaHostRegister), and unlocks it just before the array goes away.
+    Returns False, leaving the memory as it was, where the runtime refuses."""
+    try:
+        cudart = torch.cuda.cudart()
+        rc = cudart.cudaHostRegister(array.ctypes.data, array.nbytes, 0)
+        if int(rc) != 0:
+            return False
+    except (AttributeError, RuntimeError, TypeError):
+        return False
+    weakref.finalize(array, cudart.cudaHostUnregister, array.ctypes.data)
+    return True
+
+
 class _FlatModel:
     """The model's parameters re-pointed at views of one flat float32 buffer.
 
-    On a CUDA device the flat buffers are on the host and the device tensors are copied
-    from and to them once per step."""
+    On the CPU the parameters and gradients are views of the host buffers the C++ session
+    sends from and writes into: nothing model-sized is copied. On a CUDA device they are
+    views of one flat device buffer each, and a step makes two copies in all: the gradient
+    buffer device -> host and the new replica host -> device, both between the device and
+    page-locked host memory (the parameter buffer is allocated pinned, the session's
+    gradient buffer is page-locked in place)."""
 
     def __init__(self, model):
         self.params = list(model.parameters())
@@ -105,64 +125,79 @@ class _FlatModel:
             raise ValueError("every parameter must be on the same device")
         self.sizes = [p.numel() for p in self.params]
         self.count = sum(self.sizes)
-        self.host = np.empty(self.count, dtype=np.float32)
-        host = torch.from_numpy(self.host)
-        self.host_views = []
-        offset = 0
-        for p, n in zip(self.params, self.sizes):
-            view = host[offset:offset + n].view_as(p)
-            view.copy_(p.data)
-            self.host_views.append(view)
-            offset += n
         self.on_host = self.device.type == "cpu"
+        if self.on_host:
+            self.host = np.empty(self.count, dtype=np.float32)
+            host = torch.from_numpy(self.host)
+        else:
+            host = torch.empty(self.count, dtype=torch.float32, pin_memory=True)
+            self.host = host.numpy()  # the same pinned memory, for the session
+        self.host_flat = host
+        self.host_views = self._views(host)
+        for p, view in zip(self.params, self.host_views):
+            view.copy_(p.data)
+        self.device_flat = None
         if self.on_host:
             for p, view in zip(self.params, self.host_views):
                 p.data = view
+        else:
+            self.device_flat = torch.empty(self.count, dtype=torch.float32, device=self.device)
+            for p, view in zip(self.params, self._views(self.device_flat)):
+                view.copy_(p.data)
+                p.data = view
         self.grad = None
         self.grad_views = []
+        self.grad_pinned = False
+
+    def _views(self, flat):
+        views, offset = [], 0
+        for p, n in zip(self.params, self.sizes):
+            views.append(flat[offset:offset + n].view_as(p))
+            offset += n
+        return views
 
     def bind_grads(self, grad_np):
-        """Points every param.grad at its view of the flat gradient buffer (zeroed)."""
+        """Points every param.grad at its view of the flat gradient buffer (zeroed): the
+        session's buffer itself on the CPU, a device buffer of the same layout on CUDA."""
         self.grad = grad_np
-        grad = torch.from_numpy(grad_np)
-        grad.zero_()
-        self.grad_views = []
-        offset = 0
-        for p, n in zip(self.params, self.sizes):
-            view = grad[offset:offset + n].view_as(p)
-            self.grad_views.append(view)
-            offset += n
+        self.grad_host = torch.from_numpy(grad_np)
+        self.grad_host.zero_()
         if self.on_host:
-            for p, view in zip(self.params, self.grad_views):
-                p.grad = view
+            self.grad_flat = self.grad_host
+        else:
+            self.grad_pinned = _page_lock(grad_np)
+            self.grad_flat = torch.zeros(self.count, dtype=torch.float32, device=self.device)
+        self.grad_views = self._views(self.grad_flat)
+        for p, view in zip(self.params, self.grad_views):
+            p.grad = view
 
     def gather_grads(self):
-        """Makes the flat gradient buffer hold every parameter's gradient."""
+        """Makes the session's flat gradient buffer hold every parameter's gradient."""
         for p, view in zip(self.params, self.grad_views):
             g = p.grad
             if g is None:
                 view.zero_()  # no gradient (unused or frozen): contributes nothing
-            elif not self.on_host or g.data_ptr() != view.data_ptr():
-                view.copy_(g)  # a script replaced the gradient (set_to_none, CUDA): copy it
+            elif g.data_ptr() != view.data_ptr():
+                view.copy_(g)  # a script replaced the gradient (e.g. set_to_none): copy it
+        if not self.on_host:
+            self.grad_host.copy_(self.grad_flat)  # one copy; waits for the backward pass
 
     def after_step(self):
         """The replica is in the flat parameter buffer: reset the gradients for the next."""
-        if self.on_host:
-            self.grad.fill(0)
-            for p, view in zip(self.params, self.grad_views):
-                if p.grad is None or p.grad.data_ptr() != view.data_ptr():
-                    p.grad = view
-        else:
-            self.load_device()
-            for p in self.params:
-                if p.grad is not None:
-                    p.grad.zero_()
+        self.load_device()
+        self.grad_flat.zero_()
+        for p, view in zip(self.params, self.grad_views):
+            if p.grad is None or p.grad.data_ptr() != view.data_ptr():
+                p.grad = view
 
     def load_device(self):
+        """Copies the replica from the host buffer to the device (CUDA only). Asynchronous
+        from pinned memory: the host buffer is next written by the reply to the next push,
+        which is sent after gather_grads' device -> host copy on the same stream, so this
+        copy has finished by then."""
         if not self.on_host:
             with torch.no_grad():
-                for p, view in zip(self.params, self.host_views):
-                    p.data.copy_(view, non_blocking=False)
+                self.device_flat.copy_(self.host_flat, non_blocking=True)
 
 
 class Worker:

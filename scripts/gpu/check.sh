@@ -10,7 +10,8 @@
 #                            [--repeats N]
 #   --budget: seconds for all steps together (default 1800); a step gets what is left, and
 #            one that would get under 15 s is skipped (so a caller's own limit is kept)
-#   --steps: comma-separated subset of env,tests,process,sanitizer,kernels,trainer,python,demo-cpp,
+#   --steps: comma-separated subset of env,tests,process,sanitizer,kernels,trainer,python,
+#            pytest (needs python),demo-cpp,
 #            demo-torch,demo-torch-cpu,demo-cpu (default all)
 #   --repeats: runs of each training step (default 1; time-to-accuracy wants a median of 3)
 # Environment: GROUPSGD_CUDA_LIBS (folders holding libcublas.so.13 and libcudnn.so.9; found
@@ -117,6 +118,16 @@ build_python() {
 }
 export -f build_python
 step python 300 bash -c build_python
+
+# The PyTorch worker with its model on CUDA against the same worker on the CPU (pytest).
+torch_cuda_tests() {
+  cd "$root/tests/python" && PYTHONPATH=$B/python GROUPSGDD=$B/daemon/groupsgdd \
+    GROUPSGDCTL=$B/daemon/groupsgdctl GROUPSGD_WORKER=$B/worker/groupsgd-worker \
+    GROUPSGD_SOURCE_DIR=$root "$py" -m pytest -q -p no:cacheprovider -o addopts= \
+    -rs test_torch_cuda.py 2>&1 | tee /dev/stderr | grep -Eq '^[0-9]+ passed(, [0-9]+ warnings?)? in'
+}
+export -f torch_cuda_tests
+step pytest 200 bash -c torch_cuda_tests
 
 demo() {  # demo NAME ARGS...: scripts/demo.sh on the bundle, --repeats times, JSON kept
   local name=$1 r run_dir; shift
