@@ -715,9 +715,9 @@ nlohmann::json Coordinator::finish(const std::string& reason) {
   drainTrainers(now);
   FinalStats stats;
   stats.coordinator_bad_messages = bad_messages_;
+  flushGroups(&stats);  // may fail a group whose node is gone (failGroupAtStop)
   stats.groups_failed = !failures_.empty();
   stats.failed_group_members = failed_group_members_;
-  flushGroups(&stats);
   queryCentral(&stats);
   const Accuracy final_acc = stopEvaluators(stats.central ? stats.central->version : 0, now);
   // The accounting (run_summary.h); trainers keep the samples it credits them with.
@@ -740,6 +740,13 @@ void Coordinator::drainTrainers(bool now) {
     serveControl();
   }
   answerDeferred(/*wait=*/true);  // a checkpoint requested just before the stop
+  // A node lost during the drain takes its groups with it: failed now, so nothing below
+  // (configurations, the flush) waits on their silent PSes.
+  awaitGroupNodes();
+  for (std::uint32_t g = 0; g < fleet_->ready(); ++g) {
+    if (groupFailed(g)) continue;
+    if (auto gone = nodeGone(g)) failGroupAtStop(g, *gone);
+  }
   // Those that did not hear "stop" in time are gone: their groups credit them (below).
   std::set<std::uint32_t> their_groups;
   for (const auto& [id, w] : registry_.all()) {
@@ -762,16 +769,24 @@ void Coordinator::drainTrainers(bool now) {
   configs_->waitIdle(kRpcTimeout + std::chrono::seconds(1));
 }
 
-// Step 2: flush every group into the central PS and collect its counters.
+// Step 2: flush every group into the central PS and collect its counters. A group that
+// cannot flush (its node left or went silent while the run stopped, or it does not answer)
+// fails here as it would have mid-run: what it held is counted as lost, within the bound
+// of what its members trained, instead of breaking the accounting.
 void Coordinator::flushGroups(FinalStats* stats) {
   for (std::uint32_t g = 0; g < fleet_->ready(); ++g) {
     if (groupFailed(g)) continue;  // gone: what it held is counted as lost
+    if (auto gone = nodeGone(g)) {
+      failGroupAtStop(g, *gone);
+      continue;
+    }
     OutMessage out(cfg_.job_id, 0);
     out.header().getBody().initFlush();
     auto reply = fleet_->client(g).call(std::move(out), std::chrono::milliseconds(15000));
     if (!reply || reply->kind() != BodyKind::GROUP_STATS) {
-      GSGD_ERROR("group " << g << " did not flush: "
-                          << (reply ? "unexpected answer" : reply.status().toString()));
+      const std::string why = reply ? "unexpected answer" : reply.status().toString();
+      GSGD_ERROR("group " << g << " did not flush: " << why);
+      failGroupAtStop(g, "it did not answer the final flush (" + why + ")");
       continue;
     }
     auto s = reply->header().getBody().getGroupStats();

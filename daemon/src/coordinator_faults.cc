@@ -94,6 +94,67 @@ void Coordinator::failNode(const WorkerRecord& node, const std::string& why) {
   }
 }
 
+std::optional<std::string> Coordinator::nodeGone(std::uint32_t group) const {
+  const auto it = registry_.all().find(fleet_->node(group));
+  if (it == registry_.all().end() || it->second.role != WorkerRole::kNode) {
+    return std::nullopt;  // a PS of this daemon's own
+  }
+  const WorkerRecord* node = &it->second;
+  const std::string who = "node " + std::to_string(node->id) + " (" + node->host + ") ";
+  if (node->state != WorkerState::kActive) {
+    return who + (node->state == WorkerState::kLeft ? "left" : "died") + " while the run stopped";
+  }
+  if (const auto silent = Clock::now() - node->last_seen; silent >= livenessLimit()) {
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(silent).count();
+    return who + "silent for " + std::to_string(ms) + " ms while the run stopped";
+  }
+  return std::nullopt;
+}
+
+void Coordinator::awaitGroupNodes() {
+  // Every node that holds a live group must have been heard from lately. One that died
+  // during the drain stays silent, and after the liveness limit nodeGone() names it, so
+  // its groups fail at once instead of by a flush call that times out 15 s later. A live
+  // node heartbeats every heartbeat_ms: the wait costs it at most a period or two.
+  const auto fresh = std::chrono::milliseconds(3ull * cfg_.heartbeat_ms);
+  const auto deadline = Clock::now() + livenessLimit();
+  while (Clock::now() < deadline) {
+    bool waiting = false;
+    for (std::uint32_t g = 0; g < fleet_->ready() && !waiting; ++g) {
+      const auto it = registry_.all().find(fleet_->node(g));
+      if (groupFailed(g) || it == registry_.all().end()) continue;
+      const WorkerRecord& node = it->second;
+      const auto silent = Clock::now() - node.last_seen;
+      // Stale but not yet past the limit: wait for its next heartbeat, or for the limit.
+      waiting = node.role == WorkerRole::kNode && node.state == WorkerState::kActive &&
+                silent > fresh && silent < livenessLimit();
+    }
+    if (!waiting) return;
+    serveOnce(std::chrono::milliseconds(50));
+  }
+}
+
+void Coordinator::failGroupAtStop(std::uint32_t group, const std::string& why) {
+  fleet_->markFailed(group);
+  configs_->cancel(group, unavailable("group " + std::to_string(group) + " failed (" + why + ")"));
+  // Its trainers have left or are gone: nobody is reassigned. Each is credited with its
+  // own final report, and what the group held unflushed is counted as lost.
+  std::size_t members = 0;
+  for (const auto& [id, w] : registry_.all()) {
+    if (w.role == WorkerRole::kTrainer && w.group == group) {
+      failed_group_members_.insert(id);
+      ++members;
+    }
+  }
+  GSGD_WARN("group " << group << " failed while the run stopped (" << why << ")");
+  event("group_failure", "group " + std::to_string(group) + " failed while the run stopped (" +
+                             why + "); its unflushed progress of " + std::to_string(members) +
+                             " worker(s) is counted as lost");
+  const double t = training_started_ ? secondsSince(*training_started_) : 0.0;
+  failures_.push_back({{"group", group}, {"why", why}, {"t_s", t}, {"at_stop", true},
+                       {"reassigned", nlohmann::json::array()}});
+}
+
 std::optional<std::uint32_t> Coordinator::liveGroupFor() const {
   std::optional<std::uint32_t> best;
   std::size_t best_size = 0;

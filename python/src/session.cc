@@ -154,7 +154,13 @@ Status Session::recover(const Status& why) {
     quarantined_ = true;
     return again.status();
   }
-  if (again.status().code() == Code::kFinished) return runOver(again.status());
+  if (again.status().code() == Code::kFinished) {
+    // Our head stopping while our group's PS is gone still counts on our final report
+    // (a restarted head refuses a leave of an earlier incarnation's epoch at once).
+    (void)coord_.leave(a_, totals_.samples_trained, totals_.steps, samples_unconfirmed_);
+    registered_ = false;  // close() has nothing left to tell
+    return runOver(again.status());
+  }
   GSGD_WARN("the coordinator " << (noAnswer(again.status()) ? "is unreachable" : "does not know us")
                                << " (" << again.status().message() << "); registering again");
   return register_(0);

@@ -255,6 +255,43 @@ TEST_CASE("failover: a node daemon killed with SIGKILL: its group fails, its wor
   removeTestDir(dir);
 }
 
+// A node lost while the run stops (its trainers hearing "stop", the groups about to flush)
+// cannot flush its group: the head fails that group at once, counts what it held as lost
+// within its members' bound, and ends without waiting for a flush call to time out (15 s).
+TEST_CASE("failover: a node daemon killed as the run stops: its group fails at the flush; accounting holds; no flush timeout") {
+  const std::string dir = makeTempDir();
+  TwoNodeRun run = startTwoNodeRun(dir, "1");
+  REQUIRE(::kill(run.node_b->pid(), SIGKILL) == 0);
+  const double stop_at = wallNow();
+  ::kill(run.head->pid(), SIGTERM);  // before the 3 s liveness limit can name node b
+  REQUIRE(run.head->wait(60000ms) == std::optional<int>(0));
+  const double took = wallNow() - stop_at;
+  CHECK(run.node_a->wait(20000ms) == std::optional<int>(0));
+  for (int i = 0; i < 4; ++i) {
+    CHECK_MESSAGE(run.workers[i]->wait(20000ms) == std::optional<int>(0),
+                  "w" << i << ": " << readFile(dir + "/w" + std::to_string(i) + ".log"));
+  }
+  json s = readSummary(dir);
+  INFO("head: " << readFile(dir + "/head.log"));
+  checkAccounting(s);
+  REQUIRE(s["node_failures"].size() == 1);
+  const json& f = s["node_failures"][0];
+  CHECK(f["group"] == 1);
+  CHECK(f["at_stop"] == true);
+  CHECK(f["why"].get<std::string>().find("while the run stopped") != std::string::npos);
+  CHECK(s["samples_lost_in_failed_groups"].get<std::uint64_t>() <=
+        f["samples_lost_bound"].get<std::uint64_t>());
+  // The drain (a trainer's push deadline, 1 s, then its stop) and the liveness limit
+  // (3 s): well under the 15 s a flush call to the dead node would have waited.
+  CHECK(took < 12.0);
+  std::printf("failover: node SIGKILL as the run stops: head done %.2f s after the stop; "
+              "group 1 failed at the flush; lost %llu samples (bound %llu)\n",
+              took, static_cast<unsigned long long>(s["samples_lost_in_failed_groups"].get<std::uint64_t>()),
+              static_cast<unsigned long long>(f["samples_lost_bound"].get<std::uint64_t>()));
+  std::fflush(stdout);
+  removeTestDir(dir);
+}
+
 TEST_CASE("failover: a worker that keeps sending NaN updates is quarantined while the others train on; an operator clears it") {
   const std::string dir = makeTempDir();
   auto daemon = startDaemon(dir, "daemon.log", "tcp://127.0.0.1:0",

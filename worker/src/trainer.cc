@@ -265,9 +265,12 @@ bool Trainer::recover(const Status& why) {
     return false;
   }
   if (again.status().code() == Code::kFinished) {
-    // A restarted head whose run ended while we were away: it says so once per trainer
-    // and may be gone by our next try, so this answer is the clean stop.
+    // The run ended: a restarted head whose run ended while we were away (it says so once
+    // per trainer and may be gone by our next try), or our own head stopping while our
+    // group's PS is gone. The latter still counts on our final report, so leave now (a
+    // restarted head refuses a leave of an earlier incarnation's epoch at once).
     GSGD_INFO("the run is over (" << again.status().message() << "); stopping");
+    (void)coord_.leave(a_, samples_trained_, steps_, samples_unconfirmed_);
     run_over_ = true;
     stop_ = true;
     return false;

@@ -189,6 +189,14 @@ class Coordinator {
   void markQuarantined(std::uint64_t worker, std::uint32_t group);
   void failNode(const WorkerRecord& node, const std::string& why = "missed its heartbeats");
   void failGroup(std::uint32_t group, const std::string& why);
+  // The end-of-run flush: why the node of a group's PS can no longer flush it (left, died,
+  // silent past the liveness limit), or nothing for a live node or a local PS.
+  std::optional<std::string> nodeGone(std::uint32_t group) const;
+  // After the drain: serves until every node holding a live group was heard from lately,
+  // or the liveness limit passed (a node that died during the drain).
+  void awaitGroupNodes();
+  // A group that cannot flush at the end: failed with its members, nobody reassigned.
+  void failGroupAtStop(std::uint32_t group, const std::string& why);
   std::optional<std::uint32_t> liveGroupFor() const;
   bool groupFailed(std::uint32_t g) const { return fleet_->failed(g); }
   void noteReregistration();
