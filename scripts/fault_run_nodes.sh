@@ -5,17 +5,27 @@
 # target --target-acc (default 0.85); the fault comes --at seconds (default 5) after the
 # trainers started.
 #
-#   scripts/fault_run_nodes.sh --fault node-kill|head-restart|head-move [--at S]
-#                              [--target-acc A]
+#   scripts/fault_run_nodes.sh --fault none|node-kill|node-kill-spare|serve-node-kill|
+#                              head-restart|head-move|full-disk [--at S] [--target-acc A]
 #
+#   none          the baseline: one daemon (--role all) checkpointing every 20 versions,
+#                 no fault
 #   node-kill     a head (--role coordinator) and two node daemons with one group PS
 #                 each; node b is SIGKILLed (its group fails, its trainers move)
+#   node-kill-spare  node a hosts group 0, node b group 1 and a spare group PS; node a
+#                 is SIGKILLed (group 0 is re-created on node b's spare)
+#   serve-node-kill  a --serve daemon with a pool of two node daemons (one group PS each)
+#                 and one job (submitted with groupsgdctl, trainers and evaluator with
+#                 --job); node b is SIGKILLed: the job's group fails, its trainers move
 #   head-restart  one daemon (--role all) checkpointing every 20 versions, SIGKILLed and
 #                 restarted 1.5 s later on the same endpoint from its checkpoints
 #   head-move     the same, restarted on another endpoint (trainers know both)
+#   full-disk     the baseline with its checkpoint directory a 1.5 MiB tmpfs (room for one
+#                 checkpoint of the MLP) in a private mount namespace: every later write
+#                 fails with ENOSPC while training goes on (root only; exit 1 otherwise)
 # Last line: one JSON object: the fault, reached, acc_at_target, final_test_acc,
 # time_to_target_s (of the run that reached it), accounting_ok,
-# samples_lost_in_failed_groups, node_failures, resumed_version. Exit status 0 when the
+# samples_lost_in_failed_groups, node_failures, resumed_version, checkpoint_failures. Exit status 0 when the
 # run reached its target, 3 when not, 1 when it could not run.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -26,19 +36,23 @@ while [[ $# -gt 0 ]]; do
     --fault) fault=${2:-}; shift 2 ;;
     --at) at=${2:-}; shift 2 ;;
     --target-acc) target=${2:-}; shift 2 ;;
-    -h|--help) sed -n '2,20p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"; exit 0 ;;
     *) echo "fault_run_nodes.sh: unknown option '$1' (see --help)" >&2; exit 2 ;;
   esac
 done
 case $fault in
-  node-kill|head-restart|head-move) ;;
-  *) echo "fault_run_nodes.sh: --fault takes node-kill, head-restart or head-move, not '$fault'" >&2
+  none|node-kill|node-kill-spare|serve-node-kill|head-restart|head-move|full-disk) ;;
+  *) echo "fault_run_nodes.sh: --fault takes none, node-kill, node-kill-spare, serve-node-kill, head-restart, head-move or full-disk, not '$fault'" >&2
      exit 2 ;;
 esac
+if [[ $fault == full-disk ]] && ! unshare -m true 2>/dev/null; then
+  echo "fault_run_nodes.sh: full-disk needs a private mount namespace (root): unshare -m failed" >&2
+  exit 1
+fi
 for v in "$at" "$target"; do
   [[ $v =~ ^[0-9]+(\.[0-9]+)?$ ]] || { echo "fault_run_nodes.sh: --at and --target-acc take numbers, not '$v'" >&2; exit 2; }
 done
-daemon=$build/daemon/groupsgdd worker=$build/worker/groupsgd-worker
+daemon=$build/daemon/groupsgdd worker=$build/worker/groupsgd-worker ctl=$build/daemon/groupsgdctl
 [[ -x $daemon && -x $worker ]] || { echo "fault_run_nodes.sh: build first (no $daemon or $worker)" >&2; exit 1; }
 
 dir=$(mktemp -d "${TMPDIR:-/tmp}/groupsgd-nodes.XXXXXX")
@@ -51,8 +65,8 @@ ep1=tcp://127.0.0.1:$(free_port) ep2=tcp://127.0.0.1:$(free_port)
 run=(--mode grouped --workers 4 --groups 2 --heartbeat-ms 250 --heartbeat-misses 12
      --step-deadline-ms 1000 --target-acc "$target" --max-seconds 120 --progress-ms 0)
 checkpoints=(--checkpoint-dir "$dir/ck" --checkpoint-every-versions 20 --checkpoint-interval-s 0)
-node() {  # node LOG: a node daemon with one group PS slot
-  "$daemon" --role node --coordinator "$ep1" --node-groups 1 --mode grouped --workers 4 \
+node() {  # node LOG [SLOTS]: a node daemon offering SLOTS group PSes (default 1)
+  "$daemon" --role node --coordinator "$ep1" --node-groups "${2:-1}" --mode grouped --workers 4 \
     --groups 2 --step-deadline-ms 1000 2>"$dir/$1" &
 }
 wait_for() {  # wait_for FILE TEXT: up to 30 s
@@ -61,40 +75,80 @@ wait_for() {  # wait_for FILE TEXT: up to 30 s
 }
 
 trainers_at=$ep1
-if [[ $fault == node-kill ]]; then
+if [[ $fault == node-kill || $fault == node-kill-spare ]]; then
   "$daemon" --role coordinator --listen "$ep1" "${run[@]}" --summary-file "$dir/s.json" \
     2>"$dir/head.log" & head=$!
-  node node-a.log; pids+=($!)
+  node node-a.log; victim=$!; pids+=("$victim")
   wait_for "$dir/head.log" "1 of 2 groups ready" || exit 1
-  node node-b.log; victim=$!; pids+=($victim)
+  if [[ $fault == node-kill ]]; then
+    node node-b.log; victim=$!; pids+=("$victim")
+  else
+    node node-b.log 2; pids+=($!)
+  fi
   wait_for "$dir/head.log" "2 of 2 groups ready" || exit 1
+elif [[ $fault == serve-node-kill ]]; then
+  "$daemon" --serve --listen "$ep1" --state-dir "$dir/state" --control-socket "$dir/ctl.sock" \
+    --max-group-slots 0 --heartbeat-ms 250 --heartbeat-misses 12 --step-deadline-ms 1000 \
+    --progress-ms 0 2>"$dir/head.log" & head=$!
+  wait_for "$dir/head.log" "serving jobs" || exit 1
+  "$daemon" --role node --coordinator "$ep1" --node-groups 1 2>"$dir/node-a.log" & pids+=($!)
+  "$daemon" --role node --coordinator "$ep1" --node-groups 1 2>"$dir/node-b.log" & victim=$!
+  pids+=("$victim")
+  for _ in $(seq 300); do
+    "$ctl" --socket "$dir/ctl.sock" --json job list 2>/dev/null |
+      python3 -c 'import json,sys; sys.exit(json.load(sys.stdin)["group_slots"]["node_slots"] != 2)' && break
+    sleep 0.1
+  done
+  printf '{"name": "g", "mode": "grouped", "workers": 4, "groups": 2, "model": "mlp", "target_acc": %s, "max_seconds": 120}\n' \
+    "$target" >"$dir/g.json"
+  "$ctl" --socket "$dir/ctl.sock" job submit "$dir/g.json" >"$dir/submit.log" 2>&1 ||
+    { echo "fault_run_nodes.sh: the job was refused: $(cat "$dir/submit.log")" >&2; exit 1; }
+  job_args=(--job g)
+elif [[ $fault == full-disk ]]; then
+  mkdir -p "$dir/ck"
+  # The daemon in its own mount namespace, over a tmpfs only it sees (gone with it).
+  # shellcheck disable=SC2016  # $1 and $@ are the inner shell's
+  unshare -m --propagation private bash -c 'mount -t tmpfs -o size=1536k tmpfs "$1" && shift && exec "$@"' \
+    _ "$dir/ck" "$daemon" --listen "$ep1" "${run[@]}" "${checkpoints[@]}" \
+    --summary-file "$dir/s.json" 2>"$dir/head.log" & head=$!
 else
   "$daemon" --listen "$ep1" "${run[@]}" "${checkpoints[@]}" --summary-file "$dir/s1.json" \
     2>"$dir/head1.log" & head=$!
   [[ $fault == head-move ]] && trainers_at=$ep1,$ep2
+  [[ $fault == none ]] && summary_none=$dir/s1.json
 fi
-pids+=($head)
+pids+=("$head")
 back_off=(--timeout-ms 1500 --backoff-max-ms 1000 --give-up-s 90)
 for i in 1 2 3 4; do
-  "$worker" --coordinator "$trainers_at" --device-ms 10 --name "w$i" "${back_off[@]}" 2>"$dir/w$i.log" &
+  "$worker" --coordinator "$trainers_at" ${job_args[@]+"${job_args[@]}"} --device-ms 10 --name "w$i" \
+    "${back_off[@]}" 2>"$dir/w$i.log" &
   pids+=($!)
 done
-"$worker" --coordinator "$trainers_at" --evaluate --name evaluator "${back_off[@]}" 2>"$dir/evaluator.log" &
+"$worker" --coordinator "$trainers_at" ${job_args[@]+"${job_args[@]}"} --evaluate --name evaluator \
+  "${back_off[@]}" 2>"$dir/evaluator.log" &
 pids+=($!)
 sleep "$at"
-summary=$dir/s.json
-if [[ $fault == node-kill ]]; then
+summary=${summary_none:-$dir/s.json}
+if [[ $fault == node-kill || $fault == node-kill-spare || $fault == serve-node-kill ]]; then
   kill -KILL "$victim"
+elif [[ $fault == none || $fault == full-disk ]]; then
+  :  # the baseline; full-disk's fault is the tmpfs filling up on its own
 else
   kill -KILL "$head"; wait "$head" 2>/dev/null
   sleep 1.5
   ep=$ep1; [[ $fault == head-move ]] && ep=$ep2
   "$daemon" --listen "$ep" "${run[@]}" "${checkpoints[@]}" --summary-file "$dir/s2.json" \
     2>"$dir/head2.log" & head=$!
-  pids+=($head)
+  pids+=("$head")
   summary=$dir/s2.json
 fi
 echo "fault_run_nodes: $fault at ${at}s" >&2
+if [[ $fault == serve-node-kill ]]; then
+  # The daemon stays up for other jobs: the job's summary appears when it ends.
+  summary=$dir/state/jobs/g/summary.json
+  for _ in $(seq 1500); do [[ -s $summary ]] && break; sleep 0.1; done
+  kill -TERM "$head"
+fi
 wait "$head"
 [[ -s $summary ]] || { echo "fault_run_nodes.sh: no summary; the head's log:" >&2; tail -20 "$dir"/head*.log >&2; exit 1; }
 python3 - "$summary" "$fault" "$at" <<'PY'
@@ -104,6 +158,7 @@ keys = ("reached", "acc_at_target", "final_test_acc", "time_to_target_s", "accou
         "samples_lost_in_failed_groups")
 print(json.dumps({"fault": sys.argv[2], "at_s": float(sys.argv[3]), **{k: s.get(k) for k in keys},
                   "node_failures": len(s.get("node_failures") or []),
-                  "resumed_version": (s.get("head_restart") or {}).get("resumed_version")}))
+                  "resumed_version": (s.get("head_restart") or {}).get("resumed_version"),
+                  "checkpoint_failures": (s.get("central") or {}).get("checkpoint_failures")}))
 sys.exit(0 if s.get("reached") else 3)
 PY
