@@ -3,7 +3,6 @@
 // convolution is col (pixels × k·k·Cin) times K^T (k·k·Cin × Cout), and its weight gradient
 // is dOut^T · col. Activations are kept from the forward pass for the backward pass.
 #include <algorithm>
-#include <cassert>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -14,6 +13,7 @@
 #include "models_impl.h"
 #include "random.h"
 #include "scratch.h"
+#include "contract.h"
 
 namespace groupsgd::kernels {
 
@@ -68,7 +68,7 @@ class CnnModel final : public Model {
   std::size_t numClasses() const override { return c_; }
 
   void init(std::span<float> params, std::uint64_t seed) const override {
-    assert(params.size() == l_.params);
+    GSGD_KERNEL_REQUIRE(params.size() == l_.params);
     std::mt19937_64 rng(seed);
     std::fill(params.begin(), params.end(), 0.0f);  // biases
     fillNormal(params.subspan(0, kC1 * kPatch1), std::sqrt(2.0 / kPatch1), rng);
@@ -78,7 +78,7 @@ class CnnModel final : public Model {
 
   float lossAndGrad(std::span<const float> params, const float* x, const std::int32_t* labels,
                     std::size_t batch, std::span<float> grad) override {
-    assert(params.size() == l_.params && grad.size() == l_.params);
+    GSGD_KERNEL_REQUIRE(params.size() == l_.params && grad.size() == l_.params);
     if (batch == 0) {
       std::fill(grad.begin(), grad.end(), 0.0f);
       return 0.0f;
@@ -123,7 +123,7 @@ class CnnModel final : public Model {
 
   void predict(std::span<const float> params, const float* x, std::size_t batch,
                std::int32_t* out_labels) override {
-    assert(params.size() == l_.params);
+    GSGD_KERNEL_REQUIRE(params.size() == l_.params);
     if (batch == 0) return;
     argmaxRows(forward(params.data(), x, batch), batch, c_, out_labels);
   }

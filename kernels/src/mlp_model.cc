@@ -1,7 +1,6 @@
 // MLP D-256-128-C with ReLU. Parameters W1 | b1 | W2 | b2 | W3 | b3, each W row-major
 // [out][in]. Activations are kept from the forward pass for the backward pass.
 #include <algorithm>
-#include <cassert>
 #include <cmath>
 #include <random>
 
@@ -10,6 +9,7 @@
 #include "models_impl.h"
 #include "random.h"
 #include "scratch.h"
+#include "contract.h"
 
 namespace groupsgd::kernels::detail {
 namespace {
@@ -43,7 +43,7 @@ class MlpModel final : public Model {
   std::size_t numClasses() const override { return c_; }
 
   void init(std::span<float> params, std::uint64_t seed) const override {
-    assert(params.size() == n_);
+    GSGD_KERNEL_REQUIRE(params.size() == n_);
     std::mt19937_64 rng(seed);
     std::fill(params.begin(), params.end(), 0.0f);  // biases
     fillNormal(params.subspan(0, kH1 * d_), std::sqrt(2.0 / d_), rng);
@@ -53,7 +53,7 @@ class MlpModel final : public Model {
 
   float lossAndGrad(std::span<const float> params, const float* x, const std::int32_t* labels,
                     std::size_t batch, std::span<float> grad) override {
-    assert(params.size() == n_ && grad.size() == n_);
+    GSGD_KERNEL_REQUIRE(params.size() == n_ && grad.size() == n_);
     if (batch == 0) {
       std::fill(grad.begin(), grad.end(), 0.0f);
       return 0.0f;
@@ -89,7 +89,7 @@ class MlpModel final : public Model {
 
   void predict(std::span<const float> params, const float* x, std::size_t batch,
                std::int32_t* out_labels) override {
-    assert(params.size() == n_);
+    GSGD_KERNEL_REQUIRE(params.size() == n_);
     if (batch == 0) return;
     argmaxRows(forward(params.data(), x, batch), batch, c_, out_labels);
   }

@@ -10,6 +10,7 @@
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
+#include "contract.h"
 #endif
 
 namespace groupsgd::kernels {
@@ -108,7 +109,7 @@ void scale(std::span<float> x, float a) {
 }
 
 void axpy(float a, std::span<const float> x, std::span<float> y) {
-  assert(x.size() == y.size());
+  GSGD_KERNEL_REQUIRE(x.size() == y.size());
   const float* xp = x.data();
   float* yp = y.data();
   parallelFor(y.size(), [=](std::size_t b, std::size_t e) {
@@ -118,9 +119,9 @@ void axpy(float a, std::span<const float> x, std::span<float> y) {
 
 void weightedSum(std::span<const std::span<const float>> inputs, std::span<const float> weights,
                  std::span<float> out) {
-  assert(inputs.size() == weights.size());
+  GSGD_KERNEL_REQUIRE(inputs.size() == weights.size());
   for ([[maybe_unused]] const auto& in : inputs) {
-    assert(in.size() == out.size());
+    GSGD_KERNEL_REQUIRE(in.size() == out.size());
     assert(in.data() + in.size() <= out.data() || out.data() + out.size() <= in.data() ||
            out.empty());
   }
@@ -149,7 +150,7 @@ void weightedSum(std::span<const std::span<const float>> inputs, std::span<const
 }
 
 void copy(std::span<const float> src, std::span<float> dst) {
-  assert(src.size() == dst.size());
+  GSGD_KERNEL_REQUIRE(src.size() == dst.size());
   if (src.data() == dst.data()) return;
   const float* s = src.data();
   float* d = dst.data();
@@ -159,7 +160,7 @@ void copy(std::span<const float> src, std::span<float> dst) {
 }
 
 void subtract(std::span<const float> a, std::span<const float> b, std::span<float> out) {
-  assert(a.size() == out.size() && b.size() == out.size());
+  GSGD_KERNEL_REQUIRE(a.size() == out.size() && b.size() == out.size());
   const float* ap = a.data();
   const float* bp = b.data();
   float* op = out.data();

@@ -1,9 +1,9 @@
 #include "groupsgd/kernels/optimizer.h"
 
 #include <algorithm>
-#include <cassert>
 
 #include "parallel.h"
+#include "contract.h"
 
 namespace groupsgd::kernels {
 namespace {
@@ -64,7 +64,7 @@ Optimizer::Optimizer(OptimizerConfig cfg, std::size_t n) : cfg_(cfg), n_(n) {
 void Optimizer::reset() { std::fill(velocity_.begin(), velocity_.end(), 0.0f); }
 
 void Optimizer::step(std::span<float> params, std::span<const float> grad) {
-  assert(params.size() == n_ && grad.size() == n_);
+  GSGD_KERNEL_REQUIRE(params.size() == n_ && grad.size() == n_);
   float* p = params.data();
   const float* g = grad.data();
   const float lr = cfg_.lr, mu = cfg_.momentum, wd = cfg_.weight_decay;

@@ -1,6 +1,5 @@
 // Softmax regression: logits = x W^T + b. Parameters W (C×D) | b (C).
 #include <algorithm>
-#include <cassert>
 #include <random>
 
 #include "groupsgd/kernels/gemm.h"
@@ -8,6 +7,7 @@
 #include "models_impl.h"
 #include "random.h"
 #include "scratch.h"
+#include "contract.h"
 
 namespace groupsgd::kernels::detail {
 namespace {
@@ -24,7 +24,7 @@ class SoftmaxModel final : public Model {
   std::size_t numClasses() const override { return c_; }
 
   void init(std::span<float> params, std::uint64_t seed) const override {
-    assert(params.size() == paramCount());
+    GSGD_KERNEL_REQUIRE(params.size() == paramCount());
     std::mt19937_64 rng(seed);
     fillNormal(params.first(c_ * d_), kInitStddev, rng);
     std::fill(params.begin() + c_ * d_, params.end(), 0.0f);
@@ -32,7 +32,7 @@ class SoftmaxModel final : public Model {
 
   float lossAndGrad(std::span<const float> params, const float* x, const std::int32_t* labels,
                     std::size_t batch, std::span<float> grad) override {
-    assert(params.size() == paramCount() && grad.size() == paramCount());
+    GSGD_KERNEL_REQUIRE(params.size() == paramCount() && grad.size() == paramCount());
     if (batch == 0) {
       std::fill(grad.begin(), grad.end(), 0.0f);
       return 0.0f;
@@ -47,7 +47,7 @@ class SoftmaxModel final : public Model {
 
   void predict(std::span<const float> params, const float* x, std::size_t batch,
                std::int32_t* out_labels) override {
-    assert(params.size() == paramCount());
+    GSGD_KERNEL_REQUIRE(params.size() == paramCount());
     if (batch == 0) return;
     argmaxRows(forward(params, x, batch), batch, c_, out_labels);
   }

@@ -9,7 +9,8 @@
 namespace groupsgd::kernels {
 
 // Unless said otherwise, an output may be the very same span as an input (in place)
-// but must not partially overlap one. Sizes must match (assert).
+// but must not partially overlap one. Sizes must match: a mismatch aborts with the
+// contract named, in every build (docs/kernels.md, "Size contracts").
 
 // x *= a
 void scale(std::span<float> x, float a);
