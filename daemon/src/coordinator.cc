@@ -776,7 +776,9 @@ void Coordinator::drainTrainers(bool now) {
 void Coordinator::flushGroups(FinalStats* stats) {
   for (std::uint32_t g = 0; g < fleet_->ready(); ++g) {
     if (groupFailed(g)) continue;  // gone: what it held is counted as lost
-    if (auto gone = nodeGone(g)) {
+    // Only a node that left or was declared dead: silence was judged after the drain, and
+    // nothing reads heartbeats while the flush calls block.
+    if (auto gone = nodeGone(g, /*judge_silence=*/false)) {
       failGroupAtStop(g, *gone);
       continue;
     }

@@ -94,7 +94,7 @@ void Coordinator::failNode(const WorkerRecord& node, const std::string& why) {
   }
 }
 
-std::optional<std::string> Coordinator::nodeGone(std::uint32_t group) const {
+std::optional<std::string> Coordinator::nodeGone(std::uint32_t group, bool judge_silence) const {
   const auto it = registry_.all().find(fleet_->node(group));
   if (it == registry_.all().end() || it->second.role != WorkerRole::kNode) {
     return std::nullopt;  // a PS of this daemon's own
@@ -104,7 +104,8 @@ std::optional<std::string> Coordinator::nodeGone(std::uint32_t group) const {
   if (node->state != WorkerState::kActive) {
     return who + (node->state == WorkerState::kLeft ? "left" : "died") + " while the run stopped";
   }
-  if (const auto silent = Clock::now() - node->last_seen; silent >= livenessLimit()) {
+  if (const auto silent = Clock::now() - node->last_seen;
+      judge_silence && silent >= livenessLimit()) {
     const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(silent).count();
     return who + "silent for " + std::to_string(ms) + " ms while the run stopped";
   }

@@ -6,11 +6,11 @@
 #include <cstring>
 #include <vector>
 
+#include "contract.h"
 #include "parallel.h"
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
-#include "contract.h"
 #endif
 
 namespace groupsgd::kernels {

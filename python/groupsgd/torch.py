@@ -19,6 +19,7 @@ measured accuracy never mixes one process's statistics with another's parameters
 """
 
 import contextlib
+import ctypes
 import hashlib
 import time
 import weakref
@@ -88,16 +89,40 @@ def save_model_file(model, path):
         f.write(flat.tobytes())
 
 
-def _page_lock(array):
-    """Page-locks a numpy array's memory in place for fast, asynchronous-capable copies to
-    and from the GPU (cudaHostRegister), and unlocks it just before the array goes away.
-    Returns False, leaving the memory as it was, where the runtime refuses."""
+def _loaded_cudart():
+    """The CUDA runtime library this process already loaded (torch's), for
+    cudaGetLastError; None when there is none to be found."""
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                path = line.split()[-1]
+                if "/libcudart.so" in path:
+                    return ctypes.CDLL(path)  # the loaded copy: dlopen of its own path
+    except OSError:
+        pass
+    return None
+
+
+def _page_lock(array, device):
+    """Page-locks a numpy array's memory in place on `device` for fast copies to and from
+    the GPU (cudaHostRegister), and unlocks it just before the array goes away. Returns
+    False, leaving the memory as it was, where that cannot be done safely: a refusal (the
+    pages already locked by another buffer, say) leaves an error pending in the runtime
+    that torch's next launch check would raise, so it is only tried where that error can
+    be cleared, and with both halves of the binding there."""
     try:
         cudart = torch.cuda.cudart()
-        rc = cudart.cudaHostRegister(array.ctypes.data, array.nbytes, 0)
-        if int(rc) != 0:
+        if not hasattr(cudart, "cudaHostUnregister"):
             return False
-    except (AttributeError, RuntimeError, TypeError):
+        runtime = _loaded_cudart()
+        if runtime is None:
+            return False
+        with torch.cuda.device(device):
+            rc = cudart.cudaHostRegister(array.ctypes.data, array.nbytes, 0)
+        if int(rc) != 0:
+            runtime.cudaGetLastError()  # consume the refusal's error
+            return False
+    except Exception:  # no CUDA runtime, an older binding: the memory stays pageable
         return False
     weakref.finalize(array, cudart.cudaHostUnregister, array.ctypes.data)
     return True
@@ -107,11 +132,11 @@ class _FlatModel:
     """The model's parameters re-pointed at views of one flat float32 buffer.
 
     On the CPU the parameters and gradients are views of the host buffers the C++ session
-    sends from and writes into: nothing model-sized is copied. On a CUDA device they are
+    sends from and writes into: nothing model-sized is copied. On another device they are
     views of one flat device buffer each, and a step makes two copies in all: the gradient
-    buffer device -> host and the new replica host -> device, both between the device and
-    page-locked host memory (the parameter buffer is allocated pinned, the session's
-    gradient buffer is page-locked in place)."""
+    buffer device -> host and the new replica host -> device. On CUDA both go between the
+    device and page-locked host memory (the parameter buffer is allocated pinned, the
+    session's gradient buffer is page-locked in place where that is safe)."""
 
     def __init__(self, model):
         self.params = list(model.parameters())
@@ -126,12 +151,12 @@ class _FlatModel:
         self.sizes = [p.numel() for p in self.params]
         self.count = sum(self.sizes)
         self.on_host = self.device.type == "cpu"
-        if self.on_host:
-            self.host = np.empty(self.count, dtype=np.float32)
-            host = torch.from_numpy(self.host)
-        else:
+        if self.device.type == "cuda":
             host = torch.empty(self.count, dtype=torch.float32, pin_memory=True)
             self.host = host.numpy()  # the same pinned memory, for the session
+        else:
+            self.host = np.empty(self.count, dtype=np.float32)
+            host = torch.from_numpy(self.host)
         self.host_flat = host
         self.host_views = self._views(host)
         for p, view in zip(self.params, self.host_views):
@@ -165,7 +190,7 @@ class _FlatModel:
         if self.on_host:
             self.grad_flat = self.grad_host
         else:
-            self.grad_pinned = _page_lock(grad_np)
+            self.grad_pinned = self.device.type == "cuda" and _page_lock(grad_np, self.device)
             self.grad_flat = torch.zeros(self.count, dtype=torch.float32, device=self.device)
         self.grad_views = self._views(self.grad_flat)
         for p, view in zip(self.params, self.grad_views):

@@ -86,18 +86,27 @@ Status Session::register_(std::uint64_t keep_id) {
   if (keep_id == 0 && registered_) {
     // Close the old registration with its own counts so nothing is counted twice.
     (void)coord_.leave(a_, totals_.samples_trained, totals_.steps, samples_unconfirmed_);
+    registered_ = false;  // until adopt(): close() must not leave a second time
     totals_.samples_trained = 0;
     samples_unconfirmed_ = 0;
     totals_.steps = 0;
   }
+  // The first registration waits --connect-timeout-ms, later ones (a restarted head)
+  // --give-up-s.
   const auto patience =
-      registered_ ? giveUp() : std::chrono::milliseconds(opts_.connect_timeout_ms);
+      registrations_ > 0 ? giveUp() : std::chrono::milliseconds(opts_.connect_timeout_ms);
   auto assigned = keep_id != 0 ? coord_.registerAs(role_, opts_.name, keep_id, {}, a_.epoch)
                                : worker::registerWithRetry(coord_, role_, opts_, interrupted_,
                                                            patience);
   if (!assigned) {
     if (assigned.status().code() == Code::kQuarantined) quarantined_ = true;
-    if (assigned.status().code() == Code::kFinished) return runOver(assigned.status());
+    if (assigned.status().code() == Code::kFinished) {
+      if (keep_id != 0 && registered_) {  // our own head stopping (a regroup's move)
+        (void)coord_.leave(a_, totals_.samples_trained, totals_.steps, samples_unconfirmed_);
+        registered_ = false;
+      }
+      return runOver(assigned.status());
+    }
     return assigned.status();
   }
   ++registrations_;

@@ -5,8 +5,9 @@
 # lacks; the static libraries, headers and sources that build the Python module
 # there for that machine's own Python (all of these in one xz archive, a third of their size,
 # for copying to a machine with a transfer limit); and the Fashion-MNIST files. scripts/gpu/check.sh
-# runs it. cuBLAS, cuDNN and the CUDA runtime are not packed (hundreds of MB): check.sh
-# takes the target machine's own (CUDA 13, cuDNN 9: the versions this build links).
+# runs it. cuBLAS and cuDNN are not packed (hundreds of MB): check.sh takes the target
+# machine's own (CUDA 13, cuDNN 9: the versions this build links); the CUDA runtime
+# (libcudart, under 1 MB) is.
 #
 # usage: scripts/gpu/bundle.sh [--build-dir DIR] [--out DIR]   (default build, .gpu-bundle)
 set -euo pipefail
@@ -15,7 +16,7 @@ build=$root/build out=$root/.gpu-bundle
 while [[ $# -gt 0 ]]; do
   case $1 in
     --build-dir) build=$(cd "$2" && pwd); shift 2 ;;
-    --out) out=$2; shift 2 ;;
+    --out) out=$(realpath -m "$2"); shift 2 ;;
     -h|--help) sed -n 2,10p "$0"; exit 0 ;;
     *) echo "bundle: unknown option $1" >&2; exit 2 ;;
   esac
@@ -24,6 +25,11 @@ done
   echo "bundle: $build has no CUDA models (configure where nvcc, cuBLAS and cuDNN are found)" >&2
   exit 2
 }
+# Replaced only if it is an earlier bundle (or empty): --out never deletes anything else.
+if [[ -e $out && ! -f $out/payload.tar.xz && -n $(ls -A "$out" 2>/dev/null) ]]; then
+  echo "bundle: $out exists and is not a bundle; choose another --out" >&2
+  exit 2
+fi
 rm -rf "$out"
 final=$out out=$out/pack
 mkdir -p "$out"/build/{daemon,worker,bench,kernels,python/groupsgd,tests/{kernels,process,worker}} "$out"/ar \
@@ -68,8 +74,12 @@ ldd "$build/worker/groupsgd-worker" "$build/daemon/groupsgdd" \
 git -C "$root" rev-parse --short HEAD >"$out/commit" 2>/dev/null || true
 # The tests find the programs by the paths they were built with: check.sh links this one.
 echo "$build" >"$out/build-path"
-(cd "$out" && XZ_OPT=-T0 tar -cJf "$final/payload.tar.xz" build ar include lib commit build-path) &&
-  rm -rf "$out"
+if ! (cd "$out" && XZ_OPT=-T0 tar -cJf "$final/payload.tar.xz" build ar include lib commit \
+      build-path); then
+  echo "bundle: packing $final/payload.tar.xz failed" >&2
+  exit 1
+fi
+rm -rf "$out"
 
 cp /usr/share/datasets/fashion-mnist/*.gz "$final/fashion-mnist/"
 du -sh "$final" >&2

@@ -4,7 +4,8 @@
 # trainer-step benchmarks, and training runs with the trainers on the GPU (the C++ worker,
 # and the PyTorch example through a Python module built here for this machine's Python).
 # Every step has its own time limit and log; a failed step is reported and the rest still
-# run. The last lines printed are a table of steps; results land in --out.
+# run. The last lines printed are a table of steps; results land in --out. Exit status 1
+# when any step failed or was skipped for want of time.
 #
 # usage: scripts/gpu/check.sh [--bundle DIR] [--out DIR] [--quick] [--steps LIST] [--budget S]
 #                            [--repeats N]
@@ -27,11 +28,14 @@ while [[ $# -gt 0 ]]; do
     --steps) steps=$2; shift 2 ;;
     --budget) budget=$2; shift 2 ;;
     --repeats) repeats=$2; shift 2 ;;
-    -h|--help) sed -n 2,13p "$0"; exit 0 ;;
+    -h|--help) awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"; exit 0 ;;
     *) echo "check: unknown option $1" >&2; exit 2 ;;
   esac
 done
 mkdir -p "$out"
+# An earlier check's results (its own files only), so none is read for a skipped step.
+rm -f "$out"/{env,tests,process,sanitizer,kernels,trainer,python,pytest}.log \
+  "$out"/{kernels,trainer_step}.json "$out"/demo-*.{log,json} "$out"/steps.txt
 B=$bundle/build
 py=${PYTHON:-python3}
 want() { [[ $steps == all || ,$steps, == *,${1%-[0-9]*},* ]]; }
@@ -53,7 +57,7 @@ step() {
 # Libraries: the bundle's, then cuBLAS/cuDNN/cudart of this machine.
 [[ -f $bundle/payload.tar.xz && ! -f $bundle/.unpacked ]] &&
   tar -xJf "$bundle/payload.tar.xz" -C "$bundle" && touch "$bundle/.unpacked"
-cuda_libs=${GROUPSGD_CUDA_LIBS:-}
+cuda_libs=${GROUPSGD_CUDA_LIBS:+:$GROUPSGD_CUDA_LIBS}
 if [[ -z $cuda_libs ]]; then
   for lib in libcublas.so.13 libcudnn.so.9 libcudart.so.13; do
     d=$(find /usr/local /opt /usr/lib -name "$lib" -not -path '*/stubs/*' 2>/dev/null | head -1)
@@ -178,3 +182,5 @@ done
 
 echo "== results ($out)" >&2
 printf '%s\n' "${results[@]}" | tee "$out/steps.txt"
+# Exit 1 when a step failed or was skipped for want of time (the table says which).
+! grep -qv ' rc=0 ' "$out/steps.txt"

@@ -235,8 +235,11 @@ bool Trainer::register_(std::uint64_t keep_id) {
   if (!assigned) {
     if (assigned.status().code() == Code::kQuarantined) quarantined_ = true;
     if (assigned.status().code() == Code::kFinished) {
-      // The head finished while we were away (or before we came): a clean stop.
+      // The head finished while we were away (or before we came): a clean stop. Asked
+      // under our id (a regroup's move), it is our own head stopping: it still counts on
+      // our final report (a new registration's old one was closed above).
       GSGD_INFO("the run is over (" << assigned.status().message() << "); stopping");
+      if (keep_id != 0) (void)coord_.leave(a_, samples_trained_, steps_, samples_unconfirmed_);
       run_over_ = true;
       stop_ = true;
       return false;

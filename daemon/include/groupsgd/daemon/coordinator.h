@@ -189,9 +189,10 @@ class Coordinator {
   void markQuarantined(std::uint64_t worker, std::uint32_t group);
   void failNode(const WorkerRecord& node, const std::string& why = "missed its heartbeats");
   void failGroup(std::uint32_t group, const std::string& why);
-  // The end-of-run flush: why the node of a group's PS can no longer flush it (left, died,
-  // silent past the liveness limit), or nothing for a live node or a local PS.
-  std::optional<std::string> nodeGone(std::uint32_t group) const;
+  // The end of a run: why the node of a group's PS can no longer flush it (left, died, or
+  // with judge_silence silent past the liveness limit), or nothing for a live node or a
+  // local PS.
+  std::optional<std::string> nodeGone(std::uint32_t group, bool judge_silence = true) const;
   // After the drain: serves until every node holding a live group was heard from lately,
   // or the liveness limit passed (a node that died during the drain).
   void awaitGroupNodes();
