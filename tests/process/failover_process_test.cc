@@ -85,6 +85,22 @@ TwoNodeRun startTwoNodeRun(const std::string& dir, const std::string& node_b_gro
   return r;
 }
 
+// After the head has exited: node a and the four workers exit 0, the summary keeps its
+// accounting and records one failed group, group 1 (node b's). Returns that summary.
+json summaryAfterNodeBLost(const std::string& dir, TwoNodeRun& run) {
+  CHECK(run.node_a->wait(20000ms) == std::optional<int>(0));
+  for (int i = 0; i < 4; ++i) {
+    CHECK_MESSAGE(run.workers[i]->wait(20000ms) == std::optional<int>(0),
+                  "w" << i << ": " << readFile(dir + "/w" + std::to_string(i) + ".log"));
+  }
+  json s = readSummary(dir);
+  INFO("head: " << readFile(dir + "/head.log"));
+  checkAccounting(s);
+  REQUIRE(s["node_failures"].size() == 1);
+  CHECK(s["node_failures"][0]["group"] == 1);
+  return s;
+}
+
 }  // namespace
 
 TEST_CASE("failover: the head killed with SIGKILL and restarted resumes from its checkpoint; workers re-register on their own") {
@@ -180,9 +196,7 @@ TEST_CASE("failover: a node daemon killed with SIGKILL: its group fails, its wor
   // Node a hosts group 0, node b group 1.
   TwoNodeRun run = startTwoNodeRun(dir, "1");
   auto& head = run.head;
-  auto& node_a = run.node_a;
   auto& node_b = run.node_b;
-  auto& workers = run.workers;
   json before = ctl(dir, {"workers"});
   REQUIRE(before.is_object());
   std::vector<int> in_group1;
@@ -223,17 +237,9 @@ TEST_CASE("failover: a node daemon killed with SIGKILL: its group fails, its wor
   CHECK(groups["groups"][1]["failed"] == true);
   ::kill(head->pid(), SIGTERM);
   REQUIRE(head->wait(90000ms) == std::optional<int>(0));
-  CHECK(node_a->wait(20000ms) == std::optional<int>(0));
-  for (int i = 0; i < 4; ++i) {
-    CHECK_MESSAGE(workers[i]->wait(20000ms) == std::optional<int>(0),
-                  "w" << i << ": " << readFile(dir + "/w" + std::to_string(i) + ".log"));
-  }
-  json s = readSummary(dir);
+  json s = summaryAfterNodeBLost(dir, run);
   INFO("head: " << readFile(dir + "/head.log"));
-  checkAccounting(s);
-  REQUIRE(s["node_failures"].size() == 1);
   const json& f = s["node_failures"][0];
-  CHECK(f["group"] == 1);
   CHECK(f["reassigned"].size() == 2);
   const auto lost = s["samples_lost_in_failed_groups"].get<std::uint64_t>();
   CHECK(lost <= f["samples_lost_bound"].get<std::uint64_t>());
@@ -266,17 +272,9 @@ TEST_CASE("failover: a node daemon killed as the run stops: its group fails at t
   ::kill(run.head->pid(), SIGTERM);  // before the 3 s liveness limit can name node b
   REQUIRE(run.head->wait(60000ms) == std::optional<int>(0));
   const double took = wallNow() - stop_at;
-  CHECK(run.node_a->wait(20000ms) == std::optional<int>(0));
-  for (int i = 0; i < 4; ++i) {
-    CHECK_MESSAGE(run.workers[i]->wait(20000ms) == std::optional<int>(0),
-                  "w" << i << ": " << readFile(dir + "/w" + std::to_string(i) + ".log"));
-  }
-  json s = readSummary(dir);
+  json s = summaryAfterNodeBLost(dir, run);
   INFO("head: " << readFile(dir + "/head.log"));
-  checkAccounting(s);
-  REQUIRE(s["node_failures"].size() == 1);
   const json& f = s["node_failures"][0];
-  CHECK(f["group"] == 1);
   CHECK(f["at_stop"] == true);
   CHECK(f["why"].get<std::string>().find("while the run stopped") != std::string::npos);
   CHECK(s["samples_lost_in_failed_groups"].get<std::uint64_t>() <=
