@@ -65,6 +65,7 @@ ep1=tcp://127.0.0.1:$(free_port) ep2=tcp://127.0.0.1:$(free_port)
 run=(--mode grouped --workers 4 --groups 2 --heartbeat-ms 250 --heartbeat-misses 12
      --step-deadline-ms 1000 --target-acc "$target" --max-seconds 120 --progress-ms 0)
 checkpoints=(--checkpoint-dir "$dir/ck" --checkpoint-every-versions 20 --checkpoint-interval-s 0)
+single_head=("$daemon" "${run[@]}" "${checkpoints[@]}")  # role all, checkpointing
 node() {  # node LOG [SLOTS]: a node daemon offering SLOTS group PSes (default 1)
   "$daemon" --role node --coordinator "$ep1" --node-groups "${2:-1}" --mode grouped --workers 4 \
     --groups 2 --step-deadline-ms 1000 2>"$dir/$1" &
@@ -109,13 +110,11 @@ elif [[ $fault == full-disk ]]; then
   # The daemon in its own mount namespace, over a tmpfs only it sees (gone with it).
   # shellcheck disable=SC2016  # $1 and $@ are the inner shell's
   unshare -m --propagation private bash -c 'mount -t tmpfs -o size=1536k tmpfs "$1" && shift && exec "$@"' \
-    _ "$dir/ck" "$daemon" --listen "$ep1" "${run[@]}" "${checkpoints[@]}" \
-    --summary-file "$dir/s.json" 2>"$dir/head.log" & head=$!
+    _ "$dir/ck" "${single_head[@]}" --listen "$ep1" --summary-file "$dir/s.json" \
+    2>"$dir/head.log" & head=$!
 else
-  "$daemon" --listen "$ep1" "${run[@]}" "${checkpoints[@]}" --summary-file "$dir/s1.json" \
-    2>"$dir/head1.log" & head=$!
+  "${single_head[@]}" --listen "$ep1" --summary-file "$dir/s.json" 2>"$dir/head1.log" & head=$!
   [[ $fault == head-move ]] && trainers_at=$ep1,$ep2
-  [[ $fault == none ]] && summary_none=$dir/s1.json
 fi
 pids+=("$head")
 back_off=(--timeout-ms 1500 --backoff-max-ms 1000 --give-up-s 90)
@@ -128,7 +127,7 @@ done
   "${back_off[@]}" 2>"$dir/evaluator.log" &
 pids+=($!)
 sleep "$at"
-summary=${summary_none:-$dir/s.json}
+summary=$dir/s.json
 if [[ $fault == node-kill || $fault == node-kill-spare || $fault == serve-node-kill ]]; then
   kill -KILL "$victim"
 elif [[ $fault == none || $fault == full-disk ]]; then
@@ -137,8 +136,7 @@ else
   kill -KILL "$head"; wait "$head" 2>/dev/null
   sleep 1.5
   ep=$ep1; [[ $fault == head-move ]] && ep=$ep2
-  "$daemon" --listen "$ep" "${run[@]}" "${checkpoints[@]}" --summary-file "$dir/s2.json" \
-    2>"$dir/head2.log" & head=$!
+  "${single_head[@]}" --listen "$ep" --summary-file "$dir/s2.json" 2>"$dir/head2.log" & head=$!
   pids+=("$head")
   summary=$dir/s2.json
 fi

@@ -94,12 +94,15 @@ void Coordinator::failNode(const WorkerRecord& node, const std::string& why) {
   }
 }
 
-std::optional<std::string> Coordinator::nodeGone(std::uint32_t group, bool judge_silence) const {
+const WorkerRecord* Coordinator::groupNode(std::uint32_t group) const {
   const auto it = registry_.all().find(fleet_->node(group));
-  if (it == registry_.all().end() || it->second.role != WorkerRole::kNode) {
-    return std::nullopt;  // a PS of this daemon's own
-  }
-  const WorkerRecord* node = &it->second;
+  if (it == registry_.all().end() || it->second.role != WorkerRole::kNode) return nullptr;
+  return &it->second;
+}
+
+std::optional<std::string> Coordinator::nodeGone(std::uint32_t group, bool judge_silence) const {
+  const WorkerRecord* node = groupNode(group);
+  if (node == nullptr) return std::nullopt;  // a PS of this daemon's own
   const std::string who = "node " + std::to_string(node->id) + " (" + node->host + ") ";
   if (node->state != WorkerState::kActive) {
     return who + (node->state == WorkerState::kLeft ? "left" : "died") + " while the run stopped";
@@ -122,13 +125,11 @@ void Coordinator::awaitGroupNodes() {
   while (Clock::now() < deadline) {
     bool waiting = false;
     for (std::uint32_t g = 0; g < fleet_->ready() && !waiting; ++g) {
-      const auto it = registry_.all().find(fleet_->node(g));
-      if (groupFailed(g) || it == registry_.all().end()) continue;
-      const WorkerRecord& node = it->second;
-      const auto silent = Clock::now() - node.last_seen;
+      const WorkerRecord* node = groupNode(g);
+      if (groupFailed(g) || node == nullptr) continue;
+      const auto silent = Clock::now() - node->last_seen;
       // Stale but not yet past the limit: wait for its next heartbeat, or for the limit.
-      waiting = node.role == WorkerRole::kNode && node.state == WorkerState::kActive &&
-                silent > fresh && silent < livenessLimit();
+      waiting = node->state == WorkerState::kActive && silent > fresh && silent < livenessLimit();
     }
     if (!waiting) return;
     serveOnce(std::chrono::milliseconds(50));

@@ -158,19 +158,18 @@ class _FlatModel:
             self.host = np.empty(self.count, dtype=np.float32)
             host = torch.from_numpy(self.host)
         self.host_flat = host
-        self.host_views = self._views(host)
-        for p, view in zip(self.params, self.host_views):
-            view.copy_(p.data)
+        host_views = self._views(host)
+        for p, view in zip(self.params, host_views):
+            view.copy_(p.data)  # the initial parameters, for the registration
         self.device_flat = None
         if self.on_host:
-            for p, view in zip(self.params, self.host_views):
+            for p, view in zip(self.params, host_views):
                 p.data = view
         else:
             self.device_flat = torch.empty(self.count, dtype=torch.float32, device=self.device)
             for p, view in zip(self.params, self._views(self.device_flat)):
                 view.copy_(p.data)
                 p.data = view
-        self.grad = None
         self.grad_views = []
         self.grad_pinned = False
 
@@ -184,8 +183,7 @@ class _FlatModel:
     def bind_grads(self, grad_np):
         """Points every param.grad at its view of the flat gradient buffer (zeroed): the
         session's buffer itself on the CPU, a device buffer of the same layout on CUDA."""
-        self.grad = grad_np
-        self.grad_host = torch.from_numpy(grad_np)
+        self.grad_host = torch.from_numpy(grad_np)  # keeps the session's buffer alive
         self.grad_host.zero_()
         if self.on_host:
             self.grad_flat = self.grad_host

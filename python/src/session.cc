@@ -85,8 +85,7 @@ Status Session::register_(std::uint64_t keep_id) {
   heartbeat_->pause();
   if (keep_id == 0 && registered_) {
     // Close the old registration with its own counts so nothing is counted twice.
-    (void)coord_.leave(a_, totals_.samples_trained, totals_.steps, samples_unconfirmed_);
-    registered_ = false;  // until adopt(): close() must not leave a second time
+    (void)leave();
     totals_.samples_trained = 0;
     samples_unconfirmed_ = 0;
     totals_.steps = 0;
@@ -101,10 +100,7 @@ Status Session::register_(std::uint64_t keep_id) {
   if (!assigned) {
     if (assigned.status().code() == Code::kQuarantined) quarantined_ = true;
     if (assigned.status().code() == Code::kFinished) {
-      if (keep_id != 0 && registered_) {  // our own head stopping (a regroup's move)
-        (void)coord_.leave(a_, totals_.samples_trained, totals_.steps, samples_unconfirmed_);
-        registered_ = false;
-      }
+      if (keep_id != 0) (void)leave();  // our own head stopping (a regroup's move)
       return runOver(assigned.status());
     }
     return assigned.status();
@@ -166,8 +162,7 @@ Status Session::recover(const Status& why) {
   if (again.status().code() == Code::kFinished) {
     // Our head stopping while our group's PS is gone still counts on our final report
     // (a restarted head refuses a leave of an earlier incarnation's epoch at once).
-    (void)coord_.leave(a_, totals_.samples_trained, totals_.steps, samples_unconfirmed_);
-    registered_ = false;  // close() has nothing left to tell
+    (void)leave();
     return runOver(again.status());
   }
   GSGD_WARN("the coordinator " << (noAnswer(again.status()) ? "is unreachable" : "does not know us")
@@ -300,7 +295,12 @@ Status Session::close() {
   if (closed_) return Status::ok();
   closed_ = true;
   heartbeat_->pause();
-  if (!registered_) return Status::ok();
+  return leave();
+}
+
+Status Session::leave() {
+  if (!registered_) return Status::ok();  // never registered, or already left
+  registered_ = false;
   return coord_.leave(a_, totals_.samples_trained, totals_.steps, samples_unconfirmed_);
 }
 

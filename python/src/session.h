@@ -76,6 +76,8 @@ class Session {
   Status adopt(const worker::Assignment& a);
   bool follow(const worker::StepAnswer& ans);
   Status runOver(const Status& why);
+  // Leave with this registration's counts, once (registered_ guards it; adopt() sets it).
+  Status leave();
   Status pullUntilReady(std::span<float> params);
   Status onGroupFailure(const Status& why);
   Status recover(const Status& why);

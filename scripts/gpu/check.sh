@@ -40,9 +40,12 @@ B=$bundle/build
 py=${PYTHON:-python3}
 want() { [[ $steps == all || ,$steps, == *,${1%-[0-9]*},* ]]; }
 results=()
-# step NAME LIMIT_S CMD...: runs CMD with a time limit, its output in $out/NAME.log.
+# step NAME LIMIT_S CMD...: runs CMD (a program, or a function of this script) with a time
+# limit, its output in $out/NAME.log.
 step() {
   local name=$1 limit=$2; shift 2
+  # timeout runs programs: a function goes through a shell that is given its definition.
+  declare -F "$1" >/dev/null && set -- bash -c "$(declare -f "$1"); $1"
   want "$name" || return 0
   local t0=$SECONDS rc=0 left=$((budget - SECONDS - 5))
   (( left < limit )) && limit=$left
@@ -86,9 +89,8 @@ env_report() {
   "$py" -c 'import torch, sys; print(sys.version.split()[0], "torch", torch.__version__, "cuda", torch.cuda.is_available())'
   ldd "$B/kernels/libgroupsgd-gpu-models.so" | grep -E "not found|cublas|cudnn|cudart"
 }
-export B bundle root py out
-export -f env_report
-step env 60 bash -c env_report
+export B bundle root py out  # read by the step functions
+step env 60 env_report
 
 # On a GPU nothing may be skipped: --no-skip runs the cases that skip themselves without a
 # GPU, so a machine whose GPU the tests cannot use fails here.
@@ -96,8 +98,7 @@ cuda_tests() {
   "$B/tests/kernels/test_kernels_cuda" --no-skip &&
     "$B/tests/kernels/test_kernels_cuda_models" --no-skip
 }
-export -f cuda_tests
-step tests 300 bash -c cuda_tests
+step tests 300 cuda_tests
 
 q=(); (( quick )) && q=(--quick)
 step kernels 300 bash -c "'$B/bench/groupsgd-bench-kernels' ${q[*]} > '$out/kernels.json'"
@@ -120,8 +121,7 @@ build_python() {
     -l:libzmq.so.5 -l:libcudart.so.13 -ldl -lpthread &&
     PYTHONPATH=$B/python "$py" -c 'import groupsgd; print("groupsgd module ok", groupsgd.__file__)'
 }
-export -f build_python
-step python 300 bash -c build_python
+step python 300 build_python
 
 # The PyTorch worker with its model on CUDA against the same worker on the CPU (pytest).
 torch_cuda_tests() {
@@ -130,8 +130,7 @@ torch_cuda_tests() {
     GROUPSGD_SOURCE_DIR=$root "$py" -m pytest -q -p no:cacheprovider -o addopts= \
     -rs test_torch_cuda.py 2>&1 | tee /dev/stderr | grep -Eq '^[0-9]+ passed(, [0-9]+ warnings?)? in'
 }
-export -f torch_cuda_tests
-step pytest 200 bash -c torch_cuda_tests
+step pytest 200 torch_cuda_tests
 
 demo() {  # demo NAME ARGS...: scripts/demo.sh on the bundle, --repeats times, JSON kept
   local name=$1 r run_dir; shift
@@ -162,14 +161,12 @@ gpu_process_tests() {
   "$B/tests/process/test_process" -tc='*GPU*' --no-skip &&
     "$B/tests/worker/test_worker_device_cli" --no-skip
 }
-export -f gpu_process_tests
-step process 300 bash -c gpu_process_tests
+step process 300 gpu_process_tests
 sanitize() {  # memcheck over the parity tests and the CUDA models' tests
   compute-sanitizer --tool memcheck --error-exitcode 9 "$B/tests/kernels/test_kernels_cuda" &&
     compute-sanitizer --tool memcheck --error-exitcode 9 "$B/tests/kernels/test_kernels_cuda_models"
 }
-export -f sanitize
-step sanitizer 300 bash -c sanitize
+step sanitizer 300 sanitize
 
 # The figures worth reading first.
 for f in "$out"/kernels.json "$out"/trainer_step.json; do

@@ -193,6 +193,8 @@ class Coordinator {
   // with judge_silence silent past the liveness limit), or nothing for a live node or a
   // local PS.
   std::optional<std::string> nodeGone(std::uint32_t group, bool judge_silence = true) const;
+  // The node daemon serving a group's PS; null for a PS of this daemon's own.
+  const WorkerRecord* groupNode(std::uint32_t group) const;
   // After the drain: serves until every node holding a live group was heard from lately,
   // or the liveness limit passed (a node that died during the drain).
   void awaitGroupNodes();
