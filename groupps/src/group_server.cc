@@ -465,17 +465,15 @@ void GroupServer::maybeCloseStep(bool deadline_passed) {
         w.worker, !late, late ? w.late_reason + std::to_string(step_) : std::string(), wait_ms));
     grantNextPush(w.worker, &replies.back());
   }
-  // Part by part: scale the sum into the mean, step the optimizer, and (a replica in
-  // parts) send the part to every member before computing the next, so the replies are
-  // on the wire while the rest is computed. The parts sent are final: later parts write
-  // elsewhere.
+  // Part by part: step the optimizer with the mean (the sum times `scale`, taken inside
+  // the optimizer's pass), and (a replica in parts) send the part to every member before
+  // computing the next, so the replies are on the wire while the rest is computed. The
+  // parts sent are final: later parts write elsewhere.
   const bool in_parts = optimizers_.size() > 1;
   for (std::size_t i = 0; i < optimizers_.size(); ++i) {
     const std::size_t off = i * part_elements_;
     const std::size_t n = std::min<std::size_t>(part_elements_, replica.size() - off);
-    auto mean = sum.subspan(off, n);
-    if (closed.samples > 0) kernels::scale(mean, scale);
-    optimizers_[i].step(std::span<float>(replica).subspan(off, n), mean);
+    optimizers_[i].step(std::span<float>(replica).subspan(off, n), sum.subspan(off, n), scale);
     if (!in_parts) continue;
     for (std::size_t m = 0; m < replies.size(); ++m) {
       Status s = sendFrames(router_, replies[m].partFrames(static_cast<std::uint32_t>(i), part_elements_),

@@ -161,29 +161,43 @@ void GroupServer::takePart(std::uint64_t worker, InMessage&& msg) {
   if (!in.late) {
     const std::uint64_t elements = msg.tensorElements(0);
     auto view = msg.viewTensor(0, elements);  // a part: dense
-    Status bad;
     if (!view) {
-      bad = view.status();
-    } else {
-      const double squares = sumSquares(*view);
-      if (!std::isfinite(squares)) {
+      const zmq::message_t from(in.routing_id.data(), in.routing_id.size());
+      abortInbound(worker);
+      return refuseBadUpdate(from, worker, view.status());
+    }
+    // Checked and summed in one pass; a part found bad is taken out of the sum again
+    // (what it added of itself) with the push's earlier parts.
+    Status bad;
+    const std::size_t first = msg.part()->offset;
+    std::size_t off = first;
+    for (const auto& p : view->parts) {
+      const kernels::FiniteAdd r = barrier_.addPartIfFinite(in.batch, p, off);
+      in.squares += r.squares;
+      if (r.added < p.size()) {
+        barrier_.removePart(in.batch, p.first(r.added), off);
         bad = invalidArgument(std::to_string(countNonFinite(*view)) +
                               " non-finite values in the gradient (part " +
                               std::to_string(msg.part()->index) + ")");
-      } else if (in.squares += squares; std::sqrt(in.squares) > cfg_.max_grad_norm) {
-        bad = invalidArgument("gradient norm over the bound " + std::to_string(cfg_.max_grad_norm) +
-                              " by part " + std::to_string(msg.part()->index));
+        break;
       }
+      off += p.size();
+    }
+    if (bad && std::sqrt(in.squares) > cfg_.max_grad_norm) {
+      bad = invalidArgument("gradient norm over the bound " + std::to_string(cfg_.max_grad_norm) +
+                            " by part " + std::to_string(msg.part()->index));
     }
     if (!bad) {
+      // [first, off) of this part was added: take it out, then the earlier parts.
+      std::size_t at = first;
+      for (const auto& p : view->parts) {
+        if (at >= off) break;
+        barrier_.removePart(in.batch, p, at);
+        at += p.size();
+      }
       const zmq::message_t from(in.routing_id.data(), in.routing_id.size());
       abortInbound(worker);
       return refuseBadUpdate(from, worker, bad);
-    }
-    std::size_t off = msg.part()->offset;
-    for (const auto& p : view->parts) {
-      barrier_.addPart(in.batch, p, off);
-      off += p.size();
     }
     in.summed.push_back(std::move(msg));
   }

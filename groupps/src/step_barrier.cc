@@ -76,6 +76,14 @@ void StepBarrier::addPart(std::uint32_t batch_size, std::span<const float> part,
   accumulate(batch_size, part, offset);
 }
 
+kernels::FiniteAdd StepBarrier::addPartIfFinite(std::uint32_t batch_size,
+                                                std::span<const float> part,
+                                                std::size_t offset) {
+  ensureClear();
+  return kernels::axpyIfFinite(static_cast<float>(batch_size), part,
+                               std::span<float>(sum_).subspan(offset, part.size()));
+}
+
 void StepBarrier::removePart(std::uint32_t batch_size, std::span<const float> part,
                              std::size_t offset) {
   kernels::axpy(-static_cast<float>(batch_size), part,

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -203,6 +204,23 @@ double sumSquares(std::span<const float> x) {
   double total = 0.0;
   for (double p : partial) total += p;
   return total;
+}
+
+FiniteAdd axpyIfFinite(float a, std::span<const float> x, std::span<float> y) {
+  GSGD_KERNEL_REQUIRE(x.size() == y.size());
+  // Blocks of sumSquares' own size and order, so the squares match it bit for bit.
+  FiniteAdd out;
+  for (std::size_t lo = 0; lo < x.size(); lo += kSquaresBlock) {
+    const std::size_t n = std::min(x.size() - lo, kSquaresBlock);
+    const double block = sumSquaresBlock(x.data() + lo, n);
+    if (!std::isfinite(block)) return out;  // a NaN or an infinity in this block
+    const float* __restrict xp = x.data() + lo;
+    float* __restrict yp = y.data() + lo;
+    for (std::size_t i = 0; i < n; ++i) yp[i] += a * xp[i];
+    out.squares += block;
+    out.added = lo + n;
+  }
+  return out;
 }
 
 }  // namespace groupsgd::kernels

@@ -1,9 +1,11 @@
 // Pushes sent in parts, end to end against a real group PS: each refused part
 // (missing, repeated, out of range, oversize, beyond the window) is answered
 // and counted, and the half-received gradient leaves the step's sum without a
-// trace; a push still arriving when its step closes at the deadline is dropped
+// trace (a non-finite value or a norm over the bound found part way too); a push still arriving when its step closes at the deadline is dropped
 // and answered late; pushes beyond the memory budget wait for credit and are
 // all taken in.
+#include <algorithm>
+#include <limits>
 #include <thread>
 
 #include "cluster_fixture.h"
@@ -264,4 +266,69 @@ TEST_CASE(
   CHECK(stats(s).getPushesWaited() >= 2);
   CHECK(stats(s).getBadParts() >= 2);  // over the window; the abandoned push
   CHECK(stats(s).getSamplesReceived() == 3);
+}
+
+TEST_CASE(
+    "push in parts: a non-finite value or a norm over the bound refuses the push "
+    "and leaves no trace") {
+  // Parts of 131,072 floats, so the bad value can sit in a part's second block of
+  // 65,536 (the group PS checks and sums a part block by block in one pass, and must
+  // take out the block it added before the bad one as well as the earlier parts).
+  constexpr std::size_t kBig = 200000;
+  constexpr std::uint32_t kBigPart = 512u << 10;
+  auto central = zeroModel();
+  central.param_count = kBig;
+  central.part_bytes = kBigPart;
+  auto group = sgd();
+  group.part_bytes = kBigPart;
+  group.limits = MessageLimits{};
+  group.max_grad_norm = 400.0;  // ones: part 0 alone has norm 362, the whole 447
+  group.quarantine_after = 100;
+  testing::MiniCluster c(central, group);
+  c.configure({{1, 1}}, 1, 1000);
+  worker::GroupClient client(c.ctx, c.assignment(1, 1), 1, 5000ms);
+  client.setPartBytes(kBigPart);
+  std::vector<float> params(kBig);
+  auto pulled = testing::pullWhenReady(client, params);
+  REQUIRE(pulled.isOk());
+
+  auto grad = std::make_shared<std::vector<float>>(kBig, 0.5f);  // norm 224: under the bound
+  std::string expected;
+  SUBCASE("a NaN in the second part's second block") {
+    (*grad)[131072 + 66000] = std::numeric_limits<float>::quiet_NaN();  // part 1: 68,928
+    expected = "1 non-finite values in the gradient (part 1)";
+  }
+  SUBCASE("an infinity in the first part") {
+    (*grad)[5] = -std::numeric_limits<float>::infinity();
+    expected = "1 non-finite values in the gradient (part 0)";
+  }
+  SUBCASE("the norm over the bound by the second part") {
+    std::fill(grad->begin(), grad->end(), 1.0f);
+    expected = "gradient norm over the bound 400.000000 by part 1";
+  }
+  OutMessage out(1, 1);
+  out.header().setEpoch(1);
+  out.header().setStep(pulled->step);
+  out.header().getBody().initPush().setBatchSize(1);
+  out.addTensor(grad);
+  auto parts = std::move(out).toParts(kBigPart);
+  REQUIRE(parts.size() == 2);
+  RawMember raw(c);
+  for (auto& p : parts) raw.send(p);
+  auto answer = raw.next();
+  while (answer.isOk() && answer->kind() == BodyKind::PUSH_CREDIT) answer = raw.next();
+  REQUIRE(answer.isOk());
+  Status refused = statusFromError(*answer);
+  CHECK(refused.code() == Code::kInvalidArgument);
+  CHECK(refused.message().find(expected) != std::string::npos);
+  CHECK(stats(statsNow(c)).getStep() == pulled->step);  // the step did not move
+
+  // A good push of halves (norm 224) then moves the zero replica by exactly -lr / 2
+  // everywhere: nothing of the refused gradient stayed in the step's sum.
+  std::vector<float> halves(kBig, 0.5f);
+  auto r = client.push(pulled->step, halves, 1, 0.0f, 0.0f, params);
+  INFO(r.status().toString());
+  REQUIRE(r.isOk());
+  CHECK(r->accepted);
+  for (float p : params) REQUIRE(p == -kLr / 2);
 }

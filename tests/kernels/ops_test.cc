@@ -2,6 +2,7 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
@@ -132,6 +133,40 @@ TEST_CASE("ops: sumSquares accumulates in double, empty is zero") {
   // 2^24 + 1 ones: a float accumulator would stall at 2^24.
   std::vector<float> ones((std::size_t{1} << 24) + 1, 1.0f);
   CHECK(sumSquares(ones) == double(ones.size()));
+}
+
+TEST_CASE("ops: axpyIfFinite adds and measures like axpy + sumSquares, and stops at a non-finite block") {
+  // Sizes on both sides of the 65,536-element block, odd tails included.
+  for (std::size_t n : {std::size_t{0}, std::size_t{7}, std::size_t{4099}, std::size_t{65536},
+                        std::size_t{65537}, std::size_t{(1u << 20) + 3}}) {
+    CAPTURE(n);
+    auto x = randomVector(n, 70 + n);
+    auto y = randomVector(n, 80 + n);
+    auto want = y;
+    axpy(3.0f, x, want);
+    FiniteAdd r = axpyIfFinite(3.0f, x, y);
+    CHECK(r.added == n);
+    CHECK(r.squares == sumSquares(x));  // bit for bit: same blocks, same order
+    CHECK(y == want);
+  }
+  const float bad[] = {std::numeric_limits<float>::quiet_NaN(),
+                       std::numeric_limits<float>::infinity(),
+                       -std::numeric_limits<float>::infinity()};
+  for (float v : bad) {
+    CAPTURE(v);
+    const std::size_t n = 3 * 65536 + 11;
+    auto x = randomVector(n, 91);
+    x[65536 + 5] = v;  // in the second block
+    auto y = randomVector(n, 92);
+    const auto before = y;
+    FiniteAdd r = axpyIfFinite(2.0f, x, y);
+    CHECK(r.added == 65536);  // the first block only
+    CHECK(r.squares == sumSquares(std::span<const float>(x).first(65536)));
+    auto first = before;
+    axpy(2.0f, std::span<const float>(x).first(65536), std::span<float>(first).first(65536));
+    CHECK(std::equal(y.begin(), y.begin() + 65536, first.begin()));
+    CHECK(std::equal(y.begin() + 65536, y.end(), before.begin() + 65536));  // untouched
+  }
 }
 
 TEST_CASE("ops: buffers over the threading threshold give the same results") {

@@ -12,6 +12,7 @@
 
 #include "groupsgd/common/status.h"
 #include "groupsgd/common/tensor_view.h"
+#include "groupsgd/kernels/ops.h"
 
 namespace groupsgd::groupps {
 
@@ -55,6 +56,10 @@ class StepBarrier {
   // again if the push is refused or dropped before its last part (removePart: the sum is
   // restored up to rounding), and the push counts as arrived once whole (commit).
   void addPart(std::uint32_t batch_size, std::span<const float> part, std::size_t offset);
+  // addPart for a part not yet checked, in one pass (kernels::axpyIfFinite): adds nothing
+  // from the first block holding a NaN or an infinity on (added < part.size()).
+  kernels::FiniteAdd addPartIfFinite(std::uint32_t batch_size, std::span<const float> part,
+                                     std::size_t offset);
   void removePart(std::uint32_t batch_size, std::span<const float> part, std::size_t offset);
   Status commit(std::uint64_t worker_id, std::uint32_t batch_size, float loss);
   // True when at least one gradient arrived and every active member has reported.

@@ -35,4 +35,17 @@ std::size_t countNonFinite(std::span<const float> x);
 // sum_i x[i]^2, accumulated in double in a fixed order.
 double sumSquares(std::span<const float> x);
 
+// y += a*x for a gradient that must be checked before it counts: in one pass over x
+// (each block's squares taken, then the block added while it is still in cache), where
+// a separate sumSquares and axpy read x from memory twice. A block holding a NaN or an
+// infinity is not added, nor is anything after it. `squares` is sumSquares of the
+// elements added (bit for bit sumSquares(x) when all are finite); `added` counts them
+// from the front, so added < x.size() means x is not finite and y changed in
+// [0, added) only. One thread: meant for message parts, which arrive one at a time.
+struct FiniteAdd {
+  double squares = 0.0;
+  std::size_t added = 0;
+};
+FiniteAdd axpyIfFinite(float a, std::span<const float> x, std::span<float> y);
+
 }  // namespace groupsgd::kernels

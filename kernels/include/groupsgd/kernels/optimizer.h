@@ -22,7 +22,7 @@ struct OptimizerConfig {
   float weight_decay = 0.0f;
 };
 
-// With g' = g + weight_decay*p:
+// With g' = grad_scale*g + weight_decay*p:
 //   sgd:      p -= lr*g'
 //   momentum: v = momentum*v + g';  p -= lr*v
 //   nesterov: v = momentum*v + g';  p -= lr*(g' + momentum*v)
@@ -31,8 +31,11 @@ class Optimizer {
  public:
   Optimizer(OptimizerConfig cfg, std::size_t n);
 
-  // params and grad must both have the size given at construction (assert).
-  void step(std::span<float> params, std::span<const float> grad);
+  // params and grad must both have the size given at construction (a contract).
+  // grad_scale multiplies the gradient inside the same pass (a sum of batch-weighted
+  // gradients becomes their mean without a separate scaling pass over it); the result
+  // is bit for bit that of scaling grad first.
+  void step(std::span<float> params, std::span<const float> grad, float grad_scale = 1.0f);
   // Zeroes the velocity.
   void reset();
   const OptimizerConfig& config() const { return cfg_; }
