@@ -35,7 +35,7 @@ inline constexpr std::uint32_t kDefaultChunkBytes = 4u << 20;
 // size (the last may be shorter), so the receiver can check, sum and forward one part
 // while the next is on the wire (docs/protocol.md, "Parts"; the size is measured in
 // docs/benchmarks.md).
-inline constexpr std::uint32_t kDefaultPartBytes = 4u << 20;
+inline constexpr std::uint32_t kDefaultPartBytes = 1u << 20;
 // At most this many parts per tensor: a larger tensor gets larger parts (a sender queues
 // all of its parts at once, and ZeroMQ's queues hold 1000 messages).
 inline constexpr std::uint32_t kMaxParts = 512;
