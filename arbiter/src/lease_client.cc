@@ -42,8 +42,8 @@ Status sendOne(std::optional<zmq::socket_t> &sock, ArbiterOut &out) {
 // skipped.
 Result<ArbiterIn> awaitAnswer(zmq::socket_t &sock, std::uint64_t seq, Clock::time_point deadline) {
   while (true) {
-    const auto left =
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    // Rounded up: truncating would give up to 1 ms before the deadline.
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
     if (left.count() <= 0) return unavailable("no answer from the arbiter");
     zmq::pollitem_t item{sock.handle(), 0, ZMQ_POLLIN, 0};
     try {

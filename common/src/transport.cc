@@ -169,8 +169,9 @@ Result<InMessage> RpcClient::receiveUntil(std::chrono::steady_clock::time_point 
                                           const std::string& within) {
   if (!sock_) return unavailable("no request in flight to " + endpoint_);
   while (true) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
+    // Rounded up: truncating would give up to 1 ms before the deadline.
+    const auto left =
+        std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       sock_.reset();  // a late answer must not be read as the next call's
       return unavailable("no answer from " + endpoint_ + " " + within);

@@ -15,9 +15,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Milliseconds left until deadline, at least 0, for poll().
+// Milliseconds left until deadline, at least 0, for poll(); rounded up so a
+// wait never ends before the deadline.
 int msLeft(Clock::time_point deadline) {
-  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
   return left.count() < 0 ? 0 : static_cast<int>(std::min<long long>(left.count(), 1 << 30));
 }
 
@@ -162,7 +163,7 @@ Result<std::string> ControlClient::callLine(const std::string& method,
   const nlohmann::json request = {{"id", id}, {"method", method}, {"params", params}};
   GSGD_RETURN_IF_ERROR(
       sendLine(request.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), timeout));
-  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+  const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
   auto line = readLine(std::max(left, std::chrono::milliseconds(0)));
   if (!line) return line;
   const auto reply = parseReply(*line);
