@@ -176,8 +176,10 @@ std::vector<StragglerEvent> AdaptiveController::detect(Clock::time_point now) {
     out.push_back({c.worker, c.straggler, c.step, c.ratio, c.steps, c.erratic, c.spikes, "", ""});
   }
   if (!out.empty()) {
-    // Only an onset waits before it may split a group; a recovery may merge at once.
-    last_change_.reset();
+    // Only an onset waits before it may split a group; a recovery may merge at once, but
+    // never cuts short the wait of another worker's recent onset (a load spike slows
+    // several workers at once and some recover first: judged then, the others' spike
+    // would split them off).
     for (const auto& e : out) {
       if (e.straggler) last_change_ = now;
     }

@@ -114,9 +114,10 @@ class AdaptiveController {
   std::set<std::uint64_t> undamped_;
   bool batched_once_ = false;
   bool regrouped_ = false;
-  // When a straggler was last flagged: a regroup for it waits until the change has
-  // lasted 2 control windows (batches act at once; a load spike on a shared machine
-  // makes a worker look slow for a second, which must not split a group).
+  // When a straggler was last flagged: a straggler change is judged (a regroup) only
+  // once the newest onset has lasted 2 control windows (batches act at once; a load spike
+  // on a shared machine makes a worker look slow for a second, which must not split a
+  // group). Recoveries leave it as it is.
   std::optional<Clock::time_point> last_change_;
   // True if some group holds both a flagged straggler and a worker that is not one.
   bool mixedGroup(const std::vector<std::vector<std::uint64_t>>& groups) const;
