@@ -177,9 +177,9 @@ std::vector<StragglerEvent> AdaptiveController::detect(Clock::time_point now) {
   }
   if (!out.empty()) {
     // Only an onset waits before it may split a group; a recovery may merge at once, but
-    // never cuts short the wait of another worker's recent onset (a load spike slows
-    // several workers at once and some recover first: judged then, the others' spike
-    // would split them off).
+    // never cuts short the wait of a recent onset, its own (its estimate then holds a few
+    // steps at the cut batch, which look slow) or another worker's (a load spike slows
+    // several at once and some recover first: judged then, the others would be split).
     for (const auto& e : out) {
       if (e.straggler) last_change_ = now;
     }
