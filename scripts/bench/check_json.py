@@ -78,8 +78,8 @@ def check_straggler(rows, summary, errors):
         for key in RUN_KEYS + ("time_to_s", "throughput_sps", "breakdown", "detections"):
             if key not in r:
                 errors.append("%s: no '%s'" % (tag, key))
-        for key in ("final_test_acc", "regroups", "samples_dropped", "elapsed_s",
-                    "throughput_sps"):
+        for key in ("final_test_acc", "late_test_acc", "regroups", "samples_dropped",
+                    "elapsed_s", "throughput_sps"):
             if not number(r.get(key)):
                 errors.append("%s: '%s' is not a number" % (tag, key))
         if r.get("reached") and not number(r.get("time_to_target_s")):
