@@ -78,9 +78,10 @@ LATE_FRACTION = 0.1
 
 
 def late_accuracy(path):
-    """Mean test accuracy of the distinct evaluations read at or after (1 - LATE_FRACTION)
-    of the run's last sample count (progress lines repeat an evaluation until the next:
-    consecutive equal readings count once), or None."""
+    """Mean test accuracy of the evaluations read at or after (1 - LATE_FRACTION) of the
+    run's last sample count (progress lines repeat an evaluation until the next:
+    consecutive equal readings count once; the evaluation in force when the stretch
+    begins counts too, so a short run has at least its last one), or None."""
     readings = []
     try:
         with open(path) as f:
@@ -95,13 +96,10 @@ def late_accuracy(path):
     if not readings:
         return None
     start = (1 - LATE_FRACTION) * readings[-1][0]
-    evals, last = [], None
+    evals = []
     for samples, acc in readings:
-        if acc != last and samples >= start:
+        if samples >= start and (not evals or acc != evals[-1]):
             evals.append(acc)
-        last = acc
-    if not evals:
-        return None
     return round(sum(evals) / len(evals), 4)
 
 
