@@ -1,6 +1,7 @@
 #include "groupsgd/arbiter/lease_client.h"
 
 #include "arbiter_codec.h"
+#include "groupsgd/common/deadline.h"
 #include "groupsgd/common/transport.h"
 
 namespace groupsgd::arbiter {
@@ -42,8 +43,7 @@ Status sendOne(std::optional<zmq::socket_t> &sock, ArbiterOut &out) {
 // skipped.
 Result<ArbiterIn> awaitAnswer(zmq::socket_t &sock, std::uint64_t seq, Clock::time_point deadline) {
   while (true) {
-    // Rounded up: truncating would give up to 1 ms before the deadline.
-    const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
+    const auto left = timeLeft(deadline);
     if (left.count() <= 0) return unavailable("no answer from the arbiter");
     zmq::pollitem_t item{sock.handle(), 0, ZMQ_POLLIN, 0};
     try {

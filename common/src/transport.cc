@@ -1,5 +1,6 @@
 #include "groupsgd/common/transport.h"
 
+#include "groupsgd/common/deadline.h"
 #include "groupsgd/common/zap_handler.h"
 
 namespace groupsgd {
@@ -169,9 +170,7 @@ Result<InMessage> RpcClient::receiveUntil(std::chrono::steady_clock::time_point 
                                           const std::string& within) {
   if (!sock_) return unavailable("no request in flight to " + endpoint_);
   while (true) {
-    // Rounded up: truncating would give up to 1 ms before the deadline.
-    const auto left =
-        std::chrono::ceil<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left = timeLeft(deadline);
     if (left.count() <= 0) {
       sock_.reset();  // a late answer must not be read as the next call's
       return unavailable("no answer from " + endpoint_ + " " + within);

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "groupsgd/codec/tensor_codec.h"
+#include "groupsgd/common/deadline.h"
 #include "groupsgd/common/log.h"
 #include "groupsgd/common/transport.h"
 #include "groupsgd/common/allow_list.h"
@@ -55,8 +56,7 @@ void GroupServer::run(const std::atomic<bool>& stop) {
   while (!stop.load()) {
     auto timeout = std::chrono::milliseconds(100);
     if (step_opened_) {
-      auto left = std::chrono::ceil<std::chrono::milliseconds>(stepDeadline() - Clock::now());
-      timeout = std::clamp(left, std::chrono::milliseconds(0), timeout);
+      timeout = std::min(timeLeft(stepDeadline()), timeout);
     }
     zmq::pollitem_t items[2] = {{router_.handle(), 0, ZMQ_POLLIN, 0},
                                 {central_ ? central_->handle() : nullptr, 0, ZMQ_POLLIN, 0}};

@@ -10,16 +10,16 @@
 #include <cerrno>
 #include <cstring>
 
+#include "groupsgd/common/deadline.h"
+
 namespace groupsgd::daemon {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Milliseconds left until deadline, at least 0, for poll(); rounded up so a
-// wait never ends before the deadline.
+// timeLeft as poll()'s int.
 int msLeft(Clock::time_point deadline) {
-  const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
-  return left.count() < 0 ? 0 : static_cast<int>(std::min<long long>(left.count(), 1 << 30));
+  return static_cast<int>(std::min<long long>(timeLeft(deadline).count(), 1 << 30));
 }
 
 // Waits for events on fd until deadline: 1 ready, 0 timed out, -1 error (errno set).
@@ -163,8 +163,7 @@ Result<std::string> ControlClient::callLine(const std::string& method,
   const nlohmann::json request = {{"id", id}, {"method", method}, {"params", params}};
   GSGD_RETURN_IF_ERROR(
       sendLine(request.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace), timeout));
-  const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now());
-  auto line = readLine(std::max(left, std::chrono::milliseconds(0)));
+  auto line = readLine(timeLeft(deadline));
   if (!line) return line;
   const auto reply = parseReply(*line);
   if (!reply) return reply.status();

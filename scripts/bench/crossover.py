@@ -268,10 +268,10 @@ def main():
     ap.add_argument("--handoff", default="on", choices=["on", "off"],
                     help="worker --arbiter-handoff (default on: the next lease is granted ahead "
                          "and handed over by the device's lock file)")
-    ap.add_argument("--no-extra", action="store_true", help="skip the three-job and heavy cases")
     ap.add_argument("--cases", default="two,three,heavy",
-                    help="comma list of cases to run (two, three, heavy; default all three); "
-                         "the summary's top-level figures are the two-job case's")
+                    help="comma list of cases to run (two, three, heavy; default all three; "
+                         "--quick: two only); the summary's top-level figures are the two-job case's")
+    ap.add_argument("--no-extra", action="store_true", help="the same as --cases two")
     ap.add_argument("--extra-repeats", type=int, default=None,
                     help="runs of the three-job and heavy cases (default repeats // 3, at least 1)")
     ap.add_argument("--max-seconds", type=int, default=300, help="per job")
@@ -294,6 +294,9 @@ def main():
     unknown = [c for c in cases if c not in ("two", "three", "heavy")]
     if unknown or not cases:
         sys.exit("crossover: --cases takes two, three and heavy (got %r)" % args.cases)
+    if args.quick or args.no_extra:
+        cases = ["two"]
+    extra_repeats = args.extra_repeats or max(1, repeats // 3)
     try:
         if "two" in cases:
             two = run_case("two", [("a", args.device_ms), ("b", args.device_ms)], args, repeats,
@@ -301,16 +304,15 @@ def main():
             summary.update(two)
             summary["targets_met"] = (summary["gain_vs_sequential"] >= 0.15 and
                                       summary["gain_vs_none"] >= 0.10)
-        if not args.quick and not args.no_extra:
-            extra_repeats = args.extra_repeats or max(1, repeats // 3)
-            if "three" in cases:
-                summary["three_jobs"] = run_case(
-                    "three", [("a", args.device_ms), ("b", args.device_ms), ("c", args.device_ms)],
-                    args, extra_repeats, ["none", "crossover"])
-            if "heavy" in cases:
-                summary["heavy"] = run_case(
-                    "heavy", [("heavy", args.device_ms * args.heavy), ("light", args.device_ms)],
-                    args, extra_repeats, ["none", "crossover"])
+        if "three" in cases:
+            summary["three_jobs"] = run_case(
+                "three", [("a", args.device_ms), ("b", args.device_ms), ("c", args.device_ms)],
+                args, extra_repeats, ["none", "crossover"])
+        if "heavy" in cases:
+            summary["heavy"] = run_case(
+                "heavy", [("heavy", args.device_ms * args.heavy), ("light", args.device_ms)],
+                args, extra_repeats, ["none", "crossover"])
+        if "three" in cases or "heavy" in cases:
             summary["extra_repeats"] = extra_repeats
         summary["ok"] = True
     except Exception as e:  # report, with the logs kept

@@ -15,7 +15,7 @@ import shutil
 import subprocess
 import sys
 
-PROGRESS = re.compile(r"^\[\s*([0-9.]+)s\] step .*test_acc\s+([0-9.]+)\s")
+PROGRESS = re.compile(r"^\[\s*([0-9.]+)s\] step .*test_acc\s+([0-9.]+)\s(?:.*\bsamples\s+([0-9]+))?")
 CASE = re.compile(r"^(none|compute|link|erratic|midrun)-([0-9.]+)x-([0-9]+)of([0-9]+)$")
 
 
@@ -54,21 +54,26 @@ def last_json(path):
     return None
 
 
-def accuracy_series(path):
-    """[(seconds, test accuracy)] from the daemon's progress lines."""
+def progress_readings(path):
+    """[(seconds, test accuracy, samples or None)] from the daemon's progress lines."""
     out = []
     try:
         with open(path) as f:
             for line in f:
                 m = PROGRESS.match(line)
                 if m:
-                    out.append((float(m.group(1)), float(m.group(2))))
+                    samples = int(m.group(3)) if m.group(3) is not None else None
+                    out.append((float(m.group(1)), float(m.group(2)), samples))
     except OSError:
         pass
     return out
 
 
-PROGRESS_SAMPLES = re.compile(r"test_acc\s+([0-9.]+)\s.*\bsamples\s+([0-9]+)")
+def accuracy_series(path):
+    """[(seconds, test accuracy)] from the daemon's progress lines."""
+    return [(sec, acc) for sec, acc, _ in progress_readings(path)]
+
+
 # The late accuracy averages the evaluations of the last LATE_FRACTION of the samples: one
 # final evaluation moves by about a point from run to run (the model at the stop is one
 # draw of SGD's noise), a mean over the same stretch of samples in every mode far less.
@@ -77,22 +82,13 @@ PROGRESS_SAMPLES = re.compile(r"test_acc\s+([0-9.]+)\s.*\bsamples\s+([0-9]+)")
 LATE_FRACTION = 0.1
 
 
-def late_accuracy(path):
-    """Mean test accuracy of the evaluations read at or after (1 - LATE_FRACTION) of the
-    run's last sample count (progress lines repeat an evaluation until the next:
-    consecutive equal readings count once; the evaluation in force when the stretch
-    begins counts too, so a short run has at least its last one), or None."""
-    readings = []
-    try:
-        with open(path) as f:
-            for line in f:
-                if not PROGRESS.match(line):
-                    continue
-                m = PROGRESS_SAMPLES.search(line)
-                if m:
-                    readings.append((int(m.group(2)), float(m.group(1))))
-    except OSError:
-        return None
+def late_accuracy(readings):
+    """Mean test accuracy of the evaluations (progress_readings) read at or after
+    (1 - LATE_FRACTION) of the run's last sample count (progress lines repeat an
+    evaluation until the next: consecutive equal readings count once; the evaluation in
+    force when the stretch begins counts too, so a short run has at least its last one),
+    or None."""
+    readings = [(n, acc) for _, acc, n in readings if n is not None]
     if not readings:
         return None
     start = (1 - LATE_FRACTION) * readings[-1][0]
@@ -157,8 +153,9 @@ def cmd_run(a):
         # Time to each target from the same run: the daemon's own figure for the target it
         # stopped at, the first progress line at or above it for the lower ones (250 ms).
         times = {}
-        series = accuracy_series(a.out)
-        rec["late_test_acc"] = late_accuracy(a.out)
+        readings = progress_readings(a.out)
+        series = [(sec, acc) for sec, acc, _ in readings]
+        rec["late_test_acc"] = late_accuracy(readings)
         for t in a.targets.split():
             at = None
             if a.run == "target" and s.get("reached") and float(t) >= float(s.get("target_acc") or 0):
