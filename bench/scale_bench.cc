@@ -18,7 +18,7 @@
 #include "groupsgd/adaptive/simulator.h"
 #include "bench_cli.h"
 
-using namespace groupsgd::daemon;
+using namespace groupsgd::adaptive;
 using nlohmann::json;
 
 int main(int argc, char** argv) {

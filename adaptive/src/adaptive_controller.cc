@@ -5,7 +5,7 @@
 
 #include "groupsgd/common/log.h"
 
-namespace groupsgd::daemon {
+namespace groupsgd::adaptive {
 
 AdaptiveController::AdaptiveController(const AdaptiveConfig& cfg, std::uint32_t base_batch,
                                        std::uint32_t slots)
@@ -407,4 +407,4 @@ void AdaptiveController::rebatch(const Registry& registry,
   }
 }
 
-}  // namespace groupsgd::daemon
+}  // namespace groupsgd::adaptive

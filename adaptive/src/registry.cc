@@ -2,7 +2,7 @@
 
 #include <limits>
 
-namespace groupsgd::daemon {
+namespace groupsgd::adaptive {
 
 const char* workerRoleName(WorkerRole r) {
   switch (r) {
@@ -73,4 +73,4 @@ std::uint32_t LeastLoadedPolicy::groupFor(const Registry& registry, std::uint32_
   return best;
 }
 
-}  // namespace groupsgd::daemon
+}  // namespace groupsgd::adaptive

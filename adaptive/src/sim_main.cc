@@ -36,7 +36,7 @@ const CLI::Validator kNonNegative(
 }  // namespace
 
 int main(int argc, char** argv) {
-  groupsgd::daemon::SimConfig c;
+  groupsgd::adaptive::SimConfig c;
   CLI::App app("groupsgd-sim");
   app.set_help_flag();  // kUsage is the help
   app.option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
@@ -62,7 +62,7 @@ int main(int argc, char** argv) {
     std::fputs(kUsage, stdout);
     return 0;
   }
-  auto r = groupsgd::daemon::simulate(c);
+  auto r = groupsgd::adaptive::simulate(c);
   if (!r) {
     std::fprintf(stderr, "groupsgd-sim: %s\n", r.status().message().c_str());
     return 2;

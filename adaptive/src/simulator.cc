@@ -9,7 +9,7 @@
 #include "groupsgd/adaptive/policy/batch_allocation.h"
 #include "groupsgd/adaptive/policy/grouping.h"
 
-namespace groupsgd::daemon {
+namespace groupsgd::adaptive {
 namespace {
 
 struct TrueSpeed {
@@ -203,4 +203,4 @@ Result<SimResult> simulate(const SimConfig& c) {
   return r;
 }
 
-}  // namespace groupsgd::daemon
+}  // namespace groupsgd::adaptive

@@ -1,4 +1,4 @@
-#include "arbiter_host.h"
+#include "groupsgd/daemon/arbiter_host.h"
 
 #include "groupsgd/common/log.h"
 

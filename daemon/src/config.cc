@@ -174,7 +174,7 @@ Status validate(const DaemonConfig& c) {
   for (const auto* spec : {&c.compress_gradients, &c.compress_deltas}) {
     if (auto parsed = parseCompressionSpec(*spec); !parsed) return parsed.status();
   }
-  const AdaptiveConfig& a = c.adaptive;
+  const adaptive::AdaptiveConfig& a = c.adaptive;
   if (a.min_samples > a.estimator_window) {
     return invalidArgument("adaptive: min_samples must be in [1, estimator_window]");
   }

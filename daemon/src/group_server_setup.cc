@@ -1,4 +1,4 @@
-#include "group_server_setup.h"
+#include "groupsgd/daemon/group_server_setup.h"
 
 #include <nlohmann/json.hpp>
 

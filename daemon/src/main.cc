@@ -5,24 +5,24 @@
 #include <optional>
 #include <thread>
 
-#include "arbiter_host.h"
+#include "groupsgd/daemon/arbiter_host.h"
 #include "groupsgd/centralps/central_server.h"
 #include "groupsgd/common/allocator.h"
 #include "groupsgd/common/atomic_file.h"
 #include "groupsgd/common/crash_report.h"
 #include "groupsgd/common/log.h"
 #include "groupsgd/daemon/config.h"
-#include "groupsgd/daemon/coordinator.h"
+#include "groupsgd/coordinator/coordinator.h"
 #include "groupsgd/daemon/curve_setup.h"
-#include "groupsgd/daemon/external_model.h"
-#include "groupsgd/daemon/node.h"
+#include "groupsgd/coordinator/external_model.h"
+#include "groupsgd/node/node.h"
 #include "groupsgd/ops/control_server.h"
 #include "groupsgd/ops/metrics.h"
 #include "groupsgd/ops/metrics_server.h"
 #include "groupsgd/ops/sd_notify.h"
 #include "groupsgd/ops/version.h"
-#include "job.h"
-#include "job_host.h"
+#include "groupsgd/jobs/job.h"
+#include "groupsgd/jobs/job_host.h"
 
 namespace {
 
@@ -73,7 +73,7 @@ Status writeEndpointFile(const std::string& path, const std::string& endpoint) {
 // Model external: the coordinator's socket is bound (and published) first, and the first
 // registering worker's model (or external_model_file) sizes the central PS and the group
 // PSes. The bound socket is handed to the coordinator afterwards.
-Result<daemon::ExternalIntake> takeExternalModel(zmq::context_t& ctx,
+Result<jobs::ExternalIntake> takeExternalModel(zmq::context_t& ctx,
                                                   const daemon::DaemonConfig& cfg,
                                                   const CurveKeys& keys) {
   auto sock = makeSocket(ctx, zmq::socket_type::router, serverSocketOptions(keys));
@@ -84,48 +84,48 @@ Result<daemon::ExternalIntake> takeExternalModel(zmq::context_t& ctx,
     return Status(s.code(), "cannot write the endpoint file: " + s.toString());
   }
   auto model = cfg.external_model_file.empty()
-                   ? daemon::awaitExternalModel(*sock, cfg, [] { return g_stop_requested.load(); })
-                   : daemon::loadExternalModelFile(cfg.external_model_file);
+                   ? coordinator::awaitExternalModel(*sock, cfg, [] { return g_stop_requested.load(); })
+                   : coordinator::loadExternalModelFile(cfg.external_model_file);
   if (!model) return Status(model.status().code(), "model external: " + model.status().toString());
-  return daemon::ExternalIntake{std::move(*sock), *ep, std::move(model->fingerprint),
+  return jobs::ExternalIntake{std::move(*sock), *ep, std::move(model->fingerprint),
                                std::move(model->initial)};
 }
 
 // The control socket and /metrics; they start once the data plane is bound.
 struct Operations {
-  daemon::MetricsRegistry metrics;
-  std::unique_ptr<daemon::ControlServer> control;
-  std::unique_ptr<daemon::MetricsServer> metrics_server;
+  ops::MetricsRegistry metrics;
+  std::unique_ptr<ops::ControlServer> control;
+  std::unique_ptr<ops::MetricsServer> metrics_server;
 };
 
-Status startOperations(const daemon::DaemonConfig& cfg, daemon::Coordinator& coordinator,
-                       Operations* ops) {
-  ops->metrics.setBuildInfo(daemon::buildVersion());
+Status startOperations(const daemon::DaemonConfig& cfg, coordinator::Coordinator& coordinator,
+                       Operations* running) {
+  running->metrics.setBuildInfo(ops::buildVersion());
   if (!cfg.control_socket.empty()) {
-    daemon::ControlServerOptions copts;
+    ops::ControlServerOptions copts;
     copts.path = cfg.control_socket;
     if (cfg.control_admin_gid >= 0) copts.admin_gid = static_cast<gid_t>(cfg.control_admin_gid);
-    copts.metrics = &ops->metrics;
-    auto started = daemon::ControlServer::start(copts);
+    copts.metrics = &running->metrics;
+    auto started = ops::ControlServer::start(copts);
     if (!started) return Status(started.status().code(), "control socket: " + started.status().toString());
-    ops->control = std::move(*started);
-    coordinator.attachControl(ops->control.get());
+    running->control = std::move(*started);
+    coordinator.attachControl(running->control.get());
   }
   if (!cfg.metrics_listen.empty()) {
-    daemon::MetricsServerOptions mopts;
+    ops::MetricsServerOptions mopts;
     const auto colon = cfg.metrics_listen.rfind(':');
     mopts.host = cfg.metrics_listen.substr(0, colon);
     mopts.port = static_cast<std::uint16_t>(std::atoi(cfg.metrics_listen.c_str() + colon + 1));
-    auto started = daemon::MetricsServer::start(ops->metrics, mopts);
+    auto started = ops::MetricsServer::start(running->metrics, mopts);
     if (!started) {
       return Status(started.status().code(), "metrics endpoint: " + started.status().toString());
     }
-    ops->metrics_server = std::move(*started);
-    GSGD_INFO("metrics on http://" << ops->metrics_server->host() << ":"
-                                   << ops->metrics_server->port() << "/metrics");
+    running->metrics_server = std::move(*started);
+    GSGD_INFO("metrics on http://" << running->metrics_server->host() << ":"
+                                   << running->metrics_server->port() << "/metrics");
   }
-  coordinator.attachMetrics(&ops->metrics);
-  coordinator.setWatchdog(daemon::sdWatchdogInterval());
+  coordinator.attachMetrics(&running->metrics);
+  coordinator.setWatchdog(ops::sdWatchdogInterval());
   coordinator.setReloadFlag(&g_reload_requested);
   return Status::ok();
 }
@@ -164,7 +164,7 @@ int main(int argc, char** argv) {
   if (auto exit_code = readConfiguration(argc, argv, &cfg)) return *exit_code;
   if (!tuneAllocatorForLargeBuffers()) GSGD_WARN("mallopt refused the allocator settings");
   installSignalHandlers();
-  if (cfg.role == "node") return daemon::runNode(cfg, g_stop_requested, &g_reload_requested);
+  if (cfg.role == "node") return node::runNode(cfg, g_stop_requested, &g_reload_requested);
 
   zmq::context_t ctx(2);
   // CURVE: the ZAP handler runs before anything binds (without it libzmq admits anyone).
@@ -173,21 +173,21 @@ int main(int argc, char** argv) {
   auto arbiter = daemon::startArbiter(ctx, cfg, curve->keys);  // arbiter_listen, or nothing
   if (!arbiter) return fail(arbiter.status().message());
   if (cfg.serve) {
-    return daemon::runJobHost(ctx, cfg, curve->keys, curve->zap.get(), curve->daemons.get(),
+    return jobs::runJobHost(ctx, cfg, curve->keys, curve->zap.get(), curve->daemons.get(),
                               g_stop_requested, &g_reload_requested, arbiter->get());
   }
 
   // One run: one job, its coordinator on this thread; the process ends with it.
-  std::optional<daemon::ExternalIntake> intake;
+  std::optional<jobs::ExternalIntake> intake;
   if (cfg.external_model) {
     auto taken = takeExternalModel(ctx, cfg, curve->keys);
     if (!taken) return fail(taken.status().message());
     intake = std::move(*taken);
   }
   const bool published = intake.has_value();
-  auto job = daemon::Job::create(ctx, cfg, curve->keys, std::move(intake));
+  auto job = jobs::Job::create(ctx, cfg, curve->keys, std::move(intake));
   if (!job) return fail(job.status().message());
-  daemon::Coordinator& coordinator = (*job)->coordinator();
+  coordinator::Coordinator& coordinator = (*job)->coordinator();
   coordinator.attachZap(curve->zap.get());
   if (curve->zap) {
     coordinator.setKeyReloader([&cfg, &curve] {
@@ -205,10 +205,10 @@ int main(int argc, char** argv) {
 
   // Each server runs on its own thread with its own sockets; they talk only by messages.
   (*job)->startServers();
-  (void)daemon::sdNotifyReady("training: coordinator on " + coordinator.endpoint());
+  (void)ops::sdNotifyReady("training: coordinator on " + coordinator.endpoint());
   nlohmann::json summary = (*job)->runCoordinator(g_stop_requested);
 
-  (void)daemon::sdNotifyStopping();
+  (void)ops::sdNotifyStopping();
   (*job)->stopServers();
   ops.control.reset();
   ops.metrics_server.reset();

@@ -12,7 +12,7 @@
 
 #include "groupsgd/common/deadline.h"
 
-namespace groupsgd::daemon {
+namespace groupsgd::ops {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -193,4 +193,4 @@ Result<nlohmann::json> ControlClient::parseReply(const std::string& line) const 
   return reply;
 }
 
-}  // namespace groupsgd::daemon
+}  // namespace groupsgd::ops

@@ -4,7 +4,7 @@
 #include <array>
 #include <utility>
 
-namespace groupsgd::daemon {
+namespace groupsgd::ops {
 namespace {
 
 constexpr std::array<std::pair<ControlError, const char*>, 8> kNames{{
@@ -120,4 +120,4 @@ nlohmann::ordered_json makeErrorReply(const nlohmann::json& id, ControlError cod
   return reply;
 }
 
-}  // namespace groupsgd::daemon
+}  // namespace groupsgd::ops

@@ -9,7 +9,7 @@
 
 #include "groupsgd/common/log.h"
 
-namespace groupsgd::daemon {
+namespace groupsgd::ops {
 
 using nlohmann::ordered_json;
 
@@ -77,4 +77,4 @@ void PendingRequest::fail(const Status& status) {
   fail(controlErrorFor(status.code()), status.message());
 }
 
-}  // namespace groupsgd::daemon
+}  // namespace groupsgd::ops

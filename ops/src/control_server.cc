@@ -26,7 +26,7 @@
 #define SO_PEERGROUPS 59  // Linux >= 4.13
 #endif
 
-namespace groupsgd::daemon {
+namespace groupsgd::ops {
 namespace {
 
 namespace asio = boost::asio;
@@ -527,4 +527,4 @@ void ControlServer::setRefusing(std::optional<std::string> reason) {
   impl_->refusing = std::move(reason);
 }
 
-}  // namespace groupsgd::daemon
+}  // namespace groupsgd::ops

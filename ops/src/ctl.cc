@@ -16,7 +16,7 @@
 #include "groupsgd/ops/control_client.h"
 #include "groupsgd/ops/version.h"
 
-namespace groupsgd::daemon {
+namespace groupsgd::ops {
 namespace {
 
 using ojson = nlohmann::ordered_json;
@@ -545,4 +545,4 @@ int runCtl(const std::vector<std::string>& args, const std::string& default_sock
   }
 }
 
-}  // namespace groupsgd::daemon
+}  // namespace groupsgd::ops

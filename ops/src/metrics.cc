@@ -7,7 +7,7 @@
 
 #include "groupsgd/common/log.h"
 
-namespace groupsgd::daemon {
+namespace groupsgd::ops {
 namespace {
 
 bool isNameStart(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
@@ -280,4 +280,4 @@ std::string MetricsRegistry::render() const {
   return out;
 }
 
-}  // namespace groupsgd::daemon
+}  // namespace groupsgd::ops

@@ -11,7 +11,7 @@
 
 #include "groupsgd/common/log.h"
 
-namespace groupsgd::daemon {
+namespace groupsgd::ops {
 namespace {
 
 namespace asio = boost::asio;
@@ -177,4 +177,4 @@ MetricsServer::~MetricsServer() {
 std::uint16_t MetricsServer::port() const { return impl_->port; }
 const std::string& MetricsServer::host() const { return impl_->host; }
 
-}  // namespace groupsgd::daemon
+}  // namespace groupsgd::ops

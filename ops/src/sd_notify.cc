@@ -10,7 +10,7 @@
 #include <cstring>
 #include <ctime>
 
-namespace groupsgd::daemon {
+namespace groupsgd::ops {
 namespace {
 
 std::string oneLine(std::string_view text) {
@@ -97,4 +97,4 @@ std::optional<std::chrono::microseconds> sdWatchdogInterval() {
   return std::chrono::microseconds(static_cast<long long>(usec));
 }
 
-}  // namespace groupsgd::daemon
+}  // namespace groupsgd::ops

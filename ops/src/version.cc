@@ -4,8 +4,8 @@
 #error "GROUPSGD_VERSION must be defined by the build (daemon/CMakeLists.txt)"
 #endif
 
-namespace groupsgd::daemon {
+namespace groupsgd::ops {
 
 const char* buildVersion() { return GROUPSGD_VERSION; }
 
-}  // namespace groupsgd::daemon
+}  // namespace groupsgd::ops

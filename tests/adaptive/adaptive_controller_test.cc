@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <chrono>
 
-using namespace groupsgd::daemon;
+using namespace groupsgd::adaptive;
 using std::chrono::milliseconds;
 
 namespace {

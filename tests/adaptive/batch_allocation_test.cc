@@ -5,7 +5,7 @@
 #include <numeric>
 #include <random>
 
-using namespace groupsgd::daemon::policy;
+using namespace groupsgd::adaptive::policy;
 
 namespace {
 WorkerSpeed w(std::uint64_t id, double v, double a = 0) { return {id, a, v}; }

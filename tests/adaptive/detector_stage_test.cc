@@ -8,7 +8,7 @@
 #include "groupsgd/adaptive/policy/stage_controller.h"
 #include "groupsgd/adaptive/policy/straggler_detector.h"
 
-using namespace groupsgd::daemon::policy;
+using namespace groupsgd::adaptive::policy;
 
 namespace {
 

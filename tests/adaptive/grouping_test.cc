@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <random>
 
-using namespace groupsgd::daemon::policy;
+using namespace groupsgd::adaptive::policy;
 
 namespace {
 

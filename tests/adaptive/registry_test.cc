@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-using namespace groupsgd::daemon;
+using namespace groupsgd::adaptive;
 
 namespace {
 

@@ -3,7 +3,7 @@
 
 #include <doctest/doctest.h>
 
-using namespace groupsgd::daemon;
+using namespace groupsgd::adaptive;
 
 TEST_CASE("simulator: a 4x compute straggler among 8 is absorbed by batches (no regroup)") {
   SimConfig c;

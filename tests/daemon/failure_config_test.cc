@@ -8,11 +8,12 @@
 #include <nlohmann/json.hpp>
 
 #include "groupsgd/daemon/config.h"
-#include "groupsgd/daemon/incarnation.h"
+#include "groupsgd/coordinator/incarnation.h"
 #include "support/temp_dir.h"
 
 using namespace groupsgd;
 using namespace groupsgd::daemon;
+using namespace groupsgd::coordinator;
 using nlohmann::json;
 
 TEST_CASE("daemon config: quarantine and give-up settings parse from flags and JSON, with their defaults") {

@@ -10,7 +10,7 @@
 #include "fuzz_check.h"
 #include "groupsgd/ops/control_protocol.h"
 
-using namespace groupsgd::daemon;
+using namespace groupsgd::ops;
 
 namespace {
 

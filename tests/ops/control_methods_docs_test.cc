@@ -8,7 +8,7 @@
 
 #include "groupsgd/ops/control_protocol.h"
 
-using namespace groupsgd::daemon;
+using namespace groupsgd::ops;
 
 TEST_CASE("control methods: docs/operations.md documents each method and its admin flag") {
   std::ifstream in(std::string(GROUPSGD_DOCS_DIR) + "/operations.md");

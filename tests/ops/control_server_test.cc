@@ -15,7 +15,7 @@
 #include "ops_test_util.h"
 
 using namespace groupsgd;
-using namespace groupsgd::daemon;
+using namespace groupsgd::ops;
 using groupsgd::testing::FakeCoordinator;
 using groupsgd::testing::RawClient;
 using groupsgd::testing::TempDir;

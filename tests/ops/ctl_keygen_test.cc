@@ -12,7 +12,7 @@
 #include "support/temp_dir.h"
 
 using namespace groupsgd;
-using namespace groupsgd::daemon;
+using namespace groupsgd::ops;
 
 TEST_CASE(
     "groupsgdctl keygen: writes a 0600 secret and the public key it prints; never "

@@ -12,7 +12,7 @@
 #include "ops_test_util.h"
 
 using namespace groupsgd;
-using namespace groupsgd::daemon;
+using namespace groupsgd::ops;
 using groupsgd::testing::FakeCoordinator;
 using groupsgd::testing::TempDir;
 using nlohmann::json;

@@ -16,7 +16,7 @@
 #include "groupsgd/ops/metrics_server.h"
 
 using namespace groupsgd;
-using namespace groupsgd::daemon;
+using namespace groupsgd::ops;
 namespace http = boost::beast::http;
 using tcp = boost::asio::ip::tcp;
 

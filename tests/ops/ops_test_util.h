@@ -31,8 +31,8 @@ namespace groupsgd::testing {
 // answer it, keep it, or drop it: dropping makes the server reply "internal").
 class FakeCoordinator {
  public:
-  using Handler = std::function<void(daemon::PendingRequest&&)>;
-  FakeCoordinator(daemon::ControlServer& server, Handler handle)
+  using Handler = std::function<void(ops::PendingRequest&&)>;
+  FakeCoordinator(ops::ControlServer& server, Handler handle)
       : server_(server), handle_(std::move(handle)) {
     thread_ = std::thread([this] {
       while (!stop_.load()) {
@@ -46,21 +46,21 @@ class FakeCoordinator {
   }
 
  private:
-  daemon::ControlServer& server_;
+  ops::ControlServer& server_;
   Handler handle_;
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };
 
 // The default fake: echoes method, params and caller; a few methods behave like a daemon.
-inline void echoHandler(daemon::PendingRequest&& req) {
+inline void echoHandler(ops::PendingRequest&& req) {
   using nlohmann::json;
   const auto& c = req.caller();
   if (req.method() == "drain" && req.params().value("worker", json()) == json(999)) {
-    return req.fail(daemon::ControlError::kInvalidParams, "no worker 999");
+    return req.fail(ops::ControlError::kInvalidParams, "no worker 999");
   }
   if (req.method() == "checkpoint") {
-    return req.fail(daemon::ControlError::kRefused, "a checkpoint is already being written");
+    return req.fail(ops::ControlError::kRefused, "a checkpoint is already being written");
   }
   if (req.method() == "workers") {  // built in column order, as the coordinator should
     nlohmann::ordered_json rows = nlohmann::ordered_json::array();

@@ -13,7 +13,7 @@
 #include "temp_dir.h"
 
 using namespace groupsgd;
-using namespace groupsgd::daemon;
+using namespace groupsgd::ops;
 
 namespace {
 

@@ -6,7 +6,7 @@
 
 #include "water_level.h"
 
-namespace groupsgd::daemon::policy {
+namespace groupsgd::adaptive::policy {
 namespace {
 
 double clampD(double x, double lo, double hi) { return std::min(std::max(x, lo), hi); }
@@ -119,4 +119,4 @@ std::vector<std::uint32_t> dampedUpdate(std::span<const std::uint32_t> current,
   return roundToSum(next, total, bounds);
 }
 
-}  // namespace groupsgd::daemon::policy
+}  // namespace groupsgd::adaptive::policy

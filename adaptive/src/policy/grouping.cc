@@ -8,7 +8,7 @@
 
 #include "water_level.h"
 
-namespace groupsgd::daemon::policy {
+namespace groupsgd::adaptive::policy {
 namespace {
 
 // Workers of similar speed planned as one unit (count copies of the same model).
@@ -314,4 +314,4 @@ GroupPlan planGroups(std::span<const WorkerSpeed> speeds, const PlanConfig& cfg)
   return evaluateMembers(groups, cfg);  // the members are known: no id lookup
 }
 
-}  // namespace groupsgd::daemon::policy
+}  // namespace groupsgd::adaptive::policy

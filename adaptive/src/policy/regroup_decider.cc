@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace groupsgd::daemon::policy {
+namespace groupsgd::adaptive::policy {
 
 bool sameGrouping(const std::vector<std::vector<std::uint64_t>>& a,
                   const std::vector<std::vector<std::uint64_t>>& b) {
@@ -49,4 +49,4 @@ std::optional<RegroupDecision> RegroupDecider::decide(
   return d;
 }
 
-}  // namespace groupsgd::daemon::policy
+}  // namespace groupsgd::adaptive::policy

@@ -4,7 +4,7 @@
 #include <numeric>
 #include <vector>
 
-namespace groupsgd::daemon::policy {
+namespace groupsgd::adaptive::policy {
 
 double trimmedMean(std::vector<double> values, double trim) {
   if (values.empty()) return 0;
@@ -86,4 +86,4 @@ WorkerSpeed SpeedEstimator::estimate(std::uint64_t id) const {
   return w;
 }
 
-}  // namespace groupsgd::daemon::policy
+}  // namespace groupsgd::adaptive::policy

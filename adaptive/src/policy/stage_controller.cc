@@ -4,7 +4,7 @@
 #include <numeric>
 #include <sstream>
 
-namespace groupsgd::daemon::policy {
+namespace groupsgd::adaptive::policy {
 
 const char* stageName(Stage s) {
   switch (s) {
@@ -61,4 +61,4 @@ std::optional<StageChange> StageController::update(std::uint64_t min_worker_step
   return StageChange{stage_, os.str()};
 }
 
-}  // namespace groupsgd::daemon::policy
+}  // namespace groupsgd::adaptive::policy

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace groupsgd::daemon::policy {
+namespace groupsgd::adaptive::policy {
 
 double medianOfLast(const std::deque<double>& values, std::size_t n) {
   if (values.empty()) return 0;
@@ -175,4 +175,4 @@ std::size_t StragglerDetector::stragglers() const {
   return n;
 }
 
-}  // namespace groupsgd::daemon::policy
+}  // namespace groupsgd::adaptive::policy

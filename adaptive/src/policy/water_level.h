@@ -9,7 +9,7 @@
 #include <algorithm>
 #include <utility>
 
-namespace groupsgd::daemon::policy {
+namespace groupsgd::adaptive::policy {
 
 // eval(t) returns {f(t), slope of f at t}. Stops when hi - lo <= rel_tol * hi
 // or after max_iter evaluations; returns hi (f(hi) >= target when the target is
@@ -41,4 +41,4 @@ double waterLevel(const Eval& eval, double target, double lo, double hi, double 
   return hi;
 }
 
-}  // namespace groupsgd::daemon::policy
+}  // namespace groupsgd::adaptive::policy

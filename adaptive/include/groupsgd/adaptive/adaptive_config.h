@@ -8,7 +8,7 @@
 #include "groupsgd/adaptive/policy/stage_controller.h"
 #include "groupsgd/adaptive/policy/straggler_detector.h"
 
-namespace groupsgd::daemon {
+namespace groupsgd::adaptive {
 
 // Knobs of the adaptive coordinator (mode adaptive); docs/adaptive.md explains each.
 struct AdaptiveConfig {
@@ -34,4 +34,4 @@ struct AdaptiveConfig {
   policy::StageConfig stages;
 };
 
-}  // namespace groupsgd::daemon
+}  // namespace groupsgd::adaptive

@@ -22,7 +22,7 @@
 #include "groupsgd/adaptive/policy/straggler_detector.h"
 #include "groupsgd/adaptive/registry.h"
 
-namespace groupsgd::daemon {
+namespace groupsgd::adaptive {
 
 struct SlotAssignment {
   std::uint32_t slot = 0;   // group PS index
@@ -144,4 +144,4 @@ class AdaptiveController {
                const Groups& current, ControlActions* act);
 };
 
-}  // namespace groupsgd::daemon
+}  // namespace groupsgd::adaptive

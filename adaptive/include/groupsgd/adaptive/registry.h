@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-namespace groupsgd::daemon {
+namespace groupsgd::adaptive {
 
 enum class WorkerRole { kTrainer, kEvaluator, kTool, kNode };
 // kQuarantined: refused for repeated bad updates until an operator clears it.
@@ -81,4 +81,4 @@ class LeastLoadedPolicy final : public AssignmentPolicy {
   std::uint32_t groupFor(const Registry& registry, std::uint32_t group_count) override;
 };
 
-}  // namespace groupsgd::daemon
+}  // namespace groupsgd::adaptive

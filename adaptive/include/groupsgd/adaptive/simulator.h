@@ -15,7 +15,7 @@
 #include "groupsgd/adaptive/adaptive_config.h"
 #include "groupsgd/common/status.h"
 
-namespace groupsgd::daemon {
+namespace groupsgd::adaptive {
 
 struct SimConfig {
   std::uint32_t workers = 8;
@@ -47,4 +47,4 @@ struct SimResult {
 
 Result<SimResult> simulate(const SimConfig& cfg);
 
-}  // namespace groupsgd::daemon
+}  // namespace groupsgd::adaptive

@@ -75,7 +75,7 @@ struct DaemonConfig {
   std::string config_file;                  // set from --config (SIGHUP reloads it)
   std::string compress_gradients = "dense";  // worker -> group encoding (CompressionSpec)
   std::string compress_deltas = "dense";     // group -> central encoding
-  AdaptiveConfig adaptive;
+  adaptive::AdaptiveConfig adaptive;
   // Failure handling (docs/reliability.md).
   std::uint32_t quarantine_after = 5;       // bad updates within the window (0 = never)
   double quarantine_window_s = 60;

@@ -14,7 +14,7 @@
 
 #include "groupsgd/common/status.h"
 
-namespace groupsgd::daemon {
+namespace groupsgd::ops {
 
 class ControlClient {
  public:
@@ -57,4 +57,4 @@ class ControlClient {
   std::size_t max_reply_bytes_ = 16 * 1024 * 1024;
 };
 
-}  // namespace groupsgd::daemon
+}  // namespace groupsgd::ops

@@ -22,7 +22,7 @@
 
 #include "groupsgd/common/status.h"
 
-namespace groupsgd::daemon {
+namespace groupsgd::ops {
 
 // The control protocol's version, reported by the "version" method. Bump it when a
 // method's params or result change incompatibly.
@@ -111,4 +111,4 @@ nlohmann::ordered_json makeOkReply(const nlohmann::json& id, nlohmann::ordered_j
 nlohmann::ordered_json makeErrorReply(const nlohmann::json& id, ControlError code,
                                       std::string_view message);
 
-}  // namespace groupsgd::daemon
+}  // namespace groupsgd::ops

@@ -48,7 +48,7 @@
 #include "groupsgd/common/status.h"
 #include "groupsgd/ops/control_protocol.h"
 
-namespace groupsgd::daemon {
+namespace groupsgd::ops {
 
 class MetricsRegistry;
 
@@ -148,4 +148,4 @@ class ControlServer : public ControlQueue {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace groupsgd::daemon
+}  // namespace groupsgd::ops

@@ -15,7 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
-namespace groupsgd::daemon {
+namespace groupsgd::ops {
 
 inline constexpr const char* kDefaultControlSocket = "/run/groupsgd/control.sock";
 inline constexpr int kCtlOk = 0;
@@ -40,4 +40,4 @@ int runCtl(const std::vector<std::string>& args, const std::string& default_sock
 std::string formatResult(const nlohmann::ordered_json& result);
 std::string formatTable(const nlohmann::ordered_json& rows, const std::string& indent = "");
 
-}  // namespace groupsgd::daemon
+}  // namespace groupsgd::ops

@@ -28,7 +28,7 @@
 #include <utility>
 #include <vector>
 
-namespace groupsgd::daemon {
+namespace groupsgd::ops {
 
 // Label name/value pairs, in the order the family declares its label names.
 using MetricLabels = std::vector<std::pair<std::string, std::string>>;
@@ -149,4 +149,4 @@ class MetricsRegistry {
 // "NaN", "+Inf", "-Inf".
 std::string formatMetricValue(double value);
 
-}  // namespace groupsgd::daemon
+}  // namespace groupsgd::ops

@@ -13,7 +13,7 @@
 #include "groupsgd/common/status.h"
 #include "groupsgd/ops/metrics.h"
 
-namespace groupsgd::daemon {
+namespace groupsgd::ops {
 
 struct MetricsServerOptions {
   std::string host = "127.0.0.1";  // an IPv4 or IPv6 literal; keep it on loopback
@@ -40,4 +40,4 @@ class MetricsServer {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace groupsgd::daemon
+}  // namespace groupsgd::ops

@@ -17,7 +17,7 @@
 
 #include "groupsgd/common/status.h"
 
-namespace groupsgd::daemon {
+namespace groupsgd::ops {
 
 // Sends `state` (newline-separated KEY=VALUE assignments) as one datagram. Ok and no-op
 // when NOTIFY_SOCKET is unset or empty; an error when it is set but unusable.
@@ -40,4 +40,4 @@ Status sdNotifyReloading();
 // to another process. Ping at half of it.
 std::optional<std::chrono::microseconds> sdWatchdogInterval();
 
-}  // namespace groupsgd::daemon
+}  // namespace groupsgd::ops

@@ -3,8 +3,8 @@
 // Thread rule: a constant; any thread.
 #pragma once
 
-namespace groupsgd::daemon {
+namespace groupsgd::ops {
 
 const char* buildVersion();
 
-}  // namespace groupsgd::daemon
+}  // namespace groupsgd::ops

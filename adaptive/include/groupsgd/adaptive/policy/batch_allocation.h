@@ -10,7 +10,7 @@
 
 #include "groupsgd/adaptive/policy/speed_model.h"
 
-namespace groupsgd::daemon::policy {
+namespace groupsgd::adaptive::policy {
 
 struct BatchBounds {
   std::uint32_t min = 4;
@@ -38,4 +38,4 @@ std::vector<std::uint32_t> dampedUpdate(std::span<const std::uint32_t> current,
 std::vector<std::uint32_t> roundToSum(std::span<const double> values, std::uint32_t total,
                                       BatchBounds bounds);
 
-}  // namespace groupsgd::daemon::policy
+}  // namespace groupsgd::adaptive::policy

@@ -18,7 +18,7 @@
 #include "groupsgd/adaptive/policy/batch_allocation.h"
 #include "groupsgd/adaptive/policy/speed_model.h"
 
-namespace groupsgd::daemon::policy {
+namespace groupsgd::adaptive::policy {
 
 struct PlanConfig {
   std::uint32_t max_groups = 4;       // G_max
@@ -51,4 +51,4 @@ GroupPlan evaluatePlan(std::span<const WorkerSpeed> speeds,
 // The best plan for these workers.
 GroupPlan planGroups(std::span<const WorkerSpeed> speeds, const PlanConfig& cfg);
 
-}  // namespace groupsgd::daemon::policy
+}  // namespace groupsgd::adaptive::policy

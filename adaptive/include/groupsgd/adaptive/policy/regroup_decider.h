@@ -14,7 +14,7 @@
 
 #include "groupsgd/adaptive/policy/grouping.h"
 
-namespace groupsgd::daemon::policy {
+namespace groupsgd::adaptive::policy {
 
 struct RegroupConfig {
   double min_gain = 0.10;                       // predicted useful-progress gain required
@@ -56,4 +56,4 @@ class RegroupDecider {
 bool sameGrouping(const std::vector<std::vector<std::uint64_t>>& a,
                   const std::vector<std::vector<std::uint64_t>>& b);
 
-}  // namespace groupsgd::daemon::policy
+}  // namespace groupsgd::adaptive::policy

@@ -9,7 +9,7 @@
 #include <deque>
 #include <vector>
 
-namespace groupsgd::daemon::policy {
+namespace groupsgd::adaptive::policy {
 
 struct WorkerSpeed {
   std::uint64_t id = 0;
@@ -62,4 +62,4 @@ class SpeedEstimator {
 // Trimmed mean: sorts, drops `trim` of the values at each end, averages the rest.
 double trimmedMean(std::vector<double> values, double trim);
 
-}  // namespace groupsgd::daemon::policy
+}  // namespace groupsgd::adaptive::policy

@@ -12,7 +12,7 @@
 #include <optional>
 #include <string>
 
-namespace groupsgd::daemon::policy {
+namespace groupsgd::adaptive::policy {
 
 enum class Stage { kProfiling, kCoarse, kFine };
 const char* stageName(Stage s);
@@ -52,4 +52,4 @@ class StageController {
   std::deque<double> losses_;
 };
 
-}  // namespace groupsgd::daemon::policy
+}  // namespace groupsgd::adaptive::policy

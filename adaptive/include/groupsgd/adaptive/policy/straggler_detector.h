@@ -31,7 +31,7 @@
 #include <map>
 #include <vector>
 
-namespace groupsgd::daemon::policy {
+namespace groupsgd::adaptive::policy {
 
 struct StragglerConfig {
   double enter_ratio = 2.0;
@@ -117,4 +117,4 @@ class StragglerDetector {
 // Median of the last n values of a window (all of them when it holds fewer).
 double medianOfLast(const std::deque<double>& values, std::size_t n);
 
-}  // namespace groupsgd::daemon::policy
+}  // namespace groupsgd::adaptive::policy

@@ -1,0 +1,64 @@
+// The coordinator's metrics (docs/operations.md, "Metrics"): gauges set to the values of
+// the moment, counters advanced to the running totals the coordinator and the central PS
+// keep (a total only ever moves a counter forward). The coordinator gathers the values;
+// this class knows the series' names, help texts and labels.
+// Thread rule: the coordinator thread; the registry it writes to has its own lock.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "groupsgd/adaptive/registry.h"
+#include "groupsgd/ops/metrics.h"
+
+namespace groupsgd::coordinator {
+
+// Names this room takes from the adaptive and ops libraries.
+using adaptive::Registry;
+using ops::MetricsRegistry;
+
+// The coordinator's own running totals.
+struct CoordinatorTotals {
+  std::uint64_t samples_trained = 0;
+  std::uint64_t regroups = 0;
+  std::uint64_t stale_heartbeats = 0;
+  std::uint64_t identity_refused = 0;
+  std::optional<std::uint64_t> curve_clients_refused;  // with CURVE only
+};
+
+// The central PS's counters (its CentralStats).
+struct CentralCounters {
+  std::uint64_t version = 0;
+  std::uint64_t updates_applied = 0;
+  std::uint64_t updates_refused = 0;
+  std::uint64_t samples_applied = 0;
+  double mean_staleness = 0;
+  std::uint64_t max_staleness = 0;
+  std::uint64_t checkpoint_version = 0;
+  std::uint64_t checkpoint_failures = 0;
+};
+
+class MetricsExporter {
+ public:
+  explicit MetricsExporter(MetricsRegistry* metrics) : metrics_(metrics) {}
+
+  // Trainers by state, and each active trainer's step times and batch.
+  void exportWorkers(const Registry& registry);
+  // Groups in use and the members of each group slot (index = slot).
+  void exportGroups(std::size_t in_use, const std::vector<std::size_t>& members);
+  void exportAccuracy(double accuracy);
+  void exportTotals(const CoordinatorTotals& totals);
+  void exportCentral(const CentralCounters& central);
+
+ private:
+  // Advances counter `name` to `value` (never back).
+  void counterTo(const char* name, const char* help, double value);
+
+  MetricsRegistry* metrics_;                 // borrowed: the job's view of the registry
+  std::map<std::string, double> exported_;  // counter values already exported
+};
+
+}  // namespace groupsgd::coordinator

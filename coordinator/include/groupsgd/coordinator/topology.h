@@ -1,0 +1,18 @@
+// Where the servers of one run are, as the head learns them before its coordinator starts:
+// the central PS, this daemon's own group PSes and the model's size and layout. Plain data.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace groupsgd::coordinator {
+
+struct Topology {
+  std::string central_endpoint;
+  std::vector<std::string> group_endpoints;  // index = group id
+  std::uint64_t param_count = 0;
+  std::string model_fingerprint;  // external model: layout every worker must match
+};
+
+}  // namespace groupsgd::coordinator

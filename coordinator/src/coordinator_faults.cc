@@ -1,0 +1,346 @@
+// The coordinator's failure handling (docs/reliability.md): quarantine learned from the
+// group PSes, failed node daemons and their groups, and what a restarted head reports.
+// All of it runs on the coordinator thread.
+#include <algorithm>
+#include <cstdio>
+
+#include "groupsgd/common/atomic_file.h"
+#include "groupsgd/common/log.h"
+#include "groupsgd/coordinator/coordinator.h"
+
+namespace groupsgd::coordinator {
+namespace {
+
+double secondsSince(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
+}  // namespace
+
+void Coordinator::pollGroups() {
+  // One group per heartbeat period, round robin, with a short deadline, on a thread of
+  // its own (collectGroupPoll() reads the answer): the group PSes report whom they
+  // quarantined and how many replays they refused.
+  next_poll_ = Clock::now() + std::chrono::milliseconds(cfg_.heartbeat_ms);
+  if (fleet_->ready() == 0 || stopping_ || group_poll_) return;
+  const auto stale = std::chrono::milliseconds(2ull * cfg_.heartbeat_ms);
+  for (std::uint32_t tries = 0; tries < fleet_->ready(); ++tries) {
+    const auto g = static_cast<std::uint32_t>(next_poll_group_++ % fleet_->ready());
+    if (groupFailed(g)) continue;
+    if (fleet_->node(g) != 0) {
+      // A node that has gone quiet is judged by its heartbeats, not asked here.
+      const WorkerRecord* node = registry_.find(fleet_->node(g));
+      if (node == nullptr || Clock::now() - node->last_seen > stale) continue;
+    }
+    OutMessage out(cfg_.job_id, 0);
+    out.header().getBody().initGroupStatsQuery();
+    const auto timeout =
+        std::chrono::milliseconds(std::clamp<std::uint32_t>(cfg_.heartbeat_ms, 200, 1000));
+    CallTarget link = fleet_->link(g);
+    std::string endpoint = link.endpoint;
+    group_poll_.emplace(GroupPoll{g, std::move(endpoint),
+                                  BackgroundCall::start(ctx_, std::move(link), limits_,
+                                                        std::move(out), timeout)});
+    return;
+  }
+}
+
+void Coordinator::collectGroupPoll() {
+  if (!group_poll_ || !group_poll_->call.ready()) return;
+  const std::uint32_t g = group_poll_->group;
+  const std::string endpoint = group_poll_->endpoint;
+  auto reply = group_poll_->call.take();
+  group_poll_.reset();
+  // Not after the stop (the accounting is being settled), nor from a PS since replaced.
+  if (stopping_ || groupFailed(g) || fleet_->endpoint(g) != endpoint) return;
+  if (!reply || reply->kind() != BodyKind::GROUP_STATS) return;
+  auto s = reply->header().getBody().getGroupStats();
+  group_replays_[g] = s.getReplayedPushes();
+  for (auto q : s.getQuarantined()) markQuarantined(q, g);
+}
+
+void Coordinator::markQuarantined(std::uint64_t worker, std::uint32_t group) {
+  WorkerRecord* w = registry_.find(worker);
+  if (w == nullptr || w->state == WorkerState::kQuarantined || w->state == WorkerState::kLeft) {
+    return;
+  }
+  const bool was_active = w->state == WorkerState::kActive;
+  w->state = WorkerState::kQuarantined;
+  quarantined_procs_.insert({w->host, w->pid});
+  // Under CURVE the key is the identity: a new name or pid does not make a new worker.
+  if (!w->public_key.empty()) quarantined_keys_.insert(w->public_key);
+  ++quarantined_total_;
+  GSGD_WARN("worker " << worker << " (" << w->host << " pid " << w->pid
+                      << ") quarantined: group " << group << " refused its updates repeatedly");
+  event("quarantine", "worker " + std::to_string(worker) + " (" + w->name + ") quarantined by group " +
+                          std::to_string(group) + " for repeated bad updates");
+  if (metrics_ != nullptr) {
+    metrics_->counter("workers_quarantined_total", "workers quarantined for repeated bad updates").inc();
+  }
+  if (!was_active || w->role != WorkerRole::kTrainer) return;
+  if (adaptive_) {
+    adaptive_->forget(worker);
+    adaptive_->membershipChanged("worker " + std::to_string(worker) + " quarantined");
+  }
+  if (!stopping_) configureGroup(w->group);
+}
+
+void Coordinator::failNode(const WorkerRecord& node, const std::string& why) {
+  spares_.dropNode(node.id);  // its unused group PSes died with it
+  for (std::uint32_t g = 0; g < fleet_->slots(); ++g) {
+    if (fleet_->node(g) == node.id && !groupFailed(g)) {
+      failGroup(g, "node " + std::to_string(node.id) + " (" + node.host + ") " + why);
+    }
+  }
+}
+
+const WorkerRecord* Coordinator::groupNode(std::uint32_t group) const {
+  const auto it = registry_.all().find(fleet_->node(group));
+  if (it == registry_.all().end() || it->second.role != WorkerRole::kNode) return nullptr;
+  return &it->second;
+}
+
+std::optional<std::string> Coordinator::nodeGone(std::uint32_t group, bool judge_silence) const {
+  const WorkerRecord* node = groupNode(group);
+  if (node == nullptr) return std::nullopt;  // a PS of this daemon's own
+  const std::string who = "node " + std::to_string(node->id) + " (" + node->host + ") ";
+  if (node->state != WorkerState::kActive) {
+    return who + (node->state == WorkerState::kLeft ? "left" : "died") + " while the run stopped";
+  }
+  if (const auto silent = Clock::now() - node->last_seen;
+      judge_silence && silent >= livenessLimit()) {
+    const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(silent).count();
+    return who + "silent for " + std::to_string(ms) + " ms while the run stopped";
+  }
+  return std::nullopt;
+}
+
+void Coordinator::awaitGroupNodes() {
+  // Every node that holds a live group must have been heard from lately. One that died
+  // during the drain stays silent, and after the liveness limit nodeGone() names it, so
+  // its groups fail at once instead of by a flush call that times out 15 s later. A live
+  // node heartbeats every heartbeat_ms: the wait costs it at most a period or two.
+  const auto fresh = std::chrono::milliseconds(3ull * cfg_.heartbeat_ms);
+  const auto deadline = Clock::now() + livenessLimit();
+  while (Clock::now() < deadline) {
+    bool waiting = false;
+    for (std::uint32_t g = 0; g < fleet_->ready() && !waiting; ++g) {
+      const WorkerRecord* node = groupNode(g);
+      if (groupFailed(g) || node == nullptr) continue;
+      const auto silent = Clock::now() - node->last_seen;
+      // Stale but not yet past the limit: wait for its next heartbeat, or for the limit.
+      waiting = node->state == WorkerState::kActive && silent > fresh && silent < livenessLimit();
+    }
+    if (!waiting) return;
+    serveOnce(std::chrono::milliseconds(50));
+  }
+}
+
+void Coordinator::failGroupAtStop(std::uint32_t group, const std::string& why) {
+  fleet_->markFailed(group);
+  configs_->cancel(group, unavailable("group " + std::to_string(group) + " failed (" + why + ")"));
+  // Its trainers have left or are gone: nobody is reassigned. Each is credited with its
+  // own final report, and what the group held unflushed is counted as lost.
+  std::size_t members = 0;
+  for (const auto& [id, w] : registry_.all()) {
+    if (w.role == WorkerRole::kTrainer && w.group == group) {
+      failed_group_members_.insert(id);
+      ++members;
+    }
+  }
+  GSGD_WARN("group " << group << " failed while the run stopped (" << why << ")");
+  event("group_failure", "group " + std::to_string(group) + " failed while the run stopped (" +
+                             why + "); its unflushed progress of " + std::to_string(members) +
+                             " worker(s) is counted as lost");
+  const double t = training_started_ ? secondsSince(*training_started_) : 0.0;
+  failures_.push_back({{"group", group}, {"why", why}, {"t_s", t}, {"at_stop", true},
+                       {"reassigned", nlohmann::json::array()}});
+}
+
+std::optional<std::uint32_t> Coordinator::liveGroupFor() const {
+  std::optional<std::uint32_t> best;
+  std::size_t best_size = 0;
+  const auto slots = fleet_->ready();
+  for (std::uint32_t g = 0; g < slots; ++g) {
+    if (groupFailed(g)) continue;
+    const std::size_t n = registry_.groupMembers(g).size();
+    if (!best || n < best_size) {
+      best = g;
+      best_size = n;
+    }
+  }
+  return best;
+}
+
+void Coordinator::failGroup(std::uint32_t group, const std::string& why) {
+  fleet_->markFailed(group);
+  // A configuration on its way to the dead PS is abandoned; who waited for it hears why.
+  configs_->cancel(group, unavailable("group " + std::to_string(group) + " failed (" + why + ")"));
+  std::vector<std::uint64_t> members;
+  for (const auto* m : registry_.groupMembers(group)) members.push_back(m->id);
+  event("group_failure", "group " + std::to_string(group) + " failed (" + why + "); " +
+                             std::to_string(members.size()) +
+                             " worker(s) to reassign; its unflushed progress is dropped");
+  for (auto id : members) failed_group_members_.insert(id);
+  // Trainers declared dead while in it (often just before: stuck on its silent PS) lose
+  // their count with it too; they are credited with their own last report.
+  for (const auto& [id, w] : registry_.all()) {
+    if (w.role == WorkerRole::kTrainer && w.group == group && w.state != WorkerState::kActive &&
+        w.state != WorkerState::kLeft) {
+      failed_group_members_.insert(id);
+    }
+  }
+  // Each member gets a new group and epoch; it learns them when its next request to the
+  // dead group fails and it asks the coordinator for its assignment again. Best: the
+  // same group again, its slot re-created on a surviving node.
+  if (recreateGroup(group, members)) {
+    const double t = training_started_ ? secondsSince(*training_started_) : 0.0;
+    nlohmann::json moved = nlohmann::json::array();
+    for (auto id : members) moved.push_back({{"worker", id}, {"to_group", group}});
+    failures_.push_back({{"group", group}, {"why", why}, {"t_s", t}, {"reassigned", moved},
+                         {"recreated_on_node", fleet_->node(group)}});
+    return;
+  }
+  std::set<std::uint32_t> gaining;
+  nlohmann::json moved = nlohmann::json::array();
+  for (auto id : members) {
+    auto live = liveGroupFor();
+    if (!live) break;
+    WorkerRecord* w = registry_.find(id);
+    w->group = *live;
+    w->epoch = ++epoch_;
+    w->moving_from.reset();
+    gaining.insert(*live);
+    moved.push_back({{"worker", id}, {"to_group", *live}});
+  }
+  for (const auto& [id, w] : registry_.all()) {
+    if (w.moving_from == group) registry_.find(id)->moving_from.reset();
+  }
+  if (adaptive_) adaptive_->membershipChanged("group " + std::to_string(group) + " failed");
+  for (auto g : gaining) configureGroup(g);
+  const double t = training_started_ ? secondsSince(*training_started_) : 0.0;
+  failures_.push_back({{"group", group}, {"why", why}, {"t_s", t}, {"reassigned", moved}});
+  if (moved.size() < members.size()) {
+    GSGD_ERROR("no live group is left for " << members.size() - moved.size() << " worker(s)");
+  }
+}
+
+CurveKeys Coordinator::keysForNode(const WorkerRecord& node) const {
+  CurveKeys k = curve_;
+  if (k.enabled() && !node.public_key.empty()) k.server_public_key = node.public_key;
+  return k;
+}
+
+bool Coordinator::recreateGroup(std::uint32_t group, const std::vector<std::uint64_t>& members) {
+  auto spare = spares_.take();
+  if (!spare) return false;
+  const WorkerRecord* host = registry_.find(spare->node);
+  fleet_->replace(group, spare->endpoint,
+                  clientSocketOptions(host != nullptr ? keysForNode(*host) : curve_), spare->node);
+  for (auto id : members) {
+    WorkerRecord* w = registry_.find(id);
+    w->group = group;
+    w->epoch = ++epoch_;
+    w->moving_from.reset();
+  }
+  for (const auto& [id, w] : registry_.all()) {
+    if (w.moving_from == group) registry_.find(id)->moving_from.reset();
+  }
+  // The spare PS learns its group id (and members) from this first configuration. One
+  // that does not take it fails the group again: the next spare, or the live groups.
+  configureGroup(group, false, [this, group, slot = *spare, n = members.size()](const Status& s) {
+    const bool still_there = !groupFailed(group) && fleet_->endpoint(group) == slot.endpoint;
+    if (!s) {
+      GSGD_WARN("spare group PS " << slot.endpoint << " of node " << slot.node
+                                  << " did not take group " << group << ": " << s.toString());
+      if (still_there) failGroup(group, "its spare group PS at " + slot.endpoint + " did not take it");
+      return;
+    }
+    if (!still_there) return;
+    const WorkerRecord* node = registry_.find(slot.node);
+    event("group_recreated", "group " + std::to_string(group) + " re-created on node " +
+                                 std::to_string(slot.node) + " (" +
+                                 (node != nullptr ? node->host : std::string("?")) + ") at " +
+                                 slot.endpoint + " with " + std::to_string(n) + " worker(s)");
+    if (adaptive_) adaptive_->membershipChanged("group " + std::to_string(group) + " re-created");
+  });
+  return true;
+}
+
+void Coordinator::noteReregistration() {
+  if (reregistered_after_s_ || head_.resumed_from.empty()) return;
+  if (registry_.activeTrainers() >= cfg_.workers) reregistered_after_s_ = secondsSince(started_);
+}
+
+void Coordinator::noteCentralVersion(std::uint64_t version) {
+  central_version_seen_ = std::max(central_version_seen_, version);
+  // At once: a head killed now has recorded the newest version it saw.
+  if (head_.state_file.empty() || central_version_seen_ <= persisted_version_) return;
+  const nlohmann::json j = {{"incarnation", head_.incarnation},
+                            {"central_version_seen", central_version_seen_}};
+  if (writeFileAtomically(head_.state_file, j.dump() + "\n").isOk()) {
+    persisted_version_ = central_version_seen_;
+  }
+}
+
+void Coordinator::reportSkippedCheckpoints() {
+  for (const auto& why : head_.skipped_checkpoints) {
+    event("checkpoint_skipped", "unusable checkpoint " + why + "; resumed from the previous good one, " +
+                                    head_.resumed_from + " (version " +
+                                    std::to_string(head_.resumed_version) + ")");
+  }
+}
+
+void Coordinator::noteCheckpointFailures(proto::CentralStats::Reader s) {
+  const std::uint64_t failures = s.getCheckpointFailures();
+  if (failures <= checkpoint_failures_seen_) return;
+  // The central PS logged the error itself (with errno's text); this makes it an event
+  // and says what still holds.
+  const std::uint64_t newly = failures - checkpoint_failures_seen_;
+  checkpoint_failures_seen_ = failures;
+  GSGD_ERROR(newly << " checkpoint write(s) failed (" << failures << " in all); the newest "
+                   << "good checkpoint is still version " << s.getCheckpointVersion()
+                   << "; training goes on");
+  event("checkpoint_failure",
+        std::to_string(newly) + " checkpoint write(s) failed (" + std::to_string(failures) +
+            " in all, see the log for the error); the newest good checkpoint is still version " +
+            std::to_string(s.getCheckpointVersion()) + "; training goes on");
+}
+
+nlohmann::json Coordinator::headRestartJson() const {
+  if (head_.resumed_from.empty() && !head_.previous_version_seen) return nullptr;
+  // The previous head recorded its version once a second, so the versions lost are at
+  // least recorded - resumed; the checkpoint policy bounds them from above.
+  nlohmann::json at_least;
+  if (head_.previous_version_seen) {
+    at_least = *head_.previous_version_seen > head_.resumed_version
+                   ? *head_.previous_version_seen - head_.resumed_version
+                   : 0;
+  }
+  return {{"incarnation", head_.incarnation},
+          {"resumed_from", head_.resumed_from},
+          {"resumed_version", head_.resumed_version},
+          {"skipped_checkpoints", head_.skipped_checkpoints},
+          {"previous_version_seen", head_.previous_version_seen
+                                        ? nlohmann::json(*head_.previous_version_seen)
+                                        : nlohmann::json()},
+          {"versions_lost_at_least", at_least},
+          {"versions_lost_bound", cfg_.checkpoint_every_versions > 0
+                                      ? nlohmann::json(cfg_.checkpoint_every_versions)
+                                      : nlohmann::json()},
+          {"checkpoint_every_versions", cfg_.checkpoint_every_versions},
+          {"checkpoint_interval_s", cfg_.checkpoint_interval_s},
+          {"time_to_reregister_s",
+           reregistered_after_s_ ? nlohmann::json(*reregistered_after_s_) : nlohmann::json()}};
+}
+
+nlohmann::json Coordinator::failuresJson(std::uint64_t lost, std::uint64_t bound) const {
+  if (failures_.empty()) return nlohmann::json::array();
+  nlohmann::json out = failures_;
+  // The loss is measured over all failed groups together.
+  out.back()["samples_lost_total"] = lost;
+  out.back()["samples_lost_bound"] = bound;
+  return out;
+}
+
+}  // namespace groupsgd::coordinator

@@ -1,0 +1,49 @@
+#include "groupsgd/coordinator/incarnation.h"
+
+#include <nlohmann/json.hpp>
+
+#include "groupsgd/common/atomic_file.h"
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace groupsgd::coordinator {
+
+Result<HeadStart> startIncarnation(const std::string& checkpoint_dir) {
+  HeadStart h;
+  if (checkpoint_dir.empty()) {
+    const auto now = std::chrono::system_clock::now().time_since_epoch();
+    h.incarnation = static_cast<std::uint64_t>(
+                        std::chrono::duration_cast<std::chrono::seconds>(now).count()) &
+                    0x7fffffffu;
+    return h;
+  }
+  h.state_file = checkpoint_dir + "/head.json";
+  std::uint64_t previous = 0;
+  std::error_code ec;
+  if (std::filesystem::exists(h.state_file, ec)) {
+    std::ifstream f(h.state_file);
+    std::stringstream text;
+    text << f.rdbuf();
+    try {
+      const auto j = nlohmann::json::parse(text.str());
+      previous = j.at("incarnation").get<std::uint64_t>();
+      if (j.contains("central_version_seen")) {
+        h.previous_version_seen = j["central_version_seen"].get<std::uint64_t>();
+      }
+    } catch (const std::exception& e) {
+      return dataLoss("head state " + h.state_file + " is unreadable (" + e.what() +
+                      "); remove it to start over");
+    }
+  }
+  if (previous >= 0x7fffffffu) return dataLoss("head incarnation " + std::to_string(previous) + " is out of range");
+  h.incarnation = previous + 1;
+  nlohmann::json j = {{"incarnation", h.incarnation}};
+  if (h.previous_version_seen) j["central_version_seen"] = *h.previous_version_seen;
+  GSGD_RETURN_IF_ERROR(writeFileAtomically(h.state_file, j.dump() + "\n"));
+  return h;
+}
+
+}  // namespace groupsgd::coordinator

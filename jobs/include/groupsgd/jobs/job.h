@@ -1,0 +1,81 @@
+// One training job: a central PS, its group PSes and a coordinator with its summary,
+// which is what one groupsgdd run is. groupsgdd's single run is one Job on the main
+// thread; a daemon started with --serve hosts many (job_host.h).
+// Thread rule: create() and every method on one owning thread. The central PS and the
+// group PSes run on threads the job owns (startServers .. stopServers); runCoordinator()
+// runs the coordinator on the calling thread.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+#include <zmq.hpp>
+
+#include "groupsgd/centralps/central_server.h"
+#include "groupsgd/common/curve_keys.h"
+#include "groupsgd/daemon/config.h"
+#include "groupsgd/coordinator/coordinator.h"
+#include "groupsgd/groupps/group_server.h"
+
+namespace groupsgd::jobs {
+
+// The daemon configuration this room is built from (daemon/).
+using daemon::DaemonConfig;
+using coordinator::Coordinator;
+using coordinator::Topology;
+
+// Model external: the coordinator's socket, already bound and published, and the model
+// the first worker (or external_model_file) brought.
+struct ExternalIntake {
+  zmq::socket_t socket;
+  std::string endpoint;
+  std::string fingerprint;
+  std::vector<float> initial;
+};
+
+class Job {
+ public:
+  // Binds the central PS (resuming from cfg.checkpoint_dir's newest checkpoint), the
+  // group PSes (none for role coordinator: nodes offer them) and the coordinator (on the
+  // intake's socket, else at cfg.listen), and records the head incarnation. Nothing runs
+  // yet. Errors name the part that failed. local_groups (a multi-job daemon): how many
+  // of the job's group PSes run here; node daemons offer the rest to its coordinator.
+  static Result<std::unique_ptr<Job>> create(zmq::context_t& ctx, const DaemonConfig& cfg,
+                                             const CurveKeys& keys,
+                                             std::optional<ExternalIntake> intake = std::nullopt,
+                                             std::optional<std::uint32_t> local_groups = std::nullopt);
+  ~Job();  // stops the servers if they still run
+  Job(const Job&) = delete;
+  Job& operator=(const Job&) = delete;
+
+  const DaemonConfig& config() const { return cfg_; }
+  Coordinator& coordinator() { return *coordinator_; }
+  const std::string& endpoint() const { return coordinator_->endpoint(); }
+  const std::string& resumedFrom() const { return central_->resumedFrom(); }
+
+  // Starts the central PS thread and one thread per group PS.
+  void startServers();
+  // Runs the coordinator until the job ends; returns its summary.
+  nlohmann::json runCoordinator(const std::atomic<bool>& stop_requested);
+  // Stops the server threads (the central PS writes its final checkpoint first) and joins them.
+  void stopServers();
+
+ private:
+  Job(DaemonConfig cfg) : cfg_(std::move(cfg)) {}
+  Status startGroups(zmq::context_t& ctx, const CurveKeys& keys, std::uint32_t count,
+                     Topology* topo);
+  Status startHead();
+
+  DaemonConfig cfg_;
+  std::unique_ptr<centralps::CentralServer> central_;
+  std::vector<std::unique_ptr<groupps::GroupServer>> groups_;
+  std::unique_ptr<Coordinator> coordinator_;
+  std::atomic<bool> servers_stop_{false};
+  std::vector<std::thread> threads_;
+};
+
+}  // namespace groupsgd::jobs

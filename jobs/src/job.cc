@@ -1,0 +1,117 @@
+#include "groupsgd/jobs/job.h"
+
+#include <algorithm>
+
+#include "groupsgd/daemon/group_server_setup.h"
+#include "groupsgd/common/log.h"
+#include "groupsgd/coordinator/incarnation.h"
+
+namespace groupsgd::jobs {
+
+using coordinator::startIncarnation;
+namespace {
+
+centralps::CentralConfig centralConfig(const DaemonConfig& cfg, const CurveKeys& keys) {
+  centralps::CentralConfig c;
+  c.model = cfg.model;
+  c.seed = cfg.seed;
+  c.staleness = cfg.staleness;
+  c.outer = cfg.outer_optimizer;
+  c.max_delta_norm = cfg.max_delta_norm;
+  c.limits.job_id = cfg.job_id;
+  c.curve = keys;
+  c.checkpoint_dir = cfg.checkpoint_dir;
+  c.checkpoint_keep = cfg.checkpoint_keep;
+  c.checkpoint_every_versions = cfg.checkpoint_every_versions;
+  c.checkpoint_interval_s = cfg.checkpoint_interval_s;
+  return c;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Job>> Job::create(zmq::context_t& ctx, const DaemonConfig& cfg,
+                                         const CurveKeys& keys,
+                                         std::optional<ExternalIntake> intake,
+                                         std::optional<std::uint32_t> local_groups) {
+  std::unique_ptr<Job> job(new Job(cfg));
+  centralps::CentralConfig ccfg = centralConfig(cfg, keys);
+  if (intake) ccfg.initial = std::move(intake->initial);
+  auto central = centralps::CentralServer::create(ctx, ccfg, "tcp://" + cfg.bind_host + ":*");
+  if (!central)
+    return Status(central.status().code(), "central PS: " + central.status().toString());
+  job->central_ = std::move(*central);
+  Topology topo;
+  topo.central_endpoint = job->central_->endpoint();
+  topo.param_count = job->central_->paramCount();
+  if (intake) topo.model_fingerprint = intake->fingerprint;
+  const std::uint32_t local =
+      local_groups ? std::min(*local_groups, cfg.groupCount())
+                   : (cfg.role == "coordinator" ? 0 : cfg.groupCount());
+  GSGD_RETURN_IF_ERROR(job->startGroups(ctx, keys, local, &topo));
+  if (intake) {
+    job->coordinator_ =
+        Coordinator::createOn(ctx, std::move(intake->socket), intake->endpoint, cfg, topo, keys);
+  } else {
+    auto coordinator = Coordinator::create(ctx, cfg, topo, keys);
+    if (!coordinator) {
+      return Status(coordinator.status().code(), "coordinator: " + coordinator.status().toString());
+    }
+    job->coordinator_ = std::move(*coordinator);
+  }
+  GSGD_RETURN_IF_ERROR(job->startHead());
+  return job;
+}
+
+Job::~Job() { stopServers(); }
+
+Status Job::startGroups(zmq::context_t& ctx, const CurveKeys& keys, std::uint32_t count,
+                        Topology* topo) {
+  for (std::uint32_t g = 0; g < count; ++g) {
+    auto server =
+        groupps::GroupServer::create(ctx, groupServerConfig(cfg_, g, topo->central_endpoint, keys),
+                                     topo->param_count, "tcp://" + cfg_.bind_host + ":*");
+    if (!server) {
+      return Status(server.status().code(),
+                    "group PS " + std::to_string(g) + ": " + server.status().toString());
+    }
+    topo->group_endpoints.push_back((*server)->endpoint());
+    groups_.push_back(std::move(*server));
+  }
+  return Status::ok();
+}
+
+// A restarted head: workers and nodes of the previous incarnation re-register on their
+// own (their old epochs are refused); the summary reports what was lost.
+Status Job::startHead() {
+  if (!central_->resumedFrom().empty()) {
+    GSGD_INFO("resumed from checkpoint " << central_->resumedFrom() << " (central version "
+                                         << central_->version() << ")");
+  }
+  auto head = startIncarnation(cfg_.checkpoint_dir);
+  if (!head) return Status(head.status().code(), "head state: " + head.status().toString());
+  head->resumed_from = central_->resumedFrom();
+  head->resumed_version = central_->version();
+  head->skipped_checkpoints = central_->skippedCheckpoints();
+  GSGD_INFO("head incarnation " << head->incarnation);
+  coordinator_->setHeadStart(std::move(*head));
+  return Status::ok();
+}
+
+void Job::startServers() {
+  if (!threads_.empty()) return;
+  servers_stop_.store(false);
+  threads_.emplace_back([this] { central_->run(servers_stop_); });
+  for (auto& g : groups_) threads_.emplace_back([this, gp = g.get()] { gp->run(servers_stop_); });
+}
+
+nlohmann::json Job::runCoordinator(const std::atomic<bool>& stop_requested) {
+  return coordinator_->run(stop_requested);
+}
+
+void Job::stopServers() {
+  servers_stop_.store(true);  // the central PS writes its final checkpoint before it returns
+  for (auto& t : threads_) t.join();
+  threads_.clear();
+}
+
+}  // namespace groupsgd::jobs
