@@ -85,6 +85,7 @@ Coordinator::Coordinator(zmq::context_t& ctx, zmq::socket_t sock, std::string en
   topo_.group_endpoints.clear();  // the fleet knows where each group is from now on
   central_ = std::make_unique<RpcClient>(ctx_, topo_.central_endpoint, limits_,
                                          clientSocketOptions(curve_));
+  calls_ = std::make_unique<PendingCalls>(ctx_, limits_);
   configs_ = std::make_unique<GroupConfigQueue>(
       ctx_, limits_,
       [this](std::uint32_t g, bool flush) { return groupConfigMessage(g, flush); },
@@ -195,8 +196,7 @@ void Coordinator::serveOnce(std::chrono::milliseconds timeout) {
   }
   // Answers of the calls that run on threads of their own.
   configs_->pump();
-  collectGroupPoll();
-  collectCentralStats();
+  calls_->pump();
 }
 
 void Coordinator::refuse(const zmq::message_t& from, const Status& why) {
@@ -739,7 +739,7 @@ void Coordinator::drainTrainers(bool now) {
     serveOnce(std::chrono::milliseconds(50));
     serveControl();
   }
-  answerDeferred(/*wait=*/true);  // a checkpoint requested just before the stop
+  calls_->finish("checkpoint");  // a checkpoint requested just before the stop
   // A node lost during the drain takes its groups with it: failed now, so nothing below
   // (configurations, the flush) waits on their silent PSes.
   awaitGroupNodes();
@@ -769,53 +769,69 @@ void Coordinator::drainTrainers(bool now) {
   configs_->waitIdle(kRpcTimeout + std::chrono::seconds(1));
 }
 
-// Step 2: flush every group into the central PS and collect its counters. A group that
-// cannot flush (its node left or went silent while the run stopped, or it does not answer)
-// fails here as it would have mid-run: what it held is counted as lost, within the bound
-// of what its members trained, instead of breaking the accounting.
+// Step 2: flush every group into the central PS and collect its counters. The flushes go
+// out to every group at once, each on a thread of its own, and the loop keeps serving
+// while they are on their way (a slow group costs its own timeout, not the sum of all).
+// A group that cannot flush (its node left or went silent while the run stopped, or it
+// does not answer) fails here as it would have mid-run: what it held is counted as lost,
+// within the bound of what its members trained, instead of breaking the accounting.
 void Coordinator::flushGroups(FinalStats* stats) {
   for (std::uint32_t g = 0; g < fleet_->ready(); ++g) {
     if (groupFailed(g)) continue;  // gone: what it held is counted as lost
-    // Only a node that left or was declared dead: silence was judged after the drain, and
-    // nothing reads heartbeats while the flush calls block.
+    // Only a node that left or was declared dead: silence was judged after the drain.
     if (auto gone = nodeGone(g, /*judge_silence=*/false)) {
       failGroupAtStop(g, *gone);
       continue;
     }
     OutMessage out(cfg_.job_id, 0);
     out.header().getBody().initFlush();
-    auto reply = fleet_->client(g).call(std::move(out), std::chrono::milliseconds(15000));
-    if (!reply || reply->kind() != BodyKind::GROUP_STATS) {
-      const std::string why = reply ? "unexpected answer" : reply.status().toString();
-      GSGD_ERROR("group " << g << " did not flush: " << why);
-      failGroupAtStop(g, "it did not answer the final flush (" + why + ")");
-      continue;
-    }
-    auto s = reply->header().getBody().getGroupStats();
-    GroupFlush f;
-    f.group = g;
-    for (auto a : s.getAcknowledged()) f.acknowledged[a.getWorkerId()] += a.getSamples();
-    f.steps = s.getStep();
-    f.samples_received = s.getSamplesReceived();
-    f.samples_dropped = s.getSamplesDropped();
-    f.samples_pending = s.getSamplesPending() + s.getSamplesInFlight();
-    f.late_gradients = s.getLateGradients();
-    f.steps_cut = s.getStepsCut();
-    f.bad_messages = s.getBadMessages();
-    f.exchanges = s.getExchanges();
-    f.refused_exchanges = s.getRefusedExchanges();
-    f.identity_refused = s.getIdentityRefused();
-    stats->groups.push_back(std::move(f));
-    group_replays_[g] = s.getReplayedPushes();
-    for (auto q : s.getQuarantined()) markQuarantined(q, g);
+    calls_->start("flush", fleet_->link(g), std::move(out), std::chrono::milliseconds(15000),
+                  [this, g, stats](Result<InMessage> reply) { readFlush(g, std::move(reply), stats); });
   }
+  while (calls_->inFlight("flush")) serveOnce(std::chrono::milliseconds(20));
+  // In group order, whatever order the answers came in.
+  std::sort(stats->groups.begin(), stats->groups.end(),
+            [](const GroupFlush& a, const GroupFlush& b) { return a.group < b.group; });
 }
 
-// Step 3: the central PS's counters, once every group has flushed into it.
+void Coordinator::readFlush(std::uint32_t g, Result<InMessage> reply, FinalStats* stats) {
+  if (!reply || reply->kind() != BodyKind::GROUP_STATS) {
+    const std::string why = reply ? "unexpected answer" : reply.status().toString();
+    GSGD_ERROR("group " << g << " did not flush: " << why);
+    failGroupAtStop(g, "it did not answer the final flush (" + why + ")");
+    return;
+  }
+  auto s = reply->header().getBody().getGroupStats();
+  GroupFlush f;
+  f.group = g;
+  for (auto a : s.getAcknowledged()) f.acknowledged[a.getWorkerId()] += a.getSamples();
+  f.steps = s.getStep();
+  f.samples_received = s.getSamplesReceived();
+  f.samples_dropped = s.getSamplesDropped();
+  f.samples_pending = s.getSamplesPending() + s.getSamplesInFlight();
+  f.late_gradients = s.getLateGradients();
+  f.steps_cut = s.getStepsCut();
+  f.bad_messages = s.getBadMessages();
+  f.exchanges = s.getExchanges();
+  f.refused_exchanges = s.getRefusedExchanges();
+  f.identity_refused = s.getIdentityRefused();
+  stats->groups.push_back(std::move(f));
+  group_replays_[g] = s.getReplayedPushes();
+  for (auto q : s.getQuarantined()) markQuarantined(q, g);
+}
+
+// Step 3: the central PS's counters, once every group has flushed into it (asked off the
+// loop like the flushes, so heartbeats are still answered meanwhile).
 void Coordinator::queryCentral(FinalStats* stats) {
   OutMessage out(cfg_.job_id, 0);
   out.header().getBody().initCentralStatsQuery();
-  auto reply = central_->call(std::move(out), kRpcTimeout);
+  calls_->start("final central stats", {central_->endpoint(), central_->options()},
+                std::move(out), kRpcTimeout,
+                [this, stats](Result<InMessage> reply) { readCentralFinal(std::move(reply), stats); });
+  while (calls_->inFlight("final central stats")) serveOnce(std::chrono::milliseconds(20));
+}
+
+void Coordinator::readCentralFinal(Result<InMessage> reply, FinalStats* stats) {
   if (!reply || reply->kind() != BodyKind::CENTRAL_STATS) {
     GSGD_ERROR("central PS did not report its counters");
     return;

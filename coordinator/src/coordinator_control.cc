@@ -30,7 +30,6 @@ void Coordinator::serveControl() {
   if (control_ == nullptr) return;
   while (auto r = control_->tryPop()) handleControl(std::move(*r));
   answerDrainWaiters();
-  answerDeferred(/*wait=*/false);
 }
 
 void Coordinator::answerDrainWaiters() {
@@ -172,13 +171,14 @@ Status Coordinator::applySettings(const nlohmann::json& values, ojson* applied, 
 void Coordinator::startCheckpoint(PendingRequest& r) {
   OutMessage out(cfg_.job_id, 0);
   out.header().getBody().initCheckpointRequest();
-  // Up to 60 s for a large model: answered later (answerDeferred) so the loop keeps
+  // Up to 60 s for a large model: answered when the reply is in, so the loop keeps
   // serving heartbeats and the watchdog meanwhile.
-  deferred_.push_back({std::move(r),
-                       BackgroundCall::start(ctx_, {central_->endpoint(), central_->options()},
-                                             limits_, std::move(out),
-                                             std::chrono::milliseconds(60000)),
-                       &Coordinator::finishCheckpoint});
+  auto request = std::make_shared<PendingRequest>(std::move(r));
+  calls_->start("checkpoint", {central_->endpoint(), central_->options()}, std::move(out),
+                std::chrono::milliseconds(60000),
+                [this, request](Result<InMessage> reply) {
+                  finishCheckpoint(*request, std::move(reply));
+                });
 }
 
 void Coordinator::finishCheckpoint(PendingRequest& r, Result<InMessage> reply) {
@@ -197,17 +197,6 @@ void Coordinator::finishCheckpoint(PendingRequest& r, Result<InMessage> reply) {
   last_checkpoint_ = done;
   noteCentralVersion(d.getVersion());
   r.respond(std::move(done));
-}
-
-void Coordinator::answerDeferred(bool wait) {
-  for (auto it = deferred_.begin(); it != deferred_.end();) {
-    if (!wait && !it->call.ready()) {
-      ++it;
-      continue;
-    }
-    (this->*(it->finish))(it->request, it->call.take());
-    it = deferred_.erase(it);
-  }
 }
 
 Result<AllowListChange> Coordinator::reloadKeys() {
@@ -415,18 +404,17 @@ void Coordinator::updateMetrics() {
 }
 
 void Coordinator::askCentralStats() {
-  if (central_stats_ || (metrics_ == nullptr && cfg_.checkpoint_dir.empty())) return;
+  if (calls_->inFlight("central stats") || (metrics_ == nullptr && cfg_.checkpoint_dir.empty())) {
+    return;
+  }
   OutMessage out(cfg_.job_id, 0);
   out.header().getBody().initCentralStatsQuery();
-  central_stats_.emplace(BackgroundCall::start(ctx_, {central_->endpoint(), central_->options()},
-                                               limits_, std::move(out),
-                                               std::chrono::milliseconds(1000)));
+  calls_->start("central stats", {central_->endpoint(), central_->options()}, std::move(out),
+                std::chrono::milliseconds(1000),
+                [this](Result<InMessage> reply) { readCentralStats(std::move(reply)); });
 }
 
-void Coordinator::collectCentralStats() {
-  if (!central_stats_ || !central_stats_->ready()) return;
-  auto reply = central_stats_->take();
-  central_stats_.reset();
+void Coordinator::readCentralStats(Result<InMessage> reply) {
   if (!reply || reply->kind() != BodyKind::CENTRAL_STATS) return;
   auto s = reply->header().getBody().getCentralStats();
   noteCentralVersion(s.getVersion());

@@ -19,10 +19,10 @@ double secondsSince(std::chrono::steady_clock::time_point t) {
 
 void Coordinator::pollGroups() {
   // One group per heartbeat period, round robin, with a short deadline, on a thread of
-  // its own (collectGroupPoll() reads the answer): the group PSes report whom they
+  // its own (readGroupPoll() reads the answer): the group PSes report whom they
   // quarantined and how many replays they refused.
   next_poll_ = Clock::now() + std::chrono::milliseconds(cfg_.heartbeat_ms);
-  if (fleet_->ready() == 0 || stopping_ || group_poll_) return;
+  if (fleet_->ready() == 0 || stopping_ || calls_->inFlight("group poll")) return;
   const auto stale = std::chrono::milliseconds(2ull * cfg_.heartbeat_ms);
   for (std::uint32_t tries = 0; tries < fleet_->ready(); ++tries) {
     const auto g = static_cast<std::uint32_t>(next_poll_group_++ % fleet_->ready());
@@ -37,20 +37,16 @@ void Coordinator::pollGroups() {
     const auto timeout =
         std::chrono::milliseconds(std::clamp<std::uint32_t>(cfg_.heartbeat_ms, 200, 1000));
     CallTarget link = fleet_->link(g);
-    std::string endpoint = link.endpoint;
-    group_poll_.emplace(GroupPoll{g, std::move(endpoint),
-                                  BackgroundCall::start(ctx_, std::move(link), limits_,
-                                                        std::move(out), timeout)});
+    calls_->start("group poll", link, std::move(out), timeout,
+                  [this, g, endpoint = link.endpoint](Result<InMessage> reply) {
+                    readGroupPoll(g, endpoint, std::move(reply));
+                  });
     return;
   }
 }
 
-void Coordinator::collectGroupPoll() {
-  if (!group_poll_ || !group_poll_->call.ready()) return;
-  const std::uint32_t g = group_poll_->group;
-  const std::string endpoint = group_poll_->endpoint;
-  auto reply = group_poll_->call.take();
-  group_poll_.reset();
+void Coordinator::readGroupPoll(std::uint32_t g, const std::string& endpoint,
+                                Result<InMessage> reply) {
   // Not after the stop (the accounting is being settled), nor from a PS since replaced.
   if (stopping_ || groupFailed(g) || fleet_->endpoint(g) != endpoint) return;
   if (!reply || reply->kind() != BodyKind::GROUP_STATS) return;

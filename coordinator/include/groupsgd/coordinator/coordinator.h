@@ -22,12 +22,12 @@
 #include "groupsgd/adaptive/registry.h"
 #include "groupsgd/common/transport.h"
 #include "groupsgd/common/zap_handler.h"
-#include "groupsgd/coordinator/background_call.h"
 #include "groupsgd/daemon/config.h"
 #include "groupsgd/coordinator/evaluator_watch.h"
 #include "groupsgd/coordinator/group_config_queue.h"
 #include "groupsgd/coordinator/group_fleet.h"
 #include "groupsgd/coordinator/head_start.h"
+#include "groupsgd/coordinator/pending_calls.h"
 #include "groupsgd/coordinator/metrics_exporter.h"
 #include "groupsgd/coordinator/node_spares.h"
 #include "groupsgd/coordinator/run_summary.h"
@@ -160,7 +160,7 @@ class Coordinator {
   Result<std::uint64_t> findWorker(const nlohmann::json& ref) const;
   Status applySettings(const nlohmann::json& values, nlohmann::ordered_json* applied,
                        nlohmann::ordered_json* previous);
-  // One handler per control method; checkpoint answers later, from answerDeferred().
+  // One handler per control method; checkpoint answers later, when the central PS has.
   static const std::map<std::string, void (Coordinator::*)(PendingRequest&)>& controlMethods();
   void controlVersion(PendingRequest& r);
   void controlStatus(PendingRequest& r);
@@ -176,21 +176,20 @@ class Coordinator {
   Result<AllowListChange> reloadKeys();
   void startCheckpoint(PendingRequest& r);
   void finishCheckpoint(PendingRequest& r, Result<InMessage> reply);
-  // Answers the requests whose background call has returned (all of them, waiting, if wait).
-  void answerDeferred(bool wait);
   void reloadConfig();
   void answerDrainWaiters();
   void updateMetrics();
   // The central PS's counters (its version, checkpoints, metrics), asked for on a thread
   // of its own once per progress period and read here when they come.
   void askCentralStats();
-  void collectCentralStats();
+  void readCentralStats(Result<InMessage> reply);
   void checkLiveness();
   // How long a registration may be silent before it is declared dead.
   std::chrono::milliseconds livenessLimit() const;
   // Failure handling (coordinator_faults.cc).
   void pollGroups();
-  void collectGroupPoll();  // the answer of pollGroups()' question, once it is here
+  // The answer to pollGroups()' question to group g's PS at endpoint.
+  void readGroupPoll(std::uint32_t g, const std::string& endpoint, Result<InMessage> reply);
   void markQuarantined(std::uint64_t worker, std::uint32_t group);
   void failNode(const WorkerRecord& node, const std::string& why = "missed its heartbeats");
   void failGroup(std::uint32_t group, const std::string& why);
@@ -237,7 +236,10 @@ class Coordinator {
   // finish()'s steps, in order. now: a stop without --drain (nobody is waited for).
   void drainTrainers(bool now);
   void flushGroups(FinalStats* stats);
+  // One group's answer to the final flush (its counters), or why there is none.
+  void readFlush(std::uint32_t g, Result<InMessage> reply, FinalStats* stats);
   void queryCentral(FinalStats* stats);
+  void readCentralFinal(Result<InMessage> reply, FinalStats* stats);
   Accuracy stopEvaluators(std::uint64_t final_version, bool now);
   nlohmann::json summaryJson(const RunSummary& run, const std::string& reason, double elapsed,
                              const Accuracy& final_acc) const;
@@ -281,13 +283,9 @@ class Coordinator {
   Clock::time_point next_control_;
   std::unique_ptr<GroupConfigQueue> configs_;  // group PS configurations on their way
   std::set<std::uint64_t> admitting_;  // trainers whose registration awaits its group PS
-  struct GroupPoll {
-    std::uint32_t group;
-    std::string endpoint;  // the PS asked (a re-created group has another)
-    BackgroundCall call;
-  };
-  std::optional<GroupPoll> group_poll_;          // pollGroups()' question on its way
-  std::optional<BackgroundCall> central_stats_;  // askCentralStats()' question on its way
+  // Questions to servers on threads of their own (polls, stats, checkpoints, flushes),
+  // each with the continuation that reads its answer on this thread.
+  std::unique_ptr<PendingCalls> calls_;
   std::uint64_t regroups_ = 0;
   ControlQueue* control_ = nullptr;        // borrowed: main() owns it and outlives run()
   const std::atomic<bool>* stop_now_ = nullptr;  // borrowed (setJobFlags)
@@ -301,13 +299,6 @@ class Coordinator {
   KeyReloader reload_keys_;
   bool shutdown_requested_ = false;
   std::vector<std::pair<PendingRequest, std::uint64_t>> drain_waiters_;
-  // Control requests waiting for a server's answer on a thread of its own.
-  struct DeferredReply {
-    PendingRequest request;
-    BackgroundCall call;
-    void (Coordinator::*finish)(PendingRequest&, Result<InMessage>);
-  };
-  std::vector<DeferredReply> deferred_;
   Clock::time_point started_ = Clock::now();
   std::uint64_t central_version_seen_ = 0;
   std::uint64_t checkpoint_failures_seen_ = 0;  // the central PS's count at the last look
