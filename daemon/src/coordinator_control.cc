@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "groupsgd/centralps/central_stats.h"
 #include "groupsgd/common/log.h"
 #include "groupsgd/daemon/config_options.h"
 #include "groupsgd/daemon/coordinator.h"
@@ -436,14 +437,7 @@ void Coordinator::collectCentralStats() {
   }
   if (!cfg_.checkpoint_dir.empty()) noteCheckpointFailures(s);
   if (metrics_ != nullptr) {
-    exporter_->exportCentral({.version = s.getVersion(),
-                              .updates_applied = s.getUpdatesApplied(),
-                              .updates_refused = s.getUpdatesRefused(),
-                              .samples_applied = s.getSamplesApplied(),
-                              .mean_staleness = s.getMeanStaleness(),
-                              .max_staleness = s.getMaxStaleness(),
-                              .checkpoint_version = s.getCheckpointVersion(),
-                              .checkpoint_failures = s.getCheckpointFailures()});
+    exporter_->exportCentral(centralps::fromProto(s));
   }
 }
 
