@@ -157,10 +157,7 @@ Status Coordinator::applySettings(const nlohmann::json& values, ojson* applied, 
     (*previous)[it.key()] = before.contains(it.key()) ? ojson(before[it.key()]) : ojson();
     (*applied)[it.key()] = it.value();
   }
-  const bool group_settings_changed =
-      next.step_deadline_ms != cfg_.step_deadline_ms ||
-      next.adaptive.step_cutoff != cfg_.adaptive.step_cutoff ||
-      next.adaptive.step_cutoff_late_fraction != cfg_.adaptive.step_cutoff_late_fraction;
+  const bool group_settings_changed = groupConfigSettingsDiffer(next, cfg_);
   cfg_ = next;
   log::setLevel(level);
   if (adaptive_) adaptive_->setConfig(cfg_.adaptive);
