@@ -229,8 +229,9 @@ std::vector<OptionSpec> buildTable() {
             "worker heartbeat period"),
       field("heartbeat_misses", "--heartbeat-misses", "N", FIELD(heartbeat_misses), atLeast(1),
             kSet, "missed heartbeats before a worker is dead"),
-      groupPs(GroupPs::kAtStart, field("max_grad_norm", "", "X", FIELD(max_grad_norm), kAny,
-                                       kRestart, "group PSes refuse gradients with a larger L2 norm")),
+      groupPs(GroupPs::kAtStart,
+              field("max_grad_norm", "", "X", FIELD(max_grad_norm), kAny, kRestart,
+                    "group PSes refuse gradients with a larger L2 norm")),
       field("max_delta_norm", "", "X", FIELD(max_delta_norm), kAny, kRestart,
             "the central PS refuses deltas with a larger L2 norm"),
       field("compress_gradients", "--compress-gradients", "C", FIELD(compress_gradients), kAny,
@@ -280,7 +281,8 @@ std::vector<OptionSpec> buildTable() {
             kAny, kRestart, "and every S seconds (0 = not by time)"),
       groupPs(GroupPs::kAtStart,
               field("quarantine_after", "--quarantine-after", "N", FIELD(quarantine_after), kAny,
-                    kRestart, "bad updates within the window that quarantine a worker (0 = never)")),
+                    kRestart,
+                    "bad updates within the window that quarantine a worker (0 = never)")),
       groupPs(GroupPs::kAtStart, field("quarantine_window_s", "--quarantine-window-s", "S",
                                        FIELD(quarantine_window_s), Range{0, 86400, true},
                                        kRestart, "that window")),
@@ -475,19 +477,14 @@ json groupPsStartSettings(const DaemonConfig& cfg) {
   const json all = toJson(cfg);  // its effective exchange_period, as groupServerConfig() reads
   json out = json::object();
   for (const auto& o : daemonOptions()) {
-    if (o.group_ps == GroupPs::kAtStart || o.group_ps == GroupPs::kBoth) {
-      out[pointerTo(o.key)] = all[pointerTo(o.key)];
-    }
+    if (readAtStart(o.group_ps)) out[pointerTo(o.key)] = all[pointerTo(o.key)];
   }
   return out;
 }
 
 bool groupConfigSettingsDiffer(const DaemonConfig& a, const DaemonConfig& b) {
   for (const auto& o : daemonOptions()) {
-    if ((o.group_ps == GroupPs::kInGroupConfig || o.group_ps == GroupPs::kBoth) &&
-        o.write(a) != o.write(b)) {
-      return true;
-    }
+    if (readInGroupConfig(o.group_ps) && o.write(a) != o.write(b)) return true;
   }
   return false;
 }

@@ -16,14 +16,6 @@ using nlohmann::json;
 
 namespace {
 
-bool readAtStart(const OptionSpec& o) {
-  return o.group_ps == GroupPs::kAtStart || o.group_ps == GroupPs::kBoth;
-}
-
-bool readInGroupConfig(const OptionSpec& o) {
-  return o.group_ps == GroupPs::kInGroupConfig || o.group_ps == GroupPs::kBoth;
-}
-
 // Every field of a GroupServerConfig (but the CURVE keys, an argument of
 // groupServerConfig(), not an option), so two configurations compare as text.
 std::string render(const groupps::GroupServerConfig& g) {
@@ -101,16 +93,16 @@ TEST_CASE("group settings: groupServerConfig() reads exactly the options marked 
     // The job id is the job's identity, not a setting: node daemons take it from the placement.
     if (o.key == "job_id") {
       CHECK(read);
-      CHECK_FALSE(readAtStart(o));
+      CHECK_FALSE(readAtStart(o.group_ps));
     } else {
-      CHECK(read == readAtStart(o));
+      CHECK(read == readAtStart(o.group_ps));
     }
   }
 }
 
 TEST_CASE("group settings: a node daemon's group PS from the job's settings is the job's own") {
   for (const auto& o : daemonOptions()) {
-    if (!readAtStart(o)) continue;
+    if (!readAtStart(o.group_ps)) continue;
     CAPTURE(o.key);
     const DaemonConfig job = changed(o);
     DaemonConfig node;
@@ -123,6 +115,6 @@ TEST_CASE("group settings: a node daemon's group PS from the job's settings is t
 TEST_CASE("group settings: the groups are reconfigured exactly for options sent with GroupConfig") {
   for (const auto& o : daemonOptions()) {
     CAPTURE(o.key);
-    CHECK(groupConfigSettingsDiffer(base(), changed(o)) == readInGroupConfig(o));
+    CHECK(groupConfigSettingsDiffer(base(), changed(o)) == readInGroupConfig(o.group_ps));
   }
 }

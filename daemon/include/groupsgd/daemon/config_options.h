@@ -29,6 +29,8 @@ enum class Live { kRestart, kSet, kSetAndReload };
 // life; node daemons get these with a job's settings), in every GroupConfig the
 // coordinator sends (a run-time change reconfigures the groups), or both.
 enum class GroupPs { kNo, kAtStart, kInGroupConfig, kBoth };
+inline bool readAtStart(GroupPs r) { return r == GroupPs::kAtStart || r == GroupPs::kBoth; }
+inline bool readInGroupConfig(GroupPs r) { return r == GroupPs::kInGroupConfig || r == GroupPs::kBoth; }
 
 // An inclusive numeric range, optionally open at the bottom (for "> 0").
 struct Range {
