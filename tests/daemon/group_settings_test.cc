@@ -17,7 +17,8 @@ using nlohmann::json;
 namespace {
 
 // Every field of a GroupServerConfig (but the CURVE keys, an argument of
-// groupServerConfig(), not an option), so two configurations compare as text.
+// groupServerConfig(), not an option), so two configurations compare as text. A field
+// added to GroupServerConfig belongs here too, or an option read into it goes unseen.
 std::string render(const groupps::GroupServerConfig& g) {
   std::ostringstream s;
   s << g.group_id << ' ' << g.central_endpoint << ' ' << static_cast<int>(g.optimizer.kind) << ' '
