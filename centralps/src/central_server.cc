@@ -232,20 +232,15 @@ void CentralServer::handle(const zmq::message_t& from, std::vector<zmq::message_
     case BodyKind::CENTRAL_STATS_QUERY: {
       OutMessage out(cfg_.limits.job_id, 0);
       out.header().setModelVersion(store_.version());
-      auto st = out.header().getBody().initCentralStats();
-      st.setVersion(store_.version());
-      st.setUpdatesApplied(counters_.updates_applied);
-      st.setUpdatesRefused(counters_.updates_refused);
-      st.setSamplesApplied(counters_.samples_applied);
-      st.setSamplesRefused(counters_.samples_refused);
-      st.setBadMessages(counters_.bad_messages);
-      st.setMaxStaleness(counters_.max_staleness);
-      st.setCheckpointVersion(checkpoint_version_);
-      st.setCheckpointFailures(checkpoint_failures_);
-      st.setMeanStaleness(counters_.updates_applied == 0
+      CentralStats st = counters_;
+      st.version = store_.version();
+      st.checkpoint_version = checkpoint_version_;
+      st.checkpoint_failures = checkpoint_failures_;
+      st.mean_staleness = counters_.updates_applied == 0
                               ? 0.0f
                               : static_cast<float>(counters_.staleness_sum /
-                                                   static_cast<double>(counters_.updates_applied)));
+                                                   static_cast<double>(counters_.updates_applied));
+      toProto(st, out.header().getBody().initCentralStats());
       (void)replyTo(sock_, from, std::move(out));
       return;
     }

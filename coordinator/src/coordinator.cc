@@ -802,20 +802,7 @@ void Coordinator::readFlush(std::uint32_t g, Result<InMessage> reply, FinalStats
     return;
   }
   auto s = reply->header().getBody().getGroupStats();
-  GroupFlush f;
-  f.group = g;
-  for (auto a : s.getAcknowledged()) f.acknowledged[a.getWorkerId()] += a.getSamples();
-  f.steps = s.getStep();
-  f.samples_received = s.getSamplesReceived();
-  f.samples_dropped = s.getSamplesDropped();
-  f.samples_pending = s.getSamplesPending() + s.getSamplesInFlight();
-  f.late_gradients = s.getLateGradients();
-  f.steps_cut = s.getStepsCut();
-  f.bad_messages = s.getBadMessages();
-  f.exchanges = s.getExchanges();
-  f.refused_exchanges = s.getRefusedExchanges();
-  f.identity_refused = s.getIdentityRefused();
-  stats->groups.push_back(std::move(f));
+  stats->groups.push_back({g, groupps::fromProto(s)});
   group_replays_[g] = s.getReplayedPushes();
   for (auto q : s.getQuarantined()) markQuarantined(q, g);
 }
@@ -836,19 +823,7 @@ void Coordinator::readCentralFinal(Result<InMessage> reply, FinalStats* stats) {
     GSGD_ERROR("central PS did not report its counters");
     return;
   }
-  auto s = reply->header().getBody().getCentralStats();
-  CentralFinal c;
-  c.version = s.getVersion();
-  c.samples_applied = s.getSamplesApplied();
-  c.updates_applied = s.getUpdatesApplied();
-  c.updates_refused = s.getUpdatesRefused();
-  c.samples_refused = s.getSamplesRefused();
-  c.bad_messages = s.getBadMessages();
-  c.mean_staleness = s.getMeanStaleness();
-  c.max_staleness = s.getMaxStaleness();
-  c.checkpoint_version = s.getCheckpointVersion();
-  c.checkpoint_failures = s.getCheckpointFailures();
-  stats->central = c;
+  stats->central = centralps::fromProto(reply->header().getBody().getCentralStats());
 }
 
 // Step 4: let the evaluator measure the final model, then stop it (and the nodes).

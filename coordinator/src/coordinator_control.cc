@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "groupsgd/centralps/central_stats.h"
 #include "groupsgd/common/log.h"
 #include "groupsgd/daemon/config_options.h"
 #include "groupsgd/coordinator/coordinator.h"
@@ -155,10 +156,7 @@ Status Coordinator::applySettings(const nlohmann::json& values, ojson* applied, 
     (*previous)[it.key()] = before.contains(it.key()) ? ojson(before[it.key()]) : ojson();
     (*applied)[it.key()] = it.value();
   }
-  const bool group_settings_changed =
-      next.step_deadline_ms != cfg_.step_deadline_ms ||
-      next.adaptive.step_cutoff != cfg_.adaptive.step_cutoff ||
-      next.adaptive.step_cutoff_late_fraction != cfg_.adaptive.step_cutoff_late_fraction;
+  const bool group_settings_changed = groupConfigSettingsDiffer(next, cfg_);
   cfg_ = next;
   log::setLevel(level);
   if (adaptive_) adaptive_->setConfig(cfg_.adaptive);
@@ -424,14 +422,7 @@ void Coordinator::readCentralStats(Result<InMessage> reply) {
   }
   if (!cfg_.checkpoint_dir.empty()) noteCheckpointFailures(s);
   if (metrics_ != nullptr) {
-    exporter_->exportCentral({.version = s.getVersion(),
-                              .updates_applied = s.getUpdatesApplied(),
-                              .updates_refused = s.getUpdatesRefused(),
-                              .samples_applied = s.getSamplesApplied(),
-                              .mean_staleness = s.getMeanStaleness(),
-                              .max_staleness = s.getMaxStaleness(),
-                              .checkpoint_version = s.getCheckpointVersion(),
-                              .checkpoint_failures = s.getCheckpointFailures()});
+    exporter_->exportCentral(centralps::fromProto(s));
   }
 }
 

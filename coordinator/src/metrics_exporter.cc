@@ -59,7 +59,7 @@ void MetricsExporter::exportTotals(const CoordinatorTotals& t) {
   }
 }
 
-void MetricsExporter::exportCentral(const CentralCounters& c) {
+void MetricsExporter::exportCentral(const centralps::CentralStats& c) {
   metrics_->gauge("central_version", "central model version").set(static_cast<double>(c.version));
   counterTo("updates_applied_total", "deltas merged by the central PS", static_cast<double>(c.updates_applied));
   counterTo("updates_refused_total", "deltas refused by the central PS", static_cast<double>(c.updates_refused));

@@ -17,9 +17,10 @@ bool deadOutsideFailedGroup(const WorkerRecord& w, const FinalStats& stats) {
          stats.failed_group_members.count(w.id) == 0;
 }
 
-nlohmann::json groupJson(const GroupFlush& g) {
-  return {{"group", g.group},
-          {"steps", g.steps},
+nlohmann::json groupJson(const GroupFlush& f) {
+  const groupps::GroupStats& g = f.stats;
+  return {{"group", f.group},
+          {"steps", g.step},
           {"samples_received", g.samples_received},
           {"samples_dropped", g.samples_dropped},
           {"late_gradients", g.late_gradients},
@@ -30,7 +31,7 @@ nlohmann::json groupJson(const GroupFlush& g) {
           {"identity_refused", g.identity_refused}};
 }
 
-nlohmann::json centralJson(const CentralFinal& c) {
+nlohmann::json centralJson(const centralps::CentralStats& c) {
   return {{"version", c.version},
           {"updates_applied", c.updates_applied},
           {"updates_refused", c.updates_refused},
@@ -48,15 +49,16 @@ RunSummary summarizeRun(const Registry& registry, const FinalStats& stats) {
   RunSummary r;
   r.bad_messages = stats.coordinator_bad_messages;
   std::map<std::uint64_t, std::uint64_t> acknowledged;  // per worker, over all groups
-  for (const GroupFlush& g : stats.groups) {
+  for (const GroupFlush& f : stats.groups) {
+    const groupps::GroupStats& g = f.stats;
     for (const auto& [id, n] : g.acknowledged) acknowledged[id] += n;
     r.samples_received += g.samples_received;
     r.samples_dropped += g.samples_dropped;
-    r.samples_unaccounted += g.samples_pending;
+    r.samples_unaccounted += g.samples_pending + g.samples_in_flight;  // 0 after a clean flush
     r.late_gradients += g.late_gradients;
     r.steps_cut += g.steps_cut;
     r.bad_messages += g.bad_messages;
-    r.group_stats.push_back(groupJson(g));
+    r.group_stats.push_back(groupJson(f));
   }
   if (stats.central) {
     r.samples_applied = stats.central->samples_applied;

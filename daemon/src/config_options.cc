@@ -135,6 +135,12 @@ OptionSpec arbiterOption(OptionSpec o) {
   return o;
 }
 
+// Marks an option the group PS reads (groupServerConfig() and configureGroup() read it).
+OptionSpec groupPs(GroupPs reads, OptionSpec o) {
+  o.group_ps = reads;
+  return o;
+}
+
 // The member named by PATH, for the const and the non-const config alike.
 #define FIELD(PATH) [](auto& c) -> auto& { return c.PATH; }
 
@@ -168,14 +174,15 @@ std::vector<OptionSpec> buildTable() {
             "role node: the coordinator's endpoint, or a comma-separated list tried in turn (a head that may restart elsewhere)"),
       field("node_groups", "--node-groups", "N", FIELD(node_groups), kAny, kRestart,
             "role node: how many group PSes this node hosts"),
-      choice("mode", "--mode", "sync|async|grouped|adaptive", FIELD(mode), parseMode, modeName,
-             "how trainers are grouped"),
+      groupPs(GroupPs::kBoth, choice("mode", "--mode", "sync|async|grouped|adaptive", FIELD(mode),
+                                     parseMode, modeName, "how trainers are grouped")),
       field("workers", "--workers", "N", FIELD(workers), atLeast(1), kRestart,
             "expected trainers = data shards (async: groups)"),
       field("groups", "--groups", "G", FIELD(groups), kAny, kRestart,
             "grouped mode: number of groups"),
-      field("exchange_period", "--exchange-period", "K", FIELD(exchange_period), atLeast(1),
-            kRestart, "grouped mode: group steps between central exchanges"),
+      groupPs(GroupPs::kAtStart,
+              field("exchange_period", "--exchange-period", "K", FIELD(exchange_period),
+                    atLeast(1), kRestart, "grouped mode: group steps between central exchanges")),
       field("batch_size", "--batch-size", "B", FIELD(batch_size), between(1, 65536), kRestart,
             "samples per worker step"),
       modelOption(),
@@ -187,14 +194,17 @@ std::vector<OptionSpec> buildTable() {
             "host the parameter servers bind on"),
       field("endpoint_file", "--endpoint-file", "F", FIELD(endpoint_file), kAny, kRestart,
             "write the coordinator's bound endpoint to F"),
-      choice("optimizer.kind", "", "sgd|momentum|nesterov", FIELD(optimizer.kind), optimizerKind,
-             optimizerName, "group optimizer"),
-      field("optimizer.lr", "--lr", "X", FIELD(optimizer.lr), above(0), kRestart,
-            "group optimizer learning rate"),
-      field("optimizer.momentum", "--momentum", "X", FIELD(optimizer.momentum), kAny, kRestart,
-            "group optimizer momentum"),
-      field("optimizer.weight_decay", "", "X", FIELD(optimizer.weight_decay), kAny, kRestart,
-            "group optimizer weight decay"),
+      groupPs(GroupPs::kAtStart, choice("optimizer.kind", "", "sgd|momentum|nesterov",
+                                        FIELD(optimizer.kind), optimizerKind, optimizerName,
+                                        "group optimizer")),
+      groupPs(GroupPs::kAtStart, field("optimizer.lr", "--lr", "X", FIELD(optimizer.lr), above(0),
+                                       kRestart, "group optimizer learning rate")),
+      groupPs(GroupPs::kAtStart, field("optimizer.momentum", "--momentum", "X",
+                                       FIELD(optimizer.momentum), kAny, kRestart,
+                                       "group optimizer momentum")),
+      groupPs(GroupPs::kAtStart, field("optimizer.weight_decay", "", "X",
+                                       FIELD(optimizer.weight_decay), kAny, kRestart,
+                                       "group optimizer weight decay")),
       choice("outer_optimizer.kind", "", "sgd|momentum|nesterov", FIELD(outer_optimizer.kind),
              optimizerKind, optimizerName, "central optimizer"),
       field("outer_optimizer.lr", "", "X", FIELD(outer_optimizer.lr), above(0), kRestart,
@@ -212,20 +222,23 @@ std::vector<OptionSpec> buildTable() {
             "deltas staler than this are refused"),
       field("staleness.grace", "", "N", FIELD(staleness.grace), kAny, kRestart,
             "rule grace: staleness with full weight"),
-      field("step_deadline_ms", "--step-deadline-ms", "MS", FIELD(step_deadline_ms), atLeast(1),
-            kHup, "a group step closes this long after its first push"),
+      groupPs(GroupPs::kBoth, field("step_deadline_ms", "--step-deadline-ms", "MS",
+                                    FIELD(step_deadline_ms), atLeast(1), kHup,
+                                    "a group step closes this long after its first push")),
       field("heartbeat_ms", "--heartbeat-ms", "MS", FIELD(heartbeat_ms), atLeast(1), kRestart,
             "worker heartbeat period"),
       field("heartbeat_misses", "--heartbeat-misses", "N", FIELD(heartbeat_misses), atLeast(1),
             kSet, "missed heartbeats before a worker is dead"),
-      field("max_grad_norm", "", "X", FIELD(max_grad_norm), kAny, kRestart,
-            "group PSes refuse gradients with a larger L2 norm"),
+      groupPs(GroupPs::kAtStart,
+              field("max_grad_norm", "", "X", FIELD(max_grad_norm), kAny, kRestart,
+                    "group PSes refuse gradients with a larger L2 norm")),
       field("max_delta_norm", "", "X", FIELD(max_delta_norm), kAny, kRestart,
             "the central PS refuses deltas with a larger L2 norm"),
       field("compress_gradients", "--compress-gradients", "C", FIELD(compress_gradients), kAny,
             kRestart, "worker -> group encoding: dense | fp16 | sign | topk:RATIO"),
-      field("compress_deltas", "--compress-deltas", "C", FIELD(compress_deltas), kAny, kRestart,
-            "group -> central encoding (same forms)"),
+      groupPs(GroupPs::kAtStart, field("compress_deltas", "--compress-deltas", "C",
+                                       FIELD(compress_deltas), kAny, kRestart,
+                                       "group -> central encoding (same forms)")),
       field("target_acc", "--target-acc", "A", FIELD(target_acc), between(0, 1), kHup,
             "stop when the evaluator reports test accuracy >= A (0 = never)"),
       field("max_seconds", "--max-seconds", "S", FIELD(max_seconds), kAny, kHup,
@@ -266,10 +279,13 @@ std::vector<OptionSpec> buildTable() {
             "also checkpoint every N central versions (0 = not by versions)"),
       field("checkpoint_interval_s", "--checkpoint-interval-s", "S", FIELD(checkpoint_interval_s),
             kAny, kRestart, "and every S seconds (0 = not by time)"),
-      field("quarantine_after", "--quarantine-after", "N", FIELD(quarantine_after), kAny, kRestart,
-            "bad updates within the window that quarantine a worker (0 = never)"),
-      field("quarantine_window_s", "--quarantine-window-s", "S", FIELD(quarantine_window_s),
-            Range{0, 86400, true}, kRestart, "that window"),
+      groupPs(GroupPs::kAtStart,
+              field("quarantine_after", "--quarantine-after", "N", FIELD(quarantine_after), kAny,
+                    kRestart,
+                    "bad updates within the window that quarantine a worker (0 = never)")),
+      groupPs(GroupPs::kAtStart, field("quarantine_window_s", "--quarantine-window-s", "S",
+                                       FIELD(quarantine_window_s), Range{0, 86400, true},
+                                       kRestart, "that window")),
       field("give_up_s", "--give-up-s", "S", FIELD(give_up_s), above(0), kRestart,
             "role node: stop re-registering with a lost head after S"),
       field("finish_linger_s", "--finish-linger-s", "S", FIELD(finish_linger_s),
@@ -329,12 +345,15 @@ std::vector<OptionSpec> buildTable() {
       field("adaptive.straggler_erratic_early_ratio", "", "X",
             FIELD(adaptive.straggler.erratic_early_ratio), kAny, kHup,
             "adaptive: slowdown the early window must show"),
-      field("adaptive.step_cutoff", "--step-cutoff", "X", FIELD(adaptive.step_cutoff), kAny, kHup,
-            "adaptive: a step with its quorum in waits at most this x the median"
-            " release-to-quorum time for the rest (0: off)"),
-      field("adaptive.step_cutoff_late_fraction", "", "X",
-            FIELD(adaptive.step_cutoff_late_fraction), between(0, 0.5), kHup,
-            "adaptive: the fraction of a group's members a cut step may leave behind"),
+      groupPs(GroupPs::kInGroupConfig,
+              field("adaptive.step_cutoff", "--step-cutoff", "X", FIELD(adaptive.step_cutoff),
+                    kAny, kHup,
+                    "adaptive: a step with its quorum in waits at most this x the median"
+                    " release-to-quorum time for the rest (0: off)")),
+      groupPs(GroupPs::kInGroupConfig,
+              field("adaptive.step_cutoff_late_fraction", "", "X",
+                    FIELD(adaptive.step_cutoff_late_fraction), between(0, 0.5), kHup,
+                    "adaptive: the fraction of a group's members a cut step may leave behind")),
       field("adaptive.profile_steps", "--profile-steps", "N", FIELD(adaptive.stages.profile_steps),
             kAny, kHup, "adaptive: a profiling stage of N steps (0: none)"),
       field("adaptive.coarse_period", "", "K", FIELD(adaptive.stages.coarse_period), atLeast(1),
@@ -452,6 +471,22 @@ Status checkRanges(const DaemonConfig& cfg) {
     return invalidArgument(o.key + " must be " + want + ", got " + formatBound(v));
   }
   return Status::ok();
+}
+
+json groupPsStartSettings(const DaemonConfig& cfg) {
+  const json all = toJson(cfg);  // its effective exchange_period, as groupServerConfig() reads
+  json out = json::object();
+  for (const auto& o : daemonOptions()) {
+    if (readAtStart(o.group_ps)) out[pointerTo(o.key)] = all[pointerTo(o.key)];
+  }
+  return out;
+}
+
+bool groupConfigSettingsDiffer(const DaemonConfig& a, const DaemonConfig& b) {
+  for (const auto& o : daemonOptions()) {
+    if (readInGroupConfig(o.group_ps) && o.write(a) != o.write(b)) return true;
+  }
+  return false;
 }
 
 }  // namespace groupsgd::daemon

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "groupsgd/codec/compression_spec.h"
+#include "groupsgd/daemon/config_options.h"
 
 namespace groupsgd::daemon {
 
@@ -24,23 +25,7 @@ groupps::GroupServerConfig groupServerConfig(const DaemonConfig& cfg, std::uint3
   return g;
 }
 
-namespace {
-
-// Every option groupServerConfig() reads ("mode" makes exchangePeriod() what the job's is).
-const char* const kGroupSettings[] = {"mode",          "exchange_period",    "optimizer",
-                                      "step_deadline_ms", "max_grad_norm", "quarantine_after",
-                                      "quarantine_window_s", "compress_deltas"};
-
-}  // namespace
-
-std::string groupSettingsJson(const DaemonConfig& job) {
-  const nlohmann::json all = toJson(job);
-  nlohmann::json out = nlohmann::json::object();
-  for (const char* key : kGroupSettings) {
-    if (all.contains(key)) out[key] = all[key];
-  }
-  return out.dump();
-}
+std::string groupSettingsJson(const DaemonConfig& job) { return groupPsStartSettings(job).dump(); }
 
 Status applyGroupSettings(const std::string& settings, DaemonConfig* node) {
   const auto j = nlohmann::json::parse(settings, nullptr, /*allow_exceptions=*/false);

@@ -547,35 +547,13 @@ void GroupServer::sendStats(const zmq::message_t& to) {
   OutMessage out(cfg_.limits.job_id, cfg_.group_id);
   out.header().setStep(step_);
   out.header().setModelVersion(base_version_);
-  auto s = out.header().getBody().initGroupStats();
-  s.setGroupId(cfg_.group_id);
-  s.setStep(step_);
-  s.setSamplesReceived(counters_.samples_received);
-  s.setSamplesDropped(counters_.samples_dropped);
-  s.setSamplesPending(counters_.samples_pending);
-  s.setSamplesInFlight(counters_.samples_in_flight);
-  s.setLateGradients(counters_.late_gradients);
-  s.setStepsCut(counters_.steps_cut);
-  s.setBadMessages(counters_.bad_messages);
-  s.setExchanges(counters_.exchanges);
-  s.setRefusedExchanges(counters_.refused_exchanges);
-  s.setIdentityRefused(counters_.identity_refused);
-  s.setLastLoss(counters_.last_loss);
-  s.setMembers(static_cast<std::uint32_t>(barrier_.memberCount()));
-  auto ack = s.initAcknowledged(static_cast<unsigned>(acknowledged_.size()));
-  unsigned i = 0;
-  for (const auto& [worker, samples] : acknowledged_) {
-    ack[i].setWorkerId(worker);
-    ack[i].setSamples(samples);
-    ++i;
-  }
-  auto q = s.initQuarantined(static_cast<unsigned>(quarantine_.quarantined().size()));
-  i = 0;
-  for (std::uint64_t worker : quarantine_.quarantined()) q.set(i++, worker);
-  s.setReplayedPushes(counters_.replayed_pushes);
-  s.setQuarantineRefusals(counters_.quarantine_refusals);
-  s.setBadParts(counters_.bad_parts);
-  s.setPushesWaited(counters_.pushes_waited);
+  GroupStats s = counters_;
+  s.group_id = cfg_.group_id;
+  s.step = step_;
+  s.members = static_cast<std::uint32_t>(barrier_.memberCount());
+  s.acknowledged.insert(acknowledged_.begin(), acknowledged_.end());
+  s.quarantined.assign(quarantine_.quarantined().begin(), quarantine_.quarantined().end());
+  toProto(s, out.header().getBody().initGroupStats());
   (void)replyTo(router_, to, std::move(out));
 }
 

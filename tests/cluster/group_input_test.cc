@@ -30,14 +30,8 @@ OutMessage rawPush(std::uint64_t worker, std::uint64_t epoch, std::uint64_t step
   return out;
 }
 
-groupps::GroupCounters countersOf(const InMessage& m) {
-  auto s = m.header().getBody().getGroupStats();
-  groupps::GroupCounters c;
-  c.samples_received = s.getSamplesReceived();
-  c.samples_dropped = s.getSamplesDropped();
-  c.late_gradients = s.getLateGradients();
-  c.bad_messages = s.getBadMessages();
-  return c;
+groupps::GroupStats countersOf(const InMessage& m) {
+  return groupps::fromProto(m.header().getBody().getGroupStats());
 }
 
 }  // namespace

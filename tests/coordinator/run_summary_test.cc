@@ -24,14 +24,14 @@ GroupFlush group(std::uint32_t g, std::uint64_t received, std::uint64_t dropped,
                  std::map<std::uint64_t, std::uint64_t> acknowledged) {
   GroupFlush f;
   f.group = g;
-  f.samples_received = received;
-  f.samples_dropped = dropped;
-  f.acknowledged = std::move(acknowledged);
+  f.stats.samples_received = received;
+  f.stats.samples_dropped = dropped;
+  f.stats.acknowledged = std::move(acknowledged);
   return f;
 }
 
-CentralFinal central(std::uint64_t applied, std::uint64_t version) {
-  CentralFinal c;
+groupsgd::centralps::CentralStats central(std::uint64_t applied, std::uint64_t version) {
+  groupsgd::centralps::CentralStats c;
   c.samples_applied = applied;
   c.version = version;
   return c;
@@ -50,7 +50,7 @@ TEST_CASE("run summary: trained = applied + dropped when every trainer left clea
   stats.groups = {group(0, 1000, 40, {{1, 600}, {2, 400}})};
   stats.central = central(960, 31);
   stats.coordinator_bad_messages = 2;
-  stats.groups[0].bad_messages = 3;
+  stats.groups[0].stats.bad_messages = 3;
   stats.central->bad_messages = 5;
   const RunSummary s = summarizeRun(reg, stats);
   CHECK(s.samples_trained == 1000);
@@ -112,7 +112,8 @@ TEST_CASE("run summary: a central PS that did not answer leaves its table null")
   reg.add(trainer(1, 100));
   FinalStats stats;
   stats.groups = {group(0, 100, 0, {{1, 100}})};
-  stats.groups[0].samples_pending = 100;
+  stats.groups[0].stats.samples_pending = 60;  // pending and in flight: both unaccounted
+  stats.groups[0].stats.samples_in_flight = 40;
   const RunSummary s = summarizeRun(reg, stats);
   CHECK(s.central.is_null());
   CHECK(s.samples_unaccounted == 100);

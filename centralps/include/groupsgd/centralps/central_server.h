@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <zmq.hpp>
 
+#include "groupsgd/centralps/central_stats.h"
 #include "groupsgd/centralps/central_store.h"
 #include "groupsgd/centralps/staleness.h"
 #include "groupsgd/common/curve_keys.h"
@@ -55,17 +56,6 @@ struct CentralConfig {
   std::uint32_t part_bytes = kDefaultPartBytes;
 };
 
-// Counters, readable from the owner thread (and reported through CentralStats).
-struct CentralCounters {
-  std::uint64_t updates_applied = 0;
-  std::uint64_t updates_refused = 0;
-  std::uint64_t samples_applied = 0;
-  std::uint64_t samples_refused = 0;
-  std::uint64_t bad_messages = 0;
-  std::uint64_t max_staleness = 0;
-  double staleness_sum = 0;
-};
-
 class CentralServer {
  public:
   static Result<std::unique_ptr<CentralServer>> create(zmq::context_t& ctx, CentralConfig cfg,
@@ -104,7 +94,12 @@ class CentralServer {
   std::string endpoint_;
   CentralConfig cfg_;
   CentralStore store_;
-  CentralCounters counters_;
+  // What the server counts as it goes (the version and the checkpoint fields are filled
+  // in when it answers), plus the sum the mean staleness is taken from.
+  struct Counters : CentralStats {
+    double staleness_sum = 0;
+  };
+  Counters counters_;
   // Deltas arriving in parts, per sender connection (routing id).
   std::unordered_map<std::string, PartAssembler> inbound_;
   Payload cached_;            // snapshot of the current version (made once per version)

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "groupsgd/adaptive/registry.h"
+#include "groupsgd/centralps/central_stats.h"
 #include "groupsgd/ops/metrics.h"
 
 namespace groupsgd::coordinator {
@@ -29,18 +30,6 @@ struct CoordinatorTotals {
   std::optional<std::uint64_t> curve_clients_refused;  // with CURVE only
 };
 
-// The central PS's counters (its CentralStats).
-struct CentralCounters {
-  std::uint64_t version = 0;
-  std::uint64_t updates_applied = 0;
-  std::uint64_t updates_refused = 0;
-  std::uint64_t samples_applied = 0;
-  double mean_staleness = 0;
-  std::uint64_t max_staleness = 0;
-  std::uint64_t checkpoint_version = 0;
-  std::uint64_t checkpoint_failures = 0;
-};
-
 class MetricsExporter {
  public:
   explicit MetricsExporter(MetricsRegistry* metrics) : metrics_(metrics) {}
@@ -51,7 +40,7 @@ class MetricsExporter {
   void exportGroups(std::size_t in_use, const std::vector<std::size_t>& members);
   void exportAccuracy(double accuracy);
   void exportTotals(const CoordinatorTotals& totals);
-  void exportCentral(const CentralCounters& central);
+  void exportCentral(const centralps::CentralStats& central);
 
  private:
   // Advances counter `name` to `value` (never back).

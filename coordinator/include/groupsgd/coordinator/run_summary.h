@@ -17,46 +17,24 @@
 #include <nlohmann/json.hpp>
 
 #include "groupsgd/adaptive/registry.h"
+#include "groupsgd/centralps/central_stats.h"
+#include "groupsgd/groupps/group_stats.h"
 
 namespace groupsgd::coordinator {
 
 // Names this room takes from the adaptive and ops libraries.
 using adaptive::Registry;
 
-// One group PS's answer to the final flush (its GroupStats).
+// One group PS's answer to the final flush, by the slot it serves.
 struct GroupFlush {
   std::uint32_t group = 0;
-  std::uint64_t steps = 0;
-  std::uint64_t samples_received = 0;
-  std::uint64_t samples_dropped = 0;
-  std::uint64_t samples_pending = 0;  // pending + in flight: 0 after a clean flush
-  std::uint64_t late_gradients = 0;
-  std::uint64_t steps_cut = 0;  // steps the cutoff closed without some members
-  std::uint64_t bad_messages = 0;
-  std::uint64_t exchanges = 0;
-  std::uint64_t refused_exchanges = 0;
-  std::uint64_t identity_refused = 0;
-  std::map<std::uint64_t, std::uint64_t> acknowledged;  // samples per worker
-};
-
-// The central PS's final counters (its CentralStats).
-struct CentralFinal {
-  std::uint64_t version = 0;
-  std::uint64_t samples_applied = 0;
-  std::uint64_t updates_applied = 0;
-  std::uint64_t updates_refused = 0;
-  std::uint64_t samples_refused = 0;
-  std::uint64_t bad_messages = 0;
-  double mean_staleness = 0;
-  std::uint64_t max_staleness = 0;
-  std::uint64_t checkpoint_version = 0;
-  std::uint64_t checkpoint_failures = 0;
+  groupps::GroupStats stats;
 };
 
 // Everything the summary's accounting is built from, besides the registry.
 struct FinalStats {
   std::vector<GroupFlush> groups;       // the groups that answered the flush
-  std::optional<CentralFinal> central;  // nullopt: the central PS did not answer
+  std::optional<centralps::CentralStats> central;  // nullopt: the central PS did not answer
   bool groups_failed = false;           // some group PS was lost with its node
   std::set<std::uint64_t> failed_group_members;  // trainers that were in a failed group
   std::uint64_t coordinator_bad_messages = 0;

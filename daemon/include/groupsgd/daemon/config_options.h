@@ -1,7 +1,7 @@
 // The daemon's option table: one descriptor per option (JSON key, flag, type, range,
-// whether it can change at run time, help). The JSON reader, the command-line flags,
-// toJson, `groupsgdd --help`, range checks and the coordinator's run-time settings are
-// all generated from it, so adding an option is one line in config_options.cc (plus the
+// whether it can change at run time, whether a group PS reads it, help). The JSON reader,
+// the command-line flags, toJson, `groupsgdd --help`, range checks, the coordinator's
+// run-time settings and the group PSes' settings are all generated from it, so adding an option is one line in config_options.cc (plus the
 // DaemonConfig field and its row in docs/config.md, which a test compares with the table).
 // Thread rule: the table is built once on first use and read-only after; any thread.
 #pragma once
@@ -25,6 +25,13 @@ enum class OptionType { kCount, kInteger, kReal, kBool, kString, kChoice };
 // `set`, or through `set` and also on SIGHUP from the --config file.
 enum class Live { kRestart, kSet, kSetAndReload };
 
+// Whether a group PS reads an option: at its start (groupServerConfig(), fixed for its
+// life; node daemons get these with a job's settings), in every GroupConfig the
+// coordinator sends (a run-time change reconfigures the groups), or both.
+enum class GroupPs { kNo, kAtStart, kInGroupConfig, kBoth };
+inline bool readAtStart(GroupPs r) { return r == GroupPs::kAtStart || r == GroupPs::kBoth; }
+inline bool readInGroupConfig(GroupPs r) { return r == GroupPs::kInGroupConfig || r == GroupPs::kBoth; }
+
 // An inclusive numeric range, optionally open at the bottom (for "> 0").
 struct Range {
   double min = -std::numeric_limits<double>::infinity();
@@ -41,6 +48,7 @@ struct OptionSpec {
   OptionType type = OptionType::kString;
   Range range;             // checked by validate(); unbounded when empty
   Live live = Live::kRestart;
+  GroupPs group_ps = GroupPs::kNo;
   std::string help;
   // Reads a JSON value into the field; throws OptionError naming the key when it does not fit.
   std::function<void(const nlohmann::json&, DaemonConfig*)> read;
@@ -64,5 +72,10 @@ Status checkSettable(const nlohmann::json& values);
 nlohmann::json reloadableSettings(const DaemonConfig& fresh);
 // Checks each option's range; the first violation names its key.
 Status checkRanges(const DaemonConfig& cfg);
+// The options a group PS reads at its start, with their toJson() values, in config-file
+// form (nested objects).
+nlohmann::json groupPsStartSettings(const DaemonConfig& cfg);
+// True when some option a group PS reads from every GroupConfig differs between a and b.
+bool groupConfigSettingsDiffer(const DaemonConfig& a, const DaemonConfig& b);
 
 }  // namespace groupsgd::daemon

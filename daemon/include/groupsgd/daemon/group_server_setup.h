@@ -13,13 +13,14 @@
 
 namespace groupsgd::daemon {
 
-// cfg must have passed validate() (its compression specs parse).
+// cfg must have passed validate() (its compression specs parse). Reads the options the
+// table marks as read by a group PS at its start, and the job id.
 groupps::GroupServerConfig groupServerConfig(const DaemonConfig& cfg, std::uint32_t group_id,
                                              const std::string& central_endpoint,
                                              const CurveKeys& curve);
 
-// The options of a job its group PSes use (optimizer, exchange period, deadlines, limits,
-// delta compression), as JSON text in config-file form (NodePlacement.settings).
+// The options of a job its group PSes read at their start (the option table's group PS
+// column), as JSON text in config-file form (NodePlacement.settings).
 std::string groupSettingsJson(const DaemonConfig& job);
 
 // A node daemon's configuration for one job's group PSes: the node's own (bind_host,

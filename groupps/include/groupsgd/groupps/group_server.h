@@ -23,6 +23,7 @@
 #include "groupsgd/common/payload.h"
 #include "groupsgd/common/quarantine.h"
 #include "groupsgd/common/status.h"
+#include "groupsgd/groupps/group_stats.h"
 #include "groupsgd/groupps/step_barrier.h"
 #include "groupsgd/groupps/step_cutoff.h"
 #include "groupsgd/kernels/optimizer.h"
@@ -52,24 +53,6 @@ struct GroupServerConfig {
   // fit in this many models (0 = automatic: members - 4, at least 1); the others wait
   // (docs/architecture.md, "Flow control").
   double inbound_budget_models = 0;
-};
-
-struct GroupCounters {
-  std::uint64_t samples_received = 0;   // accepted into a step
-  std::uint64_t samples_dropped = 0;    // late, or in a delta the central refused/lost
-  std::uint64_t samples_pending = 0;    // in the replica, not yet sent
-  std::uint64_t samples_in_flight = 0;  // in a delta awaiting the central answer
-  std::uint64_t late_gradients = 0;
-  std::uint64_t bad_messages = 0;
-  std::uint64_t exchanges = 0;
-  std::uint64_t refused_exchanges = 0;
-  std::uint64_t identity_refused = 0;  // another worker's id, or not the coordinator's key
-  std::uint64_t replayed_pushes = 0;      // a step this worker already pushed for
-  std::uint64_t quarantine_refusals = 0;  // messages from quarantined workers
-  std::uint64_t bad_parts = 0;      // push parts refused, or arriving for no open push
-  std::uint64_t pushes_waited = 0;  // pushes in parts that waited for the memory budget
-  std::uint64_t steps_cut = 0;      // steps the cutoff closed without some members
-  float last_loss = 0;
 };
 
 class GroupServer {
@@ -240,7 +223,9 @@ class GroupServer {
   CentralRequest in_flight_ = CentralRequest::kNone;
   Clock::time_point in_flight_since_;
   std::vector<zmq::message_t> flush_waiters_;
-  GroupCounters counters_;
+  // The counters it keeps as it goes; sendStats() fills in the rest (id, step, members,
+  // acknowledged samples, quarantined workers).
+  GroupStats counters_;
 };
 
 }  // namespace groupsgd::groupps
