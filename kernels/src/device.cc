@@ -40,6 +40,15 @@ KernelStatus scale(Backend backend, float* x, std::size_t n, float a) {
   return KernelStatus::success();
 }
 
+KernelStatus rebase(Backend backend, const float* central, const float* base, const float* cut,
+                    float* replica, std::size_t n) {
+  if (backend == Backend::kCuda) return cuda::rebase(central, base, cut, replica, n);
+  rebase(std::span<const float>(central, n), std::span<const float>(base, n),
+         cut ? std::span<const float>(cut, n) : std::span<const float>(),
+         std::span<float>(replica, n));
+  return KernelStatus::success();
+}
+
 KernelStatus weightedSum(Backend backend, std::span<const float* const> inputs,
                          std::span<const float> weights, float* out, std::size_t n) {
   if (backend == Backend::kCuda) return cuda::weightedSum(inputs, weights, out, n);
