@@ -5,28 +5,20 @@
 #include <vector>
 
 #include "groupsgd/kernels/ops.h"
+#include "groupsgd/base/enum_names.h"
 
 namespace groupsgd::kernels {
 
+constexpr std::array<base::EnumName<Backend>, 2> kBackendNames{{
+    {Backend::kCpu, "cpu"},
+    {Backend::kCuda, "cuda"},
+}};
+
 bool parseBackend(std::string_view text, Backend* out) {
-  for (Backend b : {Backend::kCpu, Backend::kCuda}) {
-    if (text == backendName(b)) {
-      *out = b;
-      return true;
-    }
-  }
-  return false;
+  return base::parseInto(kBackendNames, text, out);
 }
 
-const char* backendName(Backend backend) {
-  switch (backend) {
-    case Backend::kCpu:
-      return "cpu";
-    case Backend::kCuda:
-      return "cuda";
-  }
-  return "unknown";
-}
+const char* backendName(Backend backend) { return base::nameOf(kBackendNames, backend); }
 
 KernelStatus axpy(Backend backend, float a, const float* x, float* y, std::size_t n) {
   if (backend == Backend::kCuda) return cuda::axpy(a, x, y, n);
