@@ -72,10 +72,10 @@ inline Status configureMembers(zmq::context_t& ctx, const std::string& group_end
                                  {epoch, k, 120000});
 }
 
-inline worker::Assignment memberAssignment(std::uint64_t worker_id, std::uint64_t epoch,
+inline client::Assignment memberAssignment(std::uint64_t worker_id, std::uint64_t epoch,
                                            const std::string& group_endpoint,
                                            std::size_t params) {
-  worker::Assignment a;
+  client::Assignment a;
   a.worker_id = worker_id;
   a.epoch = epoch;
   a.group_endpoint = group_endpoint;

@@ -2,7 +2,7 @@
 //
 // For each tensor size (1, 16, 64 and 256 MiB; 256 only without --quick), a central PS and
 // a group PS run on threads of this process (tcp://127.0.0.1:*, one zmq context with two
-// I/O threads as in groupsgdd), the group has one member, and a worker::GroupClient (own
+// I/O threads as in groupsgdd), the group has one member, and a client::GroupClient (own
 // context, one I/O thread, as in groupsgd-worker) pushes gradients. A push is answered when
 // its step closes, with the updated replica, so one round trip moves 2 x size bytes:
 //   groupsgd_gbps   push round trips with K = "never exchange" (pure worker <-> group path)
@@ -128,7 +128,7 @@ class PushTrips {
     client_.setPartBytes(g_part_bytes);
     Status st = configureMembers(ctx_, t.group_ep, 1, epoch, k);
     auto pulled = st ? pullWhenReady(client_, replica_, kReadyLimit)
-                     : Result<worker::StepAnswer>(st);
+                     : Result<client::StepAnswer>(st);
     if (!pulled) {
       std::fprintf(stderr, "dataplane: cannot start pushing: %s\n",
                    pulled.status().toString().c_str());
@@ -155,7 +155,7 @@ class PushTrips {
 
  private:
   zmq::context_t ctx_{1};  // as in groupsgd-worker
-  worker::GroupClient client_;
+  client::GroupClient client_;
   std::vector<float> replica_;
   std::set<const float*> filled_;  // send buffers that hold the gradient already
   std::uint64_t step_ = 0;
@@ -309,7 +309,7 @@ json measureStepLatency(const std::string& group_ep, std::uint32_t members, int 
   for (std::uint32_t m = 0; m < members; ++m) {
     threads.emplace_back([&, m] {
       zmq::context_t ctx(1);  // as a separate worker process would have
-      worker::GroupClient client(ctx, memberAssignment(m + 1, 1, group_ep, params), 1, kTimeout);
+      client::GroupClient client(ctx, memberAssignment(m + 1, 1, group_ep, params), 1, kTimeout);
       std::vector<float> replica(params), grad(params, 1e-6f);
       auto r = pullWhenReady(client, replica, kReadyLimit);
       if (!r) failed = true;

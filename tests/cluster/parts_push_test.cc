@@ -57,8 +57,8 @@ struct RawMember {
   }
 };
 
-worker::GroupClient member(testing::MiniCluster& c, std::uint64_t worker) {
-  worker::GroupClient client(c.ctx, c.assignment(worker, 1), 1, 5000ms);
+client::GroupClient member(testing::MiniCluster& c, std::uint64_t worker) {
+  client::GroupClient client(c.ctx, c.assignment(worker, 1), 1, 5000ms);
   client.setPartBytes(kPartBytes);
   return client;
 }
@@ -286,7 +286,7 @@ TEST_CASE(
   group.quarantine_after = 100;
   testing::MiniCluster c(central, group);
   c.configure({{1, 1}}, 1, 1000);
-  worker::GroupClient client(c.ctx, c.assignment(1, 1), 1, 5000ms);
+  client::GroupClient client(c.ctx, c.assignment(1, 1), 1, 5000ms);
   client.setPartBytes(kBigPart);
   std::vector<float> params(kBig);
   auto pulled = testing::pullWhenReady(client, params);

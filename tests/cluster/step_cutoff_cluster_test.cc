@@ -35,7 +35,7 @@ std::vector<Push> runMember(testing::MiniCluster& cluster, std::uint64_t id, int
                             std::atomic<std::uint64_t>& stop_at) {
   std::vector<Push> log;
   std::vector<float> params(cluster.params);
-  worker::GroupClient client(cluster.ctx, cluster.assignment(id, 1), 1, 15000ms);
+  client::GroupClient client(cluster.ctx, cluster.assignment(id, 1), 1, 15000ms);
   auto pulled = testing::pullWhenReady(client, params, 5000ms);
   if (!pulled) return log;
   std::uint64_t step = pulled->step;

@@ -59,7 +59,7 @@ void checkSyncEquivalence(std::uint32_t part_bytes) {
   for (std::uint32_t w = 0; w < 3; ++w) {
     threads.emplace_back([&, w] {
       auto model = kernels::makeModel(kernels::ModelKind::kMlp);
-      worker::GroupClient client(cluster.ctx, cluster.assignment(w + 1, 1), 1, 10000ms);
+      client::GroupClient client(cluster.ctx, cluster.assignment(w + 1, 1), 1, 10000ms);
       client.setPartBytes(part_bytes);
       std::vector<float> params(cluster.params), grad(cluster.params);
       auto pulled = testing::pullWhenReady(client, params);
@@ -117,7 +117,7 @@ void checkSyncEquivalence(std::uint32_t part_bytes) {
   CHECK(gs.getSamplesInFlight() == 0);
   RpcClient central(cluster.ctx, (*cluster.central)->endpoint(), MessageLimits{});
   std::vector<float> central_params(ref.size());
-  auto version = worker::fetchCentralModel(central, 1, central_params, 3000ms);
+  auto version = client::fetchCentralModel(central, 1, central_params, 3000ms);
   REQUIRE(version.isOk());
   // Exchanges never block the members: a step that closes while a delta is in flight
   // rides in the next delta, so there are at most kSteps central versions.

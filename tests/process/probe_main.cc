@@ -63,7 +63,7 @@ bool expectErrorForRaw(const std::string& what, zmq::context_t& ctx, const std::
   return report(what, refused, detail);
 }
 
-OutMessage push(const worker::Assignment& a, std::vector<float> grad, std::uint64_t step = 0) {
+OutMessage push(const client::Assignment& a, std::vector<float> grad, std::uint64_t step = 0) {
   OutMessage out(1, a.worker_id);
   out.header().setEpoch(a.epoch);
   out.header().setStep(step);
@@ -88,8 +88,8 @@ int main(int argc, char** argv) {
     return 2;
   }
   zmq::context_t ctx(1);
-  worker::CoordinatorClient coord(ctx, argv[1], 1, 5000ms);
-  auto a = coord.registerAs(worker::Role::kTrainer, "probe");
+  client::CoordinatorClient coord(ctx, argv[1], 1, 5000ms);
+  auto a = coord.registerAs(client::Role::kTrainer, "probe");
   if (!a) {
     std::fprintf(stderr, "probe: cannot register: %s\n", a.status().toString().c_str());
     return 1;
@@ -176,7 +176,7 @@ int main(int argc, char** argv) {
       // The coordinator is told that an unknown worker leaves.
       {"coordinator-unknown-leave", false,
        [&](const std::string& n) {
-         worker::Assignment fake = *a;
+         client::Assignment fake = *a;
          fake.worker_id = kUnknownWorker;
          const Status s = coord.leave(fake, 0, 0);
          return report(n, !s.isOk() && s.code() != Code::kUnavailable, s.toString());
@@ -223,13 +223,13 @@ int main(int argc, char** argv) {
          const auto deadline = std::chrono::steady_clock::now() + 20000ms;
          Status again;
          do {
-           auto r = coord.registerAs(worker::Role::kTrainer, "probe", a->worker_id, {}, a->epoch);
+           auto r = coord.registerAs(client::Role::kTrainer, "probe", a->worker_id, {}, a->epoch);
            again = r.status();
            if (again.code() == Code::kQuarantined) break;
            std::this_thread::sleep_for(100ms);
          } while (std::chrono::steady_clock::now() < deadline);
          report(n + "-register-id", again.code() == Code::kQuarantined, again.toString());
-         auto fresh = coord.registerAs(worker::Role::kTrainer, "probe");
+         auto fresh = coord.registerAs(client::Role::kTrainer, "probe");
          return report(n + "-register-new", fresh.status().code() == Code::kQuarantined,
                        fresh.status().toString()) &&
                 again.code() == Code::kQuarantined;
