@@ -6,8 +6,8 @@
 
 #include "groupsgd/codec/compression_spec.h"
 #include "groupsgd/common/log.h"
-#include "registration.h"
-#include "shared_device.h"
+#include "groupsgd/worker/registration.h"
+#include "groupsgd/worker/shared_device.h"
 
 namespace groupsgd::python {
 namespace {

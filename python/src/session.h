@@ -20,7 +20,7 @@
 #include "heartbeat_thread.h"
 
 namespace groupsgd::worker {
-class SharedDevice;  // worker/src/shared_device.h (private to the worker library)
+class SharedDevice;  // groupsgd/worker/shared_device.h
 }
 
 namespace groupsgd::python {

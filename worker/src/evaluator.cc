@@ -7,7 +7,7 @@
 #include "groupsgd/dataset/idx.h"
 #include "groupsgd/kernels/model.h"
 #include "groupsgd/worker/trainer.h"
-#include "registration.h"
+#include "groupsgd/worker/registration.h"
 
 namespace groupsgd::worker {
 

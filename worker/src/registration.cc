@@ -1,4 +1,4 @@
-#include "registration.h"
+#include "groupsgd/worker/registration.h"
 
 #include <algorithm>
 #include <thread>

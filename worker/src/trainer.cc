@@ -15,8 +15,8 @@
 #include "groupsgd/kernels/model.h"
 #include "groupsgd/kernels/model_device.h"
 #include "groupsgd/worker/step_watch.h"
-#include "registration.h"
-#include "shared_device.h"
+#include "groupsgd/worker/registration.h"
+#include "groupsgd/worker/shared_device.h"
 
 namespace groupsgd::worker {
 namespace {

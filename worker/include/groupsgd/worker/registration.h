@@ -1,4 +1,5 @@
-// Registration with retry and back-off, shared by the trainer and the evaluator.
+// Registration with retry and back-off, shared by the trainer, the evaluator and the Python
+// binding. Thread rule: stateless; registerWithRetry runs on the thread that owns coord.
 #pragma once
 
 #include <atomic>
