@@ -102,7 +102,7 @@ std::vector<Timing> timeInterleaved(const std::vector<std::function<bool()>>& tr
 // A central PS serving `params` zero-initialised parameters and one group PS (group 0)
 // on named threads, both on `host` (an address of this machine; 127.0.0.1 in one
 // process) in one context with two I/O threads (as in groupsgdd).
-struct Servers : testing::InProcessCluster {
+struct Servers : testbed::InProcessCluster {
   Servers() : InProcessCluster(2) {}
   Status start(std::size_t params, const std::string& host) {
     centralps::CentralConfig ccfg;

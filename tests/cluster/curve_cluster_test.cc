@@ -7,6 +7,7 @@
 
 using namespace groupsgd;
 using namespace groupsgd::testing;
+using namespace groupsgd::testbed;
 using namespace std::chrono_literals;
 
 namespace {

@@ -45,7 +45,7 @@ void checkFlushHandsEverythingOver(const std::string& delta_compression, std::ui
   cluster.configure({{1, kBatch}}, 1, k);
   client::GroupClient client(cluster.ctx, cluster.assignment(1, 1), 1, 5000ms);
   std::vector<float> params(cluster.params);
-  auto pulled = testing::pullWhenReady(client, params);
+  auto pulled = testbed::pullWhenReady(client, params);
   REQUIRE(pulled.isOk());
   const std::vector<float> start = params;
   const std::vector<float> g = fixedGradient(cluster.params);

@@ -62,7 +62,7 @@ void checkSyncEquivalence(std::uint32_t part_bytes) {
       client::GroupClient client(cluster.ctx, cluster.assignment(w + 1, 1), 1, 10000ms);
       client.setPartBytes(part_bytes);
       std::vector<float> params(cluster.params), grad(cluster.params);
-      auto pulled = testing::pullWhenReady(client, params);
+      auto pulled = testbed::pullWhenReady(client, params);
       REQUIRE(pulled.isOk());
       std::uint64_t step = pulled->step;
       joined.arrive_and_wait();

@@ -1,8 +1,8 @@
-#include "support/in_process_cluster.h"
+#include "groupsgd/testbed/in_process_cluster.h"
 
 #include <thread>
 
-namespace groupsgd::testing {
+namespace groupsgd::testbed {
 
 std::vector<GroupMember> numberedMembers(std::uint32_t n, std::uint32_t batch) {
   std::vector<GroupMember> members;
@@ -104,4 +104,4 @@ Result<InMessage> InProcessCluster::flush() {
   return std::move(*reply);
 }
 
-}  // namespace groupsgd::testing
+}  // namespace groupsgd::testbed

@@ -19,9 +19,9 @@
 #include "groupsgd/common/transport.h"
 #include "groupsgd/common/zap_handler.h"
 #include "groupsgd/groupps/group_server.h"
-#include "support/server_thread.h"
+#include "groupsgd/testbed/server_thread.h"
 
-namespace groupsgd::testing {
+namespace groupsgd::testbed {
 
 // One member of a GroupConfig.
 struct GroupMember {
@@ -93,4 +93,4 @@ class InProcessCluster {
   std::string central_endpoint_, group_endpoint_;
 };
 
-}  // namespace groupsgd::testing
+}  // namespace groupsgd::testbed
