@@ -536,7 +536,8 @@ std::optional<MeasurePlan> remotePlan(const DataplaneOptions& o, const Selection
   g_part_bytes = spec->part_bytes;
   MeasurePlan plan;
   for (const auto& [mib, target] : remote_sizes) plan.sizes.push_back(mib);
-  plan.measure = [remote_sizes, only, min_trips = o.minTrips(), seconds = o.seconds](std::size_t mib) {
+  plan.measure = [remote_sizes, only, min_trips = o.minTrips(),
+                  seconds = o.seconds](std::size_t mib) {
     for (const auto& [m, target] : remote_sizes) {
       if (m == mib) return measureAgainst(target, mib, only, min_trips, seconds);
     }
