@@ -1,7 +1,8 @@
 // Helpers shared by the benchmark programs: timing and percentiles,
 // and driving a group PS as the coordinator would (GroupConfig) and as a worker would
-// (pull until the group has its model) through the in-process cluster fixture the tests
-// use (tests/support/in_process_cluster.h). Benchmarks print one JSON object per line.
+// (pull until the group has its model) through the in-process cluster the cluster tests
+// use too (groupsgd/testbed/in_process_cluster.h). Benchmarks print one JSON object per
+// line.
 // Thread rule: every function is reentrant; a zmq context or client passed in belongs to
 // the calling thread as usual.
 #pragma once
@@ -25,7 +26,7 @@
 
 #include "groupsgd/client/client.h"
 #include "groupsgd/common/transport.h"
-#include "support/in_process_cluster.h"
+#include "groupsgd/testbed/in_process_cluster.h"
 
 namespace groupsgd::bench {
 
@@ -57,8 +58,8 @@ inline void emit(const json& j) {
 inline bool tuneMalloc() { return groupsgd::tuneAllocatorForLargeBuffers(); }
 
 
-using testing::InProcessCluster;
-using testing::pullWhenReady;
+using testbed::InProcessCluster;
+using testbed::pullWhenReady;
 
 // How long a member pulls before the group PS has its first model (a large model takes a
 // while to come from the central PS).
@@ -68,14 +69,14 @@ inline constexpr std::chrono::milliseconds kReadyLimit{20000};
 // coordinator does; K as given, a step deadline of 120 s.
 inline Status configureMembers(zmq::context_t& ctx, const std::string& group_endpoint,
                                std::uint32_t members, std::uint64_t epoch, std::uint32_t k) {
-  return testing::configureGroup(ctx, group_endpoint, testing::numberedMembers(members),
+  return testbed::configureGroup(ctx, group_endpoint, testbed::numberedMembers(members),
                                  {epoch, k, 120000});
 }
 
-inline worker::Assignment memberAssignment(std::uint64_t worker_id, std::uint64_t epoch,
+inline client::Assignment memberAssignment(std::uint64_t worker_id, std::uint64_t epoch,
                                            const std::string& group_endpoint,
                                            std::size_t params) {
-  worker::Assignment a;
+  client::Assignment a;
   a.worker_id = worker_id;
   a.epoch = epoch;
   a.group_endpoint = group_endpoint;

@@ -2,7 +2,7 @@
 //
 // For each tensor size (default 1 and 16 MiB), two identical setups run side by side on
 // 127.0.0.1: a central PS and a group PS on threads of one context (two I/O threads, as in
-// groupsgdd) and one member, a worker::GroupClient in its own context (as in
+// groupsgdd) and one member, a client::GroupClient in its own context (as in
 // groupsgd-worker), pushing gradients; a push is answered with the updated replica when
 // its step closes (K = "never exchange"), so a round trip moves 2 x size bytes. One setup
 // is plain TCP, the other has CURVE on both links (ZAP handler, allow-list, the member's
@@ -76,7 +76,7 @@ class Pusher {
 
  private:
   zmq::context_t ctx_{1};
-  worker::GroupClient client_;
+  client::GroupClient client_;
   std::vector<float> replica_, grad_;
   std::uint64_t step_ = 0;
   bool ready_ = false;

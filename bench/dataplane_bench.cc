@@ -2,7 +2,7 @@
 //
 // For each tensor size (1, 16, 64 and 256 MiB; 256 only without --quick), a central PS and
 // a group PS run on threads of this process (tcp://127.0.0.1:*, one zmq context with two
-// I/O threads as in groupsgdd), the group has one member, and a worker::GroupClient (own
+// I/O threads as in groupsgdd), the group has one member, and a client::GroupClient (own
 // context, one I/O thread, as in groupsgd-worker) pushes gradients. A push is answered when
 // its step closes, with the updated replica, so one round trip moves 2 x size bytes:
 //   groupsgd_gbps   push round trips with K = "never exchange" (pure worker <-> group path)
@@ -102,7 +102,7 @@ std::vector<Timing> timeInterleaved(const std::vector<std::function<bool()>>& tr
 // A central PS serving `params` zero-initialised parameters and one group PS (group 0)
 // on named threads, both on `host` (an address of this machine; 127.0.0.1 in one
 // process) in one context with two I/O threads (as in groupsgdd).
-struct Servers : testing::InProcessCluster {
+struct Servers : testbed::InProcessCluster {
   Servers() : InProcessCluster(2) {}
   Status start(std::size_t params, const std::string& host) {
     centralps::CentralConfig ccfg;
@@ -128,7 +128,7 @@ class PushTrips {
     client_.setPartBytes(g_part_bytes);
     Status st = configureMembers(ctx_, t.group_ep, 1, epoch, k);
     auto pulled = st ? pullWhenReady(client_, replica_, kReadyLimit)
-                     : Result<worker::StepAnswer>(st);
+                     : Result<client::StepAnswer>(st);
     if (!pulled) {
       std::fprintf(stderr, "dataplane: cannot start pushing: %s\n",
                    pulled.status().toString().c_str());
@@ -155,7 +155,7 @@ class PushTrips {
 
  private:
   zmq::context_t ctx_{1};  // as in groupsgd-worker
-  worker::GroupClient client_;
+  client::GroupClient client_;
   std::vector<float> replica_;
   std::set<const float*> filled_;  // send buffers that hold the gradient already
   std::uint64_t step_ = 0;
@@ -309,7 +309,7 @@ json measureStepLatency(const std::string& group_ep, std::uint32_t members, int 
   for (std::uint32_t m = 0; m < members; ++m) {
     threads.emplace_back([&, m] {
       zmq::context_t ctx(1);  // as a separate worker process would have
-      worker::GroupClient client(ctx, memberAssignment(m + 1, 1, group_ep, params), 1, kTimeout);
+      client::GroupClient client(ctx, memberAssignment(m + 1, 1, group_ep, params), 1, kTimeout);
       std::vector<float> replica(params), grad(params, 1e-6f);
       auto r = pullWhenReady(client, replica, kReadyLimit);
       if (!r) failed = true;
@@ -439,116 +439,129 @@ bool pickSizes(const RemoteSpec& spec, const std::vector<std::size_t>& wanted,
   return true;
 }
 
-}  // namespace
+// The command line.
+struct DataplaneOptions {
+  bool quick = false, latency = true, tune_malloc = true, serve_only = false;
+  std::string connect, bind = kLoopback, endpoint_file;
+  std::vector<std::size_t> asked_sizes;
+  double seconds = 0;
+  std::vector<std::string> only_list;
+  std::uint32_t part_kib = kDefaultPartBytes >> 10;
+  int minTrips() const { return quick ? 3 : 5; }
+  int latencySteps() const { return quick ? 100 : 500; }
+  std::vector<std::size_t> sizes() const {
+    if (!asked_sizes.empty()) return asked_sizes;
+    return quick ? std::vector<std::size_t>{1, 16, 64} : std::vector<std::size_t>{1, 16, 64, 256};
+  }
+};
 
-int main(int argc, char** argv) {
+// Parses the command line into o; an exit code when that is the end of it (help, an error).
+std::optional<int> parseOptions(int argc, char** argv, DataplaneOptions& o) {
   auto app = benchApp("groupsgd-bench-dataplane",
                       "push and exchange bandwidth against raw TCP; three modes: everything in "
                       "this process (default), --serve-only (servers, for a --connect elsewhere), "
                       "--connect (clients against such servers)");
-  bool quick = false, no_latency = false, tune_malloc_flag = false, no_tune_malloc = false;
-  bool serve_only = false;
-  std::string connect, bind = kLoopback, endpoint_file;
-  std::vector<std::size_t> asked_sizes;
-  double seconds = 0;
-  std::uint32_t part_kib = kDefaultPartBytes >> 10;
-  app->add_flag("--quick", quick, "sizes 1,16,64 and short runs (CI smoke test)");
-  addList(*app, "--sizes", asked_sizes, "tensor sizes in MiB (default 1,16,64,256)");
+  bool no_latency = false, tune_malloc_flag = false, no_tune_malloc = false;
+  app->add_flag("--quick", o.quick, "sizes 1,16,64 and short runs (CI smoke test)");
+  addList(*app, "--sizes", o.asked_sizes, "tensor sizes in MiB (default 1,16,64,256)");
   app->add_flag("--no-latency", no_latency, "skip the step-latency measurement");
   // As groupsgdd and groupsgd-worker run: allocator tuned, unless asked otherwise.
   app->add_flag("--tune-malloc", tune_malloc_flag, "tune the allocator (the default)");
   app->add_flag("--no-tune-malloc", no_tune_malloc, "leave glibc's allocator settings alone");
-  auto* serve_opt = app->add_flag("--serve-only", serve_only,
+  auto* serve_opt = app->add_flag("--serve-only", o.serve_only,
                                   "run the servers (and a TCP echo) only, until SIGTERM");
-  auto* connect_opt = app->add_option("--connect", connect,
+  auto* connect_opt = app->add_option("--connect", o.connect,
                                       "measure against the servers a --serve-only run wrote "
                                       "(its endpoint file, or that JSON)");
   serve_opt->excludes(connect_opt);
-  app->add_option("--bind", bind, "--serve-only: the IPv4 address to bind (default 127.0.0.1)")
+  app->add_option("--bind", o.bind, "--serve-only: the IPv4 address to bind (default 127.0.0.1)")
       ->needs(serve_opt);
-  app->add_option("--endpoint-file", endpoint_file, "--serve-only: where to write the endpoints")
+  app->add_option("--endpoint-file", o.endpoint_file, "--serve-only: where to write the endpoints")
       ->needs(serve_opt);
-  auto* seconds_opt = app->add_option("--seconds", seconds,
+  auto* seconds_opt = app->add_option("--seconds", o.seconds,
                                       "seconds per measurement (default 3, quick 0.5)")
                           ->check(kPositive)
                           ->excludes(serve_opt);
-  std::vector<std::string> only_list;
-  app->add_option("--only", only_list, "a subset of tcp,push,k1,exchange")
+  app->add_option("--only", o.only_list, "a subset of tcp,push,k1,exchange")
       ->delimiter(',')
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
       ->check(CLI::IsMember({"tcp", "push", "k1", "exchange"}))
       ->excludes(serve_opt);
   // With --connect the server's part size holds.
-  app->add_option("--part-kib", part_kib, "chunk size of the pushes in KiB (default 4096)")
+  app->add_option("--part-kib", o.part_kib, "chunk size of the pushes in KiB (default 4096)")
       ->check(CLI::Range(1u, 1u << 20))
       ->excludes(connect_opt);
   if (auto rc = parseCommandLine(*app, argc, argv)) return *rc;
-  const bool latency = !no_latency;
-  const bool tune_malloc = !no_tune_malloc;
-  if (seconds_opt->count() == 0) seconds = quick ? 0.5 : 3;
-  const Selection only = Selection::of(only_list);
-  g_part_bytes = part_kib << 10;
-  if (sockaddr_in unused{}; serve_only && !ipv4Address(bind, 0, unused)) {
-    std::fprintf(stderr, "dataplane: --bind '%s' is not an IPv4 address\n", bind.c_str());
-    return 2;
-  }
-  log::setLevel(log::Level::kError);
-  if (tune_malloc && !tuneMalloc()) {
-    std::fprintf(stderr, "dataplane: mallopt refused the settings\n");
-    return 1;
-  }
-  const std::vector<std::size_t> default_sizes =
-      quick ? std::vector<std::size_t>{1, 16, 64} : std::vector<std::size_t>{1, 16, 64, 256};
-  if (serve_only) {
-    return serve(bind, asked_sizes.empty() ? default_sizes : asked_sizes, latency, endpoint_file);
-  }
+  o.latency = !no_latency;
+  o.tune_malloc = !no_tune_malloc;
+  if (seconds_opt->count() == 0) o.seconds = o.quick ? 0.5 : 3;
+  return std::nullopt;
+}
 
-  // What runs where: servers in this process, or those that --connect names.
-  const int min_trips = quick ? 3 : 5;
-  const int latency_steps = quick ? 100 : 500;
-  std::vector<std::pair<std::size_t, Target>> remote_sizes;
-  std::vector<std::size_t> sizes = asked_sizes.empty() ? default_sizes : asked_sizes;
-  std::function<json(std::size_t)> measure = [&](std::size_t mib) {
+// What to measure: the sizes, how to measure one size and the step latency, and (with
+// --connect) where the servers are.
+struct MeasurePlan {
+  std::vector<std::size_t> sizes;
+  std::function<json(std::size_t)> measure;
+  std::function<json()> measure_latency;
+  json remote;
+};
+
+// Servers in this process, started per measurement.
+MeasurePlan localPlan(const DataplaneOptions& o, const Selection& only) {
+  MeasurePlan plan;
+  plan.sizes = o.sizes();
+  plan.measure = [only, min_trips = o.minTrips(), seconds = o.seconds](std::size_t mib) {
     return measureSize(mib, only, min_trips, seconds);
   };
-  std::function<json()> measure_latency = [&] { return measureStepLatencyHere(8, latency_steps); };
-  json remote;
-  if (!connect.empty()) {
-    auto spec = parseRemoteSpec(connect);
-    if (!spec) {
-      std::fprintf(stderr, "dataplane: %s\n", spec.status().message().c_str());
-      return 2;
-    }
-    if (!pickSizes(*spec, asked_sizes, remote_sizes)) return 2;
-    if (latency && !spec->latency_group) {
-      std::fprintf(stderr, "dataplane: the server at %s serves no step-latency group (started "
-                   "with --no-latency): pass --no-latency here too\n", spec->host.c_str());
-      return 2;
-    }
-    g_part_bytes = spec->part_bytes;
-    sizes.clear();
-    for (const auto& [mib, target] : remote_sizes) sizes.push_back(mib);
-    measure = [&](std::size_t mib) {
-      for (const auto& [m, target] : remote_sizes) {
-        if (m == mib) return measureAgainst(target, mib, only, min_trips, seconds);
-      }
-      return json{{"size_mib", mib}};
-    };
-    const std::string group = spec->latency_group.value_or("");
-    measure_latency = [group, latency_steps] { return measureStepLatency(group, 8, latency_steps); };
-    remote = {{"host", spec->host}, {"echo_port", remote_sizes.front().second.echo_port}};
-  }
+  plan.measure_latency = [steps = o.latencySteps()] { return measureStepLatencyHere(8, steps); };
+  return plan;
+}
 
-  json summary = {{"bench", "dataplane"}, {"quick", quick}, {"malloc_tuned", tune_malloc},
+// The servers a --serve-only run published (--connect); nullopt, with a message, when
+// they cannot serve what is asked. Their part size holds from here on.
+std::optional<MeasurePlan> remotePlan(const DataplaneOptions& o, const Selection& only) {
+  auto spec = parseRemoteSpec(o.connect);
+  if (!spec) {
+    std::fprintf(stderr, "dataplane: %s\n", spec.status().message().c_str());
+    return std::nullopt;
+  }
+  std::vector<std::pair<std::size_t, Target>> remote_sizes;
+  if (!pickSizes(*spec, o.asked_sizes, remote_sizes)) return std::nullopt;
+  if (o.latency && !spec->latency_group) {
+    std::fprintf(stderr, "dataplane: the server at %s serves no step-latency group (started "
+                 "with --no-latency): pass --no-latency here too\n", spec->host.c_str());
+    return std::nullopt;
+  }
+  g_part_bytes = spec->part_bytes;
+  MeasurePlan plan;
+  for (const auto& [mib, target] : remote_sizes) plan.sizes.push_back(mib);
+  plan.measure = [remote_sizes, only, min_trips = o.minTrips(),
+                  seconds = o.seconds](std::size_t mib) {
+    for (const auto& [m, target] : remote_sizes) {
+      if (m == mib) return measureAgainst(target, mib, only, min_trips, seconds);
+    }
+    return json{{"size_mib", mib}};
+  };
+  plan.measure_latency = [group = spec->latency_group.value_or(""), steps = o.latencySteps()] {
+    return measureStepLatency(group, 8, steps);
+  };
+  plan.remote = {{"host", spec->host}, {"echo_port", remote_sizes.front().second.echo_port}};
+  return plan;
+}
+
+// Runs the plan: one row per size, then the step latency; "ok" says whether all ran.
+json measureAll(const MeasurePlan& plan, const DataplaneOptions& o, const Selection& only) {
+  json summary = {{"bench", "dataplane"}, {"quick", o.quick}, {"malloc_tuned", o.tune_malloc},
                   {"target_ratio", kTargetRatio}, {"exchange_target_ratio", kExchangeTargetRatio},
                   {"part_kib", g_part_bytes >> 10}};
-  if (!remote.is_null()) summary["remote"] = remote;
+  if (!plan.remote.is_null()) summary["remote"] = plan.remote;
   json rows = json::array();
   bool ok = true;
   bool target_met = true;
   bool exchange_met = true;
-  for (std::size_t mib : sizes) {
-    json row = measure(mib);
+  for (std::size_t mib : plan.sizes) {
+    json row = plan.measure(mib);
     ok = ok && row.contains("ratio") && (!only.push || row["groupsgd_gbps"].get<double>() > 0) &&
          (!only.tcp || row["tcp_gbps"].get<double>() > 0);
     if (row.contains("ratio") && mib >= 16) {
@@ -560,13 +573,37 @@ int main(int argc, char** argv) {
   summary["sizes"] = rows;
   summary["ratio_target_met_at_16mib_and_up"] = target_met;
   summary["exchange_target_met_at_16mib_and_up"] = exchange_met;
-  if (latency) {
-    json lat = measure_latency();
+  if (o.latency) {
+    json lat = plan.measure_latency();
     ok = ok && !lat.empty();
     summary["step_latency_1mib_8w"] = lat.empty() ? json() : json{
         {"p50_ms", lat["p50_ms"]}, {"p99_ms", lat["p99_ms"]}, {"steps_per_s", lat["steps_per_s"]}};
   }
   summary["ok"] = ok;
+  return summary;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  DataplaneOptions o;
+  if (auto rc = parseOptions(argc, argv, o)) return *rc;
+  const Selection only = Selection::of(o.only_list);
+  g_part_bytes = o.part_kib << 10;
+  if (sockaddr_in unused{}; o.serve_only && !ipv4Address(o.bind, 0, unused)) {
+    std::fprintf(stderr, "dataplane: --bind '%s' is not an IPv4 address\n", o.bind.c_str());
+    return 2;
+  }
+  log::setLevel(log::Level::kError);
+  if (o.tune_malloc && !tuneMalloc()) {
+    std::fprintf(stderr, "dataplane: mallopt refused the settings\n");
+    return 1;
+  }
+  if (o.serve_only) return serve(o.bind, o.sizes(), o.latency, o.endpoint_file);
+  const std::optional<MeasurePlan> plan =
+      o.connect.empty() ? localPlan(o, only) : remotePlan(o, only);
+  if (!plan) return 2;
+  const json summary = measureAll(*plan, o, only);
   emit(summary);
-  return ok ? 0 : 1;
+  return summary["ok"].get<bool>() ? 0 : 1;
 }

@@ -109,7 +109,7 @@ bool drive(const std::string& group_ep, std::size_t params, std::uint32_t worker
   std::vector<std::thread> threads;
   for (std::uint32_t w = 0; w < workers; ++w) {
     threads.emplace_back([&, w] {
-      worker::GroupClient client(ctx, memberAssignment(w + 1, 1, group_ep, params), 1, kTimeout);
+      client::GroupClient client(ctx, memberAssignment(w + 1, 1, group_ep, params), 1, kTimeout);
       std::vector<float> replica(params), grad(params, 1e-6f);
       auto r = pullWhenReady(client, replica, kReadyLimit);
       if (!r) failed = true;

@@ -7,6 +7,8 @@
 #include <sstream>
 #include <tuple>
 
+#include "groupsgd/base/enum_names.h"
+
 namespace groupsgd::arbiter {
 namespace {
 
@@ -16,22 +18,16 @@ constexpr std::size_t kRoundsKept = 64;
 
 }  // namespace
 
-const char *policyName(Policy p) {
-  switch (p) {
-    case Policy::kNone:
-      return "none";
-    case Policy::kFifo:
-      return "fifo";
-    case Policy::kCrossover:
-      return "crossover";
-  }
-  return "?";
-}
+constexpr std::array<base::EnumName<Policy>, 3> kPolicyNames{{
+    {Policy::kNone, "none"},
+    {Policy::kFifo, "fifo"},
+    {Policy::kCrossover, "crossover"},
+}};
+
+const char *policyName(Policy p) { return base::nameOf(kPolicyNames, p, "?"); }
 
 Result<Policy> parsePolicy(const std::string &text) {
-  for (Policy p : {Policy::kNone, Policy::kFifo, Policy::kCrossover}) {
-    if (text == policyName(p)) return p;
-  }
+  if (const auto p = base::parse(kPolicyNames, text)) return *p;
   return invalidArgument("arbiter policy must be none, fifo or crossover, got '" + text + "'");
 }
 

@@ -285,102 +285,120 @@ void CentralServer::onDeltaPush(const zmq::message_t& from, const InMessage& msg
                                 const TensorView* assembled, double assembled_squares) {
   auto h = msg.header();
   auto body = h.getBody().getDeltaPush();
-  if (h.getSenderId() != body.getGroupId()) {
-    return refuse(from, permissionDenied("sender " + std::to_string(h.getSenderId()) +
-                                         " pushes for group " + std::to_string(body.getGroupId())));
-  }
-  if (h.getModelVersion() > store_.version()) {
-    return refuse(from, invalidArgument("delta based on version " +
-                                        std::to_string(h.getModelVersion()) +
-                                        ", newer than the central version " +
-                                        std::to_string(store_.version())));
-  }
-  if (msg.tensorCount() != 1) return refuse(from, invalidArgument("a delta carries one tensor"));
   // Checked and applied in place in the received frames: no model-sized copy.
-  Result<TensorView> delta = invalidArgument("no delta");
-  if (assembled != nullptr && assembled->size != store_.paramCount()) {
-    return refuse(from, invalidArgument("tensor has " + std::to_string(assembled->size) +
-                                        " elements, expected " +
-                                        std::to_string(store_.paramCount())));
-  }
-  delta = assembled != nullptr ? Result<TensorView>(*assembled)
-                               : msg.viewTensor(0, store_.paramCount(), decodePayload);
+  Result<TensorView> delta = checkDelta(msg, assembled);
   if (!delta) return refuse(from, delta.status());
   const std::uint64_t samples = body.getSamples();
   // Not finite iff an element is not; summed part by part on arrival when in parts.
   const double squares = assembled != nullptr ? assembled_squares : sumSquares(*delta);
-  const double norm = std::sqrt(squares);
-  std::string reason;
-  if (!std::isfinite(squares)) {
-    ++counters_.bad_messages;
-    reason = std::to_string(countNonFinite(*delta)) + " non-finite values in the delta";
-  } else if (norm > cfg_.max_delta_norm) {
-    ++counters_.bad_messages;
-    reason = "delta norm " + std::to_string(norm) + " over the bound " +
-             std::to_string(cfg_.max_delta_norm);
-  }
   const std::uint64_t tau = store_.version() - h.getModelVersion();
-  if (reason.empty() && tau > cfg_.staleness.max_staleness) {
-    reason = "staleness " + std::to_string(tau) + " over the bound " +
-             std::to_string(cfg_.staleness.max_staleness) + "; resynchronise";
-  }
-  if (!reason.empty()) {
+  if (const std::string reason = whyNotMerge(*delta, squares, tau); !reason.empty()) {
     ++counters_.updates_refused;
     counters_.samples_refused += samples;
     GSGD_WARN("refused delta of group " << body.getGroupId() << ": " << reason);
     return sendModel(from, false, reason, tau, 0.0f);
   }
+  const MergeWeight w = mergeWeight(h.getModelVersion(), tau, samples, body.getSteps());
+  const bool in_parts = cfg_.part_bytes > 0 &&
+                        store_.paramCount() * sizeof(float) > cfg_.part_bytes;
+  Status applied = in_parts ? mergeAndStreamReply(from, *delta, w.weight, tau)
+                            : store_.applyDelta(*delta, w.weight, {});
+  if (!applied) return refuse(from, applied);
+  countMerged(samples, tau);
+  GSGD_DEBUG("applied delta of group " << body.getGroupId() << " tau=" << tau << " (weighted as "
+                                       << w.tau << ") weight=" << w.weight
+                                       << " v=" << store_.version());
+  if (!in_parts) sendModel(from, true, "", tau, w.weight);
+}
+
+Result<TensorView> CentralServer::checkDelta(const InMessage& msg,
+                                             const TensorView* assembled) const {
+  auto h = msg.header();
+  auto body = h.getBody().getDeltaPush();
+  if (h.getSenderId() != body.getGroupId()) {
+    return permissionDenied("sender " + std::to_string(h.getSenderId()) + " pushes for group " +
+                            std::to_string(body.getGroupId()));
+  }
+  if (h.getModelVersion() > store_.version()) {
+    return invalidArgument("delta based on version " + std::to_string(h.getModelVersion()) +
+                           ", newer than the central version " +
+                           std::to_string(store_.version()));
+  }
+  if (msg.tensorCount() != 1) return invalidArgument("a delta carries one tensor");
+  return viewReceivedTensor(msg, assembled, store_.paramCount());
+}
+
+std::string CentralServer::whyNotMerge(const TensorView& delta, double squares,
+                                       std::uint64_t tau) {
+  const double norm = std::sqrt(squares);
+  if (!std::isfinite(squares)) {
+    ++counters_.bad_messages;
+    return std::to_string(countNonFinite(delta)) + " non-finite values in the delta";
+  }
+  if (norm > cfg_.max_delta_norm) {
+    ++counters_.bad_messages;
+    return "delta norm " + std::to_string(norm) + " over the bound " +
+           std::to_string(cfg_.max_delta_norm);
+  }
+  if (tau > cfg_.staleness.max_staleness) {
+    return "staleness " + std::to_string(tau) + " over the bound " +
+           std::to_string(cfg_.staleness.max_staleness) + "; resynchronise";
+  }
+  return "";
+}
+
+CentralServer::MergeWeight CentralServer::mergeWeight(std::uint64_t base_version,
+                                                      std::uint64_t tau, std::uint64_t samples,
+                                                      std::uint32_t steps) {
   // The weight's tau: versions, or (default) the samples merged since the delta's base in
   // units of a mean delta, so a small group's delta merged in between costs a big group
   // little (docs/architecture.md, "The central merge").
-  double weight_tau = static_cast<double>(tau);
+  MergeWeight w;
+  w.tau = static_cast<double>(tau);
   if (cfg_.staleness.measure == StalenessMeasure::kSamples) {
-    weight_tau = sample_staleness_.tau(h.getModelVersion()).value_or(weight_tau);
+    w.tau = sample_staleness_.tau(base_version).value_or(w.tau);
   }
-  float weight = stalenessWeight(cfg_.staleness, weight_tau);
+  w.weight = stalenessWeight(cfg_.staleness, w.tau);
   if (cfg_.sample_weighting && samples > 0) {
     // Per group step, so a delta that covers several steps (an exchange was still in
     // flight, or K > 1) is not mistaken for a big group.
-    const double n = static_cast<double>(samples) / std::max<std::uint32_t>(1, body.getSteps());
+    const double n = static_cast<double>(samples) / std::max<std::uint32_t>(1, steps);
     mean_samples_ = mean_samples_ == 0 ? n : 0.9 * mean_samples_ + 0.1 * n;
-    weight *= static_cast<float>(std::min(1.0, n / mean_samples_));
+    w.weight *= static_cast<float>(std::min(1.0, n / mean_samples_));
   }
-  // A model in parts: each reply part goes out as soon as its range of the new version
-  // is applied and copied into the new snapshot, while the rest is still being applied.
+  return w;
+}
+
+Status CentralServer::mergeAndStreamReply(const zmq::message_t& from, const TensorView& delta,
+                                          float weight, std::uint64_t tau) {
+  // Each reply part goes out as soon as its range of the new version is applied and
+  // copied into the new snapshot, while the rest is still being applied.
   const std::size_t count = store_.paramCount();
-  const bool in_parts = cfg_.part_bytes > 0 && count * sizeof(float) > cfg_.part_bytes;
-  std::optional<OutMessage> reply;
-  std::shared_ptr<std::vector<float>> next;
-  std::size_t per = 0, copied = 0;
+  cached_.reset();  // its buffer may be reused at once if no reply holds it
+  std::shared_ptr<std::vector<float>> next = snapshot_pool_.acquire(count);
+  const std::size_t per = partElementsFor(count, cfg_.part_bytes);
+  OutMessage reply = modelReply(store_.version() + 1, true, "", tau, weight, next);
   std::uint32_t sent = 0;
-  std::function<void(std::size_t, std::size_t)> on_applied;
-  if (in_parts) {
-    cached_.reset();  // its buffer may be reused at once if no reply holds it
-    next = snapshot_pool_.acquire(count);
-    per = partElementsFor(count, cfg_.part_bytes);
-    reply = modelReply(store_.version() + 1, true, "", tau, weight, next);
-    on_applied = [&](std::size_t offset, std::size_t n) {
-      store_.copyRange(offset, std::span<float>(*next).subspan(offset, n));
-      copied = offset + n;
-      while (sent < reply->partCount(per) &&
-             std::min<std::size_t>(count, (sent + 1) * per) <= copied) {
-        Status s = sendFrames(sock_, reply->partFrames(sent++, per), &from);
-        if (!s) GSGD_WARN("could not send the model: " << s.toString());
-      }
-    };
-  }
-  Status applied = store_.applyDelta(*delta, weight, on_applied);
-  if (!applied) return refuse(from, applied);
+  auto on_applied = [&](std::size_t offset, std::size_t n) {
+    store_.copyRange(offset, std::span<float>(*next).subspan(offset, n));
+    const std::size_t copied = offset + n;
+    while (sent < reply.partCount(per) && std::min<std::size_t>(count, (sent + 1) * per) <= copied) {
+      Status s = sendFrames(sock_, reply.partFrames(sent++, per), &from);
+      if (!s) GSGD_WARN("could not send the model: " << s.toString());
+    }
+  };
+  GSGD_RETURN_IF_ERROR(store_.applyDelta(delta, weight, on_applied));
+  cached_ = std::move(next);  // the new version's snapshot, already made
+  cached_version_ = store_.version();
+  return Status::ok();
+}
+
+void CentralServer::countMerged(std::uint64_t samples, std::uint64_t tau) {
   ++counters_.updates_applied;
   counters_.samples_applied += samples;
   sample_staleness_.merged(store_.version(), samples);
   counters_.staleness_sum += static_cast<double>(tau);
   counters_.max_staleness = std::max(counters_.max_staleness, tau);
-  GSGD_DEBUG("applied delta of group " << body.getGroupId() << " tau=" << tau
-                                       << " (weighted as " << weight_tau << ") weight=" << weight << " v=" << store_.version());
-  if (!in_parts) return sendModel(from, true, "", tau, weight);
-  cached_ = std::move(next);  // the new version's snapshot, already made
-  cached_version_ = store_.version();
 }
 
 }  // namespace groupsgd::centralps

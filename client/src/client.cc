@@ -9,7 +9,7 @@
 #include "groupsgd/codec/tensor_codec.h"
 #include "groupsgd/common/log.h"
 
-namespace groupsgd::worker {
+namespace groupsgd::client {
 namespace {
 
 MessageLimits limitsFor(std::uint64_t job_id) {
@@ -368,4 +368,4 @@ Result<std::uint64_t> fetchCentralModel(RpcClient& central, std::uint64_t job_id
   return reply->header().getModelVersion();
 }
 
-}  // namespace groupsgd::worker
+}  // namespace groupsgd::client

@@ -1,6 +1,6 @@
 #include "groupsgd/client/endpoint_list.h"
 
-namespace groupsgd::worker {
+namespace groupsgd::client {
 namespace {
 
 std::string trimmed(const std::string &s) {
@@ -41,4 +41,4 @@ const std::string &EndpointList::advance() {
   return endpoints_[at_];
 }
 
-} // namespace groupsgd::worker
+} // namespace groupsgd::client

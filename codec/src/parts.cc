@@ -71,6 +71,16 @@ TensorView PartAssembler::view() const {
   return all;
 }
 
+Result<TensorView> viewReceivedTensor(const InMessage& msg, const TensorView* assembled,
+                                      std::size_t elements) {
+  if (assembled == nullptr) return msg.viewTensor(0, elements, decodePayload);
+  if (assembled->size != elements) {
+    return invalidArgument("tensor has " + std::to_string(assembled->size) +
+                           " elements, expected " + std::to_string(elements));
+  }
+  return *assembled;
+}
+
 void PartAssembler::clear() {
   stream_.reset();
   parts_.clear();

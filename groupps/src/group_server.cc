@@ -37,8 +37,7 @@ GroupServer::GroupServer(zmq::context_t& ctx, zmq::socket_t router, std::string 
       barrier_(param_count),
       quarantine_(cfg_.quarantine_after, std::chrono::milliseconds(cfg_.quarantine_window_ms)),
       replica_(std::make_shared<std::vector<float>>(param_count)),
-      base_(param_count),
-      local_(std::min<std::size_t>(param_count, kLocalElements)) {
+      base_(param_count) {
   if (cfg_.delta_compression.encoding != kernels::Encoding::kDense) {
     compressor_.emplace(cfg_.delta_compression.encoding, param_count, cfg_.delta_compression.ratio);
   }
@@ -279,6 +278,17 @@ void GroupServer::onPull(const zmq::message_t& from, const InMessage& msg) {
 
 GroupServer::PushCheck GroupServer::validatePush(const zmq::message_t& from,
                                                  const InMessage& msg, std::uint64_t elements) {
+  if (!admitPusher(from, msg, elements)) return PushCheck::kAnswered;
+  const std::uint64_t worker = msg.header().getSenderId();
+  if (Status bad = checkPushShape(msg, elements); !bad) {
+    refuseBadUpdate(from, worker, bad);
+    return PushCheck::kAnswered;
+  }
+  return placePush(from, worker, msg.header().getStep());
+}
+
+bool GroupServer::admitPusher(const zmq::message_t& from, const InMessage& msg,
+                              std::uint64_t elements) {
   auto h = msg.header();
   auto push = h.getBody().getPush();
   const std::uint64_t worker = h.getSenderId();
@@ -286,7 +296,7 @@ GroupServer::PushCheck GroupServer::validatePush(const zmq::message_t& from,
     ++counters_.quarantine_refusals;
     refuse(from, quarantined("worker " + std::to_string(worker) +
                              " is quarantined for repeated bad updates"));
-    return PushCheck::kAnswered;
+    return false;
   }
   const MemberInfo* m = barrier_.member(worker);
   const auto departed = departed_.find(worker);
@@ -295,53 +305,54 @@ GroupServer::PushCheck GroupServer::validatePush(const zmq::message_t& from,
     // It left (moved or drained) before this gradient arrived: drop it, count it, and
     // tell the worker where it stands.
     answerDeparted(from, worker, departed->second, push.getBatchSize());
-    return PushCheck::kAnswered;
+    return false;
   }
+  Status allowed;
   if (m == nullptr) {
-    refuse(from, permissionDenied("worker " + std::to_string(worker) + " is not a member of group " +
-                                  std::to_string(cfg_.group_id)));
-    return PushCheck::kAnswered;
+    allowed = permissionDenied("worker " + std::to_string(worker) + " is not a member of group " +
+                               std::to_string(cfg_.group_id));
+  } else if (h.getEpoch() < m->epoch) {
+    allowed = failedPrecondition("push from epoch " + std::to_string(h.getEpoch()) +
+                                 ", assignment is epoch " + std::to_string(m->epoch) +
+                                 "; register again");
+  } else if (!have_model_) {
+    allowed = unavailable("group has no model yet; retry");
   }
-  if (h.getEpoch() < m->epoch) {
-    refuse(from, failedPrecondition("push from epoch " + std::to_string(h.getEpoch()) +
-                                    ", assignment is epoch " + std::to_string(m->epoch) +
-                                    "; register again"));
-    return PushCheck::kAnswered;
+  if (!allowed) refuse(from, allowed);
+  return allowed.isOk();
+}
+
+Status GroupServer::checkPushShape(const InMessage& msg, std::uint64_t elements) const {
+  if (msg.tensorCount() != 1) return invalidArgument("a push carries one gradient tensor");
+  if (elements != replica().size()) {
+    return invalidArgument("tensor has " + std::to_string(elements) + " elements, expected " +
+                           std::to_string(replica().size()));
   }
-  if (!have_model_) {
-    refuse(from, unavailable("group has no model yet; retry"));
-    return PushCheck::kAnswered;
+  if (msg.header().getBody().getPush().getBatchSize() == 0) {
+    return invalidArgument("push of an empty batch");
   }
-  Status bad;
-  if (msg.tensorCount() != 1) {
-    bad = invalidArgument("a push carries one gradient tensor");
-  } else if (elements != replica().size()) {
-    bad = invalidArgument("tensor has " + std::to_string(elements) + " elements, expected " +
-                          std::to_string(replica().size()));
-  } else if (push.getBatchSize() == 0) {
-    bad = invalidArgument("push of an empty batch");
-  }
-  if (!bad) {
-    refuseBadUpdate(from, worker, bad);
-    return PushCheck::kAnswered;
-  }
+  return Status::ok();
+}
+
+GroupServer::PushCheck GroupServer::placePush(const zmq::message_t& from, std::uint64_t worker,
+                                              std::uint64_t step) {
   // Replays: a step this worker's gradient is already in (or the open step again).
   const auto last = last_step_.find(worker);
-  if ((last != last_step_.end() && h.getStep() <= last->second) ||
-      (h.getStep() == step_ && barrier_.hasArrived(worker))) {
+  if ((last != last_step_.end() && step <= last->second) ||
+      (step == step_ && barrier_.hasArrived(worker))) {
     ++counters_.replayed_pushes;
-    refuse(from, failedPrecondition("replayed push for step " + std::to_string(h.getStep()) +
+    refuse(from, failedPrecondition("replayed push for step " + std::to_string(step) +
                                     ": worker " + std::to_string(worker) +
                                     " already pushed for it; group at step " +
                                     std::to_string(step_)));
     return PushCheck::kAnswered;
   }
-  if (h.getStep() > step_) {
-    refuse(from, invalidArgument("push for step " + std::to_string(h.getStep()) +
+  if (step > step_) {
+    refuse(from, invalidArgument("push for step " + std::to_string(step) +
                                  ", the group is at step " + std::to_string(step_)));
     return PushCheck::kAnswered;
   }
-  return h.getStep() < step_ ? PushCheck::kLate : PushCheck::kOpenStep;
+  return step < step_ ? PushCheck::kLate : PushCheck::kOpenStep;
 }
 
 void GroupServer::answerLate(const zmq::message_t& from, std::uint64_t worker,
@@ -431,13 +442,8 @@ void GroupServer::excuseMissing(Clock::time_point closed_at) {
 void GroupServer::maybeCloseStep(bool deadline_passed) {
   if (barrier_.arrivals() == 0) {
     // Nothing whole yet: a push still arriving in parts keeps the step open (a member
-    // that died half way is removed by the coordinator's next configuration). Past the
-    // deadline every waiting push is admitted, so one member stalled half way through its
-    // push cannot hold the others back (the memory budget yields to progress here).
-    if (!deadline_passed) return;
-    step_opened_.reset();
-    admitWaiting(true);
-    if (!inbound_.empty()) step_opened_ = Clock::now();
+    // that died half way is removed by the coordinator's next configuration).
+    if (deadline_passed) admitStalledPushes();
     return;
   }
   if (!barrier_.complete() && !deadline_passed) return;
@@ -445,8 +451,26 @@ void GroupServer::maybeCloseStep(bool deadline_passed) {
   dropUnfinishedPushes();
   std::span<float> sum;
   float scale = 1.0f;
-  auto closed = barrier_.closeUnscaled(&sum, &scale);
+  const auto closed = barrier_.closeUnscaled(&sum, &scale);
   std::vector<float>& replica = writableReplica();
+  const Clock::time_point released = advanceStep(closed);
+  std::vector<OutMessage> replies = stepReplies(released);
+  stepReplicaAndSend(replica, sum, scale, replies);
+  finishReplies(std::move(replies));
+  maybeExchange(false);
+  barrier_.clearAfterClose();  // off the members' path: their replies are on the wire
+  admitWaiting();
+}
+
+void GroupServer::admitStalledPushes() {
+  // Past the deadline every waiting push is admitted, so one member stalled half way
+  // through its push cannot hold the others back (the memory budget yields to progress).
+  step_opened_.reset();
+  admitWaiting(true);
+  if (!inbound_.empty()) step_opened_ = Clock::now();
+}
+
+GroupServer::Clock::time_point GroupServer::advanceStep(const StepBarrier::Closed& closed) {
   ++step_;
   ++steps_since_cut_;
   step_opened_.reset();
@@ -455,6 +479,10 @@ void GroupServer::maybeCloseStep(bool deadline_passed) {
   counters_.last_loss = closed.mean_loss;
   const auto released = Clock::now();
   cutoff_.stepReleased(released);
+  return released;
+}
+
+std::vector<OutMessage> GroupServer::stepReplies(Clock::time_point released) {
   std::vector<OutMessage> replies;
   replies.reserve(waiting_.size());
   for (const auto& w : waiting_) {
@@ -465,6 +493,11 @@ void GroupServer::maybeCloseStep(bool deadline_passed) {
         w.worker, !late, late ? w.late_reason + std::to_string(step_) : std::string(), wait_ms));
     grantNextPush(w.worker, &replies.back());
   }
+  return replies;
+}
+
+void GroupServer::stepReplicaAndSend(std::vector<float>& replica, std::span<float> sum,
+                                     float scale, std::vector<OutMessage>& replies) {
   // Part by part: step the optimizer with the mean (the sum times `scale`, taken inside
   // the optimizer's pass), and (a replica in parts) send the part to every member before
   // computing the next, so the replies are on the wire while the rest is computed. The
@@ -481,6 +514,10 @@ void GroupServer::maybeCloseStep(bool deadline_passed) {
       if (!s) GSGD_WARN("could not answer a member: " << s.toString());
     }
   }
+}
+
+void GroupServer::finishReplies(std::vector<OutMessage>&& replies) {
+  const bool in_parts = optimizers_.size() > 1;  // then already sent, part by part
   for (std::size_t m = 0; m < replies.size(); ++m) {
     if (!in_parts) {
       Status s = sendFrames(router_, std::move(replies[m]).toFrames(), &waiting_[m].routing_id);
@@ -489,9 +526,6 @@ void GroupServer::maybeCloseStep(bool deadline_passed) {
     retireIfLeaving(waiting_[m].worker);
   }
   waiting_.clear();
-  maybeExchange(false);
-  barrier_.clearAfterClose();  // off the members' path: their replies are on the wire
-  admitWaiting();
 }
 
 void GroupServer::onGroupConfig(const zmq::message_t& from, const InMessage& msg) {
@@ -605,50 +639,9 @@ void GroupServer::maybeExchange(bool force) {
     return;
   }
   if (!force && steps_since_cut_ < cfg_.exchange_period) return;
-  // delta = replica - base. The replica at the cut is base + delta: the rebase needs only
-  // the delta, kept until the answer (no model-sized copy of the replica).
-  auto delta = send_pool_.acquire(replica().size());
-  kernels::subtract(replica(), base_, *delta);
-  std::shared_ptr<const std::vector<float>> cut = delta;
-  std::shared_ptr<std::vector<std::uint8_t>> encoded;
-  if (compressor_ && !force) {
-    // Compressed with error feedback: what is not sent now stays in the compressor's
-    // residual and rides in a later delta; the rebase (replica = central + progress since
-    // the cut) leaves it out of the replica meanwhile, so each bit of progress reaches the
-    // central PS exactly once.
-    encoded = std::make_shared<std::vector<std::uint8_t>>();
-    compressor_->encode(*delta, encoded.get());
-  } else if (compressor_) {
-    // A forced exchange (flush, regroup, shutdown) sends everything, residual included,
-    // dense, so nothing stays behind in this group.
-    // fp16 keeps no residual (an empty span, null data): its delta goes as it is; adding
-    // it read a model's length from address 0 (test_cluster's flush cases).
-    if (!compressor_->residual().empty()) {
-      auto all = send_pool_.acquire(delta->size());
-      kernels::copy(*delta, *all);
-      kernels::axpy(1.0f, compressor_->residual(), *all);
-      compressor_->reset();
-      delta = std::move(all);  // the cut stays base + delta: the residual was not in the replica
-    }
-  }
-  Status s = ensureCentral();
-  if (s) {
-    OutMessage out(cfg_.limits.job_id, cfg_.group_id);
-    out.header().setModelVersion(base_version_);
-    out.header().setStep(step_);
-    out.header().setEpoch(epoch_);
-    auto d = out.header().getBody().initDeltaPush();
-    d.setGroupId(cfg_.group_id);
-    d.setSamples(counters_.samples_pending);
-    d.setSteps(steps_since_cut_);
-    if (encoded) {
-      out.addEncodedTensor(std::move(encoded), toWire(compressor_->encoding()), replica().size());
-    } else {
-      out.addTensor(std::move(delta));
-    }
-    s = sendSequence(*central_, std::move(out).toParts(cfg_.part_bytes));
-  }
-  if (!s) {
+  OutgoingDelta delta = cutDelta(force);
+  std::shared_ptr<const std::vector<float>> cut = delta.cut;
+  if (Status s = sendDelta(std::move(delta)); !s) {
     GSGD_WARN("cannot send the delta to the central PS: " << s.toString());
     central_.reset();
     return;  // stays pending; tried again after the next step
@@ -659,6 +652,54 @@ void GroupServer::maybeExchange(bool force) {
   steps_since_cut_ = 0;
   in_flight_ = CentralRequest::kExchange;
   in_flight_since_ = Clock::now();
+}
+
+GroupServer::OutgoingDelta GroupServer::cutDelta(bool force) {
+  // delta = replica - base. The replica at the cut is base + delta: the rebase needs only
+  // the delta, kept until the answer (no model-sized copy of the replica).
+  auto delta = send_pool_.acquire(replica().size());
+  kernels::subtract(replica(), base_, *delta);
+  OutgoingDelta out;
+  out.cut = delta;
+  if (compressor_ && !force) {
+    // Compressed with error feedback: what is not sent now stays in the compressor's
+    // residual and rides in a later delta; the rebase (replica = central + progress since
+    // the cut) leaves it out of the replica meanwhile, so each bit of progress reaches the
+    // central PS exactly once.
+    out.encoded = std::make_shared<std::vector<std::uint8_t>>();
+    compressor_->encode(*delta, out.encoded.get());
+  } else if (compressor_ && !compressor_->residual().empty()) {
+    // A forced exchange (flush, regroup, shutdown) sends everything, residual included,
+    // dense, so nothing stays behind in this group.
+    // fp16 keeps no residual (an empty span, null data): its delta goes as it is; adding
+    // it read a model's length from address 0 (test_cluster's flush cases).
+    auto all = send_pool_.acquire(delta->size());
+    kernels::copy(*delta, *all);
+    kernels::axpy(1.0f, compressor_->residual(), *all);
+    compressor_->reset();
+    delta = std::move(all);  // the cut stays base + delta: the residual was not in the replica
+  }
+  out.dense = std::move(delta);
+  return out;
+}
+
+Status GroupServer::sendDelta(OutgoingDelta&& delta) {
+  GSGD_RETURN_IF_ERROR(ensureCentral());
+  OutMessage out(cfg_.limits.job_id, cfg_.group_id);
+  out.header().setModelVersion(base_version_);
+  out.header().setStep(step_);
+  out.header().setEpoch(epoch_);
+  auto d = out.header().getBody().initDeltaPush();
+  d.setGroupId(cfg_.group_id);
+  d.setSamples(counters_.samples_pending);
+  d.setSteps(steps_since_cut_);
+  if (delta.encoded) {
+    out.addEncodedTensor(std::move(delta.encoded), toWire(compressor_->encoding()),
+                         replica().size());
+  } else {
+    out.addTensor(std::move(delta.dense));
+  }
+  return sendSequence(*central_, std::move(out).toParts(cfg_.part_bytes));
 }
 
 void GroupServer::handleCentral(std::vector<zmq::message_t>&& frames) {
@@ -685,77 +726,26 @@ void GroupServer::handleCentral(std::vector<zmq::message_t>&& frames) {
   central_parts_.clear();
 }
 
+namespace {
+
+// Why an answer carries no model: the transport's failure, the central PS's error, or an
+// answer of another kind (a status that is ok).
+std::string whyNoModel(const InMessage* msg, const Status& failure) {
+  const Status why = msg != nullptr ? statusFromError(*msg) : failure;
+  return why.isOk() ? "unexpected answer from the central PS" : why.toString();
+}
+
+}  // namespace
+
 void GroupServer::onCentralAnswer(const InMessage* msg, const Status& failure,
                                   const TensorView* assembled) {
   const CentralRequest was = in_flight_;
   in_flight_ = CentralRequest::kNone;
-  bool applied = false;
-  std::string reason;
-  if (msg == nullptr || msg->kind() != BodyKind::MODEL_REPLY) {
-    reason = msg ? statusFromError(*msg).toString() : failure.toString();
-    if (reason == "ok") reason = "unexpected answer from the central PS";
-    if (was == CentralRequest::kExchange) rollOutLostDelta();
-  } else {
-    auto r = msg->header().getBody().getModelReply();
-    // In place in the frames (one message) or in the parts' frames (assembled).
-    auto central = assembled != nullptr
-                       ? (assembled->size == replica().size()
-                              ? Result<TensorView>(*assembled)
-                              : Result<TensorView>(invalidArgument(
-                                    "tensor has " + std::to_string(assembled->size) +
-                                    " elements, expected " + std::to_string(replica().size()))))
-                       : msg->viewTensor(0, replica().size(), decodePayload);
-    if (!central) {
-      reason = "central model unreadable: " + central.status().toString();
-      if (was == CentralRequest::kExchange) rollOutLostDelta();
-    } else {
-      applied = r.getApplied();
-      if (!applied) reason = r.getReason().cStr();
-      // replica = central + (replica - since), since = the cut = base + delta (exchange)
-      // or the base (resync): the local steps taken meanwhile are kept. Part by part,
-      // with a part-sized temporary instead of model-sized ones.
-      const std::vector<float>* cut_delta =
-          was == CentralRequest::kExchange && cut_delta_ ? cut_delta_.get() : nullptr;
-      std::size_t off = 0;
-      std::vector<float>& replica = writableReplica();
-      for (const auto& part : central->parts) {
-        auto rep = std::span<float>(replica).subspan(off, part.size());
-        if (have_model_) {
-          for (std::size_t o = 0; o < part.size(); o += local_.size()) {
-            const std::size_t n = std::min(local_.size(), part.size() - o);
-            auto tmp = std::span<float>(local_).first(n);
-            kernels::subtract(rep.subspan(o, n), std::span<const float>(base_).subspan(off + o, n),
-                              tmp);
-            if (cut_delta) {
-              kernels::axpy(-1.0f, std::span<const float>(*cut_delta).subspan(off + o, n), tmp);
-            }
-            kernels::copy(part.subspan(o, n), rep.subspan(o, n));
-            kernels::axpy(1.0f, tmp, rep.subspan(o, n));
-          }
-        } else {
-          kernels::copy(part, rep);
-        }
-        kernels::copy(part, std::span<float>(base_).subspan(off, part.size()));
-        off += part.size();
-      }
-      have_model_ = true;
-      base_version_ = msg->header().getModelVersion();
-      replica_payload_.reset();
-    }
-  }
+  const CentralOutcome outcome = takeCentralModel(msg, failure, assembled, was);
   if (was == CentralRequest::kExchange) {
-    cut_delta_.reset();  // its buffer goes back to the pool
-    if (applied) {
-      ++counters_.exchanges;
-    } else {
-      ++counters_.refused_exchanges;
-      counters_.samples_dropped += counters_.samples_in_flight;
-      GSGD_WARN("central PS refused our delta (" << counters_.samples_in_flight
-                                                 << " samples dropped): " << reason);
-    }
-    counters_.samples_in_flight = 0;
+    finishExchange(outcome);
   } else if (!have_model_) {
-    GSGD_WARN("could not get the model from the central PS: " << reason);
+    GSGD_WARN("could not get the model from the central PS: " << outcome.reason);
   }
   // Forced only to hand over pending samples or, for a flush, the residual; with neither,
   // a flush is complete now (a forced exchange with nothing to hand over would fetch the
@@ -763,6 +753,64 @@ void GroupServer::onCentralAnswer(const InMessage* msg, const Status& failure,
   const bool flushing = !flush_waiters_.empty();
   if (counters_.samples_pending > 0 || (flushing && residualLeft())) maybeExchange(flushing);
   answerFlushWaiters();
+}
+
+GroupServer::CentralOutcome GroupServer::takeCentralModel(const InMessage* msg,
+                                                          const Status& failure,
+                                                          const TensorView* assembled,
+                                                          CentralRequest was) {
+  if (msg == nullptr || msg->kind() != BodyKind::MODEL_REPLY) {
+    return loseAnswer(was, whyNoModel(msg, failure));
+  }
+  // In place in the frames (one message) or in the parts' frames (assembled).
+  auto central = viewReceivedTensor(*msg, assembled, replica().size());
+  if (!central) return loseAnswer(was, "central model unreadable: " + central.status().toString());
+  rebaseOn(*central, was == CentralRequest::kExchange ? cut_delta_.get() : nullptr);
+  base_version_ = msg->header().getModelVersion();
+  auto r = msg->header().getBody().getModelReply();
+  if (r.getApplied()) return {true, ""};
+  return {false, r.getReason().cStr()};
+}
+
+GroupServer::CentralOutcome GroupServer::loseAnswer(CentralRequest was, std::string reason) {
+  if (was == CentralRequest::kExchange) rollOutLostDelta();
+  return {false, std::move(reason)};
+}
+
+void GroupServer::rebaseOn(const TensorView& central, const std::vector<float>* cut_delta) {
+  // replica = central + (replica - since), since = the cut = base + delta (exchange) or
+  // the base (resync): the local steps taken meanwhile are kept. Part by part, in place.
+  std::vector<float>& replica = writableReplica();
+  std::size_t off = 0;
+  for (const auto& part : central.parts) {
+    auto rep = std::span<float>(replica).subspan(off, part.size());
+    auto base = std::span<float>(base_).subspan(off, part.size());
+    if (have_model_) {
+      const auto cut = cut_delta != nullptr
+                           ? std::span<const float>(*cut_delta).subspan(off, part.size())
+                           : std::span<const float>();
+      kernels::rebase(part, base, cut, rep);
+    } else {
+      kernels::copy(part, rep);
+    }
+    kernels::copy(part, base);
+    off += part.size();
+  }
+  have_model_ = true;
+  replica_payload_.reset();
+}
+
+void GroupServer::finishExchange(const CentralOutcome& outcome) {
+  cut_delta_.reset();  // its buffer goes back to the pool
+  if (outcome.applied) {
+    ++counters_.exchanges;
+  } else {
+    ++counters_.refused_exchanges;
+    counters_.samples_dropped += counters_.samples_in_flight;
+    GSGD_WARN("central PS refused our delta (" << counters_.samples_in_flight
+                                               << " samples dropped): " << outcome.reason);
+  }
+  counters_.samples_in_flight = 0;
 }
 
 void GroupServer::rollOutLostDelta() {

@@ -4,35 +4,24 @@
 #include <fstream>
 #include <sstream>
 
+#include "groupsgd/base/enum_names.h"
 #include "groupsgd/common/atomic_file.h"
 
 namespace groupsgd::jobs {
 
 using nlohmann::json;
 
-const char* jobStateName(JobState s) {
-  switch (s) {
-    case JobState::kRunning:
-      return "running";
-    case JobState::kFinished:
-      return "finished";
-    case JobState::kStopped:
-      return "stopped";
-    case JobState::kFailed:
-      return "failed";
-  }
-  return "unknown";
-}
+constexpr std::array<base::EnumName<JobState>, 4> kJobStateNames{{
+    {JobState::kRunning, "running"},
+    {JobState::kFinished, "finished"},
+    {JobState::kStopped, "stopped"},
+    {JobState::kFailed, "failed"},
+}};
+
+const char* jobStateName(JobState s) { return base::nameOf(kJobStateNames, s); }
 
 bool parseJobState(const std::string& text, JobState* out) {
-  for (JobState s :
-       {JobState::kRunning, JobState::kFinished, JobState::kStopped, JobState::kFailed}) {
-    if (text == jobStateName(s)) {
-      *out = s;
-      return true;
-    }
-  }
-  return false;
+  return base::parseInto(kJobStateNames, text, out);
 }
 
 JobRecord* JobTable::find(const std::string& name) {

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "half_bits.h"
+#include "groupsgd/base/enum_names.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <cpuid.h>
@@ -229,29 +230,18 @@ float kthLargest(const std::vector<float>& mags, std::size_t k, std::vector<floa
 
 }  // namespace
 
+constexpr std::array<base::EnumName<Encoding>, 4> kEncodingNames{{
+    {Encoding::kDense, "dense"},
+    {Encoding::kFp16, "fp16"},
+    {Encoding::kTopK, "topk"},
+    {Encoding::kSign, "sign"},
+}};
+
 bool parseEncoding(std::string_view text, Encoding* out) {
-  for (Encoding e : {Encoding::kDense, Encoding::kFp16, Encoding::kTopK, Encoding::kSign}) {
-    if (text == encodingName(e)) {
-      *out = e;
-      return true;
-    }
-  }
-  return false;
+  return base::parseInto(kEncodingNames, text, out);
 }
 
-const char* encodingName(Encoding encoding) {
-  switch (encoding) {
-    case Encoding::kDense:
-      return "dense";
-    case Encoding::kFp16:
-      return "fp16";
-    case Encoding::kTopK:
-      return "topk";
-    case Encoding::kSign:
-      return "sign";
-  }
-  return "unknown";
-}
+const char* encodingName(Encoding encoding) { return base::nameOf(kEncodingNames, encoding); }
 
 std::size_t topKCount(std::size_t n, float ratio) {
   if (n == 0) return 0;

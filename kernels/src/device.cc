@@ -5,28 +5,20 @@
 #include <vector>
 
 #include "groupsgd/kernels/ops.h"
+#include "groupsgd/base/enum_names.h"
 
 namespace groupsgd::kernels {
 
+constexpr std::array<base::EnumName<Backend>, 2> kBackendNames{{
+    {Backend::kCpu, "cpu"},
+    {Backend::kCuda, "cuda"},
+}};
+
 bool parseBackend(std::string_view text, Backend* out) {
-  for (Backend b : {Backend::kCpu, Backend::kCuda}) {
-    if (text == backendName(b)) {
-      *out = b;
-      return true;
-    }
-  }
-  return false;
+  return base::parseInto(kBackendNames, text, out);
 }
 
-const char* backendName(Backend backend) {
-  switch (backend) {
-    case Backend::kCpu:
-      return "cpu";
-    case Backend::kCuda:
-      return "cuda";
-  }
-  return "unknown";
-}
+const char* backendName(Backend backend) { return base::nameOf(kBackendNames, backend); }
 
 KernelStatus axpy(Backend backend, float a, const float* x, float* y, std::size_t n) {
   if (backend == Backend::kCuda) return cuda::axpy(a, x, y, n);
@@ -37,6 +29,15 @@ KernelStatus axpy(Backend backend, float a, const float* x, float* y, std::size_
 KernelStatus scale(Backend backend, float* x, std::size_t n, float a) {
   if (backend == Backend::kCuda) return cuda::scale(x, n, a);
   scale(std::span<float>(x, n), a);
+  return KernelStatus::success();
+}
+
+KernelStatus rebase(Backend backend, const float* central, const float* base, const float* cut,
+                    float* replica, std::size_t n) {
+  if (backend == Backend::kCuda) return cuda::rebase(central, base, cut, replica, n);
+  rebase(std::span<const float>(central, n), std::span<const float>(base, n),
+         cut ? std::span<const float>(cut, n) : std::span<const float>(),
+         std::span<float>(replica, n));
   return KernelStatus::success();
 }
 

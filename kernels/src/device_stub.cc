@@ -49,6 +49,9 @@ KernelStatus weightedSum(std::span<const float* const>, std::span<const float>, 
 }
 KernelStatus copy(const float*, float*, std::size_t) { return unavailable(); }
 KernelStatus subtract(const float*, const float*, float*, std::size_t) { return unavailable(); }
+KernelStatus rebase(const float*, const float*, const float*, float*, std::size_t) {
+  return unavailable();
+}
 KernelStatus countNonFinite(const float*, std::size_t, std::size_t*) { return unavailable(); }
 KernelStatus sumSquares(const float*, std::size_t, double*) { return unavailable(); }
 KernelStatus optimizerStep(const OptimizerConfig&, float*, const float*, float*, std::size_t) {

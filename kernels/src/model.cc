@@ -3,6 +3,7 @@
 #include <cassert>
 
 #include "models_impl.h"
+#include "groupsgd/base/enum_names.h"
 
 namespace groupsgd::kernels {
 
@@ -10,27 +11,17 @@ Model::~Model() = default;
 
 KernelStatus Model::deviceStatus() const { return KernelStatus::success(); }
 
+constexpr std::array<base::EnumName<ModelKind>, 3> kModelKindNames{{
+    {ModelKind::kSoftmax, "softmax"},
+    {ModelKind::kMlp, "mlp"},
+    {ModelKind::kCnn, "cnn"},
+}};
+
 bool parseModelKind(std::string_view text, ModelKind* out) {
-  for (ModelKind k : {ModelKind::kSoftmax, ModelKind::kMlp, ModelKind::kCnn}) {
-    if (text == modelKindName(k)) {
-      *out = k;
-      return true;
-    }
-  }
-  return false;
+  return base::parseInto(kModelKindNames, text, out);
 }
 
-const char* modelKindName(ModelKind kind) {
-  switch (kind) {
-    case ModelKind::kSoftmax:
-      return "softmax";
-    case ModelKind::kMlp:
-      return "mlp";
-    case ModelKind::kCnn:
-      return "cnn";
-  }
-  return "unknown";
-}
+const char* modelKindName(ModelKind kind) { return base::nameOf(kModelKindNames, kind); }
 
 std::unique_ptr<Model> makeModel(ModelKind kind, std::size_t input_dim, std::size_t classes) {
   assert(input_dim > 0 && classes > 0);

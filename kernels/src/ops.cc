@@ -170,6 +170,23 @@ void subtract(std::span<const float> a, std::span<const float> b, std::span<floa
   });
 }
 
+void rebase(std::span<const float> central, std::span<const float> base,
+            std::span<const float> cut, std::span<float> replica) {
+  GSGD_KERNEL_REQUIRE(central.size() == replica.size() && base.size() == replica.size() &&
+                      (cut.empty() || cut.size() == replica.size()));
+  const float* cp = central.data();
+  const float* bp = base.data();
+  const float* kp = cut.empty() ? nullptr : cut.data();
+  float* rp = replica.data();
+  parallelFor(replica.size(), [=](std::size_t lo, std::size_t hi) {
+    if (kp == nullptr) {
+      for (std::size_t i = lo; i < hi; ++i) rp[i] = cp[i] + (rp[i] - bp[i]);
+    } else {
+      for (std::size_t i = lo; i < hi; ++i) rp[i] = cp[i] + ((rp[i] - bp[i]) - kp[i]);
+    }
+  });
+}
+
 std::size_t countNonFinite(std::span<const float> x) {
   if (x.size() <= kSquaresBlock) return countNonFiniteRange(x.data(), x.size());
   std::size_t blocks = (x.size() + kSquaresBlock - 1) / kSquaresBlock;

@@ -4,6 +4,7 @@
 
 #include "parallel.h"
 #include "contract.h"
+#include "groupsgd/base/enum_names.h"
 
 namespace groupsgd::kernels {
 namespace {
@@ -40,28 +41,17 @@ void momentumRange(float* __restrict p, const float* __restrict g, float* __rest
 
 }  // namespace
 
+constexpr std::array<base::EnumName<OptimizerKind>, 3> kOptimizerKindNames{{
+    {OptimizerKind::kSgd, "sgd"},
+    {OptimizerKind::kMomentum, "momentum"},
+    {OptimizerKind::kNesterov, "nesterov"},
+}};
+
 bool parseOptimizerKind(std::string_view text, OptimizerKind* out) {
-  for (OptimizerKind k :
-       {OptimizerKind::kSgd, OptimizerKind::kMomentum, OptimizerKind::kNesterov}) {
-    if (text == optimizerKindName(k)) {
-      *out = k;
-      return true;
-    }
-  }
-  return false;
+  return base::parseInto(kOptimizerKindNames, text, out);
 }
 
-const char* optimizerKindName(OptimizerKind kind) {
-  switch (kind) {
-    case OptimizerKind::kSgd:
-      return "sgd";
-    case OptimizerKind::kMomentum:
-      return "momentum";
-    case OptimizerKind::kNesterov:
-      return "nesterov";
-  }
-  return "unknown";
-}
+const char* optimizerKindName(OptimizerKind kind) { return base::nameOf(kOptimizerKindNames, kind); }
 
 Optimizer::Optimizer(OptimizerConfig cfg, std::size_t n) : cfg_(cfg), n_(n) {
   if (cfg_.kind != OptimizerKind::kSgd) velocity_.assign(n_, 0.0f);

@@ -15,7 +15,7 @@
 
 namespace groupsgd::node {
 
-Result<worker::Assignment> registerNode(worker::CoordinatorClient& coord, worker::Role role,
+Result<client::Assignment> registerNode(client::CoordinatorClient& coord, client::Role role,
                                         const std::vector<std::string>& endpoints,
                                         const std::atomic<bool>& stop, double give_up_s) {
   const auto deadline = std::chrono::steady_clock::now() +
@@ -40,7 +40,7 @@ class NodeGroupServers {
   // settings come from this node's configuration: give every daemon the same file.
   static Result<std::unique_ptr<NodeGroupServers>> start(const DaemonConfig& cfg,
                                                          zmq::context_t& ctx,
-                                                         const worker::Assignment& probe,
+                                                         const client::Assignment& probe,
                                                          const CurveKeys& curve_keys) {
     std::unique_ptr<NodeGroupServers> s(new NodeGroupServers);
     for (std::uint32_t g = 0; g < cfg.node_groups; ++g) {
@@ -75,8 +75,8 @@ class NodeGroupServers {
 
 // Heartbeats as node `me` until told to stop (kStopped), forgotten by a restarted head
 // (kHeadLost) or the head silent for give_up_s (kFailed).
-HeadEnd heartbeatAsNode(const DaemonConfig& cfg, worker::CoordinatorClient& coord,
-                        const worker::Assignment& me, const std::atomic<bool>& stop_requested,
+HeadEnd heartbeatAsNode(const DaemonConfig& cfg, client::CoordinatorClient& coord,
+                        const client::Assignment& me, const std::atomic<bool>& stop_requested,
                         const std::function<void()>& between_heartbeats) {
   int failures = 0;
   auto last_answer = std::chrono::steady_clock::now();
@@ -115,11 +115,11 @@ HeadEnd heartbeatAsNode(const DaemonConfig& cfg, worker::CoordinatorClient& coor
 
 }  // namespace
 
-HeadEnd serveHead(const DaemonConfig& cfg, zmq::context_t& ctx, worker::CoordinatorClient& coord,
+HeadEnd serveHead(const DaemonConfig& cfg, zmq::context_t& ctx, client::CoordinatorClient& coord,
                   const CurveKeys& curve_keys, const std::atomic<bool>& stop_requested,
-                  const std::function<void()>& between_heartbeats, worker::Assignment* pooled) {
+                  const std::function<void()>& between_heartbeats, client::Assignment* pooled) {
   // 1. Where is the central PS, and how big is the model? (asked as a tool, then left)
-  auto probe = registerNode(coord, worker::Role::kTool, {}, stop_requested, cfg.give_up_s);
+  auto probe = registerNode(coord, client::Role::kTool, {}, stop_requested, cfg.give_up_s);
   if (!probe) {
     if (stop_requested.load()) return HeadEnd::kStopped;
     if (probe.status().code() == Code::kFinished) {
@@ -143,7 +143,7 @@ HeadEnd serveHead(const DaemonConfig& cfg, zmq::context_t& ctx, worker::Coordina
   }
   // 3. Offer them, then stay alive until told to stop or the head forgets us.
   const auto& endpoints = (*servers)->endpoints();
-  auto me = registerNode(coord, worker::Role::kNode, endpoints, stop_requested, cfg.give_up_s);
+  auto me = registerNode(coord, client::Role::kNode, endpoints, stop_requested, cfg.give_up_s);
   if (!me) {
     GSGD_ERROR("node registration failed: " << me.status().toString());
     return stop_requested.load() || me.status().code() == Code::kFinished ? HeadEnd::kStopped
@@ -159,7 +159,7 @@ int runNode(const DaemonConfig& cfg, const std::atomic<bool>& stop_requested,
             std::atomic<bool>* reload_requested) {
   log::setThreadTag("node");
   // --coordinator may list several head endpoints, tried in turn (worker/endpoint_list.h).
-  if (auto list = worker::EndpointList::parse(cfg.coordinator); !list) {
+  if (auto list = client::EndpointList::parse(cfg.coordinator); !list) {
     GSGD_ERROR("configuration: " << list.status().message());
     return 2;
   }
@@ -176,7 +176,7 @@ int runNode(const DaemonConfig& cfg, const std::atomic<bool>& stop_requested,
     GSGD_ERROR(arbiter.status().toString());
     return 1;
   }
-  worker::CoordinatorClient coord(ctx, cfg.coordinator, cfg.job_id,
+  client::CoordinatorClient coord(ctx, cfg.coordinator, cfg.job_id,
                                   std::chrono::milliseconds(5000), curve->keys);
   // At a multi-job daemon's front this offer puts the node into the daemon's pool; a
   // single run's coordinator ignores it.
@@ -195,7 +195,7 @@ int runNode(const DaemonConfig& cfg, const std::atomic<bool>& stop_requested,
     }
   };
   while (true) {
-    worker::Assignment pooled;
+    client::Assignment pooled;
     switch (serveHead(cfg, ctx, coord, curve->keys, stop_requested, between_heartbeats, &pooled)) {
       case HeadEnd::kStopped: return 0;
       case HeadEnd::kFailed: return 1;

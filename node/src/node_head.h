@@ -20,7 +20,7 @@ using daemon::DaemonConfig;
 
 // Registration with back-off until the coordinator answers (it may start after us, or
 // be restarting), for at most give_up_s.
-Result<worker::Assignment> registerNode(worker::CoordinatorClient& coord, worker::Role role,
+Result<client::Assignment> registerNode(client::CoordinatorClient& coord, client::Role role,
                                         const std::vector<std::string>& endpoints,
                                         const std::atomic<bool>& stop, double give_up_s);
 
@@ -31,9 +31,9 @@ enum class HeadEnd { kStopped, kHeadLost, kFailed, kPooled };
 // when a restarted head does not know this node (its group PSes point at the old central
 // PS, so they are rebuilt from scratch), and kPooled when the endpoint is a multi-job
 // daemon's front that took this node into its pool (the probe's assignment in *pooled).
-HeadEnd serveHead(const DaemonConfig& cfg, zmq::context_t& ctx, worker::CoordinatorClient& coord,
+HeadEnd serveHead(const DaemonConfig& cfg, zmq::context_t& ctx, client::CoordinatorClient& coord,
                   const CurveKeys& curve_keys, const std::atomic<bool>& stop_requested,
                   const std::function<void()>& between_heartbeats,
-                  worker::Assignment* pooled = nullptr);
+                  client::Assignment* pooled = nullptr);
 
 }  // namespace groupsgd::node

@@ -23,7 +23,7 @@ struct Runner {
 };
 
 void serveJob(const DaemonConfig& node_cfg, zmq::context_t& ctx, const CurveKeys& keys,
-              const worker::NodePlacement& p, std::uint32_t slots, Runner& r) {
+              const client::NodePlacement& p, std::uint32_t slots, Runner& r) {
   log::setThreadTag("node job " + p.job);
   DaemonConfig cfg = node_cfg;
   if (Status s = applyGroupSettings(p.settings, &cfg); !s) {
@@ -35,7 +35,7 @@ void serveJob(const DaemonConfig& node_cfg, zmq::context_t& ctx, const CurveKeys
   cfg.job_name = p.job;
   cfg.node_groups = slots;
   cfg.coordinator = p.coordinator;
-  worker::CoordinatorClient coord(ctx, p.coordinator, p.job_id, std::chrono::milliseconds(5000),
+  client::CoordinatorClient coord(ctx, p.coordinator, p.job_id, std::chrono::milliseconds(5000),
                                   keys);
   // A coordinator that declared this node dead forgets it: serve it again, fresh.
   while (!r.stop.load() &&
@@ -51,7 +51,7 @@ class PoolMember {
   ~PoolMember() { stopAll(/*wait=*/true); }
 
   // Starts the placements new to this node (or grown), stops those no longer listed.
-  void reconcile(const std::vector<worker::NodePlacement>& placements) {
+  void reconcile(const std::vector<client::NodePlacement>& placements) {
     std::set<std::uint64_t> listed;
     for (const auto& p : placements) {
       listed.insert(p.job_id);
@@ -117,14 +117,14 @@ class PoolMember {
 
 }  // namespace
 
-int servePool(const DaemonConfig& cfg, zmq::context_t& ctx, worker::CoordinatorClient& front,
-              worker::Assignment me, const CurveKeys& keys, const std::atomic<bool>& stop,
+int servePool(const DaemonConfig& cfg, zmq::context_t& ctx, client::CoordinatorClient& front,
+              client::Assignment me, const CurveKeys& keys, const std::atomic<bool>& stop,
               const std::function<void()>& between_heartbeats) {
   GSGD_INFO("in the pool of the multi-job daemon at " << cfg.coordinator << ": "
                                                       << cfg.node_groups
                                                       << " group PS slot(s) offered");
   PoolMember member(cfg, ctx, keys);
-  worker::HeartbeatStats stats;
+  client::HeartbeatStats stats;
   stats.group_slots = cfg.node_groups;
   auto last_answer = Clock::now();
   int failures = 0;
@@ -151,7 +151,7 @@ int servePool(const DaemonConfig& cfg, zmq::context_t& ctx, worker::CoordinatorC
       // A restarted daemon: its jobs have new coordinators and are placed afresh.
       GSGD_WARN("the daemon does not know this node (restarted?); joining its pool again");
       member.stopAll(/*wait=*/false);
-      auto again = registerNode(front, worker::Role::kTool, {}, stop, cfg.give_up_s);
+      auto again = registerNode(front, client::Role::kTool, {}, stop, cfg.give_up_s);
       if (!again || !again->node_pool) {
         if (stop.load()) break;
         GSGD_ERROR("cannot join the daemon's pool again: "

@@ -22,8 +22,8 @@ using daemon::DaemonConfig;
 
 // `front`: the client that registered (me: its assignment). Returns the process exit
 // code: 0 on a stop, 1 when the front stayed silent for give_up_s.
-int servePool(const DaemonConfig& cfg, zmq::context_t& ctx, worker::CoordinatorClient& front,
-              worker::Assignment me, const CurveKeys& keys, const std::atomic<bool>& stop,
+int servePool(const DaemonConfig& cfg, zmq::context_t& ctx, client::CoordinatorClient& front,
+              client::Assignment me, const CurveKeys& keys, const std::atomic<bool>& stop,
               const std::function<void()>& between_heartbeats);
 
 }  // namespace groupsgd::node

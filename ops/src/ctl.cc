@@ -441,95 +441,119 @@ std::unique_ptr<CLI::App> makeCtlApp(CtlCommandLine* line) {
   return app;
 }
 
-int runCtlUnchecked(const std::vector<std::string>& args, const std::string& default_socket,
-                    std::ostream& out, std::ostream& err) {
-  auto usageError = [&](const std::string& what) {
-    err << "groupsgdctl: " << what << "\n";
-    return kCtlUsageOrConnection;
-  };
-  CtlCommandLine cl;
-  cl.socket = default_socket;
-  auto app = makeCtlApp(&cl);
+int usageError(std::ostream& err, const std::string& what) {
+  err << "groupsgdctl: " << what << "\n";
+  return kCtlUsageOrConnection;
+}
+
+// Parses the command line into *cl and *timeout; an exit code when that already answered
+// it (a usage error, the global help).
+std::optional<int> parseCtlLine(const std::vector<std::string>& args, CtlCommandLine* cl,
+                                std::optional<milliseconds>* timeout, std::ostream& out,
+                                std::ostream& err) {
+  auto app = makeCtlApp(cl);
   try {
     std::vector<std::string> reversed(args.rbegin(), args.rend());  // CLI11 pops from the back
     app->parse(reversed);
   } catch (const CLI::ParseError& e) {
-    return usageError(std::string(e.what()) + " (groupsgdctl --help)");
+    return usageError(err, std::string(e.what()) + " (groupsgdctl --help)");
   }
-  if (!cl.stray.empty()) {
-    return usageError("unknown command '" + cl.stray[0] + "' (groupsgdctl --help)");
+  if (!cl->stray.empty()) {
+    return usageError(err, "unknown command '" + cl->stray[0] + "' (groupsgdctl --help)");
   }
-  if (cl.help && cl.command.empty()) {
+  if (cl->help && cl->command.empty()) {
     printGlobalHelp(out);
     return kCtlOk;
   }
-  if (cl.command.empty()) {
+  if (cl->command.empty()) {
     printGlobalHelp(err);
     return kCtlUsageOrConnection;
   }
-  std::optional<milliseconds> timeout;
-  if (!cl.timeout_text.empty()) {
+  if (!cl->timeout_text.empty()) {
     milliseconds t;
-    if (!parseTimeout(cl.timeout_text, &t)) {
-      return usageError("--timeout-ms wants 1..86400000, got '" + cl.timeout_text + "'");
+    if (!parseTimeout(cl->timeout_text, &t)) {
+      return usageError(err, "--timeout-ms wants 1..86400000, got '" + cl->timeout_text + "'");
     }
-    timeout = t;
+    *timeout = t;
   }
-  const std::string& cmd = cl.command;
-  if (cmd == "help") {
+  return std::nullopt;
+}
+
+// help, --help and keygen need no daemon: their exit code, or nullopt for the others.
+std::optional<int> runLocalCommand(const CtlCommandLine& cl, std::ostream& out,
+                                   std::ostream& err) {
+  if (cl.command == "help") {
     if (cl.args.empty()) {
       printGlobalHelp(out);
       return kCtlOk;
     }
     const CommandSpec* spec = findCommand(cl.args[0]);
-    if (spec == nullptr) return usageError("no command '" + cl.args[0] + "'");
+    if (spec == nullptr) return usageError(err, "no command '" + cl.args[0] + "'");
     printCommandHelp(*spec, out);
     return kCtlOk;
   }
   if (cl.help) {
-    printCommandHelp(*findCommand(cmd), out);
+    printCommandHelp(*findCommand(cl.command), out);
     return kCtlOk;
   }
-  if (cmd == "keygen") {
-    if (!cl.args.empty()) return usageError("usage: groupsgdctl keygen --out PREFIX");
+  if (cl.command == "keygen") {
+    if (!cl.args.empty()) return usageError(err, "usage: groupsgdctl keygen --out PREFIX");
     return runKeygen(cl.out_prefix, out, err);
   }
-  if (cl.socket.empty()) return usageError("--socket needs a PATH");
-  std::string error;
-  auto inv = buildInvocation(cmd, cl.args, cl.flags, &error);
-  if (!inv) return usageError(error);
-  if (!cl.job.empty() && cmd != "job") inv->params["job"] = cl.job;
-  const std::string& socket = cl.socket;
-  const bool json = cl.json;
+  return std::nullopt;
+}
 
-  const milliseconds deadline = timeout.value_or(inv->default_timeout);
+// One call on the control socket within deadline (connecting included): the parsed reply.
+Result<ojson> callDaemon(const std::string& socket, const Invocation& inv, milliseconds deadline) {
   const auto started = std::chrono::steady_clock::now();
   auto client = ControlClient::connect(socket, deadline);
-  if (!client) return usageError(client.status().message());
+  if (!client) return client.status();
   const auto spent =
       std::chrono::duration_cast<milliseconds>(std::chrono::steady_clock::now() - started);
-  const nlohmann::json params = nlohmann::json::parse(inv->params.dump());
-  auto line = client->callLine(inv->method, params, std::max(deadline - spent, milliseconds(1)));
-  if (!line) return usageError(line.status().message());
-  const ojson reply = ojson::parse(*line, nullptr, /*allow_exceptions=*/false);
-  if (reply.is_discarded()) return usageError("malformed reply");
+  const nlohmann::json params = nlohmann::json::parse(inv.params.dump());
+  auto line = client->callLine(inv.method, params, std::max(deadline - spent, milliseconds(1)));
+  if (!line) return line.status();
+  ojson reply = ojson::parse(*line, nullptr, /*allow_exceptions=*/false);
+  if (reply.is_discarded()) return unavailable("malformed reply");
+  return reply;
+}
 
+// Prints a reply's result (a table, or JSON with --json) or its error.
+int printReply(const ojson& reply, const std::string& method, const CtlCommandLine& cl,
+               std::ostream& out, std::ostream& err) {
   if (!reply.value("ok", false)) {
     const ojson error_obj = reply.contains("error") ? reply["error"] : ojson::object();
     const std::string code = error_obj.is_object() ? error_obj.value("code", "internal") : "internal";
     const std::string message = error_obj.is_object() ? error_obj.value("message", "") : "";
-    if (json) out << error_obj.dump(-1, ' ', false, ojson::error_handler_t::replace) << "\n";
-    err << "groupsgdctl: " << inv->method << ": " << code << ": " << message << "\n";
+    if (cl.json) out << error_obj.dump(-1, ' ', false, ojson::error_handler_t::replace) << "\n";
+    err << "groupsgdctl: " << method << ": " << code << ": " << message << "\n";
     return kCtlRefused;
   }
   const ojson result = reply.contains("result") ? reply["result"] : ojson();
-  if (json) {
+  if (cl.json) {
     out << result.dump(-1, ' ', false, ojson::error_handler_t::replace) << "\n";
   } else {
-    if (cmd == "version") out << "groupsgdctl: " << buildVersion() << "\n";
+    if (cl.command == "version") out << "groupsgdctl: " << buildVersion() << "\n";
     out << formatResult(result);
   }
   return kCtlOk;
+}
+
+int runCtlUnchecked(const std::vector<std::string>& args, const std::string& default_socket,
+                    std::ostream& out, std::ostream& err) {
+  CtlCommandLine cl;
+  cl.socket = default_socket;
+  std::optional<milliseconds> timeout;
+  if (auto done = parseCtlLine(args, &cl, &timeout, out, err)) return *done;
+  if (auto done = runLocalCommand(cl, out, err)) return *done;
+  if (cl.socket.empty()) return usageError(err, "--socket needs a PATH");
+  std::string error;
+  auto inv = buildInvocation(cl.command, cl.args, cl.flags, &error);
+  if (!inv) return usageError(err, error);
+  if (!cl.job.empty() && cl.command != "job") inv->params["job"] = cl.job;
+  auto reply = callDaemon(cl.socket, *inv, timeout.value_or(inv->default_timeout));
+  if (!reply) return usageError(err, reply.status().message());
+  return printReply(*reply, inv->method, cl, out, err);
 }
 
 }  // namespace

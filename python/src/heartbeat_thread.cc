@@ -26,7 +26,7 @@ HeartbeatThread::~HeartbeatThread() {
   thread_.join();
 }
 
-void HeartbeatThread::follow(const worker::Assignment& a, const std::string& job_endpoint,
+void HeartbeatThread::follow(const client::Assignment& a, const std::string& job_endpoint,
                              std::uint64_t job_id) {
   {
     std::lock_guard lock(mu_);
@@ -61,10 +61,10 @@ void HeartbeatThread::loop() {
       continue;  // shut down, or a new assignment: wait again with its period
     }
     if (!assignment_ || reregister_.load()) continue;
-    const worker::Assignment a = *assignment_;
+    const client::Assignment a = *assignment_;
     const StepTotals t = totals_;
     const std::uint64_t window = t.timed_steps - reported_.timed_steps;
-    worker::HeartbeatStats st{t.samples_trained,
+    client::HeartbeatStats st{t.samples_trained,
                               t.steps,
                               t.last_loss,
                               meanSince(t.compute_ms, reported_.compute_ms, window),

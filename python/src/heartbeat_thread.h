@@ -36,7 +36,7 @@ class HeartbeatThread {
   // Starts (or retargets) heartbeats for this assignment.
   // job_endpoint: the job coordinator the owner's client was redirected to ("" = none),
   // with that job's id.
-  void follow(const worker::Assignment& a, const std::string& job_endpoint = "",
+  void follow(const client::Assignment& a, const std::string& job_endpoint = "",
               std::uint64_t job_id = 0);
   // Stops sending (the worker is leaving or registering again) until follow().
   void pause();
@@ -49,10 +49,10 @@ class HeartbeatThread {
 
  private:
   void loop();
-  worker::CoordinatorClient coord_;
+  client::CoordinatorClient coord_;
   std::mutex mu_;
   std::condition_variable wake_;
-  std::optional<worker::Assignment> assignment_;  // none: paused
+  std::optional<client::Assignment> assignment_;  // none: paused
   StepTotals totals_, reported_;
   bool shutdown_ = false;
   std::uint64_t generation_ = 0;  // bumped by follow()

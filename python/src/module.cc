@@ -44,9 +44,9 @@ std::span<float> floatSpan(const py::buffer& b, std::size_t n, bool writable, co
   throw std::runtime_error(s.toString());
 }
 
-worker::Role parseRole(const std::string& role) {
-  if (role == "trainer") return worker::Role::kTrainer;
-  if (role == "evaluator") return worker::Role::kEvaluator;
+client::Role parseRole(const std::string& role) {
+  if (role == "trainer") return client::Role::kTrainer;
+  if (role == "evaluator") return client::Role::kEvaluator;
   throw py::value_error("role must be 'trainer' or 'evaluator', not '" + role + "'");
 }
 
@@ -64,7 +64,7 @@ class PySession {
       throw py::value_error("bad log level '" + opts->log_level + "'");
     }
     log::setLevel(level);  // the process-wide level, as groupsgd-worker sets it
-    worker::ModelDescription model;
+    client::ModelDescription model;
     model.param_count = param_count;
     model.fingerprint = fingerprint;
     auto init = std::make_shared<std::vector<float>>(param_count);

@@ -6,8 +6,8 @@
 
 #include "groupsgd/codec/compression_spec.h"
 #include "groupsgd/common/log.h"
-#include "registration.h"
-#include "shared_device.h"
+#include "groupsgd/worker/registration.h"
+#include "groupsgd/worker/shared_device.h"
 
 namespace groupsgd::python {
 namespace {
@@ -19,7 +19,7 @@ bool noAnswer(const Status& s) {
 
 }  // namespace
 
-Session::Session(worker::WorkerOptions opts, worker::Role role, worker::ModelDescription model)
+Session::Session(worker::WorkerOptions opts, client::Role role, client::ModelDescription model)
     : opts_(std::move(opts)),
       role_(role),
       param_count_(model.param_count),
@@ -41,7 +41,7 @@ std::chrono::milliseconds Session::giveUp() const {
 
 void Session::publish() { heartbeat_->publish(totals_); }
 
-Status Session::adopt(const worker::Assignment& a) {
+Status Session::adopt(const client::Assignment& a) {
   if (a.param_count != param_count_) {
     return failedPrecondition("model size mismatch: the daemon trains " +
                               std::to_string(a.param_count) + " parameters, this model has " +
@@ -50,10 +50,10 @@ Status Session::adopt(const worker::Assignment& a) {
   a_ = a;
   batch_ = a.batch_size;
   need_pull_ = true;
-  if (role_ == worker::Role::kTrainer) {
+  if (role_ == client::Role::kTrainer) {
     auto spec = parseCompressionSpec(opts_.compress.empty() ? a.compression : opts_.compress);
     if (!spec) return spec.status();
-    group_ = std::make_unique<worker::GroupClient>(
+    group_ = std::make_unique<client::GroupClient>(
         ctx_, a, coord_.jobId(), std::chrono::milliseconds(opts_.timeout_ms), *spec, opts_.curve);
   } else if (!central_ || central_->endpoint() != a.central_endpoint) {
     MessageLimits limits;
@@ -61,7 +61,7 @@ Status Session::adopt(const worker::Assignment& a) {
     central_ = std::make_unique<RpcClient>(ctx_, a.central_endpoint, limits,
                                            clientSocketOptions(opts_.curve));
   }
-  log::setThreadTag((role_ == worker::Role::kTrainer ? "worker-" : "evaluator-") +
+  log::setThreadTag((role_ == client::Role::kTrainer ? "worker-" : "evaluator-") +
                     std::to_string(a.worker_id));
   GSGD_INFO("assigned: group " << a.group_id << ", batch " << a.batch_size << ", shard "
                                << a.shard_index << "/" << a.shard_count << ", epoch " << a.epoch);
@@ -114,27 +114,27 @@ Status Session::start(std::span<float> params) {
     return invalidArgument("params has " + std::to_string(params.size()) + " values, the model " +
                            std::to_string(param_count_));
   }
-  if (role_ == worker::Role::kTrainer && !device_) {
+  if (role_ == client::Role::kTrainer && !device_) {
     auto device = worker::SharedDevice::open(ctx_, opts_);
     if (!device)
       return Status(device.status().code(), "shared device: " + device.status().message());
     device_ = std::move(*device);
   }
   GSGD_RETURN_IF_ERROR(register_(0));
-  if (role_ == worker::Role::kTrainer) GSGD_RETURN_IF_ERROR(pullUntilReady(params));
+  if (role_ == client::Role::kTrainer) GSGD_RETURN_IF_ERROR(pullUntilReady(params));
   last_return_ = Clock::now();
   return Status::ok();
 }
 
-bool Session::follow(const worker::StepAnswer& ans) {
+bool Session::follow(const client::StepAnswer& ans) {
   if (ans.batch_size != 0) batch_ = ans.batch_size;
   switch (ans.directive) {
-    case worker::Directive::kContinue: return true;
-    case worker::Directive::kStop:
+    case client::Directive::kContinue: return true;
+    case client::Directive::kStop:
       GSGD_INFO("drained by the coordinator");
       stop_ = true;
       return false;
-    case worker::Directive::kReassign:
+    case client::Directive::kReassign:
       GSGD_INFO("moved by a regroup; fetching the new assignment");
       if (!register_(a_.worker_id) && (quarantined_ || !register_(0))) stop_ = true;
       return false;
@@ -208,7 +208,7 @@ Status Session::pullUntilReady(std::span<float> params) {
 
 Result<StepResult> Session::step(const Payload& grad, std::uint32_t batch, float loss,
                                  std::span<float> params) {
-  if (role_ != worker::Role::kTrainer || !group_) {
+  if (role_ != client::Role::kTrainer || !group_) {
     return failedPrecondition("step() needs a started trainer");
   }
   if (!grad || grad->size() != param_count_ || params.size() != param_count_) {
@@ -262,12 +262,12 @@ Result<StepResult> Session::step(const Payload& grad, std::uint32_t batch, float
 }
 
 Result<std::uint64_t> Session::fetchCentral(std::span<float> params) {
-  if (role_ != worker::Role::kEvaluator || !central_) {
+  if (role_ != client::Role::kEvaluator || !central_) {
     return failedPrecondition("fetch_central() needs a started evaluator");
   }
   if (params.size() != param_count_) return invalidArgument("params has the wrong size");
   if (heartbeat_->reregisterRequested() && !shouldStop()) GSGD_RETURN_IF_ERROR(register_(0));
-  return worker::fetchCentralModel(*central_, coord_.jobId(), params,
+  return client::fetchCentralModel(*central_, coord_.jobId(), params,
                                    std::chrono::milliseconds(opts_.timeout_ms));
 }
 

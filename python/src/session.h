@@ -20,7 +20,7 @@
 #include "heartbeat_thread.h"
 
 namespace groupsgd::worker {
-class SharedDevice;  // worker/src/shared_device.h (private to the worker library)
+class SharedDevice;  // groupsgd/worker/shared_device.h
 }
 
 namespace groupsgd::python {
@@ -37,7 +37,7 @@ class Session {
  public:
   // opts as groupsgd-worker parses them (CURVE keys loaded); model: what the daemon must
   // match (param_count > 0), its initial values sent with new registrations.
-  Session(worker::WorkerOptions opts, worker::Role role, worker::ModelDescription model);
+  Session(worker::WorkerOptions opts, client::Role role, client::ModelDescription model);
   ~Session();
 
   // Registers (retrying up to the connect timeout) and, for a trainer, pulls the group
@@ -64,7 +64,7 @@ class Session {
 
   bool shouldStop() const { return stop_ || heartbeat_->stopRequested(); }
   bool quarantined() const { return quarantined_ || heartbeat_->quarantined(); }
-  const worker::Assignment& assignment() const { return a_; }
+  const client::Assignment& assignment() const { return a_; }
   std::uint32_t batchSize() const { return batch_; }
   std::uint64_t totalSteps() const { return total_steps_; }
   std::uint64_t heartbeatsSent() const { return heartbeat_->sent(); }
@@ -73,8 +73,8 @@ class Session {
  private:
   using Clock = std::chrono::steady_clock;
   Status register_(std::uint64_t keep_id);
-  Status adopt(const worker::Assignment& a);
-  bool follow(const worker::StepAnswer& ans);
+  Status adopt(const client::Assignment& a);
+  bool follow(const client::StepAnswer& ans);
   Status runOver(const Status& why);
   // Leave with this registration's counts, once (registered_ guards it; adopt() sets it).
   Status leave();
@@ -85,16 +85,16 @@ class Session {
   std::chrono::milliseconds giveUp() const;
 
   worker::WorkerOptions opts_;
-  worker::Role role_;
+  client::Role role_;
   std::uint64_t param_count_;
   zmq::context_t ctx_{1};
   std::atomic<bool> interrupted_{false};
-  worker::CoordinatorClient coord_;
+  client::CoordinatorClient coord_;
   std::unique_ptr<HeartbeatThread> heartbeat_;
   std::unique_ptr<worker::SharedDevice> device_;  // --shared-device, else null
   bool device_held_ = false;
-  worker::Assignment a_;
-  std::unique_ptr<worker::GroupClient> group_;
+  client::Assignment a_;
+  std::unique_ptr<client::GroupClient> group_;
   std::unique_ptr<RpcClient> central_;  // evaluator
   std::uint32_t batch_ = 0;
   std::uint64_t step_ = 0;

@@ -13,12 +13,12 @@
 
 #include "groupsgd/common/transport.h"
 #include "groupsgd/kernels/model.h"
-#include "support/server_thread.h"
+#include "groupsgd/testbed/server_thread.h"
 
 using namespace groupsgd;
 using namespace groupsgd::centralps;
 using namespace std::chrono_literals;
-using groupsgd::testing::ServerThread;
+using groupsgd::testbed::ServerThread;
 
 namespace {
 

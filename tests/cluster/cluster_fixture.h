@@ -1,4 +1,4 @@
-// The in-process cluster (tests/support/in_process_cluster.h) for doctest cases: every
+// The in-process cluster (groupsgd/testbed/in_process_cluster.h) for doctest cases: every
 // step that must work is REQUIREd, so a case reads as what it checks.
 #pragma once
 
@@ -7,7 +7,7 @@
 #include <utility>
 #include <vector>
 
-#include "support/in_process_cluster.h"
+#include "groupsgd/testbed/in_process_cluster.h"
 
 namespace groupsgd::testing {
 
@@ -18,7 +18,7 @@ inline centralps::CentralConfig smallModel() {
   return c;
 }
 
-struct MiniCluster : InProcessCluster {
+struct MiniCluster : testbed::InProcessCluster {
   MiniCluster(centralps::CentralConfig ccfg, groupps::GroupServerConfig gcfg) {
     REQUIRE(start(std::move(ccfg), std::move(gcfg)).isOk());
   }
@@ -26,7 +26,7 @@ struct MiniCluster : InProcessCluster {
   // Sends a GroupConfig with these (worker id, batch) members at this epoch.
   void configure(const std::vector<std::pair<std::uint64_t, std::uint32_t>>& members,
                  std::uint64_t epoch, std::uint32_t k = 1, std::uint32_t deadline_ms = 5000) {
-    std::vector<GroupMember> list;
+    std::vector<testbed::GroupMember> list;
     for (const auto& [id, batch] : members) list.push_back({id, batch, ""});
     REQUIRE(InProcessCluster::configure(list, {epoch, k, deadline_ms}).isOk());
   }

@@ -7,6 +7,7 @@
 
 using namespace groupsgd;
 using namespace groupsgd::testing;
+using namespace groupsgd::testbed;
 using namespace std::chrono_literals;
 
 namespace {
@@ -41,7 +42,7 @@ struct KeyedCluster : InProcessCluster {
     return InProcessCluster::configure({{1, 8, wa.public_key}, {2, 8, wb.public_key}}, {}, as);
   }
 
-  worker::Assignment assignment(std::uint64_t worker_id) const {
+  client::Assignment assignment(std::uint64_t worker_id) const {
     return InProcessCluster::assignment(worker_id, 1);
   }
 };
@@ -77,9 +78,9 @@ TEST_CASE("curve cluster: a worker key cannot act as another worker or as the co
   REQUIRE(k.configure(daemon).isOk());
 
   std::vector<float> params(k.params);
-  worker::GroupClient honest(k.ctx, k.assignment(1), 1, 5000ms, {}, a);
+  client::GroupClient honest(k.ctx, k.assignment(1), 1, 5000ms, {}, a);
   CHECK(pullWhenReady(honest, params).isOk());
-  worker::GroupClient impostor(k.ctx, k.assignment(1), 1, 5000ms, {}, b);  // b claims id 1
+  client::GroupClient impostor(k.ctx, k.assignment(1), 1, 5000ms, {}, b);  // b claims id 1
   CHECK(impostor.pull(params).status().code() == Code::kPermissionDenied);
   std::vector<float> grad(k.params, 0.0f);
   CHECK(impostor.push(0, grad, 8, 0.1f, 1.0f, params).status().code() == Code::kPermissionDenied);
@@ -109,8 +110,8 @@ TEST_CASE("curve cluster: a key removed from the live allow-list is refused from
   REQUIRE(k.configure(keysOf(k.server, k.server)).isOk());
   std::vector<float> params(k.params);
   // Both connections are open and admitted before the removal.
-  worker::GroupClient a(k.ctx, k.assignment(1), 1, 5000ms, {}, keysOf(k.wa, k.server));
-  worker::GroupClient b(k.ctx, k.assignment(2), 1, 5000ms, {}, keysOf(k.wb, k.server));
+  client::GroupClient a(k.ctx, k.assignment(1), 1, 5000ms, {}, keysOf(k.wa, k.server));
+  client::GroupClient b(k.ctx, k.assignment(2), 1, 5000ms, {}, keysOf(k.wb, k.server));
   REQUIRE(pullWhenReady(a, params).isOk());
   REQUIRE(pullWhenReady(b, params).isOk());
   const std::string central = (*k.central)->endpoint();

@@ -43,9 +43,9 @@ void checkFlushHandsEverythingOver(const std::string& delta_compression, std::ui
   CAPTURE(k);
   testing::MiniCluster cluster(testing::smallModel(), groupWith(delta_compression));
   cluster.configure({{1, kBatch}}, 1, k);
-  worker::GroupClient client(cluster.ctx, cluster.assignment(1, 1), 1, 5000ms);
+  client::GroupClient client(cluster.ctx, cluster.assignment(1, 1), 1, 5000ms);
   std::vector<float> params(cluster.params);
-  auto pulled = testing::pullWhenReady(client, params);
+  auto pulled = testbed::pullWhenReady(client, params);
   REQUIRE(pulled.isOk());
   const std::vector<float> start = params;
   const std::vector<float> g = fixedGradient(cluster.params);
@@ -66,7 +66,7 @@ void checkFlushHandsEverythingOver(const std::string& delta_compression, std::ui
 
   RpcClient central(cluster.ctx, (*cluster.central)->endpoint(), MessageLimits{});
   std::vector<float> central_params(cluster.params);
-  auto version = worker::fetchCentralModel(central, 1, central_params, 3000ms);
+  auto version = client::fetchCentralModel(central, 1, central_params, 3000ms);
   REQUIRE(version.isOk());
   CHECK(*version >= 1);
   double err = 0;

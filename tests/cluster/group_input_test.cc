@@ -40,9 +40,9 @@ TEST_CASE("group PS: bad pushes get an error reply and a counter; training goes 
   testing::MiniCluster cluster(testing::smallModel(), groupConfig());
   cluster.configure({{1, 4}}, 5);
   std::vector<float> params(cluster.params);
-  worker::GroupClient good(cluster.ctx, cluster.assignment(1, 5), 1, 5000ms);
+  client::GroupClient good(cluster.ctx, cluster.assignment(1, 5), 1, 5000ms);
   // The group fetches its model from the central PS first; pull until it has one.
-  auto pulled = testing::pullWhenReady(good, params);
+  auto pulled = testbed::pullWhenReady(good, params);
   REQUIRE(pulled.isOk());
   const std::vector<float> before = params;
 
@@ -112,9 +112,9 @@ TEST_CASE("group PS: a member that misses the deadline does not block; its late 
   testing::MiniCluster cluster(testing::smallModel(), groupConfig());
   cluster.configure({{1, 4}, {2, 6}}, 1, 1, /*deadline_ms=*/200);
   std::vector<float> pa(cluster.params), pb(cluster.params);
-  worker::GroupClient a(cluster.ctx, cluster.assignment(1, 1), 1, 5000ms);
-  worker::GroupClient b(cluster.ctx, cluster.assignment(2, 1), 1, 5000ms);
-  auto ra = testing::pullWhenReady(a, pa);
+  client::GroupClient a(cluster.ctx, cluster.assignment(1, 1), 1, 5000ms);
+  client::GroupClient b(cluster.ctx, cluster.assignment(2, 1), 1, 5000ms);
+  auto ra = testbed::pullWhenReady(a, pa);
   REQUIRE(ra.isOk());
   auto rb = b.pull(pb);  // b becomes an active member, so the step waits for it...
   REQUIRE(rb.isOk());

@@ -57,8 +57,8 @@ struct RawMember {
   }
 };
 
-worker::GroupClient member(testing::MiniCluster& c, std::uint64_t worker) {
-  worker::GroupClient client(c.ctx, c.assignment(worker, 1), 1, 5000ms);
+client::GroupClient member(testing::MiniCluster& c, std::uint64_t worker) {
+  client::GroupClient client(c.ctx, c.assignment(worker, 1), 1, 5000ms);
   client.setPartBytes(kPartBytes);
   return client;
 }
@@ -94,7 +94,7 @@ TEST_CASE(
   c.configure({{1, 1}}, 1, 1000);
   auto client = member(c, 1);
   std::vector<float> params(kParams);
-  auto pulled = testing::pullWhenReady(client, params);
+  auto pulled = testbed::pullWhenReady(client, params);
   REQUIRE(pulled.isOk());
   RawMember raw(c);
   auto parts = pushParts(1, pulled->step, 3.0f);
@@ -134,7 +134,7 @@ TEST_CASE(
   c.configure({{1, 1}}, 1, 1000);
   auto client = member(c, 1);
   std::vector<float> params(kParams);
-  auto pulled = testing::pullWhenReady(client, params);
+  auto pulled = testbed::pullWhenReady(client, params);
   REQUIRE(pulled.isOk());
   RawMember raw(c);
   OutMessage out(1, 1);
@@ -173,7 +173,7 @@ TEST_CASE(
   auto slow = member(c, 1);
   auto fast = member(c, 2);
   std::vector<float> p1(kParams), p2(kParams);
-  auto pulled = testing::pullWhenReady(slow, p1);
+  auto pulled = testbed::pullWhenReady(slow, p1);
   REQUIRE(pulled.isOk());
   REQUIRE(fast.pull(p2).isOk());
   RawMember raw(c);
@@ -217,7 +217,7 @@ TEST_CASE(
   std::uint64_t step = 0;
   for (std::uint64_t w = 1; w <= 3; ++w) {
     auto client = member(c, w);
-    auto pulled = testing::pullWhenReady(client, params);
+    auto pulled = testbed::pullWhenReady(client, params);
     REQUIRE(pulled.isOk());
     step = pulled->step;
   }
@@ -286,10 +286,10 @@ TEST_CASE(
   group.quarantine_after = 100;
   testing::MiniCluster c(central, group);
   c.configure({{1, 1}}, 1, 1000);
-  worker::GroupClient client(c.ctx, c.assignment(1, 1), 1, 5000ms);
+  client::GroupClient client(c.ctx, c.assignment(1, 1), 1, 5000ms);
   client.setPartBytes(kBigPart);
   std::vector<float> params(kBig);
-  auto pulled = testing::pullWhenReady(client, params);
+  auto pulled = testbed::pullWhenReady(client, params);
   REQUIRE(pulled.isOk());
 
   auto grad = std::make_shared<std::vector<float>>(kBig, 0.5f);  // norm 224: under the bound

@@ -34,9 +34,9 @@ TEST_CASE("group PS: a member refused as bad N times is quarantined; the group t
   testing::MiniCluster cluster(testing::smallModel(), groupConfig(3));
   cluster.configure({{1, 4}, {2, 4}}, 5);
   std::vector<float> pa(cluster.params), pb(cluster.params);
-  worker::GroupClient good(cluster.ctx, cluster.assignment(1, 5), 1, 5000ms);
-  worker::GroupClient bad(cluster.ctx, cluster.assignment(2, 5), 1, 5000ms);
-  auto ra = testing::pullWhenReady(good, pa);
+  client::GroupClient good(cluster.ctx, cluster.assignment(1, 5), 1, 5000ms);
+  client::GroupClient bad(cluster.ctx, cluster.assignment(2, 5), 1, 5000ms);
+  auto ra = testbed::pullWhenReady(good, pa);
   REQUIRE(ra.isOk());
   REQUIRE(bad.pull(pb).isOk());  // active: the step would wait for it
   RpcClient raw(cluster.ctx, (*cluster.group)->endpoint(), MessageLimits{});
@@ -71,8 +71,8 @@ TEST_CASE("group PS: with quarantine_after 0 no number of bad updates quarantine
   testing::MiniCluster cluster(testing::smallModel(), groupConfig(0));
   cluster.configure({{1, 4}}, 5);
   std::vector<float> p(cluster.params);
-  worker::GroupClient good(cluster.ctx, cluster.assignment(1, 5), 1, 5000ms);
-  auto r = testing::pullWhenReady(good, p);
+  client::GroupClient good(cluster.ctx, cluster.assignment(1, 5), 1, 5000ms);
+  auto r = testbed::pullWhenReady(good, p);
   REQUIRE(r.isOk());
   RpcClient raw(cluster.ctx, (*cluster.group)->endpoint(), MessageLimits{});
   std::vector<float> nan_grad(cluster.params, std::numeric_limits<float>::quiet_NaN());
@@ -88,8 +88,8 @@ TEST_CASE("group PS: a replayed push and a push for an older step are refused an
   testing::MiniCluster cluster(testing::smallModel(), groupConfig(3));
   cluster.configure({{1, 4}}, 5);
   std::vector<float> p(cluster.params);
-  worker::GroupClient w(cluster.ctx, cluster.assignment(1, 5), 1, 5000ms);
-  auto r = testing::pullWhenReady(w, p);
+  client::GroupClient w(cluster.ctx, cluster.assignment(1, 5), 1, 5000ms);
+  auto r = testbed::pullWhenReady(w, p);
   REQUIRE(r.isOk());
   const std::uint64_t s0 = r->step;
   const std::vector<float> grad(cluster.params, 0.01f);

@@ -35,8 +35,8 @@ std::vector<Push> runMember(testing::MiniCluster& cluster, std::uint64_t id, int
                             std::atomic<std::uint64_t>& stop_at) {
   std::vector<Push> log;
   std::vector<float> params(cluster.params);
-  worker::GroupClient client(cluster.ctx, cluster.assignment(id, 1), 1, 15000ms);
-  auto pulled = testing::pullWhenReady(client, params, 5000ms);
+  client::GroupClient client(cluster.ctx, cluster.assignment(id, 1), 1, 15000ms);
+  auto pulled = testbed::pullWhenReady(client, params, 5000ms);
   if (!pulled) return log;
   std::uint64_t step = pulled->step;
   std::vector<float> grad(cluster.params, 0.001f);
@@ -70,10 +70,10 @@ struct Outcome {
 
 Outcome run(float cutoff, std::chrono::milliseconds pause) {
   testing::MiniCluster cluster(testing::smallModel(), groupConfig());
-  testing::GroupSettings s;
+  testbed::GroupSettings s;
   s.step_cutoff = cutoff;
   s.step_cutoff_late_fraction = 0.25f;  // one of four may be left behind
-  REQUIRE(cluster.InProcessCluster::configure(testing::numberedMembers(4, 4), s).isOk());
+  REQUIRE(cluster.InProcessCluster::configure(testbed::numberedMembers(4, 4), s).isOk());
   Outcome out;
   out.logs.resize(4);
   std::vector<std::thread> threads;

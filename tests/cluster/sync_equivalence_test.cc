@@ -36,21 +36,10 @@ Batch makeBatch(std::uint32_t worker, int step, std::uint32_t n) {
 
 kernels::OptimizerConfig inner() { return {kernels::OptimizerKind::kMomentum, 0.05f, 0.9f, 0.0f}; }
 
-// part_bytes: the size of the parts gradients, replicas, deltas and models travel in
-// (the MLP's 940,584 bytes are one message at the default).
-void checkSyncEquivalence(std::uint32_t part_bytes) {
-  centralps::CentralConfig ccfg;
-  ccfg.model = kernels::ModelKind::kMlp;
-  ccfg.seed = 42;
-  ccfg.part_bytes = part_bytes;
-  groupps::GroupServerConfig gcfg;
-  gcfg.optimizer = inner();
-  gcfg.exchange_period = 1;
-  gcfg.part_bytes = part_bytes;
-  testing::MiniCluster cluster(ccfg, gcfg);
-  cluster.configure({{1, kBatches[0]}, {2, kBatches[1]}, {3, kBatches[2]}}, 1);
-
-  // Three workers on threads, each with its own model instance (models keep scratch).
+// Three members on threads, each with its own model instance (models keep scratch), train
+// kSteps steps in the group; their final replicas.
+std::vector<std::vector<float>> trainInGroup(testing::MiniCluster& cluster,
+                                             std::uint32_t part_bytes) {
   std::vector<std::vector<float>> finals(3);
   std::vector<std::thread> threads;
   // A member counts in a step once it has pulled: all pull before anyone pushes, so
@@ -59,10 +48,10 @@ void checkSyncEquivalence(std::uint32_t part_bytes) {
   for (std::uint32_t w = 0; w < 3; ++w) {
     threads.emplace_back([&, w] {
       auto model = kernels::makeModel(kernels::ModelKind::kMlp);
-      worker::GroupClient client(cluster.ctx, cluster.assignment(w + 1, 1), 1, 10000ms);
+      client::GroupClient client(cluster.ctx, cluster.assignment(w + 1, 1), 1, 10000ms);
       client.setPartBytes(part_bytes);
       std::vector<float> params(cluster.params), grad(cluster.params);
-      auto pulled = testing::pullWhenReady(client, params);
+      auto pulled = testbed::pullWhenReady(client, params);
       REQUIRE(pulled.isOk());
       std::uint64_t step = pulled->step;
       joined.arrive_and_wait();
@@ -78,8 +67,11 @@ void checkSyncEquivalence(std::uint32_t part_bytes) {
     });
   }
   for (auto& t : threads) t.join();
+  return finals;
+}
 
-  // The reference: one process, one optimizer, the concatenated batch.
+// The reference: one process, one optimizer, the concatenated batch.
+std::vector<float> trainReference() {
   auto model = kernels::makeModel(kernels::ModelKind::kMlp);
   std::vector<float> ref(model->paramCount()), grad(model->paramCount());
   model->init(ref, 42);
@@ -94,22 +86,19 @@ void checkSyncEquivalence(std::uint32_t part_bytes) {
     model->lossAndGrad(ref, all.x.data(), all.y.data(), all.y.size(), grad);
     opt.step(ref, grad);
   }
+  return ref;
+}
 
-  REQUIRE(finals[0].size() == ref.size());
-  CHECK(finals[0] == finals[1]);  // every member gets the same replica, bit for bit
-  CHECK(finals[0] == finals[2]);
-  double max_err = 0, max_move = 0;
-  std::vector<float> init(ref.size());
-  model->init(init, 42);
-  for (std::size_t i = 0; i < ref.size(); ++i) {
-    max_err = std::max(max_err, static_cast<double>(std::fabs(finals[0][i] - ref[i])));
-    max_move = std::max(max_move, static_cast<double>(std::fabs(ref[i] - init[i])));
+double maxAbsDifference(const std::vector<float>& a, const std::vector<float>& b) {
+  double most = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    most = std::max(most, static_cast<double>(std::fabs(a[i] - b[i])));
   }
-  MESSAGE("max |group - reference| = " << max_err << ", max parameter movement " << max_move);
-  CHECK(max_move > 1e-3);  // training actually moved the parameters
-  CHECK(max_err < 1e-5);
+  return most;
+}
 
-  // After a flush the central model holds the same parameters.
+// After a flush the central model holds the reference's parameters.
+void checkCentralAfterFlush(testing::MiniCluster& cluster, const std::vector<float>& ref) {
   auto stats = cluster.flush();
   auto gs = stats.header().getBody().getGroupStats();
   CHECK(gs.getSamplesReceived() == kSteps * (8 + 16 + 24));
@@ -117,17 +106,42 @@ void checkSyncEquivalence(std::uint32_t part_bytes) {
   CHECK(gs.getSamplesInFlight() == 0);
   RpcClient central(cluster.ctx, (*cluster.central)->endpoint(), MessageLimits{});
   std::vector<float> central_params(ref.size());
-  auto version = worker::fetchCentralModel(central, 1, central_params, 3000ms);
+  auto version = client::fetchCentralModel(central, 1, central_params, 3000ms);
   REQUIRE(version.isOk());
   // Exchanges never block the members: a step that closes while a delta is in flight
   // rides in the next delta, so there are at most kSteps central versions.
   CHECK(*version >= 1);
   CHECK(*version <= kSteps);
-  double central_err = 0;
-  for (std::size_t i = 0; i < ref.size(); ++i) {
-    central_err = std::max(central_err, static_cast<double>(std::fabs(central_params[i] - ref[i])));
-  }
-  CHECK(central_err < 1e-5);
+  CHECK(maxAbsDifference(central_params, ref) < 1e-5);
+}
+
+// part_bytes: the size of the parts gradients, replicas, deltas and models travel in
+// (the MLP's 940,584 bytes are one message at the default).
+void checkSyncEquivalence(std::uint32_t part_bytes) {
+  centralps::CentralConfig ccfg;
+  ccfg.model = kernels::ModelKind::kMlp;
+  ccfg.seed = 42;
+  ccfg.part_bytes = part_bytes;
+  groupps::GroupServerConfig gcfg;
+  gcfg.optimizer = inner();
+  gcfg.exchange_period = 1;
+  gcfg.part_bytes = part_bytes;
+  testing::MiniCluster cluster(ccfg, gcfg);
+  cluster.configure({{1, kBatches[0]}, {2, kBatches[1]}, {3, kBatches[2]}}, 1);
+
+  const std::vector<std::vector<float>> finals = trainInGroup(cluster, part_bytes);
+  const std::vector<float> ref = trainReference();
+  REQUIRE(finals[0].size() == ref.size());
+  CHECK(finals[0] == finals[1]);  // every member gets the same replica, bit for bit
+  CHECK(finals[0] == finals[2]);
+  std::vector<float> init(ref.size());
+  kernels::makeModel(kernels::ModelKind::kMlp)->init(init, 42);
+  const double max_err = maxAbsDifference(finals[0], ref);
+  const double max_move = maxAbsDifference(ref, init);
+  MESSAGE("max |group - reference| = " << max_err << ", max parameter movement " << max_move);
+  CHECK(max_move > 1e-3);  // training actually moved the parameters
+  CHECK(max_err < 1e-5);
+  checkCentralAfterFlush(cluster, ref);
 }
 
 }  // namespace

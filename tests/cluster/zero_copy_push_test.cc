@@ -23,11 +23,11 @@ TEST_CASE("zero-copy push: a gradient written into gradientBuffer() trains like 
   testing::MiniCluster in_place(testing::smallModel(), sgd(0.5f)), copied(testing::smallModel(), sgd(0.5f));
   in_place.configure({{1, 4}}, 1, 1000);
   copied.configure({{1, 4}}, 1, 1000);
-  worker::GroupClient a(in_place.ctx, in_place.assignment(1, 1), 1, 5000ms);
-  worker::GroupClient b(copied.ctx, copied.assignment(1, 1), 1, 5000ms);
+  client::GroupClient a(in_place.ctx, in_place.assignment(1, 1), 1, 5000ms);
+  client::GroupClient b(copied.ctx, copied.assignment(1, 1), 1, 5000ms);
   std::vector<float> pa(in_place.params), pb(copied.params);
-  auto sa = testing::pullWhenReady(a, pa);
-  auto sb = testing::pullWhenReady(b, pb);
+  auto sa = testbed::pullWhenReady(a, pa);
+  auto sb = testbed::pullWhenReady(b, pb);
   REQUIRE(sa.isOk());
   REQUIRE(sb.isOk());
   REQUIRE(pa == pb);

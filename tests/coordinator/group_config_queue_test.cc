@@ -239,8 +239,8 @@ TEST_CASE("coordinator: a slow group PS delays only the registrations that need 
   std::atomic<bool> stop{false};
   auto summary = std::async(std::launch::async, [&] { return (*coordinator)->run(stop); });
 
-  worker::CoordinatorClient eval(ctx, (*coordinator)->endpoint(), cfg.job_id, milliseconds(3000));
-  auto me = eval.registerAs(worker::Role::kEvaluator, "eval");
+  client::CoordinatorClient eval(ctx, (*coordinator)->endpoint(), cfg.job_id, milliseconds(3000));
+  auto me = eval.registerAs(client::Role::kEvaluator, "eval");
   REQUIRE(me.isOk());
   std::atomic<bool> registering{true};
   std::atomic<int> failures{0}, during{0};
@@ -259,9 +259,9 @@ TEST_CASE("coordinator: a slow group PS delays only the registrations that need 
 
   // Two trainers at once: the second's configuration waits behind the first's.
   auto join = [&](const char* name) {
-    worker::CoordinatorClient c(ctx, (*coordinator)->endpoint(), cfg.job_id, milliseconds(10000));
+    client::CoordinatorClient c(ctx, (*coordinator)->endpoint(), cfg.job_id, milliseconds(10000));
     const auto t0 = steady_clock::now();
-    auto a = c.registerAs(worker::Role::kTrainer, name);
+    auto a = c.registerAs(client::Role::kTrainer, name);
     const auto took = steady_clock::now() - t0;
     if (a.isOk()) (void)c.leave(*a, 0, 0);
     return std::make_pair(a.isOk(), took);

@@ -90,8 +90,8 @@ TEST_CASE("coordinator: heartbeats are answered while a slow checkpoint is writt
       std::async(std::launch::async, [&] { return (*coordinator)->run(stop); });
 
   // An evaluator heartbeats every 50 ms; each answer must come quickly.
-  worker::CoordinatorClient client(ctx, (*coordinator)->endpoint(), cfg.job_id, milliseconds(3000));
-  auto me = client.registerAs(worker::Role::kEvaluator, "eval");
+  client::CoordinatorClient client(ctx, (*coordinator)->endpoint(), cfg.job_id, milliseconds(3000));
+  auto me = client.registerAs(client::Role::kEvaluator, "eval");
   REQUIRE(me.isOk());
   std::atomic<bool> checkpoint_done{false};
   milliseconds slowest{0};

@@ -58,6 +58,7 @@ TEST_CASE("kernel contracts: mismatched sizes abort with the contract named") {
       {"axpy", [&] { axpy(1.0f, three, four); }},
       {"copy", [&] { copy(three, four); }},
       {"subtract", [&] { subtract(four, three, out); }},
+      {"rebase", [&] { rebase(four, four, three, out); }},
       {"weightedSum", [&] {
          const std::vector<std::span<const float>> in = {three};
          const std::vector<float> w = {1.0f};

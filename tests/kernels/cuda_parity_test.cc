@@ -120,6 +120,33 @@ TEST_CASE("cuda parity: scale, axpy and subtract match the CPU on odd sizes" *
   }
 }
 
+TEST_CASE("cuda parity: rebase with and without a cut matches the CPU on odd sizes" *
+          doctest::skip(noGpu())) {
+  for (std::size_t n : kSizes) {
+    for (std::size_t off : kOffsets) {
+      CAPTURE(n);
+      CAPTURE(off);
+      const auto central = randomVector(n, 1 + n), base = randomVector(n, 2 + n),
+                 cut = randomVector(n, 3 + n), start = randomVector(n, 4 + n);
+      std::vector<float> mag(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        mag[i] = std::fabs(central[i]) + std::fabs(base[i]) + std::fabs(cut[i]) +
+                 std::fabs(start[i]);
+      }
+      Dev dc = toDevice(central, off), db = toDevice(base, off), dk = toDevice(cut, 0);
+      for (const bool with_cut : {false, true}) {
+        CAPTURE(with_cut);
+        auto want = start;
+        rebase(central, base, with_cut ? std::span<const float>(cut) : std::span<const float>(),
+               want);
+        Dev dr = toDevice(start, off);
+        requireOk(cuda::rebase(dc.ptr(), db.ptr(), with_cut ? dk.ptr() : nullptr, dr.ptr(), n));
+        expectClose(toHost(dr), want, kRel, &mag);
+      }
+    }
+  }
+}
+
 TEST_CASE("cuda parity: weightedSum of 0, 1, 8 and 20 inputs matches the CPU" *
           doctest::skip(noGpu())) {
   for (std::size_t n : {std::size_t{0}, std::size_t{7}, std::size_t{4099}, std::size_t{300'001}}) {

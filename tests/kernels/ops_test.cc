@@ -47,6 +47,25 @@ TEST_CASE("ops: scale, axpy, copy, subtract match a naive loop at odd sizes") {
   }
 }
 
+TEST_CASE("ops: rebase matches a plain loop, with and without a cut, at odd sizes") {
+  std::vector<std::size_t> sizes(std::begin(kSizes), std::end(kSizes));
+  sizes.push_back(kBig);  // split across threads
+  for (std::size_t n : sizes) {
+    CAPTURE(n);
+    const auto central = randomVector(n, 1 + n), base = randomVector(n, 2 + n),
+               cut = randomVector(n, 3 + n), start = randomVector(n, 4 + n);
+    auto plain = start, with_cut = start;
+    rebase(central, base, {}, plain);
+    rebase(central, base, cut, with_cut);
+    std::size_t differ = 0;  // the same float operations in the same order: bit for bit
+    for (std::size_t i = 0; i < n; ++i) {
+      differ += plain[i] != central[i] + (start[i] - base[i]);
+      differ += with_cut[i] != central[i] + ((start[i] - base[i]) - cut[i]);
+    }
+    CHECK(differ == 0);
+  }
+}
+
 TEST_CASE("ops: subtract and axpy may run in place") {
   auto a = randomVector(37, 5);
   auto b = randomVector(37, 6);

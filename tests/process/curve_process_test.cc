@@ -95,18 +95,18 @@ TEST_CASE("curve: keyed training completes; unknown keys, plaintext and impostor
     // The impostor holds w2's allowed key and claims w1's id.
     zmq::context_t ctx(1);
     const CurveKeys w2_keys = keysOf(dir, "w2");
-    worker::CoordinatorClient coord(ctx, ep, 1, 5000ms, w2_keys);
-    auto tool = coord.registerAs(worker::Role::kTool, "impostor");  // its own, honest identity
+    client::CoordinatorClient coord(ctx, ep, 1, 5000ms, w2_keys);
+    auto tool = coord.registerAs(client::Role::kTool, "impostor");  // its own, honest identity
     REQUIRE(tool.isOk());
-    worker::Assignment as_w1 = *tool;
+    client::Assignment as_w1 = *tool;
     as_w1.worker_id = w1_id;
     as_w1.epoch = ~0ull >> 1;
     auto hb = coord.heartbeat(as_w1, {});
     CHECK(hb.status().code() == Code::kPermissionDenied);
-    auto re = coord.registerAs(worker::Role::kTrainer, "impostor", w1_id);
+    auto re = coord.registerAs(client::Role::kTrainer, "impostor", w1_id);
     CHECK(re.status().code() == Code::kPermissionDenied);
     CHECK(coord.leave(as_w1, 0, 0).code() == Code::kPermissionDenied);
-    worker::GroupClient group(ctx, as_w1, 1, 5000ms, {}, w2_keys);
+    client::GroupClient group(ctx, as_w1, 1, 5000ms, {}, w2_keys);
     std::vector<float> params(as_w1.param_count), grad(as_w1.param_count, 0.0f);
     auto pushed = group.push(1, grad, 8, 0.5f, 1.0f, params);
     CHECK(pushed.status().code() == Code::kPermissionDenied);

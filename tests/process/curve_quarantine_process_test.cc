@@ -40,8 +40,8 @@ int registerFromChild(const std::string &ep, const CurveKeys &keys,
     int code = 99;
     {
       zmq::context_t ctx(1);
-      worker::CoordinatorClient coord(ctx, ep, 1, 5000ms, keys);
-      auto a = coord.registerAs(worker::Role::kTool, name);
+      client::CoordinatorClient coord(ctx, ep, 1, 5000ms, keys);
+      auto a = coord.registerAs(client::Role::kTool, name);
       code = a ? 0 : static_cast<int>(a.status().code());
       if (a)
         (void)coord.leave(*a, 0, 0);
@@ -90,10 +90,10 @@ TEST_CASE("faults: a worker quarantined under CURVE cannot come back under a "
   const CurveKeys bad_keys = keysOf(dir, "bad");
   {
     zmq::context_t ctx(1);
-    worker::CoordinatorClient coord(ctx, ep, 1, 5000ms, bad_keys);
-    auto a = coord.registerAs(worker::Role::kTrainer, "bad");
+    client::CoordinatorClient coord(ctx, ep, 1, 5000ms, bad_keys);
+    auto a = coord.registerAs(client::Role::kTrainer, "bad");
     REQUIRE(a.isOk());
-    worker::GroupClient group(ctx, *a, 1, 5000ms, {}, bad_keys);
+    client::GroupClient group(ctx, *a, 1, 5000ms, {}, bad_keys);
     std::vector<float> params(a->param_count);
     std::vector<float> nan_grad(a->param_count, std::nanf(""));
     auto pulled = group.pull(params);

@@ -188,9 +188,9 @@ TEST_CASE(
   // Job a's PSes refuse messages carrying job b's id; a's own id passes.
   {
     zmq::context_t ctx(1);
-    worker::CoordinatorClient probe(ctx, frontEndpoint(dir), 1, 5000ms);
+    client::CoordinatorClient probe(ctx, frontEndpoint(dir), 1, 5000ms);
     probe.joinJob("a");
-    auto assigned = probe.registerAs(worker::Role::kTool, "cross-job-probe");
+    auto assigned = probe.registerAs(client::Role::kTool, "cross-job-probe");
     REQUIRE(assigned.isOk());
     CHECK(probe.jobId() == a["id"].get<std::uint64_t>());
     const std::uint64_t other = b["id"].get<std::uint64_t>();
@@ -198,15 +198,15 @@ TEST_CASE(
     limits.job_id = other;
     RpcClient central(ctx, assigned->central_endpoint, limits);
     std::vector<float> params(assigned->param_count);
-    auto fetched = worker::fetchCentralModel(central, other, params, 5000ms);
+    auto fetched = client::fetchCentralModel(central, other, params, 5000ms);
     REQUIRE(!fetched.isOk());
     CHECK(fetched.status().code() == Code::kPermissionDenied);
     MessageLimits own;
     own.job_id = probe.jobId();
     RpcClient central_own(ctx, assigned->central_endpoint, own);
-    CHECK(worker::fetchCentralModel(central_own, probe.jobId(), params, 5000ms).isOk());
+    CHECK(client::fetchCentralModel(central_own, probe.jobId(), params, 5000ms).isOk());
     REQUIRE(!assigned->group_endpoint.empty());
-    worker::GroupClient intruder(ctx, *assigned, other, 5000ms);
+    client::GroupClient intruder(ctx, *assigned, other, 5000ms);
     std::vector<float> grad(assigned->param_count, 0.01f);
     auto pushed = intruder.push(0, std::span<const float>(grad), 8, 1.0f, 1.0f, params);
     REQUIRE(!pushed.isOk());

@@ -7,6 +7,7 @@
 #include "groupsgd/worker/options.h"
 
 using namespace groupsgd;
+using namespace groupsgd::client;
 using namespace groupsgd::worker;
 
 TEST_CASE(

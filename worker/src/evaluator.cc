@@ -7,7 +7,7 @@
 #include "groupsgd/dataset/idx.h"
 #include "groupsgd/kernels/model.h"
 #include "groupsgd/worker/trainer.h"
-#include "registration.h"
+#include "groupsgd/worker/registration.h"
 
 namespace groupsgd::worker {
 
@@ -39,16 +39,16 @@ int runEvaluator(zmq::context_t& ctx, const WorkerOptions& opts,
     return 2;
   }
   const auto timeout = std::chrono::milliseconds(opts.timeout_ms);
-  CoordinatorClient coord(ctx, opts.coordinator, opts.job_id, timeout, opts.curve);
+  client::CoordinatorClient coord(ctx, opts.coordinator, opts.job_id, timeout, opts.curve);
   coord.joinJob(opts.job);
-  auto assigned = registerWithRetry(coord, Role::kEvaluator, opts, interrupted,
+  auto assigned = registerWithRetry(coord, client::Role::kEvaluator, opts, interrupted,
                                     std::chrono::milliseconds(opts.connect_timeout_ms));
   if (!assigned) {
     if (assigned.status().code() == Code::kFinished) return 0;  // came after the end
     GSGD_ERROR(assigned.status().toString());
     return 1;
   }
-  Assignment a = *assigned;
+  client::Assignment a = *assigned;
   log::setThreadTag("evaluator");
   kernels::ModelKind kind;
   if (!kernels::parseModelKind(a.model, &kind)) {
@@ -65,12 +65,12 @@ int runEvaluator(zmq::context_t& ctx, const WorkerOptions& opts,
   auto central =
       std::make_unique<RpcClient>(ctx, a.central_endpoint, limits, clientSocketOptions(opts.curve));
   std::vector<float> params(a.param_count);
-  HeartbeatStats st;
+  client::HeartbeatStats st;
   std::uint64_t evaluated = ~0ull;
   int failures = 0;
   while (!interrupted.load()) {
     const auto t0 = std::chrono::steady_clock::now();
-    auto version = fetchCentralModel(*central, coord.jobId(), params, timeout);
+    auto version = client::fetchCentralModel(*central, coord.jobId(), params, timeout);
     if (!version) {
       GSGD_WARN("cannot fetch the central model: " << version.status().toString());
       if (++failures > 20) return 1;
@@ -86,7 +86,7 @@ int runEvaluator(zmq::context_t& ctx, const WorkerOptions& opts,
     auto hb = coord.heartbeat(a, st);
     if (hb && hb->stop) break;
     if (hb && hb->reregister) {
-      auto again = registerWithRetry(coord, Role::kEvaluator, opts, interrupted,
+      auto again = registerWithRetry(coord, client::Role::kEvaluator, opts, interrupted,
                                      std::chrono::milliseconds(static_cast<std::int64_t>(opts.give_up_s * 1000)));
       if (!again) return again.status().code() == Code::kFinished ? 0 : 1;
       a = *again;

@@ -245,7 +245,7 @@ Result<WorkerOptions> parseWorkerOptions(const std::vector<std::string>& args) {
     const CheckedFlag& f = checkedFlags()[i];
     if (app.count(f.flag) > 0) GSGD_RETURN_IF_ERROR(f.convert(f.flag, texts[i], o));
   }
-  if (auto list = EndpointList::parse(o.coordinator); !o.coordinator.empty() && !list) {
+  if (auto list = client::EndpointList::parse(o.coordinator); !o.coordinator.empty() && !list) {
     return list.status();
   }
   if (o.backoff_max_ms < o.backoff_initial_ms) {

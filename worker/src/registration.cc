@@ -1,4 +1,4 @@
-#include "registration.h"
+#include "groupsgd/worker/registration.h"
 
 #include <algorithm>
 #include <thread>
@@ -12,7 +12,7 @@ BackoffPolicy backoffPolicy(const WorkerOptions& o) {
           std::chrono::milliseconds(o.backoff_max_ms), 0.2};
 }
 
-Result<Assignment> registerWithRetry(CoordinatorClient& coord, Role role, const WorkerOptions& o,
+Result<client::Assignment> registerWithRetry(client::CoordinatorClient& coord, client::Role role, const WorkerOptions& o,
                                      const std::atomic<bool>& interrupted,
                                      std::chrono::milliseconds patience) {
   using namespace std::chrono;

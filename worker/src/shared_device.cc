@@ -1,4 +1,4 @@
-#include "shared_device.h"
+#include "arbitrated_device.h"
 
 #include <thread>
 
@@ -47,21 +47,22 @@ Result<std::unique_ptr<SharedDevice>> SharedDevice::open(zmq::context_t& ctx,
     lease = std::make_unique<arbiter::LeaseClient>(ctx, opts.arbiter, opts.job_id, lo);
   }
   return std::unique_ptr<SharedDevice>(
-      new SharedDevice(opts, std::move(lock), std::move(sliced), std::move(lease),
-                       std::move(handoff_lock)));
+      new ArbitratedDevice(opts, std::move(lock), std::move(sliced), std::move(lease),
+                           std::move(handoff_lock)));
 }
 
-SharedDevice::SharedDevice(const WorkerOptions& opts, std::optional<arbiter::DeviceLock> lock,
-                           std::optional<arbiter::TimeSlicedDevice> sliced,
-                           std::unique_ptr<arbiter::LeaseClient> lease,
-                           std::optional<arbiter::DeviceLock> handoff_lock)
+ArbitratedDevice::ArbitratedDevice(const WorkerOptions& opts,
+                                   std::optional<arbiter::DeviceLock> lock,
+                                   std::optional<arbiter::TimeSlicedDevice> sliced,
+                                   std::unique_ptr<arbiter::LeaseClient> lease,
+                                   std::optional<arbiter::DeviceLock> handoff_lock)
     : opts_(opts),
       lock_(std::move(lock)),
       handoff_lock_(std::move(handoff_lock)),
       sliced_(std::move(sliced)),
       lease_(std::move(lease)) {}
 
-double SharedDevice::acquire(std::uint64_t worker_id, std::uint64_t step) {
+double ArbitratedDevice::acquire(std::uint64_t worker_id, std::uint64_t step) {
   const auto t0 = Clock::now();
   worker_id_ = worker_id;
   if (lease_ && (!arbiter_down_ || t0 >= retry_at_)) {
@@ -97,7 +98,7 @@ double SharedDevice::acquire(std::uint64_t worker_id, std::uint64_t step) {
   return msSince(t0);
 }
 
-void SharedDevice::spend(double device_ms) {
+void ArbitratedDevice::spend(double device_ms) {
   if (sliced_) {
     sliced_->spend(device_ms);
   } else if (device_ms > 0) {
@@ -105,7 +106,7 @@ void SharedDevice::spend(double device_ms) {
   }
 }
 
-void SharedDevice::release() {
+void ArbitratedDevice::release() {
   if (lock_) lock_->unlock();
   if (handoff_held_) {
     handoff_lock_->unlock();

@@ -15,8 +15,8 @@
 #include "groupsgd/kernels/model.h"
 #include "groupsgd/kernels/model_device.h"
 #include "groupsgd/worker/step_watch.h"
-#include "registration.h"
-#include "shared_device.h"
+#include "groupsgd/worker/registration.h"
+#include "groupsgd/worker/shared_device.h"
 
 namespace groupsgd::worker {
 namespace {
@@ -44,7 +44,7 @@ constexpr std::size_t kReportedSteps = 32;
 // heartbeat costs no shifting of older entries.
 class RecentSteps {
  public:
-  void add(const StepTiming& step) {
+  void add(const client::StepTiming& step) {
     ring_[(first_ + count_) % ring_.size()] = step;
     if (count_ < ring_.size()) {
       ++count_;
@@ -53,8 +53,8 @@ class RecentSteps {
     }
   }
   // The steps, oldest first; the ring is empty afterwards.
-  std::vector<StepTiming> take() {
-    std::vector<StepTiming> out;
+  std::vector<client::StepTiming> take() {
+    std::vector<client::StepTiming> out;
     out.reserve(count_);
     for (std::size_t i = 0; i < count_; ++i) out.push_back(ring_[(first_ + i) % ring_.size()]);
     first_ = count_ = 0;
@@ -62,7 +62,7 @@ class RecentSteps {
   }
 
  private:
-  std::array<StepTiming, kReportedSteps> ring_{};
+  std::array<client::StepTiming, kReportedSteps> ring_{};
   std::size_t first_ = 0, count_ = 0;
 };
 
@@ -98,9 +98,9 @@ class Trainer {
   int run();
 
  private:
-  bool adopt(const Assignment& a);          // new group client, sampler, batch
+  bool adopt(const client::Assignment& a);          // new group client, sampler, batch
   bool register_(std::uint64_t keep_id);    // (re)register; keep_id 0 = as a new worker
-  bool follow(const StepAnswer& ans);       // obey a directive; false = stop training
+  bool follow(const client::StepAnswer& ans);       // obey a directive; false = stop training
   // The group PS did not answer: ask the coordinator where to go (a failed group's
   // members are moved), or register again once a lost head is back. False = give up.
   bool recover(const Status& why);
@@ -139,10 +139,10 @@ class Trainer {
   dataset::Dataset data_;
   SpeedSchedule schedule_;
   std::unique_ptr<SharedDevice> device_;  // --shared-device (null: a device of its own)
-  CoordinatorClient coord_;
-  Assignment a_;
+  client::CoordinatorClient coord_;
+  client::Assignment a_;
   std::unique_ptr<kernels::Model> model_;
-  std::unique_ptr<GroupClient> group_;
+  std::unique_ptr<client::GroupClient> group_;
   std::unique_ptr<dataset::ShardSampler> sampler_;
   std::vector<float> params_;
   std::uint32_t batch_ = 0;
@@ -166,7 +166,7 @@ class Trainer {
   std::uniform_real_distribution<double> uniform_{0.0, 1.0};
 };
 
-bool Trainer::adopt(const Assignment& a) {
+bool Trainer::adopt(const client::Assignment& a) {
   kernels::ModelKind kind;
   if (!kernels::parseModelKind(a.model, &kind)) {
     GSGD_ERROR("the daemon trains model '" << a.model << "', unknown to this worker");
@@ -203,7 +203,7 @@ bool Trainer::adopt(const Assignment& a) {
     return false;
   }
   if (device_) device_->setJobId(coord_.jobId());
-  group_ = std::make_unique<GroupClient>(ctx_, a, coord_.jobId(),
+  group_ = std::make_unique<client::GroupClient>(ctx_, a, coord_.jobId(),
                                          std::chrono::milliseconds(opts_.timeout_ms), *spec,
                                          opts_.curve);
   batch_ = a.batch_size;
@@ -230,8 +230,8 @@ bool Trainer::register_(std::uint64_t keep_id) {
   const auto patience = a_.worker_id == 0 ? std::chrono::milliseconds(opts_.connect_timeout_ms)
                                           : giveUp();
   auto assigned = keep_id != 0
-                      ? coord_.registerAs(Role::kTrainer, opts_.name, keep_id, {}, a_.epoch)
-                      : registerWithRetry(coord_, Role::kTrainer, opts_, interrupted_, patience);
+                      ? coord_.registerAs(client::Role::kTrainer, opts_.name, keep_id, {}, a_.epoch)
+                      : registerWithRetry(coord_, client::Role::kTrainer, opts_, interrupted_, patience);
   if (!assigned) {
     if (assigned.status().code() == Code::kQuarantined) quarantined_ = true;
     if (assigned.status().code() == Code::kFinished) {
@@ -253,7 +253,7 @@ bool Trainer::register_(std::uint64_t keep_id) {
 bool Trainer::recover(const Status& why) {
   GSGD_WARN("group PS " << a_.group_endpoint << " silent (" << why.message()
                         << "); asking the coordinator");
-  auto again = coord_.registerAs(Role::kTrainer, opts_.name, a_.worker_id, {}, a_.epoch);
+  auto again = coord_.registerAs(client::Role::kTrainer, opts_.name, a_.worker_id, {}, a_.epoch);
   if (again) {
     if (again->group_endpoint != a_.group_endpoint || again->epoch != a_.epoch) {
       GSGD_INFO("reassigned after a failure of group " << a_.group_id);
@@ -310,15 +310,15 @@ bool Trainer::onGroupFailure(const Status& why) {
   return ok;
 }
 
-bool Trainer::follow(const StepAnswer& ans) {
+bool Trainer::follow(const client::StepAnswer& ans) {
   if (ans.batch_size != 0) batch_ = ans.batch_size;
   switch (ans.directive) {
-    case Directive::kContinue: return true;
-    case Directive::kStop:
+    case client::Directive::kContinue: return true;
+    case client::Directive::kStop:
       GSGD_INFO("drained by the coordinator");
       stop_ = true;
       return false;
-    case Directive::kReassign:
+    case client::Directive::kReassign:
       GSGD_INFO("moved by a regroup; fetching the new assignment");
       if (!register_(a_.worker_id) && (quarantined_ || run_over_ || !register_(0))) stop_ = true;
       return false;
@@ -438,7 +438,7 @@ Trainer::Next Trainer::pushGradient(Loop& loop, std::uint32_t batch, double comp
 }
 
 Trainer::Next Trainer::heartbeat(Loop& loop, std::uint32_t batch, bool early) {
-  const HeartbeatStats st{.samples_trained = samples_trained_,
+  const client::HeartbeatStats st{.samples_trained = samples_trained_,
                           .steps = steps_,
                           .last_loss = loop.last_loss,
                           .compute_ms = loop.window.mean(loop.window.compute_ms),

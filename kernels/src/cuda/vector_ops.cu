@@ -90,6 +90,32 @@ struct AxpyOp {
   }
 };
 
+// replica = central + ((replica - base) - cut); cut null: no cut term.
+struct RebaseOp {
+  const float* central;
+  const float* base;
+  const float* cut;
+  float* replica;
+  __device__ float at(float c, float r, float b, float k) const { return c + ((r - b) - k); }
+  __device__ void one(std::size_t i) const {
+    replica[i] = cut ? at(central[i], replica[i], base[i], cut[i])
+                     : central[i] + (replica[i] - base[i]);
+  }
+  __device__ void vec4(std::size_t i) const {
+    const float4 c = reinterpret_cast<const float4*>(central)[i];
+    const float4 b = reinterpret_cast<const float4*>(base)[i];
+    float4 r = reinterpret_cast<float4*>(replica)[i];
+    if (cut) {
+      const float4 k = reinterpret_cast<const float4*>(cut)[i];
+      r = make_float4(at(c.x, r.x, b.x, k.x), at(c.y, r.y, b.y, k.y), at(c.z, r.z, b.z, k.z),
+                      at(c.w, r.w, b.w, k.w));
+    } else {
+      r = make_float4(c.x + (r.x - b.x), c.y + (r.y - b.y), c.z + (r.z - b.z), c.w + (r.w - b.w));
+    }
+    reinterpret_cast<float4*>(replica)[i] = r;
+  }
+};
+
 struct SubtractOp {
   const float* a;
   const float* b;
@@ -318,6 +344,13 @@ KernelStatus axpy(float a, const float* x, float* y, std::size_t n) {
 KernelStatus subtract(const float* a, const float* b, float* out, std::size_t n) {
   const bool vec = aligned(a, 16) && aligned(b, 16) && aligned(out, 16);
   return launchMap(SubtractOp{a, b, out}, n, vec, "cuda::subtract");
+}
+
+KernelStatus rebase(const float* central, const float* base, const float* cut, float* replica,
+                    std::size_t n) {
+  const bool vec = aligned(central, 16) && aligned(base, 16) && aligned(replica, 16) &&
+                   (cut == nullptr || aligned(cut, 16));
+  return launchMap(RebaseOp{central, base, cut, replica}, n, vec, "cuda::rebase");
 }
 
 KernelStatus weightedSum(std::span<const float* const> inputs, std::span<const float> weights,

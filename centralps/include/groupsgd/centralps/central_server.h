@@ -79,6 +79,21 @@ class CentralServer {
   // A delta whole (delta = nullptr: viewed in msg) or assembled from parts.
   void onDeltaPush(const zmq::message_t& from, const InMessage& msg,
                    const TensorView* delta = nullptr, double squares = 0);
+  // Its steps: checkDelta (sender, base version, shape: refused with an error reply),
+  // whyNotMerge (not finite, too long, too stale: answered with the model, not merged),
+  // mergeWeight (staleness and sample weighting), the merge (mergeAndStreamReply when
+  // the model goes in parts) and countMerged.
+  Result<TensorView> checkDelta(const InMessage& msg, const TensorView* assembled) const;
+  std::string whyNotMerge(const TensorView& delta, double squares, std::uint64_t tau);
+  struct MergeWeight {
+    float weight = 1.0f;
+    double tau = 0;  // the staleness the weight was computed from (versions or samples)
+  };
+  MergeWeight mergeWeight(std::uint64_t base_version, std::uint64_t tau, std::uint64_t samples,
+                          std::uint32_t steps);
+  Status mergeAndStreamReply(const zmq::message_t& from, const TensorView& delta, float weight,
+                             std::uint64_t tau);
+  void countMerged(std::uint64_t samples, std::uint64_t tau);
   void onPart(const zmq::message_t& from, InMessage&& msg);
   void sendModel(const zmq::message_t& from, bool applied, const std::string& reason,
                  std::uint64_t tau, float weight);

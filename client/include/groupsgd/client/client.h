@@ -20,7 +20,7 @@
 #include "groupsgd/common/status.h"
 #include "groupsgd/common/transport.h"
 
-namespace groupsgd::worker {
+namespace groupsgd::client {
 
 enum class Role { kTrainer, kEvaluator, kTool, kNode };
 
@@ -217,4 +217,4 @@ Result<std::uint64_t> fetchCentralModel(RpcClient& central, std::uint64_t job_id
                                         std::span<float> params,
                                         std::chrono::milliseconds timeout);
 
-}  // namespace groupsgd::worker
+}  // namespace groupsgd::client

@@ -10,7 +10,7 @@
 
 #include "groupsgd/common/status.h"
 
-namespace groupsgd::worker {
+namespace groupsgd::client {
 
 class EndpointList {
 public:
@@ -31,4 +31,4 @@ private:
   std::size_t at_ = 0;
 };
 
-} // namespace groupsgd::worker
+} // namespace groupsgd::client

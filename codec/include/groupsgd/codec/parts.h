@@ -61,6 +61,12 @@ class PartAssembler {
   double squares_ = 0;
 };
 
+// The one tensor of a received message, in place: tensor 0 of a whole message (decoded
+// with decodePayload when compressed) or, when `assembled` is set, the tensor assembled
+// from its parts. Either must hold `elements` floats.
+Result<TensorView> viewReceivedTensor(const InMessage& msg, const TensorView* assembled,
+                                      std::size_t elements);
+
 }  // namespace groupsgd
 
 #include <chrono>

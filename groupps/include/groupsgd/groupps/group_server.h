@@ -81,6 +81,12 @@ class GroupServer {
   enum class PushCheck { kAnswered, kOpenStep, kLate };
   PushCheck validatePush(const zmq::message_t& from, const InMessage& msg,
                          std::uint64_t elements);
+  // Its steps: may this sender push now (quarantine, departure, membership, epoch,
+  // model; false: answered), is the tensor and batch well formed, where does its step
+  // fall (replay, future, late or open).
+  bool admitPusher(const zmq::message_t& from, const InMessage& msg, std::uint64_t elements);
+  Status checkPushShape(const InMessage& msg, std::uint64_t elements) const;
+  PushCheck placePush(const zmq::message_t& from, std::uint64_t worker, std::uint64_t step);
   // Drops a late push (its step closed): counted, answered with the current replica.
   void answerLate(const zmq::message_t& from, std::uint64_t worker, std::uint64_t step,
                   std::uint32_t batch);
@@ -117,6 +123,15 @@ class GroupServer {
 
   // The step.
   void maybeCloseStep(bool deadline_passed);
+  // Its steps: past the deadline with nothing whole, admit every waiting push; else
+  // count the closed step, build each waiting member's reply, step the replica (sending
+  // a replica in parts part by part) and send or finish the replies.
+  void admitStalledPushes();
+  Clock::time_point advanceStep(const StepBarrier::Closed& closed);
+  std::vector<OutMessage> stepReplies(Clock::time_point released);
+  void stepReplicaAndSend(std::vector<float>& replica, std::span<float> sum, float scale,
+                          std::vector<OutMessage>& replies);
+  void finishReplies(std::vector<OutMessage>&& replies);
   // The fixed deadline (step_deadline_ms after its first push) or, earlier, the cutoff's.
   Clock::time_point stepDeadline() const;
   Clock::time_point fixedDeadline() const;
@@ -127,9 +142,19 @@ class GroupServer {
   void excuseMissing(Clock::time_point closed_at);
 
   // Exchange with the central PS.
+  enum class CentralRequest { kNone, kFetch, kExchange };
   Status ensureCentral();
   void requestModel();
   void maybeExchange(bool force);
+  // A delta cut from the replica: `cut` (replica - base, kept for the rebase) and what
+  // goes on the wire, `encoded` when compressed, else `dense` (cut plus any residual).
+  struct OutgoingDelta {
+    std::shared_ptr<const std::vector<float>> cut;
+    std::shared_ptr<std::vector<float>> dense;
+    std::shared_ptr<std::vector<std::uint8_t>> encoded;
+  };
+  OutgoingDelta cutDelta(bool force);
+  Status sendDelta(OutgoingDelta&& delta);
   // Error-feedback progress not yet sent (top-k and sign delta compression): a flush is
   // answered only once it is handed over, like pending samples.
   bool residualLeft() const;
@@ -137,6 +162,18 @@ class GroupServer {
   // The central PS's answer, whole (received in one message or assembled from parts).
   // msg null: no readable answer (failure says why); assembled: the model's parts.
   void onCentralAnswer(const InMessage* msg, const Status& failure, const TensorView* assembled);
+  // What an answer did to the exchange: applied, or why not.
+  struct CentralOutcome {
+    bool applied = false;
+    std::string reason;
+  };
+  // Rebases on the answer's model, or (no usable model) gives a delta in flight up.
+  CentralOutcome takeCentralModel(const InMessage* msg, const Status& failure,
+                                  const TensorView* assembled, CentralRequest was);
+  CentralOutcome loseAnswer(CentralRequest was, std::string reason);
+  // replica = central + (replica - base - cut_delta), base = central (cut_delta may be null).
+  void rebaseOn(const TensorView& central, const std::vector<float>* cut_delta);
+  void finishExchange(const CentralOutcome& outcome);
   void checkExchangeTimeout();
   void rollOutLostDelta();
   void answerFlushWaiters();
@@ -210,16 +247,11 @@ class GroupServer {
   std::uint64_t base_version_ = 0;
   // The in-flight delta as cut (replica at the cut = base + this), until the answer.
   std::shared_ptr<const std::vector<float>> cut_delta_;
-  // Temporary of the rebase and roll-out, which go part by part (received gradients
-  // and models are read in place, the step's mean lives in the barrier).
-  static constexpr std::size_t kLocalElements = 1u << 20;
-  std::vector<float> local_;
   std::optional<kernels::Compressor> compressor_;  // deltas, when compressed
   std::uint32_t steps_since_cut_ = 0;
   Payload replica_payload_;        // replica_ while unchanged: what replies carry
   PayloadPool send_pool_;          // delta buffers, reused once sent
 
-  enum class CentralRequest { kNone, kFetch, kExchange };
   CentralRequest in_flight_ = CentralRequest::kNone;
   Clock::time_point in_flight_since_;
   std::vector<zmq::message_t> flush_waiters_;

@@ -85,6 +85,9 @@ KernelStatus weightedSum(std::span<const float* const> inputs, std::span<const f
 KernelStatus copy(const float* src, float* dst, std::size_t n);
 // out = a - b
 KernelStatus subtract(const float* a, const float* b, float* out, std::size_t n);
+// replica = central + (replica - base - cut), as ops.h's rebase; cut may be null (no cut).
+KernelStatus rebase(const float* central, const float* base, const float* cut, float* replica,
+                    std::size_t n);
 // Number of NaN/Inf entries; waits for the result.
 KernelStatus countNonFinite(const float* x, std::size_t n, std::size_t* out);
 // sum x[i]^2 accumulated in double (block-wise; the order differs from the CPU's, so the
@@ -106,6 +109,8 @@ KernelStatus synchronize();
 // kCuda calls cuda:: on device pointers.
 KernelStatus axpy(Backend backend, float a, const float* x, float* y, std::size_t n);
 KernelStatus scale(Backend backend, float* x, std::size_t n, float a);
+KernelStatus rebase(Backend backend, const float* central, const float* base, const float* cut,
+                    float* replica, std::size_t n);
 KernelStatus weightedSum(Backend backend, std::span<const float* const> inputs,
                          std::span<const float> weights, float* out, std::size_t n);
 KernelStatus countNonFinite(Backend backend, const float* x, std::size_t n, std::size_t* out);

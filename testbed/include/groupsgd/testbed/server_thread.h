@@ -10,7 +10,7 @@
 #include <memory>
 #include <thread>
 
-namespace groupsgd::testing {
+namespace groupsgd::testbed {
 
 template <typename Server>
 class ServerThread {
@@ -35,4 +35,4 @@ class ServerThread {
   std::thread thread_;
 };
 
-}  // namespace groupsgd::testing
+}  // namespace groupsgd::testbed

@@ -1,8 +1,8 @@
-#include "support/in_process_cluster.h"
+#include "groupsgd/testbed/in_process_cluster.h"
 
 #include <thread>
 
-namespace groupsgd::testing {
+namespace groupsgd::testbed {
 
 std::vector<GroupMember> numberedMembers(std::uint32_t n, std::uint32_t batch) {
   std::vector<GroupMember> members;
@@ -33,10 +33,10 @@ Status configureGroup(zmq::context_t& ctx, const std::string& group_ep,
   return reply ? Status::ok() : reply.status();
 }
 
-Result<worker::StepAnswer> pullWhenReady(worker::GroupClient& client, std::span<float> params,
+Result<client::StepAnswer> pullWhenReady(client::GroupClient& client, std::span<float> params,
                                          std::chrono::milliseconds limit) {
   constexpr auto kPause = std::chrono::milliseconds(20);
-  Result<worker::StepAnswer> r = unavailable("not tried");
+  Result<client::StepAnswer> r = unavailable("not tried");
   for (auto waited = std::chrono::milliseconds(0); waited <= limit; waited += kPause) {
     r = client.pull(params);
     if (r.isOk() || r.status().code() != Code::kUnavailable) return r;
@@ -81,9 +81,9 @@ Status InProcessCluster::configure(const std::vector<GroupMember>& members,
   return configureGroup(ctx, group_endpoint_, members, settings, as);
 }
 
-worker::Assignment InProcessCluster::assignment(std::uint64_t worker_id,
+client::Assignment InProcessCluster::assignment(std::uint64_t worker_id,
                                                 std::uint64_t epoch) const {
-  worker::Assignment a;
+  client::Assignment a;
   a.worker_id = worker_id;
   a.epoch = epoch;
   a.group_endpoint = group_endpoint_;
@@ -104,4 +104,4 @@ Result<InMessage> InProcessCluster::flush() {
   return std::move(*reply);
 }
 
-}  // namespace groupsgd::testing
+}  // namespace groupsgd::testbed

@@ -19,9 +19,9 @@
 #include "groupsgd/common/transport.h"
 #include "groupsgd/common/zap_handler.h"
 #include "groupsgd/groupps/group_server.h"
-#include "support/server_thread.h"
+#include "groupsgd/testbed/server_thread.h"
 
-namespace groupsgd::testing {
+namespace groupsgd::testbed {
 
 // One member of a GroupConfig.
 struct GroupMember {
@@ -51,8 +51,8 @@ Status configureGroup(zmq::context_t& ctx, const std::string& group_ep,
 
 // Pulls until the group PS has fetched its first model from the central PS (it answers
 // "unavailable" until then), for at most `limit`; the last answer otherwise.
-Result<worker::StepAnswer> pullWhenReady(
-    worker::GroupClient& client, std::span<float> params,
+Result<client::StepAnswer> pullWhenReady(
+    client::GroupClient& client, std::span<float> params,
     std::chrono::milliseconds limit = std::chrono::milliseconds(2000));
 
 class InProcessCluster {
@@ -74,7 +74,7 @@ class InProcessCluster {
   Status configure(const std::vector<GroupMember>& members, const GroupSettings& settings,
                    const CurveKeys& as = {});
   // An assignment to the group, as registration hands it to a member.
-  worker::Assignment assignment(std::uint64_t worker_id, std::uint64_t epoch) const;
+  client::Assignment assignment(std::uint64_t worker_id, std::uint64_t epoch) const;
   // Flushes the group and returns its counters message (a GroupStats).
   Result<InMessage> flush();
 
@@ -93,4 +93,4 @@ class InProcessCluster {
   std::string central_endpoint_, group_endpoint_;
 };
 
-}  // namespace groupsgd::testing
+}  // namespace groupsgd::testbed

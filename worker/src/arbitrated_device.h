@@ -1,4 +1,4 @@
-// The device a trainer shares with other jobs' workers (--shared-device):
+// SharedDevice (groupsgd/worker/shared_device.h) with an arbiter and lock files:
 // before each step's compute it takes a lease from the arbiter (--arbiter,
 // unless none is given or it has failed), then the device's file lock, which
 // keeps two steps from overlapping on one emulated device with or without an
@@ -23,33 +23,25 @@
 #include "groupsgd/arbiter/time_sliced_device.h"
 #include "groupsgd/common/status.h"
 #include "groupsgd/worker/options.h"
+#include "groupsgd/worker/shared_device.h"
 
 namespace groupsgd::worker {
 
-class SharedDevice {
+class ArbitratedDevice final : public SharedDevice {
  public:
-  // nullptr when no --shared-device is given; an error when the lock file
-  // cannot be opened.
-  static Result<std::unique_ptr<SharedDevice>> open(zmq::context_t& ctx, const WorkerOptions& opts);
+  ArbitratedDevice(const WorkerOptions& opts, std::optional<arbiter::DeviceLock> lock,
+                   std::optional<arbiter::TimeSlicedDevice> sliced,
+                   std::unique_ptr<arbiter::LeaseClient> lease,
+                   std::optional<arbiter::DeviceLock> handoff_lock);
 
-  // Blocks until this worker may compute; returns the milliseconds it waited.
-  double acquire(std::uint64_t worker_id, std::uint64_t step);
-  // Spends the step's emulated device time (between acquire and release).
-  void spend(double device_ms);
-  // Gives the device (and the lease) back.
-  void release();
-  // The job id leases are keyed by: the one the daemon assigned (a job of a multi-job
-  // daemon has its own id, whatever --job-id says).
-  void setJobId(std::uint64_t job_id) {
+  double acquire(std::uint64_t worker_id, std::uint64_t step) override;
+  void spend(double device_ms) override;
+  void release() override;
+  void setJobId(std::uint64_t job_id) override {
     if (lease_) lease_->setJobId(job_id);
   }
 
  private:
-  SharedDevice(const WorkerOptions& opts, std::optional<arbiter::DeviceLock> lock,
-               std::optional<arbiter::TimeSlicedDevice> sliced,
-               std::unique_ptr<arbiter::LeaseClient> lease,
-               std::optional<arbiter::DeviceLock> handoff_lock);
-
   const WorkerOptions& opts_;
   std::optional<arbiter::DeviceLock> lock_;          // exclusive
   std::optional<arbiter::DeviceLock> handoff_lock_;  // timeslice with an arbiter

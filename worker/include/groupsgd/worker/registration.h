@@ -1,4 +1,5 @@
-// Registration with retry and back-off, shared by the trainer and the evaluator.
+// Registration with retry and back-off, shared by the trainer, the evaluator and the Python
+// binding. Thread rule: stateless; registerWithRetry runs on the thread that owns coord.
 #pragma once
 
 #include <atomic>
@@ -17,7 +18,7 @@ BackoffPolicy backoffPolicy(const WorkerOptions& o);
 // Registers as a new worker, retrying with back-off while the coordinator is unreachable
 // or not ready, for at most `patience` (the connect timeout at start-up, --give-up-s
 // after losing the head). Refusals (wrong job, quarantined) are returned at once.
-Result<Assignment> registerWithRetry(CoordinatorClient& coord, Role role, const WorkerOptions& o,
+Result<client::Assignment> registerWithRetry(client::CoordinatorClient& coord, client::Role role, const WorkerOptions& o,
                                      const std::atomic<bool>& interrupted,
                                      std::chrono::milliseconds patience);
 
