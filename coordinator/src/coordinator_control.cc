@@ -23,13 +23,13 @@ double secondsSince(std::chrono::steady_clock::time_point t) {
 }  // namespace
 
 void Coordinator::serveControl() {
-  if (watchdog_ && Clock::now() >= next_watchdog_) {
+  if (deps_.watchdog && Clock::now() >= schedule_.watchdog) {
     // Pinged from the main loop, so a stuck loop stops the pings and systemd restarts us.
     (void)ops::sdNotifyWatchdog();
-    next_watchdog_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(*watchdog_ / 2);
+    schedule_.watchdog = Clock::now() + std::chrono::duration_cast<Clock::duration>(*deps_.watchdog / 2);
   }
-  if (control_ == nullptr) return;
-  while (auto r = control_->tryPop()) handleControl(std::move(*r));
+  if (deps_.control == nullptr) return;
+  while (auto r = deps_.control->tryPop()) handleControl(std::move(*r));
   answerDrainWaiters();
 }
 
@@ -68,21 +68,21 @@ ojson Coordinator::statusJson() const {
   }
   const Accuracy acc = latestAccuracy();
   ojson s;
-  s["state"] = stopping_ ? "stopping" : "training";
+  s["state"] = stopping() ? "stopping" : "training";
   s["mode"] = modeName(cfg_.mode);
   s["stage"] = adaptive_ ? policy::stageName(adaptive_->stage()) : "none";
-  s["uptime_s"] = secondsSince(started_);
-  s["elapsed_s"] = training_started_ ? ojson(secondsSince(*training_started_)) : ojson();
+  s["uptime_s"] = run_log_.uptimeS();
+  s["elapsed_s"] = run_log_.training() ? ojson(run_log_.trainingS()) : ojson();
   s["workers"] = counts;
   s["groups"] = groupsInUse();
   s["exchange_period"] = fleet_->slots() == 0 ? 0 : fleet_->period(0);
-  s["central_version"] = std::max<std::uint64_t>(central_version_seen_, acc.version);
+  s["central_version"] = std::max<std::uint64_t>(head_.versionSeen(), acc.version);
   s["samples_trained"] = registry_.samplesTrained();
-  s["regroups"] = regroups_;
+  s["regroups"] = run_log_.regroups();
   s["test_acc"] = acc.value < 0 ? ojson() : ojson(acc.value);
-  s["evaluation"] = evaluators_.statusJson(secondsSince(started_));
+  s["evaluation"] = evaluators_.statusJson(run_log_.uptimeS());
   s["last_checkpoint"] = last_checkpoint_ ? *last_checkpoint_ : ojson();
-  s["incarnation"] = head_.incarnation;
+  s["incarnation"] = head_.start().incarnation;
   ojson failed = ojson::array();
   for (std::uint32_t g : fleet_->failedGroups()) {
     failed.push_back(g);
@@ -94,9 +94,9 @@ ojson Coordinator::statusJson() const {
 
 ojson Coordinator::curveJson() const {
   return {{"enabled", curve_.enabled()},
-          {"clients_admitted", zap_ != nullptr ? zap_->admitted() : 0},
-          {"clients_refused", zap_ != nullptr ? zap_->refused() : 0},
-          {"identity_refused", identity_refused_}};
+          {"clients_admitted", deps_.zap != nullptr ? deps_.zap->admitted() : 0},
+          {"clients_refused", deps_.zap != nullptr ? deps_.zap->refused() : 0},
+          {"identity_refused", admission_.counters().identity_refused}};
 }
 
 ojson Coordinator::workersJson() const {
@@ -193,13 +193,13 @@ void Coordinator::finishCheckpoint(PendingRequest& r, Result<InMessage> reply) {
                 {"bytes", d.getBytes()},
                 {"duration_ms", d.getDurationMs()}};
   last_checkpoint_ = done;
-  noteCentralVersion(d.getVersion());
+  head_.noteVersion(d.getVersion());
   r.respond(std::move(done));
 }
 
 Result<AllowListChange> Coordinator::reloadKeys() {
-  if (!reload_keys_) return failedPrecondition("CURVE is off: there is no allow-list to reload");
-  auto change = reload_keys_();
+  if (!deps_.reload_keys) return failedPrecondition("CURVE is off: there is no allow-list to reload");
+  auto change = deps_.reload_keys();
   if (!change) {
     GSGD_ERROR("allow-list reload refused, keeping the running list: " << change.status().toString());
     return change.status();
@@ -218,7 +218,7 @@ void Coordinator::controlReloadKeys(PendingRequest& r) {
 
 void Coordinator::reloadConfig() {
   (void)ops::sdNotifyReloading();
-  if (reload_keys_) (void)reloadKeys();  // SIGHUP re-reads the allow-list too
+  if (deps_.reload_keys) (void)reloadKeys();  // SIGHUP re-reads the allow-list too
   if (cfg_.config_file.empty()) {
     GSGD_WARN("SIGHUP: no configuration file to reload (started without --config)");
     (void)ops::sdNotifyReady("reload: nothing to do");
@@ -343,8 +343,7 @@ void Coordinator::controlUnquarantine(PendingRequest& r) {
   }
   // Cleared: the process may register again (as a new worker).
   w->state = WorkerState::kLeft;
-  quarantined_procs_.erase({w->host, w->pid});
-  quarantined_keys_.erase(w->public_key);
+  admission_.release(*w);
   event("unquarantine", "worker " + std::to_string(*id) + " may register again");
   r.respond({{"worker", *id}, {"state", "left"}});
 }
@@ -390,15 +389,15 @@ void Coordinator::updateMetrics() {
   const Accuracy acc = latestAccuracy();
   if (acc.value >= 0) exporter_->exportAccuracy(acc.value);
   exporter_->exportTotals({.samples_trained = registry_.samplesTrained(),
-                           .regroups = regroups_,
-                           .stale_heartbeats = stale_heartbeats_,
-                           .identity_refused = identity_refused_,
-                           .curve_clients_refused = zap_ != nullptr
-                                                        ? std::optional<std::uint64_t>(zap_->refused())
+                           .regroups = run_log_.regroups(),
+                           .stale_heartbeats = admission_.counters().stale_heartbeats,
+                           .identity_refused = admission_.counters().identity_refused,
+                           .curve_clients_refused = deps_.zap != nullptr
+                                                        ? std::optional<std::uint64_t>(deps_.zap->refused())
                                                         : std::nullopt});
   (void)ops::sdNotifyStatus("mode " + std::string(modeName(cfg_.mode)) + ", " +
                        std::to_string(registry_.activeTrainers()) + " trainers, version " +
-                       std::to_string(central_version_seen_));
+                       std::to_string(head_.versionSeen()));
 }
 
 void Coordinator::askCentralStats() {
@@ -415,7 +414,7 @@ void Coordinator::askCentralStats() {
 void Coordinator::readCentralStats(Result<InMessage> reply) {
   if (!reply || reply->kind() != BodyKind::CENTRAL_STATS) return;
   auto s = reply->header().getBody().getCentralStats();
-  noteCentralVersion(s.getVersion());
+  head_.noteVersion(s.getVersion());
   if (s.getCheckpointVersion() > 0 &&
       (!last_checkpoint_ || (*last_checkpoint_)["version"] != s.getCheckpointVersion())) {
     last_checkpoint_ = ojson{{"version", s.getCheckpointVersion()}};  // periodic ones too

@@ -35,7 +35,7 @@ void Coordinator::evaluatorJoined(const WorkerRecord &w) {
   const bool replacing = evaluators_.unmeasuredSince().has_value();
   const Accuracy last = latestAccuracy();
   const std::string text = evaluators_.joined(
-      w.id, w.name, secondsSince(started_), {last.value, last.version});
+      w.id, w.name, run_log_.uptimeS(), {last.value, last.version});
   if (replacing) {
     event("evaluator_back", text);
   } else {
@@ -46,7 +46,7 @@ void Coordinator::evaluatorJoined(const WorkerRecord &w) {
 void Coordinator::evaluatorLost(const WorkerRecord &w, const std::string &why) {
   const Accuracy last = latestAccuracy();
   const std::string text = evaluators_.lost(
-      w.id, w.name, why, secondsSince(started_), {last.value, last.version});
+      w.id, w.name, why, run_log_.uptimeS(), {last.value, last.version});
   if (text.empty())
     return;
   GSGD_WARN(text);

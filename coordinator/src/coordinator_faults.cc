@@ -21,11 +21,11 @@ void Coordinator::pollGroups() {
   // One group per heartbeat period, round robin, with a short deadline, on a thread of
   // its own (readGroupPoll() reads the answer): the group PSes report whom they
   // quarantined and how many replays they refused.
-  next_poll_ = Clock::now() + std::chrono::milliseconds(cfg_.heartbeat_ms);
-  if (fleet_->ready() == 0 || stopping_ || calls_->inFlight("group poll")) return;
+  schedule_.poll = Clock::now() + std::chrono::milliseconds(cfg_.heartbeat_ms);
+  if (fleet_->ready() == 0 || stopping() || calls_->inFlight("group poll")) return;
   const auto stale = std::chrono::milliseconds(2ull * cfg_.heartbeat_ms);
   for (std::uint32_t tries = 0; tries < fleet_->ready(); ++tries) {
-    const auto g = static_cast<std::uint32_t>(next_poll_group_++ % fleet_->ready());
+    const auto g = static_cast<std::uint32_t>(schedule_.poll_group++ % fleet_->ready());
     if (groupFailed(g)) continue;
     if (fleet_->node(g) != 0) {
       // A node that has gone quiet is judged by its heartbeats, not asked here.
@@ -48,10 +48,10 @@ void Coordinator::pollGroups() {
 void Coordinator::readGroupPoll(std::uint32_t g, const std::string& endpoint,
                                 Result<InMessage> reply) {
   // Not after the stop (the accounting is being settled), nor from a PS since replaced.
-  if (stopping_ || groupFailed(g) || fleet_->endpoint(g) != endpoint) return;
+  if (stopping() || groupFailed(g) || fleet_->endpoint(g) != endpoint) return;
   if (!reply || reply->kind() != BodyKind::GROUP_STATS) return;
   auto s = reply->header().getBody().getGroupStats();
-  group_replays_[g] = s.getReplayedPushes();
+  failures_.replays(g, s.getReplayedPushes());
   for (auto q : s.getQuarantined()) markQuarantined(q, g);
 }
 
@@ -62,10 +62,7 @@ void Coordinator::markQuarantined(std::uint64_t worker, std::uint32_t group) {
   }
   const bool was_active = w->state == WorkerState::kActive;
   w->state = WorkerState::kQuarantined;
-  quarantined_procs_.insert({w->host, w->pid});
-  // Under CURVE the key is the identity: a new name or pid does not make a new worker.
-  if (!w->public_key.empty()) quarantined_keys_.insert(w->public_key);
-  ++quarantined_total_;
+  admission_.quarantine(*w);
   GSGD_WARN("worker " << worker << " (" << w->host << " pid " << w->pid
                       << ") quarantined: group " << group << " refused its updates repeatedly");
   event("quarantine", "worker " + std::to_string(worker) + " (" + w->name + ") quarantined by group " +
@@ -78,11 +75,11 @@ void Coordinator::markQuarantined(std::uint64_t worker, std::uint32_t group) {
     adaptive_->forget(worker);
     adaptive_->membershipChanged("worker " + std::to_string(worker) + " quarantined");
   }
-  if (!stopping_) configureGroup(w->group);
+  if (!stopping()) configureGroup(w->group);
 }
 
 void Coordinator::failNode(const WorkerRecord& node, const std::string& why) {
-  spares_.dropNode(node.id);  // its unused group PSes died with it
+  failures_.spares().dropNode(node.id);  // its unused group PSes died with it
   for (std::uint32_t g = 0; g < fleet_->slots(); ++g) {
     if (fleet_->node(g) == node.id && !groupFailed(g)) {
       failGroup(g, "node " + std::to_string(node.id) + " (" + node.host + ") " + why);
@@ -140,7 +137,7 @@ void Coordinator::failGroupAtStop(std::uint32_t group, const std::string& why) {
   std::size_t members = 0;
   for (const auto& [id, w] : registry_.all()) {
     if (w.role == WorkerRole::kTrainer && w.group == group) {
-      failed_group_members_.insert(id);
+      failures_.lostWith(id);
       ++members;
     }
   }
@@ -148,8 +145,8 @@ void Coordinator::failGroupAtStop(std::uint32_t group, const std::string& why) {
   event("group_failure", "group " + std::to_string(group) + " failed while the run stopped (" +
                              why + "); its unflushed progress of " + std::to_string(members) +
                              " worker(s) is counted as lost");
-  const double t = training_started_ ? secondsSince(*training_started_) : 0.0;
-  failures_.push_back({{"group", group}, {"why", why}, {"t_s", t}, {"at_stop", true},
+  const double t = run_log_.trainingS();
+  failures_.record({{"group", group}, {"why", why}, {"t_s", t}, {"at_stop", true},
                        {"reassigned", nlohmann::json::array()}});
 }
 
@@ -177,23 +174,23 @@ void Coordinator::failGroup(std::uint32_t group, const std::string& why) {
   event("group_failure", "group " + std::to_string(group) + " failed (" + why + "); " +
                              std::to_string(members.size()) +
                              " worker(s) to reassign; its unflushed progress is dropped");
-  for (auto id : members) failed_group_members_.insert(id);
+  for (auto id : members) failures_.lostWith(id);
   // Trainers declared dead while in it (often just before: stuck on its silent PS) lose
   // their count with it too; they are credited with their own last report.
   for (const auto& [id, w] : registry_.all()) {
     if (w.role == WorkerRole::kTrainer && w.group == group && w.state != WorkerState::kActive &&
         w.state != WorkerState::kLeft) {
-      failed_group_members_.insert(id);
+      failures_.lostWith(id);
     }
   }
   // Each member gets a new group and epoch; it learns them when its next request to the
   // dead group fails and it asks the coordinator for its assignment again. Best: the
   // same group again, its slot re-created on a surviving node.
   if (recreateGroup(group, members)) {
-    const double t = training_started_ ? secondsSince(*training_started_) : 0.0;
+    const double t = run_log_.trainingS();
     nlohmann::json moved = nlohmann::json::array();
     for (auto id : members) moved.push_back({{"worker", id}, {"to_group", group}});
-    failures_.push_back({{"group", group}, {"why", why}, {"t_s", t}, {"reassigned", moved},
+    failures_.record({{"group", group}, {"why", why}, {"t_s", t}, {"reassigned", moved},
                          {"recreated_on_node", fleet_->node(group)}});
     return;
   }
@@ -214,8 +211,8 @@ void Coordinator::failGroup(std::uint32_t group, const std::string& why) {
   }
   if (adaptive_) adaptive_->membershipChanged("group " + std::to_string(group) + " failed");
   for (auto g : gaining) configureGroup(g);
-  const double t = training_started_ ? secondsSince(*training_started_) : 0.0;
-  failures_.push_back({{"group", group}, {"why", why}, {"t_s", t}, {"reassigned", moved}});
+  const double t = run_log_.trainingS();
+  failures_.record({{"group", group}, {"why", why}, {"t_s", t}, {"reassigned", moved}});
   if (moved.size() < members.size()) {
     GSGD_ERROR("no live group is left for " << members.size() - moved.size() << " worker(s)");
   }
@@ -228,7 +225,7 @@ CurveKeys Coordinator::keysForNode(const WorkerRecord& node) const {
 }
 
 bool Coordinator::recreateGroup(std::uint32_t group, const std::vector<std::uint64_t>& members) {
-  auto spare = spares_.take();
+  auto spare = failures_.spares().take();
   if (!spare) return false;
   const WorkerRecord* host = registry_.find(spare->node);
   fleet_->replace(group, spare->endpoint,
@@ -264,36 +261,23 @@ bool Coordinator::recreateGroup(std::uint32_t group, const std::vector<std::uint
 }
 
 void Coordinator::noteReregistration() {
-  if (reregistered_after_s_ || head_.resumed_from.empty()) return;
-  if (registry_.activeTrainers() >= cfg_.workers) reregistered_after_s_ = secondsSince(started_);
-}
-
-void Coordinator::noteCentralVersion(std::uint64_t version) {
-  central_version_seen_ = std::max(central_version_seen_, version);
-  // At once: a head killed now has recorded the newest version it saw.
-  if (head_.state_file.empty() || central_version_seen_ <= persisted_version_) return;
-  const nlohmann::json j = {{"incarnation", head_.incarnation},
-                            {"central_version_seen", central_version_seen_}};
-  if (writeFileAtomically(head_.state_file, j.dump() + "\n").isOk()) {
-    persisted_version_ = central_version_seen_;
-  }
+  head_.noteTrainersBack(registry_.activeTrainers(), cfg_.workers, run_log_.uptimeS());
 }
 
 void Coordinator::reportSkippedCheckpoints() {
-  for (const auto& why : head_.skipped_checkpoints) {
+  for (const auto& why : head_.start().skipped_checkpoints) {
     event("checkpoint_skipped", "unusable checkpoint " + why + "; resumed from the previous good one, " +
-                                    head_.resumed_from + " (version " +
-                                    std::to_string(head_.resumed_version) + ")");
+                                    head_.start().resumed_from + " (version " +
+                                    std::to_string(head_.start().resumed_version) + ")");
   }
 }
 
 void Coordinator::noteCheckpointFailures(proto::CentralStats::Reader s) {
   const std::uint64_t failures = s.getCheckpointFailures();
-  if (failures <= checkpoint_failures_seen_) return;
   // The central PS logged the error itself (with errno's text); this makes it an event
   // and says what still holds.
-  const std::uint64_t newly = failures - checkpoint_failures_seen_;
-  checkpoint_failures_seen_ = failures;
+  const std::uint64_t newly = head_.newCheckpointFailures(failures);
+  if (newly == 0) return;
   GSGD_ERROR(newly << " checkpoint write(s) failed (" << failures << " in all); the newest "
                    << "good checkpoint is still version " << s.getCheckpointVersion()
                    << "; training goes on");
@@ -301,42 +285,6 @@ void Coordinator::noteCheckpointFailures(proto::CentralStats::Reader s) {
         std::to_string(newly) + " checkpoint write(s) failed (" + std::to_string(failures) +
             " in all, see the log for the error); the newest good checkpoint is still version " +
             std::to_string(s.getCheckpointVersion()) + "; training goes on");
-}
-
-nlohmann::json Coordinator::headRestartJson() const {
-  if (head_.resumed_from.empty() && !head_.previous_version_seen) return nullptr;
-  // The previous head recorded its version once a second, so the versions lost are at
-  // least recorded - resumed; the checkpoint policy bounds them from above.
-  nlohmann::json at_least;
-  if (head_.previous_version_seen) {
-    at_least = *head_.previous_version_seen > head_.resumed_version
-                   ? *head_.previous_version_seen - head_.resumed_version
-                   : 0;
-  }
-  return {{"incarnation", head_.incarnation},
-          {"resumed_from", head_.resumed_from},
-          {"resumed_version", head_.resumed_version},
-          {"skipped_checkpoints", head_.skipped_checkpoints},
-          {"previous_version_seen", head_.previous_version_seen
-                                        ? nlohmann::json(*head_.previous_version_seen)
-                                        : nlohmann::json()},
-          {"versions_lost_at_least", at_least},
-          {"versions_lost_bound", cfg_.checkpoint_every_versions > 0
-                                      ? nlohmann::json(cfg_.checkpoint_every_versions)
-                                      : nlohmann::json()},
-          {"checkpoint_every_versions", cfg_.checkpoint_every_versions},
-          {"checkpoint_interval_s", cfg_.checkpoint_interval_s},
-          {"time_to_reregister_s",
-           reregistered_after_s_ ? nlohmann::json(*reregistered_after_s_) : nlohmann::json()}};
-}
-
-nlohmann::json Coordinator::failuresJson(std::uint64_t lost, std::uint64_t bound) const {
-  if (failures_.empty()) return nlohmann::json::array();
-  nlohmann::json out = failures_;
-  // The loss is measured over all failed groups together.
-  out.back()["samples_lost_total"] = lost;
-  out.back()["samples_lost_bound"] = bound;
-  return out;
 }
 
 }  // namespace groupsgd::coordinator

@@ -91,15 +91,16 @@ Result<jobs::ExternalIntake> takeExternalModel(zmq::context_t& ctx,
                                std::move(model->initial)};
 }
 
-// The control socket and /metrics; they start once the data plane is bound.
+// The control socket and /metrics. They start just before the job binds its data plane:
+// the coordinator takes them at its creation (requests wait in the queue until it runs).
 struct Operations {
   ops::MetricsRegistry metrics;
   std::unique_ptr<ops::ControlServer> control;
   std::unique_ptr<ops::MetricsServer> metrics_server;
 };
 
-Status startOperations(const daemon::DaemonConfig& cfg, coordinator::Coordinator& coordinator,
-                       Operations* running) {
+Status startOperations(const daemon::DaemonConfig& cfg, Operations* running,
+                       coordinator::CoordinatorDeps* deps) {
   running->metrics.setBuildInfo(ops::buildVersion());
   if (!cfg.control_socket.empty()) {
     ops::ControlServerOptions copts;
@@ -109,7 +110,7 @@ Status startOperations(const daemon::DaemonConfig& cfg, coordinator::Coordinator
     auto started = ops::ControlServer::start(copts);
     if (!started) return Status(started.status().code(), "control socket: " + started.status().toString());
     running->control = std::move(*started);
-    coordinator.attachControl(running->control.get());
+    deps->control = running->control.get();
   }
   if (!cfg.metrics_listen.empty()) {
     ops::MetricsServerOptions mopts;
@@ -124,9 +125,9 @@ Status startOperations(const daemon::DaemonConfig& cfg, coordinator::Coordinator
     GSGD_INFO("metrics on http://" << running->metrics_server->host() << ":"
                                    << running->metrics_server->port() << "/metrics");
   }
-  coordinator.attachMetrics(&running->metrics);
-  coordinator.setWatchdog(ops::sdWatchdogInterval());
-  coordinator.setReloadFlag(&g_reload_requested);
+  deps->metrics = &running->metrics;
+  deps->watchdog = ops::sdWatchdogInterval();
+  deps->reload = &g_reload_requested;
   return Status::ok();
 }
 
@@ -185,18 +186,20 @@ int main(int argc, char** argv) {
     intake = std::move(*taken);
   }
   const bool published = intake.has_value();
-  auto job = jobs::Job::create(ctx, cfg, curve->keys, std::move(intake));
-  if (!job) return fail(job.status().message());
-  coordinator::Coordinator& coordinator = (*job)->coordinator();
-  coordinator.attachZap(curve->zap.get());
+  coordinator::CoordinatorDeps deps;
+  deps.zap = curve->zap.get();
   if (curve->zap) {
-    coordinator.setKeyReloader([&cfg, &curve] {
+    deps.reload_keys = [&cfg, &curve] {
       return daemon::reloadAllowList(cfg, curve->zap.get(), curve->keys.public_key,
                                      curve->daemons.get());
-    });
+    };
   }
   Operations ops;
-  if (Status s = startOperations(cfg, coordinator, &ops); !s) return fail(s.message());
+  if (Status s = startOperations(cfg, &ops, &deps); !s) return fail(s.message());
+  auto job = jobs::Job::create(ctx, cfg, curve->keys, std::move(intake), std::nullopt,
+                               std::move(deps));
+  if (!job) return fail(job.status().message());
+  coordinator::Coordinator& coordinator = (*job)->coordinator();
   if (!published) {
     if (Status s = writeEndpointFile(cfg.endpoint_file, coordinator.endpoint()); !s) {
       return fail("cannot write the endpoint file: " + s.toString());

@@ -32,7 +32,8 @@ centralps::CentralConfig centralConfig(const DaemonConfig& cfg, const CurveKeys&
 Result<std::unique_ptr<Job>> Job::create(zmq::context_t& ctx, const DaemonConfig& cfg,
                                          const CurveKeys& keys,
                                          std::optional<ExternalIntake> intake,
-                                         std::optional<std::uint32_t> local_groups) {
+                                         std::optional<std::uint32_t> local_groups,
+                                         coordinator::CoordinatorDeps deps) {
   std::unique_ptr<Job> job(new Job(cfg));
   centralps::CentralConfig ccfg = centralConfig(cfg, keys);
   if (intake) ccfg.initial = std::move(intake->initial);
@@ -48,17 +49,19 @@ Result<std::unique_ptr<Job>> Job::create(zmq::context_t& ctx, const DaemonConfig
       local_groups ? std::min(*local_groups, cfg.groupCount())
                    : (cfg.role == "coordinator" ? 0 : cfg.groupCount());
   GSGD_RETURN_IF_ERROR(job->startGroups(ctx, keys, local, &topo));
+  auto head = job->startHead();
+  if (!head) return head.status();
+  deps.head = std::move(*head);
   if (intake) {
-    job->coordinator_ =
-        Coordinator::createOn(ctx, std::move(intake->socket), intake->endpoint, cfg, topo, keys);
+    job->coordinator_ = Coordinator::createOn(ctx, std::move(intake->socket), intake->endpoint,
+                                              cfg, topo, keys, std::move(deps));
   } else {
-    auto coordinator = Coordinator::create(ctx, cfg, topo, keys);
+    auto coordinator = Coordinator::create(ctx, cfg, topo, keys, std::move(deps));
     if (!coordinator) {
       return Status(coordinator.status().code(), "coordinator: " + coordinator.status().toString());
     }
     job->coordinator_ = std::move(*coordinator);
   }
-  GSGD_RETURN_IF_ERROR(job->startHead());
   return job;
 }
 
@@ -82,7 +85,7 @@ Status Job::startGroups(zmq::context_t& ctx, const CurveKeys& keys, std::uint32_
 
 // A restarted head: workers and nodes of the previous incarnation re-register on their
 // own (their old epochs are refused); the summary reports what was lost.
-Status Job::startHead() {
+Result<coordinator::HeadStart> Job::startHead() {
   if (!central_->resumedFrom().empty()) {
     GSGD_INFO("resumed from checkpoint " << central_->resumedFrom() << " (central version "
                                          << central_->version() << ")");
@@ -93,8 +96,7 @@ Status Job::startHead() {
   head->resumed_version = central_->version();
   head->skipped_checkpoints = central_->skippedCheckpoints();
   GSGD_INFO("head incarnation " << head->incarnation);
-  coordinator_->setHeadStart(std::move(*head));
-  return Status::ok();
+  return std::move(*head);
 }
 
 void Job::startServers() {

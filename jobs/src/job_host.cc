@@ -145,7 +145,8 @@ class JobHost {
   // The runner's side of that wait: the model, saved beside the checkpoints, then the Job.
   void createAwaitedJob(HostedJob& h);
   // Hooks a created job's coordinator to the daemon (zap, metrics, control, flags).
-  void attach(HostedJob& h);
+  // What a job's coordinator borrows from the host (its control queue, metrics, flags).
+  coordinator::CoordinatorDeps depsFor(HostedJob& h);
   void reapEnded();
   void saveTable();
   void serveControl();
@@ -264,16 +265,17 @@ nlohmann::json untrainedSummary(const std::string& reason) {
           {"final_test_acc", nullptr}, {"reached", false}};
 }
 
-void JobHost::attach(HostedJob& h) {
-  Coordinator& coordinator = h.job->coordinator();
-  coordinator.attachZap(zap_);
+coordinator::CoordinatorDeps JobHost::depsFor(HostedJob& h) {
+  coordinator::CoordinatorDeps deps;
+  deps.zap = zap_;
   if (zap_ != nullptr) {  // the allow-list is the daemon's: any job's reload_keys re-reads it
-    coordinator.setKeyReloader(
-        [this] { return reloadAllowList(cfg_, zap_, keys_.public_key, daemons_); });
+    deps.reload_keys = [this] { return reloadAllowList(cfg_, zap_, keys_.public_key, daemons_); };
   }
-  coordinator.attachMetrics(&metrics_);
-  coordinator.attachControl(&h.control);
-  coordinator.setJobFlags(&h.stop_now, &h.suspend);
+  deps.metrics = &metrics_;
+  deps.control = &h.control;
+  deps.stop_now = &h.stop_now;
+  deps.suspend = &h.suspend;
+  return deps;
 }
 
 Status JobHost::launchExternal(HostedJob& h) {
@@ -293,10 +295,9 @@ Status JobHost::launchExternal(HostedJob& h) {
   auto job = Job::create(ctx_, h.cfg, keys_,
                          ExternalIntake{std::move(*sock), *ep, std::move(model->fingerprint),
                                         std::move(model->initial)},
-                         h.local_slots);
+                         h.local_slots, depsFor(h));
   if (!job) return job.status();
   h.job = std::move(*job);
-  attach(h);
   return Status::ok();
 }
 
@@ -315,7 +316,7 @@ void JobHost::createAwaitedJob(HostedJob& h) {
   auto job = Job::create(ctx_, h.cfg, keys_,
                          ExternalIntake{std::move(*h.intake), h.endpoint,
                                         std::move(model->fingerprint), std::move(model->initial)},
-                         h.local_slots);
+                         h.local_slots, depsFor(h));
   h.intake.reset();
   if (!job) {
     h.error = job.status().message();
@@ -323,7 +324,6 @@ void JobHost::createAwaitedJob(HostedJob& h) {
     return;
   }
   h.job = std::move(*job);
-  attach(h);
   h.awaiting_model.store(false);
 }
 
@@ -345,11 +345,11 @@ Status JobHost::launch(JobRecord& rec) {
   if (cfg->external_model) {
     GSGD_RETURN_IF_ERROR(launchExternal(*hosted));
   } else {
-    auto job = Job::create(ctx_, *cfg, keys_, std::nullopt, hosted->local_slots);
+    auto job = Job::create(ctx_, *cfg, keys_, std::nullopt, hosted->local_slots,
+                           depsFor(*hosted));
     if (!job) return job.status();
     hosted->job = std::move(*job);
     hosted->endpoint = hosted->job->endpoint();
-    attach(*hosted);
   }
   if (const auto weight = jobArbiterWeight(rec.config); weight && arbiter_ != nullptr) {
     arbiter_->setJobWeight(rec.id, *weight);  // leases are keyed by the job's id

@@ -75,8 +75,6 @@ TEST_CASE("coordinator: heartbeats are answered while a slow checkpoint is writt
   cfg.progress_ms = 0;
   coordinator::Topology topo;
   topo.central_endpoint = central.endpoint();
-  auto coordinator = coordinator::Coordinator::create(ctx, cfg, topo);
-  REQUIRE(coordinator.isOk());
   const std::string socket = (std::filesystem::temp_directory_path() /
                               ("groupsgd_slow_ckpt_" + std::to_string(::getpid()) + ".sock"))
                                  .string();
@@ -84,7 +82,10 @@ TEST_CASE("coordinator: heartbeats are answered while a slow checkpoint is writt
   copts.path = socket;
   auto control = ops::ControlServer::start(copts);
   REQUIRE(control.isOk());
-  (*coordinator)->attachControl(control->get());
+  coordinator::CoordinatorDeps deps;
+  deps.control = control->get();
+  auto coordinator = coordinator::Coordinator::create(ctx, cfg, topo, {}, std::move(deps));
+  REQUIRE(coordinator.isOk());
   std::atomic<bool> stop{false};
   std::future<nlohmann::json> summary =
       std::async(std::launch::async, [&] { return (*coordinator)->run(stop); });

@@ -23,13 +23,16 @@
 #include "groupsgd/common/transport.h"
 #include "groupsgd/common/zap_handler.h"
 #include "groupsgd/daemon/config.h"
+#include "groupsgd/coordinator/admission_book.h"
+#include "groupsgd/coordinator/coordinator_deps.h"
 #include "groupsgd/coordinator/evaluator_watch.h"
+#include "groupsgd/coordinator/failure_ledger.h"
 #include "groupsgd/coordinator/group_config_queue.h"
 #include "groupsgd/coordinator/group_fleet.h"
-#include "groupsgd/coordinator/head_start.h"
+#include "groupsgd/coordinator/head_record.h"
 #include "groupsgd/coordinator/pending_calls.h"
 #include "groupsgd/coordinator/metrics_exporter.h"
-#include "groupsgd/coordinator/node_spares.h"
+#include "groupsgd/coordinator/run_log.h"
 #include "groupsgd/coordinator/run_summary.h"
 #include "groupsgd/coordinator/topology.h"
 #include "groupsgd/ops/control_server.h"
@@ -61,11 +64,13 @@ class Coordinator {
  public:
   // curve: the daemon's keys (empty = plain links); its ZAP handler must already run.
   static Result<std::unique_ptr<Coordinator>> create(zmq::context_t& ctx, DaemonConfig cfg,
-                                                     Topology topo, CurveKeys curve = {});
+                                                     Topology topo, CurveKeys curve = {},
+                                                     CoordinatorDeps deps = {});
   // The same on a socket already bound to cfg.listen (the external-model intake's).
   static std::unique_ptr<Coordinator> createOn(zmq::context_t& ctx, zmq::socket_t sock,
                                                std::string endpoint, DaemonConfig cfg,
-                                               Topology topo, CurveKeys curve);
+                                               Topology topo, CurveKeys curve,
+                                               CoordinatorDeps deps = {});
   const std::string& endpoint() const { return endpoint_; }
   // Serves until training ends (a stop condition or stop_requested), then drains and
   // flushes. Returns the run summary (docs/config.md lists its fields).
@@ -79,39 +84,22 @@ class Coordinator {
   // done (optional) hears whether its group PS took the change.
   Status drain(std::uint64_t worker_id, std::function<void(const Status&)> done = {});
 
-  // Operations plumbing, all optional, set before run(): the control socket's request
-  // queue, the metrics registry to update, the systemd watchdog period, and a flag that
-  // SIGHUP sets to reload the configuration file.
-  void attachControl(ControlQueue* control) { control_ = control; }
-  // Every series the coordinator exports carries job="<job_name>".
-  void attachMetrics(MetricsRegistry* metrics) {
-    job_metrics_ = std::make_unique<MetricsRegistry>(metrics, MetricLabels{{"job", cfg_.job_name}});
-    metrics_ = job_metrics_.get();
-    exporter_ = std::make_unique<MetricsExporter>(metrics_);
-    evaluators_.attachMetrics(metrics_);
-  }
-  void setWatchdog(std::optional<std::chrono::microseconds> period) { watchdog_ = period; }
-  void setReloadFlag(std::atomic<bool>* reload) { reload_ = reload; }
-  // Set before run(): the incarnation and what was resumed (default: a fresh first head).
-  void setHeadStart(HeadStart start);
-  // The ZAP handler whose counters status and /metrics report (borrowed; outlives run()).
-  void attachZap(const ZapHandler* zap) { zap_ = zap; }
-  // Re-reads the CURVE allow-list (SIGHUP and the reload_keys method); unset: CURVE off.
-  using KeyReloader = std::function<Result<AllowListChange>()>;
-  void setKeyReloader(KeyReloader reload) { reload_keys_ = std::move(reload); }
-  // A job of a multi-job daemon (docs/jobs.md), set before run(); both flags borrowed.
-  // stop_now: once set, a stop does not wait for trainers to leave. suspend: run()
-  // returns {"suspended": true} at once, without draining or flushing (the daemon is
-  // stopping; the job resumes from its checkpoint when it starts again).
-  void setJobFlags(const std::atomic<bool>* stop_now, const std::atomic<bool>* suspend) {
-    stop_now_ = stop_now;
-    suspend_ = suspend;
-  }
-
  private:
   using Clock = std::chrono::steady_clock;
+  static constexpr std::chrono::milliseconds kRpcTimeout{5000};
   Coordinator(zmq::context_t& ctx, zmq::socket_t sock, std::string endpoint, DaemonConfig cfg,
-              Topology topo, CurveKeys curve);
+              Topology topo, CurveKeys curve, CoordinatorDeps deps);
+  // Where the run is: training, stopping (trainers told to leave, groups flushed), and at
+  // last the evaluators and nodes told to stop too (after the final model is measured).
+  enum class Phase { kTraining, kStopping, kStoppingEvaluators };
+  bool stopping() const { return phase_ != Phase::kTraining; }
+  // When the loop's periodic duties are next due.
+  struct LoopSchedule {
+    Clock::time_point poll;        // the next group PS poll (one group a heartbeat period)
+    std::uint32_t poll_group = 0;  // round robin
+    Clock::time_point control;     // the next adaptive control window
+    Clock::time_point watchdog;    // the next systemd watchdog ping
+  };
 
   void serveOnce(std::chrono::milliseconds timeout);
   void handle(const zmq::message_t& from, std::vector<zmq::message_t>&& frames);
@@ -150,7 +138,11 @@ class Coordinator {
   // (coordinator_adaptive.cc).
   void observeSteps(WorkerRecord& w, const InMessage& msg);
   void applyRegroup(const ControlActions& act);
-  void event(const std::string& kind, const std::string& text, double predicted_gain = 0);
+  // An event of the run (run_log.h); the entry may take more fields.
+  nlohmann::json& event(const std::string& kind, const std::string& text,
+                        double predicted_gain = 0) {
+    return run_log_.event(kind, text, predicted_gain);
+  }
   // Control socket (coordinator_control.cc).
   void serveControl();
   void handleControl(PendingRequest&& r);
@@ -221,8 +213,6 @@ class Coordinator {
   CurveKeys keysForNode(const WorkerRecord& node) const;
   // Checkpoint writes that failed since the last look: an event and an error line.
   void noteCheckpointFailures(proto::CentralStats::Reader stats);
-  nlohmann::json headRestartJson() const;
-  nlohmann::json failuresJson(std::uint64_t lost, std::uint64_t bound) const;
   void printProgress();
   std::size_t groupsInUse() const;
   std::optional<std::string> stopReason();
@@ -247,8 +237,6 @@ class Coordinator {
   // back keeps answering registrations with `finished` (for up to finish_linger_s, until
   // each missing trainer has been told), so one still in its back-off stops cleanly.
   void lingerForLateTrainers(const std::atomic<bool>& stop_requested);
-  // Trainers (distinct host and pid) this head has seen: registered, or told `finished`.
-  std::size_t trainersSeen() const;
   // Evaluator supervision hooks (coordinator_evaluators.cc): an evaluator registered, or
   // was lost (declared dead, or left) while training goes on.
   void evaluatorJoined(const WorkerRecord& w);
@@ -261,64 +249,29 @@ class Coordinator {
   Topology topo_;
   MessageLimits limits_;
   CurveKeys curve_;
-  const ZapHandler* zap_ = nullptr;  // borrowed, like control_
-  std::uint64_t identity_refused_ = 0;
+  CoordinatorDeps deps_;  // borrowed pieces of the process around (see the struct)
   Registry registry_;
   std::unique_ptr<AssignmentPolicy> policy_;
   std::unique_ptr<GroupFleet> fleet_;  // the group PS slots (group_fleet.h)
   std::unique_ptr<RpcClient> central_;
-  std::uint64_t next_id_ = 1;
   std::uint64_t epoch_ = 0;
-  std::uint32_t next_shard_ = 0;
-  bool stopping_ = false;
-  bool stop_evaluators_ = false;  // evaluators stop last, after measuring the final model
-  // Trainers whose registration came while stopping (host, pid): told `finished`.
-  std::set<std::pair<std::string, std::uint32_t>> told_finished_;
-  std::optional<Clock::time_point> training_started_;
-  std::optional<double> time_to_target_s_;
-  double acc_at_target_ = -1;  // the report that reached the target (later ones may dip)
-  std::uint64_t stale_heartbeats_ = 0;
+  Phase phase_ = Phase::kTraining;
   std::uint64_t bad_messages_ = 0;
   std::unique_ptr<AdaptiveController> adaptive_;  // mode adaptive only
-  Clock::time_point next_control_;
-  std::unique_ptr<GroupConfigQueue> configs_;  // group PS configurations on their way
-  std::set<std::uint64_t> admitting_;  // trainers whose registration awaits its group PS
+  std::unique_ptr<GroupConfigQueue> configs_;     // group PS configurations on their way
   // Questions to servers on threads of their own (polls, stats, checkpoints, flushes),
   // each with the continuation that reads its answer on this thread.
   std::unique_ptr<PendingCalls> calls_;
-  std::uint64_t regroups_ = 0;
-  ControlQueue* control_ = nullptr;        // borrowed: main() owns it and outlives run()
-  const std::atomic<bool>* stop_now_ = nullptr;  // borrowed (setJobFlags)
-  const std::atomic<bool>* suspend_ = nullptr;
-  MetricsRegistry* metrics_ = nullptr;     // the job's view of the borrowed registry
-  std::unique_ptr<MetricsRegistry> job_metrics_;
+  std::unique_ptr<MetricsRegistry> metrics_;   // the job's view of deps_.metrics, or null
   std::unique_ptr<MetricsExporter> exporter_;  // set with metrics_
-  std::optional<std::chrono::microseconds> watchdog_;
-  Clock::time_point next_watchdog_;
-  std::atomic<bool>* reload_ = nullptr;
-  KeyReloader reload_keys_;
+  LoopSchedule schedule_;
   bool shutdown_requested_ = false;
-  std::vector<std::pair<PendingRequest, std::uint64_t>> drain_waiters_;
-  Clock::time_point started_ = Clock::now();
-  std::uint64_t central_version_seen_ = 0;
-  std::uint64_t checkpoint_failures_seen_ = 0;  // the central PS's count at the last look
+  std::vector<std::pair<PendingRequest, std::uint64_t>> drain_waiters_;  // control: drain
   std::optional<nlohmann::ordered_json> last_checkpoint_;
-  nlohmann::json events_ = nlohmann::json::array();
-  // Failure handling.
-  HeadStart head_;
-  std::optional<double> reregistered_after_s_;  // all configured trainers back (restart)
-  NodeSpares spares_;  // group PSes nodes offered beyond the slots in use (re-creation)
-  std::set<std::uint64_t> failed_group_members_;  // trainers that were in a failed group
-  std::uint32_t next_poll_group_ = 0;
-  Clock::time_point next_poll_;
-  std::set<std::pair<std::string, std::uint32_t>> quarantined_procs_;  // host, pid
-  std::set<std::string> quarantined_keys_;  // CURVE public keys of quarantined workers
-  std::uint64_t quarantine_refusals_ = 0;       // registrations/heartbeats refused
-  std::uint64_t quarantined_total_ = 0;          // workers quarantined in this run
-  std::uint64_t replayed_pushes_ = 0;           // from the last group polls
-  std::map<std::uint32_t, std::uint64_t> group_replays_;
-  std::uint64_t persisted_version_ = 0;
-  nlohmann::json failures_ = nlohmann::json::array();  // node failures with their timings
+  AdmissionBook admission_;    // ids, shards, quarantine, what was refused
+  RunLog run_log_;             // timings, the target, regroups, events
+  HeadRecord head_;            // this incarnation's start and the versions it saw
+  FailureLedger failures_;     // failed groups, lost counts, replays, spare PSes
   EvaluatorWatch evaluators_;  // is accuracy measured, since when not (evaluator_watch.h)
 };
 

@@ -44,10 +44,12 @@ class Job {
   // intake's socket, else at cfg.listen), and records the head incarnation. Nothing runs
   // yet. Errors name the part that failed. local_groups (a multi-job daemon): how many
   // of the job's group PSes run here; node daemons offer the rest to its coordinator.
-  static Result<std::unique_ptr<Job>> create(zmq::context_t& ctx, const DaemonConfig& cfg,
-                                             const CurveKeys& keys,
-                                             std::optional<ExternalIntake> intake = std::nullopt,
-                                             std::optional<std::uint32_t> local_groups = std::nullopt);
+  // deps: what the coordinator borrows from the process (its head start is filled here).
+  static Result<std::unique_ptr<Job>> create(
+      zmq::context_t& ctx, const DaemonConfig& cfg, const CurveKeys& keys,
+      std::optional<ExternalIntake> intake = std::nullopt,
+      std::optional<std::uint32_t> local_groups = std::nullopt,
+      coordinator::CoordinatorDeps deps = {});
   ~Job();  // stops the servers if they still run
   Job(const Job&) = delete;
   Job& operator=(const Job&) = delete;
@@ -68,7 +70,8 @@ class Job {
   Job(DaemonConfig cfg) : cfg_(std::move(cfg)) {}
   Status startGroups(zmq::context_t& ctx, const CurveKeys& keys, std::uint32_t count,
                      Topology* topo);
-  Status startHead();
+  // The head incarnation and what the central PS resumed from.
+  Result<coordinator::HeadStart> startHead();
 
   DaemonConfig cfg_;
   std::unique_ptr<centralps::CentralServer> central_;

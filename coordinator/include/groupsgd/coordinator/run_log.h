@@ -1,0 +1,61 @@
+// The story of one run as the coordinator tells it: when it started, when training began,
+// when the target was reached (and by which report), the regroups, and the events the
+// summary lists (each also logged, and printed with the progress lines when they are on).
+// Thread rule: plain data of the coordinator thread (no locks).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace groupsgd::coordinator {
+
+class RunLog {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // print: events also go to standard output (with the progress lines).
+  explicit RunLog(bool print) : print_(print) {}
+
+  // Appends an event at the run's current time; the returned entry may take more fields.
+  nlohmann::json& event(const std::string& kind, const std::string& text,
+                        double predicted_gain = 0);
+  const nlohmann::json& events() const { return events_; }
+
+  double uptimeS() const { return secondsSince(started_); }
+  // The first trainer's admission starts the training clock.
+  void trainingBegins() {
+    if (!training_started_) training_started_ = Clock::now();
+  }
+  bool training() const { return training_started_.has_value(); }
+  // Seconds since training began (0 before).
+  double trainingS() const { return training_started_ ? secondsSince(*training_started_) : 0.0; }
+
+  void targetReached(double acc) {
+    time_to_target_s_ = trainingS();
+    acc_at_target_ = acc;
+  }
+  std::optional<double> timeToTargetS() const { return time_to_target_s_; }
+  double accAtTarget() const { return acc_at_target_; }
+
+  void countRegroup() { ++regroups_; }
+  std::uint64_t regroups() const { return regroups_; }
+
+  static double secondsSince(Clock::time_point t) {
+    return std::chrono::duration<double>(Clock::now() - t).count();
+  }
+
+ private:
+  bool print_;
+  Clock::time_point started_ = Clock::now();
+  std::optional<Clock::time_point> training_started_;
+  std::optional<double> time_to_target_s_;
+  double acc_at_target_ = -1;  // the report that reached the target (later ones may dip)
+  std::uint64_t regroups_ = 0;
+  nlohmann::json events_ = nlohmann::json::array();
+};
+
+}  // namespace groupsgd::coordinator
