@@ -31,9 +31,13 @@ ctags --kinds-c++=f --fields=+ne --langmap=C++:+.cu -f - -L "$work/files" > "$wo
 xargs -d '\n' wc -l < "$work/files" | grep -v ' total$' > "$work/lines" || true
 
 duplicate_pairs=""
+duplicates_incomplete=0
 if command -v duplicates >/dev/null; then
-  # The first line counts the pairs ("no duplicates" when there are none).
-  first=$(duplicates --repo "$repo" --seconds 120 --most 200 | head -1)
+  # The first line counts the pairs ("no duplicates" when there are none); an
+  # "incomplete: ..." line says the time ran out before the whole tree was paired.
+  duplicates --repo "$repo" --seconds 120 --most 200 > "$work/duplicates"
+  grep -q '^incomplete:' "$work/duplicates" && duplicates_incomplete=1
+  first=$(head -1 "$work/duplicates")
   if [[ $first == "no duplicates"* ]]; then
     duplicate_pairs=0
   else
@@ -42,10 +46,10 @@ if command -v duplicates >/dev/null; then
 fi
 
 python3 - "$work/tags" "$work/lines" "$json" "$(git rev-parse --short HEAD)" \
-  "$duplicate_pairs" <<'PY'
-import json, re, statistics, sys
+  "$duplicate_pairs" "$duplicates_incomplete" <<'PY'
+import json, statistics, sys
 
-tags_path, lines_path, as_json, commit, dups = sys.argv[1:6]
+tags_path, lines_path, as_json, commit, dups, dups_incomplete = sys.argv[1:7]
 functions = []
 for row in open(tags_path, encoding="utf-8", errors="replace"):
     cols = row.rstrip("\n").split("\t")
@@ -72,19 +76,20 @@ long_files.sort(key=lambda f: -f["lines"])
 m = {
     "commit": commit,
     "functions": len(functions),
-    "median_length": statistics.median(lengths) if lengths else 0,
+    "median_length": round(statistics.median(lengths), 1) if lengths else 0,
     "share_over_50_lines": round(sum(n > 50 for n in lengths) / len(lengths), 4) if lengths else 0,
     "longest": functions[:10],
     "over_80_lines": [f for f in functions if f["length"] > 80],
     "cc_files_over_700_lines": long_files,
     "duplicate_pairs": int(dups) if dups else None,
+    "duplicates_incomplete": dups_incomplete == "1",
 }
 if as_json == "1":
     print(json.dumps(m, indent=2))
     sys.exit(0)
 print(f"code metrics at {m['commit']} (non-test *.cc *.h *.cu)")
 print(f"functions: {m['functions']}")
-print(f"median length: {m['median_length']} lines")
+print(f"median length: {m['median_length']:g} lines")
 print(f"over 50 lines: {100 * m['share_over_50_lines']:.1f}%")
 print("ten longest:")
 for f in m["longest"]:
@@ -95,6 +100,9 @@ for f in m["over_80_lines"]:
 print(f".cc files over 700 lines: {len(long_files)}")
 for f in long_files:
     print(f"  {f['lines']:5d}  {f['file']}")
-print("duplicate pairs: " + ("(no `duplicates` on PATH)" if m["duplicate_pairs"] is None
-                             else str(m["duplicate_pairs"])))
+if m["duplicate_pairs"] is None:
+    print("duplicate pairs: (no `duplicates` on PATH)")
+else:
+    print(f"duplicate pairs: {m['duplicate_pairs']}" +
+          (" (incomplete: the time ran out)" if m["duplicates_incomplete"] else ""))
 PY
