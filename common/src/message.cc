@@ -224,7 +224,7 @@ Status InMessage::readTensor(std::size_t i, std::span<float> out, PayloadDecoder
   if (info.getEncoding() == proto::Encoding::DENSE) {
     auto* dst = reinterpret_cast<char*>(out.data());
     for (const auto& f : tensor_frames_[i]) {
-      if (f.empty()) continue;  // an empty tensor's one frame; dst may be null then
+      if (f.empty()) continue;               // an empty tensor's one frame; dst may be null then
       std::memcpy(dst, f.data(), f.size());  // frames may be unaligned: copy, never cast
       dst += f.size();
     }
