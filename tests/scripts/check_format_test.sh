@@ -14,7 +14,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 repo=$work/repo
 git init -q "$repo" && cd "$repo" || exit 1
-git config user.email test@example.invalid && git config user.name test
+git config user.email test@example.invalid && git config user.name test && git config commit.gpgsign false
 cp "$root/.clang-format" .
 check_format() { bash "$root/scripts/check-format.sh" "$@" > "$work/out.txt" 2>&1; }
 
