@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -41,7 +42,7 @@ inline double secondsSince(Clock::time_point t0) {
 inline double percentile(std::vector<double> v, double p) {
   if (v.empty()) return 0.0;
   std::sort(v.begin(), v.end());
-  const auto rank = static_cast<std::size_t>(p * static_cast<double>(v.size() - 1) + 0.5);
+  const auto rank = static_cast<std::size_t>(std::lround(p * static_cast<double>(v.size() - 1)));
   return v[std::min(rank, v.size() - 1)];
 }
 

@@ -133,6 +133,7 @@ CpuResults benchCpu(const Settings& s) {
                      for (std::size_t b = 0; b < n; b += kSlice) {
                        const std::size_t m = std::min(kSlice, n - b);
                        std::vector<std::span<const float>> parts;
+                       parts.reserve(spans.size());
                        for (const auto& in : spans) parts.push_back(in.subspan(b, m));
                        k::weightedSum(parts, weights, std::span<float>(dst).subspan(b, m));
                      }

@@ -42,11 +42,12 @@ int main(int argc, char** argv) {
     std::lognormal_distribution<double> spread(0.0, 0.3);
     std::vector<policy::WorkerSpeed> speeds;
     for (std::uint32_t i = 0; i < n; ++i) speeds.push_back({i + 1, 1.0, 4.0 * spread(rng)});
-    for (std::uint32_t i = 0; i < n / 50; ++i) speeds[i * 50].overhead_ms += 40.0;
+    for (std::uint32_t i = 0; i < n / 50; ++i) speeds[std::size_t{i} * 50].overhead_ms += 40.0;
     policy::PlanConfig cfg;
     cfg.max_groups = 4;
     const std::vector<std::vector<std::uint64_t>> one = [&] {
       std::vector<std::uint64_t> ids;
+      ids.reserve(speeds.size());
       for (const auto& s : speeds) ids.push_back(s.id);
       return std::vector<std::vector<std::uint64_t>>{ids};
     }();

@@ -1,6 +1,7 @@
 #include "groupsgd/adaptive/adaptive_controller.h"
 
 #include <algorithm>
+#include <cmath>
 #include <sstream>
 
 #include "groupsgd/common/log.h"
@@ -224,8 +225,7 @@ void AdaptiveController::describe(std::vector<StragglerEvent>* detections,
     t << "worker " << d.worker;
     if (it != all.end() && !it->second.name.empty()) t << " (" << it->second.name << ")";
     t << (d.straggler ? " is a straggler" : " recovered") << " at its step " << d.step << ": "
-      << static_cast<double>(static_cast<int>(d.ratio * 100 + 0.5)) / 100
-      << "x the reference step time (";
+      << static_cast<double>(std::lround(d.ratio * 100)) / 100 << "x the reference step time (";
     if (d.erratic && d.straggler) {
       const bool early = d.steps == c.erratic_early_window && d.steps != c.erratic_window;
       t << "erratic: mean of " << d.steps << " steps >= "

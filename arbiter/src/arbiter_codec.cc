@@ -21,7 +21,7 @@ zmq::message_t ArbiterOut::frame() {
 }
 
 Result<ArbiterIn> ArbiterIn::decode(const zmq::message_t &frame) {
-  if (frame.size() == 0 || frame.size() % sizeof(capnp::word) != 0 ||
+  if (frame.empty() || frame.size() % sizeof(capnp::word) != 0 ||
       frame.size() > kMaxArbiterMessageBytes) {
     return invalidArgument("arbiter message of " + std::to_string(frame.size()) +
                            " bytes is not a Cap'n Proto message of at most " +

@@ -224,7 +224,7 @@ Status InMessage::readTensor(std::size_t i, std::span<float> out, PayloadDecoder
   if (info.getEncoding() == proto::Encoding::DENSE) {
     auto* dst = reinterpret_cast<char*>(out.data());
     for (const auto& f : tensor_frames_[i]) {
-      if (f.size() == 0) continue;  // an empty tensor's one frame; dst may be null then
+      if (f.empty()) continue;               // an empty tensor's one frame; dst may be null then
       std::memcpy(dst, f.data(), f.size());  // frames may be unaligned: copy, never cast
       dst += f.size();
     }
@@ -240,7 +240,7 @@ Status InMessage::readTensor(std::size_t i, std::span<float> out, PayloadDecoder
   gathered.resize(info.getByteLength());
   std::size_t off = 0;
   for (const auto& f : tensor_frames_[i]) {
-    if (f.size() == 0) continue;  // an empty payload: gathered.data() may be null
+    if (f.empty()) continue;  // an empty payload: gathered.data() may be null
     std::memcpy(gathered.data() + off, f.data(), f.size());
     off += f.size();
   }
@@ -294,7 +294,7 @@ Status checkFrameShape(const std::vector<zmq::message_t>& frames, const MessageL
   if (frames.empty()) return invalidArgument("empty message");
   if (frames.size() > limits.max_frames) return resourceExhausted("too many frames");
   const zmq::message_t& head = frames[0];
-  if (head.size() == 0 || head.size() % sizeof(capnp::word) != 0) {
+  if (head.empty() || head.size() % sizeof(capnp::word) != 0) {
     return invalidArgument("header frame of " + std::to_string(head.size()) +
                            " bytes is not a whole number of 8-byte words");
   }

@@ -144,7 +144,7 @@ Status statusFromError(const InMessage& msg) {
 
 RpcClient::RpcClient(zmq::context_t& ctx, std::string endpoint, MessageLimits limits,
                      SocketOptions opts)
-    : ctx_(ctx), endpoint_(std::move(endpoint)), limits_(limits), opts_(opts) {}
+    : ctx_(ctx), endpoint_(std::move(endpoint)), limits_(limits), opts_(std::move(opts)) {}
 
 Status RpcClient::ensureSocket() {
   if (sock_) return Status::ok();

@@ -118,7 +118,7 @@ struct ControlServer::Impl {
   void accept();
   // A decoded request passed every server-side check: queue it or refuse it.
   void dispatch(const std::shared_ptr<Connection>& conn, ControlRequest request);
-  void count(const std::string& method, const char* code);
+  void count(const std::string& method, const char* code) const;
   const ControlMethod* findMethod(const std::string& name) const {
     for (const auto& m : options.methods) {
       if (m.name == name) return &m;
@@ -329,7 +329,7 @@ void Connection::handleLine(std::string_view line) {
   server_.dispatch(shared_from_this(), std::move(request));
 }
 
-void ControlServer::Impl::count(const std::string& method, const char* code) {
+void ControlServer::Impl::count(const std::string& method, const char* code) const {
   if (options.metrics == nullptr) return;
   const std::string label = findMethod(method) != nullptr ? method : "other";
   options.metrics
@@ -373,8 +373,9 @@ void ControlServer::Impl::dispatch(const std::shared_ptr<Connection>& conn,
     }
   }
   if (refuse) {
-    // Answered from here: posts the reply, which resumes the connection.
-    pending.fail(ControlError::kRefused, *refuse);
+    // Answered from here: posts the reply, which resumes the connection (`pending` is moved
+    // into the queue only when not refused).
+    pending.fail(ControlError::kRefused, *refuse);  // NOLINT(bugprone-use-after-move)
     return;
   }
   cv.notify_one();

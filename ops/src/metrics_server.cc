@@ -19,8 +19,8 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 using tcp = asio::ip::tcp;
 
-constexpr std::size_t kHeaderLimit = 8 * 1024;
-constexpr std::size_t kBodyLimit = 4 * 1024;
+constexpr std::size_t kHeaderLimit = std::size_t{8} * 1024;
+constexpr std::size_t kBodyLimit = std::size_t{4} * 1024;
 constexpr std::chrono::seconds kRequestDeadline{10};
 
 http::response<http::string_body> makeResponse(const http::request<http::string_body>& req,
@@ -134,7 +134,7 @@ struct MetricsServer::Impl {
 MetricsServer::MetricsServer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const MetricsRegistry& registry,
-                                                            MetricsServerOptions options) {
+                                                            const MetricsServerOptions& options) {
   auto impl = std::make_unique<Impl>(registry, options.host);
   beast::error_code ec;
   const auto address = asio::ip::make_address(options.host, ec);

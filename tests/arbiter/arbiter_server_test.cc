@@ -70,7 +70,7 @@ TEST_CASE(
     second = job2.acquire(1, "gpu0", 0);
     granted.store(true);
   });
-  // Several keepalive periods later job 2 must still be waiting.
+  // Several keepalive periods later job 2 must still be waiting (a fixed time on purpose).
   std::this_thread::sleep_for(300ms);
   CHECK_FALSE(granted.load());
   REQUIRE(job1.release(1, "gpu0", 1.0).isOk());

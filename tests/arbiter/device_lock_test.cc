@@ -32,7 +32,7 @@ TEST_CASE("device lock: two holders of one device never overlap") {
     b_holds.store(true);
     b->unlock();
   });
-  std::this_thread::sleep_for(200ms);
+  std::this_thread::sleep_for(200ms);  // a fixed time on purpose: b must not get it meanwhile
   CHECK_FALSE(b_holds.load());
   a->unlock();
   t.join();

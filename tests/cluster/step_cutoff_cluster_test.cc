@@ -42,8 +42,8 @@ std::vector<Push> runMember(testing::MiniCluster& cluster, std::uint64_t id, int
   std::vector<float> grad(cluster.params, 0.001f);
   for (int i = 0; step < stop_at.load(); ++i) {
     if (id == pauser && i == steps) stop_at = step + 2;
-    std::this_thread::sleep_for(3ms);
-    if (id == pauser && i == pause_at) std::this_thread::sleep_for(pause);
+    std::this_thread::sleep_for(3ms);  // each step's compute, emulated
+    if (id == pauser && i == pause_at) std::this_thread::sleep_for(pause);  // the slow peer
     Push p;
     p.step = step;
     p.sent = Clock::now();

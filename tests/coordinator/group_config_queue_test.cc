@@ -253,7 +253,7 @@ TEST_CASE("coordinator: a slow group PS delays only the registrations that need 
       slowest_ms = std::max(slowest_ms.load(), ms);
       if (!answer) ++failures;
       ++during;
-      std::this_thread::sleep_for(milliseconds(30));
+      std::this_thread::sleep_for(milliseconds(30));  // a heartbeat period, not a wait
     }
   });
 

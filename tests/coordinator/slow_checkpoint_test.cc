@@ -105,7 +105,7 @@ TEST_CASE("coordinator: heartbeats are answered while a slow checkpoint is writt
       if (!answer) ++failures;
       if (answer && answer->stop) break;
       if (central.checkpointAsked() && !checkpoint_done) ++during_checkpoint;
-      std::this_thread::sleep_for(milliseconds(50));
+      std::this_thread::sleep_for(milliseconds(50));  // a trainer's heartbeat period, not a wait
     }
     (void)client.leave(*me, 0, 0);
   });

@@ -38,7 +38,7 @@ TEST_CASE("node pool: a silent node is dropped with its slots; an unknown node i
   CHECK(pool.seen(a));
   CHECK_FALSE(pool.seen(a + 1));
   CHECK(pool.expire(std::chrono::seconds(10)).empty());
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the silence under test
   const auto gone = pool.expire(std::chrono::milliseconds(5));
   REQUIRE(gone.size() == 1);
   CHECK(gone[0].find("hostA") != std::string::npos);

@@ -348,6 +348,7 @@ TEST_CASE("checkpoint: a writer killed at random points leaves the old or the ne
         if (!writeCheckpoint(dir.path(), v, std::vector<float>(n, valueOf(v)), 2).isOk()) _exit(3);
       }
     }
+    // A random time on purpose: the kill lands anywhere in a checkpoint's write.
     std::this_thread::sleep_for(std::chrono::microseconds(rng() % 20000));
     ::kill(child, SIGKILL);
     int status = 0;

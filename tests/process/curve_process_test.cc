@@ -73,22 +73,23 @@ TEST_CASE("curve: keyed training completes; unknown keys, plaintext and impostor
 
   // Wait until both trainers run, then find w1's id.
   std::uint64_t w1_id = 0;
-  for (auto deadline = std::chrono::steady_clock::now() + 30s;
-       w1_id == 0 && std::chrono::steady_clock::now() < deadline;) {
-    json rows = ctlJson(dir, {"workers"});
-    if (rows.is_object()) rows = rows["workers"];
-    int training = 0;
-    std::uint64_t id = 0;
-    for (const auto& r : rows) {
-      CHECK(r["name"] != "stranger");
-      CHECK(r["name"] != "plain");
-      if (r["steps"].get<std::uint64_t>() > 0 && (r["name"] == "w1" || r["name"] == "w2"))
-        ++training;
-      if (r["name"] == "w1") id = r["id"].get<std::uint64_t>();
-    }
-    if (training == 2) w1_id = id;
-    if (w1_id == 0) std::this_thread::sleep_for(250ms);
-  }
+  waitUntil(
+      [&] {
+        json rows = ctlJson(dir, {"workers"});
+        if (rows.is_object()) rows = rows["workers"];
+        int training = 0;
+        std::uint64_t id = 0;
+        for (const auto& r : rows) {
+          CHECK(r["name"] != "stranger");
+          CHECK(r["name"] != "plain");
+          if (r["steps"].get<std::uint64_t>() > 0 && (r["name"] == "w1" || r["name"] == "w2"))
+            ++training;
+          if (r["name"] == "w1") id = r["id"].get<std::uint64_t>();
+        }
+        if (training == 2) w1_id = id;
+        return w1_id != 0;
+      },
+      30s, 250ms);
   REQUIRE_MESSAGE(w1_id != 0, readFile(dir + "/daemon.log"));
 
   {

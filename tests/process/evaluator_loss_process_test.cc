@@ -122,8 +122,9 @@ TEST_CASE("faults: the evaluator killed with SIGKILL is reported at once; a "
   const std::size_t log_at_second = readFile(dir + "/daemon.log").size();
   REQUIRE(::kill(eval2->pid(), SIGKILL) == 0);
   REQUIRE(eval2->wait(10000ms).has_value());
-  std::this_thread::sleep_for(
-      400ms); // longer than a heartbeat period: it has gone quiet
+  // A fixed time on purpose (the behaviour under test): longer than a heartbeat period,
+  // it has gone quiet.
+  std::this_thread::sleep_for(400ms);
   const double second_kill_restart = wallNow();
   auto eval3 = evaluator("evaluator-3.log");
   REQUIRE(waitForText(dir + "/daemon.log", "of the same name", 30000ms));

@@ -120,12 +120,13 @@ TEST_CASE("failover: the head killed with SIGKILL and restarted resumes from its
   // Wait until a few checkpoints exist; the last version seen is a lower bound of the
   // version at the kill that follows at once.
   std::uint64_t seen = 0;
-  const auto until = std::chrono::steady_clock::now() + 60000ms;
-  while (seen < 3 * kEvery && std::chrono::steady_clock::now() < until) {
-    json st = ctl(dir, {"status"});
-    if (!st.is_null()) seen = st["central_version"].get<std::uint64_t>();
-    std::this_thread::sleep_for(200ms);
-  }
+  waitUntil(
+      [&] {
+        json st = ctl(dir, {"status"});
+        if (!st.is_null()) seen = st["central_version"].get<std::uint64_t>();
+        return seen >= 3 * kEvery;
+      },
+      60000ms, 200ms);
   REQUIRE(seen >= 3 * kEvery);
   const double killed_at = wallNow();
   REQUIRE(::kill(head->pid(), SIGKILL) == 0);
@@ -133,7 +134,7 @@ TEST_CASE("failover: the head killed with SIGKILL and restarted resumes from its
   // The workers notice (no answer), then keep trying with back-off. Restart on the same
   // port a little later, as a supervisor would. The new run's budget lasts longer than a
   // worker's longest back-off (1 s), so every worker is back before it ends.
-  std::this_thread::sleep_for(1500ms);
+  std::this_thread::sleep_for(1500ms);  // the outage under test: a fixed time, not a state
   auto again = startDaemon(dir, "head2.log", ep,
                            [&] {
                              auto a = args;
@@ -215,11 +216,8 @@ TEST_CASE("failover: a node daemon killed with SIGKILL: its group fails, its wor
   double reassigned = 0;
   for (std::size_t k = 0; k < in_group1.size(); ++k) {
     const std::string wlog = dir + "/w" + std::to_string(in_group1[k]) + ".log";
-    const auto deadline = std::chrono::steady_clock::now() + 30000ms;
-    while (stampOf(readFile(wlog), "assigned: group 0", log_at_kill[k]) < 0 &&
-           std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(50ms);
-    }
+    waitUntil([&] { return stampOf(readFile(wlog), "assigned: group 0", log_at_kill[k]) >= 0; },
+              30000ms);
     const double at = stampOf(readFile(wlog), "assigned: group 0", log_at_kill[k]);
     INFO("w" << in_group1[k] << ": " << readFile(wlog));
     REQUIRE(at > 0);
@@ -364,7 +362,7 @@ TEST_CASE("failover: multi-node roles: the head restarted from its checkpoint; t
   REQUIRE(waitForSamples(dir, 2000, 90000ms));
   REQUIRE(::kill(head->pid(), SIGKILL) == 0);
   REQUIRE(head->wait(10000ms).has_value());
-  std::this_thread::sleep_for(1000ms);
+  std::this_thread::sleep_for(1000ms);  // the outage under test: a fixed time, not a state
   auto again = startDaemon(dir, "head2.log", ep, [&] {
     auto a = args;
     a.insert(a.end(), {"--max-samples", "3000", "--max-seconds", "120"});

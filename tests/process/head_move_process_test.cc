@@ -71,7 +71,7 @@ TEST_CASE("faults: the head restarted on another port is found again by the "
   const double killed_at = wallNow();
   REQUIRE(::kill(head->pid(), SIGKILL) == 0);
   REQUIRE(head->wait(10000ms).has_value());
-  std::this_thread::sleep_for(1000ms);
+  std::this_thread::sleep_for(1000ms);  // the outage under test: a fixed time, not a state
   auto again = startDaemon(dir, "head2.log", ep2, [&] {
     auto a = args;
     // A budget of several seconds of training: with 4000 the new head finished 0.8 s after
@@ -151,8 +151,10 @@ TEST_CASE("faults: a trainer still in its back-off when the restarted head's run
     return std::make_unique<Process>(argv, dir + "/w" + std::to_string(i) + ".log");
   };
   auto w0 = worker(0, {"--backoff-max-ms", "1000"});
-  // w1 waits 16-20 s between registration attempts (20 s, less up to 20% jitter).
-  auto w1 = worker(1, {"--backoff-initial-ms", "20000", "--backoff-max-ms", "20000"});
+  // w1 waits 16-20 s between registration attempts (20 s, less up to 20% jitter); at debug
+  // level it logs each failed attempt ("retrying in").
+  auto w1 = worker(
+      1, {"--backoff-initial-ms", "20000", "--backoff-max-ms", "20000", "--log-level", "debug"});
   json st = waitForStatus(
       dir, [](const json& s) { return s["central_version"].get<std::uint64_t>() >= 20; }, 90000ms);
   REQUIRE(st["central_version"].get<std::uint64_t>() >= 20);
@@ -160,9 +162,14 @@ TEST_CASE("faults: a trainer still in its back-off when the restarted head's run
   REQUIRE(head->wait(10000ms).has_value());
   // w1's first attempt goes out 1.5 s after this line (its Leave times out first) and
   // fails 1.5 s later; the next one comes 16-20 s after that. The new head starts in
-  // between and spends its budget with w0 alone.
-  REQUIRE(waitForText(dir + "/w1.log", "registering again", 30000ms));
-  std::this_thread::sleep_for(5000ms);
+  // between (once that first attempt failed) and spends its budget with w0 alone.
+  REQUIRE(waitUntil(
+      [&] {
+        const std::string log = readFile(dir + "/w1.log");
+        const auto again = log.find("registering again");
+        return again != std::string::npos && log.find("retrying in", again) != std::string::npos;
+      },
+      30000ms));
   auto again = startDaemon(dir, "head2.log", ep, [&] {
     auto a = args;
     a.insert(a.end(), {"--max-samples", "2000", "--max-seconds", "60"});

@@ -206,15 +206,14 @@ TEST_CASE("ops: every control method answers a live adaptive daemon (contract)")
   };
   // Poll, not a fixed sleep: on a loaded machine the three registrations and the profiling
   // steps can take seconds. Wait until all three train and the central model has moved.
-  const auto until = std::chrono::steady_clock::now() + 90s;
-  for (;;) {
-    const json w = ctl({"workers"}, -2);
-    const json s = ctl({"status"}, -2);
-    const bool ready = w.is_object() && w.contains("workers") && w["workers"].size() == 3 &&
-                       s.is_object() && s.value("central_version", std::uint64_t{0}) > 5;
-    if (ready || std::chrono::steady_clock::now() > until) break;
-    std::this_thread::sleep_for(250ms);
-  }
+  waitUntil(
+      [&] {
+        const json w = ctl({"workers"}, -2);
+        const json s = ctl({"status"}, -2);
+        return w.is_object() && w.contains("workers") && w["workers"].size() == 3 &&
+               s.is_object() && s.value("central_version", std::uint64_t{0}) > 5;
+      },
+      90s, 250ms);
   CHECK(ctl({"version"}, 0)["control_protocol"] == 1);
   json st = ctl({"status"}, 0);
   CHECK(st["mode"] == "adaptive");

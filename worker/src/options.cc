@@ -128,7 +128,7 @@ Convert number(Access access, Check check, const char* want) {
   };
 }
 
-#define WORKER_FIELD(PATH) [](WorkerOptions& o) -> auto& { return o.PATH; }
+#define WORKER_FIELD(PATH) ([](WorkerOptions & o) -> auto& { return o.PATH; })
 
 struct CheckedFlag {
   const char* flag;

@@ -108,7 +108,8 @@ struct ConvLayer {
     return KernelStatus::success();
   }
 
-  void destroy() {
+  // Not const although it could be: it ends the descriptors' lives (through their handles).
+  void destroy() {  // NOLINT(readability-make-member-function-const)
     if (in) cudnnDestroyTensorDescriptor(in);
     if (out) cudnnDestroyTensorDescriptor(out);
     if (filter) cudnnDestroyFilterDescriptor(filter);

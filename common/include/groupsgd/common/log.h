@@ -26,7 +26,7 @@ void write(Level level, const std::string& message);
   do {                                                                       \
     if (static_cast<int>(lvl) >= static_cast<int>(::groupsgd::log::level())) { \
       std::ostringstream gsgd_os_;                                           \
-      gsgd_os_ << expr;                                                      \
+      gsgd_os_ << expr; /* NOLINT(bugprone-macro-parentheses): a << chain */ \
       ::groupsgd::log::write(lvl, gsgd_os_.str());                           \
     }                                                                        \
   } while (0)

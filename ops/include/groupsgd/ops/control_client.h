@@ -54,7 +54,7 @@ class ControlClient {
   std::string path_;
   std::string in_;  // bytes read past the last returned line
   std::uint64_t next_id_ = 1;
-  std::size_t max_reply_bytes_ = 16 * 1024 * 1024;
+  std::size_t max_reply_bytes_ = std::size_t{16} * 1024 * 1024;
 };
 
 }  // namespace groupsgd::ops

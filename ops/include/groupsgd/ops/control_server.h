@@ -58,7 +58,7 @@ std::vector<uid_t> defaultAdminUids();
 struct ControlServerOptions {
   std::string path;                        // socket file (at most 107 bytes)
   mode_t mode = 0660;                      // set by chmod after bind
-  std::size_t max_request_bytes = 64 * 1024;  // longest request line, '\n' excluded
+  std::size_t max_request_bytes = std::size_t{64} * 1024;  // longest request line, '\n' excluded
   std::size_t max_connections = 64;        // more are answered "refused" and closed
   std::size_t max_pending = 256;           // queued for the coordinator; more: "refused"
   std::vector<ControlMethod> methods = defaultControlMethods();

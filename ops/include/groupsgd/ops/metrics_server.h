@@ -24,7 +24,7 @@ class MetricsServer {
  public:
   // Binds and starts serving. registry is borrowed and must outlive the server.
   static Result<std::unique_ptr<MetricsServer>> start(const MetricsRegistry& registry,
-                                                      MetricsServerOptions options);
+                                                      const MetricsServerOptions& options);
   // Stops the thread and closes every connection.
   ~MetricsServer();
   MetricsServer(const MetricsServer&) = delete;
