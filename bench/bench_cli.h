@@ -6,13 +6,13 @@
 //   if (auto rc = parseCommandLine(*app, argc, argv)) return *rc;
 #pragma once
 
-#include <CLI/CLI.hpp>
-
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <optional>
 #include <string>
+
+#include <CLI/CLI.hpp>
 
 namespace groupsgd::bench {
 
@@ -44,7 +44,7 @@ inline const CLI::Validator kPositive(
       char* end = nullptr;
       const double x = std::strtod(v.c_str(), &end);
       return end != v.c_str() && *end == '\0' && x > 0 ? std::string()
-                                                      : "must be a number > 0, got '" + v + "'";
+                                                       : "must be a number > 0, got '" + v + "'";
     },
     "POSITIVE", "positive");
 

@@ -7,7 +7,7 @@
 // the calling thread as usual.
 #pragma once
 
-#include "groupsgd/common/allocator.h"
+#include <malloc.h>
 
 #include <algorithm>
 #include <chrono>
@@ -21,11 +21,10 @@
 #include <thread>
 #include <vector>
 
-#include <malloc.h>
-
 #include <nlohmann/json.hpp>
 
 #include "groupsgd/client/client.h"
+#include "groupsgd/common/allocator.h"
 #include "groupsgd/common/transport.h"
 #include "groupsgd/testbed/in_process_cluster.h"
 
@@ -58,7 +57,6 @@ inline void emit(const json& j) {
 // and pays one page fault per 4 KiB. Call before any thread starts. False if refused.
 inline bool tuneMalloc() { return groupsgd::tuneAllocatorForLargeBuffers(); }
 
-
 using testbed::InProcessCluster;
 using testbed::pullWhenReady;
 
@@ -75,8 +73,7 @@ inline Status configureMembers(zmq::context_t& ctx, const std::string& group_end
 }
 
 inline client::Assignment memberAssignment(std::uint64_t worker_id, std::uint64_t epoch,
-                                           const std::string& group_endpoint,
-                                           std::size_t params) {
+                                           const std::string& group_endpoint, std::size_t params) {
   client::Assignment a;
   a.worker_id = worker_id;
   a.epoch = epoch;

@@ -12,12 +12,12 @@
 //   ratio                     curve_gbps / plain_gbps (1 = free)
 //
 // Flags: --sizes 1,16 (MiB), --seconds S per setup and size, --quick.
+#include "bench_cli.h"
 #include "bench_util.h"
 #include "groupsgd/centralps/central_server.h"
 #include "groupsgd/common/log.h"
 #include "groupsgd/common/zap_handler.h"
 #include "groupsgd/groupps/group_server.h"
-#include "bench_cli.h"
 
 using namespace groupsgd;
 using namespace groupsgd::bench;
@@ -136,8 +136,9 @@ int main(int argc, char** argv) {
   double seconds = 0;
   app->add_flag("--quick", quick, "short runs (CI smoke test)");
   addList(*app, "--sizes", sizes, "tensor sizes in MiB (default 1,16)");
-  auto* seconds_opt = app->add_option("--seconds", seconds, "seconds per measurement (default 3, quick 0.5)")
-                          ->check(kPositive);
+  auto* seconds_opt =
+      app->add_option("--seconds", seconds, "seconds per measurement (default 3, quick 0.5)")
+          ->check(kPositive);
   if (auto rc = parseCommandLine(*app, argc, argv)) return *rc;
   if (seconds_opt->count() == 0) seconds = quick ? 0.5 : 3;
   log::setLevel(log::Level::kError);

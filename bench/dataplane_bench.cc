@@ -43,18 +43,18 @@
 #include "bench_cli.h"
 #include "bench_util.h"
 #include "dataplane_remote.h"
-#include "tcp_echo.h"
 #include "groupsgd/centralps/central_server.h"
-#include "groupsgd/common/log.h"
 #include "groupsgd/codec/parts.h"
+#include "groupsgd/common/log.h"
 #include "groupsgd/groupps/group_server.h"
+#include "tcp_echo.h"
 
 using namespace groupsgd;
 using namespace groupsgd::bench;
 
 namespace {
 
-constexpr double kTargetRatio = 0.9;          // push round trip / TCP, at 16 MiB and up
+constexpr double kTargetRatio = 0.9;           // push round trip / TCP, at 16 MiB and up
 constexpr double kExchangeTargetRatio = 0.85;  // central exchange / TCP
 std::uint32_t g_part_bytes = kDefaultPartBytes;
 constexpr std::uint32_t kNeverExchange = ~0u;
@@ -74,8 +74,8 @@ struct Timing {
 // busy machine slows them alike; every kind first runs twice untimed (buffers, page
 // faults, connections). Stops after min_rounds rounds and min_seconds, or at a failure
 // (that kind's timing is then cleared).
-std::vector<Timing> timeInterleaved(const std::vector<std::function<bool()>>& trips,
-                                    int min_rounds, double min_seconds) {
+std::vector<Timing> timeInterleaved(const std::vector<std::function<bool()>>& trips, int min_rounds,
+                                    double min_seconds) {
   std::vector<Timing> out(trips.size());
   std::vector<bool> alive(trips.size(), true);
   for (std::size_t k = 0; k < trips.size(); ++k) {
@@ -127,8 +127,8 @@ class PushTrips {
         replica_(params) {
     client_.setPartBytes(g_part_bytes);
     Status st = configureMembers(ctx_, t.group_ep, 1, epoch, k);
-    auto pulled = st ? pullWhenReady(client_, replica_, kReadyLimit)
-                     : Result<client::StepAnswer>(st);
+    auto pulled =
+        st ? pullWhenReady(client_, replica_, kReadyLimit) : Result<client::StepAnswer>(st);
     if (!pulled) {
       std::fprintf(stderr, "dataplane: cannot start pushing: %s\n",
                    pulled.status().toString().c_str());
@@ -184,10 +184,12 @@ class ExchangeTrips {
       if (!rpc_.send(std::move(part))) return failed("send");
     }
     auto r = rpc_.receive(deadline);
-    if (!r || r->kind() != BodyKind::MODEL_REPLY || !r->header().getBody().getModelReply().getApplied()) {
+    if (!r || r->kind() != BodyKind::MODEL_REPLY ||
+        !r->header().getBody().getModelReply().getApplied()) {
       return failed(r ? "not applied" : r.status().toString().c_str());
     }
-    if (Status s = receiveTensorInto(rpc_, *r, model_, deadline); !s) return failed(s.toString().c_str());
+    if (Status s = receiveTensorInto(rpc_, *r, model_, deadline); !s)
+      return failed(s.toString().c_str());
     version_ = r->header().getModelVersion();
     return true;
   }
@@ -215,7 +217,8 @@ struct Selection {
       return std::find(names.begin(), names.end(), name) != names.end();
     };
     return {has("tcp"), has("push"), has("k1"), has("exchange")};
-  }};
+  }
+};
 
 // The measurements of one size against servers of that size, wherever they are. Each
 // Target takes one run: the group is configured at epochs 1 and 2.
@@ -244,9 +247,12 @@ json measureAgainst(const Target& target, std::size_t mib, const Selection& only
       trips.push_back(std::move(fn));
       into.push_back(t);
     };
-    add(only.tcp && echo.ok(), [&] { return echo.roundTrip(); }, &tcp);
-    add(only.push, [&] { return pusher.trip(); }, &push);
-    add(only.exchange, [&] { return exchanger.trip(); }, &exch);
+    add(
+        only.tcp && echo.ok(), [&] { return echo.roundTrip(); }, &tcp);
+    add(
+        only.push, [&] { return pusher.trip(); }, &push);
+    add(
+        only.exchange, [&] { return exchanger.trip(); }, &exch);
     auto timed = timeInterleaved(trips, min_trips, min_seconds * static_cast<double>(trips.size()));
     for (std::size_t i = 0; i < timed.size(); ++i) *into[i] = std::move(timed[i]);
   }
@@ -261,8 +267,11 @@ json measureAgainst(const Target& target, std::size_t mib, const Selection& only
                                                        {"central_exchange", &exch}};
   for (const auto& [name, t] : all) {
     if (t->seconds.empty()) continue;
-    emit({{"bench", "dataplane"}, {"what", name}, {"size_mib", mib},
-          {"bytes_per_trip", trip_bytes}, {"trips", t->seconds.size()},
+    emit({{"bench", "dataplane"},
+          {"what", name},
+          {"size_mib", mib},
+          {"bytes_per_trip", trip_bytes},
+          {"trips", t->seconds.size()},
           {"p50_ms", percentile(t->seconds, 0.5) * 1e3},
           {"p90_ms", percentile(t->seconds, 0.9) * 1e3},
           {"gbps", t->gbps(trip_bytes)}});
@@ -289,8 +298,8 @@ json measureSize(std::size_t mib, const Selection& only, int min_trips, double m
     return {{"size_mib", mib}};
   }
   TcpEchoServer echo(kLoopback);
-  return measureAgainst({s.centralEndpoint(), s.groupEndpoint(), kLoopback, echo.port()}, mib, only, min_trips,
-                        min_seconds);
+  return measureAgainst({s.centralEndpoint(), s.groupEndpoint(), kLoopback, echo.port()}, mib, only,
+                        min_trips, min_seconds);
 }
 
 // 8 members of one group (K = 1) push a 1 MiB gradient in lockstep; per step, the time
@@ -340,16 +349,21 @@ json measureStepLatency(const std::string& group_ep, std::uint32_t members, int 
     ms.push_back(std::chrono::duration<double, std::milli>(last - first).count());
   }
   const double total_s =
-      std::chrono::duration<double>(done[0].back() - sent[0][static_cast<std::size_t>(skip)]).count();
-  json j = {{"bench", "dataplane"}, {"what", "step_latency"}, {"model_mib", 1},
-            {"members", members}, {"steps", ms.size()},
-            {"p50_ms", percentile(ms, 0.5)}, {"p90_ms", percentile(ms, 0.9)},
-            {"p99_ms", percentile(ms, 0.99)}, {"max_ms", percentile(ms, 1.0)},
+      std::chrono::duration<double>(done[0].back() - sent[0][static_cast<std::size_t>(skip)])
+          .count();
+  json j = {{"bench", "dataplane"},
+            {"what", "step_latency"},
+            {"model_mib", 1},
+            {"members", members},
+            {"steps", ms.size()},
+            {"p50_ms", percentile(ms, 0.5)},
+            {"p90_ms", percentile(ms, 0.9)},
+            {"p99_ms", percentile(ms, 0.99)},
+            {"max_ms", percentile(ms, 1.0)},
             {"steps_per_s", static_cast<double>(ms.size()) / total_s}};
   emit(j);
   return j;
 }
-
 
 // The step latency in this process: its own servers on 127.0.0.1.
 json measureStepLatencyHere(std::uint32_t members, int steps) {
@@ -384,19 +398,21 @@ int serve(const std::string& host, const std::vector<std::size_t>& sizes, bool l
     }
     return servers.back().get();
   };
-  json spec = {{"bench", "dataplane"}, {"serving", true}, {"host", host},
-               {"part_kib", g_part_bytes >> 10}};
+  json spec = {
+      {"bench", "dataplane"}, {"serving", true}, {"host", host}, {"part_kib", g_part_bytes >> 10}};
   json rows = json::array();
   for (std::size_t mib : sizes) {
     const Servers* s = start((mib << 20) / sizeof(float));
     if (s == nullptr) return 1;
-    rows.push_back({{"size_mib", mib}, {"central", s->centralEndpoint()}, {"group", s->groupEndpoint()}});
+    rows.push_back(
+        {{"size_mib", mib}, {"central", s->centralEndpoint()}, {"group", s->groupEndpoint()}});
   }
   spec["sizes"] = rows;
   if (latency) {
     const Servers* s = start(kLatencyParams);
     if (s == nullptr) return 1;
-    spec["latency"] = {{"model_mib", 1}, {"central", s->centralEndpoint()}, {"group", s->groupEndpoint()}};
+    spec["latency"] = {
+        {"model_mib", 1}, {"central", s->centralEndpoint()}, {"group", s->groupEndpoint()}};
   }
   TcpEchoServer echo(host);
   if (!echo.ok()) {
@@ -430,8 +446,10 @@ bool pickSizes(const RemoteSpec& spec, const std::vector<std::size_t>& wanted,
     auto it = std::find_if(spec.sizes.begin(), spec.sizes.end(),
                            [&](const auto& s) { return s.first == mib; });
     if (it == spec.sizes.end()) {
-      std::fprintf(stderr, "dataplane: --sizes: %zu MiB is not served at %s (start the server "
-                   "with it in --sizes)\n", mib, spec.host.c_str());
+      std::fprintf(stderr,
+                   "dataplane: --sizes: %zu MiB is not served at %s (start the server "
+                   "with it in --sizes)\n",
+                   mib, spec.host.c_str());
       return false;
     }
     out.push_back(*it);
@@ -478,10 +496,10 @@ std::optional<int> parseOptions(int argc, char** argv, DataplaneOptions& o) {
       ->needs(serve_opt);
   app->add_option("--endpoint-file", o.endpoint_file, "--serve-only: where to write the endpoints")
       ->needs(serve_opt);
-  auto* seconds_opt = app->add_option("--seconds", o.seconds,
-                                      "seconds per measurement (default 3, quick 0.5)")
-                          ->check(kPositive)
-                          ->excludes(serve_opt);
+  auto* seconds_opt =
+      app->add_option("--seconds", o.seconds, "seconds per measurement (default 3, quick 0.5)")
+          ->check(kPositive)
+          ->excludes(serve_opt);
   app->add_option("--only", o.only_list, "a subset of tcp,push,k1,exchange")
       ->delimiter(',')
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll)
@@ -529,8 +547,10 @@ std::optional<MeasurePlan> remotePlan(const DataplaneOptions& o, const Selection
   std::vector<std::pair<std::size_t, Target>> remote_sizes;
   if (!pickSizes(*spec, o.asked_sizes, remote_sizes)) return std::nullopt;
   if (o.latency && !spec->latency_group) {
-    std::fprintf(stderr, "dataplane: the server at %s serves no step-latency group (started "
-                 "with --no-latency): pass --no-latency here too\n", spec->host.c_str());
+    std::fprintf(stderr,
+                 "dataplane: the server at %s serves no step-latency group (started "
+                 "with --no-latency): pass --no-latency here too\n",
+                 spec->host.c_str());
     return std::nullopt;
   }
   g_part_bytes = spec->part_bytes;
@@ -552,8 +572,11 @@ std::optional<MeasurePlan> remotePlan(const DataplaneOptions& o, const Selection
 
 // Runs the plan: one row per size, then the step latency; "ok" says whether all ran.
 json measureAll(const MeasurePlan& plan, const DataplaneOptions& o, const Selection& only) {
-  json summary = {{"bench", "dataplane"}, {"quick", o.quick}, {"malloc_tuned", o.tune_malloc},
-                  {"target_ratio", kTargetRatio}, {"exchange_target_ratio", kExchangeTargetRatio},
+  json summary = {{"bench", "dataplane"},
+                  {"quick", o.quick},
+                  {"malloc_tuned", o.tune_malloc},
+                  {"target_ratio", kTargetRatio},
+                  {"exchange_target_ratio", kExchangeTargetRatio},
                   {"part_kib", g_part_bytes >> 10}};
   if (!plan.remote.is_null()) summary["remote"] = plan.remote;
   json rows = json::array();
@@ -576,8 +599,10 @@ json measureAll(const MeasurePlan& plan, const DataplaneOptions& o, const Select
   if (o.latency) {
     json lat = plan.measure_latency();
     ok = ok && !lat.empty();
-    summary["step_latency_1mib_8w"] = lat.empty() ? json() : json{
-        {"p50_ms", lat["p50_ms"]}, {"p99_ms", lat["p99_ms"]}, {"steps_per_s", lat["steps_per_s"]}};
+    summary["step_latency_1mib_8w"] = lat.empty() ? json()
+                                                  : json{{"p50_ms", lat["p50_ms"]},
+                                                         {"p99_ms", lat["p99_ms"]},
+                                                         {"steps_per_s", lat["steps_per_s"]}};
   }
   summary["ok"] = ok;
   return summary;

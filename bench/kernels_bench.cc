@@ -7,24 +7,25 @@
 // Each figure is the best of several repetitions after a warm-up (buffers are touched first,
 // so page faults are not timed). --quick uses small buffers and few repetitions.
 #include <algorithm>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <functional>
-#include <nlohmann/json.hpp>
 #include <span>
 #include <string>
 #include <string_view>
 #include <thread>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "bench_cli.h"
 #include "groupsgd/kernels/compression.h"
 #include "groupsgd/kernels/device.h"
 #include "groupsgd/kernels/ops.h"
 #include "groupsgd/kernels/optimizer.h"
-#include "bench_cli.h"
 
 namespace {
 
@@ -35,8 +36,8 @@ constexpr double kMiB = 1024.0 * 1024.0;
 
 struct Settings {
   bool quick = false;
-  std::size_t buffer_bytes = 64 << 20;     // each aggregation input / memcpy buffer
-  std::size_t codec_floats = 4 << 20;      // tensor size for the compression codecs
+  std::size_t buffer_bytes = 64 << 20;  // each aggregation input / memcpy buffer
+  std::size_t codec_floats = 4 << 20;   // tensor size for the compression codecs
   int reps = 10;
   int codec_reps = 3;
 };
@@ -63,9 +64,9 @@ void emit(const json& j) {
 }
 
 json measurement(const char* name, const char* backend, double bytes_moved, double seconds) {
-  return {{"bench", "kernels"},        {"name", name},
-          {"backend", backend},        {"bytes_moved", bytes_moved},
-          {"seconds", seconds},        {"gbps", bytes_moved / seconds / 1e9}};
+  return {{"bench", "kernels"}, {"name", name},
+          {"backend", backend}, {"bytes_moved", bytes_moved},
+          {"seconds", seconds}, {"gbps", bytes_moved / seconds / 1e9}};
 }
 
 // memcpy split over `threads` threads (each copies one contiguous slice).
@@ -127,8 +128,8 @@ CpuResults benchCpu(const Settings& s) {
   std::vector<Case> cases;
   cases.push_back({"memcpy", 1, 2 * buf, memcpyWith(1)});
   if (hw > 1) cases.push_back({"memcpy", hw, 2 * buf, memcpyWith(hw)});
-  cases.push_back({"weighted_sum", 0, (kInputs + 1) * buf,
-                   [&] { k::weightedSum(spans, weights, dst); }});
+  cases.push_back(
+      {"weighted_sum", 0, (kInputs + 1) * buf, [&] { k::weightedSum(spans, weights, dst); }});
   cases.push_back({"weighted_sum", 1, (kInputs + 1) * buf, [&] {
                      for (std::size_t b = 0; b < n; b += kSlice) {
                        const std::size_t m = std::min(kSlice, n - b);
@@ -182,15 +183,14 @@ void benchCodecs(const Settings& s) {
   }
   std::vector<float> decoded(n);
   const double dense_bytes = static_cast<double>(n * sizeof(float));
-  for (k::Encoding e : {k::Encoding::kDense, k::Encoding::kFp16, k::Encoding::kTopK,
-                        k::Encoding::kSign}) {
+  for (k::Encoding e :
+       {k::Encoding::kDense, k::Encoding::kFp16, k::Encoding::kTopK, k::Encoding::kSign}) {
     k::Compressor c(e, n, 0.01f);
     std::vector<std::uint8_t> payload;
     const double te = bestSeconds(s.codec_reps, [&] { c.encode(grad, &payload); });
     bool ok = true;
-    const double td = bestSeconds(s.codec_reps, [&] {
-      ok = ok && k::decode(e, payload, decoded).ok();
-    });
+    const double td =
+        bestSeconds(s.codec_reps, [&] { ok = ok && k::decode(e, payload, decoded).ok(); });
     emit({{"bench", "kernels"},
           {"name", "codec"},
           {"backend", "cpu"},
@@ -243,39 +243,46 @@ GpuResults benchGpu(const Settings& s) {
   float* a = bufs[0].floats();
   float* o = bufs[kInputs].floats();
   float* v = bufs[kInputs + 1].floats();
-  double t = bestDeviceSeconds(s.reps, [&] { return k::cuda::copy(a, o, n); }, &ok);
+  double t = bestDeviceSeconds(
+      s.reps, [&] { return k::cuda::copy(a, o, n); }, &ok);
   emit(measurement("memcpy_d2d", "cuda", 2 * buf, t));
   out.memcpy_gbps = 2 * buf / t / 1e9;
 
   std::vector<const float*> ptrs;
   for (std::size_t i = 0; i < kInputs; ++i) ptrs.push_back(bufs[i].floats());
   const std::vector<float> weights(kInputs, 1.0f / kInputs);
-  t = bestDeviceSeconds(s.reps, [&] { return k::cuda::weightedSum(ptrs, weights, o, n); }, &ok);
+  t = bestDeviceSeconds(
+      s.reps, [&] { return k::cuda::weightedSum(ptrs, weights, o, n); }, &ok);
   emit(measurement("weighted_sum", "cuda", (kInputs + 1) * buf, t));
   out.aggregate_gbps = (kInputs + 1) * buf / t / 1e9;
 
-  t = bestDeviceSeconds(s.reps, [&] { return k::cuda::axpy(1e-3f, a, o, n); }, &ok);
+  t = bestDeviceSeconds(
+      s.reps, [&] { return k::cuda::axpy(1e-3f, a, o, n); }, &ok);
   emit(measurement("axpy", "cuda", 3 * buf, t));
   for (k::OptimizerKind kind :
        {k::OptimizerKind::kSgd, k::OptimizerKind::kMomentum, k::OptimizerKind::kNesterov}) {
     const k::OptimizerConfig cfg{kind, 1e-3f, 0.9f, 1e-4f};
-    t = bestDeviceSeconds(s.reps, [&] { return k::cuda::optimizerStep(cfg, o, a, v, n); }, &ok);
-    json j = measurement("optimizer_step", "cuda", (kind == k::OptimizerKind::kSgd ? 3 : 5) * buf,
-                         t);
+    t = bestDeviceSeconds(
+        s.reps, [&] { return k::cuda::optimizerStep(cfg, o, a, v, n); }, &ok);
+    json j =
+        measurement("optimizer_step", "cuda", (kind == k::OptimizerKind::kSgd ? 3 : 5) * buf, t);
     j["optimizer"] = k::optimizerKindName(kind);
     emit(j);
   }
   auto* half = static_cast<std::uint16_t*>(bufs[1].data());  // n halves fit in n floats
-  t = bestDeviceSeconds(s.reps, [&] { return k::cuda::encodeFp16(a, half, n); }, &ok);
+  t = bestDeviceSeconds(
+      s.reps, [&] { return k::cuda::encodeFp16(a, half, n); }, &ok);
   json enc = measurement("fp16_encode", "cuda", 1.5 * buf, t);
   enc["dense_gbps"] = buf / t / 1e9;
   emit(enc);
-  t = bestDeviceSeconds(s.reps, [&] { return k::cuda::decodeFp16(half, o, n); }, &ok);
+  t = bestDeviceSeconds(
+      s.reps, [&] { return k::cuda::decodeFp16(half, o, n); }, &ok);
   json dec = measurement("fp16_decode", "cuda", 1.5 * buf, t);
   dec["dense_gbps"] = buf / t / 1e9;
   emit(dec);
   double ss = 0;
-  t = bestDeviceSeconds(s.reps, [&] { return k::cuda::sumSquares(a, n, &ss); }, &ok);
+  t = bestDeviceSeconds(
+      s.reps, [&] { return k::cuda::sumSquares(a, n, &ss); }, &ok);
   emit(measurement("sum_squares", "cuda", buf, t));
   out.ran = ok;
   if (!ok) out.why = "a CUDA call failed (see stderr)";
@@ -286,7 +293,8 @@ GpuResults benchGpu(const Settings& s) {
 
 int main(int argc, char** argv) {
   Settings s;
-  auto app = groupsgd::bench::benchApp("groupsgd-bench-kernels", "kernel bandwidth against memcpy, codecs");
+  auto app = groupsgd::bench::benchApp("groupsgd-bench-kernels",
+                                       "kernel bandwidth against memcpy, codecs");
   app->add_flag("--quick", s.quick, "smaller buffers, fewer repeats (CI smoke test)");
   if (auto rc = groupsgd::bench::parseCommandLine(*app, argc, argv)) return *rc;
   if (s.quick) {

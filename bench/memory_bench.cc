@@ -18,11 +18,11 @@
 #include <functional>
 #include <memory>
 
+#include "bench_cli.h"
 #include "bench_util.h"
 #include "groupsgd/centralps/central_server.h"
 #include "groupsgd/common/log.h"
 #include "groupsgd/groupps/group_server.h"
-#include "bench_cli.h"
 
 using namespace groupsgd;
 using namespace groupsgd::bench;
@@ -136,8 +136,11 @@ bool drive(const std::string& group_ep, std::size_t params, std::uint32_t worker
 json serverFigures(const char* name, pid_t pid, std::uint64_t idle_rss, std::uint64_t model,
                    std::uint64_t target) {
   const std::uint64_t peak = statusBytes(pid, "VmHWM");
-  json j = {{"bench", "memory"}, {"server", name}, {"model_bytes", model},
-            {"rss_after_start_bytes", idle_rss}, {"peak_bytes", peak},
+  json j = {{"bench", "memory"},
+            {"server", name},
+            {"model_bytes", model},
+            {"rss_after_start_bytes", idle_rss},
+            {"peak_bytes", peak},
             {"rss_at_end_bytes", statusBytes(pid, "VmRSS")},
             {"peak_model_multiple", static_cast<double>(peak) / static_cast<double>(model)},
             {"target_bytes", target},
@@ -156,8 +159,9 @@ int main(int argc, char** argv) {
   std::uint32_t workers = 8;
   int steps = 5;
   app->add_flag("--quick", quick, "a smaller model (CI smoke test)");
-  auto* params_opt = app->add_option("--params", params, "model parameters (default 25,000,000; quick 2,500,000)")
-                         ->check(kPositive);
+  auto* params_opt =
+      app->add_option("--params", params, "model parameters (default 25,000,000; quick 2,500,000)")
+          ->check(kPositive);
   app->add_option("--workers", workers, "workers pushing (default 8)")->check(kPositive);
   app->add_option("--steps", steps, "steps measured (default 5)")->check(kPositive);
   if (auto rc = parseCommandLine(*app, argc, argv)) return *rc;
@@ -190,15 +194,20 @@ int main(int argc, char** argv) {
   ok = ok && drive(group.endpoint, params, workers, steps);
   const double drive_s = secondsSince(t0);
 
-  json summary = {{"bench", "memory"}, {"quick", quick}, {"params", params},
-                  {"model_bytes", model}, {"workers", workers}, {"steps", steps},
-                  {"process_baseline_bytes", process_base}, {"drive_s", drive_s}};
+  json summary = {{"bench", "memory"},
+                  {"quick", quick},
+                  {"params", params},
+                  {"model_bytes", model},
+                  {"workers", workers},
+                  {"steps", steps},
+                  {"process_baseline_bytes", process_base},
+                  {"drive_s", drive_s}};
   if (ok) {
-    const json c = serverFigures("central", central.pid, central_idle, model,
-                                 3 * model + (64ull << 20));
+    const json c =
+        serverFigures("central", central.pid, central_idle, model, 3 * model + (64ull << 20));
     const json g = serverFigures("group", group.pid, group_idle, model, (workers + 4ull) * model);
-    for (const char* k : {"peak_bytes", "target_bytes", "peak_model_multiple", "peak_vs_target",
-                          "target_met"}) {
+    for (const char* k :
+         {"peak_bytes", "target_bytes", "peak_model_multiple", "peak_vs_target", "target_met"}) {
       summary[std::string("central_") + k] = c[k];
       summary[std::string("group_") + k] = g[k];
     }

@@ -18,9 +18,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench_cli.h"
 #include "groupsgd/kernels/gemm.h"
 #include "groupsgd/kernels/model.h"
-#include "bench_cli.h"
 
 namespace {
 

@@ -13,10 +13,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench_cli.h"
 #include "groupsgd/adaptive/policy/grouping.h"
 #include "groupsgd/adaptive/policy/regroup_decider.h"
 #include "groupsgd/adaptive/simulator.h"
-#include "bench_cli.h"
 
 using namespace groupsgd::adaptive;
 using nlohmann::json;
@@ -24,8 +24,8 @@ using nlohmann::json;
 int main(int argc, char** argv) {
   bool quick = false;
   std::uint32_t decision_workers = 0;
-  auto app = groupsgd::bench::benchApp("groupsgd-bench-scale",
-                                       "the adaptive policy's decision time for 100 to 10,000 workers");
+  auto app = groupsgd::bench::benchApp(
+      "groupsgd-bench-scale", "the adaptive policy's decision time for 100 to 10,000 workers");
   app->add_flag("--quick", quick, "3 repeats instead of 11 (CI smoke test)");
   // Exactly one decision for N workers and nothing else, for counting its instructions
   // (valgrind --tool=callgrind, docs/benchmarks.md "scale").
@@ -57,7 +57,8 @@ int main(int argc, char** argv) {
       policy::RegroupDecider decider({0.0, std::chrono::milliseconds(0)});
       const auto t0 = std::chrono::steady_clock::now();
       decision = decider.decide(speeds, one, cfg, "bench", true, std::chrono::steady_clock::now());
-      times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      times.push_back(
+          std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
     }
     std::sort(times.begin(), times.end());
     double ideal = 0;

@@ -125,8 +125,7 @@ class TcpEchoServer {
 // One connection to a TcpEchoServer, sending and receiving `bytes` per round trip.
 class TcpEchoClient {
  public:
-  TcpEchoClient(const std::string& host, std::uint16_t port, std::size_t bytes)
-      : bytes_(bytes) {
+  TcpEchoClient(const std::string& host, std::uint16_t port, std::size_t bytes) : bytes_(bytes) {
     sockaddr_in addr{};
     if (!ipv4Address(host, port, addr)) return;
     const int fd = ::socket(AF_INET, SOCK_STREAM, 0);

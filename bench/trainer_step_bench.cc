@@ -21,9 +21,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bench_cli.h"
 #include "groupsgd/kernels/model.h"
 #include "groupsgd/kernels/model_device.h"
-#include "bench_cli.h"
 
 namespace {
 
@@ -74,7 +74,8 @@ json measure(const Settings& s, const k::ModelDevice& device, k::ModelKind kind,
   for (auto& v : y) v = static_cast<std::int32_t>(rng() % kClasses);
 
   float loss = 0.0f;
-  for (int i = 0; i < s.warmup; ++i) loss = model->lossAndGrad(params, x.data(), y.data(), batch, grad);
+  for (int i = 0; i < s.warmup; ++i)
+    loss = model->lossAndGrad(params, x.data(), y.data(), batch, grad);
   std::vector<double> ms;
   const auto start = Clock::now();
   while (static_cast<int>(ms.size()) < s.reps ||
@@ -102,12 +103,12 @@ json measure(const Settings& s, const k::ModelDevice& device, k::ModelKind kind,
 int main(int argc, char** argv) {
   Settings s;
   std::string device = "all";
-  auto app = groupsgd::bench::benchApp("groupsgd-bench-trainer-step",
-                                       "one trainer step (forward, backward, optimizer) per device");
+  auto app = groupsgd::bench::benchApp(
+      "groupsgd-bench-trainer-step", "one trainer step (forward, backward, optimizer) per device");
   app->add_flag("--quick", s.quick, "batches 32 and 128, fewer repeats (CI smoke test)");
   app->add_option("--device", device, "cpu, cuda, cuda:N or all (default all)");
-  auto* batches_opt = groupsgd::bench::addList(*app, "--batches", s.batches,
-                                               "batch sizes (default 32,128,512)");
+  auto* batches_opt =
+      groupsgd::bench::addList(*app, "--batches", s.batches, "batch sizes (default 32,128,512)");
   batches_opt->check(CLI::Range(1, 999999));
   if (auto rc = groupsgd::bench::parseCommandLine(*app, argc, argv)) return *rc;
   if (s.quick) {
@@ -150,7 +151,8 @@ int main(int argc, char** argv) {
   if (s.want_cpu) run(k::ModelDevice{}, "cpu_samples_per_s");
   if (s.want_gpu) {
     if (k::KernelStatus st = k::checkModelDevice(s.gpu); !st.ok()) {
-      emit({{"bench", "trainer-step"}, {"device", k::modelDeviceName(s.gpu)},
+      emit({{"bench", "trainer-step"},
+            {"device", k::modelDeviceName(s.gpu)},
             {"skipped", "no GPU: " + st.message}});
       summary["gpu"] = "skipped: no GPU: " + st.message;
     } else {

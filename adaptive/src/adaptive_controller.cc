@@ -90,8 +90,9 @@ std::vector<std::vector<std::uint64_t>> AdaptiveController::currentGroups(
       groups[w.group].push_back(id);
     }
   }
-  groups.erase(std::remove_if(groups.begin(), groups.end(), [](const auto& g) { return g.empty(); }),
-               groups.end());
+  groups.erase(
+      std::remove_if(groups.begin(), groups.end(), [](const auto& g) { return g.empty(); }),
+      groups.end());
   return groups;
 }
 
@@ -101,8 +102,9 @@ std::map<std::uint64_t, SlotAssignment> AdaptiveController::place(
   // Largest plan groups choose first, each taking the free slot it overlaps most.
   std::vector<std::size_t> order(plan.groups.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(),
-            [&](std::size_t a, std::size_t b) { return plan.groups[a].size() > plan.groups[b].size(); });
+  std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return plan.groups[a].size() > plan.groups[b].size();
+  });
   std::vector<bool> used(slots_, false);
   std::map<std::uint64_t, SlotAssignment> out;
   periods->assign(slots_, stages_.exchangePeriod());
@@ -124,8 +126,8 @@ std::map<std::uint64_t, SlotAssignment> AdaptiveController::place(
       }
     }
     used[best] = true;
-    (*periods)[best] = gi < plan.exchange_periods.size() ? plan.exchange_periods[gi]
-                                                          : stages_.exchangePeriod();
+    (*periods)[best] =
+        gi < plan.exchange_periods.size() ? plan.exchange_periods[gi] : stages_.exchangePeriod();
     for (std::size_t k = 0; k < plan.groups[gi].size(); ++k) {
       out[plan.groups[gi][k]] = {best, plan.batches[gi][k]};
     }
@@ -139,8 +141,8 @@ std::optional<ControlActions> AdaptiveController::operatorRegroup(const Registry
   auto s = speeds(registry, &complete);
   if (s.empty() || !complete) return std::nullopt;
   policy::RegroupDecider once({-1e9, std::chrono::milliseconds(0)});
-  auto d = once.decide(s, currentGroups(registry), planConfig(), "operator request", true,
-                       Clock::now());
+  auto d =
+      once.decide(s, currentGroups(registry), planConfig(), "operator request", true, Clock::now());
   if (!d) return std::nullopt;
   ControlActions act;
   std::vector<std::uint32_t> periods = periods_;
@@ -228,12 +230,12 @@ void AdaptiveController::describe(std::vector<StragglerEvent>* detections,
       << static_cast<double>(std::lround(d.ratio * 100)) / 100 << "x the reference step time (";
     if (d.erratic && d.straggler) {
       const bool early = d.steps == c.erratic_early_window && d.steps != c.erratic_window;
-      t << "erratic: mean of " << d.steps << " steps >= "
-        << (early ? c.erratic_early_ratio : c.enter_ratio) << "x, " << d.spikes
+      t << "erratic: mean of " << d.steps
+        << " steps >= " << (early ? c.erratic_early_ratio : c.enter_ratio) << "x, " << d.spikes
         << " of them >= " << c.enter_ratio << "x";
     } else if (d.erratic) {
-      t << "erratic: " << d.steps << " steps all < " << c.enter_ratio << "x, mean <= "
-        << c.exit_ratio << "x";
+      t << "erratic: " << d.steps << " steps all < " << c.enter_ratio
+        << "x, mean <= " << c.exit_ratio << "x";
     } else {
       t << d.steps << " steps " << (d.straggler ? ">= " : "<= ")
         << (d.straggler ? c.enter_ratio : c.exit_ratio) << "x";
@@ -353,8 +355,9 @@ bool AdaptiveController::tryRegroup(const Registry& registry,
   }
   if (q.forced || (q.judge_stragglers && straggler_change_)) {
     GSGD_INFO("regroup considered (" << q.trigger << "): the current grouping stays; current "
-              << policy::evaluatePlan(s, current, planConfig()).describe() << ", best "
-              << policy::planGroups(s, planConfig()).describe());
+                                     << policy::evaluatePlan(s, current, planConfig()).describe()
+                                     << ", best "
+                                     << policy::planGroups(s, planConfig()).describe());
   }
   return false;
 }

@@ -6,20 +6,28 @@ namespace groupsgd::adaptive {
 
 const char* workerRoleName(WorkerRole r) {
   switch (r) {
-    case WorkerRole::kTrainer: return "trainer";
-    case WorkerRole::kEvaluator: return "evaluator";
-    case WorkerRole::kTool: return "tool";
-    case WorkerRole::kNode: return "node";
+    case WorkerRole::kTrainer:
+      return "trainer";
+    case WorkerRole::kEvaluator:
+      return "evaluator";
+    case WorkerRole::kTool:
+      return "tool";
+    case WorkerRole::kNode:
+      return "node";
   }
   return "unknown";
 }
 
 const char* workerStateName(WorkerState s) {
   switch (s) {
-    case WorkerState::kActive: return "active";
-    case WorkerState::kLeft: return "left";
-    case WorkerState::kDead: return "dead";
-    case WorkerState::kQuarantined: return "quarantined";
+    case WorkerState::kActive:
+      return "active";
+    case WorkerState::kLeft:
+      return "left";
+    case WorkerState::kDead:
+      return "dead";
+    case WorkerState::kQuarantined:
+      return "quarantined";
   }
   return "unknown";
 }

@@ -1,10 +1,10 @@
 // groupsgd-sim: drives the adaptive coordinator's policy with synthetic workers (8 to
 // 10,000) and prints one JSON object per window (--per-window) and a summary line.
-#include <CLI/CLI.hpp>
-
 #include <cstdio>
 #include <string>
 #include <vector>
+
+#include <CLI/CLI.hpp>
 
 #include "groupsgd/adaptive/simulator.h"
 

@@ -45,9 +45,12 @@ TrueSpeed trueSpeed(const SimConfig& c, std::uint32_t i, std::uint32_t w, double
 }  // namespace
 
 nlohmann::json SimResult::summary() const {
-  return {{"throughput_ratio", throughput_ratio}, {"mean_staleness", mean_staleness},
-          {"regroups", regroups},                 {"final_groups", final_groups},
-          {"decision_ms_mean", decision_ms_mean}, {"decision_ms_max", decision_ms_max}};
+  return {{"throughput_ratio", throughput_ratio},
+          {"mean_staleness", mean_staleness},
+          {"regroups", regroups},
+          {"final_groups", final_groups},
+          {"decision_ms_mean", decision_ms_mean},
+          {"decision_ms_max", decision_ms_max}};
 }
 
 namespace {
@@ -78,10 +81,10 @@ Registry startingRegistry(const SimConfig& c) {
 
 // What the grouping in force achieves in one window with the true speeds.
 struct WindowOutcome {
-  double achieved = 0;            // samples/s of all groups
-  double ideal = 0;               // samples/s if every worker ran alone, never waiting
-  double mean_staleness = 0;      // central updates between a group's pull and push
-  std::vector<double> step_ms;    // per group slot (0: empty)
+  double achieved = 0;          // samples/s of all groups
+  double ideal = 0;             // samples/s if every worker ran alone, never waiting
+  double mean_staleness = 0;    // central updates between a group's pull and push
+  std::vector<double> step_ms;  // per group slot (0: empty)
 };
 
 WindowOutcome measureWindow(const SimConfig& c, const Registry& reg, const AdaptiveController& ctl,
@@ -111,7 +114,8 @@ WindowOutcome measureWindow(const SimConfig& c, const Registry& reg, const Adapt
   // A group's staleness: the other groups' updates during its period, weighted by how
   // often it updates.
   double inv = 0, tau_w = 0;
-  for (std::uint32_t g = 0; g < slots; ++g) if (period[g] > 0) inv += 1.0 / period[g];
+  for (std::uint32_t g = 0; g < slots; ++g)
+    if (period[g] > 0) inv += 1.0 / period[g];
   for (std::uint32_t g = 0; g < slots; ++g) {
     if (period[g] > 0) tau_w += (period[g] * (inv - 1.0 / period[g])) / period[g];
   }
@@ -182,14 +186,18 @@ Result<SimResult> simulate(const SimConfig& c) {
     const auto at = std::chrono::steady_clock::time_point{} +
                     std::chrono::milliseconds(static_cast<long long>(w * c.window_ms));
     ControlActions act = ctl.window(reg, at, samples, 0);
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    const double ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     decision_sum += ms;
     r.decision_ms_max = std::max(r.decision_ms_max, ms);
     if (act.regroup) ++r.regroups;
     applyActions(reg, act);
     if (c.per_window) {
-      r.windows.push_back({{"window", w}, {"throughput", o.achieved}, {"ideal", o.ideal},
-                           {"staleness", o.mean_staleness}, {"stage", policy::stageName(ctl.stage())},
+      r.windows.push_back({{"window", w},
+                           {"throughput", o.achieved},
+                           {"ideal", o.ideal},
+                           {"staleness", o.mean_staleness},
+                           {"stage", policy::stageName(ctl.stage())},
                            {"regroup", act.regroup ? act.regroup->plan.describe() : ""},
                            {"decision_ms", ms}});
     }

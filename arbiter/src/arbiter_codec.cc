@@ -1,8 +1,8 @@
 #include "arbiter_codec.h"
 
-#include <kj/exception.h>
-
 #include <cstring>
+
+#include <kj/exception.h>
 
 namespace groupsgd::arbiter {
 
@@ -20,7 +20,7 @@ zmq::message_t ArbiterOut::frame() {
   return zmq::message_t(bytes.begin(), bytes.size());
 }
 
-Result<ArbiterIn> ArbiterIn::decode(const zmq::message_t &frame) {
+Result<ArbiterIn> ArbiterIn::decode(const zmq::message_t& frame) {
   if (frame.empty() || frame.size() % sizeof(capnp::word) != 0 ||
       frame.size() > kMaxArbiterMessageBytes) {
     return invalidArgument("arbiter message of " + std::to_string(frame.size()) +
@@ -45,7 +45,7 @@ Result<ArbiterIn> ArbiterIn::decode(const zmq::message_t &frame) {
     }
     (void)in.root_.getDevice();
     (void)in.root_.getBody().which();
-  } catch (const kj::Exception &e) {
+  } catch (const kj::Exception& e) {
     return invalidArgument(std::string("malformed arbiter message: ") + e.getDescription().cStr());
   }
   return in;

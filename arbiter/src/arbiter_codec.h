@@ -3,11 +3,11 @@
 // nesting limits. Thread rule: free functions and a value type; any thread.
 #pragma once
 
-#include <capnp/message.h>
-#include <capnp/serialize.h>
-
 #include <cstdint>
 #include <memory>
+
+#include <capnp/message.h>
+#include <capnp/serialize.h>
 #include <zmq.hpp>
 
 #include "arbiter.capnp.h"
@@ -29,7 +29,7 @@ struct ArbiterOut {
 // A decoded message; root() is valid while this lives.
 class ArbiterIn {
  public:
-  static Result<ArbiterIn> decode(const zmq::message_t &frame);
+  static Result<ArbiterIn> decode(const zmq::message_t& frame);
   proto::ArbiterMessage::Reader root() const { return root_; }
 
  private:

@@ -1,9 +1,10 @@
 // groupsgd-arbiter: the device arbiter on its own (docs/arbiter.md). main()
 // reads as the startup sequence: flags, bind, publish the endpoint, serve until
 // SIGINT/SIGTERM.
-#include <CLI/CLI.hpp>
 #include <csignal>
 #include <cstdio>
+
+#include <CLI/CLI.hpp>
 
 #include "groupsgd/arbiter/arbiter_server.h"
 #include "groupsgd/common/atomic_file.h"
@@ -16,7 +17,7 @@ using namespace groupsgd;
 std::atomic<bool> g_stop{false};
 void onSignal(int) { g_stop.store(true); }
 
-constexpr const char *kUsage = R"(usage: groupsgd-arbiter [options]
+constexpr const char* kUsage = R"(usage: groupsgd-arbiter [options]
 Serves leases of shared devices to the workers of several training jobs, so that one
 job computes while another communicates (docs/arbiter.md).
 
@@ -32,14 +33,14 @@ job computes while another communicates (docs/arbiter.md).
   --help                  this text
 )";
 
-int fail(const std::string &what, int code) {
+int fail(const std::string& what, int code) {
   std::fprintf(stderr, "groupsgd-arbiter: %s\n", what.c_str());
   return code;
 }
 
 }  // namespace
 
-int main(int argc, char **argv) {
+int main(int argc, char** argv) {
   arbiter::ArbiterConfig cfg;
   std::string policy = "crossover", weights, endpoint_file, log_level = "info";
   bool help = false;
@@ -55,7 +56,7 @@ int main(int argc, char **argv) {
   app.add_option("--log-level", log_level);
   try {
     app.parse(argc, argv);
-  } catch (const CLI::ParseError &e) {
+  } catch (const CLI::ParseError& e) {
     return fail(std::string(e.what()) + " (see --help)", 2);
   }
   if (help) {

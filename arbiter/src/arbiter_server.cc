@@ -31,7 +31,7 @@ struct Held {
 };
 using Slot = std::tuple<std::string, std::uint64_t,
                         std::uint64_t>;  // device, job, worker
-Slot slotOf(const std::string &device, LeaseKey k) { return {device, k.job, k.worker}; }
+Slot slotOf(const std::string& device, LeaseKey k) { return {device, k.job, k.worker}; }
 
 }  // namespace
 
@@ -49,19 +49,19 @@ struct ArbiterServer::State {
 
   void applyNewWeights() {
     std::lock_guard<std::mutex> lock(weights_mu);
-    for (const auto &[job, w] : new_weights) {
+    for (const auto& [job, w] : new_weights) {
       table.setWeight(job, w);
       GSGD_INFO("arbiter: job " << job << " weighs " << w);
     }
     new_weights.clear();
   }
 
-  State(const ArbiterConfig &c, zmq::socket_t s, std::string ep)
+  State(const ArbiterConfig& c, zmq::socket_t s, std::string ep)
       : cfg(c), sock(std::move(s)), endpoint(std::move(ep)), table(c.policy, c.weights) {
     counters.policy = policyName(c.policy);
   }
 
-  void send(const zmq::message_t &to, ArbiterOut &out, bool *delivered = nullptr) {
+  void send(const zmq::message_t& to, ArbiterOut& out, bool* delivered = nullptr) {
     std::vector<zmq::message_t> frames;
     frames.push_back(out.frame());
     Status s = sendFrames(sock, std::move(frames), &to);
@@ -69,7 +69,7 @@ struct ArbiterServer::State {
     if (!s) GSGD_DEBUG("arbiter: reply not delivered: " << s.message());
   }
 
-  void refuse(const zmq::message_t &to, std::uint64_t seq, Code code, const std::string &why) {
+  void refuse(const zmq::message_t& to, std::uint64_t seq, Code code, const std::string& why) {
     ArbiterOut out(0, 0, seq);
     auto e = out.root.initBody().initError();
     e.setCode(static_cast<std::uint16_t>(code));
@@ -96,12 +96,12 @@ struct ArbiterServer::State {
       }
       bool delivered = false;
       send(it->second.routing_id, out, &delivered);
-      JobLeaseStats &job = jobs[g.key.job];
+      JobLeaseStats& job = jobs[g.key.job];
       job.job_id = g.key.job;
       job.wait_ms += msBetween(it->second.asked, now);
       waiting.erase(it);
       if (!delivered) {
-        for (Grant &next : table.forget(g.device, g.key)) todo.push_back(std::move(next));
+        for (Grant& next : table.forget(g.device, g.key)) todo.push_back(std::move(next));
         continue;
       }
       ++job.grants;
@@ -110,7 +110,7 @@ struct ArbiterServer::State {
     }
   }
 
-  void onAcquire(zmq::message_t &&from, proto::ArbiterMessage::Reader m) {
+  void onAcquire(zmq::message_t&& from, proto::ArbiterMessage::Reader m) {
     const std::string device = m.getDevice();
     if (device.empty())
       return refuse(from, m.getSeq(), Code::kInvalidArgument, "acquire names no device");
@@ -134,13 +134,13 @@ struct ArbiterServer::State {
       return;
     }
     held.erase(slotOf(device, key));
-    JobLeaseStats &job = jobs[key.job];
+    JobLeaseStats& job = jobs[key.job];
     job.job_id = key.job;
     job.held_ms += m.getBody().getRelease().getHeldMs();
     deliver(std::move(granted));
   }
 
-  void onStatsQuery(const zmq::message_t &from, std::uint64_t seq) {
+  void onStatsQuery(const zmq::message_t& from, std::uint64_t seq) {
     ArbiterOut out(0, 0, seq);
     auto st = out.root.initBody().initStats();
     st.setPolicy(counters.policy);
@@ -149,7 +149,7 @@ struct ArbiterServer::State {
     st.setStrayReleases(counters.stray_releases);
     auto list = st.initJobs(static_cast<unsigned>(jobs.size()));
     unsigned i = 0;
-    for (const auto &[id, j] : jobs) {
+    for (const auto& [id, j] : jobs) {
       list[i].setJobId(id);
       list[i].setGrants(j.grants);
       list[i].setWaitMs(j.wait_ms);
@@ -159,7 +159,7 @@ struct ArbiterServer::State {
     send(from, out);
   }
 
-  void keepalive(const std::string &device, LeaseKey key, const Asker &a) {
+  void keepalive(const std::string& device, LeaseKey key, const Asker& a) {
     ArbiterOut out(key.job, key.worker, a.seq);
     out.root.setDevice(device);
     out.root.initBody().setWaiting();
@@ -190,16 +190,16 @@ struct ArbiterServer::State {
 
   // Keepalives to every waiter; leases held too long are taken back.
   void housekeeping() {
-    for (const auto &[slot, asker] : waiting) {
+    for (const auto& [slot, asker] : waiting) {
       keepalive(std::get<0>(slot), LeaseKey{std::get<1>(slot), std::get<2>(slot)}, asker);
     }
     const auto now = Clock::now();
     std::vector<Slot> expired;
-    for (const auto &[slot, h] : held) {
+    for (const auto& [slot, h] : held) {
       if (msBetween(h.granted, now) > cfg.lease_timeout_ms) expired.push_back(slot);
     }
-    for (const Slot &slot : expired) {
-      const auto &[device, job, worker] = slot;
+    for (const Slot& slot : expired) {
+      const auto& [device, job, worker] = slot;
       GSGD_WARN("arbiter: lease of job " << job << " worker " << worker << " on " << device
                                          << " held over " << cfg.lease_timeout_ms
                                          << " ms; taken back");
@@ -212,10 +212,10 @@ struct ArbiterServer::State {
 
 ArbiterServer::ArbiterServer(std::unique_ptr<State> state) : state_(std::move(state)) {}
 ArbiterServer::~ArbiterServer() = default;
-const std::string &ArbiterServer::endpoint() const { return state_->endpoint; }
+const std::string& ArbiterServer::endpoint() const { return state_->endpoint; }
 
-Result<std::unique_ptr<ArbiterServer>> ArbiterServer::create(zmq::context_t &ctx,
-                                                             const ArbiterConfig &cfg) {
+Result<std::unique_ptr<ArbiterServer>> ArbiterServer::create(zmq::context_t& ctx,
+                                                             const ArbiterConfig& cfg) {
   if (cfg.keepalive_ms == 0 || cfg.lease_timeout_ms == 0) {
     return invalidArgument("arbiter keepalive and lease timeout must be > 0 ms");
   }
@@ -234,8 +234,8 @@ void ArbiterServer::setJobWeight(std::uint64_t job, double weight) {
   state_->new_weights.emplace_back(job, weight);
 }
 
-void ArbiterServer::run(const std::atomic<bool> &stop) {
-  State &s = *state_;
+void ArbiterServer::run(const std::atomic<bool>& stop) {
+  State& s = *state_;
   GSGD_INFO("arbiter on " << s.endpoint << ", policy " << policyName(s.cfg.policy));
   const auto period = std::chrono::milliseconds(s.cfg.keepalive_ms);
   auto next_housekeeping = Clock::now() + period;
@@ -249,7 +249,7 @@ void ArbiterServer::run(const std::atomic<bool> &stop) {
       zmq::poll(&item, 1,
                 std::chrono::duration_cast<std::chrono::milliseconds>(
                     std::max(until, Clock::duration::zero())));
-    } catch (const zmq::error_t &e) {
+    } catch (const zmq::error_t& e) {
       if (e.num() != EINTR) GSGD_WARN("arbiter: poll: " << e.what());
       continue;
     }

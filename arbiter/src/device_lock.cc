@@ -13,7 +13,7 @@
 
 namespace groupsgd::arbiter {
 
-Status checkDeviceName(const std::string &name) {
+Status checkDeviceName(const std::string& name) {
   const bool ok = !name.empty() && name.size() <= 64 &&
                   name.find_first_not_of(
                       "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
@@ -25,13 +25,13 @@ Status checkDeviceName(const std::string &name) {
 }
 
 std::string defaultDeviceLockDir() {
-  if (const char *run = std::getenv("XDG_RUNTIME_DIR"); run != nullptr && *run != '\0') {
+  if (const char* run = std::getenv("XDG_RUNTIME_DIR"); run != nullptr && *run != '\0') {
     return std::string(run) + "/groupsgd-devices";
   }
   return "/tmp/groupsgd-devices-" + std::to_string(::getuid());
 }
 
-Result<DeviceLock> DeviceLock::open(const std::string &dir, const std::string &name) {
+Result<DeviceLock> DeviceLock::open(const std::string& dir, const std::string& name) {
   GSGD_RETURN_IF_ERROR(checkDeviceName(name));
   if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return fileError("mkdir", dir, errno);
   const std::string path = dir + "/device-" + name + ".lock";
@@ -40,7 +40,7 @@ Result<DeviceLock> DeviceLock::open(const std::string &dir, const std::string &n
   return DeviceLock(fd, path);
 }
 
-DeviceLock::DeviceLock(DeviceLock &&other) noexcept
+DeviceLock::DeviceLock(DeviceLock&& other) noexcept
     : fd_(other.fd_), path_(std::move(other.path_)), held_(other.held_) {
   other.fd_ = -1;
   other.held_ = false;

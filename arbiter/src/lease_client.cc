@@ -11,7 +11,7 @@ using Clock = std::chrono::steady_clock;
 
 }  // namespace
 
-LeaseClient::LeaseClient(zmq::context_t &ctx, std::string endpoint, std::uint64_t job_id,
+LeaseClient::LeaseClient(zmq::context_t& ctx, std::string endpoint, std::uint64_t job_id,
                          LeaseClientOptions opts)
     : ctx_(ctx), endpoint_(std::move(endpoint)), job_id_(job_id), opts_(std::move(opts)) {}
 
@@ -31,7 +31,7 @@ Status LeaseClient::ensureSocket() {
 namespace {
 
 // Sends one message; false (and the socket dropped) when ZeroMQ refuses it.
-Status sendOne(std::optional<zmq::socket_t> &sock, ArbiterOut &out) {
+Status sendOne(std::optional<zmq::socket_t>& sock, ArbiterOut& out) {
   std::vector<zmq::message_t> frames;
   frames.push_back(out.frame());
   Status s = sendFrames(*sock, std::move(frames));
@@ -41,14 +41,14 @@ Status sendOne(std::optional<zmq::socket_t> &sock, ArbiterOut &out) {
 
 // Waits for the answer to `seq` until `deadline`; answers to older requests are
 // skipped.
-Result<ArbiterIn> awaitAnswer(zmq::socket_t &sock, std::uint64_t seq, Clock::time_point deadline) {
+Result<ArbiterIn> awaitAnswer(zmq::socket_t& sock, std::uint64_t seq, Clock::time_point deadline) {
   while (true) {
     const auto left = timeLeft(deadline);
     if (left.count() <= 0) return unavailable("no answer from the arbiter");
     zmq::pollitem_t item{sock.handle(), 0, ZMQ_POLLIN, 0};
     try {
       zmq::poll(&item, 1, left);
-    } catch (const zmq::error_t &e) {
+    } catch (const zmq::error_t& e) {
       if (e.num() == EINTR) continue;
       return unavailable(std::string("poll: ") + e.what());
     }
@@ -64,8 +64,8 @@ Result<ArbiterIn> awaitAnswer(zmq::socket_t &sock, std::uint64_t seq, Clock::tim
 
 }  // namespace
 
-Status LeaseClient::acquire(std::uint64_t worker_id, const std::string &device,
-                            std::uint64_t step, bool handoff, bool *locked) {
+Status LeaseClient::acquire(std::uint64_t worker_id, const std::string& device, std::uint64_t step,
+                            bool handoff, bool* locked) {
   if (locked) *locked = false;
   GSGD_RETURN_IF_ERROR(ensureSocket());
   const std::uint64_t seq = ++seq_;
@@ -102,7 +102,7 @@ Status LeaseClient::acquire(std::uint64_t worker_id, const std::string &device,
   }
 }
 
-Status LeaseClient::release(std::uint64_t worker_id, const std::string &device, double held_ms) {
+Status LeaseClient::release(std::uint64_t worker_id, const std::string& device, double held_ms) {
   GSGD_RETURN_IF_ERROR(ensureSocket());
   ArbiterOut out(job_id_, worker_id, ++seq_);
   out.root.setDevice(device);

@@ -24,14 +24,14 @@ constexpr std::array<base::EnumName<Policy>, 3> kPolicyNames{{
     {Policy::kCrossover, "crossover"},
 }};
 
-const char *policyName(Policy p) { return base::nameOf(kPolicyNames, p, "?"); }
+const char* policyName(Policy p) { return base::nameOf(kPolicyNames, p, "?"); }
 
-Result<Policy> parsePolicy(const std::string &text) {
+Result<Policy> parsePolicy(const std::string& text) {
   if (const auto p = base::parse(kPolicyNames, text)) return *p;
   return invalidArgument("arbiter policy must be none, fifo or crossover, got '" + text + "'");
 }
 
-Result<JobWeights> parseJobWeights(const std::string &text) {
+Result<JobWeights> parseJobWeights(const std::string& text) {
   JobWeights out;
   std::stringstream in(text);
   std::string item;
@@ -39,7 +39,7 @@ Result<JobWeights> parseJobWeights(const std::string &text) {
     const auto eq = item.find('=');
     const std::string job = item.substr(0, eq);
     const bool digits = !job.empty() && job.find_first_not_of("0123456789") == std::string::npos;
-    char *end = nullptr;
+    char* end = nullptr;
     errno = 0;
     const double w = eq == std::string::npos ? 0 : std::strtod(item.c_str() + eq + 1, &end);
     if (!digits || eq == std::string::npos || end != item.c_str() + item.size() || errno != 0 ||
@@ -57,9 +57,9 @@ Result<JobWeights> parseJobWeights(const std::string &text) {
 LeaseTable::LeaseTable(Policy policy, JobWeights weights)
     : policy_(policy), weights_(std::move(weights)) {}
 
-LeaseTable::Round &LeaseTable::roundOf(LeaseKey key, std::uint64_t step) {
-  Job &job = jobs_[key.job];
-  for (Round &r : job.rounds) {
+LeaseTable::Round& LeaseTable::roundOf(LeaseKey key, std::uint64_t step) {
+  Job& job = jobs_[key.job];
+  for (Round& r : job.rounds) {
     if (r.step == step) return r;
   }
   // A new round starts no earlier than now in virtual time: an idle job earns
@@ -73,13 +73,13 @@ LeaseTable::Round &LeaseTable::roundOf(LeaseKey key, std::uint64_t step) {
   return job.rounds.back();
 }
 
-void LeaseTable::drop(Device &d, LeaseKey key) {
+void LeaseTable::drop(Device& d, LeaseKey key) {
   std::erase(d.holders, key);
   std::erase(d.handoff, key);
-  std::erase_if(d.waiting, [&](const Waiter &w) { return w.key == key; });
+  std::erase_if(d.waiting, [&](const Waiter& w) { return w.key == key; });
 }
 
-std::vector<Grant> LeaseTable::grantNext(const std::string &device, Device &d) {
+std::vector<Grant> LeaseTable::grantNext(const std::string& device, Device& d) {
   std::vector<Grant> granted;
   const auto under_lock = [&d](LeaseKey k) {
     return std::find(d.handoff.begin(), d.handoff.end(), k) != d.handoff.end();
@@ -95,7 +95,7 @@ std::vector<Grant> LeaseTable::grantNext(const std::string &device, Device &d) {
     auto next = d.waiting.begin();
     if (policy_ == Policy::kCrossover) {
       next = std::min_element(
-          d.waiting.begin(), d.waiting.end(), [](const Waiter &a, const Waiter &b) {
+          d.waiting.begin(), d.waiting.end(), [](const Waiter& a, const Waiter& b) {
             return std::tie(a.tag, a.round, a.arrival) < std::tie(b.tag, b.round, b.arrival);
           });
     }
@@ -111,13 +111,13 @@ std::vector<Grant> LeaseTable::grantNext(const std::string &device, Device &d) {
   return granted;
 }
 
-std::vector<Grant> LeaseTable::acquire(const std::string &device, LeaseKey key,
-                                       std::uint64_t step, bool handoff) {
-  Device &d = devices_[device];
+std::vector<Grant> LeaseTable::acquire(const std::string& device, LeaseKey key, std::uint64_t step,
+                                       bool handoff) {
+  Device& d = devices_[device];
   drop(d, key);
   Waiter w{key, 0, 0, arrivals_++, handoff};
   if (policy_ == Policy::kCrossover) {
-    const Round &r = roundOf(key, step);
+    const Round& r = roundOf(key, step);
     w.tag = r.tag;
     w.round = r.order;
   }
@@ -125,7 +125,7 @@ std::vector<Grant> LeaseTable::acquire(const std::string &device, LeaseKey key,
   return grantNext(device, d);
 }
 
-std::vector<Grant> LeaseTable::release(const std::string &device, LeaseKey key, bool *stray) {
+std::vector<Grant> LeaseTable::release(const std::string& device, LeaseKey key, bool* stray) {
   auto it = devices_.find(device);
   const bool held = it != devices_.end() &&
                     std::find(it->second.holders.begin(), it->second.holders.end(), key) !=
@@ -135,19 +135,19 @@ std::vector<Grant> LeaseTable::release(const std::string &device, LeaseKey key, 
   return forget(device, key);
 }
 
-std::vector<Grant> LeaseTable::forget(const std::string &device, LeaseKey key) {
+std::vector<Grant> LeaseTable::forget(const std::string& device, LeaseKey key) {
   auto it = devices_.find(device);
   if (it == devices_.end()) return {};
   drop(it->second, key);
   return grantNext(device, it->second);
 }
 
-std::vector<LeaseKey> LeaseTable::holders(const std::string &device) const {
+std::vector<LeaseKey> LeaseTable::holders(const std::string& device) const {
   auto it = devices_.find(device);
   return it == devices_.end() ? std::vector<LeaseKey>{} : it->second.holders;
 }
 
-std::size_t LeaseTable::waiting(const std::string &device) const {
+std::size_t LeaseTable::waiting(const std::string& device) const {
   auto it = devices_.find(device);
   return it == devices_.end() ? 0 : it->second.waiting.size();
 }

@@ -1,23 +1,21 @@
 #include "groupsgd/centralps/central_server.h"
 
-#include "groupsgd/centralps/checkpoint.h"
-
 #include <algorithm>
 #include <cmath>
-#include <functional>
 #include <filesystem>
+#include <functional>
 
+#include "groupsgd/centralps/checkpoint.h"
 #include "groupsgd/codec/tensor_codec.h"
+#include "groupsgd/common/allow_list.h"
 #include "groupsgd/common/log.h"
 #include "groupsgd/common/transport.h"
-#include "groupsgd/common/allow_list.h"
 #include "groupsgd/common/zap_handler.h"
 #include "groupsgd/kernels/ops.h"
 
 namespace groupsgd::centralps {
 
-Result<std::unique_ptr<CentralServer>> CentralServer::create(zmq::context_t& ctx,
-                                                             CentralConfig cfg,
+Result<std::unique_ptr<CentralServer>> CentralServer::create(zmq::context_t& ctx, CentralConfig cfg,
                                                              const std::string& bind_endpoint) {
   std::vector<float> initial;
   if (!cfg.initial.empty()) {
@@ -48,7 +46,8 @@ Result<std::unique_ptr<CentralServer>> CentralServer::create(zmq::context_t& ctx
   if (!sock) return sock.status();
   auto ep = bindSocket(*sock, bind_endpoint);
   if (!ep) return ep.status();
-  std::unique_ptr<CentralServer> server(new CentralServer(std::move(*sock), *ep, cfg, std::move(initial)));
+  std::unique_ptr<CentralServer> server(
+      new CentralServer(std::move(*sock), *ep, cfg, std::move(initial)));
   if (resume) {
     GSGD_RETURN_IF_ERROR(server->store_.restore(resume->params, resume->version));
     server->sample_staleness_.restart(resume->version);
@@ -56,8 +55,9 @@ Result<std::unique_ptr<CentralServer>> CentralServer::create(zmq::context_t& ctx
     server->checkpoint_version_ = resume->version;
     server->skipped_checkpoints_ = resume->warnings;
     if (!resume->warnings.empty()) {
-      GSGD_WARN("the newest checkpoint was unusable (" << resume->warnings.front() << "); "
-                << resume->warnings.size() << " file(s) skipped: resuming from the previous "
+      GSGD_WARN("the newest checkpoint was unusable ("
+                << resume->warnings.front() << "); " << resume->warnings.size()
+                << " file(s) skipped: resuming from the previous "
                 << "good one, " << resume->path << " (version " << resume->version << ")");
     }
     GSGD_INFO("central PS resumed from " << resume->path << " at version " << resume->version);
@@ -109,7 +109,8 @@ void CentralServer::startCheckpoint(std::optional<zmq::message_t> requester) {
     return;
   }
   if (cfg_.checkpoint_dir.empty()) {
-    if (requester) refuse(*requester, failedPrecondition("checkpoints are off (no checkpoint_dir)"));
+    if (requester)
+      refuse(*requester, failedPrecondition("checkpoints are off (no checkpoint_dir)"));
     return;
   }
   CheckpointJob job;
@@ -129,19 +130,23 @@ void CentralServer::startCheckpoint(std::optional<zmq::message_t> requester) {
 void CentralServer::pollCheckpoint(bool wait) {
   const auto now = std::chrono::steady_clock::now();
   if (!checkpoint_ && !cfg_.checkpoint_dir.empty() && store_.version() > checkpoint_version_) {
-    const bool by_versions = cfg_.checkpoint_every_versions > 0 &&
-                             store_.version() - checkpoint_version_ >= cfg_.checkpoint_every_versions;
-    const bool by_time = cfg_.checkpoint_interval_s > 0 &&
-                         std::chrono::duration<double>(now - last_checkpoint_).count() >=
-                             cfg_.checkpoint_interval_s;
+    const bool by_versions =
+        cfg_.checkpoint_every_versions > 0 &&
+        store_.version() - checkpoint_version_ >= cfg_.checkpoint_every_versions;
+    const bool by_time =
+        cfg_.checkpoint_interval_s > 0 &&
+        std::chrono::duration<double>(now - last_checkpoint_).count() >= cfg_.checkpoint_interval_s;
     const bool backing_off = !wait && now < checkpoint_retry_at_;
-    if ((by_versions || by_time || wait) && !backing_off) startCheckpoint(std::nullopt);  // wait: at shutdown
+    if ((by_versions || by_time || wait) && !backing_off)
+      startCheckpoint(std::nullopt);  // wait: at shutdown
   }
   if (!checkpoint_) return;
-  if (!wait && checkpoint_->done.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return;
+  if (!wait && checkpoint_->done.wait_for(std::chrono::seconds(0)) != std::future_status::ready)
+    return;
   const Status s = checkpoint_->done.get();
   const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() -
-                                                              checkpoint_->started).count();
+                                                              checkpoint_->started)
+                        .count();
   last_checkpoint_ = std::chrono::steady_clock::now();
   if (s) {
     checkpoint_version_ = checkpoint_->version;
@@ -150,12 +155,14 @@ void CentralServer::pollCheckpoint(bool wait) {
   } else {
     ++checkpoint_failures_;
     checkpoint_retry_s_ = std::min(60.0, checkpoint_retry_s_ == 0 ? 1.0 : 2 * checkpoint_retry_s_);
-    checkpoint_retry_at_ = last_checkpoint_ + std::chrono::milliseconds(
-                                                  static_cast<std::int64_t>(checkpoint_retry_s_ * 1000));
+    checkpoint_retry_at_ =
+        last_checkpoint_ +
+        std::chrono::milliseconds(static_cast<std::int64_t>(checkpoint_retry_s_ * 1000));
     // Loud and never retried silently: the old checkpoint stays the newest valid one.
     GSGD_ERROR("checkpoint of version " << checkpoint_->version << " FAILED: " << s.toString()
-                                        << " (the newest good one is version " << checkpoint_version_
-                                        << "; next periodic attempt in " << checkpoint_retry_s_ << " s)");
+                                        << " (the newest good one is version "
+                                        << checkpoint_version_ << "; next periodic attempt in "
+                                        << checkpoint_retry_s_ << " s)");
   }
   for (const auto& to : checkpoint_->requesters) {
     OutMessage out(cfg_.limits.job_id, 0);
@@ -189,9 +196,8 @@ Payload CentralServer::currentModel() {
   return cached_;
 }
 
-OutMessage CentralServer::modelReply(std::uint64_t version, bool applied,
-                                     const std::string& reason, std::uint64_t tau, float weight,
-                                     Payload model) const {
+OutMessage CentralServer::modelReply(std::uint64_t version, bool applied, const std::string& reason,
+                                     std::uint64_t tau, float weight, Payload model) const {
   OutMessage out(cfg_.limits.job_id, 0);
   out.header().setModelVersion(version);
   auto r = out.header().getBody().initModelReply();
@@ -206,9 +212,9 @@ OutMessage CentralServer::modelReply(std::uint64_t version, bool applied,
 void CentralServer::sendModel(const zmq::message_t& from, bool applied, const std::string& reason,
                               std::uint64_t tau, float weight) {
   Payload model = currentModel();
-  Status s = replyInParts(sock_, from, modelReply(store_.version(), applied, reason, tau, weight,
-                                                  std::move(model)),
-                          cfg_.part_bytes);
+  Status s = replyInParts(
+      sock_, from, modelReply(store_.version(), applied, reason, tau, weight, std::move(model)),
+      cfg_.part_bytes);
   if (!s) GSGD_WARN("could not send the model: " << s.toString());
 }
 
@@ -225,8 +231,10 @@ void CentralServer::handle(const zmq::message_t& from, std::vector<zmq::message_
   }
   if (msg->part()) return onPart(from, std::move(*msg));
   switch (msg->kind()) {
-    case BodyKind::DELTA_PUSH: return onDeltaPush(from, *msg);
-    case BodyKind::FETCH: return sendModel(from, false, "", 0, 0.0f);
+    case BodyKind::DELTA_PUSH:
+      return onDeltaPush(from, *msg);
+    case BodyKind::FETCH:
+      return sendModel(from, false, "", 0, 0.0f);
     case BodyKind::CHECKPOINT_REQUEST:
       return startCheckpoint(zmq::message_t(from.data(), from.size()));
     case BodyKind::CENTRAL_STATS_QUERY: {
@@ -299,8 +307,8 @@ void CentralServer::onDeltaPush(const zmq::message_t& from, const InMessage& msg
     return sendModel(from, false, reason, tau, 0.0f);
   }
   const MergeWeight w = mergeWeight(h.getModelVersion(), tau, samples, body.getSteps());
-  const bool in_parts = cfg_.part_bytes > 0 &&
-                        store_.paramCount() * sizeof(float) > cfg_.part_bytes;
+  const bool in_parts =
+      cfg_.part_bytes > 0 && store_.paramCount() * sizeof(float) > cfg_.part_bytes;
   Status applied = in_parts ? mergeAndStreamReply(from, *delta, w.weight, tau)
                             : store_.applyDelta(*delta, w.weight, {});
   if (!applied) return refuse(from, applied);
@@ -321,15 +329,13 @@ Result<TensorView> CentralServer::checkDelta(const InMessage& msg,
   }
   if (h.getModelVersion() > store_.version()) {
     return invalidArgument("delta based on version " + std::to_string(h.getModelVersion()) +
-                           ", newer than the central version " +
-                           std::to_string(store_.version()));
+                           ", newer than the central version " + std::to_string(store_.version()));
   }
   if (msg.tensorCount() != 1) return invalidArgument("a delta carries one tensor");
   return viewReceivedTensor(msg, assembled, store_.paramCount());
 }
 
-std::string CentralServer::whyNotMerge(const TensorView& delta, double squares,
-                                       std::uint64_t tau) {
+std::string CentralServer::whyNotMerge(const TensorView& delta, double squares, std::uint64_t tau) {
   const double norm = std::sqrt(squares);
   if (!std::isfinite(squares)) {
     ++counters_.bad_messages;
@@ -347,9 +353,8 @@ std::string CentralServer::whyNotMerge(const TensorView& delta, double squares,
   return "";
 }
 
-CentralServer::MergeWeight CentralServer::mergeWeight(std::uint64_t base_version,
-                                                      std::uint64_t tau, std::uint64_t samples,
-                                                      std::uint32_t steps) {
+CentralServer::MergeWeight CentralServer::mergeWeight(std::uint64_t base_version, std::uint64_t tau,
+                                                      std::uint64_t samples, std::uint32_t steps) {
   // The weight's tau: versions, or (default) the samples merged since the delta's base in
   // units of a mean delta, so a small group's delta merged in between costs a big group
   // little (docs/architecture.md, "The central merge").
@@ -382,7 +387,8 @@ Status CentralServer::mergeAndStreamReply(const zmq::message_t& from, const Tens
   auto on_applied = [&](std::size_t offset, std::size_t n) {
     store_.copyRange(offset, std::span<float>(*next).subspan(offset, n));
     const std::size_t copied = offset + n;
-    while (sent < reply.partCount(per) && std::min<std::size_t>(count, (sent + 1) * per) <= copied) {
+    while (sent < reply.partCount(per) &&
+           std::min<std::size_t>(count, (sent + 1) * per) <= copied) {
       Status s = sendFrames(sock_, reply.partFrames(sent++, per), &from);
       if (!s) GSGD_WARN("could not send the model: " << s.toString());
     }

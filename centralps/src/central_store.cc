@@ -19,8 +19,8 @@ CentralStore::CentralStore(std::vector<float> initial, kernels::OptimizerConfig 
     s.params.assign(initial.begin() + static_cast<std::ptrdiff_t>(off),
                     initial.begin() + static_cast<std::ptrdiff_t>(off + len));
     for (std::size_t p = 0; p < len || s.pieces.empty(); p += Shard::kPieceElements) {
-      s.pieces.push_back(std::make_unique<kernels::Optimizer>(
-          outer, std::min(Shard::kPieceElements, len - p)));
+      s.pieces.push_back(
+          std::make_unique<kernels::Optimizer>(outer, std::min(Shard::kPieceElements, len - p)));
       if (len == 0) break;
     }
     shards_.push_back(std::move(s));

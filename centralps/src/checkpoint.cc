@@ -125,10 +125,10 @@ void fillHeader(unsigned char (&header)[kCheckpointHeaderBytes], std::uint64_t v
   put32(header + kOffPayloadCrc, crc32Of(params.data(), bytes));
   const auto now = std::chrono::system_clock::now().time_since_epoch();
   put64(header + kOffWrittenNs,
-        static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(now).count()));
+        static_cast<std::uint64_t>(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(now).count()));
   put32(header + kOffReserved, 0);
   put32(header + kOffHeaderCrc, crc32Of(header, kOffHeaderCrc));
-
 }
 
 // Deletes checkpoints beyond keep_last (never `keep`) and leftover temp files.
@@ -169,9 +169,8 @@ std::string checkpointFileName(std::uint64_t version) {
          std::string(kSuffix);
 }
 
-Status writeCheckpoint(const std::string& dir, std::uint64_t version,
-                       std::span<const float> params, std::size_t keep_last,
-                       CheckpointWriteInfo* info) {
+Status writeCheckpoint(const std::string& dir, std::uint64_t version, std::span<const float> params,
+                       std::size_t keep_last, CheckpointWriteInfo* info) {
   if (keep_last == 0) return invalidArgument("checkpoint: keep_last must be at least 1");
   if (params.size() > std::numeric_limits<std::uint64_t>::max() / sizeof(float)) {
     return invalidArgument("checkpoint: too many parameters");
@@ -225,12 +224,12 @@ Result<std::vector<std::pair<std::uint64_t, std::string>>> listCheckpoints(const
   const int err = errno;
   ::closedir(d);
   if (err != 0) return ioError("read directory", dir, err);
-  std::sort(found.begin(), found.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+  std::sort(found.begin(), found.end(),
+            [](const auto& a, const auto& b) { return a.first > b.first; });
   return found;
 }
 
-Result<LoadedCheckpoint> readCheckpointFile(const std::string& path,
-                                            std::uint64_t expected_count) {
+Result<LoadedCheckpoint> readCheckpointFile(const std::string& path, std::uint64_t expected_count) {
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (fd.get() < 0) return ioError("open", path, errno);
   struct stat st {};
@@ -264,8 +263,8 @@ Result<LoadedCheckpoint> readCheckpointFile(const std::string& path,
                    std::to_string(count) + " float32 values");
   }
   if (expected_count != 0 && count != expected_count) {
-    return invalidArgument(path + ": holds " + std::to_string(count) + " parameters, the model has " +
-                           std::to_string(expected_count));
+    return invalidArgument(path + ": holds " + std::to_string(count) +
+                           " parameters, the model has " + std::to_string(expected_count));
   }
   if (file_size < kCheckpointHeaderBytes + bytes) {
     return corrupt("truncated: " + std::to_string(file_size) + " bytes, expected " +

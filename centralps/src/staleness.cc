@@ -5,33 +5,45 @@
 namespace groupsgd::centralps {
 
 bool parseStalenessRule(std::string_view text, StalenessRule* out) {
-  if (text == "inverse") *out = StalenessRule::kInverse;
-  else if (text == "constant") *out = StalenessRule::kConstant;
-  else if (text == "grace") *out = StalenessRule::kGrace;
-  else return false;
+  if (text == "inverse")
+    *out = StalenessRule::kInverse;
+  else if (text == "constant")
+    *out = StalenessRule::kConstant;
+  else if (text == "grace")
+    *out = StalenessRule::kGrace;
+  else
+    return false;
   return true;
 }
 
 const char* stalenessRuleName(StalenessRule rule) {
   switch (rule) {
-    case StalenessRule::kInverse: return "inverse";
-    case StalenessRule::kConstant: return "constant";
-    case StalenessRule::kGrace: return "grace";
+    case StalenessRule::kInverse:
+      return "inverse";
+    case StalenessRule::kConstant:
+      return "constant";
+    case StalenessRule::kGrace:
+      return "grace";
   }
   return "unknown";
 }
 
 bool parseStalenessMeasure(std::string_view text, StalenessMeasure* out) {
-  if (text == "samples") *out = StalenessMeasure::kSamples;
-  else if (text == "versions") *out = StalenessMeasure::kVersions;
-  else return false;
+  if (text == "samples")
+    *out = StalenessMeasure::kSamples;
+  else if (text == "versions")
+    *out = StalenessMeasure::kVersions;
+  else
+    return false;
   return true;
 }
 
 const char* stalenessMeasureName(StalenessMeasure measure) {
   switch (measure) {
-    case StalenessMeasure::kSamples: return "samples";
-    case StalenessMeasure::kVersions: return "versions";
+    case StalenessMeasure::kSamples:
+      return "samples";
+    case StalenessMeasure::kVersions:
+      return "versions";
   }
   return "unknown";
 }
@@ -39,8 +51,10 @@ const char* stalenessMeasureName(StalenessMeasure measure) {
 float stalenessWeight(const StalenessConfig& cfg, double tau) {
   tau = std::max(0.0, tau);
   switch (cfg.rule) {
-    case StalenessRule::kInverse: return static_cast<float>(1.0 / (1.0 + tau));
-    case StalenessRule::kConstant: return 1.0f;
+    case StalenessRule::kInverse:
+      return static_cast<float>(1.0 / (1.0 + tau));
+    case StalenessRule::kConstant:
+      return 1.0f;
     case StalenessRule::kGrace: {
       const double grace = static_cast<double>(cfg.grace);
       if (tau <= grace) return 1.0f;

@@ -33,10 +33,7 @@ constexpr std::chrono::milliseconds kLeaveAfterFallbackTimeout{500};
 CoordinatorClient::CoordinatorClient(zmq::context_t& ctx, const std::string& endpoint,
                                      std::uint64_t job_id, std::chrono::milliseconds timeout,
                                      const CurveKeys& curve)
-    : ctx_(ctx),
-      curve_(curve),
-      job_id_(job_id),
-      timeout_(timeout) {
+    : ctx_(ctx), curve_(curve), job_id_(job_id), timeout_(timeout) {
   auto list = EndpointList::parse(endpoint);
   endpoints_ = list ? list->all() : std::vector<std::string>{endpoint};
   rpc_ = std::make_unique<RpcClient>(ctx_, endpoints_[0], limitsFor(job_id_),
@@ -113,7 +110,8 @@ Status CoordinatorClient::followRedirect(const InMessage& reply) {
 void CoordinatorClient::useJobCoordinator(const std::string& endpoint, std::uint64_t job_id) {
   if (redirected_ && job_id == job_id_ && rpc_->endpoint() == endpoint) return;
   job_id_ = job_id;
-  rpc_ = std::make_unique<RpcClient>(ctx_, endpoint, limitsFor(job_id_), clientSocketOptions(curve_));
+  rpc_ =
+      std::make_unique<RpcClient>(ctx_, endpoint, limitsFor(job_id_), clientSocketOptions(curve_));
   redirected_ = true;
   fell_back_from_.clear();
 }
@@ -147,7 +145,8 @@ Result<Assignment> CoordinatorClient::registerAs(Role role, const std::string& n
   out_a.param_count = a.getParamCount();
   out_a.seed = a.getSeed();
   out_a.heartbeat_ms = std::max<std::uint32_t>(50, a.getHeartbeatMs());
-  if (a.hasCompression() && a.getCompression().size() > 0) out_a.compression = a.getCompression().cStr();
+  if (a.hasCompression() && a.getCompression().size() > 0)
+    out_a.compression = a.getCompression().cStr();
   out_a.group_server_key = a.getGroupServerKey().cStr();
   out_a.node_pool = a.getNodePool();
   return out_a;
@@ -227,7 +226,8 @@ CurveKeys groupServerKeys(const CurveKeys& curve, const Assignment& a) {
 GroupClient::GroupClient(zmq::context_t& ctx, const Assignment& a, std::uint64_t job_id,
                          std::chrono::milliseconds timeout, CompressionSpec compression,
                          const CurveKeys& curve)
-    : rpc_(ctx, a.group_endpoint, limitsFor(job_id), clientSocketOptions(groupServerKeys(curve, a))),
+    : rpc_(ctx, a.group_endpoint, limitsFor(job_id),
+           clientSocketOptions(groupServerKeys(curve, a))),
       assignment_(a),
       job_id_(job_id),
       timeout_(timeout) {
@@ -254,7 +254,7 @@ Result<StepAnswer> GroupClient::readAnswer(const InMessage& reply, std::span<flo
   credit_bytes_ = r.getCreditBytes();
   a.directive = r.getDirective() == proto::Directive::REASSIGN ? Directive::kReassign
                 : r.getDirective() == proto::Directive::STOP   ? Directive::kStop
-                                                                : Directive::kContinue;
+                                                               : Directive::kContinue;
   return a;
 }
 
@@ -324,8 +324,7 @@ Result<StepAnswer> GroupClient::push(std::uint64_t step, std::span<const float> 
     if (!bytes) bytes = encoded_.emplace_back(std::make_shared<std::vector<std::uint8_t>>());
     compressor_->encode(grad, bytes.get());
     out.addEncodedTensor(bytes, toWire(compressor_->encoding()), grad.size());
-  } else if (next_grad_ && grad.data() == next_grad_->data() &&
-             grad.size() == next_grad_->size()) {
+  } else if (next_grad_ && grad.data() == next_grad_->data() && grad.size() == next_grad_->size()) {
     out.addTensor(std::move(next_grad_));  // computed in place: sent without a copy
     next_grad_.reset();
   } else {
@@ -339,8 +338,8 @@ Result<StepAnswer> GroupClient::push(std::uint64_t step, std::span<const float> 
 Result<StepAnswer> GroupClient::push(std::uint64_t step, const Payload& grad, std::uint32_t batch,
                                      float loss, float compute_ms, std::span<float> params) {
   if (compressor_ || !grad) {
-    return push(step, grad ? std::span<const float>(*grad) : std::span<const float>(), batch,
-                loss, compute_ms, params);
+    return push(step, grad ? std::span<const float>(*grad) : std::span<const float>(), batch, loss,
+                compute_ms, params);
   }
   OutMessage out = pushMessage(step, batch, loss, compute_ms);
   out.addTensor(grad);

@@ -19,7 +19,8 @@ Result<CompressionSpec> parseCompressionSpec(const std::string& text) {
     return invalidArgument("compression '" + text + "': use dense, fp16, sign or topk:RATIO");
   }
   if (spec.encoding == kernels::Encoding::kTopK) {
-    if (colon == std::string::npos) return invalidArgument("compression 'topk' needs a ratio: topk:0.01");
+    if (colon == std::string::npos)
+      return invalidArgument("compression 'topk' needs a ratio: topk:0.01");
     const std::string r = text.substr(colon + 1);
     char* end = nullptr;
     const double v = std::strtod(r.c_str(), &end);

@@ -8,20 +8,28 @@ namespace groupsgd {
 
 proto::Encoding toWire(kernels::Encoding encoding) {
   switch (encoding) {
-    case kernels::Encoding::kDense: return proto::Encoding::DENSE;
-    case kernels::Encoding::kFp16: return proto::Encoding::FP16;
-    case kernels::Encoding::kTopK: return proto::Encoding::TOPK;
-    case kernels::Encoding::kSign: return proto::Encoding::SIGN;
+    case kernels::Encoding::kDense:
+      return proto::Encoding::DENSE;
+    case kernels::Encoding::kFp16:
+      return proto::Encoding::FP16;
+    case kernels::Encoding::kTopK:
+      return proto::Encoding::TOPK;
+    case kernels::Encoding::kSign:
+      return proto::Encoding::SIGN;
   }
   return proto::Encoding::DENSE;
 }
 
 kernels::Encoding fromWire(proto::Encoding encoding) {
   switch (encoding) {
-    case proto::Encoding::FP16: return kernels::Encoding::kFp16;
-    case proto::Encoding::TOPK: return kernels::Encoding::kTopK;
-    case proto::Encoding::SIGN: return kernels::Encoding::kSign;
-    default: return kernels::Encoding::kDense;
+    case proto::Encoding::FP16:
+      return kernels::Encoding::kFp16;
+    case proto::Encoding::TOPK:
+      return kernels::Encoding::kTopK;
+    case proto::Encoding::SIGN:
+      return kernels::Encoding::kSign;
+    default:
+      return kernels::Encoding::kDense;
   }
 }
 
@@ -29,9 +37,9 @@ Status decodePayload(proto::Encoding encoding, std::span<const std::uint8_t> pay
                      std::span<float> out) {
   const kernels::KernelStatus k = kernels::decode(fromWire(encoding), payload, out);
   if (k.ok()) return Status::ok();
-  return Status(k.code == kernels::KernelStatus::Code::kDataLoss ? Code::kDataLoss
-                                                                 : Code::kInvalidArgument,
-                std::string(kernels::encodingName(fromWire(encoding))) + " tensor: " + k.message);
+  return Status(
+      k.code == kernels::KernelStatus::Code::kDataLoss ? Code::kDataLoss : Code::kInvalidArgument,
+      std::string(kernels::encodingName(fromWire(encoding))) + " tensor: " + k.message);
 }
 
 double sumSquares(const TensorView& view) {

@@ -74,7 +74,8 @@ Status writeFileAtomically(const std::string& path, std::initializer_list<std::s
   Status s = writeTemp(tmp, parts, options.mode);
   if (s.isOk()) {
     if (options.replace) {
-      if (::rename(tmp.c_str(), path.c_str()) != 0) s = fileError("rename " + tmp + " to", path, errno);
+      if (::rename(tmp.c_str(), path.c_str()) != 0)
+        s = fileError("rename " + tmp + " to", path, errno);
     } else {
       // link(2) fails with EEXIST on any existing entry, a dangling link included.
       if (::link(tmp.c_str(), path.c_str()) != 0) {

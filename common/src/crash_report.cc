@@ -61,7 +61,8 @@ void onFatal(int sig, siginfo_t* info, void*) {
     writeString(", thread ");
     writeString(tag);
   }
-  if (info != nullptr && info->si_code > 0 && (sig == SIGSEGV || sig == SIGBUS)) {  // a fault, not a kill
+  if (info != nullptr && info->si_code > 0 &&
+      (sig == SIGSEGV || sig == SIGBUS)) {  // a fault, not a kill
     writeString(", address ");
     writeHex(reinterpret_cast<std::uintptr_t>(info->si_addr));
   }

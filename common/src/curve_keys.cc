@@ -1,7 +1,5 @@
 #include "groupsgd/common/curve_keys.h"
 
-#include "groupsgd/common/atomic_file.h"
-
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,6 +9,8 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+
+#include "groupsgd/common/atomic_file.h"
 
 namespace groupsgd {
 namespace {
@@ -133,7 +133,8 @@ bool CurveKeys::hasDaemonRights(const std::string& key) const {
 Result<std::set<std::string>> loadNodeKeys(const std::string& path) {
   auto text = readSmallFile(path);
   if (!text) return text.status();
-  if (auto valid = parseAllowList(*text); !valid) return invalidArgument(path + ": " + valid.status().message());
+  if (auto valid = parseAllowList(*text); !valid)
+    return invalidArgument(path + ": " + valid.status().message());
   std::set<std::string> nodes;
   std::istringstream in(*text);
   std::string line;

@@ -22,11 +22,16 @@ void setLevel(Level l) { g_level.store(static_cast<int>(l)); }
 Level level() { return static_cast<Level>(g_level.load()); }
 
 bool parseLevel(const std::string& text, Level* out) {
-  if (text == "debug") *out = Level::kDebug;
-  else if (text == "info") *out = Level::kInfo;
-  else if (text == "warn") *out = Level::kWarn;
-  else if (text == "error") *out = Level::kError;
-  else return false;
+  if (text == "debug")
+    *out = Level::kDebug;
+  else if (text == "info")
+    *out = Level::kInfo;
+  else if (text == "warn")
+    *out = Level::kWarn;
+  else if (text == "error")
+    *out = Level::kError;
+  else
+    return false;
   return true;
 }
 

@@ -1,11 +1,11 @@
 #include "groupsgd/common/message.h"
 
-#include <kj/exception.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <string>
+
+#include <kj/exception.h>
 
 namespace groupsgd {
 namespace {
@@ -19,10 +19,14 @@ void releasePayload(void* /*data*/, void* hint) {
 // fixed-size layouts, a range for top-k (its count is in the payload).
 bool plausibleLength(proto::Encoding e, std::uint64_t n, std::uint64_t bytes) {
   switch (e) {
-    case proto::Encoding::DENSE: return bytes == n * 4;
-    case proto::Encoding::FP16: return bytes == n * 2;
-    case proto::Encoding::TOPK: return bytes >= 4 && bytes <= 4 + n * 8;
-    case proto::Encoding::SIGN: return bytes == 4 + (n + 7) / 8;  // scale, then a bit each
+    case proto::Encoding::DENSE:
+      return bytes == n * 4;
+    case proto::Encoding::FP16:
+      return bytes == n * 2;
+    case proto::Encoding::TOPK:
+      return bytes >= 4 && bytes <= 4 + n * 8;
+    case proto::Encoding::SIGN:
+      return bytes == 4 + (n + 7) / 8;  // scale, then a bit each
   }
   return false;
 }
@@ -35,39 +39,66 @@ std::uint64_t chunkCount(std::uint64_t bytes, std::uint64_t chunk) {
 
 const char* bodyKindName(BodyKind kind) {
   switch (kind) {
-    case BodyKind::ACK: return "ack";
-    case BodyKind::ERROR: return "error";
-    case BodyKind::REGISTER: return "register";
-    case BodyKind::ASSIGNMENT: return "assignment";
-    case BodyKind::HEARTBEAT: return "heartbeat";
-    case BodyKind::HEARTBEAT_REPLY: return "heartbeatReply";
-    case BodyKind::LEAVE: return "leave";
-    case BodyKind::PULL: return "pull";
-    case BodyKind::PUSH: return "push";
-    case BodyKind::STEP_REPLY: return "stepReply";
-    case BodyKind::GROUP_CONFIG: return "groupConfig";
-    case BodyKind::FLUSH: return "flush";
-    case BodyKind::GROUP_STATS_QUERY: return "groupStatsQuery";
-    case BodyKind::GROUP_STATS: return "groupStats";
-    case BodyKind::DELTA_PUSH: return "deltaPush";
-    case BodyKind::FETCH: return "fetch";
-    case BodyKind::MODEL_REPLY: return "modelReply";
-    case BodyKind::CENTRAL_STATS_QUERY: return "centralStatsQuery";
-    case BodyKind::CENTRAL_STATS: return "centralStats";
-    case BodyKind::CHECKPOINT_REQUEST: return "checkpointRequest";
-    case BodyKind::CHECKPOINT_DONE: return "checkpointDone";
-    case BodyKind::PUSH_CREDIT: return "pushCredit";
-    case BodyKind::JOB_REDIRECT: return "jobRedirect";
+    case BodyKind::ACK:
+      return "ack";
+    case BodyKind::ERROR:
+      return "error";
+    case BodyKind::REGISTER:
+      return "register";
+    case BodyKind::ASSIGNMENT:
+      return "assignment";
+    case BodyKind::HEARTBEAT:
+      return "heartbeat";
+    case BodyKind::HEARTBEAT_REPLY:
+      return "heartbeatReply";
+    case BodyKind::LEAVE:
+      return "leave";
+    case BodyKind::PULL:
+      return "pull";
+    case BodyKind::PUSH:
+      return "push";
+    case BodyKind::STEP_REPLY:
+      return "stepReply";
+    case BodyKind::GROUP_CONFIG:
+      return "groupConfig";
+    case BodyKind::FLUSH:
+      return "flush";
+    case BodyKind::GROUP_STATS_QUERY:
+      return "groupStatsQuery";
+    case BodyKind::GROUP_STATS:
+      return "groupStats";
+    case BodyKind::DELTA_PUSH:
+      return "deltaPush";
+    case BodyKind::FETCH:
+      return "fetch";
+    case BodyKind::MODEL_REPLY:
+      return "modelReply";
+    case BodyKind::CENTRAL_STATS_QUERY:
+      return "centralStatsQuery";
+    case BodyKind::CENTRAL_STATS:
+      return "centralStats";
+    case BodyKind::CHECKPOINT_REQUEST:
+      return "checkpointRequest";
+    case BodyKind::CHECKPOINT_DONE:
+      return "checkpointDone";
+    case BodyKind::PUSH_CREDIT:
+      return "pushCredit";
+    case BodyKind::JOB_REDIRECT:
+      return "jobRedirect";
   }
   return "unknown";
 }
 
 const char* encodingName(proto::Encoding encoding) {
   switch (encoding) {
-    case proto::Encoding::DENSE: return "dense";
-    case proto::Encoding::FP16: return "fp16";
-    case proto::Encoding::TOPK: return "topk";
-    case proto::Encoding::SIGN: return "sign";
+    case proto::Encoding::DENSE:
+      return "dense";
+    case proto::Encoding::FP16:
+      return "fp16";
+    case proto::Encoding::TOPK:
+      return "topk";
+    case proto::Encoding::SIGN:
+      return "sign";
   }
   return "unknown";
 }
@@ -151,7 +182,8 @@ std::uint64_t partElementsFor(std::uint64_t total, std::uint32_t part_bytes) {
 std::uint32_t OutMessage::partCount(std::uint64_t elements_per_part) const {
   if (tensors_.size() != 1 || elements_per_part == 0) return 1;
   const std::uint64_t n = tensors_[0].elements;
-  return static_cast<std::uint32_t>(std::max<std::uint64_t>(1, (n + elements_per_part - 1) / elements_per_part));
+  return static_cast<std::uint32_t>(
+      std::max<std::uint64_t>(1, (n + elements_per_part - 1) / elements_per_part));
 }
 
 std::vector<zmq::message_t> OutMessage::partFrames(std::uint32_t index,
@@ -299,7 +331,8 @@ Status checkFrameShape(const std::vector<zmq::message_t>& frames, const MessageL
                            " bytes is not a whole number of 8-byte words");
   }
   if (head.size() > limits.max_header_bytes) {
-    return resourceExhausted("header frame of " + std::to_string(head.size()) + " bytes over limit");
+    return resourceExhausted("header frame of " + std::to_string(head.size()) +
+                             " bytes over limit");
   }
   return Status::ok();
 }

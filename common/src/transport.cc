@@ -125,7 +125,8 @@ Status replyTo(zmq::socket_t& sock, const zmq::message_t& routing_id, OutMessage
 
 Status sendSequence(zmq::socket_t& sock, std::vector<std::vector<zmq::message_t>>&& messages,
                     const zmq::message_t* routing_id) {
-  for (auto& frames : messages) GSGD_RETURN_IF_ERROR(sendFrames(sock, std::move(frames), routing_id));
+  for (auto& frames : messages)
+    GSGD_RETURN_IF_ERROR(sendFrames(sock, std::move(frames), routing_id));
   return Status::ok();
 }
 
@@ -138,7 +139,8 @@ Status statusFromError(const InMessage& msg) {
   if (msg.kind() != BodyKind::ERROR) return Status::ok();
   auto e = msg.header().getBody().getError();
   int code = e.getCode();
-  if (code <= 0 || code > static_cast<int>(Code::kFinished)) code = static_cast<int>(Code::kInternal);
+  if (code <= 0 || code > static_cast<int>(Code::kFinished))
+    code = static_cast<int>(Code::kInternal);
   return Status(static_cast<Code>(code), e.getMessage().cStr());
 }
 

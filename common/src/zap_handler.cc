@@ -51,8 +51,7 @@ Result<std::unique_ptr<ZapHandler>> ZapHandler::start(zmq::context_t& ctx,
   }
 }
 
-ZapHandler::ZapHandler(zmq::socket_t sock, std::shared_ptr<AllowList> allowed,
-                       FatalHook on_fatal)
+ZapHandler::ZapHandler(zmq::socket_t sock, std::shared_ptr<AllowList> allowed, FatalHook on_fatal)
     : sock_(std::move(sock)),
       allowed_(std::move(allowed)),
       on_fatal_(on_fatal ? std::move(on_fatal) : FatalHook(exitOnFatal)) {}

@@ -4,9 +4,8 @@
 
 namespace groupsgd::coordinator {
 
-BackgroundCall BackgroundCall::start(zmq::context_t& ctx, CallTarget target,
-                                     MessageLimits limits, OutMessage&& msg,
-                                     std::chrono::milliseconds timeout) {
+BackgroundCall BackgroundCall::start(zmq::context_t& ctx, CallTarget target, MessageLimits limits,
+                                     OutMessage&& msg, std::chrono::milliseconds timeout) {
   auto call = [&ctx, target = std::move(target), limits, msg = std::move(msg),
                timeout]() mutable -> Result<InMessage> {
     try {  // exceptions stay on this thread
@@ -20,8 +19,7 @@ BackgroundCall BackgroundCall::start(zmq::context_t& ctx, CallTarget target,
 }
 
 bool BackgroundCall::ready() const {
-  return reply_.valid() &&
-         reply_.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+  return reply_.valid() && reply_.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
 }
 
 Result<InMessage> BackgroundCall::take() { return reply_.get(); }

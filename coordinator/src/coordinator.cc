@@ -1,9 +1,9 @@
 #include "groupsgd/coordinator/coordinator.h"
 
 #include <algorithm>
-#include <set>
 #include <cstdio>
 #include <map>
+#include <set>
 #include <sstream>
 
 #include "groupsgd/common/log.h"
@@ -40,15 +40,15 @@ Result<std::unique_ptr<Coordinator>> Coordinator::create(zmq::context_t& ctx, Da
   if (!sock) return sock.status();
   auto ep = bindSocket(*sock, cfg.listen);
   if (!ep) return ep.status();
-  return std::unique_ptr<Coordinator>(
-      new Coordinator(ctx, std::move(*sock), *ep, std::move(cfg), std::move(topo), std::move(curve),
-                      std::move(deps)));
+  return std::unique_ptr<Coordinator>(new Coordinator(ctx, std::move(*sock), *ep, std::move(cfg),
+                                                      std::move(topo), std::move(curve),
+                                                      std::move(deps)));
 }
 
 std::unique_ptr<Coordinator> Coordinator::createOn(zmq::context_t& ctx, zmq::socket_t sock,
-                                                  std::string endpoint, DaemonConfig cfg,
-                                                  Topology topo, CurveKeys curve,
-                                                  CoordinatorDeps deps) {
+                                                   std::string endpoint, DaemonConfig cfg,
+                                                   Topology topo, CurveKeys curve,
+                                                   CoordinatorDeps deps) {
   return std::unique_ptr<Coordinator>(new Coordinator(ctx, std::move(sock), std::move(endpoint),
                                                       std::move(cfg), std::move(topo),
                                                       std::move(curve), std::move(deps)));
@@ -73,14 +73,16 @@ Coordinator::Coordinator(zmq::context_t& ctx, zmq::socket_t sock, std::string en
   head_.setStart(std::move(deps_.head));
   epoch_ = head_.start().incarnation << 32;
   if (deps_.metrics != nullptr) {  // every series the coordinator exports carries its job
-    metrics_ = std::make_unique<MetricsRegistry>(deps_.metrics, MetricLabels{{"job", cfg_.job_name}});
+    metrics_ =
+        std::make_unique<MetricsRegistry>(deps_.metrics, MetricLabels{{"job", cfg_.job_name}});
     exporter_ = std::make_unique<MetricsExporter>(metrics_.get());
     evaluators_.attachMetrics(metrics_.get());
   }
   if (cfg_.mode == Mode::kAdaptive) {
-    adaptive_ = std::make_unique<AdaptiveController>(cfg_.adaptive, cfg_.batch_size,
-                                                     cfg_.groupCount());
-    for (std::uint32_t g = 0; g < fleet_->slots(); ++g) fleet_->setPeriod(g, adaptive_->periodOf(g));
+    adaptive_ =
+        std::make_unique<AdaptiveController>(cfg_.adaptive, cfg_.batch_size, cfg_.groupCount());
+    for (std::uint32_t g = 0; g < fleet_->slots(); ++g)
+      fleet_->setPeriod(g, adaptive_->periodOf(g));
   }
   // This daemon's own group PSes (role all); node daemons offer theirs as they register.
   for (const auto& ep : topo_.group_endpoints) {
@@ -91,17 +93,15 @@ Coordinator::Coordinator(zmq::context_t& ctx, zmq::socket_t sock, std::string en
                                          clientSocketOptions(curve_));
   calls_ = std::make_unique<PendingCalls>(ctx_, limits_);
   configs_ = std::make_unique<GroupConfigQueue>(
-      ctx_, limits_,
-      [this](std::uint32_t g, bool flush) { return groupConfigMessage(g, flush); },
-      [this](std::uint32_t g) { return fleet_->link(g); },
-      kRpcTimeout);
+      ctx_, limits_, [this](std::uint32_t g, bool flush) { return groupConfigMessage(g, flush); },
+      [this](std::uint32_t g) { return fleet_->link(g); }, kRpcTimeout);
 }
 
 nlohmann::json Coordinator::run(const std::atomic<bool>& stop_requested) {
   log::setThreadTag("coordinator");
   GSGD_INFO("coordinator listening on " << endpoint_ << " (mode " << modeName(cfg_.mode) << ", "
-                                        << cfg_.groupCount() << " group(s), K="
-                                        << cfg_.exchangePeriod() << ")");
+                                        << cfg_.groupCount()
+                                        << " group(s), K=" << cfg_.exchangePeriod() << ")");
   auto next_progress = Clock::now() + std::chrono::milliseconds(cfg_.progress_ms);
   reportSkippedCheckpoints();
   schedule_.control = Clock::now() + std::chrono::milliseconds(cfg_.adaptive.control_ms);
@@ -147,8 +147,8 @@ nlohmann::json Coordinator::run(const std::atomic<bool>& stop_requested) {
 void Coordinator::serveOnce(std::chrono::milliseconds timeout) {
   // Everything queued is read before the loop judges anyone's silence (bounded, so a
   // flood cannot starve the rest of the loop).
-  for (int n = 0; n < kMaxMessagesPerPass &&
-                  readable(sock_, n == 0 ? timeout : std::chrono::milliseconds(0));
+  for (int n = 0;
+       n < kMaxMessagesPerPass && readable(sock_, n == 0 ? timeout : std::chrono::milliseconds(0));
        ++n) {
     auto routed = recvRouted(sock_);
     if (!routed) {
@@ -180,9 +180,12 @@ void Coordinator::handle(const zmq::message_t& from, std::vector<zmq::message_t>
   auto msg = decodeMessage(std::move(frames), limits_);
   if (!msg) return refuse(from, msg.status());
   switch (msg->kind()) {
-    case BodyKind::REGISTER: return onRegister(from, *msg, key);
-    case BodyKind::HEARTBEAT: return onHeartbeat(from, *msg, key);
-    case BodyKind::LEAVE: return onLeave(from, *msg, key);
+    case BodyKind::REGISTER:
+      return onRegister(from, *msg, key);
+    case BodyKind::HEARTBEAT:
+      return onHeartbeat(from, *msg, key);
+    case BodyKind::LEAVE:
+      return onLeave(from, *msg, key);
     default:
       return refuse(from, invalidArgument(std::string("the coordinator does not serve '") +
                                           bodyKindName(msg->kind()) + "'"));
@@ -212,7 +215,8 @@ void Coordinator::configureGroup(std::uint32_t group, bool flush, GroupConfigQue
 }
 
 Result<OutMessage> Coordinator::groupConfigMessage(std::uint32_t group, bool flush) const {
-  if (group >= fleet_->ready()) return unavailable("group " + std::to_string(group) + " has no PS yet");
+  if (group >= fleet_->ready())
+    return unavailable("group " + std::to_string(group) + " has no PS yet");
   if (groupFailed(group)) return unavailable("group " + std::to_string(group) + " has failed");
   auto members = registry_.groupMembers(group);
   // Workers regrouped away from this group are still listed, leaving, until they learn it.
@@ -321,7 +325,8 @@ std::optional<std::string> Coordinator::stopReason() {
 std::size_t Coordinator::groupsInUse() const {
   std::vector<bool> used(fleet_->slots(), false);
   for (const auto& [id, w] : registry_.all()) {
-    if (w.role == WorkerRole::kTrainer && w.state == WorkerState::kActive && w.group < used.size()) {
+    if (w.role == WorkerRole::kTrainer && w.state == WorkerState::kActive &&
+        w.group < used.size()) {
       used[w.group] = true;
     }
   }
@@ -344,13 +349,15 @@ void Coordinator::printProgress() {
       adaptive_ ? std::string("  stage ") + policy::stageName(adaptive_->stage()) : std::string();
   // The jobs of a --serve daemon share its standard output: each line names its job.
   if (deps_.suspend != nullptr) stage += "  job " + cfg_.job_name;
-  const std::string acc_text = (acc < 0 ? std::string("  -   ") : std::to_string(acc).substr(0, 6)) +
-                               evaluators_.progressNote(run_log_.uptimeS());
-  std::printf("[%7.1fs] step %6llu  loss %.4f  test_acc %s  groups %zu  workers %zu  samples %llu%s\n",
-              run_log_.trainingS(), static_cast<unsigned long long>(steps),
-              n ? loss / static_cast<double>(n) : 0.0, acc_text.c_str(), groupsInUse(),
-              registry_.activeTrainers(), static_cast<unsigned long long>(registry_.samplesTrained()),
-              stage.c_str());
+  const std::string acc_text =
+      (acc < 0 ? std::string("  -   ") : std::to_string(acc).substr(0, 6)) +
+      evaluators_.progressNote(run_log_.uptimeS());
+  std::printf(
+      "[%7.1fs] step %6llu  loss %.4f  test_acc %s  groups %zu  workers %zu  samples %llu%s\n",
+      run_log_.trainingS(), static_cast<unsigned long long>(steps),
+      n ? loss / static_cast<double>(n) : 0.0, acc_text.c_str(), groupsInUse(),
+      registry_.activeTrainers(), static_cast<unsigned long long>(registry_.samplesTrained()),
+      stage.c_str());
   std::fflush(stdout);
 }
 

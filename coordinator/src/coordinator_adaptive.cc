@@ -33,12 +33,17 @@ void Coordinator::observeSteps(WorkerRecord& w, const InMessage& msg) {
 
 void Coordinator::controlWindow() {
   if (stopping()) return;
-  const ControlActions act = adaptive_->window(registry_, Clock::now(), registry_.samplesTrained(),
-                                               cfg_.max_samples);
+  const ControlActions act =
+      adaptive_->window(registry_, Clock::now(), registry_.samplesTrained(), cfg_.max_samples);
   for (const auto& d : act.detections) {
-    event("straggler", d.text).update({{"worker", d.worker}, {"onset", d.straggler}, {"step", d.step},
-                           {"ratio", d.ratio}, {"steps", d.steps}, {"erratic", d.erratic},
-                           {"action", d.action}});
+    event("straggler", d.text)
+        .update({{"worker", d.worker},
+                 {"onset", d.straggler},
+                 {"step", d.step},
+                 {"ratio", d.ratio},
+                 {"steps", d.steps},
+                 {"erratic", d.erratic},
+                 {"action", d.action}});
   }
   if (act.stage_change) {
     event("stage", std::string("-> ") + policy::stageName(act.stage_change->to) + " (" +
@@ -89,8 +94,8 @@ void Coordinator::applyRegroup(const ControlActions& act) {
   }
   run_log_.countRegroup();
   std::ostringstream os;
-  os << act.regroup->plan.describe() << "; " << moved << " worker(s) move; cause: "
-     << act.regroup->cause << "; predicted gain "
+  os << act.regroup->plan.describe() << "; " << moved
+     << " worker(s) move; cause: " << act.regroup->cause << "; predicted gain "
      << static_cast<int>(act.regroup->predicted_gain * 100) << "%";
   event("regroup", os.str(), act.regroup->predicted_gain);
   // 2. Groups that receive workers learn about them first (so a moved worker is
@@ -104,9 +109,12 @@ void Coordinator::applyRegroup(const ControlActions& act) {
   for (int pass = 0; pass < 2; ++pass) {
     for (std::uint32_t g = 0; g < affected.size(); ++g) {
       if (!affected[g] || gains[g] != (pass == 0)) continue;
-      configureGroup(g, /*flush=*/true, [g](const Status& s) {
-        if (!s) GSGD_WARN("could not reconfigure group " << g << ": " << s.toString());
-      }, pass == 0 ? std::vector<std::uint32_t>{} : gaining);
+      configureGroup(
+          g, /*flush=*/true,
+          [g](const Status& s) {
+            if (!s) GSGD_WARN("could not reconfigure group " << g << ": " << s.toString());
+          },
+          pass == 0 ? std::vector<std::uint32_t>{} : gaining);
     }
   }
 }

@@ -11,10 +11,14 @@ namespace {
 
 WorkerRole roleOf(proto::Role r) {
   switch (r) {
-    case proto::Role::TRAINER: return WorkerRole::kTrainer;
-    case proto::Role::EVALUATOR: return WorkerRole::kEvaluator;
-    case proto::Role::NODE: return WorkerRole::kNode;
-    default: return WorkerRole::kTool;
+    case proto::Role::TRAINER:
+      return WorkerRole::kTrainer;
+    case proto::Role::EVALUATOR:
+      return WorkerRole::kEvaluator;
+    case proto::Role::NODE:
+      return WorkerRole::kNode;
+    default:
+      return WorkerRole::kTool;
   }
 }
 
@@ -103,7 +107,8 @@ void Coordinator::onNewWorker(const zmq::message_t& from, const InMessage& msg,
                                     std::to_string(cfg_.groupCount()) + "); retry"));
   }
   if (w.role == WorkerRole::kNode && !key.empty() && !curve_.hasDaemonRights(key)) {
-    return refuse(from, permissionDenied("key " + key + " may not register as a node daemon "
+    return refuse(from, permissionDenied("key " + key +
+                                         " may not register as a node daemon "
                                          "(label its allow-list line `node`)"));
   }
   if (w.role == WorkerRole::kNode) {
@@ -119,7 +124,7 @@ void Coordinator::onNewWorker(const zmq::message_t& from, const InMessage& msg,
     if (groupFailed(w.group)) {
       auto live = liveGroupFor();
       if (!live) {
-            return refuse(from, unavailable("every group PS has failed; retry"));
+        return refuse(from, unavailable("every group PS has failed; retry"));
       }
       w.group = *live;
     }
@@ -132,9 +137,9 @@ void Coordinator::onNewWorker(const zmq::message_t& from, const InMessage& msg,
     // Answered once its group PS expects it (its pushes are refused before that).
     admission_.admitting(rec.id);
     auto to = std::make_shared<zmq::message_t>(from.data(), from.size());
-    return configureGroup(rec.group, false, [this, to, id = rec.id, g = rec.group](const Status& s) {
-      admitTrainer(to, id, g, s);
-    });
+    return configureGroup(
+        rec.group, false,
+        [this, to, id = rec.id, g = rec.group](const Status& s) { admitTrainer(to, id, g, s); });
   }
   GSGD_INFO("registered " << workerRoleName(rec.role) << " " << rec.id << " (" << rec.host
                           << " pid " << rec.pid << ")");
@@ -155,7 +160,8 @@ void Coordinator::admitTrainer(const std::shared_ptr<zmq::message_t>& to, std::u
   }
   admission_.admitted(id);
   if (rec == nullptr || rec->state != WorkerState::kActive) {
-    return refuse(from, unavailable("worker " + std::to_string(id) + " was removed while its "
+    return refuse(from, unavailable("worker " + std::to_string(id) +
+                                    " was removed while its "
                                     "group was configured; retry"));
   }
   if (stopping()) {  // the run ended while its group was configured
@@ -210,7 +216,8 @@ void Coordinator::sendAssignment(const zmq::message_t& to, const WorkerRecord& r
   a.setGroupEndpoint(fleet_->endpoint(rec.group));
   a.setCentralEndpoint(topo_.central_endpoint);
   a.setBatchSize(rec.batch_size);
-  a.setExchangePeriod(rec.group < fleet_->slots() ? fleet_->period(rec.group) : cfg_.exchangePeriod());
+  a.setExchangePeriod(rec.group < fleet_->slots() ? fleet_->period(rec.group)
+                                                  : cfg_.exchangePeriod());
   a.setShardIndex(rec.shard);
   a.setShardCount(cfg_.workers);
   a.setModel(cfg_.external_model ? "external" : kernels::modelKindName(cfg_.model));
@@ -241,8 +248,7 @@ void Coordinator::onHeartbeat(const zmq::message_t& from, const InMessage& msg,
   // A regrouped trainer learns its move from its old group's next answer; until then it
   // still speaks with its old epoch, and is the same trainer: not asked to register anew
   // (that would close its id and count it as a new worker).
-  const bool moving =
-      w != nullptr && w->moving_from.has_value() && h.getEpoch() == w->moving_epoch;
+  const bool moving = w != nullptr && w->moving_from.has_value() && h.getEpoch() == w->moving_epoch;
   if (w == nullptr || w->state != WorkerState::kActive || (h.getEpoch() < w->epoch && !moving)) {
     // Unknown, dead or from an old epoch: refuse the statistics, ask it to register again.
     admission_.countStaleHeartbeat();
@@ -275,7 +281,8 @@ void Coordinator::onLeave(const zmq::message_t& from, const InMessage& msg,
                           const std::string& key) {
   auto h = msg.header();
   WorkerRecord* w = registry_.find(h.getSenderId());
-  if (w == nullptr) return refuse(from, notFound("unknown worker " + std::to_string(h.getSenderId())));
+  if (w == nullptr)
+    return refuse(from, notFound("unknown worker " + std::to_string(h.getSenderId())));
   if (!ownsId(from, *w, key)) return;
   if (h.getEpoch() >> 32 != w->epoch >> 32) {
     // The id is reused by this head incarnation; the sender's registration died with the

@@ -6,8 +6,8 @@
 
 #include "groupsgd/centralps/central_stats.h"
 #include "groupsgd/common/log.h"
-#include "groupsgd/daemon/config_options.h"
 #include "groupsgd/coordinator/coordinator.h"
+#include "groupsgd/daemon/config_options.h"
 #include "groupsgd/ops/sd_notify.h"
 #include "groupsgd/ops/version.h"
 
@@ -26,7 +26,8 @@ void Coordinator::serveControl() {
   if (deps_.watchdog && Clock::now() >= schedule_.watchdog) {
     // Pinged from the main loop, so a stuck loop stops the pings and systemd restarts us.
     (void)ops::sdNotifyWatchdog();
-    schedule_.watchdog = Clock::now() + std::chrono::duration_cast<Clock::duration>(*deps_.watchdog / 2);
+    schedule_.watchdog =
+        Clock::now() + std::chrono::duration_cast<Clock::duration>(*deps_.watchdog / 2);
   }
   if (deps_.control == nullptr) return;
   while (auto r = deps_.control->tryPop()) handleControl(std::move(*r));
@@ -51,8 +52,8 @@ void Coordinator::answerDrainWaiters() {
 Result<std::uint64_t> Coordinator::findWorker(const nlohmann::json& ref) const {
   for (const auto& [id, w] : registry_.all()) {
     if ((ref.is_number_unsigned() && ref.get<std::uint64_t>() == id) ||
-        (ref.is_string() && (ref.get<std::string>() == w.name ||
-                             ref.get<std::string>() == std::to_string(id)))) {
+        (ref.is_string() &&
+         (ref.get<std::string>() == w.name || ref.get<std::string>() == std::to_string(id)))) {
       return id;
     }
   }
@@ -60,8 +61,8 @@ Result<std::uint64_t> Coordinator::findWorker(const nlohmann::json& ref) const {
 }
 
 ojson Coordinator::statusJson() const {
-  std::map<std::string, int> counts = {{"active", 0}, {"draining", 0}, {"left", 0}, {"dead", 0},
-                                       {"quarantined", 0}};
+  std::map<std::string, int> counts = {
+      {"active", 0}, {"draining", 0}, {"left", 0}, {"dead", 0}, {"quarantined", 0}};
   for (const auto& [id, w] : registry_.all()) {
     if (w.role != WorkerRole::kTrainer) continue;
     counts[w.draining && w.state == WorkerState::kActive ? "draining" : workerStateName(w.state)]++;
@@ -102,19 +103,20 @@ ojson Coordinator::curveJson() const {
 ojson Coordinator::workersJson() const {
   ojson rows = ojson::array();
   for (const auto& [id, w] : registry_.all()) {
-    rows.push_back({{"id", id},
-                    {"name", w.name},
-                    {"role", workerRoleName(w.role)},
-                    {"host", w.host},
-                    {"pid", w.pid},
-                    {"group", w.group},
-                    {"state", w.draining && w.state == WorkerState::kActive ? "draining"
-                                                                             : workerStateName(w.state)},
-                    {"batch", w.batch_size},
-                    {"steps", w.steps},
-                    {"compute_ms", w.compute_ms},
-                    {"comm_ms", w.comm_ms},
-                    {"wait_ms", w.wait_ms}});
+    rows.push_back(
+        {{"id", id},
+         {"name", w.name},
+         {"role", workerRoleName(w.role)},
+         {"host", w.host},
+         {"pid", w.pid},
+         {"group", w.group},
+         {"state",
+          w.draining && w.state == WorkerState::kActive ? "draining" : workerStateName(w.state)},
+         {"batch", w.batch_size},
+         {"steps", w.steps},
+         {"compute_ms", w.compute_ms},
+         {"comm_ms", w.comm_ms},
+         {"wait_ms", w.wait_ms}});
   }
   return rows;
 }
@@ -173,8 +175,7 @@ void Coordinator::startCheckpoint(PendingRequest& r) {
   // serving heartbeats and the watchdog meanwhile.
   auto request = std::make_shared<PendingRequest>(std::move(r));
   calls_->start("checkpoint", {central_->endpoint(), central_->options()}, std::move(out),
-                std::chrono::milliseconds(60000),
-                [this, request](Result<InMessage> reply) {
+                std::chrono::milliseconds(60000), [this, request](Result<InMessage> reply) {
                   finishCheckpoint(*request, std::move(reply));
                 });
 }
@@ -198,10 +199,12 @@ void Coordinator::finishCheckpoint(PendingRequest& r, Result<InMessage> reply) {
 }
 
 Result<AllowListChange> Coordinator::reloadKeys() {
-  if (!deps_.reload_keys) return failedPrecondition("CURVE is off: there is no allow-list to reload");
+  if (!deps_.reload_keys)
+    return failedPrecondition("CURVE is off: there is no allow-list to reload");
   auto change = deps_.reload_keys();
   if (!change) {
-    GSGD_ERROR("allow-list reload refused, keeping the running list: " << change.status().toString());
+    GSGD_ERROR(
+        "allow-list reload refused, keeping the running list: " << change.status().toString());
     return change.status();
   }
   event("keys_reloaded", std::to_string(change->added) + " added, " +
@@ -300,7 +303,8 @@ void Coordinator::controlDrain(PendingRequest& r) {
   const WorkerRecord* w = registry_.find(*id);
   if (w->state != WorkerState::kActive) {
     // Idempotent: draining a worker that already left is a success that says so.
-    return r.respond({{"worker", *id}, {"state", workerStateName(w->state)},
+    return r.respond({{"worker", *id},
+                      {"state", workerStateName(w->state)},
                       {"samples_trained", w->samples_trained}});
   }
   // Answered once the worker's group PS has taken the change (off this loop).
@@ -384,20 +388,22 @@ void Coordinator::updateMetrics() {
   if (metrics_ == nullptr) return;
   exporter_->exportWorkers(registry_);
   std::vector<std::size_t> members;
-  for (std::uint32_t g = 0; g < fleet_->slots(); ++g) members.push_back(registry_.groupMembers(g).size());
+  for (std::uint32_t g = 0; g < fleet_->slots(); ++g)
+    members.push_back(registry_.groupMembers(g).size());
   exporter_->exportGroups(groupsInUse(), members);
   const Accuracy acc = latestAccuracy();
   if (acc.value >= 0) exporter_->exportAccuracy(acc.value);
-  exporter_->exportTotals({.samples_trained = registry_.samplesTrained(),
-                           .regroups = run_log_.regroups(),
-                           .stale_heartbeats = admission_.counters().stale_heartbeats,
-                           .identity_refused = admission_.counters().identity_refused,
-                           .curve_clients_refused = deps_.zap != nullptr
-                                                        ? std::optional<std::uint64_t>(deps_.zap->refused())
-                                                        : std::nullopt});
+  exporter_->exportTotals(
+      {.samples_trained = registry_.samplesTrained(),
+       .regroups = run_log_.regroups(),
+       .stale_heartbeats = admission_.counters().stale_heartbeats,
+       .identity_refused = admission_.counters().identity_refused,
+       .curve_clients_refused = deps_.zap != nullptr
+                                    ? std::optional<std::uint64_t>(deps_.zap->refused())
+                                    : std::nullopt});
   (void)ops::sdNotifyStatus("mode " + std::string(modeName(cfg_.mode)) + ", " +
-                       std::to_string(registry_.activeTrainers()) + " trainers, version " +
-                       std::to_string(head_.versionSeen()));
+                            std::to_string(registry_.activeTrainers()) + " trainers, version " +
+                            std::to_string(head_.versionSeen()));
 }
 
 void Coordinator::askCentralStats() {

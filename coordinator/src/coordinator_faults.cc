@@ -63,12 +63,14 @@ void Coordinator::markQuarantined(std::uint64_t worker, std::uint32_t group) {
   const bool was_active = w->state == WorkerState::kActive;
   w->state = WorkerState::kQuarantined;
   admission_.quarantine(*w);
-  GSGD_WARN("worker " << worker << " (" << w->host << " pid " << w->pid
-                      << ") quarantined: group " << group << " refused its updates repeatedly");
-  event("quarantine", "worker " + std::to_string(worker) + " (" + w->name + ") quarantined by group " +
-                          std::to_string(group) + " for repeated bad updates");
+  GSGD_WARN("worker " << worker << " (" << w->host << " pid " << w->pid << ") quarantined: group "
+                      << group << " refused its updates repeatedly");
+  event("quarantine", "worker " + std::to_string(worker) + " (" + w->name +
+                          ") quarantined by group " + std::to_string(group) +
+                          " for repeated bad updates");
   if (metrics_ != nullptr) {
-    metrics_->counter("workers_quarantined_total", "workers quarantined for repeated bad updates").inc();
+    metrics_->counter("workers_quarantined_total", "workers quarantined for repeated bad updates")
+        .inc();
   }
   if (!was_active || w->role != WorkerRole::kTrainer) return;
   if (adaptive_) {
@@ -146,8 +148,11 @@ void Coordinator::failGroupAtStop(std::uint32_t group, const std::string& why) {
                              why + "); its unflushed progress of " + std::to_string(members) +
                              " worker(s) is counted as lost");
   const double t = run_log_.trainingS();
-  failures_.record({{"group", group}, {"why", why}, {"t_s", t}, {"at_stop", true},
-                       {"reassigned", nlohmann::json::array()}});
+  failures_.record({{"group", group},
+                    {"why", why},
+                    {"t_s", t},
+                    {"at_stop", true},
+                    {"reassigned", nlohmann::json::array()}});
 }
 
 std::optional<std::uint32_t> Coordinator::liveGroupFor() const {
@@ -190,8 +195,11 @@ void Coordinator::failGroup(std::uint32_t group, const std::string& why) {
     const double t = run_log_.trainingS();
     nlohmann::json moved = nlohmann::json::array();
     for (auto id : members) moved.push_back({{"worker", id}, {"to_group", group}});
-    failures_.record({{"group", group}, {"why", why}, {"t_s", t}, {"reassigned", moved},
-                         {"recreated_on_node", fleet_->node(group)}});
+    failures_.record({{"group", group},
+                      {"why", why},
+                      {"t_s", t},
+                      {"reassigned", moved},
+                      {"recreated_on_node", fleet_->node(group)}});
     return;
   }
   std::set<std::uint32_t> gaining;
@@ -246,7 +254,8 @@ bool Coordinator::recreateGroup(std::uint32_t group, const std::vector<std::uint
     if (!s) {
       GSGD_WARN("spare group PS " << slot.endpoint << " of node " << slot.node
                                   << " did not take group " << group << ": " << s.toString());
-      if (still_there) failGroup(group, "its spare group PS at " + slot.endpoint + " did not take it");
+      if (still_there)
+        failGroup(group, "its spare group PS at " + slot.endpoint + " did not take it");
       return;
     }
     if (!still_there) return;
@@ -266,7 +275,8 @@ void Coordinator::noteReregistration() {
 
 void Coordinator::reportSkippedCheckpoints() {
   for (const auto& why : head_.start().skipped_checkpoints) {
-    event("checkpoint_skipped", "unusable checkpoint " + why + "; resumed from the previous good one, " +
+    event("checkpoint_skipped", "unusable checkpoint " + why +
+                                    "; resumed from the previous good one, " +
                                     head_.start().resumed_from + " (version " +
                                     std::to_string(head_.start().resumed_version) + ")");
   }

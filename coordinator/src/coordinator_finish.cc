@@ -36,8 +36,9 @@ nlohmann::json Coordinator::finish(const std::string& reason) {
 void Coordinator::drainTrainers(bool now) {
   const auto drain_deadline =
       now ? Clock::now()
-          : Clock::now() + std::chrono::milliseconds(cfg_.step_deadline_ms +
-                                                     4ull * cfg_.heartbeat_ms * cfg_.heartbeat_misses);
+          : Clock::now() +
+                std::chrono::milliseconds(cfg_.step_deadline_ms +
+                                          4ull * cfg_.heartbeat_ms * cfg_.heartbeat_misses);
   if (deps_.control != nullptr) deps_.control->setRefusing("the daemon is stopping");
   while (registry_.activeTrainers() > 0 && Clock::now() < drain_deadline) {
     serveOnce(std::chrono::milliseconds(50));
@@ -65,7 +66,9 @@ void Coordinator::drainTrainers(bool now) {
   for (std::uint32_t g : their_groups) {
     if (groupFailed(g)) continue;
     configureGroup(g, false, [g](const Status& s) {
-      if (!s) GSGD_WARN("could not take the remaining trainers out of group " << g << ": " << s.toString());
+      if (!s)
+        GSGD_WARN("could not take the remaining trainers out of group " << g << ": "
+                                                                        << s.toString());
     });
   }
   // Every configuration on its way returns before the flush (and cannot reach a group
@@ -89,8 +92,9 @@ void Coordinator::flushGroups(FinalStats* stats) {
     }
     OutMessage out(cfg_.job_id, 0);
     out.header().getBody().initFlush();
-    calls_->start("flush", fleet_->link(g), std::move(out), std::chrono::milliseconds(15000),
-                  [this, g, stats](Result<InMessage> reply) { readFlush(g, std::move(reply), stats); });
+    calls_->start(
+        "flush", fleet_->link(g), std::move(out), std::chrono::milliseconds(15000),
+        [this, g, stats](Result<InMessage> reply) { readFlush(g, std::move(reply), stats); });
   }
   while (calls_->inFlight("flush")) {  // heartbeats, control requests, the watchdog
     serveOnce(std::chrono::milliseconds(20));
@@ -119,9 +123,10 @@ void Coordinator::readFlush(std::uint32_t g, Result<InMessage> reply, FinalStats
 void Coordinator::queryCentral(FinalStats* stats) {
   OutMessage out(cfg_.job_id, 0);
   out.header().getBody().initCentralStatsQuery();
-  calls_->start("final central stats", {central_->endpoint(), central_->options()},
-                std::move(out), kRpcTimeout,
-                [this, stats](Result<InMessage> reply) { readCentralFinal(std::move(reply), stats); });
+  calls_->start("final central stats", {central_->endpoint(), central_->options()}, std::move(out),
+                kRpcTimeout, [this, stats](Result<InMessage> reply) {
+                  readCentralFinal(std::move(reply), stats);
+                });
   while (calls_->inFlight("final central stats")) {  // heartbeats, control requests, the watchdog
     serveOnce(std::chrono::milliseconds(20));
     serveControl();
@@ -167,8 +172,10 @@ nlohmann::json Coordinator::summaryJson(const RunSummary& run, const std::string
       {"stop_reason", reason},
       {"target_acc", cfg_.target_acc},
       {"reached", run_log_.timeToTargetS().has_value()},
-      {"time_to_target_s", run_log_.timeToTargetS() ? nlohmann::json(*run_log_.timeToTargetS()) : nlohmann::json()},
-      {"acc_at_target", run_log_.timeToTargetS() ? nlohmann::json(run_log_.accAtTarget()) : nlohmann::json()},
+      {"time_to_target_s",
+       run_log_.timeToTargetS() ? nlohmann::json(*run_log_.timeToTargetS()) : nlohmann::json()},
+      {"acc_at_target",
+       run_log_.timeToTargetS() ? nlohmann::json(run_log_.accAtTarget()) : nlohmann::json()},
       {"elapsed_s", elapsed},
       {"final_test_acc", final_acc.value < 0 ? nlohmann::json() : nlohmann::json(final_acc.value)},
       {"final_acc_version", final_acc.version},
@@ -178,7 +185,8 @@ nlohmann::json Coordinator::summaryJson(const RunSummary& run, const std::string
       {"quarantined", admission_.counters().quarantined},
       {"quarantine_refusals", admission_.counters().quarantine_refusals},
       {"node_failures", failures_.json(run.samples_lost_in_failed_groups, run.lost_bound)},
-      {"head_restart", head_.restartJson(cfg_.checkpoint_every_versions, cfg_.checkpoint_interval_s)},
+      {"head_restart",
+       head_.restartJson(cfg_.checkpoint_every_versions, cfg_.checkpoint_interval_s)},
       {"evaluation", evaluators_.summaryJson(run_log_.uptimeS())},
       {"regroups", run_log_.regroups()},
       {"stage", adaptive_ ? policy::stageName(adaptive_->stage()) : "none"},
@@ -192,7 +200,9 @@ void Coordinator::lingerForLateTrainers(const std::atomic<bool>& stop_requested)
   // the run over only if they come in time; a restarted head's ones were already
   // running, and would retry for their --give-up-s against a head that is gone.
   // (Without a checkpoint directory there is no restart: the incarnation is a time.)
-  if (head_.start().state_file.empty() || head_.start().incarnation <= 1 || cfg_.finish_linger_s <= 0) return;
+  if (head_.start().state_file.empty() || head_.start().incarnation <= 1 ||
+      cfg_.finish_linger_s <= 0)
+    return;
   if (deps_.stop_now != nullptr && deps_.stop_now->load()) return;
   if (admission_.trainersSeen(registry_) >= cfg_.workers) return;
   const auto until = Clock::now() + std::chrono::milliseconds(
@@ -200,8 +210,8 @@ void Coordinator::lingerForLateTrainers(const std::atomic<bool>& stop_requested)
   GSGD_INFO("the run is over with " << admission_.trainersSeen(registry_) << " of " << cfg_.workers
                                     << " trainers back since the restart: telling late ones "
                                     << "`finished` for up to " << cfg_.finish_linger_s << " s");
-  while (admission_.trainersSeen(registry_) < cfg_.workers && Clock::now() < until && !stop_requested.load() &&
-         !shutdown_requested_) {
+  while (admission_.trainersSeen(registry_) < cfg_.workers && Clock::now() < until &&
+         !stop_requested.load() && !shutdown_requested_) {
     serveOnce(std::chrono::milliseconds(50));
     serveControl();
   }

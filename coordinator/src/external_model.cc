@@ -21,9 +21,7 @@ Status checkFinite(const std::vector<float>& v) {
   return Status::ok();
 }
 
-bool checkedRole(proto::Role r) {
-  return r == proto::Role::TRAINER || r == proto::Role::EVALUATOR;
-}
+bool checkedRole(proto::Role r) { return r == proto::Role::TRAINER || r == proto::Role::EVALUATOR; }
 
 // A node daemon (and its probe, a tool registration) needs the model's size, not its own.
 bool waitsForTheModel(proto::Role r) { return r == proto::Role::NODE || r == proto::Role::TOOL; }
@@ -67,7 +65,8 @@ Result<ExternalModel> loadExternalModelFile(const std::string& path) {
   head >> magic >> version >> count >> m.fingerprint;
   if (magic != "groupsgd-model" || version != 1 || count == 0 || m.fingerprint.empty() ||
       count > (std::uint64_t{1} << 32)) {
-    return invalidArgument(path + " is not a groupsgd model file (\"groupsgd-model 1 COUNT "
+    return invalidArgument(path +
+                           " is not a groupsgd model file (\"groupsgd-model 1 COUNT "
                            "FINGERPRINT\" then COUNT float32)");
   }
   m.initial.resize(count);

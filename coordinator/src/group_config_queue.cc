@@ -77,7 +77,8 @@ void GroupConfigQueue::start(std::uint32_t group, GroupState& s) {
 void GroupConfigQueue::answer(GroupState& s, std::uint64_t upto, const Status& status) {
   auto covered = std::stable_partition(s.waiters.begin(), s.waiters.end(),
                                        [&](const Waiter& w) { return w.seq > upto; });
-  for (auto it = covered; it != s.waiters.end(); ++it) ready_.emplace_back(std::move(it->done), status);
+  for (auto it = covered; it != s.waiters.end(); ++it)
+    ready_.emplace_back(std::move(it->done), status);
   s.waiters.erase(covered, s.waiters.end());
 }
 
@@ -106,8 +107,8 @@ void GroupConfigQueue::pump() {
 
 bool GroupConfigQueue::idle() const {
   return ready_.empty() && std::none_of(groups_.begin(), groups_.end(), [](const auto& g) {
-    return g.second.call.has_value() || g.second.queued();
-  });
+           return g.second.call.has_value() || g.second.queued();
+         });
 }
 
 void GroupConfigQueue::waitIdle(std::chrono::milliseconds limit) {

@@ -1,13 +1,13 @@
 #include "groupsgd/coordinator/incarnation.h"
 
-#include <nlohmann/json.hpp>
-
-#include "groupsgd/common/atomic_file.h"
-
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "groupsgd/common/atomic_file.h"
 
 namespace groupsgd::coordinator {
 
@@ -15,9 +15,9 @@ Result<HeadStart> startIncarnation(const std::string& checkpoint_dir) {
   HeadStart h;
   if (checkpoint_dir.empty()) {
     const auto now = std::chrono::system_clock::now().time_since_epoch();
-    h.incarnation = static_cast<std::uint64_t>(
-                        std::chrono::duration_cast<std::chrono::seconds>(now).count()) &
-                    0x7fffffffu;
+    h.incarnation =
+        static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::seconds>(now).count()) &
+        0x7fffffffu;
     return h;
   }
   h.state_file = checkpoint_dir + "/head.json";
@@ -38,7 +38,8 @@ Result<HeadStart> startIncarnation(const std::string& checkpoint_dir) {
                       "); remove it to start over");
     }
   }
-  if (previous >= 0x7fffffffu) return dataLoss("head incarnation " + std::to_string(previous) + " is out of range");
+  if (previous >= 0x7fffffffu)
+    return dataLoss("head incarnation " + std::to_string(previous) + " is out of range");
   h.incarnation = previous + 1;
   nlohmann::json j = {{"incarnation", h.incarnation}};
   if (h.previous_version_seen) j["central_version_seen"] = *h.previous_version_seen;

@@ -15,15 +15,17 @@ void MetricsExporter::counterTo(const char* name, const char* help, double value
 }
 
 void MetricsExporter::exportWorkers(const Registry& registry) {
-  std::map<std::string, int> counts = {{"active", 0}, {"draining", 0}, {"left", 0}, {"dead", 0},
-                                       {"quarantined", 0}};
+  std::map<std::string, int> counts = {
+      {"active", 0}, {"draining", 0}, {"left", 0}, {"dead", 0}, {"quarantined", 0}};
   for (const auto& [id, w] : registry.all()) {
     if (w.role != WorkerRole::kTrainer) continue;
     counts[w.draining && w.state == WorkerState::kActive ? "draining" : workerStateName(w.state)]++;
     if (w.state == WorkerState::kActive) {
       const MetricLabels l = {{"worker", std::to_string(id)}};
-      metrics_->gauge("worker_compute_seconds", "mean compute time per step", l).set(w.compute_ms / 1e3);
-      metrics_->gauge("worker_comm_seconds", "mean communication time per step", l).set(w.comm_ms / 1e3);
+      metrics_->gauge("worker_compute_seconds", "mean compute time per step", l)
+          .set(w.compute_ms / 1e3);
+      metrics_->gauge("worker_comm_seconds", "mean communication time per step", l)
+          .set(w.comm_ms / 1e3);
       metrics_->gauge("worker_wait_seconds", "mean barrier wait per step", l).set(w.wait_ms / 1e3);
       metrics_->gauge("worker_batch", "assigned batch size", l).set(w.batch_size);
     }
@@ -61,13 +63,19 @@ void MetricsExporter::exportTotals(const CoordinatorTotals& t) {
 
 void MetricsExporter::exportCentral(const centralps::CentralStats& c) {
   metrics_->gauge("central_version", "central model version").set(static_cast<double>(c.version));
-  counterTo("updates_applied_total", "deltas merged by the central PS", static_cast<double>(c.updates_applied));
-  counterTo("updates_refused_total", "deltas refused by the central PS", static_cast<double>(c.updates_refused));
-  counterTo("samples_applied_total", "samples in merged deltas", static_cast<double>(c.samples_applied));
+  counterTo("updates_applied_total", "deltas merged by the central PS",
+            static_cast<double>(c.updates_applied));
+  counterTo("updates_refused_total", "deltas refused by the central PS",
+            static_cast<double>(c.updates_refused));
+  counterTo("samples_applied_total", "samples in merged deltas",
+            static_cast<double>(c.samples_applied));
   metrics_->gauge("staleness_mean", "mean staleness of merged deltas").set(c.mean_staleness);
-  metrics_->gauge("staleness_max", "largest staleness of a merged delta").set(static_cast<double>(c.max_staleness));
-  metrics_->gauge("checkpoint_last_version", "newest durable checkpoint").set(static_cast<double>(c.checkpoint_version));
-  counterTo("checkpoint_failures_total", "checkpoint writes that failed", static_cast<double>(c.checkpoint_failures));
+  metrics_->gauge("staleness_max", "largest staleness of a merged delta")
+      .set(static_cast<double>(c.max_staleness));
+  metrics_->gauge("checkpoint_last_version", "newest durable checkpoint")
+      .set(static_cast<double>(c.checkpoint_version));
+  counterTo("checkpoint_failures_total", "checkpoint writes that failed",
+            static_cast<double>(c.checkpoint_failures));
 }
 
 }  // namespace groupsgd::coordinator

@@ -11,7 +11,8 @@ void NodeSpares::dropNode(std::uint64_t node) { by_node_.erase(node); }
 std::optional<SpareSlot> NodeSpares::take() {
   auto best = by_node_.end();
   for (auto it = by_node_.begin(); it != by_node_.end(); ++it) {
-    if (!it->second.empty() && (best == by_node_.end() || it->second.size() > best->second.size())) {
+    if (!it->second.empty() &&
+        (best == by_node_.end() || it->second.size() > best->second.size())) {
       best = it;
     }
   }

@@ -6,9 +6,10 @@ namespace groupsgd::coordinator {
 
 void PendingCalls::start(std::string kind, CallTarget target, OutMessage&& msg,
                          std::chrono::milliseconds timeout, Continuation then) {
-  calls_.push_back({std::move(kind),
-                    BackgroundCall::start(ctx_, std::move(target), limits_, std::move(msg), timeout),
-                    std::move(then)});
+  calls_.push_back(
+      {std::move(kind),
+       BackgroundCall::start(ctx_, std::move(target), limits_, std::move(msg), timeout),
+       std::move(then)});
 }
 
 bool PendingCalls::inFlight(const std::string& kind) const {

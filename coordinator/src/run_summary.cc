@@ -72,11 +72,11 @@ RunSummary summarizeRun(const Registry& registry, const FinalStats& stats) {
   // pushes breaks the accounting.
   for (const auto& [id, w] : registry.all()) {
     if (w.role != WorkerRole::kTrainer) continue;
-    const ReconciledTrainer t = reconcileTrainer(
-        {w.samples_trained, w.samples_unconfirmed, acknowledged[id],
-         w.state == WorkerState::kLeft ||
-             (w.reported_after_death && stats.failed_group_members.count(id) != 0),
-         stats.failed_group_members.count(id) != 0});
+    const ReconciledTrainer t =
+        reconcileTrainer({w.samples_trained, w.samples_unconfirmed, acknowledged[id],
+                          w.state == WorkerState::kLeft ||
+                              (w.reported_after_death && stats.failed_group_members.count(id) != 0),
+                          stats.failed_group_members.count(id) != 0});
     if (!t.consistent) {
       r.worker_reports_ok = false;
       std::ostringstream line;
@@ -107,10 +107,15 @@ RunSummary summarizeRun(const Registry& registry, const FinalStats& stats) {
       r.samples_trained == r.samples_applied + r.samples_dropped && lost_ok && r.worker_reports_ok;
   for (const auto& [id, w] : registry.all()) {
     if (w.role != WorkerRole::kTrainer) continue;
-    r.worker_stats.push_back({{"id", id}, {"name", w.name}, {"group", w.group},
-                              {"batch", w.batch_size}, {"steps", w.steps},
-                              {"samples", r.credited[id]}, {"state", workerStateName(w.state)},
-                              {"compute_ms", w.compute_ms}, {"comm_ms", w.comm_ms},
+    r.worker_stats.push_back({{"id", id},
+                              {"name", w.name},
+                              {"group", w.group},
+                              {"batch", w.batch_size},
+                              {"steps", w.steps},
+                              {"samples", r.credited[id]},
+                              {"state", workerStateName(w.state)},
+                              {"compute_ms", w.compute_ms},
+                              {"comm_ms", w.comm_ms},
                               {"wait_ms", w.wait_ms},
                               {"total_compute_s", w.total_compute_ms / 1000},
                               {"total_comm_s", w.total_comm_ms / 1000},

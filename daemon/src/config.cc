@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <fstream>
+
 #include <nlohmann/json.hpp>
 
 #include "groupsgd/codec/compression_spec.h"
@@ -40,29 +41,41 @@ json::json_pointer pointerTo(const std::string& key) {
 }  // namespace
 
 bool parseMode(const std::string& text, Mode* out) {
-  if (text == "sync") *out = Mode::kSync;
-  else if (text == "async") *out = Mode::kAsync;
-  else if (text == "grouped") *out = Mode::kGrouped;
-  else if (text == "adaptive") *out = Mode::kAdaptive;
-  else return false;
+  if (text == "sync")
+    *out = Mode::kSync;
+  else if (text == "async")
+    *out = Mode::kAsync;
+  else if (text == "grouped")
+    *out = Mode::kGrouped;
+  else if (text == "adaptive")
+    *out = Mode::kAdaptive;
+  else
+    return false;
   return true;
 }
 
 const char* modeName(Mode mode) {
   switch (mode) {
-    case Mode::kSync: return "sync";
-    case Mode::kAsync: return "async";
-    case Mode::kGrouped: return "grouped";
-    case Mode::kAdaptive: return "adaptive";
+    case Mode::kSync:
+      return "sync";
+    case Mode::kAsync:
+      return "async";
+    case Mode::kGrouped:
+      return "grouped";
+    case Mode::kAdaptive:
+      return "adaptive";
   }
   return "unknown";
 }
 
 std::uint32_t DaemonConfig::groupCount() const {
   switch (mode) {
-    case Mode::kSync: return 1;
-    case Mode::kAsync: return workers;
-    case Mode::kGrouped: return groups;
+    case Mode::kSync:
+      return 1;
+    case Mode::kAsync:
+      return workers;
+    case Mode::kGrouped:
+      return groups;
     case Mode::kAdaptive:
       return std::min(workers, std::max({1u, adaptive.stages.coarse_max_groups,
                                          adaptive.stages.fine_max_groups}));
@@ -169,7 +182,8 @@ Status validate(const DaemonConfig& c) {
     return invalidArgument("external_model_file needs model external");
   }
   if (c.mode == Mode::kGrouped && (c.groups == 0 || c.groups > c.workers)) {
-    return invalidArgument("groups must be between 1 and workers (" + std::to_string(c.workers) + ")");
+    return invalidArgument("groups must be between 1 and workers (" + std::to_string(c.workers) +
+                           ")");
   }
   for (const auto* spec : {&c.compress_gradients, &c.compress_deltas}) {
     if (auto parsed = parseCompressionSpec(*spec); !parsed) return parsed.status();
@@ -206,8 +220,8 @@ Status validate(const DaemonConfig& c) {
   if (!c.metrics_listen.empty()) {
     const auto colon = c.metrics_listen.rfind(':');
     const std::string port = colon == std::string::npos ? "" : c.metrics_listen.substr(colon + 1);
-    if (port.empty() || port.size() > 5 || port.find_first_not_of("0123456789") != std::string::npos ||
-        std::stoul(port) > 65535) {
+    if (port.empty() || port.size() > 5 ||
+        port.find_first_not_of("0123456789") != std::string::npos || std::stoul(port) > 65535) {
       return invalidArgument("metrics_listen must be HOST:PORT with a port 0-65535");
     }
   }
@@ -218,7 +232,8 @@ Status validate(const DaemonConfig& c) {
     return invalidArgument("curve.server_key_file is for role node (the head's public key)");
   }
   if (!c.curve_server_key_file.empty() && c.curve_secret_key_file.empty()) {
-    return invalidArgument("curve.server_key_file needs curve.secret_key_file (the node's own pair)");
+    return invalidArgument(
+        "curve.server_key_file needs curve.secret_key_file (the node's own pair)");
   }
   return Status::ok();
 }
@@ -252,8 +267,9 @@ void appendUsageLine(const OptionSpec& o, std::string* out) {
   std::string head = "  " + o.flag + (o.value_name.empty() ? "" : " " + o.value_name);
   std::string text = o.help;
   if (const std::string d = defaultText(o); !d.empty()) text += " (default " + d + ")";
-  std::string line = head.size() + 1 < kHelpColumn ? head + std::string(kHelpColumn - head.size(), ' ')
-                                                   : head + "\n" + std::string(kHelpColumn, ' ');
+  std::string line = head.size() + 1 < kHelpColumn
+                         ? head + std::string(kHelpColumn - head.size(), ' ')
+                         : head + "\n" + std::string(kHelpColumn, ' ');
   std::size_t column = line.size() - line.rfind('\n') - 1;
   std::size_t pos = 0;
   bool first = true;

@@ -102,14 +102,15 @@ OptionSpec choice(const char* key, const char* flag, const char* choices, Access
 // "model" is a built-in kind or "external" (the first worker's model, e.g. groupsgd.torch),
 // which sets external_model instead of the kind.
 OptionSpec modelOption() {
-  OptionSpec o = choice("model", "--model", "softmax|mlp|cnn|external",
-                        [](auto& c) -> auto& { return c.model; }, kernels::parseModelKind,
-                        kernels::modelKindName,
-                        "the model trained (external: the first registering worker's, "
-                        "docs/pytorch.md)");
+  OptionSpec o = choice(
+      "model", "--model", "softmax|mlp|cnn|external", [](auto& c) -> auto& { return c.model; },
+      kernels::parseModelKind, kernels::modelKindName,
+      "the model trained (external: the first registering worker's, "
+      "docs/pytorch.md)");
   o.read = [](const json& v, DaemonConfig* c) {
     const bool external = v.is_string() && v.get<std::string>() == "external";
-    if (!external && (!v.is_string() || !kernels::parseModelKind(v.get<std::string>(), &c->model))) {
+    if (!external &&
+        (!v.is_string() || !kernels::parseModelKind(v.get<std::string>(), &c->model))) {
       throw OptionError("model must be one of softmax|mlp|cnn|external, got " + v.dump());
     }
     c->external_model = external;
@@ -142,11 +143,14 @@ OptionSpec groupPs(GroupPs reads, OptionSpec o) {
 }
 
 // The member named by PATH, for the const and the non-const config alike.
-#define FIELD(PATH) [](auto& c) -> auto& { return c.PATH; }
+#define FIELD(PATH) \
+  [](auto& c) -> auto& { return c.PATH; }
 
 constexpr Range kAny{};
 constexpr Range atLeast(double min) { return Range{min}; }
-constexpr Range above(double min) { return Range{min, std::numeric_limits<double>::infinity(), true}; }
+constexpr Range above(double min) {
+  return Range{min, std::numeric_limits<double>::infinity(), true};
+}
 constexpr Range between(double min, double max) { return Range{min, max}; }
 constexpr Live kRestart = Live::kRestart, kSet = Live::kSet, kHup = Live::kSetAndReload;
 
@@ -164,14 +168,16 @@ std::vector<OptionSpec> buildTable() {
             "stay up and host the jobs submitted over the control socket (docs/jobs.md)"),
       field("state_dir", "--state-dir", "DIR", FIELD(state_dir), kAny, kRestart,
             "serve: the job table and each job's checkpoints (DIR/jobs/NAME) live here"),
-      field("max_group_slots", "--max-group-slots", "N", FIELD(max_group_slots), kAny,
-            kRestart, "serve: group PSes all running jobs may run in this daemon together (0: only node daemons')"),
+      field("max_group_slots", "--max-group-slots", "N", FIELD(max_group_slots), kAny, kRestart,
+            "serve: group PSes all running jobs may run in this daemon together (0: only node "
+            "daemons')"),
       field("role", "--role", "R", FIELD(role), kAny, kRestart,
             "all (one machine: coordinator, central PS, group PSes), coordinator (coordinator"
             " + central PS; group PSes come from nodes) or node (hosts group PSes for the"
             " coordinator at --coordinator)"),
       field("coordinator", "--coordinator", "EP", FIELD(coordinator), kAny, kRestart,
-            "role node: the coordinator's endpoint, or a comma-separated list tried in turn (a head that may restart elsewhere)"),
+            "role node: the coordinator's endpoint, or a comma-separated list tried in turn (a "
+            "head that may restart elsewhere)"),
       field("node_groups", "--node-groups", "N", FIELD(node_groups), kAny, kRestart,
             "role node: how many group PSes this node hosts"),
       groupPs(GroupPs::kBoth, choice("mode", "--mode", "sync|async|grouped|adaptive", FIELD(mode),
@@ -181,8 +187,8 @@ std::vector<OptionSpec> buildTable() {
       field("groups", "--groups", "G", FIELD(groups), kAny, kRestart,
             "grouped mode: number of groups"),
       groupPs(GroupPs::kAtStart,
-              field("exchange_period", "--exchange-period", "K", FIELD(exchange_period),
-                    atLeast(1), kRestart, "grouped mode: group steps between central exchanges")),
+              field("exchange_period", "--exchange-period", "K", FIELD(exchange_period), atLeast(1),
+                    kRestart, "grouped mode: group steps between central exchanges")),
       field("batch_size", "--batch-size", "B", FIELD(batch_size), between(1, 65536), kRestart,
             "samples per worker step"),
       modelOption(),
@@ -194,17 +200,17 @@ std::vector<OptionSpec> buildTable() {
             "host the parameter servers bind on"),
       field("endpoint_file", "--endpoint-file", "F", FIELD(endpoint_file), kAny, kRestart,
             "write the coordinator's bound endpoint to F"),
-      groupPs(GroupPs::kAtStart, choice("optimizer.kind", "", "sgd|momentum|nesterov",
-                                        FIELD(optimizer.kind), optimizerKind, optimizerName,
-                                        "group optimizer")),
+      groupPs(GroupPs::kAtStart,
+              choice("optimizer.kind", "", "sgd|momentum|nesterov", FIELD(optimizer.kind),
+                     optimizerKind, optimizerName, "group optimizer")),
       groupPs(GroupPs::kAtStart, field("optimizer.lr", "--lr", "X", FIELD(optimizer.lr), above(0),
                                        kRestart, "group optimizer learning rate")),
-      groupPs(GroupPs::kAtStart, field("optimizer.momentum", "--momentum", "X",
-                                       FIELD(optimizer.momentum), kAny, kRestart,
-                                       "group optimizer momentum")),
-      groupPs(GroupPs::kAtStart, field("optimizer.weight_decay", "", "X",
-                                       FIELD(optimizer.weight_decay), kAny, kRestart,
-                                       "group optimizer weight decay")),
+      groupPs(GroupPs::kAtStart,
+              field("optimizer.momentum", "--momentum", "X", FIELD(optimizer.momentum), kAny,
+                    kRestart, "group optimizer momentum")),
+      groupPs(GroupPs::kAtStart,
+              field("optimizer.weight_decay", "", "X", FIELD(optimizer.weight_decay), kAny,
+                    kRestart, "group optimizer weight decay")),
       choice("outer_optimizer.kind", "", "sgd|momentum|nesterov", FIELD(outer_optimizer.kind),
              optimizerKind, optimizerName, "central optimizer"),
       field("outer_optimizer.lr", "", "X", FIELD(outer_optimizer.lr), above(0), kRestart,
@@ -214,17 +220,19 @@ std::vector<OptionSpec> buildTable() {
       field("outer_optimizer.weight_decay", "", "X", FIELD(outer_optimizer.weight_decay), kAny,
             kRestart, "central optimizer weight decay"),
       choice("staleness.rule", "", "inverse|constant|grace", FIELD(staleness.rule),
-             centralps::parseStalenessRule, centralps::stalenessRuleName, "weight f(tau) of a delta"),
-      choice("staleness.measure", "--staleness-measure", "samples|versions", FIELD(staleness.measure),
-             centralps::parseStalenessMeasure, centralps::stalenessMeasureName,
-             "what tau counts in f(tau): samples merged since the base (in mean deltas) or versions"),
+             centralps::parseStalenessRule, centralps::stalenessRuleName,
+             "weight f(tau) of a delta"),
+      choice(
+          "staleness.measure", "--staleness-measure", "samples|versions", FIELD(staleness.measure),
+          centralps::parseStalenessMeasure, centralps::stalenessMeasureName,
+          "what tau counts in f(tau): samples merged since the base (in mean deltas) or versions"),
       field("staleness.max", "", "N", FIELD(staleness.max_staleness), kAny, kRestart,
             "deltas staler than this are refused"),
       field("staleness.grace", "", "N", FIELD(staleness.grace), kAny, kRestart,
             "rule grace: staleness with full weight"),
-      groupPs(GroupPs::kBoth, field("step_deadline_ms", "--step-deadline-ms", "MS",
-                                    FIELD(step_deadline_ms), atLeast(1), kHup,
-                                    "a group step closes this long after its first push")),
+      groupPs(GroupPs::kBoth,
+              field("step_deadline_ms", "--step-deadline-ms", "MS", FIELD(step_deadline_ms),
+                    atLeast(1), kHup, "a group step closes this long after its first push")),
       field("heartbeat_ms", "--heartbeat-ms", "MS", FIELD(heartbeat_ms), atLeast(1), kRestart,
             "worker heartbeat period"),
       field("heartbeat_misses", "--heartbeat-misses", "N", FIELD(heartbeat_misses), atLeast(1),
@@ -236,9 +244,9 @@ std::vector<OptionSpec> buildTable() {
             "the central PS refuses deltas with a larger L2 norm"),
       field("compress_gradients", "--compress-gradients", "C", FIELD(compress_gradients), kAny,
             kRestart, "worker -> group encoding: dense | fp16 | sign | topk:RATIO"),
-      groupPs(GroupPs::kAtStart, field("compress_deltas", "--compress-deltas", "C",
-                                       FIELD(compress_deltas), kAny, kRestart,
-                                       "group -> central encoding (same forms)")),
+      groupPs(GroupPs::kAtStart,
+              field("compress_deltas", "--compress-deltas", "C", FIELD(compress_deltas), kAny,
+                    kRestart, "group -> central encoding (same forms)")),
       field("target_acc", "--target-acc", "A", FIELD(target_acc), between(0, 1), kHup,
             "stop when the evaluator reports test accuracy >= A (0 = never)"),
       field("max_seconds", "--max-seconds", "S", FIELD(max_seconds), kAny, kHup,
@@ -263,9 +271,8 @@ std::vector<OptionSpec> buildTable() {
                           kRestart, "host the device arbiter at EP (\"\" = none)")),
       arbiterOption(field("arbiter_policy", "--arbiter-policy", "P", FIELD(arbiter_policy), kAny,
                           kRestart, "none | fifo | crossover")),
-      arbiterOption(field("arbiter_weights", "--arbiter-weights", "J=W,..",
-                          FIELD(arbiter_weights), kAny, kRestart,
-                          "crossover: weight per job id (default 1)")),
+      arbiterOption(field("arbiter_weights", "--arbiter-weights", "J=W,..", FIELD(arbiter_weights),
+                          kAny, kRestart, "crossover: weight per job id (default 1)")),
       field("arbiter_lease_timeout_ms", "", "MS", FIELD(arbiter_lease_timeout_ms), atLeast(1),
             kRestart, "take back a device lease held longer than this"),
       field("external_model_file", "--external-model-file", "F", FIELD(external_model_file), kAny,
@@ -279,17 +286,17 @@ std::vector<OptionSpec> buildTable() {
             "also checkpoint every N central versions (0 = not by versions)"),
       field("checkpoint_interval_s", "--checkpoint-interval-s", "S", FIELD(checkpoint_interval_s),
             kAny, kRestart, "and every S seconds (0 = not by time)"),
+      groupPs(
+          GroupPs::kAtStart,
+          field("quarantine_after", "--quarantine-after", "N", FIELD(quarantine_after), kAny,
+                kRestart, "bad updates within the window that quarantine a worker (0 = never)")),
       groupPs(GroupPs::kAtStart,
-              field("quarantine_after", "--quarantine-after", "N", FIELD(quarantine_after), kAny,
-                    kRestart,
-                    "bad updates within the window that quarantine a worker (0 = never)")),
-      groupPs(GroupPs::kAtStart, field("quarantine_window_s", "--quarantine-window-s", "S",
-                                       FIELD(quarantine_window_s), Range{0, 86400, true},
-                                       kRestart, "that window")),
+              field("quarantine_window_s", "--quarantine-window-s", "S", FIELD(quarantine_window_s),
+                    Range{0, 86400, true}, kRestart, "that window")),
       field("give_up_s", "--give-up-s", "S", FIELD(give_up_s), above(0), kRestart,
             "role node: stop re-registering with a lost head after S"),
-      field("finish_linger_s", "--finish-linger-s", "S", FIELD(finish_linger_s),
-            between(0, 3600), kRestart,
+      field("finish_linger_s", "--finish-linger-s", "S", FIELD(finish_linger_s), between(0, 3600),
+            kRestart,
             "a restarted head whose run ends before all trainers came back tells late ones"
             " `finished` for up to S more seconds (0 = exit at once)"),
       field("curve.secret_key_file", "--curve-secret-key-file", "F", FIELD(curve_secret_key_file),
@@ -326,14 +333,15 @@ std::vector<OptionSpec> buildTable() {
             kHup, "adaptive: cap on a faster group's exchange period, x the slowest group's"),
       field("adaptive.straggler_enter_ratio", "", "X", FIELD(adaptive.straggler.enter_ratio), kAny,
             kHup, "adaptive: slowdown that marks a straggler"),
-      field("adaptive.straggler_enter_steps", "", "N", FIELD(adaptive.straggler.enter_steps),
-            kAny, kHup, "adaptive: consecutive steps it must last"),
+      field("adaptive.straggler_enter_steps", "", "N", FIELD(adaptive.straggler.enter_steps), kAny,
+            kHup, "adaptive: consecutive steps it must last"),
       field("adaptive.straggler_exit_ratio", "", "X", FIELD(adaptive.straggler.exit_ratio), kAny,
             kHup, "adaptive: slowdown below which a straggler recovers"),
-      field("adaptive.straggler_exit_steps", "", "N", FIELD(adaptive.straggler.exit_steps),
-            kAny, kHup, "adaptive: consecutive steps it must last"),
+      field("adaptive.straggler_exit_steps", "", "N", FIELD(adaptive.straggler.exit_steps), kAny,
+            kHup, "adaptive: consecutive steps it must last"),
       field("adaptive.straggler_erratic_window", "", "N", FIELD(adaptive.straggler.erratic_window),
-            kAny, kHup, "adaptive: steps whose mean can mark an erratic straggler (0: no such rule)"),
+            kAny, kHup,
+            "adaptive: steps whose mean can mark an erratic straggler (0: no such rule)"),
       field("adaptive.straggler_erratic_clear_window", "", "N",
             FIELD(adaptive.straggler.erratic_clear_window), atLeast(1), kHup,
             "adaptive: steps whose mean clears an erratic straggler"),
@@ -346,8 +354,8 @@ std::vector<OptionSpec> buildTable() {
             FIELD(adaptive.straggler.erratic_early_ratio), kAny, kHup,
             "adaptive: slowdown the early window must show"),
       groupPs(GroupPs::kInGroupConfig,
-              field("adaptive.step_cutoff", "--step-cutoff", "X", FIELD(adaptive.step_cutoff),
-                    kAny, kHup,
+              field("adaptive.step_cutoff", "--step-cutoff", "X", FIELD(adaptive.step_cutoff), kAny,
+                    kHup,
                     "adaptive: a step with its quorum in waits at most this x the median"
                     " release-to-quorum time for the rest (0: off)")),
       groupPs(GroupPs::kInGroupConfig,
@@ -362,8 +370,8 @@ std::vector<OptionSpec> buildTable() {
             atLeast(1), kHup, "adaptive: group limit in the coarse stage"),
       field("adaptive.fine_period", "", "K", FIELD(adaptive.stages.fine_period), atLeast(1), kHup,
             "adaptive: exchange period in the fine stage"),
-      field("adaptive.fine_max_groups", "", "G", FIELD(adaptive.stages.fine_max_groups),
-            atLeast(1), kHup, "adaptive: group limit in the fine stage"),
+      field("adaptive.fine_max_groups", "", "G", FIELD(adaptive.stages.fine_max_groups), atLeast(1),
+            kHup, "adaptive: group limit in the fine stage"),
       field("adaptive.loss_window", "", "N", FIELD(adaptive.stages.loss_window), kAny, kHup,
             "adaptive: loss samples compared for the coarse -> fine switch"),
       field("adaptive.flat_threshold", "", "X", FIELD(adaptive.stages.flat_threshold), kAny, kHup,
@@ -438,8 +446,8 @@ Status checkSettable(const json& values) {
       }
     }
     if (!known || !all_live) {
-      return invalidArgument("'" + it.key() + "' cannot be changed at run time (runtime keys: " +
-                             live_keys + ")");
+      return invalidArgument("'" + it.key() +
+                             "' cannot be changed at run time (runtime keys: " + live_keys + ")");
     }
   }
   return Status::ok();

@@ -44,11 +44,10 @@ Result<CurveSetup> startCurve(zmq::context_t& ctx, const DaemonConfig& cfg) {
   setup.keys = CurveKeys{own->public_key, own->secret_key, *server, (*zap)->allowList()};
   setup.keys.daemons = setup.daemons;
   setup.zap = std::move(*zap);
-  GSGD_INFO("CURVE on every TCP link: " << (*server == own->public_key ? "server key " : "own key ")
-                                        << own->public_key
-                                        << (*server == own->public_key ? "" : ", head's key " + *server)
-                                        << ", " << listed << " client key(s) allowed, "
-                                        << setup.daemons->size() - 1 << " other daemon key(s)");
+  GSGD_INFO("CURVE on every TCP link: "
+            << (*server == own->public_key ? "server key " : "own key ") << own->public_key
+            << (*server == own->public_key ? "" : ", head's key " + *server) << ", " << listed
+            << " client key(s) allowed, " << setup.daemons->size() - 1 << " other daemon key(s)");
   return setup;
 }
 
@@ -65,8 +64,8 @@ Result<AllowListChange> reloadAllowList(const DaemonConfig& cfg, const ZapHandle
   const AllowListChange c = zap->allowList()->replace(std::move(*allowed));
   if (daemons != nullptr) (void)daemons->replace(std::move(*node_keys));
   GSGD_INFO("CURVE allow-list reloaded from " << cfg.curve_allow_file << ": " << c.added
-                                              << " added, " << c.removed << " removed, "
-                                              << c.size << " admitted");
+                                              << " added, " << c.removed << " removed, " << c.size
+                                              << " admitted");
   return c;
 }
 

@@ -29,7 +29,8 @@ std::string groupSettingsJson(const DaemonConfig& job) { return groupPsStartSett
 
 Status applyGroupSettings(const std::string& settings, DaemonConfig* node) {
   const auto j = nlohmann::json::parse(settings, nullptr, /*allow_exceptions=*/false);
-  if (j.is_discarded() || !j.is_object()) return invalidArgument("job settings are not a JSON object");
+  if (j.is_discarded() || !j.is_object())
+    return invalidArgument("job settings are not a JSON object");
   DaemonConfig cfg = *node;
   GSGD_RETURN_IF_ERROR(applyJson(j, &cfg));
   if (auto spec = parseCompressionSpec(cfg.compress_deltas); !spec) return spec.status();

@@ -5,24 +5,24 @@
 #include <optional>
 #include <thread>
 
-#include "groupsgd/daemon/arbiter_host.h"
 #include "groupsgd/centralps/central_server.h"
 #include "groupsgd/common/allocator.h"
 #include "groupsgd/common/atomic_file.h"
 #include "groupsgd/common/crash_report.h"
 #include "groupsgd/common/log.h"
-#include "groupsgd/daemon/config.h"
 #include "groupsgd/coordinator/coordinator.h"
-#include "groupsgd/daemon/curve_setup.h"
 #include "groupsgd/coordinator/external_model.h"
+#include "groupsgd/daemon/arbiter_host.h"
+#include "groupsgd/daemon/config.h"
+#include "groupsgd/daemon/curve_setup.h"
+#include "groupsgd/jobs/job.h"
+#include "groupsgd/jobs/job_host.h"
 #include "groupsgd/node/node.h"
 #include "groupsgd/ops/control_server.h"
 #include "groupsgd/ops/metrics.h"
 #include "groupsgd/ops/metrics_server.h"
 #include "groupsgd/ops/sd_notify.h"
 #include "groupsgd/ops/version.h"
-#include "groupsgd/jobs/job.h"
-#include "groupsgd/jobs/job_host.h"
 
 namespace {
 
@@ -51,7 +51,8 @@ std::optional<int> readConfiguration(int argc, char** argv, daemon::DaemonConfig
   if (!parsed) return fail(parsed.message()) + 1;
   if (Status v = daemon::validate(*cfg); !v) return fail(v.message()) + 1;
   log::Level level;
-  if (!log::parseLevel(cfg->log_level, &level)) return fail("bad log_level '" + cfg->log_level + "'") + 1;
+  if (!log::parseLevel(cfg->log_level, &level))
+    return fail("bad log_level '" + cfg->log_level + "'") + 1;
   log::setLevel(level);
   return std::nullopt;
 }
@@ -73,9 +74,8 @@ Status writeEndpointFile(const std::string& path, const std::string& endpoint) {
 // Model external: the coordinator's socket is bound (and published) first, and the first
 // registering worker's model (or external_model_file) sizes the central PS and the group
 // PSes. The bound socket is handed to the coordinator afterwards.
-Result<jobs::ExternalIntake> takeExternalModel(zmq::context_t& ctx,
-                                                  const daemon::DaemonConfig& cfg,
-                                                  const CurveKeys& keys) {
+Result<jobs::ExternalIntake> takeExternalModel(zmq::context_t& ctx, const daemon::DaemonConfig& cfg,
+                                               const CurveKeys& keys) {
   auto sock = makeSocket(ctx, zmq::socket_type::router, serverSocketOptions(keys));
   if (!sock) return Status(sock.status().code(), "coordinator: " + sock.status().toString());
   auto ep = bindSocket(*sock, cfg.listen);
@@ -83,12 +83,13 @@ Result<jobs::ExternalIntake> takeExternalModel(zmq::context_t& ctx,
   if (Status s = writeEndpointFile(cfg.endpoint_file, *ep); !s) {
     return Status(s.code(), "cannot write the endpoint file: " + s.toString());
   }
-  auto model = cfg.external_model_file.empty()
-                   ? coordinator::awaitExternalModel(*sock, cfg, [] { return g_stop_requested.load(); })
-                   : coordinator::loadExternalModelFile(cfg.external_model_file);
+  auto model =
+      cfg.external_model_file.empty()
+          ? coordinator::awaitExternalModel(*sock, cfg, [] { return g_stop_requested.load(); })
+          : coordinator::loadExternalModelFile(cfg.external_model_file);
   if (!model) return Status(model.status().code(), "model external: " + model.status().toString());
   return jobs::ExternalIntake{std::move(*sock), *ep, std::move(model->fingerprint),
-                               std::move(model->initial)};
+                              std::move(model->initial)};
 }
 
 // The control socket and /metrics. They start just before the job binds its data plane:
@@ -108,7 +109,8 @@ Status startOperations(const daemon::DaemonConfig& cfg, Operations* running,
     if (cfg.control_admin_gid >= 0) copts.admin_gid = static_cast<gid_t>(cfg.control_admin_gid);
     copts.metrics = &running->metrics;
     auto started = ops::ControlServer::start(copts);
-    if (!started) return Status(started.status().code(), "control socket: " + started.status().toString());
+    if (!started)
+      return Status(started.status().code(), "control socket: " + started.status().toString());
     running->control = std::move(*started);
     deps->control = running->control.get();
   }
@@ -148,14 +150,14 @@ void reportSummary(const daemon::DaemonConfig& cfg, nlohmann::json summary) {
   if (summary["final_test_acc"].is_number()) {
     std::snprintf(accuracy, sizeof accuracy, "%.4f", summary["final_test_acc"].get<double>());
   }
-  std::printf("done (%s): %.1f s, final test accuracy %s, %llu samples trained, %llu applied, "
-              "%llu dropped, accounting %s\n",
-              summary["stop_reason"].get<std::string>().c_str(), summary["elapsed_s"].get<double>(),
-              accuracy,
-              static_cast<unsigned long long>(summary["samples_trained"].get<std::uint64_t>()),
-              static_cast<unsigned long long>(summary["samples_applied"].get<std::uint64_t>()),
-              static_cast<unsigned long long>(summary["samples_dropped"].get<std::uint64_t>()),
-              summary["accounting_ok"].get<bool>() ? "ok" : "MISMATCH");
+  std::printf(
+      "done (%s): %.1f s, final test accuracy %s, %llu samples trained, %llu applied, "
+      "%llu dropped, accounting %s\n",
+      summary["stop_reason"].get<std::string>().c_str(), summary["elapsed_s"].get<double>(),
+      accuracy, static_cast<unsigned long long>(summary["samples_trained"].get<std::uint64_t>()),
+      static_cast<unsigned long long>(summary["samples_applied"].get<std::uint64_t>()),
+      static_cast<unsigned long long>(summary["samples_dropped"].get<std::uint64_t>()),
+      summary["accounting_ok"].get<bool>() ? "ok" : "MISMATCH");
 }
 
 }  // namespace
@@ -175,7 +177,7 @@ int main(int argc, char** argv) {
   if (!arbiter) return fail(arbiter.status().message());
   if (cfg.serve) {
     return jobs::runJobHost(ctx, cfg, curve->keys, curve->zap.get(), curve->daemons.get(),
-                              g_stop_requested, &g_reload_requested, arbiter->get());
+                            g_stop_requested, &g_reload_requested, arbiter->get());
   }
 
   // One run: one job, its coordinator on this thread; the process ends with it.
@@ -196,8 +198,8 @@ int main(int argc, char** argv) {
   }
   Operations ops;
   if (Status s = startOperations(cfg, &ops, &deps); !s) return fail(s.message());
-  auto job = jobs::Job::create(ctx, cfg, curve->keys, std::move(intake), std::nullopt,
-                               std::move(deps));
+  auto job =
+      jobs::Job::create(ctx, cfg, curve->keys, std::move(intake), std::nullopt, std::move(deps));
   if (!job) return fail(job.status().message());
   coordinator::Coordinator& coordinator = (*job)->coordinator();
   if (!published) {

@@ -5,17 +5,16 @@
 #include <cstring>
 
 #include "groupsgd/codec/tensor_codec.h"
+#include "groupsgd/common/allow_list.h"
 #include "groupsgd/common/deadline.h"
 #include "groupsgd/common/log.h"
 #include "groupsgd/common/transport.h"
-#include "groupsgd/common/allow_list.h"
 #include "groupsgd/common/zap_handler.h"
 #include "groupsgd/kernels/ops.h"
 
 namespace groupsgd::groupps {
 
-Result<std::unique_ptr<GroupServer>> GroupServer::create(zmq::context_t& ctx,
-                                                         GroupServerConfig cfg,
+Result<std::unique_ptr<GroupServer>> GroupServer::create(zmq::context_t& ctx, GroupServerConfig cfg,
                                                          std::size_t param_count,
                                                          const std::string& bind_endpoint) {
   if (param_count == 0) return invalidArgument("a group PS needs a model with parameters");
@@ -44,7 +43,8 @@ GroupServer::GroupServer(zmq::context_t& ctx, zmq::socket_t router, std::string 
   const bool parted = cfg_.part_bytes > 0 && param_count * sizeof(float) > cfg_.part_bytes;
   part_elements_ = parted ? partElementsFor(param_count, cfg_.part_bytes) : param_count;
   for (std::size_t off = 0; off < param_count; off += part_elements_) {
-    optimizers_.emplace_back(cfg_.optimizer, std::min<std::size_t>(part_elements_, param_count - off));
+    optimizers_.emplace_back(cfg_.optimizer,
+                             std::min<std::size_t>(part_elements_, param_count - off));
   }
 }
 
@@ -112,8 +112,8 @@ void GroupServer::refuseBadUpdate(const zmq::message_t& from, std::uint64_t work
   if (inbound_.count(worker) != 0) abortInbound(worker);
   releaseGrant(worker);
   GSGD_WARN("worker " << worker << " quarantined after " << cfg_.quarantine_after
-                      << " bad updates within " << cfg_.quarantine_window_ms << " ms (last: "
-                      << why.message() << ")");
+                      << " bad updates within " << cfg_.quarantine_window_ms
+                      << " ms (last: " << why.message() << ")");
   maybeCloseStep(false);
 }
 
@@ -131,11 +131,16 @@ void GroupServer::handleRouter(const zmq::message_t& from, std::vector<zmq::mess
                                         "' is not sent in parts"));
   }
   switch (msg->kind()) {
-    case BodyKind::PULL: return onPull(from, *msg);
-    case BodyKind::PUSH: return onPush(from, *msg);
-    case BodyKind::GROUP_CONFIG: return onGroupConfig(from, *msg);
-    case BodyKind::FLUSH: return onFlush(from);
-    case BodyKind::GROUP_STATS_QUERY: return sendStats(from);
+    case BodyKind::PULL:
+      return onPull(from, *msg);
+    case BodyKind::PUSH:
+      return onPush(from, *msg);
+    case BodyKind::GROUP_CONFIG:
+      return onGroupConfig(from, *msg);
+    case BodyKind::FLUSH:
+      return onFlush(from);
+    case BodyKind::GROUP_STATS_QUERY:
+      return sendStats(from);
     default:
       return refuse(from, invalidArgument(std::string("a group PS does not serve '") +
                                           bodyKindName(msg->kind()) + "'"));
@@ -159,7 +164,8 @@ bool GroupServer::mayActAs(const zmq::message_t& from, const std::string& key,
   if (why.empty()) return true;
   ++counters_.identity_refused;
   GSGD_WARN("identity refused (key " << key << "): " << why);
-  (void)replyTo(router_, from, makeErrorReply(cfg_.limits.job_id, cfg_.group_id, permissionDenied(why)));
+  (void)replyTo(router_, from,
+                makeErrorReply(cfg_.limits.job_id, cfg_.group_id, permissionDenied(why)));
   return false;
 }
 
@@ -167,18 +173,24 @@ namespace {
 
 proto::Directive toProto(Leaving l) {
   switch (l) {
-    case Leaving::kNo: return proto::Directive::CONTINUE;
-    case Leaving::kReassign: return proto::Directive::REASSIGN;
-    case Leaving::kStop: return proto::Directive::STOP;
+    case Leaving::kNo:
+      return proto::Directive::CONTINUE;
+    case Leaving::kReassign:
+      return proto::Directive::REASSIGN;
+    case Leaving::kStop:
+      return proto::Directive::STOP;
   }
   return proto::Directive::CONTINUE;
 }
 
 Leaving fromProto(proto::Directive d) {
   switch (d) {
-    case proto::Directive::REASSIGN: return Leaving::kReassign;
-    case proto::Directive::STOP: return Leaving::kStop;
-    default: return Leaving::kNo;
+    case proto::Directive::REASSIGN:
+      return Leaving::kReassign;
+    case proto::Directive::STOP:
+      return Leaving::kStop;
+    default:
+      return Leaving::kNo;
   }
 }
 
@@ -262,9 +274,9 @@ void GroupServer::onPull(const zmq::message_t& from, const InMessage& msg) {
     if (auto it = departed_.find(worker); it != departed_.end() && have_model_) {
       return answerDeparted(from, worker, it->second, 0);
     }
-    return refuse(from, permissionDenied("worker " + std::to_string(worker) +
-                                         " is not a member of group " +
-                                         std::to_string(cfg_.group_id)));
+    return refuse(
+        from, permissionDenied("worker " + std::to_string(worker) + " is not a member of group " +
+                               std::to_string(cfg_.group_id)));
   }
   if (msg.header().getEpoch() < m->epoch) {
     return refuse(from, failedPrecondition("epoch " + std::to_string(msg.header().getEpoch()) +
@@ -276,8 +288,8 @@ void GroupServer::onPull(const zmq::message_t& from, const InMessage& msg) {
   sendStepReply(from, worker, true, "");
 }
 
-GroupServer::PushCheck GroupServer::validatePush(const zmq::message_t& from,
-                                                 const InMessage& msg, std::uint64_t elements) {
+GroupServer::PushCheck GroupServer::validatePush(const zmq::message_t& from, const InMessage& msg,
+                                                 std::uint64_t elements) {
   if (!admitPusher(from, msg, elements)) return PushCheck::kAnswered;
   const std::uint64_t worker = msg.header().getSenderId();
   if (Status bad = checkPushShape(msg, elements); !bad) {
@@ -341,10 +353,10 @@ GroupServer::PushCheck GroupServer::placePush(const zmq::message_t& from, std::u
   if ((last != last_step_.end() && step <= last->second) ||
       (step == step_ && barrier_.hasArrived(worker))) {
     ++counters_.replayed_pushes;
-    refuse(from, failedPrecondition("replayed push for step " + std::to_string(step) +
-                                    ": worker " + std::to_string(worker) +
-                                    " already pushed for it; group at step " +
-                                    std::to_string(step_)));
+    refuse(from,
+           failedPrecondition("replayed push for step " + std::to_string(step) + ": worker " +
+                              std::to_string(worker) + " already pushed for it; group at step " +
+                              std::to_string(step_)));
     return PushCheck::kAnswered;
   }
   if (step > step_) {
@@ -355,8 +367,8 @@ GroupServer::PushCheck GroupServer::placePush(const zmq::message_t& from, std::u
   return step < step_ ? PushCheck::kLate : PushCheck::kOpenStep;
 }
 
-void GroupServer::answerLate(const zmq::message_t& from, std::uint64_t worker,
-                             std::uint64_t step, std::uint32_t batch) {
+void GroupServer::answerLate(const zmq::message_t& from, std::uint64_t worker, std::uint64_t step,
+                             std::uint32_t batch) {
   // The step closed without it (deadline or cutoff): drop the gradient, count it, and
   // hand the member a replica to go on from.
   ++counters_.late_gradients;
@@ -367,8 +379,8 @@ void GroupServer::answerLate(const zmq::message_t& from, std::uint64_t worker,
   if (barrier_.arrivals() > 0) {
     // The others are half way through the open step: answered at its close with them,
     // so it starts the next step in step with the group instead of trailing it forever.
-    waiting_.push_back({zmq::message_t(from.data(), from.size()), worker, Clock::now(),
-                        std::move(reason)});
+    waiting_.push_back(
+        {zmq::message_t(from.data(), from.size()), worker, Clock::now(), std::move(reason)});
     return;
   }
   barrier_.markActive(worker);
@@ -390,13 +402,15 @@ void GroupServer::onPush(const zmq::message_t& from, const InMessage& msg) {
   if (!grad) return refuseBadUpdate(from, worker, grad.status());
   const double squares = sumSquares(*grad);  // one pass for both checks
   if (!std::isfinite(squares)) {
-    return refuseBadUpdate(from, worker, invalidArgument(std::to_string(countNonFinite(*grad)) +
-                                                         " non-finite values in the gradient"));
+    return refuseBadUpdate(from, worker,
+                           invalidArgument(std::to_string(countNonFinite(*grad)) +
+                                           " non-finite values in the gradient"));
   }
   if (const double norm = std::sqrt(squares); norm > cfg_.max_grad_norm) {
-    return refuseBadUpdate(from, worker,
-                           invalidArgument("gradient norm " + std::to_string(norm) +
-                                           " over the bound " + std::to_string(cfg_.max_grad_norm)));
+    return refuseBadUpdate(
+        from, worker,
+        invalidArgument("gradient norm " + std::to_string(norm) + " over the bound " +
+                        std::to_string(cfg_.max_grad_norm)));
   }
   if (check == PushCheck::kLate) return answerLate(from, worker, h.getStep(), push.getBatchSize());
   Status added = barrier_.add(worker, push.getBatchSize(), push.getLoss(), *grad);
@@ -496,8 +510,8 @@ std::vector<OutMessage> GroupServer::stepReplies(Clock::time_point released) {
   return replies;
 }
 
-void GroupServer::stepReplicaAndSend(std::vector<float>& replica, std::span<float> sum,
-                                     float scale, std::vector<OutMessage>& replies) {
+void GroupServer::stepReplicaAndSend(std::vector<float>& replica, std::span<float> sum, float scale,
+                                     std::vector<OutMessage>& replies) {
   // Part by part: step the optimizer with the mean (the sum times `scale`, taken inside
   // the optimizer's pass), and (a replica in parts) send the part to every member before
   // computing the next, so the replies are on the wire while the rest is computed. The
@@ -509,8 +523,9 @@ void GroupServer::stepReplicaAndSend(std::vector<float>& replica, std::span<floa
     optimizers_[i].step(std::span<float>(replica).subspan(off, n), sum.subspan(off, n), scale);
     if (!in_parts) continue;
     for (std::size_t m = 0; m < replies.size(); ++m) {
-      Status s = sendFrames(router_, replies[m].partFrames(static_cast<std::uint32_t>(i), part_elements_),
-                            &waiting_[m].routing_id);
+      Status s =
+          sendFrames(router_, replies[m].partFrames(static_cast<std::uint32_t>(i), part_elements_),
+                     &waiting_[m].routing_id);
       if (!s) GSGD_WARN("could not answer a member: " << s.toString());
     }
   }
@@ -538,8 +553,9 @@ void GroupServer::onGroupConfig(const zmq::message_t& from, const InMessage& msg
     log::setThreadTag("group-" + std::to_string(cfg_.group_id));
   }
   if (gc.getGroupId() != cfg_.group_id) {
-    return refuse(from, invalidArgument("configuration for group " + std::to_string(gc.getGroupId()) +
-                                        " sent to group " + std::to_string(cfg_.group_id)));
+    return refuse(from,
+                  invalidArgument("configuration for group " + std::to_string(gc.getGroupId()) +
+                                  " sent to group " + std::to_string(cfg_.group_id)));
   }
   if (gc.getExchangePeriod() == 0) return refuse(from, invalidArgument("exchange period 0"));
   std::vector<MemberInfo> members;
@@ -548,8 +564,8 @@ void GroupServer::onGroupConfig(const zmq::message_t& from, const InMessage& msg
     const Leaving leaving = fromProto(m.getLeaving());
     if (leaving != Leaving::kNo && departed_.count(m.getWorkerId()) != 0) continue;  // done
     if (leaving == Leaving::kNo) departed_.erase(m.getWorkerId());
-    members.push_back({m.getWorkerId(), m.getBatchSize(), m.getEpoch(), leaving,
-                       m.getPublicKey().cStr()});
+    members.push_back(
+        {m.getWorkerId(), m.getBatchSize(), m.getEpoch(), leaving, m.getPublicKey().cStr()});
     if (m.getPublicKey().size() > 0) member_keys_[m.getWorkerId()] = m.getPublicKey().cStr();
   }
   barrier_.configure(members);
@@ -557,7 +573,8 @@ void GroupServer::onGroupConfig(const zmq::message_t& from, const InMessage& msg
   epoch_ = std::max(epoch_, h.getEpoch());
   cfg_.exchange_period = gc.getExchangePeriod();
   if (gc.getStepDeadlineMs() > 0) cfg_.step_deadline_ms = gc.getStepDeadlineMs();
-  cutoff_.configure({.factor = gc.getStepCutoff(), .late_fraction = gc.getStepCutoffLateFraction()});
+  cutoff_.configure(
+      {.factor = gc.getStepCutoff(), .late_fraction = gc.getStepCutoffLateFraction()});
   std::vector<std::uint64_t> ids;
   for (const auto& m : members) ids.push_back(m.worker_id);
   cutoff_.setMembers(std::move(ids));
@@ -568,7 +585,7 @@ void GroupServer::onGroupConfig(const zmq::message_t& from, const InMessage& msg
   ack.header().getBody().setAck();
   (void)replyTo(router_, from, std::move(ack));
   if (gc.getFlush()) maybeExchange(true);  // regroup: hand the progress to the central PS
-  maybeCloseStep(false);  // a departed member may have been the one we waited for
+  maybeCloseStep(false);                   // a departed member may have been the one we waited for
 }
 
 void GroupServer::onFlush(const zmq::message_t& from) {

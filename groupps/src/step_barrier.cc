@@ -77,8 +77,7 @@ void StepBarrier::addPart(std::uint32_t batch_size, std::span<const float> part,
 }
 
 kernels::FiniteAdd StepBarrier::addPartIfFinite(std::uint32_t batch_size,
-                                                std::span<const float> part,
-                                                std::size_t offset) {
+                                                std::span<const float> part, std::size_t offset) {
   ensureClear();
   return kernels::axpyIfFinite(static_cast<float>(batch_size), part,
                                std::span<float>(sum_).subspan(offset, part.size()));
@@ -142,7 +141,8 @@ std::vector<std::uint64_t> StepBarrier::missing() const {
 StepBarrier::Closed StepBarrier::closeUnscaled(std::span<float>* sum, float* scale) {
   Closed c;
   c.samples = samples_;
-  c.mean_loss = samples_ == 0 ? 0.0f : static_cast<float>(loss_sum_ / static_cast<double>(samples_));
+  c.mean_loss =
+      samples_ == 0 ? 0.0f : static_cast<float>(loss_sum_ / static_cast<double>(samples_));
   c.reported = std::move(arrived_);
   if (c.reported.empty()) std::fill(sum_.begin(), sum_.end(), 0.0f);  // nothing arrived
   *scale = samples_ > 0 ? 1.0f / static_cast<float>(samples_) : 1.0f;

@@ -2,9 +2,9 @@
 
 #include <algorithm>
 
-#include "groupsgd/daemon/group_server_setup.h"
 #include "groupsgd/common/log.h"
 #include "groupsgd/coordinator/incarnation.h"
+#include "groupsgd/daemon/group_server_setup.h"
 
 namespace groupsgd::jobs {
 
@@ -45,16 +45,15 @@ Result<std::unique_ptr<Job>> Job::create(zmq::context_t& ctx, const DaemonConfig
   topo.central_endpoint = job->central_->endpoint();
   topo.param_count = job->central_->paramCount();
   if (intake) topo.model_fingerprint = intake->fingerprint;
-  const std::uint32_t local =
-      local_groups ? std::min(*local_groups, cfg.groupCount())
-                   : (cfg.role == "coordinator" ? 0 : cfg.groupCount());
+  const std::uint32_t local = local_groups ? std::min(*local_groups, cfg.groupCount())
+                                           : (cfg.role == "coordinator" ? 0 : cfg.groupCount());
   GSGD_RETURN_IF_ERROR(job->startGroups(ctx, keys, local, &topo));
   auto head = job->startHead();
   if (!head) return head.status();
   deps.head = std::move(*head);
   if (intake) {
-    job->coordinator_ = Coordinator::createOn(ctx, std::move(intake->socket), intake->endpoint,
-                                              cfg, topo, keys, std::move(deps));
+    job->coordinator_ = Coordinator::createOn(ctx, std::move(intake->socket), intake->endpoint, cfg,
+                                              topo, keys, std::move(deps));
   } else {
     auto coordinator = Coordinator::create(ctx, cfg, topo, keys, std::move(deps));
     if (!coordinator) {

@@ -139,18 +139,21 @@ void JobFront::nodeRegister(const zmq::message_t& from, const InMessage& msg,
                             const std::string& key) {
   const std::uint64_t job_id = msg.header().getJobId();
   auto r = msg.header().getBody().getRegister();
-  if (pool_ == nullptr) return refuse(from, failedPrecondition("this front takes no node daemons"), job_id);
+  if (pool_ == nullptr)
+    return refuse(from, failedPrecondition("this front takes no node daemons"), job_id);
   // The same rule as a single run's coordinator: only keys labelled `node` host group PSes.
   if (!key.empty() && !keys_.hasDaemonRights(key)) {
     return refuse(from,
-                  permissionDenied("key " + key + " may not register as a node daemon "
+                  permissionDenied("key " + key +
+                                   " may not register as a node daemon "
                                    "(label its allow-list line `node`)"),
                   job_id);
   }
-  const std::uint64_t id = pool_->add(r.getHost().cStr(), r.getName().cStr(), key, r.getGroupSlots());
-  GSGD_INFO("node daemon " << r.getHost().cStr() << " pid " << r.getPid() << " joined the pool with "
-                           << r.getGroupSlots() << " group PS slot(s); " << pool_->free()
-                           << " of " << pool_->total() << " node slot(s) free");
+  const std::uint64_t id =
+      pool_->add(r.getHost().cStr(), r.getName().cStr(), key, r.getGroupSlots());
+  GSGD_INFO("node daemon " << r.getHost().cStr() << " pid " << r.getPid()
+                           << " joined the pool with " << r.getGroupSlots() << " group PS slot(s); "
+                           << pool_->free() << " of " << pool_->total() << " node slot(s) free");
   OutMessage out(job_id, 0);
   auto a = out.header().getBody().initAssignment();
   a.setWorkerId(id);

@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <vector>
+
 #include <zmq.hpp>
 
 #include "groupsgd/common/curve_keys.h"

@@ -168,8 +168,7 @@ void JobHost::jobSummary(PendingRequest& r) {
     return r.fail(ControlError::kInvalidParams, "no job '" + it->get<std::string>() + "'");
   }
   if (!rec->summary.is_object()) {
-    return r.fail(ControlError::kRefused, "job '" + rec->name + "' is " +
-                                              jobStateName(rec->state) +
+    return r.fail(ControlError::kRefused, "job '" + rec->name + "' is " + jobStateName(rec->state) +
                                               "; its summary comes when it ends");
   }
   r.respond(rec->summary);

@@ -15,11 +15,12 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 #include <zmq.hpp>
 
 #include "groupsgd/common/curve_keys.h"
@@ -51,9 +52,9 @@ struct HostedJob {
   std::atomic<bool> awaiting_model{false};
   std::string error;  // set by the runner when the job could not start (state failed)
   std::string endpoint;
-  std::uint32_t slots = 0;       // its group PSes: local_slots here, the rest on node daemons
+  std::uint32_t slots = 0;  // its group PSes: local_slots here, the rest on node daemons
   std::uint32_t local_slots = 0;
-  std::string group_settings;    // handed to the node daemons serving it (groupSettingsJson)
+  std::string group_settings;         // handed to the node daemons serving it (groupSettingsJson)
   std::atomic<bool> stop{false};      // end the job (a stop condition of the operator)
   std::atomic<bool> stop_now{false};  // ... without waiting for trainers (stop without --drain)
   std::atomic<bool> suspend{false};   // the daemon stops: keep the job for the next start

@@ -123,8 +123,7 @@ Status JobHost::launch(JobRecord& rec) {
   if (cfg->external_model) {
     GSGD_RETURN_IF_ERROR(launchExternal(*hosted));
   } else {
-    auto job = Job::create(ctx_, *cfg, keys_, std::nullopt, hosted->local_slots,
-                           depsFor(*hosted));
+    auto job = Job::create(ctx_, *cfg, keys_, std::nullopt, hosted->local_slots, depsFor(*hosted));
     if (!job) return job.status();
     hosted->job = std::move(*job);
     hosted->endpoint = hosted->job->endpoint();

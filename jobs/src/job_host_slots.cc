@@ -18,9 +18,9 @@ std::uint32_t JobHost::localSlotsInUse() const {
 void JobHost::tendNodes() {
   // The coordinators' rule for their workers: a loaded node may be late, and a node
   // really dead is failed by each job's coordinator on its own.
-  const auto limit = std::chrono::milliseconds(std::max<std::uint64_t>(
-      static_cast<std::uint64_t>(cfg_.heartbeat_ms) * cfg_.heartbeat_misses,
-      cfg_.step_deadline_ms + 2ull * cfg_.heartbeat_ms));
+  const auto limit = std::chrono::milliseconds(
+      std::max<std::uint64_t>(static_cast<std::uint64_t>(cfg_.heartbeat_ms) * cfg_.heartbeat_misses,
+                              cfg_.step_deadline_ms + 2ull * cfg_.heartbeat_ms));
   for (const auto& gone : pool_.expire(limit)) {
     GSGD_WARN(gone << " missed its heartbeats: dropped from the pool (the jobs' coordinators "
                       "fail the groups it served)");
@@ -64,8 +64,8 @@ std::optional<std::string> JobHost::slotsLacking(std::uint32_t groups) const {
   if (groups <= local + pool_.free()) return std::nullopt;
   std::string text = "the job needs " + std::to_string(groups) + " group PS(es), ";
   if (pool_.nodes().empty()) {
-    text += std::to_string(local) + " of max_group_slots " +
-            std::to_string(cfg_.max_group_slots) + " are free";
+    text += std::to_string(local) + " of max_group_slots " + std::to_string(cfg_.max_group_slots) +
+            " are free";
   } else {
     text += std::to_string(local + pool_.free()) + " are free (" + std::to_string(local) +
             " of max_group_slots " + std::to_string(cfg_.max_group_slots) + " here, " +

@@ -11,7 +11,8 @@ std::uint32_t NodePool::Node::used() const {
 std::uint64_t NodePool::add(std::string host, std::string name, std::string public_key,
                             std::uint32_t slots) {
   const std::uint64_t id = next_id_++;
-  nodes_[id] = Node{std::move(host), std::move(name), std::move(public_key), slots, Clock::now(), {}};
+  nodes_[id] =
+      Node{std::move(host), std::move(name), std::move(public_key), slots, Clock::now(), {}};
   return id;
 }
 

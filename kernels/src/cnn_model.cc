@@ -7,13 +7,13 @@
 #include <random>
 #include <vector>
 
+#include "contract.h"
 #include "conv_math.h"
 #include "groupsgd/kernels/gemm.h"
 #include "layer_math.h"
 #include "models_impl.h"
 #include "random.h"
 #include "scratch.h"
-#include "contract.h"
 
 namespace groupsgd::kernels {
 
@@ -92,22 +92,23 @@ class CnnModel final : public Model {
     const MapShape s_h2{batch, l_.conv2, l_.conv2, kC2};
 
     // Dense: dW = dZ^T a2, db = colsum dZ, da2 = dZ W.
-    gemm(Transpose::kYes, Transpose::kNo, c_, l_.flat, batch, 1.0f, dz, c_, a2_.data(), l_.flat, 0.0f,
-         g + l_.w, l_.flat);
+    gemm(Transpose::kYes, Transpose::kNo, c_, l_.flat, batch, 1.0f, dz, c_, a2_.data(), l_.flat,
+         0.0f, g + l_.w, l_.flat);
     sumRows(dz, batch, c_, g + l_.b);
     float* da2 = da2_.get(batch * l_.flat);
-    gemm(Transpose::kNo, Transpose::kNo, batch, l_.flat, c_, 1.0f, dz, c_, p + l_.w, l_.flat, 0.0f, da2, l_.flat);
+    gemm(Transpose::kNo, Transpose::kNo, batch, l_.flat, c_, 1.0f, dz, c_, p + l_.w, l_.flat, 0.0f,
+         da2, l_.flat);
     // Pool 2 and ReLU 2.
     float* dh2 = dh2_.get(s_h2.size());
     maxPool2Backward(da2, arg2_.data(), batch * l_.flat, dh2, s_h2.size());
     reluBackward(h2_.data(), dh2, s_h2.size());
     // Conv 2: dK2 = dH2^T col2, dc2 = colsum dH2, dcol2 = dH2 K2, then back to the map.
-    gemm(Transpose::kYes, Transpose::kNo, kC2, kPatch2, m2, 1.0f, dh2, kC2, col2_.data(),
-         kPatch2, 0.0f, g + l_.k2, kPatch2);
+    gemm(Transpose::kYes, Transpose::kNo, kC2, kPatch2, m2, 1.0f, dh2, kC2, col2_.data(), kPatch2,
+         0.0f, g + l_.k2, kPatch2);
     sumRows(dh2, m2, kC2, g + l_.c2);
     float* dcol2 = dcol2_.get(m2 * kPatch2);
-    gemm(Transpose::kNo, Transpose::kNo, m2, kPatch2, kC2, 1.0f, dh2, kC2, p + l_.k2, kPatch2,
-         0.0f, dcol2, kPatch2);
+    gemm(Transpose::kNo, Transpose::kNo, m2, kPatch2, kC2, 1.0f, dh2, kC2, p + l_.k2, kPatch2, 0.0f,
+         dcol2, kPatch2);
     float* da1 = da1_.get(s_a1.size());
     col2im(dcol2, s_a1, kK, da1);
     // Pool 1 and ReLU 1.
@@ -160,15 +161,16 @@ class CnnModel final : public Model {
     convRelu(a1, s_a1, p + l_.k2, p + l_.c2, kC2, col2, h2);
     maxPool2(h2, s_h2, a2, arg2_.data());  // batch × F in (y, x, channel) order
     broadcastRows(p + l_.b, batch, c_, z);
-    gemm(Transpose::kNo, Transpose::kYes, batch, c_, l_.flat, 1.0f, a2, l_.flat, p + l_.w, l_.flat, 1.0f, z, c_);
+    gemm(Transpose::kNo, Transpose::kYes, batch, c_, l_.flat, 1.0f, a2, l_.flat, p + l_.w, l_.flat,
+         1.0f, z, c_);
     return z;
   }
 
   std::size_t d_, c_;
   CnnLayout l_;
-  Scratch col1_, h1_, a1_, col2_, h2_, a2_, z_;           // forward, kept for backward
-  Scratch da2_, dh2_, dcol2_, da1_, dh1_;                 // backward
-  std::vector<std::uint32_t> arg1_, arg2_;                // max-pool winners
+  Scratch col1_, h1_, a1_, col2_, h2_, a2_, z_;  // forward, kept for backward
+  Scratch da2_, dh2_, dcol2_, da1_, dh1_;        // backward
+  std::vector<std::uint32_t> arg1_, arg2_;       // max-pool winners
 };
 
 }  // namespace

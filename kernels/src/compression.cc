@@ -12,8 +12,8 @@
 #include <cstring>
 #include <string>
 
-#include "half_bits.h"
 #include "groupsgd/base/enum_names.h"
+#include "half_bits.h"
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <cpuid.h>
@@ -48,10 +48,10 @@ float loadF32(const std::uint8_t* p) {
 }
 
 KernelStatus wrongLength(Encoding e, std::size_t got, std::size_t want, std::size_t n) {
-  return KernelStatus::error(Code::kInvalidArgument,
-                             std::string(encodingName(e)) + " payload for " + std::to_string(n) +
-                                 " values must be " + std::to_string(want) + " bytes, got " +
-                                 std::to_string(got));
+  return KernelStatus::error(Code::kInvalidArgument, std::string(encodingName(e)) +
+                                                         " payload for " + std::to_string(n) +
+                                                         " values must be " + std::to_string(want) +
+                                                         " bytes, got " + std::to_string(got));
 }
 
 KernelStatus decodeTopK(std::span<const std::uint8_t> payload, std::span<float> out) {
@@ -72,15 +72,14 @@ KernelStatus decodeTopK(std::span<const std::uint8_t> payload, std::span<float> 
   for (std::size_t j = 0; j < k; ++j) {
     const std::uint32_t i = loadU32(idx + kU32 * j);
     if (i >= n) {
-      return KernelStatus::error(Code::kDataLoss, "topk index " + std::to_string(i) +
-                                                      " out of range for " +
-                                                      std::to_string(n) + " values");
+      return KernelStatus::error(
+          Code::kDataLoss,
+          "topk index " + std::to_string(i) + " out of range for " + std::to_string(n) + " values");
     }
     if (j > 0 && i <= prev) {
-      return KernelStatus::error(Code::kDataLoss, "topk indices not strictly increasing at " +
-                                                      std::to_string(j) + " (" +
-                                                      std::to_string(prev) + " then " +
-                                                      std::to_string(i) + ")");
+      return KernelStatus::error(
+          Code::kDataLoss, "topk indices not strictly increasing at " + std::to_string(j) + " (" +
+                               std::to_string(prev) + " then " + std::to_string(i) + ")");
     }
     if (!isFiniteBits(loadF32(val + kU32 * j))) {
       return KernelStatus::error(Code::kDataLoss,

@@ -11,8 +11,8 @@ namespace groupsgd::kernels::detail {
 
 }  // namespace groupsgd::kernels::detail
 
-#define GSGD_KERNEL_REQUIRE(cond)                                                     \
-  do {                                                                                \
-    if (!(cond)) [[unlikely]]                                                         \
-      ::groupsgd::kernels::detail::contractViolated(#cond, __FILE__, __LINE__);       \
+#define GSGD_KERNEL_REQUIRE(cond)                                               \
+  do {                                                                          \
+    if (!(cond)) [[unlikely]]                                                   \
+      ::groupsgd::kernels::detail::contractViolated(#cond, __FILE__, __LINE__); \
   } while (0)

@@ -4,8 +4,8 @@
 #include <string>
 #include <vector>
 
-#include "groupsgd/kernels/ops.h"
 #include "groupsgd/base/enum_names.h"
+#include "groupsgd/kernels/ops.h"
 
 namespace groupsgd::kernels {
 
@@ -46,8 +46,8 @@ KernelStatus weightedSum(Backend backend, std::span<const float* const> inputs,
   if (backend == Backend::kCuda) return cuda::weightedSum(inputs, weights, out, n);
   if (inputs.size() != weights.size()) {
     return KernelStatus::error(KernelStatus::Code::kInvalidArgument,
-                               "weightedSum: " + std::to_string(inputs.size()) +
-                                   " inputs but " + std::to_string(weights.size()) + " weights");
+                               "weightedSum: " + std::to_string(inputs.size()) + " inputs but " +
+                                   std::to_string(weights.size()) + " weights");
   }
   std::vector<std::span<const float>> spans;
   spans.reserve(inputs.size());

@@ -25,7 +25,7 @@ GROUPSGD_HOST_DEVICE inline std::uint16_t floatBitsToHalf(std::uint32_t x) {
   // 65520 = 0x477ff000 is the tie between 65504 (odd mantissa) and 2^16: it and everything
   // above rounds to Inf.
   if (ax >= 0x477ff000u) return static_cast<std::uint16_t>(sign | 0x7c00u);
-  if (ax >= 0x38800000u) {  // >= 2^-14: a normal half
+  if (ax >= 0x38800000u) {               // >= 2^-14: a normal half
     std::uint32_t v = ax - 0x38000000u;  // rebias the exponent from 127 to 15
     v += 0xfffu + ((v >> 13) & 1u);      // round to nearest even on the 13 dropped bits
     return static_cast<std::uint16_t>(sign | (v >> 13));  // a mantissa carry bumps exp
@@ -94,7 +94,7 @@ inline std::uint32_t halfToFloatBitsBranchless(std::uint16_t h) {
   const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
   const std::uint32_t shifted = static_cast<std::uint32_t>(h & 0x7fffu) << 13;
   const std::uint32_t exp = shifted & 0x0f800000u;
-  const std::uint32_t normal = shifted + 0x38000000u;  // rebias 15 -> 127
+  const std::uint32_t normal = shifted + 0x38000000u;   // rebias 15 -> 127
   const std::uint32_t inf_nan = (normal + 0x38000000u)  // exponent all ones, payload kept,
                                 | (maskIf(shifted & 0x7fe000u) & 0x400000u);  // NaN made quiet
   // Subnormal: 2^-14 * (1 + m/1024) - 2^-14 = m * 2^-24, exactly.

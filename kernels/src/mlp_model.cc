@@ -4,12 +4,12 @@
 #include <cmath>
 #include <random>
 
+#include "contract.h"
 #include "groupsgd/kernels/gemm.h"
 #include "layer_math.h"
 #include "models_impl.h"
 #include "random.h"
 #include "scratch.h"
-#include "contract.h"
 
 namespace groupsgd::kernels::detail {
 namespace {

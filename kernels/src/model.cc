@@ -2,8 +2,8 @@
 
 #include <cassert>
 
-#include "models_impl.h"
 #include "groupsgd/base/enum_names.h"
+#include "models_impl.h"
 
 namespace groupsgd::kernels {
 

@@ -56,10 +56,12 @@ Loaded load() {
     l.status = unavailable(std::string("cannot load ") + kGpuModelsLibrary + ": " + tried);
     return l;
   }
-  auto abi = reinterpret_cast<GroupsgdGpuModelsAbiFn>(dlsym(handle, GROUPSGD_GPU_MODELS_ABI_SYMBOL));
+  auto abi =
+      reinterpret_cast<GroupsgdGpuModelsAbiFn>(dlsym(handle, GROUPSGD_GPU_MODELS_ABI_SYMBOL));
   l.probe =
       reinterpret_cast<GroupsgdGpuModelsProbeFn>(dlsym(handle, GROUPSGD_GPU_MODELS_PROBE_SYMBOL));
-  l.make = reinterpret_cast<GroupsgdGpuModelsMakeFn>(dlsym(handle, GROUPSGD_GPU_MODELS_MAKE_SYMBOL));
+  l.make =
+      reinterpret_cast<GroupsgdGpuModelsMakeFn>(dlsym(handle, GROUPSGD_GPU_MODELS_MAKE_SYMBOL));
   if (abi == nullptr || l.probe == nullptr || l.make == nullptr) {
     l.status = unavailable(std::string(kGpuModelsLibrary) + " lacks its entry points");
   } else if (abi() != GROUPSGD_GPU_MODELS_ABI) {
@@ -108,9 +110,10 @@ KernelStatus parseModelDevice(std::string_view text, ModelDevice* out) {
       return KernelStatus::success();
     }
   }
-  return KernelStatus::error(KernelStatus::Code::kInvalidArgument,
-                             "device must be cpu, cuda or cuda:N (N a device number 0-1023), got '" +
-                                 std::string(text) + "'");
+  return KernelStatus::error(
+      KernelStatus::Code::kInvalidArgument,
+      "device must be cpu, cuda or cuda:N (N a device number 0-1023), got '" + std::string(text) +
+          "'");
 }
 
 std::string modelDeviceName(const ModelDevice& device) {
@@ -139,10 +142,10 @@ KernelStatus checkModelDevice(const ModelDevice& device) {
 KernelStatus makeModelOn(const ModelDevice& device, ModelKind kind, std::size_t input_dim,
                          std::size_t classes, std::unique_ptr<Model>* out) {
   if (kind == ModelKind::kCnn && cnnPooledSide(input_dim) == 0) {
-    return KernelStatus::error(KernelStatus::Code::kInvalidArgument,
-                               "the cnn model needs square images of side >= " +
-                                   std::to_string(kCnnMinSide) + ", got " +
-                                   std::to_string(input_dim) + " features");
+    return KernelStatus::error(
+        KernelStatus::Code::kInvalidArgument,
+        "the cnn model needs square images of side >= " + std::to_string(kCnnMinSide) + ", got " +
+            std::to_string(input_dim) + " features");
   }
   if (device.backend == Backend::kCpu) {
     *out = makeModel(kind, input_dim, classes);
@@ -154,8 +157,8 @@ KernelStatus makeModelOn(const ModelDevice& device, ModelKind kind, std::size_t 
 #else
   char err[512] = {0};
   Model* model = nullptr;
-  const int code = library().make(static_cast<int>(kind), input_dim, classes, device.index,
-                                  &model, err, sizeof err);
+  const int code = library().make(static_cast<int>(kind), input_dim, classes, device.index, &model,
+                                  err, sizeof err);
   if (code != 0) return fromC(code, err);
   out->reset(model);
   return KernelStatus::success();

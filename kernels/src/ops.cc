@@ -81,7 +81,8 @@ void sumGroup(float* o, const float* const* in, const float* w, std::size_t b, s
   for (; i + 4 <= e; i += 4) {
     __m128 acc = _mm_mul_ps(wv[0], _mm_loadu_ps(p[0] + i));
     if (!first) acc = _mm_add_ps(_mm_load_ps(o + i), acc);
-    for (std::size_t k = 1; k < K; ++k) acc = _mm_add_ps(acc, _mm_mul_ps(wv[k], _mm_loadu_ps(p[k] + i)));
+    for (std::size_t k = 1; k < K; ++k)
+      acc = _mm_add_ps(acc, _mm_mul_ps(wv[k], _mm_loadu_ps(p[k] + i)));
     if (stream) {
       _mm_stream_ps(o + i, acc);
     } else {
@@ -96,9 +97,8 @@ void sumGroup(float* o, const float* const* in, const float* w, std::size_t b, s
 
 using SumGroupFn = void (*)(float*, const float* const*, const float*, std::size_t, std::size_t,
                             bool, bool);
-constexpr SumGroupFn kSumGroupFns[kSumGroup] = {sumGroup<1>, sumGroup<2>, sumGroup<3>,
-                                                sumGroup<4>, sumGroup<5>, sumGroup<6>,
-                                                sumGroup<7>, sumGroup<8>};
+constexpr SumGroupFn kSumGroupFns[kSumGroup] = {sumGroup<1>, sumGroup<2>, sumGroup<3>, sumGroup<4>,
+                                                sumGroup<5>, sumGroup<6>, sumGroup<7>, sumGroup<8>};
 
 }  // namespace
 
@@ -170,8 +170,8 @@ void subtract(std::span<const float> a, std::span<const float> b, std::span<floa
   });
 }
 
-void rebase(std::span<const float> central, std::span<const float> base,
-            std::span<const float> cut, std::span<float> replica) {
+void rebase(std::span<const float> central, std::span<const float> base, std::span<const float> cut,
+            std::span<float> replica) {
   GSGD_KERNEL_REQUIRE(central.size() == replica.size() && base.size() == replica.size() &&
                       (cut.empty() || cut.size() == replica.size()));
   const float* cp = central.data();

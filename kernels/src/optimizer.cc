@@ -2,9 +2,9 @@
 
 #include <algorithm>
 
-#include "parallel.h"
 #include "contract.h"
 #include "groupsgd/base/enum_names.h"
+#include "parallel.h"
 
 namespace groupsgd::kernels {
 namespace {
@@ -51,7 +51,9 @@ bool parseOptimizerKind(std::string_view text, OptimizerKind* out) {
   return base::parseInto(kOptimizerKindNames, text, out);
 }
 
-const char* optimizerKindName(OptimizerKind kind) { return base::nameOf(kOptimizerKindNames, kind); }
+const char* optimizerKindName(OptimizerKind kind) {
+  return base::nameOf(kOptimizerKindNames, kind);
+}
 
 Optimizer::Optimizer(OptimizerConfig cfg, std::size_t n) : cfg_(cfg), n_(n) {
   if (cfg_.kind != OptimizerKind::kSgd) velocity_.assign(n_, 0.0f);
@@ -65,7 +67,8 @@ void Optimizer::step(std::span<float> params, std::span<const float> grad, float
   const float* g = grad.data();
   const float lr = cfg_.lr, mu = cfg_.momentum, wd = cfg_.weight_decay, gs = grad_scale;
   if (cfg_.kind == OptimizerKind::kSgd) {
-    detail::parallelFor(n_, [=](std::size_t b, std::size_t e) { sgdRange(p, g, b, e, lr, wd, gs); });
+    detail::parallelFor(n_,
+                        [=](std::size_t b, std::size_t e) { sgdRange(p, g, b, e, lr, wd, gs); });
     return;
   }
   float* v = velocity_.data();

@@ -2,12 +2,12 @@
 #include <algorithm>
 #include <random>
 
+#include "contract.h"
 #include "groupsgd/kernels/gemm.h"
 #include "layer_math.h"
 #include "models_impl.h"
 #include "random.h"
 #include "scratch.h"
-#include "contract.h"
 
 namespace groupsgd::kernels::detail {
 namespace {

@@ -3,12 +3,12 @@
 #include <functional>
 #include <thread>
 
-#include "groupsgd/daemon/arbiter_host.h"
-#include "groupsgd/daemon/group_server_setup.h"
 #include "groupsgd/client/client.h"
 #include "groupsgd/common/backoff.h"
 #include "groupsgd/common/log.h"
+#include "groupsgd/daemon/arbiter_host.h"
 #include "groupsgd/daemon/curve_setup.h"
+#include "groupsgd/daemon/group_server_setup.h"
 #include "groupsgd/groupps/group_server.h"
 #include "node_head.h"
 #include "node_pool_member.h"
@@ -126,7 +126,8 @@ HeadEnd serveHead(const DaemonConfig& cfg, zmq::context_t& ctx, client::Coordina
       GSGD_INFO("the run is over (" << probe.status().message() << ")");
       return HeadEnd::kStopped;
     }
-    GSGD_ERROR("cannot reach the coordinator at " << cfg.coordinator << ": " << probe.status().toString());
+    GSGD_ERROR("cannot reach the coordinator at " << cfg.coordinator << ": "
+                                                  << probe.status().toString());
     return HeadEnd::kFailed;
   }
   if (probe->node_pool) {
@@ -176,8 +177,8 @@ int runNode(const DaemonConfig& cfg, const std::atomic<bool>& stop_requested,
     GSGD_ERROR(arbiter.status().toString());
     return 1;
   }
-  client::CoordinatorClient coord(ctx, cfg.coordinator, cfg.job_id,
-                                  std::chrono::milliseconds(5000), curve->keys);
+  client::CoordinatorClient coord(ctx, cfg.coordinator, cfg.job_id, std::chrono::milliseconds(5000),
+                                  curve->keys);
   // At a multi-job daemon's front this offer puts the node into the daemon's pool; a
   // single run's coordinator ignores it.
   coord.offerGroupSlots(cfg.node_groups);
@@ -188,8 +189,8 @@ int runNode(const DaemonConfig& cfg, const std::atomic<bool>& stop_requested,
       GSGD_WARN("SIGHUP: CURVE is off; nothing to reload");
       return;
     }
-    if (auto c = reloadAllowList(cfg, curve->zap.get(), curve->keys.public_key,
-                                 curve->daemons.get());
+    if (auto c =
+            reloadAllowList(cfg, curve->zap.get(), curve->keys.public_key, curve->daemons.get());
         !c) {
       GSGD_ERROR("allow-list reload refused, keeping the running list: " << c.status().toString());
     }
@@ -197,9 +198,12 @@ int runNode(const DaemonConfig& cfg, const std::atomic<bool>& stop_requested,
   while (true) {
     client::Assignment pooled;
     switch (serveHead(cfg, ctx, coord, curve->keys, stop_requested, between_heartbeats, &pooled)) {
-      case HeadEnd::kStopped: return 0;
-      case HeadEnd::kFailed: return 1;
-      case HeadEnd::kHeadLost: break;  // serve the new head with fresh group PSes
+      case HeadEnd::kStopped:
+        return 0;
+      case HeadEnd::kFailed:
+        return 1;
+      case HeadEnd::kHeadLost:
+        break;  // serve the new head with fresh group PSes
       case HeadEnd::kPooled:
         return servePool(cfg, ctx, coord, pooled, curve->keys, stop_requested, between_heartbeats);
     }

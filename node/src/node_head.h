@@ -7,6 +7,7 @@
 #include <functional>
 #include <string>
 #include <vector>
+
 #include <zmq.hpp>
 
 #include "groupsgd/client/client.h"

@@ -5,8 +5,8 @@
 #include <set>
 #include <thread>
 
-#include "groupsgd/daemon/group_server_setup.h"
 #include "groupsgd/common/log.h"
+#include "groupsgd/daemon/group_server_setup.h"
 #include "node_head.h"
 
 namespace groupsgd::node {
@@ -38,8 +38,7 @@ void serveJob(const DaemonConfig& node_cfg, zmq::context_t& ctx, const CurveKeys
   client::CoordinatorClient coord(ctx, p.coordinator, p.job_id, std::chrono::milliseconds(5000),
                                   keys);
   // A coordinator that declared this node dead forgets it: serve it again, fresh.
-  while (!r.stop.load() &&
-         serveHead(cfg, ctx, coord, keys, r.stop, [] {}) == HeadEnd::kHeadLost) {
+  while (!r.stop.load() && serveHead(cfg, ctx, coord, keys, r.stop, [] {}) == HeadEnd::kHeadLost) {
   }
   r.done.store(true);
 }
@@ -120,8 +119,7 @@ class PoolMember {
 int servePool(const DaemonConfig& cfg, zmq::context_t& ctx, client::CoordinatorClient& front,
               client::Assignment me, const CurveKeys& keys, const std::atomic<bool>& stop,
               const std::function<void()>& between_heartbeats) {
-  GSGD_INFO("in the pool of the multi-job daemon at " << cfg.coordinator << ": "
-                                                      << cfg.node_groups
+  GSGD_INFO("in the pool of the multi-job daemon at " << cfg.coordinator << ": " << cfg.node_groups
                                                       << " group PS slot(s) offered");
   PoolMember member(cfg, ctx, keys);
   client::HeartbeatStats stats;

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <functional>
+
 #include <zmq.hpp>
 
 #include "groupsgd/client/client.h"

@@ -155,8 +155,7 @@ Result<nlohmann::json> ControlClient::readReply(std::chrono::milliseconds timeou
   return parseReply(*line);
 }
 
-Result<std::string> ControlClient::callLine(const std::string& method,
-                                            const nlohmann::json& params,
+Result<std::string> ControlClient::callLine(const std::string& method, const nlohmann::json& params,
                                             std::chrono::milliseconds timeout) {
   const auto deadline = Clock::now() + timeout;
   const std::uint64_t id = next_id_++;
@@ -176,8 +175,7 @@ Result<std::string> ControlClient::callLine(const std::string& method,
   return line;
 }
 
-Result<nlohmann::json> ControlClient::call(const std::string& method,
-                                           const nlohmann::json& params,
+Result<nlohmann::json> ControlClient::call(const std::string& method, const nlohmann::json& params,
                                            std::chrono::milliseconds timeout) {
   auto line = callLine(method, params, timeout);
   if (!line) return line.status();

@@ -51,15 +51,18 @@ ControlError controlErrorFor(Code code) {
 
 std::vector<ControlMethod> defaultControlMethods() {
   return {
-      {"version", false}, {"status", false},    {"workers", false},    {"groups", false},
-      {"drain", true},    {"undrain", true},    {"regroup", true},     {"set", true},
-      {"checkpoint", true}, {"shutdown", true},  {"unquarantine", true}, {"reload_keys", true},
+      {"version", false},   {"status", false},  {"workers", false},     {"groups", false},
+      {"drain", true},      {"undrain", true},  {"regroup", true},      {"set", true},
+      {"checkpoint", true}, {"shutdown", true}, {"unquarantine", true}, {"reload_keys", true},
   };
 }
 
 std::vector<ControlMethod> jobControlMethods() {
-  return {{"job.list", false}, {"job.status", false}, {"job.summary", false},
-          {"job.submit", true}, {"job.stop", true}};
+  return {{"job.list", false},
+          {"job.status", false},
+          {"job.summary", false},
+          {"job.submit", true},
+          {"job.stop", true}};
 }
 
 ControlDecoded decodeControlRequest(std::string_view line,
@@ -70,8 +73,10 @@ ControlDecoded decodeControlRequest(std::string_view line,
                                                            std::move(method)}};
   };
   json doc = json::parse(line, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded()) return fail(nullptr, ControlError::kParseError, "the line is not valid JSON");
-  if (!doc.is_object()) return fail(nullptr, ControlError::kInvalidRequest, "a request is a JSON object");
+  if (doc.is_discarded())
+    return fail(nullptr, ControlError::kParseError, "the line is not valid JSON");
+  if (!doc.is_object())
+    return fail(nullptr, ControlError::kInvalidRequest, "a request is a JSON object");
   json id = nullptr;
   if (auto it = doc.find("id"); it != doc.end()) {
     if (!it->is_string() && !it->is_number() && !it->is_null()) {

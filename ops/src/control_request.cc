@@ -1,13 +1,12 @@
 // PendingRequest and the admin rule: the parts of control_server.h that run on the
 // coordinator's side of the queue.
-#include "groupsgd/ops/control_server.h"
-
 #include <unistd.h>
 
 #include <utility>
 #include <vector>
 
 #include "groupsgd/common/log.h"
+#include "groupsgd/ops/control_server.h"
 
 namespace groupsgd::ops {
 

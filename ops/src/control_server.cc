@@ -182,11 +182,11 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::string in_;
   std::array<char, 4096> buf_{};
   std::deque<std::string> out_;
-  bool busy_ = false;           // a request is with the coordinator
-  bool discarding_ = false;     // skipping the rest of an over-size line
+  bool busy_ = false;        // a request is with the coordinator
+  bool discarding_ = false;  // skipping the rest of an over-size line
   bool reading_ = false;
   bool writing_ = false;
-  bool eof_ = false;            // the peer shut down its side
+  bool eof_ = false;  // the peer shut down its side
   bool closed_ = false;
   bool close_after_write_ = false;
 };
@@ -200,8 +200,7 @@ void Connection::close() {
   auto self = shared_from_this();
   server_.connections.erase(self);
   if (server_.options.metrics != nullptr) {
-    server_.options.metrics
-        ->gauge("control_connections", "Open control socket connections.")
+    server_.options.metrics->gauge("control_connections", "Open control socket connections.")
         .set(static_cast<double>(server_.connections.size()));
   }
 }
@@ -234,27 +233,26 @@ void Connection::writeNext() {
 void Connection::readMore() {
   if (reading_ || closed_ || eof_ || close_after_write_) return;
   reading_ = true;
-  socket_.async_read_some(
-      asio::buffer(buf_), [self = shared_from_this()](boost::system::error_code ec, std::size_t n) {
-        self->reading_ = false;
-        if (self->closed_) return;
-        if (ec == asio::error::eof) {
-          self->eof_ = true;
-          // A last line without '\n' still counts as a request.
-          if (!self->discarding_ && !self->in_.empty()) self->in_ += '\n';
-        } else if (ec) {
-          return self->close();
-        } else {
-          self->in_.append(self->buf_.data(), n);
-        }
-        try {
-          self->process();
-        } catch (const std::exception& e) {
-          GSGD_ERROR("control: connection of " << describe(self->caller_)
-                     << " failed: " << e.what());
-          self->close();
-        }
-      });
+  socket_.async_read_some(asio::buffer(buf_), [self = shared_from_this()](
+                                                  boost::system::error_code ec, std::size_t n) {
+    self->reading_ = false;
+    if (self->closed_) return;
+    if (ec == asio::error::eof) {
+      self->eof_ = true;
+      // A last line without '\n' still counts as a request.
+      if (!self->discarding_ && !self->in_.empty()) self->in_ += '\n';
+    } else if (ec) {
+      return self->close();
+    } else {
+      self->in_.append(self->buf_.data(), n);
+    }
+    try {
+      self->process();
+    } catch (const std::exception& e) {
+      GSGD_ERROR("control: connection of " << describe(self->caller_) << " failed: " << e.what());
+      self->close();
+    }
+  });
 }
 
 void Connection::process() {
@@ -321,8 +319,8 @@ void Connection::handleLine(std::string_view line) {
   if (request.admin && !isAdminCaller(caller_, server_.options)) {
     GSGD_WARN("control: refused admin method " << method << " to " << describe(caller_));
     return replyError(request.id, ControlError::kPermissionDenied,
-                      "'" + method + "' needs an admin caller (uid " +
-                          std::to_string(caller_.uid) + " is not allowed)",
+                      "'" + method + "' needs an admin caller (uid " + std::to_string(caller_.uid) +
+                          " is not allowed)",
                       method);
   }
   busy_ = true;
@@ -352,8 +350,7 @@ void ControlServer::Impl::dispatch(const std::shared_ptr<Connection>& conn,
       try {
         c->finish(reply, method);
       } catch (const std::exception& e) {
-        GSGD_ERROR("control: cannot send a reply to " << describe(c->caller()) << ": "
-                   << e.what());
+        GSGD_ERROR("control: cannot send a reply to " << describe(c->caller()) << ": " << e.what());
         c->close();
       }
     });
@@ -473,7 +470,7 @@ Result<std::unique_ptr<ControlServer>> ControlServer::start(ControlServerOptions
     }
   });
   GSGD_INFO("control: serving " << path << " (mode " << std::oct << raw->options.mode << std::dec
-            << ")");
+                                << ")");
   return std::unique_ptr<ControlServer>(new ControlServer(std::move(impl)));
 }
 

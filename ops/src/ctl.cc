@@ -2,12 +2,12 @@
 
 #include <algorithm>
 #include <chrono>
-#include <memory>
 #include <cstdlib>
 #include <fstream>
-#include <sstream>
+#include <memory>
 #include <optional>
 #include <ostream>
+#include <sstream>
 #include <utility>
 
 #include <CLI/CLI.hpp>
@@ -114,8 +114,8 @@ void printGlobalHelp(std::ostream& out) {
   std::size_t width = 0;
   for (const auto& c : kCommands) width = std::max(width, std::string(c.usage).size());
   for (const auto& c : kCommands) {
-    out << "  " << c.usage << std::string(width - std::string(c.usage).size() + 2, ' ')
-        << c.summary << "\n";
+    out << "  " << c.usage << std::string(width - std::string(c.usage).size() + 2, ' ') << c.summary
+        << "\n";
   }
   out << "\nThe options may also follow the command (groupsgdctl status --json); a value\n"
          "is the next word or follows an '='.\n"
@@ -156,8 +156,9 @@ struct CommandFlags {
 // job SUB ...: reads a submitted file here, so the daemon gets its contents.
 std::optional<Invocation> buildJobInvocation(const std::vector<std::string>& args,
                                              const CommandFlags& flags, std::string* error) {
-  const std::string usage = "usage: groupsgdctl job submit FILE | list | status JOB | stop JOB "
-                            "[--drain] | summary JOB";
+  const std::string usage =
+      "usage: groupsgdctl job submit FILE | list | status JOB | stop JOB "
+      "[--drain] | summary JOB";
   if (args.empty()) {
     *error = usage;
     return std::nullopt;
@@ -280,9 +281,8 @@ bool parseTimeout(const std::string& text, milliseconds* out) {
 bool isScalar(const ojson& v) { return !v.is_object() && !v.is_array(); }
 
 bool isTable(const ojson& v) {
-  return v.is_array() && std::all_of(v.begin(), v.end(), [](const ojson& e) {
-           return e.is_object();
-         });
+  return v.is_array() &&
+         std::all_of(v.begin(), v.end(), [](const ojson& e) { return e.is_object(); });
 }
 
 std::string cellText(const ojson& v) {
@@ -404,8 +404,8 @@ struct CtlCommandLine {
   std::string command;            // "" = none given
   std::vector<std::string> args;  // the command's positional arguments
   CommandFlags flags;
-  std::string out_prefix;           // keygen
-  std::vector<std::string> stray;   // a first word that is no command
+  std::string out_prefix;          // keygen
+  std::vector<std::string> stray;  // a first word that is no command
 };
 
 // The global options may come before or after the command ("status --json"): each
@@ -480,8 +480,7 @@ std::optional<int> parseCtlLine(const std::vector<std::string>& args, CtlCommand
 }
 
 // help, --help and keygen need no daemon: their exit code, or nullopt for the others.
-std::optional<int> runLocalCommand(const CtlCommandLine& cl, std::ostream& out,
-                                   std::ostream& err) {
+std::optional<int> runLocalCommand(const CtlCommandLine& cl, std::ostream& out, std::ostream& err) {
   if (cl.command == "help") {
     if (cl.args.empty()) {
       printGlobalHelp(out);
@@ -523,7 +522,8 @@ int printReply(const ojson& reply, const std::string& method, const CtlCommandLi
                std::ostream& out, std::ostream& err) {
   if (!reply.value("ok", false)) {
     const ojson error_obj = reply.contains("error") ? reply["error"] : ojson::object();
-    const std::string code = error_obj.is_object() ? error_obj.value("code", "internal") : "internal";
+    const std::string code =
+        error_obj.is_object() ? error_obj.value("code", "internal") : "internal";
     const std::string message = error_obj.is_object() ? error_obj.value("message", "") : "";
     if (cl.json) out << error_obj.dump(-1, ' ', false, ojson::error_handler_t::replace) << "\n";
     err << "groupsgdctl: " << method << ": " << code << ": " << message << "\n";

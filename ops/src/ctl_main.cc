@@ -10,8 +10,8 @@
 int main(int argc, char** argv) {
   std::signal(SIGPIPE, SIG_IGN);
   const std::vector<std::string> args(argv + 1, argv + argc);
-  const int rc = groupsgd::ops::runCtl(args, groupsgd::ops::defaultControlSocketPath(),
-                                          std::cout, std::cerr);
+  const int rc =
+      groupsgd::ops::runCtl(args, groupsgd::ops::defaultControlSocketPath(), std::cout, std::cerr);
   std::cout.flush();
   return std::cout ? rc : groupsgd::ops::kCtlUsageOrConnection;
 }

@@ -30,10 +30,14 @@ bool endsWith(std::string_view s, std::string_view suffix) {
 
 void appendEscaped(std::string_view text, bool quotes, std::string* out) {
   for (char c : text) {
-    if (c == '\\') *out += "\\\\";
-    else if (c == '\n') *out += "\\n";
-    else if (quotes && c == '"') *out += "\\\"";
-    else *out += c;
+    if (c == '\\')
+      *out += "\\\\";
+    else if (c == '\n')
+      *out += "\\n";
+    else if (quotes && c == '"')
+      *out += "\\\"";
+    else
+      *out += c;
   }
 }
 
@@ -179,8 +183,8 @@ MetricsRegistry::Series* MetricsRegistry::findOrCreate(Type type, std::string_vi
       }
     }
     if (!ok) {
-      GSGD_ERROR("metrics: invalid metric " << full
-                 << " (name, label names, counter without _total, or buckets)");
+      GSGD_ERROR("metrics: invalid metric "
+                 << full << " (name, label names, counter without _total, or buckets)");
       return nullptr;
     }
     auto created = std::make_unique<Family>();
@@ -217,7 +221,8 @@ Gauge& MetricsRegistry::gauge(std::string_view name, std::string_view help,
 
 Histogram& MetricsRegistry::histogram(std::string_view name, std::string_view help,
                                       std::vector<double> bounds, const MetricLabels& labels) {
-  if (parent_ != nullptr) return parent_->histogram(name, help, std::move(bounds), withConst(labels));
+  if (parent_ != nullptr)
+    return parent_->histogram(name, help, std::move(bounds), withConst(labels));
   Series* s = findOrCreate(Type::kHistogram, name, help, labels, &bounds);
   return s != nullptr ? *s->histogram : *orphan_.histogram;
 }

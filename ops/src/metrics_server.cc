@@ -61,10 +61,9 @@ class HttpSession : public std::enable_shared_from_this<HttpSession> {
     parser_->header_limit(kHeaderLimit);
     parser_->body_limit(kBodyLimit);
     stream_.expires_after(kRequestDeadline);
-    http::async_read(stream_, buffer_, *parser_,
-                     [self = shared_from_this()](beast::error_code ec, std::size_t) {
-                       self->onRead(ec);
-                     });
+    http::async_read(
+        stream_, buffer_, *parser_,
+        [self = shared_from_this()](beast::error_code ec, std::size_t) { self->onRead(ec); });
   }
 
  private:

@@ -53,11 +53,9 @@ void HeartbeatThread::loop() {
   log::setThreadTag("heartbeat");
   std::unique_lock lock(mu_);
   while (!shutdown_) {
-    const auto period =
-        std::chrono::milliseconds(assignment_ ? assignment_->heartbeat_ms : 1000);
+    const auto period = std::chrono::milliseconds(assignment_ ? assignment_->heartbeat_ms : 1000);
     const std::uint64_t generation = generation_;
-    if (wake_.wait_for(lock, period,
-                       [&] { return shutdown_ || generation_ != generation; })) {
+    if (wake_.wait_for(lock, period, [&] { return shutdown_ || generation_ != generation; })) {
       continue;  // shut down, or a new assignment: wait again with its period
     }
     if (!assignment_ || reregister_.load()) continue;

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+
 #include <zmq.hpp>
 
 #include "groupsgd/client/client.h"

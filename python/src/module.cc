@@ -2,12 +2,12 @@
 // arrays, or anything with the buffer protocol) shared with C++, never copied; every call
 // that waits on the network releases the GIL. torch is not linked: groupsgd.torch wraps
 // these buffers with torch.from_numpy.
+#include <cstring>
+#include <stdexcept>
+
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
-
-#include <cstring>
-#include <stdexcept>
 
 #include "groupsgd/common/log.h"
 #include "session.h"
@@ -71,8 +71,8 @@ class PySession {
     const std::span<float> src = floatSpan(initial, param_count, false, "initial parameters");
     std::memcpy(init->data(), src.data(), src.size_bytes());  // once, at construction
     model.initial = std::move(init);
-    session_ = std::make_unique<python::Session>(std::move(*opts), parseRole(role),
-                                                 std::move(model));
+    session_ =
+        std::make_unique<python::Session>(std::move(*opts), parseRole(role), std::move(model));
     grad_ = std::make_shared<std::vector<float>>(param_count, 0.0f);
   }
 
@@ -89,7 +89,8 @@ class PySession {
   // The flat gradient buffer as a numpy array sharing its memory (kept alive by the array).
   py::array_t<float> gradientBuffer() {
     auto* keep = new std::shared_ptr<std::vector<float>>(grad_);
-    py::capsule owner(keep, [](void* p) { delete static_cast<std::shared_ptr<std::vector<float>>*>(p); });
+    py::capsule owner(keep,
+                      [](void* p) { delete static_cast<std::shared_ptr<std::vector<float>>*>(p); });
     return py::array_t<float>({static_cast<py::ssize_t>(param_count_)}, {sizeof(float)},
                               grad_->data(), owner);
   }

@@ -94,9 +94,9 @@ Status Session::register_(std::uint64_t keep_id) {
   // --give-up-s.
   const auto patience =
       registrations_ > 0 ? giveUp() : std::chrono::milliseconds(opts_.connect_timeout_ms);
-  auto assigned = keep_id != 0 ? coord_.registerAs(role_, opts_.name, keep_id, {}, a_.epoch)
-                               : worker::registerWithRetry(coord_, role_, opts_, interrupted_,
-                                                           patience);
+  auto assigned = keep_id != 0
+                      ? coord_.registerAs(role_, opts_.name, keep_id, {}, a_.epoch)
+                      : worker::registerWithRetry(coord_, role_, opts_, interrupted_, patience);
   if (!assigned) {
     if (assigned.status().code() == Code::kQuarantined) quarantined_ = true;
     if (assigned.status().code() == Code::kFinished) {
@@ -129,7 +129,8 @@ Status Session::start(std::span<float> params) {
 bool Session::follow(const client::StepAnswer& ans) {
   if (ans.batch_size != 0) batch_ = ans.batch_size;
   switch (ans.directive) {
-    case client::Directive::kContinue: return true;
+    case client::Directive::kContinue:
+      return true;
     case client::Directive::kStop:
       GSGD_INFO("drained by the coordinator");
       stop_ = true;
@@ -151,8 +152,7 @@ Status Session::recover(const Status& why) {
       GSGD_INFO("reassigned after a failure of group " << a_.group_id);
       return adopt(*again);
     }
-    std::this_thread::sleep_for(
-        backoffDelay(worker::backoffPolicy(opts_), 2, uniform_(rng_)));
+    std::this_thread::sleep_for(backoffDelay(worker::backoffPolicy(opts_), 2, uniform_(rng_)));
     return Status::ok();
   }
   if (again.status().code() == Code::kQuarantined) {

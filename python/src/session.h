@@ -13,6 +13,7 @@
 #include <optional>
 #include <random>
 #include <span>
+
 #include <zmq.hpp>
 
 #include "groupsgd/client/client.h"

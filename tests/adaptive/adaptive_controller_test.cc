@@ -58,7 +58,8 @@ bool alone(const policy::GroupPlan& plan, std::uint64_t id) {
 
 }  // namespace
 
-TEST_CASE("adaptive controller: a link straggler is split off once its onset has lasted 2 windows") {
+TEST_CASE(
+    "adaptive controller: a link straggler is split off once its onset has lasted 2 windows") {
   Run r;
   for (std::uint64_t w = 0; w < 3; ++w) CHECK_FALSE(r.window(w * 1000).regroup);
   auto onset = r.window(3000, {2});

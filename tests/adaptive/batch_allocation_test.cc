@@ -9,7 +9,9 @@ using namespace groupsgd::adaptive::policy;
 
 namespace {
 WorkerSpeed w(std::uint64_t id, double v, double a = 0) { return {id, a, v}; }
-std::uint32_t sum(const std::vector<std::uint32_t>& b) { return std::accumulate(b.begin(), b.end(), 0u); }
+std::uint32_t sum(const std::vector<std::uint32_t>& b) {
+  return std::accumulate(b.begin(), b.end(), 0u);
+}
 }  // namespace
 
 TEST_CASE("batches: proportional to speed without overhead, exact total, members finish together") {
@@ -49,7 +51,9 @@ TEST_CASE("batches: roundToSum keeps the exact total within bounds") {
   CHECK(sum(b) == 31);
 }
 
-TEST_CASE("batches: the damped controller moves halfway, at most 25%, and converges without oscillating") {
+TEST_CASE(
+    "batches: the damped controller moves halfway, at most 25%, and converges without "
+    "oscillating") {
   std::vector<std::uint32_t> cur = {32, 32, 32, 32};
   const std::vector<std::uint32_t> target = {40, 40, 40, 8};
   DampingConfig cfg;

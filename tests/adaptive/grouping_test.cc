@@ -1,23 +1,27 @@
 #include "groupsgd/adaptive/policy/grouping.h"
-#include "groupsgd/adaptive/policy/regroup_decider.h"
 
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <random>
 
+#include "groupsgd/adaptive/policy/regroup_decider.h"
+
 using namespace groupsgd::adaptive::policy;
 
 namespace {
 
 // Compute-bound workers: 1 ms fixed + 32 samples in 8 ms at full speed.
-std::vector<WorkerSpeed> workers(std::size_t n, std::vector<std::pair<std::size_t, double>> slow = {},
+std::vector<WorkerSpeed> workers(std::size_t n,
+                                 std::vector<std::pair<std::size_t, double>> slow = {},
                                  double link_ms = 0) {
   std::vector<WorkerSpeed> out;
   for (std::size_t i = 0; i < n; ++i) out.push_back({i + 1, 1.0, 4.0});
   for (auto [i, f] : slow) {
-    if (link_ms > 0) out[i].overhead_ms += link_ms;
-    else out[i].samples_per_ms /= f;
+    if (link_ms > 0)
+      out[i].overhead_ms += link_ms;
+    else
+      out[i].samples_per_ms /= f;
   }
   return out;
 }
@@ -56,10 +60,13 @@ TEST_CASE("grouping: a 4x compute straggler is handled by its batch, not by a ne
   CHECK(p.batches[0][pos] < 16);
   // Throughput close to the ideal: 7.25 workers' worth of samples.
   double ideal = 0;
-  for (const auto& s : speeds) ideal += 1000.0 * 32 / s.stepMs(32) * (s.stepMs(32) - s.overhead_ms) / s.stepMs(32);
+  for (const auto& s : speeds)
+    ideal += 1000.0 * 32 / s.stepMs(32) * (s.stepMs(32) - s.overhead_ms) / s.stepMs(32);
   const auto one_group_equal = evaluatePlan(speeds, {{1, 2, 3, 4, 5, 6, 7, 8}}, config());
   CHECK(p.throughput >= one_group_equal.throughput * 0.99);
-  CHECK(p.throughput > 0.9 * (7.25 / 8.0) * evaluatePlan(workers(8), {{1, 2, 3, 4, 5, 6, 7, 8}}, config()).throughput);
+  CHECK(p.throughput >
+        0.9 * (7.25 / 8.0) *
+            evaluatePlan(workers(8), {{1, 2, 3, 4, 5, 6, 7, 8}}, config()).throughput);
 }
 
 TEST_CASE("grouping: a link straggler (fixed delay no batch can hide) gets a group of its own") {
@@ -149,7 +156,8 @@ TEST_CASE("regroup decider: needs the margin and the interval unless forced") {
   d.applied(t0);
   // Too soon for an unforced regroup, even with a gain on offer.
   CHECK_FALSE(d.decide(speeds, one, config(), "again", false, t0 + std::chrono::milliseconds(500)));
-  CHECK(d.decide(speeds, one, config(), "worker joined", true, t0 + std::chrono::milliseconds(500)));
+  CHECK(
+      d.decide(speeds, one, config(), "worker joined", true, t0 + std::chrono::milliseconds(500)));
   // Nothing to gain: no regroup.
   CHECK_FALSE(d.decide(workers(8), one, config(), "noise", false, t0 + std::chrono::hours(1)));
 }

@@ -36,8 +36,8 @@ TEST_CASE("simulator: a worker alternating 1x/3x causes at most one regroup per 
   c.adaptive.min_regroup_interval_ms = 5000;
   auto r = simulate(c);
   REQUIRE(r.isOk());
-  CHECK(r->regroups >= 2);                                    // it does react...
-  CHECK(r->regroups <= c.windows / c.dwell_windows + 1);      // ...without thrashing
+  CHECK(r->regroups >= 2);                                // it does react...
+  CHECK(r->regroups <= c.windows / c.dwell_windows + 1);  // ...without thrashing
 }
 
 TEST_CASE("simulator: steady heterogeneous fleets of 1,000 workers are planned without thrash") {

@@ -174,7 +174,7 @@ TEST_CASE("lease client: leases follow the job id the daemon assigned, not the f
   RunningArbiter a(config(Policy::kFifo));
   zmq::context_t ctx(1);
   LeaseClient client(ctx, a.server->endpoint(), 1);  // --job-id default
-  client.setJobId(7);  // a --serve daemon's job 7 took this worker
+  client.setJobId(7);                                // a --serve daemon's job 7 took this worker
   REQUIRE(client.acquire(3, "gpu0", 0).isOk());
   REQUIRE(client.release(3, "gpu0", 1.0).isOk());
   auto st = client.stats(2000ms);

@@ -1,6 +1,7 @@
 #include "groupsgd/arbiter/device_lock.h"
 
 #include <doctest/doctest.h>
+
 #include <unistd.h>
 
 #include <atomic>
@@ -43,7 +44,7 @@ TEST_CASE("device lock: two holders of one device never overlap") {
 TEST_CASE("device lock: names are checked") {
   CHECK(checkDeviceName("gpu0").isOk());
   CHECK(checkDeviceName("node3:cuda:1").isOk());
-  for (const char *bad : {"", "a/b", "..", "gpu 0", "x\n"}) {
+  for (const char* bad : {"", "a/b", "..", "gpu 0", "x\n"}) {
     CAPTURE(bad);
     CHECK_FALSE(checkDeviceName(bad).isOk());
   }

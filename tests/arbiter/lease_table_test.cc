@@ -14,8 +14,8 @@ namespace {
 
 LeaseKey key(std::uint64_t job, std::uint64_t worker) { return {job, worker}; }
 
-bool grants(const std::vector<Grant> &g, LeaseKey k) {
-  return std::any_of(g.begin(), g.end(), [&](const Grant &x) { return x.key == k; });
+bool grants(const std::vector<Grant>& g, LeaseKey k) {
+  return std::any_of(g.begin(), g.end(), [&](const Grant& x) { return x.key == k; });
 }
 
 // One device shared by a greedy job (its `greedy_workers` workers ask again the
@@ -40,7 +40,7 @@ std::vector<int> greedyWaits(Policy policy, int rounds, int greedy_workers) {
       auto again = t.acquire("d", holder, next_step[holder.worker]++);
       now.insert(now.end(), again.begin(), again.end());
       greedy_grants += static_cast<int>(
-          std::count_if(now.begin(), now.end(), [](const Grant &g) { return g.key.job == 1; }));
+          std::count_if(now.begin(), now.end(), [](const Grant& g) { return g.key.job == 1; }));
       REQUIRE(greedy_grants < 100);
     }
     waits.push_back(greedy_grants);
@@ -240,7 +240,7 @@ TEST_CASE(
   CHECK(w->at(1) == 2.0);
   CHECK(w->at(7) == 0.5);
   CHECK(parseJobWeights("")->empty());
-  for (const char *bad : {"1", "1=0", "1=-2", "x=1", "1=2x", "=3", "1=nan"}) {
+  for (const char* bad : {"1", "1=0", "1=-2", "x=1", "1=2x", "=3", "1=nan"}) {
     CAPTURE(bad);
     CHECK_FALSE(parseJobWeights(bad).isOk());
   }
@@ -267,7 +267,7 @@ TEST_CASE("lease table: with handoff one waiter is granted ahead of the holder's
   REQUIRE(grants(ahead, key(2, 1)));  // granted while job 1 still holds the device
   CHECK(ahead[0].locked);
   CHECK(t.holders("d").size() == 2);
-  CHECK(t.acquire("d", key(3, 1), 0, true).empty());  // one ahead at most
+  CHECK(t.acquire("d", key(3, 1), 0, true).empty());    // one ahead at most
   CHECK(grants(t.release("d", key(1, 1)), key(3, 1)));  // job 2 computes, job 3 is next
   CHECK(t.holders("d").front() == key(2, 1));
 

@@ -6,9 +6,9 @@
 #include <doctest/doctest.h>
 
 #include <csignal>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "process.h"
 #include "temp_dir.h"
@@ -58,8 +58,8 @@ TEST_CASE("dataplane: --serve-only and --connect in two processes give the one-p
   CHECK(spec["sizes"][0]["central"].get<std::string>().rfind("tcp://127.0.0.1:", 0) == 0);
   CHECK(spec["latency"]["group"].get<std::string>().rfind("tcp://127.0.0.1:", 0) == 0);
 
-  const auto rc = runBench({"--connect", endpoints, "--quick", "--seconds", "0.1"},
-                           dir.file("client.log"));
+  const auto rc =
+      runBench({"--connect", endpoints, "--quick", "--seconds", "0.1"}, dir.file("client.log"));
   INFO(readFile(dir.file("client.log")));
   REQUIRE(rc == std::optional<int>(0));
   const json summary = lastJsonLine(dir.file("client.log"));

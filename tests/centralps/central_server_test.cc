@@ -123,7 +123,7 @@ TEST_CASE("central server: Fetch returns version 0 and the initial model of para
 
 TEST_CASE("central server: param_count serves a zero model of that size and merges into it") {
   auto cfg = softmaxConfig();
-  cfg.param_count = 1100003;  // not a model size; over one 4 MiB chunk, so two frames
+  cfg.param_count = 1100003;   // not a model size; over one 4 MiB chunk, so two frames
   cfg.part_bytes = 16u << 20;  // and under the part size: this client reads whole replies
   Central c(cfg);
   CHECK(c.params == 1100003);
@@ -192,7 +192,9 @@ TEST_CASE("central server: a stale delta is weighted by f(tau) and reports tau")
   CHECK(m[2] == init[2]);
 }
 
-TEST_CASE("central server: a big group's delta after a small group's counts almost fully (staleness in samples); versions halve it") {
+TEST_CASE(
+    "central server: a big group's delta after a small group's counts almost fully (staleness in "
+    "samples); versions halve it") {
   for (StalenessMeasure measure : {StalenessMeasure::kSamples, StalenessMeasure::kVersions}) {
     CAPTURE(stalenessMeasureName(measure));
     CentralConfig cfg = softmaxConfig();
@@ -360,19 +362,28 @@ TEST_CASE("central server: CentralStatsQuery counts updates, samples and bad mes
   CHECK(empty->header().getBody().getCentralStats().getUpdatesApplied() == 0);
 
   REQUIRE(c.push(0, 0, 10, smallDelta(c.params, 1))
-              ->header().getBody().getModelReply().getApplied());          // applied, v1
+              ->header()
+              .getBody()
+              .getModelReply()
+              .getApplied());  // applied, v1
   REQUIRE(c.push(1, 1, 20, smallDelta(c.params, 2))
-              ->header().getBody().getModelReply().getApplied());          // applied, v2
+              ->header()
+              .getBody()
+              .getModelReply()
+              .getApplied());  // applied, v2
   auto nan_delta = smallDelta(c.params, 3);
   nan_delta[0] = std::numeric_limits<float>::quiet_NaN();
-  REQUIRE_FALSE(c.push(0, 2, 5, nan_delta)
-                    ->header().getBody().getModelReply().getApplied());    // refused, bad
+  REQUIRE_FALSE(
+      c.push(0, 2, 5, nan_delta)->header().getBody().getModelReply().getApplied());  // refused, bad
   REQUIRE_FALSE(c.push(1, 1, 7, smallDelta(c.params, 4))
-                    ->header().getBody().getModelReply().getApplied());    // tau 1: refused
-  REQUIRE_FALSE(c.push(0, 2, 3, std::vector<float>(4, 0.0f)).isOk());      // wrong size: bad
+                    ->header()
+                    .getBody()
+                    .getModelReply()
+                    .getApplied());                                    // tau 1: refused
+  REQUIRE_FALSE(c.push(0, 2, 3, std::vector<float>(4, 0.0f)).isOk());  // wrong size: bad
   OutMessage wrong_job(cfg.limits.job_id + 1, 0);
   wrong_job.header().getBody().initFetch();
-  REQUIRE_FALSE(c.client->call(std::move(wrong_job), kTimeout).isOk());   // wrong job: bad
+  REQUIRE_FALSE(c.client->call(std::move(wrong_job), kTimeout).isOk());  // wrong job: bad
 
   auto reply = c.stats();
   REQUIRE(reply.isOk());

@@ -1,13 +1,13 @@
 // CentralStore::applyDelta from a delta seen in place (TensorView), piece by piece:
 // bit-identical to the contiguous path for every outer optimizer and shard layout.
-#include "groupsgd/centralps/central_store.h"
-#include "groupsgd/kernels/ops.h"
-
 #include <doctest/doctest.h>
 
 #include <cstring>
 #include <random>
 #include <vector>
+
+#include "groupsgd/centralps/central_store.h"
+#include "groupsgd/kernels/ops.h"
 
 using namespace groupsgd;
 using namespace groupsgd::centralps;

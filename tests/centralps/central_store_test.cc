@@ -91,8 +91,8 @@ TEST_CASE("central store: momentum in the outer optimizer differs from plain SGD
     REQUIRE(s->applyDelta(std::vector<float>{1.0f}, 1.0f).isOk());
     REQUIRE(s->applyDelta(std::vector<float>{1.0f}, 1.0f).isOk());
   }
-  CHECK((*b.snapshot())[0] == 1.0f);    // 0.5 + 0.5
-  CHECK((*a.snapshot())[0] == 1.25f);   // 0.5 + 0.5 * (0.5 * 1 + 1)
+  CHECK((*b.snapshot())[0] == 1.0f);   // 0.5 + 0.5
+  CHECK((*a.snapshot())[0] == 1.25f);  // 0.5 + 0.5 * (0.5 * 1 + 1)
 }
 
 TEST_CASE("central store: 3 shards give bit-identical results to 1 shard") {

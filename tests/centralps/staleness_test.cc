@@ -49,9 +49,10 @@ TEST_CASE("staleness: grace 0 halves the decay of the inverse rule") {
 }
 
 TEST_CASE("staleness: rule names parse and round-trip") {
-  for (StalenessRule r : {StalenessRule::kInverse, StalenessRule::kConstant, StalenessRule::kGrace}) {
-    StalenessRule parsed = r == StalenessRule::kInverse ? StalenessRule::kGrace
-                                                        : StalenessRule::kInverse;
+  for (StalenessRule r :
+       {StalenessRule::kInverse, StalenessRule::kConstant, StalenessRule::kGrace}) {
+    StalenessRule parsed =
+        r == StalenessRule::kInverse ? StalenessRule::kGrace : StalenessRule::kInverse;
     REQUIRE(parseStalenessRule(stalenessRuleName(r), &parsed));
     CHECK(parsed == r);
   }
@@ -76,8 +77,8 @@ TEST_CASE("staleness: an unknown rule name is refused and leaves the output alon
 TEST_CASE("staleness: samples is the default measure; measure names parse, bad ones are refused") {
   CHECK(StalenessConfig{}.measure == StalenessMeasure::kSamples);
   for (StalenessMeasure m : {StalenessMeasure::kSamples, StalenessMeasure::kVersions}) {
-    StalenessMeasure parsed = m == StalenessMeasure::kSamples ? StalenessMeasure::kVersions
-                                                              : StalenessMeasure::kSamples;
+    StalenessMeasure parsed =
+        m == StalenessMeasure::kSamples ? StalenessMeasure::kVersions : StalenessMeasure::kSamples;
     REQUIRE(parseStalenessMeasure(stalenessMeasureName(m), &parsed));
     CHECK(parsed == m);
   }
@@ -98,7 +99,9 @@ TEST_CASE("staleness: a fractional tau weighs between its neighbours; a negative
   CHECK(stalenessWeight(cfg, 3.0) == 0.5f);
 }
 
-TEST_CASE("staleness in samples: equal deltas count as versions; a small delta between big ones counts little") {
+TEST_CASE(
+    "staleness in samples: equal deltas count as versions; a small delta between big ones counts "
+    "little") {
   SampleStaleness s(16);
   CHECK_FALSE(s.tau(0).has_value());  // nothing merged: no mean yet
   // Equal deltas of 100 samples: tau is the version count.
@@ -131,7 +134,7 @@ TEST_CASE("staleness in samples: equal deltas count as versions; a small delta b
 TEST_CASE("staleness in samples: versions outside the window or before a restart are unknown") {
   SampleStaleness s(4);
   for (std::uint64_t v = 1; v <= 10; ++v) s.merged(v, 10);
-  CHECK(s.tau(6).has_value());   // 10 - 4
+  CHECK(s.tau(6).has_value());  // 10 - 4
   CHECK_FALSE(s.tau(5).has_value());
   CHECK_FALSE(s.tau(11).has_value());  // a version not reached
   s.restart(40);

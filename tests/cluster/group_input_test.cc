@@ -62,8 +62,8 @@ TEST_CASE("group PS: bad pushes get an error reply and a counter; training goes 
     std::vector<Case> cases;
     cases.push_back({"non-member", rawPush(9, 5, 0, ok_grad), Code::kPermissionDenied});
     cases.push_back({"old epoch", rawPush(1, 4, 0, ok_grad), Code::kFailedPrecondition});
-    cases.push_back({"short gradient", rawPush(1, 5, 0, std::vector<float>(10, 0.f)),
-                     Code::kInvalidArgument});
+    cases.push_back(
+        {"short gradient", rawPush(1, 5, 0, std::vector<float>(10, 0.f)), Code::kInvalidArgument});
     cases.push_back({"NaN", rawPush(1, 5, 0, nan_grad), Code::kInvalidArgument});
     cases.push_back({"Inf", rawPush(1, 5, 0, inf_grad), Code::kInvalidArgument});
     cases.push_back({"huge norm", rawPush(1, 5, 0, std::vector<float>(cluster.params, 1e6f)),
@@ -108,7 +108,9 @@ TEST_CASE("group PS: bad pushes get an error reply and a counter; training goes 
   }
 }
 
-TEST_CASE("group PS: a member that misses the deadline does not block; its late gradient is dropped and counted") {
+TEST_CASE(
+    "group PS: a member that misses the deadline does not block; its late gradient is dropped and "
+    "counted") {
   testing::MiniCluster cluster(testing::smallModel(), groupConfig());
   cluster.configure({{1, 4}, {2, 6}}, 1, 1, /*deadline_ms=*/200);
   std::vector<float> pa(cluster.params), pb(cluster.params);

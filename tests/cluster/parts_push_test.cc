@@ -1,9 +1,9 @@
 // Pushes sent in parts, end to end against a real group PS: each refused part
 // (missing, repeated, out of range, oversize, beyond the window) is answered
 // and counted, and the half-received gradient leaves the step's sum without a
-// trace (a non-finite value or a norm over the bound found part way too); a push still arriving when its step closes at the deadline is dropped
-// and answered late; pushes beyond the memory budget wait for credit and are
-// all taken in.
+// trace (a non-finite value or a norm over the bound found part way too); a push still arriving
+// when its step closes at the deadline is dropped and answered late; pushes beyond the memory
+// budget wait for credit and are all taken in.
 #include <algorithm>
 #include <limits>
 #include <thread>

@@ -30,7 +30,8 @@ OutMessage rawPush(std::uint64_t worker, std::uint64_t epoch, std::uint64_t step
 
 }  // namespace
 
-TEST_CASE("group PS: a member refused as bad N times is quarantined; the group trains on without it") {
+TEST_CASE(
+    "group PS: a member refused as bad N times is quarantined; the group trains on without it") {
   testing::MiniCluster cluster(testing::smallModel(), groupConfig(3));
   cluster.configure({{1, 4}, {2, 4}}, 5);
   std::vector<float> pa(cluster.params), pb(cluster.params);
@@ -77,14 +78,17 @@ TEST_CASE("group PS: with quarantine_after 0 no number of bad updates quarantine
   RpcClient raw(cluster.ctx, (*cluster.group)->endpoint(), MessageLimits{});
   std::vector<float> nan_grad(cluster.params, std::numeric_limits<float>::quiet_NaN());
   for (int i = 0; i < 20; ++i) {
-    CHECK(raw.call(rawPush(1, 5, r->step, nan_grad), 3000ms).status().code() == Code::kInvalidArgument);
+    CHECK(raw.call(rawPush(1, 5, r->step, nan_grad), 3000ms).status().code() ==
+          Code::kInvalidArgument);
   }
   auto ans = good.push(r->step, std::vector<float>(cluster.params, 0.01f), 4, 1.0f, 1.0f, p);
   REQUIRE(ans.isOk());
   CHECK(ans->accepted);
 }
 
-TEST_CASE("group PS: a replayed push and a push for an older step are refused and counted; the replica is unchanged") {
+TEST_CASE(
+    "group PS: a replayed push and a push for an older step are refused and counted; the replica "
+    "is unchanged") {
   testing::MiniCluster cluster(testing::smallModel(), groupConfig(3));
   cluster.configure({{1, 4}}, 5);
   std::vector<float> p(cluster.params);

@@ -102,7 +102,8 @@ int answeredWithin(const std::vector<Push>& log, Clock::time_point from, Clock::
 
 }  // namespace
 
-TEST_CASE("group PS cutoff: a paused member does not hold the group; it is answered late and rejoins") {
+TEST_CASE(
+    "group PS cutoff: a paused member does not hold the group; it is answered late and rejoins") {
   const Outcome o = run(1.5f, 1500ms);
   REQUIRE(o.logs[3].size() >= 60);
   for (const auto& log : o.logs) {

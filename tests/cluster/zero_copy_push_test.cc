@@ -20,7 +20,8 @@ groupps::GroupServerConfig sgd(float lr) {
 }  // namespace
 
 TEST_CASE("zero-copy push: a gradient written into gradientBuffer() trains like a copied one") {
-  testing::MiniCluster in_place(testing::smallModel(), sgd(0.5f)), copied(testing::smallModel(), sgd(0.5f));
+  testing::MiniCluster in_place(testing::smallModel(), sgd(0.5f)),
+      copied(testing::smallModel(), sgd(0.5f));
   in_place.configure({{1, 4}}, 1, 1000);
   copied.configure({{1, 4}}, 1, 1000);
   client::GroupClient a(in_place.ctx, in_place.assignment(1, 1), 1, 5000ms);

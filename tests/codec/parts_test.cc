@@ -5,9 +5,9 @@
 
 #include <doctest/doctest.h>
 
-#include "support/message_fixtures.h"
-
 #include <cmath>
+
+#include "support/message_fixtures.h"
 
 using namespace groupsgd;
 
@@ -137,8 +137,8 @@ TEST_CASE(
     p.setIndex(0);
     p.setCount(2);
     p.setTotalElements(1000);
-    out.addEncodedTensor(std::make_shared<std::vector<std::uint8_t>>(1000),
-                         proto::Encoding::FP16, 500);
+    out.addEncodedTensor(std::make_shared<std::vector<std::uint8_t>>(1000), proto::Encoding::FP16,
+                         500);
     CHECK_FALSE(decodeMessage(std::move(out).toFrames(), limits()).isOk());
   }
 }

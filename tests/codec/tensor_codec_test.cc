@@ -1,15 +1,15 @@
 // The codec library: compressed tensors through a message and back (decodePayload), the
 // wire names of the encodings, and the compression spec operators write.
-#include "groupsgd/codec/compression_spec.h"
 #include "groupsgd/codec/tensor_codec.h"
 
 #include <doctest/doctest.h>
 
-#include "support/message_fixtures.h"
-
 #include <cstring>
 #include <memory>
 #include <vector>
+
+#include "groupsgd/codec/compression_spec.h"
+#include "support/message_fixtures.h"
 
 using namespace groupsgd;
 

@@ -1,15 +1,15 @@
 // InMessage::viewTensor and TensorView: a received tensor read in place in its frames,
 // checked with the codec's sumSquares and countNonFinite.
-#include "groupsgd/codec/tensor_codec.h"
-#include "groupsgd/common/message.h"
 #include "groupsgd/common/tensor_view.h"
 
 #include <doctest/doctest.h>
 
-#include "support/message_fixtures.h"
-
 #include <cmath>
 #include <limits>
+
+#include "groupsgd/codec/tensor_codec.h"
+#include "groupsgd/common/message.h"
+#include "support/message_fixtures.h"
 
 using namespace groupsgd;
 

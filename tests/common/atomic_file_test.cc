@@ -1,6 +1,7 @@
 #include "groupsgd/common/atomic_file.h"
 
 #include <doctest/doctest.h>
+
 #include <sys/stat.h>
 #include <unistd.h>
 

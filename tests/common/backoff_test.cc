@@ -3,8 +3,8 @@
 #include <doctest/doctest.h>
 
 using groupsgd::Backoff;
-using groupsgd::BackoffPolicy;
 using groupsgd::backoffDelay;
+using groupsgd::BackoffPolicy;
 using std::chrono::milliseconds;
 
 TEST_CASE("backoff: doubles from the initial delay and stops at the cap") {

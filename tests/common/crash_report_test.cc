@@ -2,6 +2,7 @@
 #include "groupsgd/common/crash_report.h"
 
 #include <doctest/doctest.h>
+
 #include <signal.h>
 #include <string.h>
 #include <sys/wait.h>
@@ -30,7 +31,8 @@ std::string crashChild(int sig, int* status) {
   close(fds[1]);
   std::string out;
   char buf[4096];
-  for (ssize_t n; (n = read(fds[0], buf, sizeof(buf))) > 0;) out.append(buf, static_cast<std::size_t>(n));
+  for (ssize_t n; (n = read(fds[0], buf, sizeof(buf))) > 0;)
+    out.append(buf, static_cast<std::size_t>(n));
   close(fds[0]);
   REQUIRE(waitpid(pid, status, 0) == pid);
   return out;

@@ -1,4 +1,5 @@
 #include <doctest/doctest.h>
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -122,7 +123,8 @@ TEST_CASE("zap handler: admits allowed keys with their identity, refuses unknown
   REQUIRE(stranger.isOk());
   auto zap = ZapHandler::start(ctx, {good->public_key});
   REQUIRE(zap.isOk());
-  CHECK(ZapHandler::start(ctx, std::set<std::string>{}).status().code() == Code::kUnavailable);  // one per context
+  CHECK(ZapHandler::start(ctx, std::set<std::string>{}).status().code() ==
+        Code::kUnavailable);  // one per context
 
   CurveKeys skeys{server->public_key, server->secret_key, ""};
   auto router = makeSocket(ctx, zmq::socket_type::router, serverSocketOptions(skeys));
@@ -199,7 +201,7 @@ TEST_CASE("allow list: replace reports what changed; the refusal names the key")
   CHECK(list.contains("d"));
   auto shared = std::make_shared<const AllowList>(std::set<std::string>{"k"});
   CHECK(checkPeerAllowed(shared, "k").isOk());
-  CHECK(checkPeerAllowed(shared, "").isOk());   // plain TCP or inproc: nothing to check
+  CHECK(checkPeerAllowed(shared, "").isOk());    // plain TCP or inproc: nothing to check
   CHECK(checkPeerAllowed(nullptr, "x").isOk());  // no allow-list in this process
   const Status s = checkPeerAllowed(shared, "x");
   CHECK(s.code() == Code::kPermissionDenied);
@@ -222,7 +224,8 @@ TEST_CASE("zap handler: a key removed from the live list is refused at its next 
   REQUIRE(router.isOk());
   auto ep = bindSocket(*router, "tcp://127.0.0.1:*");
   REQUIRE(ep.isOk());
-  const auto opts = clientSocketOptions({client->public_key, client->secret_key, server->public_key});
+  const auto opts =
+      clientSocketOptions({client->public_key, client->secret_key, server->public_key});
   {
     auto s = makeSocket(ctx, zmq::socket_type::dealer, opts);
     REQUIRE(connectSocket(*s, *ep).isOk());

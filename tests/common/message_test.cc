@@ -2,9 +2,9 @@
 
 #include <doctest/doctest.h>
 
-#include "support/message_fixtures.h"
-
 #include <cstring>
+
+#include "support/message_fixtures.h"
 
 using namespace groupsgd;
 
@@ -134,12 +134,14 @@ TEST_CASE("codec: error replies carry code and message") {
   CHECK(std::string(msg->header().getBody().getError().getMessage().cStr()) == "bad size");
 }
 
-TEST_CASE("codec: a compressed tensor whose length cannot match its encoding is refused on receipt") {
+TEST_CASE(
+    "codec: a compressed tensor whose length cannot match its encoding is refused on receipt") {
   auto bytes = std::make_shared<std::vector<std::uint8_t>>(10, 0);  // fp16 of 100 needs 200
   OutMessage out(7, 1);
   out.header().getBody().initPush();
   out.addEncodedTensor(bytes, proto::Encoding::FP16, 100);
-  CHECK(decodeMessage(std::move(out).toFrames(), limits()).status().code() == Code::kInvalidArgument);
+  CHECK(decodeMessage(std::move(out).toFrames(), limits()).status().code() ==
+        Code::kInvalidArgument);
 }
 
 TEST_CASE("codec: a compressed tensor is refused by a receiver without a decoder") {

@@ -65,7 +65,8 @@ TEST_CASE("admission book: a quarantined process or key is refused and counted u
   CHECK(book.counters().quarantine_refusals == 2);
 }
 
-TEST_CASE("admission book: trainers seen counts registered ones and those told `finished`, once each") {
+TEST_CASE(
+    "admission book: trainers seen counts registered ones and those told `finished`, once each") {
   AdmissionBook book(4);
   adaptive::Registry registry;
   registry.add(trainer(1, "h1", 10));
@@ -82,7 +83,8 @@ TEST_CASE("admission book: trainers seen counts registered ones and those told `
   CHECK_FALSE(book.isAdmitting(5));
 }
 
-TEST_CASE("head record: a newer version is written to the state file at once, an older one is not") {
+TEST_CASE(
+    "head record: a newer version is written to the state file at once, an older one is not") {
   testing::TempDir dir;
   const std::string file = dir.path() + "/head.json";
   HeadStart start;

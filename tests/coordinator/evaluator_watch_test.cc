@@ -12,8 +12,7 @@ TEST_CASE("evaluator watch: before any evaluator nothing is reported as lost") {
   CHECK_FALSE(w.measuring());
   CHECK(w.progressNote(5.0).empty());
   CHECK(w.statusJson(5.0)["state"] == "no evaluator yet");
-  CHECK(w.lost(7, "e", "left", 5.0, {})
-            .empty()); // never registered: nothing to lose
+  CHECK(w.lost(7, "e", "left", 5.0, {}).empty());  // never registered: nothing to lose
   CHECK(w.losses() == 0);
 }
 
@@ -27,8 +26,7 @@ TEST_CASE("evaluator watch: the only evaluator lost, then replaced") {
   CHECK(metrics.gauge("accuracy_measured", "").value() == 1);
 
   const std::string lost =
-      w.lost(2, "evaluator", "missed its heartbeats: declared dead", 6.0,
-             {0.8123, 120});
+      w.lost(2, "evaluator", "missed its heartbeats: declared dead", 6.0, {0.8123, 120});
   CHECK(lost.find("evaluator 2 (evaluator) missed its heartbeats") == 0);
   CHECK(lost.find("accuracy no longer measured") != std::string::npos);
   CHECK(lost.find("0.8123 at central version 120") != std::string::npos);
@@ -62,8 +60,7 @@ TEST_CASE("evaluator watch: the only evaluator lost, then replaced") {
   CHECK(metrics.gauge("evaluators_active", "").value() == 1);
 }
 
-TEST_CASE(
-    "evaluator watch: with two evaluators one loss leaves accuracy measured") {
+TEST_CASE("evaluator watch: with two evaluators one loss leaves accuracy measured") {
   EvaluatorWatch w;
   w.joined(3, "a", 0.0, {});
   w.joined(4, "b", 0.0, {});
@@ -74,6 +71,5 @@ TEST_CASE(
   CHECK(w.summaryJson(3.0)["gaps"].empty());
   // An open gap counts towards the total until it closes.
   w.lost(4, "b", "left", 4.0, {0.6, 12});
-  CHECK(w.summaryJson(6.0)["unmeasured_total_s"].get<double>() ==
-        doctest::Approx(2.0));
+  CHECK(w.summaryJson(6.0)["unmeasured_total_s"].get<double>() == doctest::Approx(2.0));
 }

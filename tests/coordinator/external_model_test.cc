@@ -1,15 +1,18 @@
 // Model "external": the configuration key and the check every registration passes.
-#include <capnp/message.h>
+#include "groupsgd/coordinator/external_model.h"
+
+#include <doctest/doctest.h>
+
 #include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
 #include <fstream>
-#include <doctest/doctest.h>
+
+#include <capnp/message.h>
 #include <nlohmann/json.hpp>
 
 #include "groupsgd/daemon/config.h"
-#include "groupsgd/coordinator/external_model.h"
 
 using namespace groupsgd;
 using namespace groupsgd::daemon;

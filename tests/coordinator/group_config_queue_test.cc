@@ -2,20 +2,21 @@
 // into at most one call on its way, waiters hear the outcome of a configuration built
 // after they asked, a regroup's order holds, and a dead PS costs a timeout, not a hang.
 // Real ZeroMQ sockets: each "group PS" is a ROUTER on loopback answering like one.
+#include "groupsgd/coordinator/group_config_queue.h"
+
 #include <doctest/doctest.h>
 
 #include <atomic>
-#include <future>
 #include <chrono>
+#include <future>
 #include <mutex>
 #include <thread>
 #include <vector>
 
+#include "groupsgd/client/client.h"
 #include "groupsgd/common/message.h"
 #include "groupsgd/common/transport.h"
-#include "groupsgd/client/client.h"
 #include "groupsgd/coordinator/coordinator.h"
-#include "groupsgd/coordinator/group_config_queue.h"
 #include "support/fake_server.h"
 
 using namespace groupsgd;
@@ -34,7 +35,8 @@ class FakeGroupPs {
     steady_clock::time_point at;
   };
   FakeGroupPs(zmq::context_t& ctx, milliseconds delay, bool answer = true)
-      : delay_(delay), answer_(answer),
+      : delay_(delay),
+        answer_(answer),
         server_(ctx, [this](const InMessage& msg) { return reply(msg); }) {}
   const std::string& endpoint() const { return server_.endpoint(); }
   std::vector<Seen> seen() const {
@@ -75,22 +77,23 @@ class FakeGroupPs {
 struct Fixture {
   explicit Fixture(std::vector<std::string> eps, milliseconds timeout = milliseconds(2000))
       : endpoints(std::move(eps)),
-        queue(ctx, MessageLimits{},
-              [this](std::uint32_t group, bool flush) -> Result<OutMessage> {
-                if (group >= endpoints.size()) return unavailable("no PS for this group");
-                OutMessage out(1, 0);
-                auto gc = out.header().getBody().initGroupConfig();
-                gc.setGroupId(group);
-                gc.setExchangePeriod(1);
-                gc.setFlush(flush);
-                auto list = gc.initMembers(members);
-                for (unsigned i = 0; i < members; ++i) list[i].setWorkerId(i + 1);
-                return out;
-              },
-              [this](std::uint32_t group) {
-                return coordinator::CallTarget{endpoints[group], SocketOptions{}};
-              },
-              timeout) {}
+        queue(
+            ctx, MessageLimits{},
+            [this](std::uint32_t group, bool flush) -> Result<OutMessage> {
+              if (group >= endpoints.size()) return unavailable("no PS for this group");
+              OutMessage out(1, 0);
+              auto gc = out.header().getBody().initGroupConfig();
+              gc.setGroupId(group);
+              gc.setExchangePeriod(1);
+              gc.setFlush(flush);
+              auto list = gc.initMembers(members);
+              for (unsigned i = 0; i < members; ++i) list[i].setWorkerId(i + 1);
+              return out;
+            },
+            [this](std::uint32_t group) {
+              return coordinator::CallTarget{endpoints[group], SocketOptions{}};
+            },
+            timeout) {}
   // pump() until idle, at most `limit`; true if it got there.
   bool settle(milliseconds limit = milliseconds(5000)) {
     queue.waitIdle(limit);
@@ -164,7 +167,7 @@ TEST_CASE("group config queue: two regroups in a row cannot make groups wait for
   FakeGroupPs a(ps_ctx, milliseconds(100));
   FakeGroupPs b(ps_ctx, milliseconds(100));
   Fixture f({a.endpoint(), b.endpoint()});
-  f.queue.request(0);           // on its way
+  f.queue.request(0);                  // on its way
   f.queue.request(0, false, {}, {1});  // queued behind it, after group 1
   f.queue.request(1, false, {}, {0});  // held while group 0's call is on its way
   CHECK(f.settle());
@@ -198,7 +201,8 @@ TEST_CASE("group config queue: whenSettled, and a configuration that cannot be b
   FakeGroupPs ps(ps_ctx, milliseconds(150));
   Fixture f({ps.endpoint()});
   std::vector<std::string> order;
-  f.queue.whenSettled(0, [&](const Status& s) { order.push_back(s.isOk() ? "idle-ok" : "idle-bad"); });
+  f.queue.whenSettled(0,
+                      [&](const Status& s) { order.push_back(s.isOk() ? "idle-ok" : "idle-bad"); });
   f.queue.pump();
   REQUIRE(order == std::vector<std::string>{"idle-ok"});
   f.queue.request(0, false, [&](const Status&) { order.push_back("configured"); });
@@ -278,9 +282,9 @@ TEST_CASE("coordinator: a slow group PS delays only the registrations that need 
   CHECK(took1 >= kConfigTakes);  // answered once its group PS expected it
   CHECK(took2 >= kConfigTakes);
   CHECK(failures == 0);
-  CHECK(during >= 20);               // heartbeats went on meanwhile...
-  CHECK(slowest_ms.load() < 1000);   // ...none waited for the group PS
-  CHECK(group.seen().size() <= 4);   // two joins and two leaves, some coalesced
+  CHECK(during >= 20);              // heartbeats went on meanwhile...
+  CHECK(slowest_ms.load() < 1000);  // ...none waited for the group PS
+  CHECK(group.seen().size() <= 4);  // two joins and two leaves, some coalesced
   stop = true;
   const nlohmann::json s = summary.get();
   CHECK(s["stop_reason"] == "stop requested");

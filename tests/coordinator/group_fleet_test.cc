@@ -1,7 +1,7 @@
 // The coordinator's group PS slots: filled in order, failed and re-pointed at a spare.
-#include <doctest/doctest.h>
-
 #include "groupsgd/coordinator/group_fleet.h"
+
+#include <doctest/doctest.h>
 
 using namespace groupsgd;
 using coordinator::GroupFleet;

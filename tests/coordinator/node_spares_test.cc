@@ -1,7 +1,7 @@
 // Spare group PS slots offered by node daemons (node_spares.h).
-#include <doctest/doctest.h>
-
 #include "groupsgd/coordinator/node_spares.h"
+
+#include <doctest/doctest.h>
 
 using groupsgd::coordinator::NodeSpares;
 

@@ -1,4 +1,6 @@
 // PendingCalls: background calls whose continuations run on the owner's thread, at pump().
+#include "groupsgd/coordinator/pending_calls.h"
+
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -6,7 +8,6 @@
 #include <thread>
 #include <vector>
 
-#include "groupsgd/coordinator/pending_calls.h"
 #include "support/fake_server.h"
 
 using namespace groupsgd;
@@ -83,7 +84,8 @@ TEST_CASE("pending calls: a silent server fails its call at the timeout; others 
   CHECK(steady_clock::now() - started >= milliseconds(300));
 }
 
-TEST_CASE("pending calls: finish() waits for its kind only; a continuation may start another call") {
+TEST_CASE(
+    "pending calls: finish() waits for its kind only; a continuation may start another call") {
   zmq::context_t ctx;
   testing::FakeServer server(ctx, [](const InMessage&) {
     OutMessage out(1, 0);

@@ -2,6 +2,7 @@
 // heartbeats keep being answered (so no live worker is declared dead) and the control
 // request is answered when the central PS is done.
 #include <doctest/doctest.h>
+
 #include <unistd.h>
 
 #include <algorithm>
@@ -128,8 +129,8 @@ TEST_CASE("coordinator: heartbeats are answered while a slow checkpoint is writt
   const nlohmann::json s = summary.get();
   heartbeats.join();
   CHECK(failures == 0);
-  CHECK(during_checkpoint >= 5);           // heartbeats went on while the checkpoint ran
-  CHECK(slowest < milliseconds(1000));     // none waited for the checkpoint
+  CHECK(during_checkpoint >= 5);        // heartbeats went on while the checkpoint ran
+  CHECK(slowest < milliseconds(1000));  // none waited for the checkpoint
   CHECK(s["stop_reason"] == "stop requested");
 }
 

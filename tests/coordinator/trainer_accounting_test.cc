@@ -1,7 +1,7 @@
 // Reconciling a trainer's own count with its groups' (trainer_accounting.h).
-#include <doctest/doctest.h>
-
 #include "groupsgd/coordinator/trainer_accounting.h"
+
+#include <doctest/doctest.h>
 
 using groupsgd::coordinator::reconcileTrainer;
 using groupsgd::coordinator::TrainerCounts;

@@ -1,14 +1,16 @@
 #include "groupsgd/daemon/config.h"
 
 #include <doctest/doctest.h>
+
 #include <unistd.h>
 
 #include <atomic>
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "support/temp_dir.h"
 
@@ -111,9 +113,9 @@ TEST_CASE("daemon config: an unknown key is refused, naming the key") {
 TEST_CASE("daemon config: a value of the wrong type is refused") {
   for (const char* text :
        {R"({"workers": "four"})", R"({"role": 5})", R"({"json": 1})", R"({"mode": 2})",
-        R"({"batch_size": {"n": 3}})", R"({"optimizer": {"lr": "fast"}})",
-        R"({"optimizer": 0.1})", R"({"staleness": {"max": "many"}})",
-        R"({"staleness": "inverse"})", R"({"seed": [1, 2]})"}) {
+        R"({"batch_size": {"n": 3}})", R"({"optimizer": {"lr": "fast"}})", R"({"optimizer": 0.1})",
+        R"({"staleness": {"max": "many"}})", R"({"staleness": "inverse"})",
+        R"({"seed": [1, 2]})"}) {
     CAPTURE(text);
     DaemonConfig cfg;
     Status s = applyJson(json::parse(text), &cfg);
@@ -190,8 +192,7 @@ TEST_CASE("daemon config: flags override a --config file wherever it appears") {
   TempDir dir;
   const auto path = dir.write("c.json", R"({"workers": 8, "groups": 4, "batch_size": 64})");
   for (const auto& args : std::vector<std::vector<std::string>>{
-           {"--workers", "6", "--config", path},
-           {"--config", path, "--workers", "6"}}) {
+           {"--workers", "6", "--config", path}, {"--config", path, "--workers", "6"}}) {
     DaemonConfig cfg;
     bool help = false;
     Status s = applyFlags(args, &cfg, &help);
@@ -207,10 +208,10 @@ TEST_CASE("daemon config: flags override a --config file wherever it appears") {
 TEST_CASE("daemon config: flags set string and number fields") {
   DaemonConfig cfg;
   bool help = false;
-  Status s = applyFlags({"--mode", "sync", "--model", "softmax", "--batch-size", "8",
-                         "--target-acc", "0.85", "--listen", "tcp://127.0.0.1:0",
-                         "--summary-file", "/tmp/x.json", "--max-seconds", "2.5"},
-                        &cfg, &help);
+  Status s = applyFlags(
+      {"--mode", "sync", "--model", "softmax", "--batch-size", "8", "--target-acc", "0.85",
+       "--listen", "tcp://127.0.0.1:0", "--summary-file", "/tmp/x.json", "--max-seconds", "2.5"},
+      &cfg, &help);
   INFO(s.toString());
   REQUIRE(s.isOk());
   CHECK(cfg.mode == Mode::kSync);
@@ -430,8 +431,10 @@ TEST_CASE("daemon config: the step cutoff defaults to 1.5 x, is set, reported an
   DaemonConfig cfg;
   CHECK(cfg.adaptive.step_cutoff == doctest::Approx(1.5));
   CHECK(cfg.adaptive.step_cutoff_late_fraction == doctest::Approx(0.25));
-  REQUIRE(applyJson(json::parse(R"({"adaptive": {"step_cutoff": 0, "step_cutoff_late_fraction": 0.5}})"),
-                    &cfg).isOk());
+  REQUIRE(applyJson(
+              json::parse(R"({"adaptive": {"step_cutoff": 0, "step_cutoff_late_fraction": 0.5}})"),
+              &cfg)
+              .isOk());
   CHECK(cfg.adaptive.step_cutoff == 0);  // off
   CHECK(validate(cfg).isOk());
   CHECK(toJson(cfg)["adaptive"]["step_cutoff_late_fraction"] == 0.5);
@@ -449,13 +452,16 @@ TEST_CASE("daemon config: the step cutoff defaults to 1.5 x, is set, reported an
   CHECK(contains(s.message(), "step_cutoff_late_fraction"));
 }
 
-TEST_CASE("daemon config: the erratic-straggler thresholds are options, set, reported and checked") {
+TEST_CASE(
+    "daemon config: the erratic-straggler thresholds are options, set, reported and checked") {
   DaemonConfig cfg;
   CHECK(cfg.adaptive.straggler.erratic_window == 96);
   CHECK(cfg.adaptive.straggler.erratic_clear_window == 192);
   CHECK(cfg.adaptive.straggler.erratic_spikes == 3);
   REQUIRE(applyJson(json::parse(R"({"adaptive": {"straggler_erratic_window": 48,
-      "straggler_erratic_clear_window": 100, "straggler_erratic_spikes": 2}})"), &cfg).isOk());
+      "straggler_erratic_clear_window": 100, "straggler_erratic_spikes": 2}})"),
+                    &cfg)
+              .isOk());
   CHECK(cfg.adaptive.straggler.erratic_window == 48);
   CHECK(cfg.adaptive.straggler.erratic_clear_window == 100);
   CHECK(cfg.adaptive.straggler.erratic_spikes == 2);
@@ -472,7 +478,9 @@ TEST_CASE("daemon config: the erratic-straggler thresholds are options, set, rep
   CHECK(cfg.adaptive.straggler.erratic_early_window == 32);
   CHECK(cfg.adaptive.straggler.erratic_early_ratio == 3.0);
   REQUIRE(applyJson(json::parse(R"({"adaptive": {"straggler_erratic_early_window": 24,
-      "straggler_erratic_early_ratio": 4}})"), &cfg).isOk());
+      "straggler_erratic_early_ratio": 4}})"),
+                    &cfg)
+              .isOk());
   CHECK(cfg.adaptive.straggler.erratic_early_window == 24);
   CHECK(toJson(cfg)["adaptive"]["straggler_erratic_early_ratio"] == 4.0);
   CHECK(validate(cfg).isOk());

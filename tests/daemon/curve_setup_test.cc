@@ -1,11 +1,13 @@
 #include "groupsgd/daemon/curve_setup.h"
 
 #include <doctest/doctest.h>
+
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+
 #include <nlohmann/json.hpp>
 
 #include "groupsgd/common/transport.h"
@@ -83,8 +85,9 @@ TEST_CASE(
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("curve setup: per-node pairs: the head gives `node` lines a daemon's rights; a node "
-          "with its own pair trusts the head's key; a reload revokes a node") {
+TEST_CASE(
+    "curve setup: per-node pairs: the head gives `node` lines a daemon's rights; a node "
+    "with its own pair trusts the head's key; a reload revokes a node") {
   const groupsgd::testing::TempDir tmp;
   const std::string dir = tmp.path();
   auto head = generateKeyPair(), node = generateKeyPair(), worker = generateKeyPair();

@@ -1,14 +1,16 @@
 // Failure-handling settings (quarantine, give-up time) and the head incarnation file.
 #include <doctest/doctest.h>
+
 #include <unistd.h>
 
 #include <atomic>
 #include <filesystem>
 #include <fstream>
+
 #include <nlohmann/json.hpp>
 
-#include "groupsgd/daemon/config.h"
 #include "groupsgd/coordinator/incarnation.h"
+#include "groupsgd/daemon/config.h"
 #include "support/temp_dir.h"
 
 using namespace groupsgd;
@@ -16,15 +18,18 @@ using namespace groupsgd::daemon;
 using namespace groupsgd::coordinator;
 using nlohmann::json;
 
-TEST_CASE("daemon config: quarantine and give-up settings parse from flags and JSON, with their defaults") {
+TEST_CASE(
+    "daemon config: quarantine and give-up settings parse from flags and JSON, with their "
+    "defaults") {
   DaemonConfig c;
   CHECK(c.quarantine_after == 5);
   CHECK(c.quarantine_window_s == 60);
   CHECK(c.give_up_s == 600);
   bool help = false;
-  REQUIRE(applyFlags({"--quarantine-after", "3", "--quarantine-window-s", "10", "--give-up-s", "30"},
-                     &c, &help)
-              .isOk());
+  REQUIRE(
+      applyFlags({"--quarantine-after", "3", "--quarantine-window-s", "10", "--give-up-s", "30"},
+                 &c, &help)
+          .isOk());
   CHECK(c.quarantine_after == 3);
   CHECK(c.quarantine_window_s == 10);
   CHECK(c.give_up_s == 30);
@@ -34,7 +39,8 @@ TEST_CASE("daemon config: quarantine and give-up settings parse from flags and J
   CHECK(toJson(c)["quarantine_window_s"] == 10);
 }
 
-TEST_CASE("daemon config: out-of-range quarantine window and give-up time are refused, naming the key") {
+TEST_CASE(
+    "daemon config: out-of-range quarantine window and give-up time are refused, naming the key") {
   for (double bad : {0.0, -1.0, 100000.0}) {
     DaemonConfig c;
     c.quarantine_window_s = bad;
@@ -58,7 +64,8 @@ TEST_CASE("head incarnation: grows with every start and keeps the previous head'
   CHECK_FALSE(first->previous_version_seen.has_value());
   CHECK(first->state_file == dir + "/head.json");
   // What a running head records (Coordinator::persistHeadState).
-  std::ofstream(dir + "/head.json") << json{{"incarnation", 1}, {"central_version_seen", 77}}.dump();
+  std::ofstream(dir + "/head.json")
+      << json{{"incarnation", 1}, {"central_version_seen", 77}}.dump();
   auto second = startIncarnation(dir);
   REQUIRE(second.isOk());
   CHECK(second->incarnation == 2);
@@ -70,7 +77,9 @@ TEST_CASE("head incarnation: grows with every start and keeps the previous head'
   std::filesystem::remove_all(dir);
 }
 
-TEST_CASE("head incarnation: a corrupt state file is an error, not a silent reset; no directory: the clock") {
+TEST_CASE(
+    "head incarnation: a corrupt state file is an error, not a silent reset; no directory: the "
+    "clock") {
   const groupsgd::testing::TempDir tmp;
   const std::string dir = tmp.path();
   std::ofstream(dir + "/head.json") << "{not json";

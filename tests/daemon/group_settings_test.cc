@@ -7,8 +7,8 @@
 #include <sstream>
 #include <string>
 
-#include "groupsgd/daemon/group_server_setup.h"
 #include "groupsgd/daemon/config_options.h"
+#include "groupsgd/daemon/group_server_setup.h"
 
 using namespace groupsgd;
 using namespace groupsgd::daemon;
@@ -50,10 +50,14 @@ DaemonConfig base() {
 json otherValue(const OptionSpec& o, const DaemonConfig& cfg) {
   const json v = o.write(cfg);
   switch (o.type) {
-    case OptionType::kBool: return !v.get<bool>();
-    case OptionType::kCount: return v.get<std::uint64_t>() + 1;
-    case OptionType::kInteger: return v.get<std::int64_t>() + 1;
-    case OptionType::kReal: return v.get<double>() + 1;
+    case OptionType::kBool:
+      return !v.get<bool>();
+    case OptionType::kCount:
+      return v.get<std::uint64_t>() + 1;
+    case OptionType::kInteger:
+      return v.get<std::int64_t>() + 1;
+    case OptionType::kReal:
+      return v.get<double>() + 1;
     case OptionType::kChoice: {
       std::stringstream names(o.help.substr(0, o.help.find(':')));
       std::string name;

@@ -1,7 +1,5 @@
 // The option table against its users: docs/config.md lists exactly its keys and flags,
 // --help shows every flag, toJson reports every key, and `set` / SIGHUP follow "live".
-#include "groupsgd/daemon/config_options.h"
-
 #include <doctest/doctest.h>
 
 #include <fstream>
@@ -9,6 +7,8 @@
 #include <set>
 #include <sstream>
 #include <string>
+
+#include "groupsgd/daemon/config_options.h"
 
 using namespace groupsgd;
 using namespace groupsgd::daemon;
@@ -65,8 +65,8 @@ TEST_CASE("option table: docs/config.md documents every key and flag, and nothin
   for (const auto& o : daemonOptions()) {
     CAPTURE(o.key);
     REQUIRE(documented.count(o.key) == 1);
-    const std::set<std::string> flags = o.flag.empty() ? std::set<std::string>{}
-                                                       : std::set<std::string>{o.flag};
+    const std::set<std::string> flags =
+        o.flag.empty() ? std::set<std::string>{} : std::set<std::string>{o.flag};
     CHECK(documented.at(o.key) == flags);
   }
   for (const auto& [key, flags] : documented) {
@@ -108,7 +108,8 @@ TEST_CASE("option table: toJson reports every key, and each reads back") {
 TEST_CASE("option table: a flag sets the option it names, with a space or an equals sign") {
   DaemonConfig a, b;
   bool help = false;
-  REQUIRE(applyFlags({"--workers", "6", "--lr", "0.5", "--curve-allow-file", "/k"}, &a, &help).isOk());
+  REQUIRE(
+      applyFlags({"--workers", "6", "--lr", "0.5", "--curve-allow-file", "/k"}, &a, &help).isOk());
   REQUIRE(applyFlags({"--workers=6", "--lr=0.5", "--curve-allow-file=/k"}, &b, &help).isOk());
   for (const DaemonConfig* c : {&a, &b}) {
     CHECK(c->workers == 6);

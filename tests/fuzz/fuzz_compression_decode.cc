@@ -90,10 +90,18 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   checkDecode(e, rest, word);
   std::size_t natural = 0;
   switch (e) {
-    case Encoding::kDense: natural = rest.size() / 4; break;
-    case Encoding::kFp16: natural = rest.size() / 2; break;
-    case Encoding::kSign: natural = rest.size() >= 4 ? (rest.size() - 4) * 8 : 0; break;
-    case Encoding::kTopK: natural = rest.size() >= 4 ? (rest.size() - 4) / 8 + word % 64 : 0; break;
+    case Encoding::kDense:
+      natural = rest.size() / 4;
+      break;
+    case Encoding::kFp16:
+      natural = rest.size() / 2;
+      break;
+    case Encoding::kSign:
+      natural = rest.size() >= 4 ? (rest.size() - 4) * 8 : 0;
+      break;
+    case Encoding::kTopK:
+      natural = rest.size() >= 4 ? (rest.size() - 4) / 8 + word % 64 : 0;
+      break;
   }
   natural = natural >= adjust ? natural - adjust : 0;
   if (natural != word) checkDecode(e, rest, natural);

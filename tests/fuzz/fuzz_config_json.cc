@@ -33,7 +33,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (!reapplied) std::fprintf(stderr, "toJson output refused: %s\n", reapplied.toString().c_str());
   FUZZ_CHECK(reapplied.isOk());
   const Status revalidated = validate(cfg2);
-  if (!revalidated) std::fprintf(stderr, "toJson output invalid: %s\n", revalidated.toString().c_str());
+  if (!revalidated)
+    std::fprintf(stderr, "toJson output invalid: %s\n", revalidated.toString().c_str());
   FUZZ_CHECK(revalidated.isOk());
   return 0;
 }

@@ -33,7 +33,8 @@ void checkLine(std::string_view line, const std::vector<ControlMethod>& methods)
     reply = makeOkReply(r.id, nlohmann::ordered_json{{"method", r.method}, {"params", r.params}});
   }
   // As Connection::send writes it (invalid UTF-8 replaced, never thrown).
-  const std::string out = reply.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+  const std::string out =
+      reply.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
   FUZZ_CHECK(!out.empty() && out.find('\n') == std::string::npos);
 }
 

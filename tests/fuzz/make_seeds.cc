@@ -25,11 +25,13 @@ namespace {
 
 fs::path g_dir;
 
-void write(const std::string& target, const std::string& name, const std::vector<std::uint8_t>& bytes) {
+void write(const std::string& target, const std::string& name,
+           const std::vector<std::uint8_t>& bytes) {
   const fs::path dir = g_dir / target;
   fs::create_directories(dir);
   std::ofstream out(dir / ("gen-" + name), std::ios::binary);
-  out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+  out.write(reinterpret_cast<const char*>(bytes.data()),
+            static_cast<std::streamsize>(bytes.size()));
 }
 
 std::vector<std::vector<std::uint8_t>> framesOf(OutMessage m) {
@@ -47,7 +49,9 @@ std::vector<std::uint8_t> join(const std::vector<std::vector<std::uint8_t>>& fra
   return out;
 }
 
-void message(const std::string& name, OutMessage m) { write("fuzz_decode_message", name, join(framesOf(std::move(m)))); }
+void message(const std::string& name, OutMessage m) {
+  write("fuzz_decode_message", name, join(framesOf(std::move(m))));
+}
 
 OutMessage push(std::uint64_t step) {
   OutMessage m(1, 3);
@@ -185,13 +189,15 @@ void payloads() {
       kernels::Compressor c(enc, n, 0.2f);
       std::vector<std::uint8_t> payload;
       c.encode(*ramp(n), &payload);
-      std::vector<std::uint8_t> in = {static_cast<std::uint8_t>(e), static_cast<std::uint8_t>(n & 0xff),
+      std::vector<std::uint8_t> in = {static_cast<std::uint8_t>(e),
+                                      static_cast<std::uint8_t>(n & 0xff),
                                       static_cast<std::uint8_t>(n >> 8)};
       in.insert(in.end(), payload.begin(), payload.end());
       write("fuzz_compression_decode", std::string(names[e]) + "-" + std::to_string(n), in);
       if (!payload.empty()) {  // one byte short
         in.pop_back();
-        write("fuzz_compression_decode", std::string(names[e]) + "-" + std::to_string(n) + "-short", in);
+        write("fuzz_compression_decode", std::string(names[e]) + "-" + std::to_string(n) + "-short",
+              in);
       }
     }
     // Round-trip mode: 12 floats, top-k ratio 0.25.
@@ -218,11 +224,13 @@ void checkpoints() {
       std::exit(1);
     }
     std::ifstream in(info.path, std::ios::binary);
-    std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(in)),
+                                    std::istreambuf_iterator<char>());
     const std::string tag = "ckpt-" + std::to_string(n);
     write("fuzz_checkpoint_file", tag, bytes);
     write("fuzz_checkpoint_file", tag + "-short",
-          std::vector<std::uint8_t>(bytes.begin(), bytes.end() - std::min<std::size_t>(bytes.size(), 3)));
+          std::vector<std::uint8_t>(bytes.begin(),
+                                    bytes.end() - std::min<std::size_t>(bytes.size(), 3)));
     auto flipped = bytes;
     flipped.back() ^= 0x40;
     write("fuzz_checkpoint_file", tag + "-payload-flip", flipped);

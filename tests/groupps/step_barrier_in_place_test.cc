@@ -1,10 +1,10 @@
 // The barrier fed from gradients seen in place (TensorView) and closed in place: the same
 // sums as the copying API, and no stale values carried from one step into the next.
-#include "groupsgd/groupps/step_barrier.h"
-
 #include <doctest/doctest.h>
 
 #include <vector>
+
+#include "groupsgd/groupps/step_barrier.h"
 
 using namespace groupsgd;
 using namespace groupsgd::groupps;

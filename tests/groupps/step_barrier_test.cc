@@ -57,7 +57,7 @@ TEST_CASE("step barrier: only active members are waited for") {
   REQUIRE(b.add(1, 8, 0.0f, std::vector<float>{1.0f, 1.0f}).isOk());
   CHECK_FALSE(b.complete());  // 2 is active and missing
   REQUIRE(b.add(2, 8, 0.0f, std::vector<float>{1.0f, 1.0f}).isOk());
-  CHECK(b.complete());        // 3 never pulled: not waited for
+  CHECK(b.complete());  // 3 never pulled: not waited for
 }
 
 TEST_CASE("step barrier: markActive makes an inactive member required") {
@@ -158,11 +158,11 @@ TEST_CASE("step barrier: configure keeps a removed member's arrival in the open 
   CHECK(b.arrivals() == 1);
   CHECK_FALSE(b.complete());  // 2 stays active and is still missing
   REQUIRE(b.add(2, 3, 1.0f, std::vector<float>{0.0f}).isOk());
-  CHECK(b.complete());        // 3 is new and inactive
+  CHECK(b.complete());  // 3 is new and inactive
   std::vector<float> mean(1);
   auto closed = b.close(mean);
   CHECK(closed.samples == 4);
-  CHECK(mean[0] == 1.0f);     // (1*4 + 3*0) / 4: the removed member's gradient counts
+  CHECK(mean[0] == 1.0f);  // (1*4 + 3*0) / 4: the removed member's gradient counts
   CHECK(sorted(closed.reported) == std::vector<std::uint64_t>{1, 2});
 }
 

@@ -1,9 +1,9 @@
 // The node daemons of a multi-job daemon and their slots (node_pool.h).
+#include "groupsgd/jobs/node_pool.h"
+
 #include <doctest/doctest.h>
 
 #include <thread>
-
-#include "groupsgd/jobs/node_pool.h"
 
 using groupsgd::jobs::NodePool;
 

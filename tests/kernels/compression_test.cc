@@ -60,10 +60,10 @@ TEST_CASE("compression: payload sizes follow the documented layouts") {
   CHECK(encodedBytes(Encoding::kSign, 1000, 0.01f) == 4 + 125);
   CHECK(encodedBytes(Encoding::kSign, 1001, 0.01f) == 4 + 126);
   CHECK(topKCount(0, 0.01f) == 0);
-  CHECK(topKCount(10, 0.01f) == 1);      // at least one
-  CHECK(topKCount(10, 5.0f) == 10);      // at most n
+  CHECK(topKCount(10, 0.01f) == 1);  // at least one
+  CHECK(topKCount(10, 5.0f) == 10);  // at most n
   CHECK(topKCount(100000, 0.01f) == 1000);
-  CHECK(topKCount(10, 0.1f) == 1);       // 0.1f*10 is a hair above 1: rounded, not ceiled
+  CHECK(topKCount(10, 0.1f) == 1);  // 0.1f*10 is a hair above 1: rounded, not ceiled
   for (Encoding e : kAllEncodings) {
     Compressor c(e, 777, 0.05f);
     Bytes out;
@@ -78,19 +78,19 @@ TEST_CASE("compression: fp16 conversion matches the bit-exact reference values")
   CHECK(floatToHalf(-0.0f) == 0x8000);
   CHECK(floatToHalf(1.0f) == 0x3c00);
   CHECK(floatToHalf(-2.0f) == 0xc000);
-  CHECK(floatToHalf(65504.0f) == 0x7bff);                 // largest finite
-  CHECK(floatToHalf(65519.99f) == 0x7bff);                // below the tie: stays finite
-  CHECK(floatToHalf(65520.0f) == 0x7c00);                 // the tie rounds to even = Inf
+  CHECK(floatToHalf(65504.0f) == 0x7bff);   // largest finite
+  CHECK(floatToHalf(65519.99f) == 0x7bff);  // below the tie: stays finite
+  CHECK(floatToHalf(65520.0f) == 0x7c00);   // the tie rounds to even = Inf
   CHECK(floatToHalf(1e6f) == 0x7c00);
   CHECK(floatToHalf(-std::numeric_limits<float>::infinity()) == 0xfc00);
-  CHECK(floatToHalf(0x1p-14f) == 0x0400);                 // smallest normal
-  CHECK(floatToHalf(0x1p-24f) == 0x0001);                 // smallest subnormal
-  CHECK(floatToHalf(0x1p-25f) == 0x0000);                 // tie between 0 and 2^-24: even
-  CHECK(floatToHalf(0x1.8p-25f) == 0x0001);               // above the tie
-  CHECK(floatToHalf(0x3p-25f) == 0x0002);                 // 1.5 * 2^-24: tie -> even (2)
-  CHECK(floatToHalf(0x1.ffcp-15f) == 0x0400);             // subnormal rounding into normal
-  CHECK(floatToHalf(1.0f + 0x1p-11f) == 0x3c00);          // tie -> even (down)
-  CHECK(floatToHalf(1.0f + 0x3p-11f) == 0x3c02);          // tie -> even (up)
+  CHECK(floatToHalf(0x1p-14f) == 0x0400);         // smallest normal
+  CHECK(floatToHalf(0x1p-24f) == 0x0001);         // smallest subnormal
+  CHECK(floatToHalf(0x1p-25f) == 0x0000);         // tie between 0 and 2^-24: even
+  CHECK(floatToHalf(0x1.8p-25f) == 0x0001);       // above the tie
+  CHECK(floatToHalf(0x3p-25f) == 0x0002);         // 1.5 * 2^-24: tie -> even (2)
+  CHECK(floatToHalf(0x1.ffcp-15f) == 0x0400);     // subnormal rounding into normal
+  CHECK(floatToHalf(1.0f + 0x1p-11f) == 0x3c00);  // tie -> even (down)
+  CHECK(floatToHalf(1.0f + 0x3p-11f) == 0x3c02);  // tie -> even (up)
   CHECK(floatToHalf(1e-10f) == 0x0000);
   const std::uint16_t nan = floatToHalf(std::numeric_limits<float>::quiet_NaN());
   CHECK((nan & 0x7c00) == 0x7c00);
@@ -136,7 +136,8 @@ TEST_CASE("compression: the bulk fp16 codec is bit-identical to floatToHalf/half
   // random bit patterns (all exponents, NaN payloads included).
   std::vector<float> x;
   for (std::uint32_t h = 0; h <= 0xffff; ++h) {
-    const std::uint32_t f = std::bit_cast<std::uint32_t>(halfToFloat(static_cast<std::uint16_t>(h)));
+    const std::uint32_t f =
+        std::bit_cast<std::uint32_t>(halfToFloat(static_cast<std::uint16_t>(h)));
     for (std::uint32_t d : {0u, 1u, 2u, 0xfffu, 0x1000u, 0x1001u}) {
       x.push_back(std::bit_cast<float>(f + d));
       x.push_back(std::bit_cast<float>(f - d));
@@ -275,7 +276,9 @@ TEST_CASE("compression: top-k is exact on large tensors, whatever the sample gue
     checkExactTopK(x, 0.01f);
     checkExactTopK(x, 0.1f);
   }
-  SUBCASE("all equal: the first k indices") { checkExactTopK(std::vector<float>(n, -0.25f), 0.01f); }
+  SUBCASE("all equal: the first k indices") {
+    checkExactTopK(std::vector<float>(n, -0.25f), 0.01f);
+  }
   SUBCASE("mostly zeros") {
     std::vector<float> x(n, 0.0f);
     for (std::size_t i = 7; i < n; i += 1001) x[i] = static_cast<float>(i % 13) - 6.0f;
@@ -333,7 +336,8 @@ TEST_CASE("compression: error feedback conserves the sum of the inputs (topk and
     for (std::size_t i = 0; i < n; ++i) {
       worst = std::max(worst, std::fabs(sent[i] + c.residual()[i] - input[i]));
     }
-    MESSAGE(std::string(encodingName(e)), ": worst |sum decoded + residual - sum inputs| = ", worst);
+    MESSAGE(std::string(encodingName(e)),
+            ": worst |sum decoded + residual - sum inputs| = ", worst);
     CHECK(worst < 1e-4);
   }
 }
@@ -477,8 +481,8 @@ TEST_CASE("compression: top-k 1% with error feedback trains softmax close to unc
   const float topk = trainSoftmax(prob, Encoding::kTopK, 0.01f, kSteps);
   const float sign = trainSoftmax(prob, Encoding::kSign, 1.0f, kSteps);
   const float fp16 = trainSoftmax(prob, Encoding::kFp16, 1.0f, kSteps);
-  MESSAGE("final loss after ", kSteps, " steps: dense ", dense, ", topk 1% ", topk, ", sign ",
-          sign, ", fp16 ", fp16, " (initial ~", std::log(10.0), ")");
+  MESSAGE("final loss after ", kSteps, " steps: dense ", dense, ", topk 1% ", topk, ", sign ", sign,
+          ", fp16 ", fp16, " (initial ~", std::log(10.0), ")");
   CHECK(dense < 0.2f);
   CHECK(topk < dense + 0.1f);
   CHECK(sign < dense + 0.1f);

@@ -3,6 +3,7 @@
 // case runs the bad call in a forked child and checks that it died of SIGABRT with the
 // message on its stderr.
 #include <doctest/doctest.h>
+
 #include <fcntl.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -59,16 +60,19 @@ TEST_CASE("kernel contracts: mismatched sizes abort with the contract named") {
       {"copy", [&] { copy(three, four); }},
       {"subtract", [&] { subtract(four, three, out); }},
       {"rebase", [&] { rebase(four, four, three, out); }},
-      {"weightedSum", [&] {
+      {"weightedSum",
+       [&] {
          const std::vector<std::span<const float>> in = {three};
          const std::vector<float> w = {1.0f};
          weightedSum(in, w, out);
        }},
-      {"optimizer step", [&] {
+      {"optimizer step",
+       [&] {
          Optimizer opt(OptimizerConfig{}, 4);
          opt.step(out, three);
        }},
-      {"model lossAndGrad", [&] {
+      {"model lossAndGrad",
+       [&] {
          auto m = makeModel(ModelKind::kSoftmax, 4, 2);
          std::vector<float> params(m->paramCount()), grad(m->paramCount() - 1), x(4, 0.5f);
          std::vector<std::int32_t> y = {1};

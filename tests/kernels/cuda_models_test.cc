@@ -49,13 +49,16 @@ std::vector<std::pair<std::size_t, std::size_t>> segments(ModelKind kind, std::s
                                                           std::size_t classes) {
   std::vector<std::size_t> sizes;
   if (kind == ModelKind::kMlp) {
-    sizes = {kMlpHidden1 * dim, kMlpHidden1, kMlpHidden2 * kMlpHidden1, kMlpHidden2,
-             classes * kMlpHidden2, classes};
+    sizes = {kMlpHidden1 * dim, kMlpHidden1,           kMlpHidden2 * kMlpHidden1,
+             kMlpHidden2,       classes * kMlpHidden2, classes};
   } else {
     const std::size_t p = cnnPooledSide(dim), f = kCnnChannels2 * p * p;
-    sizes = {kCnnChannels1 * kCnnKernel * kCnnKernel, kCnnChannels1,
-             kCnnChannels2 * kCnnKernel * kCnnKernel * kCnnChannels1, kCnnChannels2,
-             classes * f, classes};
+    sizes = {kCnnChannels1 * kCnnKernel * kCnnKernel,
+             kCnnChannels1,
+             kCnnChannels2 * kCnnKernel * kCnnKernel * kCnnChannels1,
+             kCnnChannels2,
+             classes * f,
+             classes};
   }
   std::vector<std::pair<std::size_t, std::size_t>> out;
   std::size_t at = 0;
@@ -74,8 +77,8 @@ std::vector<std::pair<std::size_t, std::size_t>> segments(ModelKind kind, std::s
 void compareStep(Model& cpu, Model& gpu, ModelKind kind, std::size_t dim, std::size_t classes,
                  const std::vector<float>& params, std::size_t batch, std::uint64_t seed) {
   const Batch b = randomBatch(batch, dim, classes, seed);
-  std::vector<float> g_cpu(params.size()), g_gpu(params.size(),
-                                                 std::numeric_limits<float>::quiet_NaN());
+  std::vector<float> g_cpu(params.size()),
+      g_gpu(params.size(), std::numeric_limits<float>::quiet_NaN());
   const float l_cpu = cpu.lossAndGrad(params, b.x.data(), b.y.data(), batch, g_cpu);
   const float l_gpu = gpu.lossAndGrad(params, b.x.data(), b.y.data(), batch, g_gpu);
   REQUIRE(gpu.deviceStatus().ok());
@@ -112,7 +115,8 @@ void compareModel(ModelKind kind, std::size_t dim, std::size_t classes) {
   for (std::size_t i = 0; i < params.size(); ++i) params[i] += noise[i];
   // Batch sizes change and come back: the CNN reconfigures cuDNN for each.
   std::uint64_t seed = 100;
-  for (std::size_t batch : {1, 7, 64, 7, 256}) compareStep(*cpu, *gpu, kind, dim, classes, params, batch, ++seed);
+  for (std::size_t batch : {1, 7, 64, 7, 256})
+    compareStep(*cpu, *gpu, kind, dim, classes, params, batch, ++seed);
 }
 
 }  // namespace
@@ -170,8 +174,8 @@ TEST_CASE("cuda models: SGD on the GPU lowers the loss like on the CPU" * doctes
         last[m] = models[m]->lossAndGrad(params, b.x.data(), b.y.data(), 32, grad);
       }
     }
-    INFO(std::string(modelKindName(kind)) << ": cpu " << first[0] << " -> " << last[0]
-                                          << ", gpu " << first[1] << " -> " << last[1]);
+    INFO(std::string(modelKindName(kind))
+         << ": cpu " << first[0] << " -> " << last[0] << ", gpu " << first[1] << " -> " << last[1]);
     REQUIRE(gpu->deviceStatus().ok());
     CHECK(last[1] < 0.9f * first[1]);
     CHECK(std::abs(first[1] - first[0]) <= 1e-4f * first[0]);

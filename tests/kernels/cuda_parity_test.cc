@@ -52,8 +52,7 @@ Dev toDevice(const std::vector<float>& host, std::size_t offset) {
   d.offset = offset;
   d.n = host.size();
   REQUIRE(d.buf.allocate((host.size() + offset + 1) * sizeof(float)).ok());
-  REQUIRE(d.buf.uploadBytes(host.data(), host.size() * sizeof(float), offset * sizeof(float))
-              .ok());
+  REQUIRE(d.buf.uploadBytes(host.data(), host.size() * sizeof(float), offset * sizeof(float)).ok());
   return d;
 }
 
@@ -130,8 +129,8 @@ TEST_CASE("cuda parity: rebase with and without a cut matches the CPU on odd siz
                  cut = randomVector(n, 3 + n), start = randomVector(n, 4 + n);
       std::vector<float> mag(n);
       for (std::size_t i = 0; i < n; ++i) {
-        mag[i] = std::fabs(central[i]) + std::fabs(base[i]) + std::fabs(cut[i]) +
-                 std::fabs(start[i]);
+        mag[i] =
+            std::fabs(central[i]) + std::fabs(base[i]) + std::fabs(cut[i]) + std::fabs(start[i]);
       }
       Dev dc = toDevice(central, off), db = toDevice(base, off), dk = toDevice(cut, 0);
       for (const bool with_cut : {false, true}) {
@@ -220,10 +219,10 @@ TEST_CASE("cuda parity: copy, countNonFinite and sumSquares match the CPU" *
 
 TEST_CASE("cuda parity: sgd, momentum and nesterov steps match the CPU optimizer" *
           doctest::skip(noGpu())) {
-  for (OptimizerKind kind : {OptimizerKind::kSgd, OptimizerKind::kMomentum,
-                             OptimizerKind::kNesterov}) {
-    for (std::size_t n : {std::size_t{1}, std::size_t{6}, std::size_t{10'003},
-                          (std::size_t{1} << 21) + 1}) {
+  for (OptimizerKind kind :
+       {OptimizerKind::kSgd, OptimizerKind::kMomentum, OptimizerKind::kNesterov}) {
+    for (std::size_t n :
+         {std::size_t{1}, std::size_t{6}, std::size_t{10'003}, (std::size_t{1} << 21) + 1}) {
       for (std::size_t off : kOffsets) {
         CAPTURE(std::string(optimizerKindName(kind)));
         CAPTURE(n);
@@ -249,12 +248,10 @@ TEST_CASE("cuda parity: sgd, momentum and nesterov steps match the CPU optimizer
   }
 }
 
-TEST_CASE("cuda parity: momentum without a velocity buffer is refused" *
-          doctest::skip(noGpu())) {
+TEST_CASE("cuda parity: momentum without a velocity buffer is refused" * doctest::skip(noGpu())) {
   Dev d = toDevice(std::vector<float>(4, 1.0f), 0);
-  const KernelStatus st =
-      cuda::optimizerStep({OptimizerKind::kMomentum, 0.1f, 0.9f, 0.0f}, d.ptr(), d.ptr(),
-                          nullptr, 4);
+  const KernelStatus st = cuda::optimizerStep({OptimizerKind::kMomentum, 0.1f, 0.9f, 0.0f}, d.ptr(),
+                                              d.ptr(), nullptr, 4);
   CHECK(st.code == KernelStatus::Code::kInvalidArgument);
 }
 
@@ -265,9 +262,17 @@ TEST_CASE("cuda parity: fp16 encode and decode are bit-identical to the CPU code
       CAPTURE(n);
       CAPTURE(off);
       auto x = randomVector(n, 6 + n, -70000.0f, 70000.0f);
-      const float specials[] = {0.0f, -0.0f, 0x1p-24f, 0x1p-25f, 0x1.8p-25f, 65504.0f,
-                                65520.0f, std::numeric_limits<float>::infinity(),
-                                std::numeric_limits<float>::quiet_NaN(), 1e-6f, -3e-5f};
+      const float specials[] = {0.0f,
+                                -0.0f,
+                                0x1p-24f,
+                                0x1p-25f,
+                                0x1.8p-25f,
+                                65504.0f,
+                                65520.0f,
+                                std::numeric_limits<float>::infinity(),
+                                std::numeric_limits<float>::quiet_NaN(),
+                                1e-6f,
+                                -3e-5f};
       for (std::size_t i = 0; i < n; i += 3) x[i] *= 1e-8f;  // subnormal halves
       for (std::size_t i = 0; i < std::min<std::size_t>(n, std::size(specials)); ++i)
         x[i] = specials[i];

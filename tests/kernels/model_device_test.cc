@@ -1,10 +1,11 @@
 // model_device.h on any machine: parsing, the CPU path, and the answers without a GPU.
+#include "groupsgd/kernels/model_device.h"
+
 #include <doctest/doctest.h>
 
 #include <string>
 
 #include "groupsgd/kernels/device.h"
-#include "groupsgd/kernels/model_device.h"
 
 using namespace groupsgd::kernels;
 

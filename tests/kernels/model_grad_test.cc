@@ -65,9 +65,9 @@ std::vector<double> referenceCnnLogits(const std::vector<double>& p, const doubl
     for (std::size_t y = 0; y < out.h; ++y)
       for (std::size_t x = 0; x < out.w; ++x)
         for (std::size_t ch = 0; ch < in.c; ++ch)
-          out.at(y, x, ch) = std::max({in.at(2 * y, 2 * x, ch), in.at(2 * y, 2 * x + 1, ch),
-                                       in.at(2 * y + 1, 2 * x, ch),
-                                       in.at(2 * y + 1, 2 * x + 1, ch)});
+          out.at(y, x, ch) =
+              std::max({in.at(2 * y, 2 * x, ch), in.at(2 * y, 2 * x + 1, ch),
+                        in.at(2 * y + 1, 2 * x, ch), in.at(2 * y + 1, 2 * x + 1, ch)});
     return out;
   };
   Map m{side, side, 1, std::vector<double>(image, image + side * side)};

@@ -87,8 +87,8 @@ void squares(std::size_t count, std::vector<float>* x, std::vector<std::int32_t>
     y->push_back(static_cast<std::int32_t>(c));
     for (std::size_t r = 0; r < kSide; ++r)
       for (std::size_t q = 0; q < kSide; ++q) {
-        const bool in = r >= corner[c][0] && r < corner[c][0] + 5 && q >= corner[c][1] &&
-                        q < corner[c][1] + 5;
+        const bool in =
+            r >= corner[c][0] && r < corner[c][0] + 5 && q >= corner[c][1] && q < corner[c][1] + 5;
         x->push_back(in ? 0.9f : noise(rng));
       }
   }

@@ -154,7 +154,8 @@ TEST_CASE("ops: sumSquares accumulates in double, empty is zero") {
   CHECK(sumSquares(ones) == double(ones.size()));
 }
 
-TEST_CASE("ops: axpyIfFinite adds and measures like axpy + sumSquares, and stops at a non-finite block") {
+TEST_CASE(
+    "ops: axpyIfFinite adds and measures like axpy + sumSquares, and stops at a non-finite block") {
   // Sizes on both sides of the 65,536-element block, odd tails included.
   for (std::size_t n : {std::size_t{0}, std::size_t{7}, std::size_t{4099}, std::size_t{65536},
                         std::size_t{65537}, std::size_t{(1u << 20) + 3}}) {

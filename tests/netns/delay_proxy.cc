@@ -20,9 +20,9 @@
 
 #include <atomic>
 #include <cerrno>
-#include <csignal>
 #include <chrono>
 #include <condition_variable>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -87,17 +87,22 @@ std::optional<Options> parseArgs(int argc, char** argv) {
       char* end = nullptr;
       const long ms = std::strtol(v.c_str(), &end, 10);
       if (*end != '\0' || ms < 0 || ms > 60000) {
-        std::fprintf(stderr, "groupsgd-delay-proxy: --delay-ms wants 0..60000, got '%s'\n", v.c_str());
+        std::fprintf(stderr, "groupsgd-delay-proxy: --delay-ms wants 0..60000, got '%s'\n",
+                     v.c_str());
         return std::nullopt;
       }
       o.delay_ms = static_cast<int>(ms);
       continue;
     }
-    std::fprintf(stderr, "groupsgd-delay-proxy: unknown or incomplete option '%s'\n%s", a.c_str(), kUsage);
+    std::fprintf(stderr, "groupsgd-delay-proxy: unknown or incomplete option '%s'\n%s", a.c_str(),
+                 kUsage);
     return std::nullopt;
   }
   if (o.listen.empty() || o.delay_ms < 0 || (o.target.empty() == !o.transparent)) {
-    std::fprintf(stderr, "groupsgd-delay-proxy: need --listen, --delay-ms and one of --target / --transparent\n%s", kUsage);
+    std::fprintf(
+        stderr,
+        "groupsgd-delay-proxy: need --listen, --delay-ms and one of --target / --transparent\n%s",
+        kUsage);
     return std::nullopt;
   }
   if (!parseHostPort(o.listen) || (!o.target.empty() && !parseHostPort(o.target))) {
@@ -136,7 +141,8 @@ class Pipe {
       }
       cv_.wait(lock, [&] { return queued_ < kMaxQueued || broken_; });
       if (broken_) return;
-      items_.push_back({Clock::now() + delay_, std::vector<char>(buf.data(), buf.data() + n), false});
+      items_.push_back(
+          {Clock::now() + delay_, std::vector<char>(buf.data(), buf.data() + n), false});
       queued_ += static_cast<std::size_t>(n);
       cv_.notify_all();
     }
@@ -191,7 +197,8 @@ class Pipe {
 struct Connection {
   int client, server;
   Pipe up, down;
-  Connection(int c, int s, std::chrono::milliseconds d) : client(c), server(s), up(c, s, d), down(s, c, d) {}
+  Connection(int c, int s, std::chrono::milliseconds d)
+      : client(c), server(s), up(c, s, d), down(s, c, d) {}
   ~Connection() {
     ::close(client);
     ::close(server);
@@ -214,8 +221,10 @@ std::optional<sockaddr_in> destinationOf(int client, const Options& o) {
 void relay(int client, const Options& o) {
   const auto dst = destinationOf(client, o);
   if (!dst) {
-    std::fprintf(stderr, "groupsgd-delay-proxy: no original destination (%s); is the nft redirect in place?\n",
-                 std::strerror(errno));
+    std::fprintf(
+        stderr,
+        "groupsgd-delay-proxy: no original destination (%s); is the nft redirect in place?\n",
+        std::strerror(errno));
     ::close(client);
     return;
   }
@@ -244,7 +253,7 @@ int main(int argc, char** argv) {
   const auto opts = parseArgs(argc, argv);
   if (!opts) return 2;
   std::signal(SIGPIPE, SIG_IGN);
-  struct sigaction sa{};
+  struct sigaction sa {};
   sa.sa_handler = onSignal;  // no SA_RESTART: accept() returns EINTR and the loop ends
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGINT, &sa, nullptr);
@@ -260,7 +269,8 @@ int main(int argc, char** argv) {
     return 1;
   }
   std::fprintf(stderr, "groupsgd-delay-proxy: %s, %d ms each way, to %s\n", opts->listen.c_str(),
-               opts->delay_ms, opts->transparent ? "the original destinations" : opts->target.c_str());
+               opts->delay_ms,
+               opts->transparent ? "the original destinations" : opts->target.c_str());
   if (!opts->ready_file.empty()) {
     if (FILE* f = std::fopen(opts->ready_file.c_str(), "w")) {
       std::fputs("ready\n", f);

@@ -1,7 +1,10 @@
 // Checkpoints: round trip, pruning, skipping damaged newest files, temp files, loud
 // failures on a read-only directory and a full disk (tiny tmpfs), and a writer killed
 // at random points always leaving a loadable old-or-new checkpoint.
+#include "groupsgd/centralps/checkpoint.h"
+
 #include <doctest/doctest.h>
+
 #include <signal.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
@@ -12,14 +15,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <functional>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <random>
 #include <thread>
 
-#include "groupsgd/centralps/checkpoint.h"
 #include "temp_dir.h"
 
 using namespace groupsgd;
@@ -95,8 +97,8 @@ class TinyTmpfs {
   const std::string& why() const { return why_; }
   const std::string& path() const { return dir_.path(); }
   bool remount(bool read_only) {
-    return ::mount("tmpfs", dir_.path().c_str(), "tmpfs",
-                   MS_REMOUNT | (read_only ? MS_RDONLY : 0), nullptr) == 0;
+    return ::mount("tmpfs", dir_.path().c_str(), "tmpfs", MS_REMOUNT | (read_only ? MS_RDONLY : 0),
+                   nullptr) == 0;
   }
 
  private:
@@ -125,12 +127,12 @@ TEST_CASE("checkpoint: round trip and the header bytes") {
   const std::string bytes = readBytes(info.path);
   REQUIRE(bytes.size() == 64 + 4000);
   CHECK(bytes.substr(0, 8) == "GSGDCKPT");
-  CHECK(le32(bytes, 8) == 1);     // format version
-  CHECK(le32(bytes, 12) == 64);   // header size
-  CHECK(le32(bytes, 16) == 7);    // model version (low half)
-  CHECK(le32(bytes, 24) == 1000); // element count (low half)
-  CHECK(le32(bytes, 32) == 4000); // payload bytes (low half)
-  CHECK(le32(bytes, 40) == 1);    // dtype float32
+  CHECK(le32(bytes, 8) == 1);      // format version
+  CHECK(le32(bytes, 12) == 64);    // header size
+  CHECK(le32(bytes, 16) == 7);     // model version (low half)
+  CHECK(le32(bytes, 24) == 1000);  // element count (low half)
+  CHECK(le32(bytes, 32) == 4000);  // payload bytes (low half)
+  CHECK(le32(bytes, 40) == 1);     // dtype float32
   const auto* p = reinterpret_cast<const Bytef*>(bytes.data());
   CHECK(le32(bytes, 44) == crc32(0, p + 64, 4000));
   CHECK(le32(bytes, 60) == crc32(0, p, 60));
@@ -185,7 +187,8 @@ TEST_CASE("checkpoint: a damaged newest file is skipped in favour of the previou
       {"empty file", [](std::string) { return std::string(); }, "truncated"},
       {"flipped payload byte", [](std::string b) { return flipped(std::move(b), 64 + 100); },
        "payload checksum"},
-      {"flipped header byte", [](std::string b) { return flipped(std::move(b), 20); }, "header checksum"},
+      {"flipped header byte", [](std::string b) { return flipped(std::move(b), 20); },
+       "header checksum"},
       {"bad magic", [](std::string b) { return b.replace(0, 1, "X"); }, "bad magic"},
       {"trailing bytes", [](std::string b) { return b + "junk"; }, "after the payload"},
       {"NaN with valid checksums",
@@ -279,7 +282,7 @@ TEST_CASE("checkpoint: writing into a read-only directory fails loudly; the old 
     const Status s = writeCheckpoint(dir, 2, model(500, 2), 2);
     REQUIRE(!s.isOk());
     CHECK(s.code() == Code::kPermissionDenied);
-    CHECK(s.message().find(dir) != std::string::npos);       // names the file
+    CHECK(s.message().find(dir) != std::string::npos);  // names the file
     CHECK(s.message().find(".tmp") != std::string::npos);
     const bool errno_text = s.message().find(std::strerror(EROFS)) != std::string::npos ||
                             s.message().find(std::strerror(EACCES)) != std::string::npos;
@@ -301,7 +304,7 @@ TEST_CASE("checkpoint: writing into a read-only directory fails loudly; the old 
   TinyTmpfs tmpfs("1m");
   if (!tmpfs.mounted()) {
     MESSAGE("SKIPPED read-only test: running as root and cannot mount a tmpfs (" << tmpfs.why()
-            << ")");
+                                                                                 << ")");
     return;
   }
   REQUIRE(writeCheckpoint(tmpfs.path(), 1, params_old, 2).isOk());

@@ -1,7 +1,10 @@
 // Contract tests of the control socket: every error code, the connection surviving each
 // error, the size cap, the socket file's mode and takeover rules, peer credentials, the
 // admin rule, concurrency, and the queue's wake fd.
+#include "groupsgd/ops/control_server.h"
+
 #include <doctest/doctest.h>
+
 #include <poll.h>
 #include <sys/stat.h>
 
@@ -10,7 +13,6 @@
 #include <vector>
 
 #include "groupsgd/ops/control_client.h"
-#include "groupsgd/ops/control_server.h"
 #include "groupsgd/ops/metrics.h"
 #include "ops_test_util.h"
 
@@ -43,7 +45,8 @@ std::string errorCode(const json& reply) {
 
 // A valid request on the same connection still works: the connection survived.
 void checkStillUsable(RawClient& c) {
-  c.send(R"({"id": "after", "method": "version"})" "\n");
+  c.send(R"({"id": "after", "method": "version"})"
+         "\n");
   const json reply = c.readJson();
   CHECK(reply["id"] == "after");
   CHECK(reply["ok"] == true);
@@ -61,19 +64,22 @@ TEST_CASE("control server: answers a request with the coordinator's result and e
   auto server = startServer(optionsAt(dir));
   FakeCoordinator coord(*server, testing::echoHandler);
   RawClient c(server->path());
-  c.send(R"({"id": 7, "method": "status", "params": {"x": 1}})" "\n");
+  c.send(R"({"id": 7, "method": "status", "params": {"x": 1}})"
+         "\n");
   json reply = c.readJson();
   CHECK(reply["id"] == 7);
   CHECK(reply["ok"] == true);
   CHECK(reply["result"]["method"] == "status");
   CHECK(reply["result"]["params"] == json{{"x", 1}});
 
-  c.send(R"({"id": "abc", "method": "status"})" "\n");
+  c.send(R"({"id": "abc", "method": "status"})"
+         "\n");
   reply = c.readJson();
   CHECK(reply["id"] == "abc");
   CHECK(reply["result"]["params"] == json::object());  // absent params = {}
 
-  c.send(R"({"method": "status", "params": null})" "\n");
+  c.send(R"({"method": "status", "params": null})"
+         "\n");
   reply = c.readJson();
   CHECK(reply["id"].is_null());
   CHECK(reply["ok"] == true);
@@ -84,7 +90,8 @@ TEST_CASE("control server: unknown fields are ignored") {
   auto server = startServer(optionsAt(dir));
   FakeCoordinator coord(*server, testing::echoHandler);
   RawClient c(server->path());
-  c.send(R"({"jsonrpc": "2.0", "id": 1, "method": "groups", "params": {}, "extra": [1, 2]})" "\n");
+  c.send(R"({"jsonrpc": "2.0", "id": 1, "method": "groups", "params": {}, "extra": [1, 2]})"
+         "\n");
   const json reply = c.readJson();
   CHECK(reply["ok"] == true);
   CHECK(reply["result"]["method"] == "groups");
@@ -102,8 +109,9 @@ TEST_CASE("control server: parse_error and invalid_request keep the connection u
   CHECK(reply["id"].is_null());
   checkStillUsable(c);
 
-  for (const char* line : {"[1, 2]", "\"status\"", "42", R"({"id": 1})", R"({"id": 1, "method": 5})",
-                           R"({"id": {"a": 1}, "method": "status"})", R"({"id": true, "method": "status"})"}) {
+  for (const char* line :
+       {"[1, 2]", "\"status\"", "42", R"({"id": 1})", R"({"id": 1, "method": 5})",
+        R"({"id": {"a": 1}, "method": "status"})", R"({"id": true, "method": "status"})"}) {
     CAPTURE(line);
     c.send(std::string(line) + "\n");
     reply = c.readJson();
@@ -111,7 +119,8 @@ TEST_CASE("control server: parse_error and invalid_request keep the connection u
     checkStillUsable(c);
   }
   // The id is echoed when it is usable, even if the method is missing.
-  c.send(R"({"id": 9})" "\n");
+  c.send(R"({"id": 9})"
+         "\n");
   reply = c.readJson();
   CHECK(reply["id"] == 9);
 }
@@ -122,21 +131,24 @@ TEST_CASE("control server: method_not_found and invalid_params") {
   FakeCoordinator coord(*server, testing::echoHandler);
   RawClient c(server->path());
 
-  c.send(R"({"id": 2, "method": "frobnicate"})" "\n");
+  c.send(R"({"id": 2, "method": "frobnicate"})"
+         "\n");
   json reply = c.readJson();
   CHECK(errorCode(reply) == "method_not_found");
   CHECK(reply["id"] == 2);
   CHECK(reply["error"]["message"].get<std::string>().find("frobnicate") != std::string::npos);
   checkStillUsable(c);
 
-  c.send(R"({"id": 3, "method": "status", "params": [1, 2]})" "\n");
+  c.send(R"({"id": 3, "method": "status", "params": [1, 2]})"
+         "\n");
   reply = c.readJson();
   CHECK(errorCode(reply) == "invalid_params");
   CHECK(reply["id"] == 3);
   checkStillUsable(c);
 
   // invalid_params decided by the coordinator.
-  c.send(R"({"id": 4, "method": "drain", "params": {"worker": 999}})" "\n");
+  c.send(R"({"id": 4, "method": "drain", "params": {"worker": 999}})"
+         "\n");
   reply = c.readJson();
   CHECK(errorCode(reply) == "invalid_params");
   CHECK(reply["error"]["message"] == "no worker 999");
@@ -194,9 +206,13 @@ TEST_CASE("control server: requests pipelined in one write are answered in order
   auto server = startServer(optionsAt(dir));
   FakeCoordinator coord(*server, testing::echoHandler);
   RawClient c(server->path());
-  c.send(R"({"id": 1, "method": "status"})" "\n" "\n"  // a blank line is skipped
-         R"({"id": 2, "method": "bogus"})" "\r\n"
-         R"({"id": 3, "method": "groups"})" "\n");
+  c.send(R"({"id": 1, "method": "status"})"
+         "\n"
+         "\n"  // a blank line is skipped
+         R"({"id": 2, "method": "bogus"})"
+         "\r\n"
+         R"({"id": 3, "method": "groups"})"
+         "\n");
   CHECK(c.readJson()["id"] == 1);
   const json second = c.readJson();
   CHECK(second["id"] == 2);
@@ -204,7 +220,8 @@ TEST_CASE("control server: requests pipelined in one write are answered in order
   CHECK(c.readJson()["id"] == 3);
 }
 
-TEST_CASE("control server: a last line without newline is answered after the client shuts down writing") {
+TEST_CASE(
+    "control server: a last line without newline is answered after the client shuts down writing") {
   TempDir dir;
   auto server = startServer(optionsAt(dir));
   FakeCoordinator coord(*server, testing::echoHandler);
@@ -217,7 +234,8 @@ TEST_CASE("control server: a last line without newline is answered after the cli
   CHECK(c.closed());
 }
 
-TEST_CASE("control server: refused while refusing, when the queue is full, and over the connection cap") {
+TEST_CASE(
+    "control server: refused while refusing, when the queue is full, and over the connection cap") {
   TempDir dir;
   auto options = optionsAt(dir);
   options.max_pending = 1;
@@ -228,7 +246,8 @@ TEST_CASE("control server: refused while refusing, when the queue is full, and o
     FakeCoordinator coord(*server, testing::echoHandler);
     RawClient c(server->path());
     server->setRefusing("shutting down");
-    c.send(R"({"id": 1, "method": "status"})" "\n");
+    c.send(R"({"id": 1, "method": "status"})"
+           "\n");
     const json reply = c.readJson();
     CHECK(errorCode(reply) == "refused");
     CHECK(reply["error"]["message"] == "shutting down");
@@ -238,11 +257,14 @@ TEST_CASE("control server: refused while refusing, when the queue is full, and o
   SUBCASE("queue full: nobody pops") {
     RawClient a(server->path());
     RawClient b(server->path());
-    a.send(R"({"id": "a", "method": "status"})" "\n");
+    a.send(R"({"id": "a", "method": "status"})"
+           "\n");
     // a's request sits in the queue; wait until it is there.
-    for (int i = 0; i < 500 && !readable(server->wakeFd()); ++i) std::this_thread::sleep_for(milliseconds(2));
+    for (int i = 0; i < 500 && !readable(server->wakeFd()); ++i)
+      std::this_thread::sleep_for(milliseconds(2));
     REQUIRE(readable(server->wakeFd()));
-    b.send(R"({"id": "b", "method": "status"})" "\n");
+    b.send(R"({"id": "b", "method": "status"})"
+           "\n");
     const json reply = b.readJson();
     CHECK(errorCode(reply) == "refused");
     CHECK(reply["id"] == "b");
@@ -275,7 +297,8 @@ TEST_CASE("control server: a request dropped by the coordinator is answered inte
     testing::echoHandler(std::move(req));
   });
   RawClient c(server->path());
-  c.send(R"({"id": 5, "method": "regroup"})" "\n");
+  c.send(R"({"id": 5, "method": "regroup"})"
+         "\n");
   const json reply = c.readJson();
   CHECK(errorCode(reply) == "internal");
   CHECK(reply["id"] == 5);
@@ -378,7 +401,8 @@ TEST_CASE("control server: admin methods need an admin caller") {
     auto server = startServer(options);
     FakeCoordinator coord(*server, testing::echoHandler);
     RawClient c(server->path());
-    for (const char* m : {"drain", "undrain", "unquarantine", "regroup", "set", "checkpoint", "shutdown"}) {
+    for (const char* m :
+         {"drain", "undrain", "unquarantine", "regroup", "set", "checkpoint", "shutdown"}) {
       CAPTURE(m);
       c.send(json{{"id", m}, {"method", m}, {"params", {{"worker", 1}}}}.dump() + "\n");
       const json reply = c.readJson();
@@ -396,7 +420,8 @@ TEST_CASE("control server: admin methods need an admin caller") {
     auto server = startServer(options);
     FakeCoordinator coord(*server, testing::echoHandler);
     RawClient c(server->path());
-    c.send(R"({"id": 1, "method": "regroup", "params": {"dry_run": true}})" "\n");
+    c.send(R"({"id": 1, "method": "regroup", "params": {"dry_run": true}})"
+           "\n");
     const json reply = c.readJson();
     CHECK(reply["ok"] == true);
   }
@@ -405,7 +430,8 @@ TEST_CASE("control server: admin methods need an admin caller") {
     auto server = startServer(options);
     FakeCoordinator coord(*server, testing::echoHandler);
     RawClient c(server->path());
-    c.send(R"({"id": 1, "method": "shutdown"})" "\n");
+    c.send(R"({"id": 1, "method": "shutdown"})"
+           "\n");
     CHECK(c.readJson()["ok"] == true);
   }
 }
@@ -447,9 +473,11 @@ TEST_CASE("control server: two concurrent clients, one slow request does not blo
   });
   RawClient a(server->path());
   RawClient b(server->path());
-  a.send(R"({"id": "slow", "method": "drain", "params": {"worker": 1, "wait": true}})" "\n");
+  a.send(R"({"id": "slow", "method": "drain", "params": {"worker": 1, "wait": true}})"
+         "\n");
   CHECK(a.readLine(milliseconds(100)) == "<timeout>");  // held
-  b.send(R"({"id": "fast", "method": "status"})" "\n");
+  b.send(R"({"id": "fast", "method": "status"})"
+         "\n");
   CHECK(b.readJson()["id"] == "fast");
   const json slow = a.readJson();
   CHECK(slow["id"] == "slow");
@@ -483,8 +511,10 @@ TEST_CASE("control server: wakeFd is readable exactly while requests are queued"
   CHECK(!server->tryPop().has_value());
   RawClient a(server->path());
   RawClient b(server->path());
-  a.send(R"({"id": 1, "method": "status"})" "\n");
-  b.send(R"({"id": 2, "method": "groups"})" "\n");
+  a.send(R"({"id": 1, "method": "status"})"
+         "\n");
+  b.send(R"({"id": 2, "method": "groups"})"
+         "\n");
   for (int i = 0; i < 500; ++i) {
     pollfd p{server->wakeFd(), POLLIN, 0};
     ::poll(&p, 1, 10);
@@ -503,11 +533,13 @@ TEST_CASE("control server: wakeFd is readable exactly while requests are queued"
   CHECK(b.readJson()["result"] == 2);
 }
 
-TEST_CASE("control server: PendingRequest answers once; answers after the server stopped go nowhere") {
+TEST_CASE(
+    "control server: PendingRequest answers once; answers after the server stopped go nowhere") {
   TempDir dir;
   auto server = startServer(optionsAt(dir));
   RawClient c(server->path());
-  c.send(R"({"id": 1, "method": "status"})" "\n");
+  c.send(R"({"id": 1, "method": "status"})"
+         "\n");
   auto req = server->waitPop(milliseconds(2000));
   REQUIRE(req.has_value());
   CHECK(req->request().method == "status");
@@ -520,11 +552,12 @@ TEST_CASE("control server: PendingRequest answers once; answers after the server
   CHECK(c.readJson()["result"] == "first");
   CHECK(c.readLine(milliseconds(100)) == "<timeout>");
 
-  c.send(R"({"id": 2, "method": "drain", "params": {"worker": 3}})" "\n");
+  c.send(R"({"id": 2, "method": "drain", "params": {"worker": 3}})"
+         "\n");
   auto held = server->waitPop(milliseconds(2000));
   REQUIRE(held.has_value());
   CHECK(held->request().admin);
-  server.reset();  // the daemon stops while the coordinator still holds a request
+  server.reset();             // the daemon stops while the coordinator still holds a request
   held->respond("too late");  // must not crash or block
   CHECK(c.readLine() == "");
   CHECK(c.closed());
@@ -537,10 +570,10 @@ TEST_CASE("control server: Status failures map to protocol codes") {
   CHECK(controlErrorFor(Code::kUnavailable) == ControlError::kRefused);
   CHECK(controlErrorFor(Code::kPermissionDenied) == ControlError::kPermissionDenied);
   CHECK(controlErrorFor(Code::kInternal) == ControlError::kInternal);
-  for (auto code : {ControlError::kParseError, ControlError::kInvalidRequest,
-                    ControlError::kMethodNotFound, ControlError::kInvalidParams,
-                    ControlError::kTooLarge, ControlError::kRefused,
-                    ControlError::kPermissionDenied, ControlError::kInternal}) {
+  for (auto code :
+       {ControlError::kParseError, ControlError::kInvalidRequest, ControlError::kMethodNotFound,
+        ControlError::kInvalidParams, ControlError::kTooLarge, ControlError::kRefused,
+        ControlError::kPermissionDenied, ControlError::kInternal}) {
     CHECK(parseControlError(controlErrorName(code)) == code);
   }
   CHECK(!parseControlError("nope").has_value());
@@ -549,8 +582,9 @@ TEST_CASE("control server: Status failures map to protocol codes") {
   PendingRequest req(ControlRequest{json("x"), "checkpoint", json::object(), {}, true},
                      [&](nlohmann::ordered_json reply) { delivered = std::move(reply); });
   req.fail(failedPrecondition("a checkpoint is already running"));
-  CHECK(delivered.dump() ==
-        R"({"id":"x","ok":false,"error":{"code":"refused","message":"a checkpoint is already running"}})");
+  CHECK(
+      delivered.dump() ==
+      R"({"id":"x","ok":false,"error":{"code":"refused","message":"a checkpoint is already running"}})");
 }
 
 TEST_CASE("control server: counts requests by method and code in the metrics registry") {
@@ -564,9 +598,11 @@ TEST_CASE("control server: counts requests by method and code in the metrics reg
     RawClient c(server->path());
     c.send("nonsense\n");
     c.readJson();
-    c.send(R"({"id": 1, "method": "status"})" "\n");
+    c.send(R"({"id": 1, "method": "status"})"
+           "\n");
     c.readJson();
-    c.send(R"({"id": 2, "method": "checkpoint"})" "\n");
+    c.send(R"({"id": 2, "method": "checkpoint"})"
+           "\n");
     c.readJson();
   }
   const std::string text = metrics.render();
@@ -628,7 +664,8 @@ TEST_CASE("control protocol: decodeControlRequest is the server's line check, wi
       {R"({"id": "a"})", ControlError::kInvalidRequest, "a", ""},
       {R"({"id": "b", "method": 3})", ControlError::kInvalidRequest, "b", ""},
       {R"({"id": 1.5, "method": "nope"})", ControlError::kMethodNotFound, 1.5, ""},
-      {R"({"id": null, "method": "set", "params": [1]})", ControlError::kInvalidParams, nullptr, "set"},
+      {R"({"id": null, "method": "set", "params": [1]})", ControlError::kInvalidParams, nullptr,
+       "set"},
   };
   for (const Case& c : cases) {
     INFO(c.line);

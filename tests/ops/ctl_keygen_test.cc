@@ -1,5 +1,6 @@
 // groupsgdctl keygen, run in-process through runCtl (no daemon, no socket involved).
 #include <doctest/doctest.h>
+
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zmq.h>

@@ -1,15 +1,16 @@
 // groupsgdctl: request building, output formatting and exit codes, in-process (runCtl)
 // and as the real binary against an in-process control server.
+#include "groupsgd/ops/ctl.h"
+
 #include <doctest/doctest.h>
 
 #include <cstdlib>
 #include <sstream>
 
-#include "process.h"
 #include "groupsgd/ops/control_server.h"
-#include "groupsgd/ops/ctl.h"
 #include "groupsgd/ops/version.h"
 #include "ops_test_util.h"
+#include "process.h"
 
 using namespace groupsgd;
 using namespace groupsgd::ops;

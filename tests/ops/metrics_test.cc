@@ -1,5 +1,7 @@
 // Metrics: the exposition text checked against golden strings, naming rules, and the
 // HTTP endpoint over loopback.
+#include "groupsgd/ops/metrics.h"
+
 #include <doctest/doctest.h>
 
 #include <atomic>
@@ -12,7 +14,6 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 
-#include "groupsgd/ops/metrics.h"
 #include "groupsgd/ops/metrics_server.h"
 
 using namespace groupsgd;
@@ -29,8 +30,8 @@ TEST_CASE("metrics: golden exposition text") {
   r.gauge("workers", "Registered workers by state.", {{"state", "active"}}).set(7);
   r.gauge("workers", "Registered workers by state.", {{"state", "draining"}}).set(1);
   r.gauge("workers", "ignored: the family's help is set once", {{"state", "active"}}).add(1);
-  Histogram& step = r.histogram("group_step_seconds", "Time to close a group step.",
-                                {0.01, 0.1, 1}, {{"group", "0"}});
+  Histogram& step = r.histogram("group_step_seconds", "Time to close a group step.", {0.01, 0.1, 1},
+                                {{"group", "0"}});
   step.observe(0.005);
   step.observe(0.01);  // on a bound: counts in that bucket (le)
   step.observe(0.5);
@@ -41,28 +42,29 @@ TEST_CASE("metrics: golden exposition text") {
   r.gauge("empty_family", "Never gets a series.", {{"x", "1"}});
   r.remove("empty_family", {{"x", "1"}});
 
-  CHECK(r.render() ==
-        "# HELP groupsgd_build_info Build information; the value is always 1.\n"
-        "# TYPE groupsgd_build_info gauge\n"
-        "groupsgd_build_info{version=\"0.1.0\"} 1\n"
-        "# HELP groupsgd_samples_applied_total Samples in deltas the central PS merged.\n"
-        "# TYPE groupsgd_samples_applied_total counter\n"
-        "groupsgd_samples_applied_total 97\n"
-        "# HELP groupsgd_workers Registered workers by state.\n"
-        "# TYPE groupsgd_workers gauge\n"
-        "groupsgd_workers{state=\"active\"} 8\n"
-        "groupsgd_workers{state=\"draining\"} 1\n"
-        "# HELP groupsgd_group_step_seconds Time to close a group step.\n"
-        "# TYPE groupsgd_group_step_seconds histogram\n"
-        "groupsgd_group_step_seconds_bucket{group=\"0\",le=\"0.01\"} 2\n"
-        "groupsgd_group_step_seconds_bucket{group=\"0\",le=\"0.1\"} 2\n"
-        "groupsgd_group_step_seconds_bucket{group=\"0\",le=\"1\"} 3\n"
-        "groupsgd_group_step_seconds_bucket{group=\"0\",le=\"+Inf\"} 4\n"
-        "groupsgd_group_step_seconds_sum{group=\"0\"} 7.515\n"
-        "groupsgd_group_step_seconds_count{group=\"0\"} 4\n"
-        "# HELP groupsgd_bad_messages_total Refused messages.\\nSecond line with a \\\\ backslash.\n"
-        "# TYPE groupsgd_bad_messages_total counter\n"
-        "groupsgd_bad_messages_total{role=\"group \\\"g\\\"\\n\"} 2\n");
+  CHECK(
+      r.render() ==
+      "# HELP groupsgd_build_info Build information; the value is always 1.\n"
+      "# TYPE groupsgd_build_info gauge\n"
+      "groupsgd_build_info{version=\"0.1.0\"} 1\n"
+      "# HELP groupsgd_samples_applied_total Samples in deltas the central PS merged.\n"
+      "# TYPE groupsgd_samples_applied_total counter\n"
+      "groupsgd_samples_applied_total 97\n"
+      "# HELP groupsgd_workers Registered workers by state.\n"
+      "# TYPE groupsgd_workers gauge\n"
+      "groupsgd_workers{state=\"active\"} 8\n"
+      "groupsgd_workers{state=\"draining\"} 1\n"
+      "# HELP groupsgd_group_step_seconds Time to close a group step.\n"
+      "# TYPE groupsgd_group_step_seconds histogram\n"
+      "groupsgd_group_step_seconds_bucket{group=\"0\",le=\"0.01\"} 2\n"
+      "groupsgd_group_step_seconds_bucket{group=\"0\",le=\"0.1\"} 2\n"
+      "groupsgd_group_step_seconds_bucket{group=\"0\",le=\"1\"} 3\n"
+      "groupsgd_group_step_seconds_bucket{group=\"0\",le=\"+Inf\"} 4\n"
+      "groupsgd_group_step_seconds_sum{group=\"0\"} 7.515\n"
+      "groupsgd_group_step_seconds_count{group=\"0\"} 4\n"
+      "# HELP groupsgd_bad_messages_total Refused messages.\\nSecond line with a \\\\ backslash.\n"
+      "# TYPE groupsgd_bad_messages_total counter\n"
+      "groupsgd_bad_messages_total{role=\"group \\\"g\\\"\\n\"} 2\n");
 }
 
 TEST_CASE("metrics: histogram _sum and _count carry the series labels") {
@@ -109,9 +111,10 @@ TEST_CASE("metrics: invalid names and shapes are refused and never rendered") {
   r.histogram("nan_seconds", "non-finite bound", {std::nan("")}).observe(1);
   CHECK(r.render() == "");
   r.gauge("ok", "first", {{"a", "1"}}).set(1);
-  r.counter("ok", "type clash").inc();          // same name, other type
+  r.counter("ok", "type clash").inc();                // same name, other type
   r.gauge("ok", "label clash", {{"b", "1"}}).set(5);  // other label names
-  CHECK(r.render() == "# HELP groupsgd_ok first\n# TYPE groupsgd_ok gauge\ngroupsgd_ok{a=\"1\"} 1\n");
+  CHECK(r.render() ==
+        "# HELP groupsgd_ok first\n# TYPE groupsgd_ok gauge\ngroupsgd_ok{a=\"1\"} 1\n");
 }
 
 TEST_CASE("metrics: counter only goes up; value formatting") {
@@ -209,7 +212,8 @@ TEST_CASE("metrics server: GET /metrics over loopback; 404 elsewhere; keep-alive
 TEST_CASE("metrics server: scrapes while another thread updates") {
   MetricsRegistry r;
   Counter& c = r.counter("ticks_total", "Ticks.");
-  Histogram& h = r.histogram("tick_seconds", "Tick time.", MetricsRegistry::defaultSecondsBuckets());
+  Histogram& h =
+      r.histogram("tick_seconds", "Tick time.", MetricsRegistry::defaultSecondsBuckets());
   auto server = MetricsServer::start(r, {"127.0.0.1", 0});
   REQUIRE(server.isOk());
   std::atomic<bool> stop{false};
@@ -221,14 +225,16 @@ TEST_CASE("metrics server: scrapes while another thread updates") {
       if (t.joinable()) t.join();
     }
   };
-  Joiner writer{std::thread([&] {
-    while (!stop.load()) {
-      c.inc();
-      h.observe(0.003);
-      r.gauge("per_worker", "per worker", {{"worker", std::to_string(c.value())}}).set(1);
-      if (c.value() > 50) r.remove("per_worker", {{"worker", std::to_string(c.value() - 50)}});
-    }
-  }), &stop};
+  Joiner writer{
+      std::thread([&] {
+        while (!stop.load()) {
+          c.inc();
+          h.observe(0.003);
+          r.gauge("per_worker", "per worker", {{"worker", std::to_string(c.value())}}).set(1);
+          if (c.value() > 50) r.remove("per_worker", {{"worker", std::to_string(c.value() - 50)}});
+        }
+      }),
+      &stop};
   boost::asio::io_context io;
   double last = -1;
   bool monotonic = true;

@@ -1,6 +1,9 @@
 // sd_notify: datagrams to a socket the test binds (a path and an abstract name), the
 // no-op without NOTIFY_SOCKET, and the watchdog interval from the environment.
+#include "groupsgd/ops/sd_notify.h"
+
 #include <doctest/doctest.h>
+
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -9,7 +12,6 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "groupsgd/ops/sd_notify.h"
 #include "temp_dir.h"
 
 using namespace groupsgd;

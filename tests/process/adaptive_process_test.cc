@@ -6,8 +6,9 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <thread>
+
+#include <nlohmann/json.hpp>
 
 #include "daemon_harness.h"
 
@@ -50,8 +51,9 @@ struct Run {
     CHECK(*rc == 0);
     for (std::size_t i = 0; i < workers.size() && i < expect_clean; ++i) {
       auto wrc = workers[i]->wait(15000ms);
-      CHECK_MESSAGE(wrc == std::optional<int>(0), exitText(wrc) << ", worker " << i << ": "
-                    << readFile(dir + "/worker-" + std::to_string(i) + ".log"));
+      CHECK_MESSAGE(wrc == std::optional<int>(0),
+                    exitText(wrc) << ", worker " << i << ": "
+                                  << readFile(dir + "/worker-" + std::to_string(i) + ".log"));
     }
     return readSummary(dir);
   }
@@ -59,7 +61,8 @@ struct Run {
 
 }  // namespace
 
-TEST_CASE("adaptive: a worker that slows 1x -> 4x is moved to its own group, and back when it recovers") {
+TEST_CASE(
+    "adaptive: a worker that slows 1x -> 4x is moved to its own group, and back when it recovers") {
   // A minimum batch of 24 means a 4x slower worker cannot be fixed by its batch alone
   // (it would need about 10 samples), so grouping is the right answer for it. Device time
   // dominates the step so timing noise on a busy machine does not decide the outcome.
@@ -99,7 +102,7 @@ TEST_CASE("adaptive: a worker that slows 1x -> 4x is moved to its own group, and
   }
   CHECK(isolated);
   CHECK(isolated_at < 3.0 + 5.0);
-  CHECK(rejoined);  // ...and back into one group once it has recovered
+  CHECK(rejoined);              // ...and back into one group once it has recovered
   CHECK(regroups.size() <= 5);  // no thrash in between
   // Each trainer kept its id through its moves: a heartbeat sent with the old epoch before
   // the old group told it of the move must not make it register anew (a new id, its old
@@ -107,11 +110,13 @@ TEST_CASE("adaptive: a worker that slows 1x -> 4x is moved to its own group, and
   std::map<std::string, int> trainers;
   for (const auto& w : s["worker_stats"]) trainers[w["name"].get<std::string>()] += 1;
   CHECK(trainers.size() == 4);
-  for (const auto& [name, n] : trainers) CHECK_MESSAGE(n == 1, name << " registered " << n << " times");
+  for (const auto& [name, n] : trainers)
+    CHECK_MESSAGE(n == 1, name << " registered " << n << " times");
   checkAccounting(s);
 }
 
-TEST_CASE("adaptive: batches follow speed inside a group (a 3x slower worker gets a smaller batch)") {
+TEST_CASE(
+    "adaptive: batches follow speed inside a group (a 3x slower worker gets a smaller batch)") {
   json cfg = {{"mode", "adaptive"},
               {"workers", 3},
               {"heartbeat_ms", 150},
@@ -136,7 +141,10 @@ TEST_CASE("adaptive: batches follow speed inside a group (a 3x slower worker get
 TEST_CASE("process: a killed worker is declared dead and its group carries on") {
   const std::string ctl_dir = makeTempDir();
   const std::string sock = ctl_dir + "/ctl.sock";
-  Run r(json{{"mode", "grouped"}, {"workers", 3}, {"groups", 1}, {"heartbeat_ms", 200},
+  Run r(json{{"mode", "grouped"},
+             {"workers", 3},
+             {"groups", 1},
+             {"heartbeat_ms", 200},
              {"step_deadline_ms", 300}},
         {"--max-seconds", "8", "--control-socket", sock});
   r.worker({"--device-ms", "5", "--name", "a"});

@@ -5,6 +5,7 @@
 // skipped) keeps training, reports every failed write and leaves the previous checkpoint
 // intact. Each prints the figures the fault matrix quotes ("checkpoint fault:" lines).
 #include <doctest/doctest.h>
+
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
@@ -15,6 +16,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+
 #include <nlohmann/json.hpp>
 
 #include "daemon_harness.h"
@@ -63,16 +65,31 @@ void flipBytes(const std::string& path) {
 
 // Daemon flags both cases share: a small model (31 KB checkpoints), one group of two.
 std::vector<std::string> headFlags(const std::string& ckpt_dir, std::vector<std::string> more) {
-  std::vector<std::string> f = {"--model", "softmax", "--mode", "grouped", "--workers", "2",
-                                "--groups", "1", "--heartbeat-ms", "250", "--progress-ms", "250",
-                                "--checkpoint-dir", ckpt_dir, "--checkpoint-every-versions", "3"};
+  std::vector<std::string> f = {"--model",
+                                "softmax",
+                                "--mode",
+                                "grouped",
+                                "--workers",
+                                "2",
+                                "--groups",
+                                "1",
+                                "--heartbeat-ms",
+                                "250",
+                                "--progress-ms",
+                                "250",
+                                "--checkpoint-dir",
+                                ckpt_dir,
+                                "--checkpoint-every-versions",
+                                "3"};
   f.insert(f.end(), more.begin(), more.end());
   return f;
 }
 
 }  // namespace
 
-TEST_CASE("checkpoint fault: a head restarted over a corrupted newest checkpoint resumes from the previous good one and reaches its target") {
+TEST_CASE(
+    "checkpoint fault: a head restarted over a corrupted newest checkpoint resumes from the "
+    "previous good one and reaches its target") {
   const std::string dir = makeTempDir();
   const std::string ckpt = dir + "/ckpt";
   constexpr double kTarget = 0.75;
@@ -96,9 +113,9 @@ TEST_CASE("checkpoint fault: a head restarted over a corrupted newest checkpoint
   flipBytes(corrupted);
 
   const double started = wallNow();
-  auto head = startDaemon(dir, "head-2.log", "tcp://127.0.0.1:0",
-                          headFlags(ckpt, {"--target-acc", std::to_string(kTarget),
-                                           "--max-seconds", "90"}));
+  auto head = startDaemon(
+      dir, "head-2.log", "tcp://127.0.0.1:0",
+      headFlags(ckpt, {"--target-acc", std::to_string(kTarget), "--max-seconds", "90"}));
   auto evaluator = worker(dir, "evaluator", {"--evaluate", "--eval-interval-ms", "200"});
   auto w0 = worker(dir, "w0b", {"--device-ms", "2"});
   auto w1 = worker(dir, "w1b", {"--device-ms", "2"});
@@ -106,7 +123,8 @@ TEST_CASE("checkpoint fault: a head restarted over a corrupted newest checkpoint
   const std::string log = readFile(dir + "/head-2.log");
   INFO("head: " << log);
   REQUIRE(rc == std::optional<int>(0));
-  for (auto* p : {evaluator.get(), w0.get(), w1.get()}) CHECK(p->wait(30000ms) == std::optional<int>(0));
+  for (auto* p : {evaluator.get(), w0.get(), w1.get()})
+    CHECK(p->wait(30000ms) == std::optional<int>(0));
   const json s = json::parse(readFile(dir + "/summary.json"));
   checkAccounting(s);
   // Said clearly: a WARN line and an event naming the skipped file and the one used.
@@ -122,27 +140,30 @@ TEST_CASE("checkpoint fault: a head restarted over a corrupted newest checkpoint
   // The accuracy that reached the target (a final evaluation of a later version may be a
   // little lower: the model keeps moving after the report that ended the run).
   CHECK(s["acc_at_target"].get<double>() >= kTarget);
-  std::printf("checkpoint fault: corrupted %s (version %llu); detected at load %.2f s after the "
-              "start; resumed from version %llu (%llu versions lost); target %.2f reached after "
-              "%.1f s (final accuracy %.3f); trained %llu samples\n",
-              std::filesystem::path(corrupted).filename().c_str(),
-              static_cast<unsigned long long>(newest), detected - started,
-              static_cast<unsigned long long>(previous),
-              static_cast<unsigned long long>(newest - previous), kTarget,
-              s["time_to_target_s"].get<double>(), s["final_test_acc"].get<double>(),
-              static_cast<unsigned long long>(s["samples_trained"].get<std::uint64_t>()));
+  std::printf(
+      "checkpoint fault: corrupted %s (version %llu); detected at load %.2f s after the "
+      "start; resumed from version %llu (%llu versions lost); target %.2f reached after "
+      "%.1f s (final accuracy %.3f); trained %llu samples\n",
+      std::filesystem::path(corrupted).filename().c_str(), static_cast<unsigned long long>(newest),
+      detected - started, static_cast<unsigned long long>(previous),
+      static_cast<unsigned long long>(newest - previous), kTarget,
+      s["time_to_target_s"].get<double>(), s["final_test_acc"].get<double>(),
+      static_cast<unsigned long long>(s["samples_trained"].get<std::uint64_t>()));
   std::fflush(stdout);
   removeTestDir(dir);
 }
 
-TEST_CASE("checkpoint fault: checkpoints into a full filesystem fail loudly, the previous one stays intact, training goes on") {
+TEST_CASE(
+    "checkpoint fault: checkpoints into a full filesystem fail loudly, the previous one stays "
+    "intact, training goes on") {
   if (::geteuid() != 0) {
     std::printf("Skipped: mounting a tmpfs needs root\n");
     std::exit(kSkipped);
   }
   // A private mount namespace for this test process and the daemon it starts: the tmpfs
   // disappears with them, whatever happens.
-  if (::unshare(CLONE_NEWNS) != 0 || ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+  if (::unshare(CLONE_NEWNS) != 0 ||
+      ::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
     std::printf("Skipped: no private mount namespace (%s)\n", std::strerror(errno));
     std::exit(kSkipped);
   }
@@ -154,8 +175,8 @@ TEST_CASE("checkpoint fault: checkpoints into a full filesystem fail loudly, the
     std::printf("Skipped: cannot mount a tmpfs (%s)\n", std::strerror(errno));
     std::exit(kSkipped);
   }
-  auto head = startDaemon(dir, "head.log", "tcp://127.0.0.1:0",
-                          headFlags(ckpt, {"--max-seconds", "120"}));
+  auto head =
+      startDaemon(dir, "head.log", "tcp://127.0.0.1:0", headFlags(ckpt, {"--max-seconds", "120"}));
   auto w0 = worker(dir, "w0", {"--device-ms", "2"});
   auto w1 = worker(dir, "w1", {"--device-ms", "2"});
   const std::string log_path = dir + "/head.log";
@@ -165,7 +186,10 @@ TEST_CASE("checkpoint fault: checkpoints into a full filesystem fail loudly, the
   const auto samples_at_failure = at_failure["samples_trained"].get<std::uint64_t>();
   // Training goes on.
   const json later = waitForStatus(
-      dir, [&](const json& st) { return st["samples_trained"].get<std::uint64_t>() > samples_at_failure + 3000; },
+      dir,
+      [&](const json& st) {
+        return st["samples_trained"].get<std::uint64_t>() > samples_at_failure + 3000;
+      },
       60000ms);
   REQUIRE(later["samples_trained"].get<std::uint64_t>() > samples_at_failure + 3000);
   REQUIRE(::kill(head->pid(), SIGTERM) == 0);
@@ -190,16 +214,17 @@ TEST_CASE("checkpoint fault: checkpoints into a full filesystem fail loudly, the
   CHECK(good > 0);
   const double failed_at = stampOf(log, "FAILED");
   const double reported_at = stampOf(log, "checkpoint write(s) failed");
-  std::printf("checkpoint fault: ENOSPC on a 48 KiB tmpfs; first write failure at central "
-              "version > %llu; reported as an event %.2f s after the central PS's error; "
-              "%llu writes failed in all; training went on (%llu -> %llu samples after the "
-              "failure); version %llu intact on disk; central version at the end %llu\n",
-              static_cast<unsigned long long>(good), reported_at - failed_at,
-              static_cast<unsigned long long>(s["central"]["checkpoint_failures"].get<std::uint64_t>()),
-              static_cast<unsigned long long>(samples_at_failure),
-              static_cast<unsigned long long>(s["samples_trained"].get<std::uint64_t>()),
-              static_cast<unsigned long long>(loaded->version),
-              static_cast<unsigned long long>(s["central_version"].get<std::uint64_t>()));
+  std::printf(
+      "checkpoint fault: ENOSPC on a 48 KiB tmpfs; first write failure at central "
+      "version > %llu; reported as an event %.2f s after the central PS's error; "
+      "%llu writes failed in all; training went on (%llu -> %llu samples after the "
+      "failure); version %llu intact on disk; central version at the end %llu\n",
+      static_cast<unsigned long long>(good), reported_at - failed_at,
+      static_cast<unsigned long long>(s["central"]["checkpoint_failures"].get<std::uint64_t>()),
+      static_cast<unsigned long long>(samples_at_failure),
+      static_cast<unsigned long long>(s["samples_trained"].get<std::uint64_t>()),
+      static_cast<unsigned long long>(loaded->version),
+      static_cast<unsigned long long>(s["central_version"].get<std::uint64_t>()));
   std::fflush(stdout);
   ::umount2(ckpt.c_str(), MNT_DETACH);
   removeTestDir(dir);

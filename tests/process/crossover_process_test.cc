@@ -3,10 +3,12 @@
 // finish with their accounting intact, and killing the arbiter mid-run only
 // makes the workers compute unarbitrated (each says so once); no step hangs.
 #include <doctest/doctest.h>
+
 #include <signal.h>
 
 #include <filesystem>
 #include <memory>
+
 #include <nlohmann/json.hpp>
 
 #include "groupsgd/arbiter/lease_client.h"
@@ -18,12 +20,12 @@ using nlohmann::json;
 
 namespace {
 
-std::string firstLine(const std::string &path) {
+std::string firstLine(const std::string& path) {
   std::string s = readFile(path);
   return s.substr(0, s.find('\n'));
 }
 
-std::size_t count(const std::string &text, const std::string &what) {
+std::size_t count(const std::string& text, const std::string& what) {
   std::size_t n = 0;
   for (auto at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
   return n;
@@ -39,7 +41,7 @@ struct SharedCluster {
   std::vector<std::unique_ptr<Process>> workers;
   std::vector<std::string> worker_logs;
 
-  explicit SharedCluster(const std::string &policy, std::uint64_t samples) {
+  explicit SharedCluster(const std::string& policy, std::uint64_t samples) {
     arbiter = std::make_unique<Process>(
         std::vector<std::string>{ARBITER_PATH, "--listen", "tcp://127.0.0.1:0", "--endpoint-file",
                                  dir + "/arbiter.ep", "--policy", policy, "--keepalive-ms", "50"},
@@ -112,7 +114,7 @@ struct SharedCluster {
   }
 };
 
-void checkRun(const json &s, std::uint64_t samples) {
+void checkRun(const json& s, std::uint64_t samples) {
   INFO("summary: " << s.dump());
   CHECK(s["stop_reason"] == "sample budget spent");
   CHECK(s["samples_trained"].get<std::uint64_t>() >= samples);
@@ -126,14 +128,14 @@ TEST_CASE(
     "finish") {
   SharedCluster c("crossover", 6000);
   auto runs = c.finish();
-  for (const json &s : runs) checkRun(s, 6000);
+  for (const json& s : runs) checkRun(s, 6000);
   zmq::context_t ctx(1);
   groupsgd::arbiter::LeaseClient client(ctx, c.arbiter_ep, 0);
   auto st = client.stats(3000ms);
   REQUIRE(st.isOk());
   CHECK(st->policy == "crossover");
   REQUIRE(st->jobs.size() == 2);
-  for (const auto &j : st->jobs) {
+  for (const auto& j : st->jobs) {
     CAPTURE(j.job_id);
     // Every step of every worker was leased: 2 workers, 6000 samples at batch
     // 32 or more.
@@ -141,7 +143,7 @@ TEST_CASE(
     CHECK(j.held_ms >= 4.0 * static_cast<double>(j.grants));
   }
   CHECK(st->expired == 0);
-  for (const auto &log : c.worker_logs) CHECK(count(readFile(log), "unarbitrated") == 0);
+  for (const auto& log : c.worker_logs) CHECK(count(readFile(log), "unarbitrated") == 0);
 }
 
 TEST_CASE(
@@ -161,8 +163,8 @@ TEST_CASE(
   ::kill(c.arbiter->pid(), SIGKILL);
   (void)c.arbiter->wait(5000ms);
   auto runs = c.finish();
-  for (const json &s : runs) checkRun(s, 9000);
-  for (const auto &log : c.worker_logs) {
+  for (const json& s : runs) checkRun(s, 9000);
+  for (const auto& log : c.worker_logs) {
     INFO(log << ":\n" << readFile(log));
     CHECK(count(readFile(log), "unarbitrated") == 1);
   }

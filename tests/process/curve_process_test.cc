@@ -3,14 +3,15 @@
 // key are refused; a worker with an allowed key cannot act under another worker's id
 // (this test is that impostor: it links the worker client library).
 #include <doctest/doctest.h>
+
 #include <sys/stat.h>
 
 #include <csignal>
-
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <thread>
+
+#include <nlohmann/json.hpp>
 
 #include "daemon_harness.h"
 #include "groupsgd/client/client.h"
@@ -53,10 +54,10 @@ TEST_CASE("curve: keyed training completes; unknown keys, plaintext and impostor
     std::ofstream allow(dir + "/allow");
     allow << "# trainers\n" << readFile(dir + "/w1.pub") << readFile(dir + "/w2.pub");
   }
-  auto daemon = startDaemon(dir, "daemon.log", "tcp://127.0.0.1:0",
-                            {"--mode", "sync", "--workers", "2", "--progress-ms", "0",
-                             "--heartbeat-ms", "250", "--curve-secret-key-file",
-                             dir + "/server.key", "--curve-allow-file", dir + "/allow"});
+  auto daemon = startDaemon(
+      dir, "daemon.log", "tcp://127.0.0.1:0",
+      {"--mode", "sync", "--workers", "2", "--progress-ms", "0", "--heartbeat-ms", "250",
+       "--curve-secret-key-file", dir + "/server.key", "--curve-allow-file", dir + "/allow"});
   const std::string ep = endpointIn(dir);
 
   Process w1(workerArgs(ep, dir, "w1", true), dir + "/w1.log");
@@ -222,9 +223,10 @@ TEST_CASE("curve: a coordinator and a node daemon sharing the daemon key pair tr
   removeTestDir(dir);
 }
 
-TEST_CASE("curve: reload-keys and SIGHUP re-read the allow-list; a removed key is refused on its "
-          "open connections" *
-          doctest::skip(noCurve())) {
+TEST_CASE(
+    "curve: reload-keys and SIGHUP re-read the allow-list; a removed key is refused on its "
+    "open connections" *
+    doctest::skip(noCurve())) {
   const std::string dir = makeTempDir();
   for (const char* name : {"server", "w1", "w2"}) {
     generateKeys(dir, name);
@@ -236,11 +238,11 @@ TEST_CASE("curve: reload-keys and SIGHUP re-read the allow-list; a removed key i
     std::filesystem::rename(dir + "/allow.tmp", dir + "/allow");
   };
   writeAllow({"w1", "w2"});
-  auto daemon = startDaemon(dir, "daemon.log", "tcp://127.0.0.1:0",
-                            {"--mode", "async", "--workers", "2", "--progress-ms", "0",
-                             "--heartbeat-ms", "250", "--max-seconds", "120",
-                             "--curve-secret-key-file", dir + "/server.key",
-                             "--curve-allow-file", dir + "/allow"});
+  auto daemon =
+      startDaemon(dir, "daemon.log", "tcp://127.0.0.1:0",
+                  {"--mode", "async", "--workers", "2", "--progress-ms", "0", "--heartbeat-ms",
+                   "250", "--max-seconds", "120", "--curve-secret-key-file", dir + "/server.key",
+                   "--curve-allow-file", dir + "/allow"});
   const std::string ep = endpointIn(dir);
   const auto trainer = [&](const std::string& name) {
     auto argv = workerArgs(ep, dir, name, true);
@@ -302,9 +304,10 @@ TEST_CASE("curve: reload-keys and SIGHUP re-read the allow-list; a removed key i
   removeTestDir(dir);
 }
 
-TEST_CASE("curve: a node daemon with its own key pair is admitted by its allow-list line; a "
-          "worker key may not act as a node; a node whose key is removed is refused" *
-          doctest::skip(noCurve())) {
+TEST_CASE(
+    "curve: a node daemon with its own key pair is admitted by its allow-list line; a "
+    "worker key may not act as a node; a node whose key is removed is refused" *
+    doctest::skip(noCurve())) {
   const std::string dir = makeTempDir();
   for (const char* name : {"server", "node", "w0", "w1"}) {
     REQUIRE(runTool({GROUPSGDCTL_PATH, "keygen", "--out", dir + "/" + name},
@@ -324,24 +327,67 @@ TEST_CASE("curve: a node daemon with its own key pair is admitted by its allow-l
   // The node admits the workers (its group PS serves them); the head's key it admits itself.
   std::ofstream(dir + "/node-allow") << readFile(dir + "/w0.pub") << readFile(dir + "/w1.pub");
   // Dead after max(250 ms * 8, 1000 + 2 * 250 ms) = 2 s.
-  Process head({GROUPSGDD_PATH, "--role", "coordinator", "--mode", "grouped", "--workers", "2",
-                "--groups", "1", "--listen", "tcp://127.0.0.1:0", "--endpoint-file",
-                dir + "/endpoint", "--control-socket", dir + "/ctl.sock", "--summary-file",
-                dir + "/summary.json", "--progress-ms", "0", "--heartbeat-ms", "250",
-                "--heartbeat-misses", "8", "--step-deadline-ms", "1000", "--max-seconds", "120",
-                "--curve-secret-key-file", dir + "/server.key", "--curve-allow-file",
+  Process head({GROUPSGDD_PATH,
+                "--role",
+                "coordinator",
+                "--mode",
+                "grouped",
+                "--workers",
+                "2",
+                "--groups",
+                "1",
+                "--listen",
+                "tcp://127.0.0.1:0",
+                "--endpoint-file",
+                dir + "/endpoint",
+                "--control-socket",
+                dir + "/ctl.sock",
+                "--summary-file",
+                dir + "/summary.json",
+                "--progress-ms",
+                "0",
+                "--heartbeat-ms",
+                "250",
+                "--heartbeat-misses",
+                "8",
+                "--step-deadline-ms",
+                "1000",
+                "--max-seconds",
+                "120",
+                "--curve-secret-key-file",
+                dir + "/server.key",
+                "--curve-allow-file",
                 dir + "/allow"},
                dir + "/head.log");
   REQUIRE_MESSAGE(waitForFile(dir + "/endpoint", 20000ms), readFile(dir + "/head.log"));
   std::string ep = readFile(dir + "/endpoint");
   ep.erase(ep.find_last_not_of("\n") + 1);
   const auto nodeArgs = [&](const std::string& key) {
-    return std::vector<std::string>{
-        GROUPSGDD_PATH, "--role", "node", "--coordinator", ep, "--node-groups", "1", "--mode",
-        "grouped", "--workers", "2", "--groups", "1", "--heartbeat-ms", "250",
-        "--step-deadline-ms", "1000", "--give-up-s", "5", "--curve-secret-key-file",
-        dir + "/" + key + ".key", "--curve-allow-file", dir + "/node-allow",
-        "--curve-server-key-file", dir + "/server.pub"};
+    return std::vector<std::string>{GROUPSGDD_PATH,
+                                    "--role",
+                                    "node",
+                                    "--coordinator",
+                                    ep,
+                                    "--node-groups",
+                                    "1",
+                                    "--mode",
+                                    "grouped",
+                                    "--workers",
+                                    "2",
+                                    "--groups",
+                                    "1",
+                                    "--heartbeat-ms",
+                                    "250",
+                                    "--step-deadline-ms",
+                                    "1000",
+                                    "--give-up-s",
+                                    "5",
+                                    "--curve-secret-key-file",
+                                    dir + "/" + key + ".key",
+                                    "--curve-allow-file",
+                                    dir + "/node-allow",
+                                    "--curve-server-key-file",
+                                    dir + "/server.pub"};
   };
   // A worker's key, allow-listed but not as a node, cannot offer group PSes.
   Process impostor(nodeArgs("w0"), dir + "/impostor.log");
@@ -353,8 +399,9 @@ TEST_CASE("curve: a node daemon with its own key pair is admitted by its allow-l
   Process w1(workerArgs(ep, dir, "w1", true), dir + "/w1.log");
   // Keyed training through the node's group PS (the workers authenticate it by its key,
   // which the assignment names).
-  const bool trained = waitUntil([&] { return ctlJson(dir, {"status"})["samples_trained"].get<std::uint64_t>() > 2000; },
-                                 90000ms, 250ms);
+  const bool trained = waitUntil(
+      [&] { return ctlJson(dir, {"status"})["samples_trained"].get<std::uint64_t>() > 2000; },
+      90000ms, 250ms);
   INFO("head: " << readFile(dir + "/head.log"));
   INFO("node: " << readFile(dir + "/node.log"));
   INFO("w0: " << readFile(dir + "/w0.log"));
@@ -375,9 +422,10 @@ TEST_CASE("curve: a node daemon with its own key pair is admitted by its allow-l
   removeTestDir(dir);
 }
 
-TEST_CASE("curve: in a --serve daemon, reload-keys and SIGHUP give an added `KEY node` line a "
-          "daemon's rights and take them from a removed one" *
-          doctest::skip(noCurve())) {
+TEST_CASE(
+    "curve: in a --serve daemon, reload-keys and SIGHUP give an added `KEY node` line a "
+    "daemon's rights and take them from a removed one" *
+    doctest::skip(noCurve())) {
   const std::string dir = makeTempDir();
   for (const char* name : {"server", "n1"}) generateKeys(dir, name);
   auto n1_pub = loadPublicKeyFile(dir + "/n1.pub");
@@ -390,14 +438,16 @@ TEST_CASE("curve: in a --serve daemon, reload-keys and SIGHUP give an added `KEY
     std::filesystem::rename(dir + "/allow.tmp", dir + "/allow");
   };
   writeAllow(false);
-  auto daemon = startDaemon(dir, "serve.log", "tcp://127.0.0.1:0",
-                            {"--serve", "--state-dir", dir + "/state", "--max-group-slots", "2",
-                             "--progress-ms", "0", "--curve-secret-key-file",
-                             dir + "/server.key", "--curve-allow-file", dir + "/allow"});
-  std::ofstream(dir + "/j.json") << json{{"name", "j"},     {"mode", "sync"},
-                                         {"workers", 1},    {"model", "softmax"},
-                                         {"max_seconds", 120}}
-                                        .dump();
+  auto daemon = startDaemon(
+      dir, "serve.log", "tcp://127.0.0.1:0",
+      {"--serve", "--state-dir", dir + "/state", "--max-group-slots", "2", "--progress-ms", "0",
+       "--curve-secret-key-file", dir + "/server.key", "--curve-allow-file", dir + "/allow"});
+  std::ofstream(dir + "/j.json") << json{
+      {"name", "j"},
+      {"mode", "sync"},
+      {"workers", 1},
+      {"model", "softmax"},
+      {"max_seconds", 120}}.dump();
   const json job = ctlJson(dir, {"job", "submit", dir + "/j.json"});
   REQUIRE(job["state"] == "running");
   const json groups = ctlJson(dir, {"--job", "j", "groups"});
@@ -425,8 +475,12 @@ TEST_CASE("curve: in a --serve daemon, reload-keys and SIGHUP give an added `KEY
   writeAllow(false);
   const std::size_t log_at = readFile(dir + "/serve.log").size();
   REQUIRE(::kill(daemon->pid(), SIGHUP) == 0);
-  REQUIRE(waitUntil([&] { return readFile(dir + "/serve.log").find("SIGHUP: allow-list reloaded", log_at) != std::string::npos; },
-                    10000ms));
+  REQUIRE(waitUntil(
+      [&] {
+        return readFile(dir + "/serve.log").find("SIGHUP: allow-list reloaded", log_at) !=
+               std::string::npos;
+      },
+      10000ms));
   CHECK(statsQuery().code() == Code::kPermissionDenied);
   ::kill(daemon->pid(), SIGTERM);
   CHECK(daemon->wait(60000ms) == std::optional<int>(0));

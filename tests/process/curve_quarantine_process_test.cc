@@ -4,6 +4,7 @@
 // the misbehaving worker (it links the worker client library); the comeback is
 // a forked child, so it has a new pid.
 #include <doctest/doctest.h>
+
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -32,8 +33,7 @@ bool noCurve() {
 // Registers from a forked child (a new pid, its own ZeroMQ context) under
 // `name` with `keys`; returns the code of the answer (0 = registered; it then
 // leaves).
-int registerFromChild(const std::string &ep, const CurveKeys &keys,
-                      const std::string &name) {
+int registerFromChild(const std::string& ep, const CurveKeys& keys, const std::string& name) {
   const pid_t pid = ::fork();
   REQUIRE(pid >= 0);
   if (pid == 0) {
@@ -43,8 +43,7 @@ int registerFromChild(const std::string &ep, const CurveKeys &keys,
       client::CoordinatorClient coord(ctx, ep, 1, 5000ms, keys);
       auto a = coord.registerAs(client::Role::kTool, name);
       code = a ? 0 : static_cast<int>(a.status().code());
-      if (a)
-        (void)coord.leave(*a, 0, 0);
+      if (a) (void)coord.leave(*a, 0, 0);
     }
     ::_exit(code);
   }
@@ -54,13 +53,14 @@ int registerFromChild(const std::string &ep, const CurveKeys &keys,
   return WEXITSTATUS(st);
 }
 
-} // namespace
+}  // namespace
 
-TEST_CASE("faults: a worker quarantined under CURVE cannot come back under a "
-          "new name or pid with its key" *
-          doctest::skip(noCurve())) {
+TEST_CASE(
+    "faults: a worker quarantined under CURVE cannot come back under a "
+    "new name or pid with its key" *
+    doctest::skip(noCurve())) {
   const std::string dir = makeTempDir();
-  for (const char *name : {"server", "good", "bad"}) {
+  for (const char* name : {"server", "good", "bad"}) {
     generateKeys(dir, name);
   }
   {
@@ -69,22 +69,17 @@ TEST_CASE("faults: a worker quarantined under CURVE cannot come back under a "
   }
   auto daemon =
       startDaemon(dir, "daemon.log", "tcp://127.0.0.1:0",
-                  {"--mode", "grouped", "--workers", "2", "--groups", "1",
-                   "--heartbeat-ms", "250", "--progress-ms", "0",
-                   "--quarantine-after", "3", "--curve-secret-key-file",
+                  {"--mode", "grouped", "--workers", "2", "--groups", "1", "--heartbeat-ms", "250",
+                   "--progress-ms", "0", "--quarantine-after", "3", "--curve-secret-key-file",
                    dir + "/server.key", "--curve-allow-file", dir + "/allow"});
   const std::string ep = endpointIn(dir);
-  Process good({WORKER_PATH, "--coordinator", ep, "--name", "good",
-                "--device-ms", "3", "--curve-secret-key-file",
-                dir + "/good.key", "--curve-server-key-file",
+  Process good({WORKER_PATH, "--coordinator", ep, "--name", "good", "--device-ms", "3",
+                "--curve-secret-key-file", dir + "/good.key", "--curve-server-key-file",
                 dir + "/server.pub"},
                dir + "/good.log");
   // The well-behaved worker trains first (and is told to stop at the end).
   REQUIRE(waitForStatus(
-              dir,
-              [](const json &s) {
-                return s["samples_trained"].get<std::uint64_t>() > 0;
-              },
+              dir, [](const json& s) { return s["samples_trained"].get<std::uint64_t>() > 0; },
               60000ms)["samples_trained"]
               .get<std::uint64_t>() > 0);
   const CurveKeys bad_keys = keysOf(dir, "bad");
@@ -106,15 +101,12 @@ TEST_CASE("faults: a worker quarantined under CURVE cannot come back under a "
     REQUIRE(last == Code::kQuarantined);
   }
   json st = waitForStatus(
-      dir, [](const json &s) { return s["workers"]["quarantined"] == 1; },
-      30000ms);
+      dir, [](const json& s) { return s["workers"]["quarantined"] == 1; }, 30000ms);
   REQUIRE(st["workers"]["quarantined"] == 1);
   // Same key, another process, another name: refused as quarantined by the
   // coordinator.
-  CHECK(registerFromChild(ep, bad_keys, "renamed") ==
-        static_cast<int>(Code::kQuarantined));
-  CHECK(readFile(dir + "/daemon.log").find("is quarantined") !=
-        std::string::npos);
+  CHECK(registerFromChild(ep, bad_keys, "renamed") == static_cast<int>(Code::kQuarantined));
+  CHECK(readFile(dir + "/daemon.log").find("is quarantined") != std::string::npos);
   // The good worker's key is unaffected.
   CHECK(registerFromChild(ep, keysOf(dir, "good"), "good-tool") == 0);
   // Cleared by the operator: the key may register again.

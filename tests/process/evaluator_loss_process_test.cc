@@ -3,6 +3,7 @@
 // goes on unmeasured, and a replacement evaluator picks measurement up so the
 // run reaches its target.
 #include <doctest/doctest.h>
+
 #include <signal.h>
 
 #include <cstdio>
@@ -15,25 +16,25 @@ using namespace groupsgd::testing;
 using namespace std::chrono_literals;
 using nlohmann::json;
 
-TEST_CASE("faults: the evaluator killed with SIGKILL is reported at once; a "
-          "replacement resumes measuring and the run reaches its target") {
+TEST_CASE(
+    "faults: the evaluator killed with SIGKILL is reported at once; a "
+    "replacement resumes measuring and the run reaches its target") {
   const std::string dir = makeTempDir();
   // Dead after max(250 ms * 8, 1000 + 2 * 250) = 2 s of silence.
   constexpr double kDeadAfterS = 2.0;
   constexpr double kTarget = 0.80;
   // The target is set only once the evaluator is gone, so it cannot be reached
   // before.
-  auto daemon = startDaemon(
-      dir, "daemon.log", "tcp://127.0.0.1:0",
-      {"--mode", "grouped", "--workers", "4", "--groups", "2", "--heartbeat-ms",
-       "250", "--heartbeat-misses", "8", "--step-deadline-ms", "1000",
-       "--progress-ms", "250", "--target-acc", "0.99", "--max-seconds", "150"});
+  auto daemon =
+      startDaemon(dir, "daemon.log", "tcp://127.0.0.1:0",
+                  {"--mode", "grouped", "--workers", "4", "--groups", "2", "--heartbeat-ms", "250",
+                   "--heartbeat-misses", "8", "--step-deadline-ms", "1000", "--progress-ms", "250",
+                   "--target-acc", "0.99", "--max-seconds", "150"});
   const std::string ep = endpointIn(dir);
-  auto evaluator = [&](const std::string &log) {
+  auto evaluator = [&](const std::string& log) {
     return std::make_unique<Process>(
-        std::vector<std::string>{WORKER_PATH, "--coordinator", ep, "--evaluate",
-                                 "--name", "evaluator", "--eval-interval-ms",
-                                 "200"},
+        std::vector<std::string>{WORKER_PATH, "--coordinator", ep, "--evaluate", "--name",
+                                 "evaluator", "--eval-interval-ms", "200"},
         dir + "/" + log);
   };
   auto eval1 = evaluator("evaluator-1.log");
@@ -47,9 +48,8 @@ TEST_CASE("faults: the evaluator killed with SIGKILL is reported at once; a "
   // Mid-run: the evaluator has measured a trained model.
   json st = waitForStatus(
       dir,
-      [](const json &s) {
-        return s["test_acc"].is_number() &&
-               s["samples_trained"].get<std::uint64_t>() > 2000;
+      [](const json& s) {
+        return s["test_acc"].is_number() && s["samples_trained"].get<std::uint64_t>() > 2000;
       },
       90000ms);
   REQUIRE(st["test_acc"].is_number());
@@ -58,9 +58,8 @@ TEST_CASE("faults: the evaluator killed with SIGKILL is reported at once; a "
   std::string eval_id;
   const json rows = ctl(dir, {"workers"});
   REQUIRE(rows.is_object());
-  for (const auto &w : rows["workers"]) {
-    if (w["role"] == "evaluator")
-      eval_id = std::to_string(w["id"].get<std::uint64_t>());
+  for (const auto& w : rows["workers"]) {
+    if (w["role"] == "evaluator") eval_id = std::to_string(w["id"].get<std::uint64_t>());
   }
   REQUIRE(!eval_id.empty());
   const std::size_t log_at_kill = readFile(dir + "/daemon.log").size();
@@ -71,35 +70,26 @@ TEST_CASE("faults: the evaluator killed with SIGKILL is reported at once; a "
   // Reported: status, the event on the progress output, the log line naming the
   // role.
   st = waitForStatus(
-      dir, [](const json &s) { return s["evaluation"]["state"] == "lost"; },
-      30000ms);
+      dir, [](const json& s) { return s["evaluation"]["state"] == "lost"; }, 30000ms);
   const double detected = wallNow() - killed_at;
   INFO("daemon: " << readFile(dir + "/daemon.log"));
   REQUIRE(st["evaluation"]["state"] == "lost");
   CHECK(st["evaluation"]["accuracy_measured"] == false);
   CHECK(st["evaluation"]["evaluators_lost"] == 1);
-  CHECK(st["workers"]["active"] == 4); // trainers are untouched
-  const double acc_at_kill =
-      st["test_acc"].get<double>(); // the last one measured
-  REQUIRE(
-      waitForText(dir + "/daemon.log", "accuracy no longer measured", 5000ms));
+  CHECK(st["workers"]["active"] == 4);                      // trainers are untouched
+  const double acc_at_kill = st["test_acc"].get<double>();  // the last one measured
+  REQUIRE(waitForText(dir + "/daemon.log", "accuracy no longer measured", 5000ms));
   const std::string log = readFile(dir + "/daemon.log");
-  CHECK(log.find("evaluator_lost: evaluator ", log_at_kill) !=
+  CHECK(log.find("evaluator_lost: evaluator ", log_at_kill) != std::string::npos);
+  CHECK(log.find("evaluator " + eval_id + " missed its heartbeats: declared dead", log_at_kill) !=
         std::string::npos);
-  CHECK(
-      log.find("evaluator " + eval_id + " missed its heartbeats: declared dead",
-               log_at_kill) != std::string::npos);
-  CHECK(log.find("worker " + eval_id + " missed", log_at_kill) ==
-        std::string::npos);
-  const double event_at =
-      stampOf(log, "evaluator_lost", log_at_kill) - killed_at;
+  CHECK(log.find("worker " + eval_id + " missed", log_at_kill) == std::string::npos);
+  const double event_at = stampOf(log, "evaluator_lost", log_at_kill) - killed_at;
   // Training goes on unmeasured, and the progress line says so.
   const auto samples = st["samples_trained"].get<std::uint64_t>();
   st = waitForStatus(
       dir,
-      [&](const json &s) {
-        return s["samples_trained"].get<std::uint64_t>() > samples + 2000;
-      },
+      [&](const json& s) { return s["samples_trained"].get<std::uint64_t>() > samples + 2000; },
       60000ms);
   CHECK(st["samples_trained"].get<std::uint64_t>() > samples + 2000);
   CHECK(st["test_acc"].get<double>() == acc_at_kill);
@@ -110,13 +100,10 @@ TEST_CASE("faults: the evaluator killed with SIGKILL is reported at once; a "
   const double restarted_at = wallNow();
   auto eval2 = evaluator("evaluator-2.log");
   REQUIRE(waitForText(dir + "/daemon.log", "evaluator_back", 30000ms));
-  const double back_at =
-      stampOf(readFile(dir + "/daemon.log"), "evaluator_back") - restarted_at;
-  REQUIRE(
-      waitForStatus(
-          dir,
-          [](const json &s) { return s["evaluation"]["state"] == "measuring"; },
-          10000ms)["evaluation"]["state"] == "measuring");
+  const double back_at = stampOf(readFile(dir + "/daemon.log"), "evaluator_back") - restarted_at;
+  REQUIRE(waitForStatus(
+              dir, [](const json& s) { return s["evaluation"]["state"] == "measuring"; },
+              10000ms)["evaluation"]["state"] == "measuring");
   // Killed again and restarted at once under the same name: the restart itself
   // tells the daemon the old process is gone, well before its heartbeat limit.
   const std::size_t log_at_second = readFile(dir + "/daemon.log").size();
@@ -128,9 +115,9 @@ TEST_CASE("faults: the evaluator killed with SIGKILL is reported at once; a "
   const double second_kill_restart = wallNow();
   auto eval3 = evaluator("evaluator-3.log");
   REQUIRE(waitForText(dir + "/daemon.log", "of the same name", 30000ms));
-  const double replaced_after = stampOf(readFile(dir + "/daemon.log"),
-                                        "of the same name", log_at_second) -
-                                second_kill_restart;
+  const double replaced_after =
+      stampOf(readFile(dir + "/daemon.log"), "of the same name", log_at_second) -
+      second_kill_restart;
   CHECK(replaced_after < kDeadAfterS);
   // Only now is the target set, so the last replacement is what reaches it.
   json set = ctl(dir, {"set", "target_acc=" + std::to_string(kTarget)});
@@ -139,40 +126,37 @@ TEST_CASE("faults: the evaluator killed with SIGKILL is reported at once; a "
   CHECK(eval3->wait(15000ms) == std::optional<int>(0));
   for (int i = 0; i < 4; ++i) {
     CHECK_MESSAGE(workers[i]->wait(20000ms) == std::optional<int>(0),
-                  "w" << i << ": "
-                      << readFile(dir + "/w" + std::to_string(i) + ".log"));
+                  "w" << i << ": " << readFile(dir + "/w" + std::to_string(i) + ".log"));
   }
   json s = readSummary(dir);
   INFO("summary: " << s.dump());
   CHECK(s["reached"] == true);
   CHECK(s["final_test_acc"].get<double>() >= kTarget - 0.1);
   checkAccounting(s);
-  const json &ev = s["evaluation"];
+  const json& ev = s["evaluation"];
   CHECK(ev["evaluators_registered"] == 3);
   CHECK(ev["evaluators_lost"] == 2);
   CHECK(ev["replacements"] == 2);
   REQUIRE(ev["gaps"].size() == 2);
-  CHECK(ev["gaps"][0]["last_accuracy"].get<double>() ==
-        doctest::Approx(acc_at_kill));
+  CHECK(ev["gaps"][0]["last_accuracy"].get<double>() == doctest::Approx(acc_at_kill));
   const double gap = ev["gaps"][0]["unmeasured_s"].get<double>();
   // Silence counts from the last heartbeat (up to one evaluation before the
   // kill).
   CHECK(event_at >= kDeadAfterS - 1.0);
   CHECK(event_at < kDeadAfterS + 3.0);
-  std::printf("faults: evaluator SIGKILL at accuracy %.4f: declared lost %.2f "
-              "s later (limit "
-              "%.1f s; status showed it %.2f s after the kill); replacement "
-              "measuring %.2f s "
-              "after its start; %.2f s unmeasured; a second kill + immediate "
-              "restart reported "
-              "%.2f s after the restart; target %.2f reached at %.1f s, final "
-              "accuracy %.4f; trained %llu samples, accounting ok %d\n",
-              acc_at_kill, event_at, kDeadAfterS, detected, back_at, gap,
-              replaced_after, kTarget, s["time_to_target_s"].get<double>(),
-              s["final_test_acc"].get<double>(),
-              static_cast<unsigned long long>(
-                  s["samples_trained"].get<std::uint64_t>()),
-              s["accounting_ok"].get<bool>() ? 1 : 0);
+  std::printf(
+      "faults: evaluator SIGKILL at accuracy %.4f: declared lost %.2f "
+      "s later (limit "
+      "%.1f s; status showed it %.2f s after the kill); replacement "
+      "measuring %.2f s "
+      "after its start; %.2f s unmeasured; a second kill + immediate "
+      "restart reported "
+      "%.2f s after the restart; target %.2f reached at %.1f s, final "
+      "accuracy %.4f; trained %llu samples, accounting ok %d\n",
+      acc_at_kill, event_at, kDeadAfterS, detected, back_at, gap, replaced_after, kTarget,
+      s["time_to_target_s"].get<double>(), s["final_test_acc"].get<double>(),
+      static_cast<unsigned long long>(s["samples_trained"].get<std::uint64_t>()),
+      s["accounting_ok"].get<bool>() ? 1 : 0);
   std::fflush(stdout);
   removeTestDir(dir);
 }

@@ -10,8 +10,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <thread>
+
+#include <nlohmann/json.hpp>
 
 #include "daemon_harness.h"
 
@@ -23,8 +24,8 @@ namespace {
 
 std::unique_ptr<Process> startWorker(const std::string& dir, const std::string& ep, int i,
                                      std::vector<std::string> extra) {
-  std::vector<std::string> argv = {WORKER_PATH, "--coordinator", ep, "--name", "w" + std::to_string(i),
-                                   "--device-ms", "3"};
+  std::vector<std::string> argv = {
+      WORKER_PATH, "--coordinator", ep, "--name", "w" + std::to_string(i), "--device-ms", "3"};
   argv.insert(argv.end(), extra.begin(), extra.end());
   return std::make_unique<Process>(argv, dir + "/w" + std::to_string(i) + ".log");
 }
@@ -34,13 +35,14 @@ std::uint64_t samplesNow(const std::string& dir) {
   return s.is_null() ? 0 : s["samples_trained"].get<std::uint64_t>();
 }
 
-bool waitForSamples(const std::string& dir, std::uint64_t samples, std::chrono::milliseconds timeout) {
+bool waitForSamples(const std::string& dir, std::uint64_t samples,
+                    std::chrono::milliseconds timeout) {
   return waitUntil([&] { return samplesNow(dir) > samples; }, timeout, 200ms);
 }
 
 // Workers that lose their group or head must find their way back on their own, quickly.
-const std::vector<std::string> kRecoveringWorker = {"--timeout-ms", "1500", "--backoff-max-ms",
-                                                    "1000", "--give-up-s", "90"};
+const std::vector<std::string> kRecoveringWorker = {
+    "--timeout-ms", "1500", "--backoff-max-ms", "1000", "--give-up-s", "90"};
 
 // A head (role coordinator, 2 groups; nodes and workers dead after max(250 ms * 12,
 // 1000 + 2 * 250) = 3 s of silence), node a hosting group 0, node b offering
@@ -103,15 +105,33 @@ json summaryAfterNodeBLost(const std::string& dir, TwoNodeRun& run) {
 
 }  // namespace
 
-TEST_CASE("failover: the head killed with SIGKILL and restarted resumes from its checkpoint; workers re-register on their own") {
+TEST_CASE(
+    "failover: the head killed with SIGKILL and restarted resumes from its checkpoint; workers "
+    "re-register on their own") {
   constexpr std::uint64_t kEvery = 20;  // checkpoint every 20 central versions
   const std::string dir = makeTempDir();
-  const std::vector<std::string> args = {
-      "--progress-ms", "0", "--mode", "grouped", "--workers", "4", "--groups", "2",
-      "--exchange-period", "4",
-      "--heartbeat-ms", "250",
-      "--heartbeat-misses", "12", "--step-deadline-ms", "1000", "--checkpoint-dir", dir + "/ck",
-      "--checkpoint-every-versions", std::to_string(kEvery), "--checkpoint-interval-s", "0"};
+  const std::vector<std::string> args = {"--progress-ms",
+                                         "0",
+                                         "--mode",
+                                         "grouped",
+                                         "--workers",
+                                         "4",
+                                         "--groups",
+                                         "2",
+                                         "--exchange-period",
+                                         "4",
+                                         "--heartbeat-ms",
+                                         "250",
+                                         "--heartbeat-misses",
+                                         "12",
+                                         "--step-deadline-ms",
+                                         "1000",
+                                         "--checkpoint-dir",
+                                         dir + "/ck",
+                                         "--checkpoint-every-versions",
+                                         std::to_string(kEvery),
+                                         "--checkpoint-interval-s",
+                                         "0"};
   auto head = startDaemon(dir, "head1.log", "tcp://127.0.0.1:0", args);
   const std::string ep = endpointIn(dir);
   std::vector<std::unique_ptr<Process>> workers;
@@ -135,12 +155,11 @@ TEST_CASE("failover: the head killed with SIGKILL and restarted resumes from its
   // port a little later, as a supervisor would. The new run's budget lasts longer than a
   // worker's longest back-off (1 s), so every worker is back before it ends.
   std::this_thread::sleep_for(1500ms);  // the outage under test: a fixed time, not a state
-  auto again = startDaemon(dir, "head2.log", ep,
-                           [&] {
-                             auto a = args;
-                             a.insert(a.end(), {"--max-samples", "20000", "--max-seconds", "120"});
-                             return a;
-                           }());
+  auto again = startDaemon(dir, "head2.log", ep, [&] {
+    auto a = args;
+    a.insert(a.end(), {"--max-samples", "20000", "--max-seconds", "120"});
+    return a;
+  }());
   const double restarted_at = wallNow();
   REQUIRE(waitForText(dir + "/head2.log", "resumed from", 10000ms));
   REQUIRE(again->wait(150000ms) == std::optional<int>(0));
@@ -172,26 +191,30 @@ TEST_CASE("failover: the head killed with SIGKILL and restarted resumes from its
   CHECK(s["central_version"].get<std::uint64_t>() > resumed);
   std::size_t moved_on = 0;
   for (int i = 0; i < 4; ++i) {
-    moved_on += readFile(dir + "/w" + std::to_string(i) + ".log").find("registering again") != std::string::npos;
+    moved_on += readFile(dir + "/w" + std::to_string(i) + ".log").find("registering again") !=
+                std::string::npos;
   }
   CHECK(moved_on == 4);
-  std::printf("failover: head SIGKILL at version >= %llu (head recorded %llu), restarted %.2f s "
-              "later; resumed checkpoint version %llu (every %llu versions): at least %llu "
-              "version(s) lost by the test's look, %llu by the head's record; all 4 workers "
-              "re-registered %.2f s after the restart began (%.2f s after the kill); new run "
-              "trained %llu samples, central version %llu\n",
-              static_cast<unsigned long long>(seen),
-              static_cast<unsigned long long>(hr["previous_version_seen"].get<std::uint64_t>()),
-              restarted_at - killed_at, static_cast<unsigned long long>(resumed),
-              static_cast<unsigned long long>(kEvery), static_cast<unsigned long long>(lost_seen),
-              static_cast<unsigned long long>(lost), rereg, restarted_at - killed_at + rereg,
-              static_cast<unsigned long long>(s["samples_trained"].get<std::uint64_t>()),
-              static_cast<unsigned long long>(s["central_version"].get<std::uint64_t>()));
+  std::printf(
+      "failover: head SIGKILL at version >= %llu (head recorded %llu), restarted %.2f s "
+      "later; resumed checkpoint version %llu (every %llu versions): at least %llu "
+      "version(s) lost by the test's look, %llu by the head's record; all 4 workers "
+      "re-registered %.2f s after the restart began (%.2f s after the kill); new run "
+      "trained %llu samples, central version %llu\n",
+      static_cast<unsigned long long>(seen),
+      static_cast<unsigned long long>(hr["previous_version_seen"].get<std::uint64_t>()),
+      restarted_at - killed_at, static_cast<unsigned long long>(resumed),
+      static_cast<unsigned long long>(kEvery), static_cast<unsigned long long>(lost_seen),
+      static_cast<unsigned long long>(lost), rereg, restarted_at - killed_at + rereg,
+      static_cast<unsigned long long>(s["samples_trained"].get<std::uint64_t>()),
+      static_cast<unsigned long long>(s["central_version"].get<std::uint64_t>()));
   std::fflush(stdout);
   removeTestDir(dir);
 }
 
-TEST_CASE("failover: a node daemon killed with SIGKILL: its group fails, its workers are reassigned and train on; accounting holds") {
+TEST_CASE(
+    "failover: a node daemon killed with SIGKILL: its group fails, its workers are reassigned and "
+    "train on; accounting holds") {
   const std::string dir = makeTempDir();
   constexpr double kDeadAfterS = 3.0;  // startTwoNodeRun's heartbeat limit
   // Node a hosts group 0, node b group 1.
@@ -202,16 +225,19 @@ TEST_CASE("failover: a node daemon killed with SIGKILL: its group fails, its wor
   REQUIRE(before.is_object());
   std::vector<int> in_group1;
   for (const auto& w : before["workers"]) {
-    if (w["role"] == "trainer" && w["group"] == 1) in_group1.push_back(std::stoi(w["name"].get<std::string>().substr(1)));
+    if (w["role"] == "trainer" && w["group"] == 1)
+      in_group1.push_back(std::stoi(w["name"].get<std::string>().substr(1)));
   }
   REQUIRE(in_group1.size() == 2);
   std::vector<std::size_t> log_at_kill;
-  for (int i : in_group1) log_at_kill.push_back(readFile(dir + "/w" + std::to_string(i) + ".log").size());
+  for (int i : in_group1)
+    log_at_kill.push_back(readFile(dir + "/w" + std::to_string(i) + ".log").size());
   const std::size_t head_log_at_kill = readFile(dir + "/head.log").size();
   const double killed_at = wallNow();
   REQUIRE(::kill(node_b->pid(), SIGKILL) == 0);
   REQUIRE(waitForText(dir + "/head.log", "group_failure: group 1 failed", 30000ms));
-  const double detected = stampOf(readFile(dir + "/head.log"), "group_failure", head_log_at_kill) - killed_at;
+  const double detected =
+      stampOf(readFile(dir + "/head.log"), "group_failure", head_log_at_kill) - killed_at;
   // Each moved worker learns its new group when its next request to the dead one fails.
   double reassigned = 0;
   for (std::size_t k = 0; k < in_group1.size(); ++k) {
@@ -245,16 +271,16 @@ TEST_CASE("failover: a node daemon killed with SIGKILL: its group fails, its wor
   CHECK(detected >= kDeadAfterS - 1.0);  // never declared early (slack for a late last beat)
   CHECK(detected < kDeadAfterS + 3.0);
   CHECK(reassigned < detected + 1.5 + 6.0);  // + a worker request deadline and a retry
-  std::printf("failover: node SIGKILL: group 1 declared failed %.2f s later (limit %.1f s); "
-              "its 2 workers reassigned to group 0 by %.2f s; +2000 samples trained by "
-              "%.2f s; lost with the group: %llu samples (bound %llu); summary trained %llu "
-              "applied %llu dropped %llu\n",
-              detected, kDeadAfterS, reassigned, training_again,
-              static_cast<unsigned long long>(lost),
-              static_cast<unsigned long long>(f["samples_lost_bound"].get<std::uint64_t>()),
-              static_cast<unsigned long long>(s["samples_trained"].get<std::uint64_t>()),
-              static_cast<unsigned long long>(s["samples_applied"].get<std::uint64_t>()),
-              static_cast<unsigned long long>(s["samples_dropped"].get<std::uint64_t>()));
+  std::printf(
+      "failover: node SIGKILL: group 1 declared failed %.2f s later (limit %.1f s); "
+      "its 2 workers reassigned to group 0 by %.2f s; +2000 samples trained by "
+      "%.2f s; lost with the group: %llu samples (bound %llu); summary trained %llu "
+      "applied %llu dropped %llu\n",
+      detected, kDeadAfterS, reassigned, training_again, static_cast<unsigned long long>(lost),
+      static_cast<unsigned long long>(f["samples_lost_bound"].get<std::uint64_t>()),
+      static_cast<unsigned long long>(s["samples_trained"].get<std::uint64_t>()),
+      static_cast<unsigned long long>(s["samples_applied"].get<std::uint64_t>()),
+      static_cast<unsigned long long>(s["samples_dropped"].get<std::uint64_t>()));
   std::fflush(stdout);
   removeTestDir(dir);
 }
@@ -262,7 +288,9 @@ TEST_CASE("failover: a node daemon killed with SIGKILL: its group fails, its wor
 // A node lost while the run stops (its trainers hearing "stop", the groups about to flush)
 // cannot flush its group: the head fails that group at once, counts what it held as lost
 // within its members' bound, and ends without waiting for a flush call to time out (15 s).
-TEST_CASE("failover: a node daemon killed as the run stops: its group fails at the flush; accounting holds; no flush timeout") {
+TEST_CASE(
+    "failover: a node daemon killed as the run stops: its group fails at the flush; accounting "
+    "holds; no flush timeout") {
   const std::string dir = makeTempDir();
   TwoNodeRun run = startTwoNodeRun(dir, "1");
   REQUIRE(::kill(run.node_b->pid(), SIGKILL) == 0);
@@ -280,20 +308,24 @@ TEST_CASE("failover: a node daemon killed as the run stops: its group fails at t
   // The drain (a trainer's push deadline, 1 s, then its stop) and the liveness limit
   // (3 s): well under the 15 s a flush call to the dead node would have waited.
   CHECK(took < 12.0);
-  std::printf("failover: node SIGKILL as the run stops: head done %.2f s after the stop; "
-              "group 1 failed at the flush; lost %llu samples (bound %llu)\n",
-              took, static_cast<unsigned long long>(s["samples_lost_in_failed_groups"].get<std::uint64_t>()),
-              static_cast<unsigned long long>(f["samples_lost_bound"].get<std::uint64_t>()));
+  std::printf(
+      "failover: node SIGKILL as the run stops: head done %.2f s after the stop; "
+      "group 1 failed at the flush; lost %llu samples (bound %llu)\n",
+      took,
+      static_cast<unsigned long long>(s["samples_lost_in_failed_groups"].get<std::uint64_t>()),
+      static_cast<unsigned long long>(f["samples_lost_bound"].get<std::uint64_t>()));
   std::fflush(stdout);
   removeTestDir(dir);
 }
 
-TEST_CASE("failover: a worker that keeps sending NaN updates is quarantined while the others train on; an operator clears it") {
+TEST_CASE(
+    "failover: a worker that keeps sending NaN updates is quarantined while the others train on; "
+    "an operator clears it") {
   const std::string dir = makeTempDir();
-  auto daemon = startDaemon(dir, "daemon.log", "tcp://127.0.0.1:0",
-                            {"--progress-ms", "0", "--mode", "grouped", "--workers", "3",
-                             "--groups", "1", "--heartbeat-ms", "300", "--quarantine-after", "3",
-                             "--quarantine-window-s", "30"});
+  auto daemon = startDaemon(
+      dir, "daemon.log", "tcp://127.0.0.1:0",
+      {"--progress-ms", "0", "--mode", "grouped", "--workers", "3", "--groups", "1",
+       "--heartbeat-ms", "300", "--quarantine-after", "3", "--quarantine-window-s", "30"});
   const std::string ep = endpointIn(dir);
   std::vector<std::unique_ptr<Process>> workers;
   for (int i = 0; i < 2; ++i) workers.push_back(startWorker(dir, ep, i, {}));
@@ -333,24 +365,43 @@ TEST_CASE("failover: a worker that keeps sending NaN updates is quarantined whil
   bool event = false;
   for (const auto& e : s["events"]) event |= e["kind"] == "quarantine";
   CHECK(event);
-  std::printf("failover: NaN sender quarantined after 3 refused pushes; coordinator marked it "
-              "%.2f s after the probe started; refusals since: %llu; the other workers trained "
-              "%llu samples in all\n",
-              quarantined_after,
-              static_cast<unsigned long long>(s["quarantine_refusals"].get<std::uint64_t>()),
-              static_cast<unsigned long long>(s["samples_trained"].get<std::uint64_t>()));
+  std::printf(
+      "failover: NaN sender quarantined after 3 refused pushes; coordinator marked it "
+      "%.2f s after the probe started; refusals since: %llu; the other workers trained "
+      "%llu samples in all\n",
+      quarantined_after,
+      static_cast<unsigned long long>(s["quarantine_refusals"].get<std::uint64_t>()),
+      static_cast<unsigned long long>(s["samples_trained"].get<std::uint64_t>()));
   std::fflush(stdout);
   removeTestDir(dir);
 }
 
-TEST_CASE("failover: multi-node roles: the head restarted from its checkpoint; the node daemon and the workers re-register on their own") {
+TEST_CASE(
+    "failover: multi-node roles: the head restarted from its checkpoint; the node daemon and the "
+    "workers re-register on their own") {
   const std::string dir = makeTempDir();
-  const std::vector<std::string> args = {
-      "--progress-ms", "0", "--role", "coordinator", "--mode", "grouped", "--workers", "2",
-      "--groups", "2",
-      "--heartbeat-ms", "250", "--heartbeat-misses", "12", "--step-deadline-ms", "1000",
-      "--checkpoint-dir", dir + "/ck", "--checkpoint-every-versions", "20",
-      "--checkpoint-interval-s", "0"};
+  const std::vector<std::string> args = {"--progress-ms",
+                                         "0",
+                                         "--role",
+                                         "coordinator",
+                                         "--mode",
+                                         "grouped",
+                                         "--workers",
+                                         "2",
+                                         "--groups",
+                                         "2",
+                                         "--heartbeat-ms",
+                                         "250",
+                                         "--heartbeat-misses",
+                                         "12",
+                                         "--step-deadline-ms",
+                                         "1000",
+                                         "--checkpoint-dir",
+                                         dir + "/ck",
+                                         "--checkpoint-every-versions",
+                                         "20",
+                                         "--checkpoint-interval-s",
+                                         "0"};
   auto head = startDaemon(dir, "head1.log", "tcp://127.0.0.1:0", args);
   const std::string ep = endpointIn(dir);
   Process node({GROUPSGDD_PATH, "--role", "node", "--coordinator", ep, "--node-groups", "2",
@@ -382,17 +433,20 @@ TEST_CASE("failover: multi-node roles: the head restarted from its checkpoint; t
   CHECK(s["stop_reason"] == "sample budget spent");
   CHECK(s["head_restart"]["incarnation"] == 2);
   CHECK(s["group_stats"].size() == 2);
-  std::printf("failover: multi-node head SIGKILL + restart: node re-registered, %llu samples "
-              "trained after the restart, all re-registered %.2f s after the head started\n",
-              static_cast<unsigned long long>(s["samples_trained"].get<std::uint64_t>()),
-              s["head_restart"]["time_to_reregister_s"].is_number()
-                  ? s["head_restart"]["time_to_reregister_s"].get<double>()
-                  : -1.0);
+  std::printf(
+      "failover: multi-node head SIGKILL + restart: node re-registered, %llu samples "
+      "trained after the restart, all re-registered %.2f s after the head started\n",
+      static_cast<unsigned long long>(s["samples_trained"].get<std::uint64_t>()),
+      s["head_restart"]["time_to_reregister_s"].is_number()
+          ? s["head_restart"]["time_to_reregister_s"].get<double>()
+          : -1.0);
   std::fflush(stdout);
   removeTestDir(dir);
 }
 
-TEST_CASE("failover: a node daemon killed with SIGKILL: its group is re-created on the surviving node with a free slot; its workers move back into it; accounting holds") {
+TEST_CASE(
+    "failover: a node daemon killed with SIGKILL: its group is re-created on the surviving node "
+    "with a free slot; its workers move back into it; accounting holds") {
   const std::string dir = makeTempDir();
   // Node a hosts group 0; node b offers two group PSes: group 1 and a spare.
   TwoNodeRun run = startTwoNodeRun(dir, "2");
@@ -406,11 +460,13 @@ TEST_CASE("failover: a node daemon killed with SIGKILL: its group is re-created 
   std::vector<int> in_group0;
   json rows = ctl(dir, {"workers"});
   for (const auto& w : rows["workers"]) {
-    if (w["role"] == "trainer" && w["group"] == 0) in_group0.push_back(std::stoi(w["name"].get<std::string>().substr(1)));
+    if (w["role"] == "trainer" && w["group"] == 0)
+      in_group0.push_back(std::stoi(w["name"].get<std::string>().substr(1)));
   }
   REQUIRE(in_group0.size() == 2);
   std::vector<std::size_t> log_at_kill;
-  for (int i : in_group0) log_at_kill.push_back(readFile(dir + "/w" + std::to_string(i) + ".log").size());
+  for (int i : in_group0)
+    log_at_kill.push_back(readFile(dir + "/w" + std::to_string(i) + ".log").size());
   const std::size_t head_log_at_kill = readFile(dir + "/head.log").size();
   const double killed_at = wallNow();
   REQUIRE(::kill(node_a->pid(), SIGKILL) == 0);
@@ -422,8 +478,8 @@ TEST_CASE("failover: a node daemon killed with SIGKILL: its group is re-created 
   double back = 0;
   for (std::size_t k = 0; k < in_group0.size(); ++k) {
     const std::string wlog = dir + "/w" + std::to_string(in_group0[k]) + ".log";
-    const bool moved = waitUntil([&] { return stampOf(readFile(wlog), "assigned: group 0", log_at_kill[k]) > 0; },
-                                 30000ms);
+    const bool moved = waitUntil(
+        [&] { return stampOf(readFile(wlog), "assigned: group 0", log_at_kill[k]) > 0; }, 30000ms);
     INFO("w" << in_group0[k] << ": " << readFile(wlog));
     REQUIRE(moved);
     back = std::max(back, stampOf(readFile(wlog), "assigned: group 0", log_at_kill[k]) - killed_at);
@@ -457,15 +513,16 @@ TEST_CASE("failover: a node daemon killed with SIGKILL: its group is re-created 
   CHECK(f["reassigned"].size() == 2);
   const auto lost = s["samples_lost_in_failed_groups"].get<std::uint64_t>();
   CHECK(lost <= f["samples_lost_bound"].get<std::uint64_t>());
-  std::printf("failover: node SIGKILL with a spare slot: group 0 declared failed %.2f s later, "
-              "re-created on node b at %.2f s; both its workers back in group 0 by %.2f s; "
-              "+2000 samples by %.2f s; lost with the group: %llu samples (bound %llu); "
-              "summary trained %llu applied %llu dropped %llu\n",
-              detected, recreated, back, training_again, static_cast<unsigned long long>(lost),
-              static_cast<unsigned long long>(f["samples_lost_bound"].get<std::uint64_t>()),
-              static_cast<unsigned long long>(s["samples_trained"].get<std::uint64_t>()),
-              static_cast<unsigned long long>(s["samples_applied"].get<std::uint64_t>()),
-              static_cast<unsigned long long>(s["samples_dropped"].get<std::uint64_t>()));
+  std::printf(
+      "failover: node SIGKILL with a spare slot: group 0 declared failed %.2f s later, "
+      "re-created on node b at %.2f s; both its workers back in group 0 by %.2f s; "
+      "+2000 samples by %.2f s; lost with the group: %llu samples (bound %llu); "
+      "summary trained %llu applied %llu dropped %llu\n",
+      detected, recreated, back, training_again, static_cast<unsigned long long>(lost),
+      static_cast<unsigned long long>(f["samples_lost_bound"].get<std::uint64_t>()),
+      static_cast<unsigned long long>(s["samples_trained"].get<std::uint64_t>()),
+      static_cast<unsigned long long>(s["samples_applied"].get<std::uint64_t>()),
+      static_cast<unsigned long long>(s["samples_dropped"].get<std::uint64_t>()));
   std::fflush(stdout);
   removeTestDir(dir);
 }

@@ -10,9 +10,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
+
+#include <nlohmann/json.hpp>
 
 #include "daemon_harness.h"
 
@@ -36,7 +37,8 @@ std::string lineWith(const std::string& log, const std::string& text) {
   const std::size_t start = log.rfind('\n', at);
   const std::size_t end = log.find('\n', at);
   return log.substr(start == std::string::npos ? 0 : start + 1,
-                    end == std::string::npos ? std::string::npos : end - (start == std::string::npos ? 0 : start + 1));
+                    end == std::string::npos ? std::string::npos
+                                             : end - (start == std::string::npos ? 0 : start + 1));
 }
 
 std::size_t countOf(const std::string& log, const std::string& text) {
@@ -62,7 +64,9 @@ struct FaultCluster {
     daemon.reset();
     removeTestDir(dir);
   }
-  std::string workerLog(std::size_t i) const { return dir + "/worker-" + std::to_string(i) + ".log"; }
+  std::string workerLog(std::size_t i) const {
+    return dir + "/worker-" + std::to_string(i) + ".log";
+  }
   Process& addWorker(std::vector<std::string> extra) {
     std::vector<std::string> argv = {WORKER_PATH, "--coordinator", endpoint, "--name",
                                      "w" + std::to_string(workers.size())};
@@ -94,7 +98,9 @@ struct FaultCluster {
 
 }  // namespace
 
-TEST_CASE("fault: a worker frozen past the heartbeat timeout is declared dead, refused on its return, re-registers; training and accounting go on") {
+TEST_CASE(
+    "fault: a worker frozen past the heartbeat timeout is declared dead, refused on its return, "
+    "re-registers; training and accounting go on") {
   // Dead after max(heartbeat_ms * misses, step_deadline_ms + 2 * heartbeat_ms) of silence
   // (coordinator.cc checkLiveness): here max(900, 1100) = 1.1 s.
   constexpr double kDeadAfterS = 1.1;
@@ -109,7 +115,8 @@ TEST_CASE("fault: a worker frozen past the heartbeat timeout is declared dead, r
   const std::size_t assigned_before = countOf(readFile(wlog), "assigned: group");
   const double stopped_at = wallNow();
   REQUIRE(::kill(frozen.pid(), SIGSTOP) == 0);
-  const bool declared = waitForText(c.dir + "/daemon.log", "missed its heartbeats: declared dead", 15000ms);
+  const bool declared =
+      waitForText(c.dir + "/daemon.log", "missed its heartbeats: declared dead", 15000ms);
   INFO("daemon: " << readFile(c.dir + "/daemon.log"));
   REQUIRE(declared);
   const double dead_after = stampOf(readFile(c.dir + "/daemon.log"), "declared dead") - stopped_at;
@@ -135,7 +142,8 @@ TEST_CASE("fault: a worker frozen past the heartbeat timeout is declared dead, r
   REQUIRE(countOf(after, "assigned: group") == assigned_before + 1);
   const double reregistered_after = lastStampOf(after, "assigned: group") - resumed_at;
   // What told it: a refused push (logged) or a heartbeat answered "register again".
-  const std::string refusal = lineWith(after.substr(std::min(log_at_resume, after.size())), "failed: ");
+  const std::string refusal =
+      lineWith(after.substr(std::min(log_at_resume, after.size())), "failed: ");
   // The returning worker trains again, and the total keeps growing.
   REQUIRE(c.waitForSamples(c.status()["samples_trained"].get<std::uint64_t>() + 1000, 30000ms));
   CHECK(c.status()["workers"]["active"] == 4);
@@ -146,22 +154,24 @@ TEST_CASE("fault: a worker frozen past the heartbeat timeout is declared dead, r
   CHECK(death_event);
   std::uint64_t frozen_samples = 0;
   for (const auto& w : s["worker_stats"]) {
-    if (w["name"] == "w1" && w["state"] != "active") frozen_samples += w["samples"].get<std::uint64_t>();
+    if (w["name"] == "w1" && w["state"] != "active")
+      frozen_samples += w["samples"].get<std::uint64_t>();
   }
   // The figures docs/reliability.md quotes.
-  std::printf("fault: SIGSTOP w1 for %.2f s; declared dead %.2f s after SIGSTOP (limit %.1f s); "
-              "re-registered %.2f s after SIGCONT; refusal: %s\n"
-              "fault: summary samples_trained %llu applied %llu dropped %llu late_gradients %llu "
-              "stale_heartbeats %llu bad_messages %llu; w1's first registration closed with %llu samples\n",
-              frozen_for, dead_after, kDeadAfterS, reregistered_after,
-              refusal.empty() ? "(none: a heartbeat was answered reregister)" : refusal.c_str(),
-              static_cast<unsigned long long>(s["samples_trained"].get<std::uint64_t>()),
-              static_cast<unsigned long long>(s["samples_applied"].get<std::uint64_t>()),
-              static_cast<unsigned long long>(s["samples_dropped"].get<std::uint64_t>()),
-              static_cast<unsigned long long>(s["late_gradients"].get<std::uint64_t>()),
-              static_cast<unsigned long long>(s["stale_heartbeats"].get<std::uint64_t>()),
-              static_cast<unsigned long long>(s["bad_messages"].get<std::uint64_t>()),
-              static_cast<unsigned long long>(frozen_samples));
+  std::printf(
+      "fault: SIGSTOP w1 for %.2f s; declared dead %.2f s after SIGSTOP (limit %.1f s); "
+      "re-registered %.2f s after SIGCONT; refusal: %s\n"
+      "fault: summary samples_trained %llu applied %llu dropped %llu late_gradients %llu "
+      "stale_heartbeats %llu bad_messages %llu; w1's first registration closed with %llu samples\n",
+      frozen_for, dead_after, kDeadAfterS, reregistered_after,
+      refusal.empty() ? "(none: a heartbeat was answered reregister)" : refusal.c_str(),
+      static_cast<unsigned long long>(s["samples_trained"].get<std::uint64_t>()),
+      static_cast<unsigned long long>(s["samples_applied"].get<std::uint64_t>()),
+      static_cast<unsigned long long>(s["samples_dropped"].get<std::uint64_t>()),
+      static_cast<unsigned long long>(s["late_gradients"].get<std::uint64_t>()),
+      static_cast<unsigned long long>(s["stale_heartbeats"].get<std::uint64_t>()),
+      static_cast<unsigned long long>(s["bad_messages"].get<std::uint64_t>()),
+      static_cast<unsigned long long>(frozen_samples));
   std::fflush(stdout);
   // Silence counts from the last heartbeat the coordinator saw, which left the worker up
   // to one heartbeat interval (0.3 s) before SIGSTOP.
@@ -170,7 +180,9 @@ TEST_CASE("fault: a worker frozen past the heartbeat timeout is declared dead, r
   CHECK(reregistered_after < 5.0);
 }
 
-TEST_CASE("fault: malformed and out-of-place messages during training each get an error reply; training goes on") {
+TEST_CASE(
+    "fault: malformed and out-of-place messages during training each get an error reply; training "
+    "goes on") {
   FaultCluster c({"--mode", "grouped", "--workers", "2", "--groups", "1", "--heartbeat-ms", "300"});
   for (int i = 0; i < 2; ++i) c.addWorker({"--device-ms", "2"});
   REQUIRE(waitForText(c.dir + "/daemon.log", "registered trainer 2", 30000ms));
@@ -199,7 +211,9 @@ TEST_CASE("fault: malformed and out-of-place messages during training each get a
               static_cast<unsigned long long>(s["samples_trained"].get<std::uint64_t>()));
 }
 
-TEST_CASE("fault: a push counted by its group whose answer times out on the worker keeps the accounting exact") {
+TEST_CASE(
+    "fault: a push counted by its group whose answer times out on the worker keeps the accounting "
+    "exact") {
   // One group of two: w0's pushes wait at the barrier for w1, whose steps 30-32 take
   // 1.5 s each, far past w0's --timeout-ms (400 ms). The group PS counts w0's gradient on
   // arrival; w0 sees no answer, reports the samples as unconfirmed, asks the coordinator,
@@ -220,12 +234,13 @@ TEST_CASE("fault: a push counted by its group whose answer times out on the work
   checkAccounting(s);
   CHECK(s["worker_reports_ok"].get<bool>());
   CHECK(s["samples_counted_unanswered"].get<std::uint64_t>() > 0);
-  std::printf("fault: push answers timed out: %zu in w0's log; the groups counted %llu samples "
-              "whose answer w0 never saw; trained %llu = applied %llu + dropped %llu\n",
-              countOf(readFile(wlog), "no answer from"),
-              static_cast<unsigned long long>(s["samples_counted_unanswered"].get<std::uint64_t>()),
-              static_cast<unsigned long long>(s["samples_trained"].get<std::uint64_t>()),
-              static_cast<unsigned long long>(s["samples_applied"].get<std::uint64_t>()),
-              static_cast<unsigned long long>(s["samples_dropped"].get<std::uint64_t>()));
+  std::printf(
+      "fault: push answers timed out: %zu in w0's log; the groups counted %llu samples "
+      "whose answer w0 never saw; trained %llu = applied %llu + dropped %llu\n",
+      countOf(readFile(wlog), "no answer from"),
+      static_cast<unsigned long long>(s["samples_counted_unanswered"].get<std::uint64_t>()),
+      static_cast<unsigned long long>(s["samples_trained"].get<std::uint64_t>()),
+      static_cast<unsigned long long>(s["samples_applied"].get<std::uint64_t>()),
+      static_cast<unsigned long long>(s["samples_dropped"].get<std::uint64_t>()));
   std::fflush(stdout);
 }

@@ -7,12 +7,13 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
-#include "groupsgd/kernels/model_device.h"
+#include <nlohmann/json.hpp>
+
 #include "daemon_harness.h"
+#include "groupsgd/kernels/model_device.h"
 
 using namespace std::chrono_literals;
 using nlohmann::json;
@@ -32,11 +33,11 @@ bool noGpu() {
 // Trains `model` with two CUDA trainers until 0.80 test accuracy; returns the summary.
 json trainOnGpu(const std::string& model) {
   const std::string dir = makeTempDir();
-  auto daemon = startDaemon(dir, "daemon.log",
-                            {"--progress-ms", "0", "--heartbeat-ms", "300", "--mode", "sync",
-                             "--workers", "2", "--model", model, "--target-acc", "0.80",
-                             "--max-seconds", "120"},
-                            DaemonFiles{.control_socket = false});
+  auto daemon =
+      startDaemon(dir, "daemon.log",
+                  {"--progress-ms", "0", "--heartbeat-ms", "300", "--mode", "sync", "--workers",
+                   "2", "--model", model, "--target-acc", "0.80", "--max-seconds", "120"},
+                  DaemonFiles{.control_socket = false});
   const std::string endpoint = endpointIn(dir);
   std::vector<std::unique_ptr<Process>> workers;
   for (int i = 0; i < 2; ++i) {
@@ -44,15 +45,16 @@ json trainOnGpu(const std::string& model) {
         std::vector<std::string>{WORKER_PATH, "--coordinator", endpoint, "--device", "cuda"},
         dir + "/worker-" + std::to_string(i) + ".log"));
   }
-  Process evaluator({WORKER_PATH, "--coordinator", endpoint, "--evaluate", "--eval-interval-ms",
-                     "200"},
-                    dir + "/evaluator.log");
+  Process evaluator(
+      {WORKER_PATH, "--coordinator", endpoint, "--evaluate", "--eval-interval-ms", "200"},
+      dir + "/evaluator.log");
   const auto rc = daemon->wait(150000ms);
   REQUIRE_MESSAGE(rc.has_value(), "the daemon did not stop in time");
   CHECK(*rc == 0);
   for (std::size_t i = 0; i < workers.size(); ++i) {
     const std::string log = readFile(dir + "/worker-" + std::to_string(i) + ".log");
-    CHECK_MESSAGE(workers[i]->wait(15000ms) == std::optional<int>(0), "worker " << i << ": " << log);
+    CHECK_MESSAGE(workers[i]->wait(15000ms) == std::optional<int>(0),
+                  "worker " << i << ": " << log);
     CHECK_MESSAGE(log.find("runs on cuda:0") != std::string::npos, log);
   }
   json s = readSummary(dir);

@@ -4,6 +4,7 @@
 // (--coordinator A,B); they find the new head on their own, and the restarted
 // run's accounting holds.
 #include <doctest/doctest.h>
+
 #include <signal.h>
 
 #include <cstdio>
@@ -16,8 +17,9 @@ using namespace groupsgd::testing;
 using namespace std::chrono_literals;
 using nlohmann::json;
 
-TEST_CASE("faults: the head restarted on another port is found again by the "
-          "node daemon and the workers (endpoint list); accounting holds") {
+TEST_CASE(
+    "faults: the head restarted on another port is found again by the "
+    "node daemon and the workers (endpoint list); accounting holds") {
   const std::string dir = makeTempDir();
   const std::vector<std::string> args = {"--role",
                                          "coordinator",
@@ -45,25 +47,22 @@ TEST_CASE("faults: the head restarted on another port is found again by the "
   const std::string ep1 = endpointIn(dir);
   const std::string ep2 = "tcp://127.0.0.1:" + std::to_string(freePort());
   const std::string list = ep1 + "," + ep2;
-  Process node({GROUPSGDD_PATH, "--role", "node", "--coordinator", list,
-                "--node-groups", "2", "--mode", "grouped", "--workers", "2",
-                "--groups", "2", "--step-deadline-ms", "1000", "--give-up-s",
-                "60"},
+  Process node({GROUPSGDD_PATH, "--role", "node", "--coordinator", list, "--node-groups", "2",
+                "--mode", "grouped", "--workers", "2", "--groups", "2", "--step-deadline-ms",
+                "1000", "--give-up-s", "60"},
                dir + "/node.log");
   std::vector<std::unique_ptr<Process>> workers;
   for (int i = 0; i < 2; ++i) {
     workers.push_back(std::make_unique<Process>(
         std::vector<std::string>{WORKER_PATH, "--coordinator", list, "--name",
-                                 "w" + std::to_string(i), "--device-ms", "3",
-                                 "--timeout-ms", "1500", "--backoff-max-ms",
-                                 "1000", "--give-up-s", "90"},
+                                 "w" + std::to_string(i), "--device-ms", "3", "--timeout-ms",
+                                 "1500", "--backoff-max-ms", "1000", "--give-up-s", "90"},
         dir + "/w" + std::to_string(i) + ".log"));
   }
   json st = waitForStatus(
       dir,
-      [](const json &s) {
-        return s["central_version"].get<std::uint64_t>() >=
-               40; // two checkpoints at least
+      [](const json& s) {
+        return s["central_version"].get<std::uint64_t>() >= 40;  // two checkpoints at least
       },
       90000ms);
   REQUIRE(st["central_version"].get<std::uint64_t>() >= 40);
@@ -83,9 +82,8 @@ TEST_CASE("faults: the head restarted on another port is found again by the "
   // Everybody back on the new endpoint, training under the new incarnation.
   st = waitForStatus(
       dir,
-      [](const json &s) {
-        return s["workers"]["active"] == 2 &&
-               s["samples_trained"].get<std::uint64_t>() > 0;
+      [](const json& s) {
+        return s["workers"]["active"] == 2 && s["samples_trained"].get<std::uint64_t>() > 0;
       },
       60000ms);
   const double back_at = wallNow() - killed_at;
@@ -97,36 +95,31 @@ TEST_CASE("faults: the head restarted on another port is found again by the "
   CHECK(node.wait(30000ms) == std::optional<int>(0));
   for (int i = 0; i < 2; ++i) {
     const std::string wlog = readFile(dir + "/w" + std::to_string(i) + ".log");
-    CHECK_MESSAGE(workers[i]->wait(30000ms) == std::optional<int>(0),
-                  "w" << i << ": " << wlog);
+    CHECK_MESSAGE(workers[i]->wait(30000ms) == std::optional<int>(0), "w" << i << ": " << wlog);
   }
-  CHECK(readFile(dir + "/node.log").find("re-registering") !=
-        std::string::npos);
+  CHECK(readFile(dir + "/node.log").find("re-registering") != std::string::npos);
   json s = readSummary(dir);
   checkAccounting(s);
   CHECK(s["stop_reason"] == "sample budget spent");
-  const json &hr = s["head_restart"];
+  const json& hr = s["head_restart"];
   CHECK(hr["incarnation"] == 2);
   const auto resumed = hr["resumed_version"].get<std::uint64_t>();
   CHECK(resumed > 0);
-  CHECK(seen <=
-        resumed +
-            2 * 20); // the checkpoint policy's bound (+ one write's slack)
+  CHECK(seen <= resumed + 2 * 20);  // the checkpoint policy's bound (+ one write's slack)
   CHECK(s["group_stats"].size() == 2);
-  std::printf("faults: head SIGKILL, restarted %.2f s later on another port "
-              "(%s -> %s): node "
-              "and both workers training on the new head %.2f s after the kill "
-              "(%.2f s after "
-              "the restart); resumed version %llu (test saw >= %llu); %llu "
-              "samples after the "
-              "restart, accounting ok %d\n",
-              restarted_at - killed_at, ep1.c_str(), ep2.c_str(), back_at,
-              back_at - (restarted_at - killed_at),
-              static_cast<unsigned long long>(resumed),
-              static_cast<unsigned long long>(seen),
-              static_cast<unsigned long long>(
-                  s["samples_trained"].get<std::uint64_t>()),
-              s["accounting_ok"].get<bool>() ? 1 : 0);
+  std::printf(
+      "faults: head SIGKILL, restarted %.2f s later on another port "
+      "(%s -> %s): node "
+      "and both workers training on the new head %.2f s after the kill "
+      "(%.2f s after "
+      "the restart); resumed version %llu (test saw >= %llu); %llu "
+      "samples after the "
+      "restart, accounting ok %d\n",
+      restarted_at - killed_at, ep1.c_str(), ep2.c_str(), back_at,
+      back_at - (restarted_at - killed_at), static_cast<unsigned long long>(resumed),
+      static_cast<unsigned long long>(seen),
+      static_cast<unsigned long long>(s["samples_trained"].get<std::uint64_t>()),
+      s["accounting_ok"].get<bool>() ? 1 : 0);
   std::fflush(stdout);
   removeTestDir(dir);
 }
@@ -134,19 +127,44 @@ TEST_CASE("faults: the head restarted on another port is found again by the "
 // A trainer whose back-off makes it miss the whole run of the restarted head: before
 // finish_linger_s it found no head at its next retry and kept registering until its
 // --give-up-s (the multi-node failover test's worker that did not exit within 30 s).
-TEST_CASE("faults: a trainer still in its back-off when the restarted head's run ends is "
-          "told `finished` and exits 0") {
+TEST_CASE(
+    "faults: a trainer still in its back-off when the restarted head's run ends is "
+    "told `finished` and exits 0") {
   const std::string dir = makeTempDir();
-  const std::vector<std::string> args = {
-      "--mode", "grouped", "--workers", "2", "--groups", "2", "--heartbeat-ms", "250",
-      "--heartbeat-misses", "12", "--step-deadline-ms", "1000", "--checkpoint-dir", dir + "/ck",
-      "--checkpoint-every-versions", "20", "--checkpoint-interval-s", "0", "--progress-ms", "0"};
+  const std::vector<std::string> args = {"--mode",
+                                         "grouped",
+                                         "--workers",
+                                         "2",
+                                         "--groups",
+                                         "2",
+                                         "--heartbeat-ms",
+                                         "250",
+                                         "--heartbeat-misses",
+                                         "12",
+                                         "--step-deadline-ms",
+                                         "1000",
+                                         "--checkpoint-dir",
+                                         dir + "/ck",
+                                         "--checkpoint-every-versions",
+                                         "20",
+                                         "--checkpoint-interval-s",
+                                         "0",
+                                         "--progress-ms",
+                                         "0"};
   auto head = startDaemon(dir, "head1.log", "tcp://127.0.0.1:0", args);
   const std::string ep = endpointIn(dir);
   auto worker = [&](int i, std::vector<std::string> backoff) {
-    std::vector<std::string> argv = {WORKER_PATH, "--coordinator", ep, "--name",
-                                     "w" + std::to_string(i), "--device-ms", "3",
-                                     "--timeout-ms", "1500", "--give-up-s", "60"};
+    std::vector<std::string> argv = {WORKER_PATH,
+                                     "--coordinator",
+                                     ep,
+                                     "--name",
+                                     "w" + std::to_string(i),
+                                     "--device-ms",
+                                     "3",
+                                     "--timeout-ms",
+                                     "1500",
+                                     "--give-up-s",
+                                     "60"};
     argv.insert(argv.end(), backoff.begin(), backoff.end());
     return std::make_unique<Process>(argv, dir + "/w" + std::to_string(i) + ".log");
   };

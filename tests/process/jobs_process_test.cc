@@ -7,6 +7,7 @@
 #include <csignal>
 #include <filesystem>
 #include <fstream>
+
 #include <nlohmann/json.hpp>
 
 #include "groupsgd/client/client.h"

@@ -7,8 +7,9 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <thread>
+
+#include <nlohmann/json.hpp>
 
 #include "daemon_harness.h"
 
@@ -29,7 +30,8 @@ std::unique_ptr<Process> startOpsDaemon(const std::string& dir, const std::strin
 
 TEST_CASE("ops: add-worker and drain-worker scripts during training; groupsgdctl exit codes") {
   const std::string dir = makeTempDir();
-  auto daemon = startOpsDaemon(dir, "daemon.log", {"--mode", "grouped", "--workers", "3", "--groups", "1"});
+  auto daemon =
+      startOpsDaemon(dir, "daemon.log", {"--mode", "grouped", "--workers", "3", "--groups", "1"});
   const std::string ep = endpointIn(dir);
   const std::string sock = dir + "/ctl.sock";
   std::vector<std::unique_ptr<Process>> workers;
@@ -53,8 +55,8 @@ TEST_CASE("ops: add-worker and drain-worker scripts during training; groupsgdctl
   // Drain it once it trains (a few answered pushes), not after a fixed time.
   CHECK(waitUntil(
       [&] {
-        if (runTool({GROUPSGDCTL_PATH, "--socket", sock, "--json", "workers"},
-                    dir + "/poll.log") != 0) {
+        if (runTool({GROUPSGDCTL_PATH, "--socket", sock, "--json", "workers"}, dir + "/poll.log") !=
+            0) {
           return false;
         }
         const json rows = json::parse(readFile(dir + "/poll.log"), nullptr, false);
@@ -73,7 +75,8 @@ TEST_CASE("ops: add-worker and drain-worker scripts during training; groupsgdctl
                 dir + "/drain2.log") == 0);  // already gone: still a success
   // groupsgdctl: refused by the daemon -> 1; usage or connection errors -> 2.
   CHECK(runTool({GROUPSGDCTL_PATH, "--socket", sock, "drain", "nobody"}, dir + "/c1.log") == 1);
-  CHECK(runTool({GROUPSGDCTL_PATH, "--socket", dir + "/absent.sock", "status"}, dir + "/c2.log") == 2);
+  CHECK(runTool({GROUPSGDCTL_PATH, "--socket", dir + "/absent.sock", "status"}, dir + "/c2.log") ==
+        2);
   CHECK(runTool({GROUPSGDCTL_PATH, "--socket", sock, "frobnicate"}, dir + "/c3.log") == 2);
   CHECK(runTool({GROUPSGDCTL_PATH, "--socket", sock, "--json", "status"}, dir + "/c4.log") == 0);
   json st = json::parse(readFile(dir + "/c4.log"));
@@ -96,8 +99,8 @@ TEST_CASE("ops: add-worker and drain-worker scripts during training; groupsgdctl
 
 TEST_CASE("ops: SIGTERM checkpoints; a restart resumes at the same central version") {
   const std::string dir = makeTempDir();
-  auto daemon = startOpsDaemon(dir, "d1.log", {"--mode", "sync", "--workers", "2",
-                                            "--checkpoint-dir", dir + "/ck"});
+  auto daemon = startOpsDaemon(
+      dir, "d1.log", {"--mode", "sync", "--workers", "2", "--checkpoint-dir", dir + "/ck"});
   const std::string ep = endpointIn(dir);
   std::vector<std::unique_ptr<Process>> workers;
   for (int i = 0; i < 2; ++i) {
@@ -126,15 +129,17 @@ TEST_CASE("ops: SIGTERM checkpoints; a restart resumes at the same central versi
   CHECK(s["accounting_ok"].get<bool>());
   // The checkpoint written at shutdown holds that version.
   char name[64];
-  std::snprintf(name, sizeof name, "/ck/ckpt-%020llu.gsgd", static_cast<unsigned long long>(version));
+  std::snprintf(name, sizeof name, "/ck/ckpt-%020llu.gsgd",
+                static_cast<unsigned long long>(version));
   CHECK(std::filesystem::exists(dir + name));
   // A damaged newer file must not win over it.
   {
     std::ofstream junk(dir + "/ck/ckpt-00000000009999999999.gsgd");
     junk << "torn write";
   }
-  auto again = startOpsDaemon(dir, "d2.log", {"--mode", "sync", "--workers", "2", "--checkpoint-dir",
-                                           dir + "/ck", "--max-seconds", "1"});
+  auto again = startOpsDaemon(
+      dir, "d2.log",
+      {"--mode", "sync", "--workers", "2", "--checkpoint-dir", dir + "/ck", "--max-seconds", "1"});
   REQUIRE(waitForText(dir + "/d2.log", "resumed from", 10000ms));
   const std::string log = readFile(dir + "/d2.log");
   CHECK(log.find("at version " + std::to_string(version)) != std::string::npos);
@@ -146,9 +151,9 @@ TEST_CASE("ops: SIGTERM checkpoints; a restart resumes at the same central versi
 
 TEST_CASE("ops: multi-node roles: a coordinator daemon and a node daemon hosting the group PSes") {
   const std::string dir = makeTempDir();
-  auto head = startOpsDaemon(dir, "head.log", {"--role", "coordinator", "--mode", "grouped",
-                                            "--workers", "4", "--groups", "2", "--max-samples",
-                                            "20000", "--max-seconds", "60"});
+  auto head = startOpsDaemon(dir, "head.log",
+                             {"--role", "coordinator", "--mode", "grouped", "--workers", "4",
+                              "--groups", "2", "--max-samples", "20000", "--max-seconds", "60"});
   const std::string ep = endpointIn(dir);
   // Workers may come first: they are told to retry until a node offers the group PSes.
   std::vector<std::unique_ptr<Process>> workers;
@@ -181,9 +186,9 @@ TEST_CASE("ops: multi-node roles: a coordinator daemon and a node daemon hosting
 
 TEST_CASE("ops: every control method answers a live adaptive daemon (contract)") {
   const std::string dir = makeTempDir();
-  auto daemon = startOpsDaemon(dir, "daemon.log", {"--mode", "adaptive", "--workers", "3",
-                                                "--checkpoint-dir", dir + "/ck", "--control-ms",
-                                                "300", "--profile-steps", "5"});
+  auto daemon = startOpsDaemon(dir, "daemon.log",
+                               {"--mode", "adaptive", "--workers", "3", "--checkpoint-dir",
+                                dir + "/ck", "--control-ms", "300", "--profile-steps", "5"});
   const std::string ep = endpointIn(dir);
   const std::string sock = dir + "/ctl.sock";
   std::vector<std::unique_ptr<Process>> workers;

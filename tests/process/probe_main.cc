@@ -51,7 +51,8 @@ bool expectErrorForRaw(const std::string& what, zmq::context_t& ctx, const std::
   std::string detail = "no answer";
   if (item.revents & ZMQ_POLLIN) {
     auto got = recvFrames(*sock);
-    auto msg = got ? decodeMessage(std::move(*got), MessageLimits{}) : Result<InMessage>(got.status());
+    auto msg =
+        got ? decodeMessage(std::move(*got), MessageLimits{}) : Result<InMessage>(got.status());
     if (msg) {
       const Status s = statusFromError(*msg);
       refused = !s.isOk();

@@ -17,8 +17,8 @@ namespace {
 
 std::unique_ptr<Process> startNode(const std::string& dir, const std::string& name) {
   return std::make_unique<Process>(
-      std::vector<std::string>{groupsgddPath(), "--role", "node", "--coordinator",
-                               endpointIn(dir), "--node-groups", "1", "--give-up-s", "30"},
+      std::vector<std::string>{groupsgddPath(), "--role", "node", "--coordinator", endpointIn(dir),
+                               "--node-groups", "1", "--give-up-s", "30"},
       dir + "/" + name + ".log");
 }
 
@@ -30,14 +30,15 @@ std::uint64_t version(const std::string& dir) {
 
 }  // namespace
 
-TEST_CASE("serve with node daemons: a node killed mid-job fails its group; the job trains on "
-          "and its lost slot is placed on a new node") {
+TEST_CASE(
+    "serve with node daemons: a node killed mid-job fails its group; the job trains on "
+    "and its lost slot is placed on a new node") {
   const std::string dir = makeTempDir();
-  auto daemon = startDaemon(dir, "daemon.log",
-                            {"--serve", "--state-dir", dir + "/state", "--max-group-slots", "0",
-                             "--progress-ms", "0", "--heartbeat-ms", "200",
-                             "--heartbeat-misses", "12", "--step-deadline-ms", "1000"},
-                            DaemonFiles{});
+  auto daemon = startDaemon(
+      dir, "daemon.log",
+      {"--serve", "--state-dir", dir + "/state", "--max-group-slots", "0", "--progress-ms", "0",
+       "--heartbeat-ms", "200", "--heartbeat-misses", "12", "--step-deadline-ms", "1000"},
+      DaemonFiles{});
   REQUIRE(waitForText(dir + "/daemon.log", "serving jobs", 30000ms));
   // Dead after max(200 ms * 12, 1000 + 2 * 200) = 2.4 s of silence (nodes and workers
   // alike), as in the single-run failover test: a loaded machine does not kill trainers.
@@ -45,9 +46,8 @@ TEST_CASE("serve with node daemons: a node killed mid-job fails its group; the j
   auto node_b = startNode(dir, "node-b");
   REQUIRE(waitUntil([&] { return slots(dir)["node_slots"] == 2; }, 30000ms, 100ms));
 
-  const json job = {{"name", "g"},        {"mode", "grouped"}, {"groups", 2},
-                    {"workers", 2},       {"model", "softmax"}, {"batch_size", 32},
-                    {"max_seconds", 60}};
+  const json job = {{"name", "g"},        {"mode", "grouped"}, {"groups", 2},      {"workers", 2},
+                    {"model", "softmax"}, {"batch_size", 32},  {"max_seconds", 60}};
   const std::string path = dir + "/g.json";
   std::ofstream(path) << job.dump();
   CHECK(ctlJson(dir, {"job", "submit", path})["node_slots"] == 2);

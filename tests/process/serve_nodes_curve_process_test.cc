@@ -4,9 +4,10 @@
 // node's key). Skipped when libzmq lacks CURVE.
 #include <doctest/doctest.h>
 
+#include <zmq.h>
+
 #include <csignal>
 #include <fstream>
-#include <zmq.h>
 
 #include "daemon_harness.h"
 
@@ -27,19 +28,29 @@ TEST_CASE("serve with node daemons under CURVE: node keys join the pool, worker 
   }
   // The node admits the workers (its group PS serves them); the daemon's key it admits itself.
   std::ofstream(dir + "/node-allow") << readFile(dir + "/w0.pub") << readFile(dir + "/w1.pub");
-  auto daemon = startDaemon(dir, "daemon.log",
-                            {"--serve", "--state-dir", dir + "/state", "--max-group-slots", "0",
-                             "--progress-ms", "0", "--heartbeat-ms", "200",
-                             "--step-deadline-ms", "2000", "--curve-secret-key-file",
-                             dir + "/server.key", "--curve-allow-file", dir + "/allow"},
-                            DaemonFiles{});
+  auto daemon = startDaemon(
+      dir, "daemon.log",
+      {"--serve", "--state-dir", dir + "/state", "--max-group-slots", "0", "--progress-ms", "0",
+       "--heartbeat-ms", "200", "--step-deadline-ms", "2000", "--curve-secret-key-file",
+       dir + "/server.key", "--curve-allow-file", dir + "/allow"},
+      DaemonFiles{});
   REQUIRE(waitForText(dir + "/daemon.log", "serving jobs", 30000ms));
   const auto nodeArgs = [&](const std::string& key) {
-    return std::vector<std::string>{groupsgddPath(), "--role", "node", "--coordinator",
-                                    endpointIn(dir), "--node-groups", "1", "--give-up-s", "5",
-                                    "--curve-secret-key-file", dir + "/" + key + ".key",
-                                    "--curve-allow-file", dir + "/node-allow",
-                                    "--curve-server-key-file", dir + "/server.pub"};
+    return std::vector<std::string>{groupsgddPath(),
+                                    "--role",
+                                    "node",
+                                    "--coordinator",
+                                    endpointIn(dir),
+                                    "--node-groups",
+                                    "1",
+                                    "--give-up-s",
+                                    "5",
+                                    "--curve-secret-key-file",
+                                    dir + "/" + key + ".key",
+                                    "--curve-allow-file",
+                                    dir + "/node-allow",
+                                    "--curve-server-key-file",
+                                    dir + "/server.pub"};
   };
   Process impostor(nodeArgs("w0"), dir + "/impostor.log");
   CHECK(impostor.wait(30000ms) == std::optional<int>(1));
@@ -47,10 +58,12 @@ TEST_CASE("serve with node daemons under CURVE: node keys join the pool, worker 
         std::string::npos);
   Process node(nodeArgs("node"), dir + "/node.log");
   REQUIRE(waitUntil(
-      [&] { return ctlJson(dir, {"job", "list"})["group_slots"]["node_slots"] == 1; }, 30000ms,
-      100ms));
+      [&] {
+        return ctlJson(dir, {"job", "list"})["group_slots"]["node_slots"] == 1;
+      },
+      30000ms, 100ms));
 
-  const json job = {{"name", "k"},       {"mode", "sync"},    {"workers", 2},
+  const json job = {{"name", "k"},        {"mode", "sync"},   {"workers", 2},
                     {"model", "softmax"}, {"batch_size", 32}, {"max_samples", 3000}};
   std::ofstream(dir + "/k.json") << job.dump();
   CHECK(ctlJson(dir, {"job", "submit", dir + "/k.json"})["node_slots"] == 1);

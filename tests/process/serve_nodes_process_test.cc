@@ -17,28 +17,37 @@ using nlohmann::json;
 namespace {
 
 std::unique_ptr<Process> startServe(const std::string& dir) {
-  auto d = startDaemon(dir, "daemon.log",
-                       {"--serve", "--state-dir", dir + "/state", "--max-group-slots", "0",
-                        "--progress-ms", "0", "--heartbeat-ms", "200", "--step-deadline-ms",
-                        "2000"},
-                       DaemonFiles{});
+  auto d =
+      startDaemon(dir, "daemon.log",
+                  {"--serve", "--state-dir", dir + "/state", "--max-group-slots", "0",
+                   "--progress-ms", "0", "--heartbeat-ms", "200", "--step-deadline-ms", "2000"},
+                  DaemonFiles{});
   REQUIRE(waitForText(dir + "/daemon.log", "serving jobs", 30000ms));
   return d;
 }
 
 std::unique_ptr<Process> startNode(const std::string& dir, const std::string& name, int slots) {
   return std::make_unique<Process>(
-      std::vector<std::string>{groupsgddPath(), "--role", "node", "--coordinator",
-                               endpointIn(dir), "--node-groups", std::to_string(slots),
-                               "--give-up-s", "30"},
+      std::vector<std::string>{groupsgddPath(), "--role", "node", "--coordinator", endpointIn(dir),
+                               "--node-groups", std::to_string(slots), "--give-up-s", "30"},
       dir + "/" + name + ".log");
 }
 
 std::unique_ptr<Process> startWorker(const std::string& dir, const std::string& job,
                                      const std::string& name, bool evaluate = false) {
-  std::vector<std::string> argv = {WORKER_PATH, "--coordinator", endpointIn(dir), "--job", job,
-                                   "--name", name, "--device-ms", "2", "--give-up-s", "60",
-                                   "--timeout-ms", "4000"};
+  std::vector<std::string> argv = {WORKER_PATH,
+                                   "--coordinator",
+                                   endpointIn(dir),
+                                   "--job",
+                                   job,
+                                   "--name",
+                                   name,
+                                   "--device-ms",
+                                   "2",
+                                   "--give-up-s",
+                                   "60",
+                                   "--timeout-ms",
+                                   "4000"};
   if (evaluate) argv.insert(argv.end(), {"--evaluate", "--eval-interval-ms", "200"});
   return std::make_unique<Process>(argv, dir + "/" + name + ".log");
 }
@@ -62,9 +71,9 @@ std::string writeJob(const std::string& dir, const json& job) {
 std::string refusedSubmit(const std::string& dir, const json& job) {
   static int n = 0;
   const std::string log = dir + "/refused-" + std::to_string(++n) + ".log";
-  CHECK(runTool({groupsgdctlPath(), "--socket", dir + "/ctl.sock", "job", "submit",
-                 writeJob(dir, job)},
-                log, 30000ms) != 0);
+  CHECK(runTool(
+            {groupsgdctlPath(), "--socket", dir + "/ctl.sock", "job", "submit", writeJob(dir, job)},
+            log, 30000ms) != 0);
   return readFile(log);
 }
 
@@ -95,8 +104,9 @@ json checkedSummary(const std::string& dir, const std::string& job, std::size_t 
 
 }  // namespace
 
-TEST_CASE("serve with node daemons: jobs train on the nodes' slots, refused beyond them, a "
-          "stopped job's slots go to the next") {
+TEST_CASE(
+    "serve with node daemons: jobs train on the nodes' slots, refused beyond them, a "
+    "stopped job's slots go to the next") {
   const std::string dir = makeTempDir();
   auto daemon = startServe(dir);
   auto node_a = startNode(dir, "node-a", 2);

@@ -7,8 +7,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <optional>
+
+#include <nlohmann/json.hpp>
 
 #include "daemon_harness.h"
 
@@ -25,10 +26,10 @@ TEST_CASE("straggler: a 4x onset mid-run and its recovery are detected within 5 
                 {"adaptive", {{"control_ms", 1000}}}};
     std::ofstream(dir + "/config.json") << cfg.dump(2);
   }
-  auto daemon = startDaemon(
-      dir, "daemon.log",
-      {"--config", dir + "/config.json", "--progress-ms", "0", "--max-seconds", "14"},
-      DaemonFiles{.control_socket = false});
+  auto daemon =
+      startDaemon(dir, "daemon.log",
+                  {"--config", dir + "/config.json", "--progress-ms", "0", "--max-seconds", "14"},
+                  DaemonFiles{.control_socket = false});
   const std::string endpoint = endpointIn(dir);
   // Steps dominated by emulated device time, so a loaded machine's noise is small beside
   // a 4x slowdown. Onset after the trainer's 70th step (past every trainer's warm-up and

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+
 #include <nlohmann/json.hpp>
 
 #include "daemon_harness.h"
@@ -45,8 +46,9 @@ struct Cluster {
     CHECK(*rc == 0);
     for (std::size_t i = 0; i < workers.size(); ++i) {
       auto wrc = workers[i]->wait(15000ms);
-      CHECK_MESSAGE(wrc == std::optional<int>(0), exitText(wrc) << ", worker " << i << ": "
-                    << readFile(dir + "/worker-" + std::to_string(i) + ".log"));
+      CHECK_MESSAGE(wrc == std::optional<int>(0),
+                    exitText(wrc) << ", worker " << i << ": "
+                                  << readFile(dir + "/worker-" + std::to_string(i) + ".log"));
     }
     return readSummary(dir);
   }
@@ -54,7 +56,9 @@ struct Cluster {
 
 }  // namespace
 
-TEST_CASE("process: grouped mode with 4 workers reaches 0.80 test accuracy; bad input is refused while training goes on") {
+TEST_CASE(
+    "process: grouped mode with 4 workers reaches 0.80 test accuracy; bad input is refused while "
+    "training goes on") {
   Cluster c({"--mode", "grouped", "--workers", "4", "--groups", "2", "--target-acc", "0.80",
              "--max-seconds", "90"});
   for (int i = 0; i < 4; ++i) c.addWorker({"--device-ms", "2"});
@@ -97,7 +101,8 @@ TEST_CASE("process: async mode weights stale updates and keeps the accounting in
   checkAccounting(s);
 }
 
-TEST_CASE("process: a straggler in sync mode past the step deadline is dropped and counted, never lost") {
+TEST_CASE(
+    "process: a straggler in sync mode past the step deadline is dropped and counted, never lost") {
   Cluster c({"--mode", "sync", "--workers", "2", "--max-samples", "6000", "--max-seconds", "60",
              "--step-deadline-ms", "40"});
   c.addWorker({"--device-ms", "1"});
@@ -140,8 +145,8 @@ TEST_CASE("process: top-k 1% gradients and fp16 deltas (with error feedback) sti
   // K = 4: the run-end flush finds fp16 delta samples pending every run (the path that once
   // crashed the group PS; with K = 1 only when the flush raced a delta in flight).
   Cluster c({"--mode", "grouped", "--workers", "4", "--groups", "2", "--target-acc", "0.80",
-             "--max-seconds", "90", "--compress-gradients", "topk:0.01", "--compress-deltas", "fp16",
-             "--exchange-period", "4"});
+             "--max-seconds", "90", "--compress-gradients", "topk:0.01", "--compress-deltas",
+             "fp16", "--exchange-period", "4"});
   for (int i = 0; i < 4; ++i) c.addWorker({"--device-ms", "2"});
   c.addWorker({"--evaluate", "--eval-interval-ms", "200"});
   json s = c.finish(120000ms);

@@ -1,6 +1,7 @@
 #include "daemon_harness.h"
 
 #include <doctest/doctest.h>
+
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -126,8 +127,7 @@ void checkAccounting(const json& s) {
 }
 
 double wallNow() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 double stampOf(const std::string& log, const std::string& text, std::size_t from) {

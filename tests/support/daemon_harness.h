@@ -9,9 +9,10 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "groupsgd/common/curve_keys.h"
 #include "process.h"
@@ -52,8 +53,7 @@ nlohmann::json ctl(const std::string& dir, std::vector<std::string> args);
 nlohmann::json ctlJson(const std::string& dir, std::vector<std::string> args);
 // Polls `status` until pred(status) holds or the timeout passes; returns the last status.
 template <typename Pred>
-nlohmann::json waitForStatus(const std::string& dir, Pred pred,
-                             std::chrono::milliseconds timeout) {
+nlohmann::json waitForStatus(const std::string& dir, Pred pred, std::chrono::milliseconds timeout) {
   nlohmann::json st;
   waitUntil(
       [&] {

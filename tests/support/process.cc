@@ -69,7 +69,8 @@ bool waitForFile(const std::string& path, std::chrono::milliseconds timeout) {
   return false;
 }
 
-bool waitForText(const std::string& path, const std::string& text, std::chrono::milliseconds timeout) {
+bool waitForText(const std::string& path, const std::string& text,
+                 std::chrono::milliseconds timeout) {
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
     if (readFile(path).find(text) != std::string::npos) return true;
@@ -97,8 +98,8 @@ std::string exitText(const std::optional<int>& status) {
 std::string makeTempDir() {
   // $TMPDIR when set (scripts/soak.sh gives each run its own, to keep a failed run's logs).
   const char* base = std::getenv("TMPDIR");
-  std::string tmpl = std::string(base != nullptr && *base != '\0' ? base : "/tmp") +
-                     "/groupsgd-test.XXXXXX";
+  std::string tmpl =
+      std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/groupsgd-test.XXXXXX";
   if (::mkdtemp(tmpl.data()) == nullptr) throw std::runtime_error("mkdtemp failed");
   return tmpl;
 }

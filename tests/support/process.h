@@ -29,7 +29,8 @@ std::string readFile(const std::string& path);
 // Polls until the file exists and is non-empty.
 bool waitForFile(const std::string& path, std::chrono::milliseconds timeout);
 // Polls until the file contains text.
-bool waitForText(const std::string& path, const std::string& text, std::chrono::milliseconds timeout);
+bool waitForText(const std::string& path, const std::string& text,
+                 std::chrono::milliseconds timeout);
 // Polls done() every `every` until it holds (true) or the timeout passes (false): tests
 // wait for a state, never for a fixed time.
 bool waitUntil(const std::function<bool()>& done, std::chrono::milliseconds timeout,

@@ -2,6 +2,7 @@
 // it registers (exit 2, one clear line), and the binary never links cuBLAS, cuDNN or libcuda
 // (the CUDA models are dlopen()ed), so it starts on any machine.
 #include <doctest/doctest.h>
+
 #include <sys/wait.h>
 
 #include <cstdio>

@@ -18,11 +18,10 @@ TEST_CASE("worker options: --device defaults to cpu and takes cpu, cuda and cuda
     kernels::Backend backend;
     int index;
   };
-  for (const Case& c : {Case{"cpu", kernels::Backend::kCpu, 0},
-                        Case{"cuda", kernels::Backend::kCuda, 0},
-                        Case{"cuda:0", kernels::Backend::kCuda, 0},
-                        Case{"cuda:3", kernels::Backend::kCuda, 3},
-                        Case{"cuda:1023", kernels::Backend::kCuda, 1023}}) {
+  for (const Case& c :
+       {Case{"cpu", kernels::Backend::kCpu, 0}, Case{"cuda", kernels::Backend::kCuda, 0},
+        Case{"cuda:0", kernels::Backend::kCuda, 0}, Case{"cuda:3", kernels::Backend::kCuda, 3},
+        Case{"cuda:1023", kernels::Backend::kCuda, 1023}}) {
     INFO(c.text);
     auto o = parseWorkerOptions({"--device", c.text});
     REQUIRE(o.isOk());
@@ -32,8 +31,8 @@ TEST_CASE("worker options: --device defaults to cpu and takes cpu, cuda and cuda
 }
 
 TEST_CASE("worker options: a bad --device is refused with a message naming it") {
-  for (const char* bad : {"", "gpu", "CUDA", "cuda:", "cuda:-1", "cuda:1024", "cuda:x",
-                          "cuda:1 ", "cuda0", "cpu:0", "cuda:00001"}) {
+  for (const char* bad : {"", "gpu", "CUDA", "cuda:", "cuda:-1", "cuda:1024", "cuda:x", "cuda:1 ",
+                          "cuda0", "cpu:0", "cuda:00001"}) {
     INFO("'" << bad << "'");
     auto o = parseWorkerOptions({"--device", bad});
     REQUIRE_FALSE(o.isOk());

@@ -1,13 +1,14 @@
 #include "groupsgd/worker/options.h"
 
 #include <doctest/doctest.h>
+
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
-
 #include <string>
 #include <vector>
+
 #include "support/temp_dir.h"
 
 using namespace groupsgd;
@@ -53,10 +54,30 @@ TEST_CASE("worker options: no arguments give the documented defaults") {
 }
 
 TEST_CASE("worker options: every flag sets its field") {
-  auto o = parseOk({"--coordinator", "tcp://10.0.0.1:7000", "--job-id", "42", "--data", "/tmp/d",
-                    "--slowdown", "2.5", "--device-ms", "12", "--schedule", "100:slowdown=1",
-                    "--evaluate", "--eval-interval-ms", "250", "--name", "w7", "--max-steps",
-                    "300", "--timeout-ms", "900", "--connect-timeout-ms", "1200", "--log-level",
+  auto o = parseOk({"--coordinator",
+                    "tcp://10.0.0.1:7000",
+                    "--job-id",
+                    "42",
+                    "--data",
+                    "/tmp/d",
+                    "--slowdown",
+                    "2.5",
+                    "--device-ms",
+                    "12",
+                    "--schedule",
+                    "100:slowdown=1",
+                    "--evaluate",
+                    "--eval-interval-ms",
+                    "250",
+                    "--name",
+                    "w7",
+                    "--max-steps",
+                    "300",
+                    "--timeout-ms",
+                    "900",
+                    "--connect-timeout-ms",
+                    "1200",
+                    "--log-level",
                     "debug"});
   CHECK(o.coordinator == "tcp://10.0.0.1:7000");
   CHECK(o.job_id == 42);
@@ -134,8 +155,9 @@ TEST_CASE("worker options: a bad --schedule is refused at parse time") {
 
 // ---- Regression tests for bugs found by these tests and since fixed.
 
-TEST_CASE("worker options: a value too large for a 32-bit field is refused instead of "
-          "truncated") {
+TEST_CASE(
+    "worker options: a value too large for a 32-bit field is refused instead of "
+    "truncated") {
   // 2^32 + 5 is silently stored as 5 in the uint32 timeout_ms.
   auto r = parseWorkerOptions({"--timeout-ms", "4294967301"});
   CHECK_FALSE(r.isOk());
@@ -155,24 +177,24 @@ TEST_CASE("worker options: CURVE key files load; a lone or readable key file is 
   auto mine = groupsgd::generateKeyPair();
   REQUIRE(groupsgd::writeKeyPair(dir + "/server", *server).isOk());
   REQUIRE(groupsgd::writeKeyPair(dir + "/w", *mine).isOk());
-  auto o = parseWorkerOptions({"--curve-secret-key-file", dir + "/w.key",
-                               "--curve-server-key-file", dir + "/server.pub"});
+  auto o = parseWorkerOptions(
+      {"--curve-secret-key-file", dir + "/w.key", "--curve-server-key-file", dir + "/server.pub"});
   REQUIRE(o.isOk());
   CHECK(o->curve.public_key == mine->public_key);
   CHECK(o->curve.server_public_key == server->public_key);
   CHECK(parseWorkerOptions({"--curve-secret-key-file", dir + "/w.key"}).status().code() ==
         groupsgd::Code::kInvalidArgument);
   REQUIRE(::chmod((dir + "/w.key").c_str(), 0644) == 0);
-  CHECK(parseWorkerOptions({"--curve-secret-key-file", dir + "/w.key",
-                            "--curve-server-key-file", dir + "/server.pub"})
+  CHECK(parseWorkerOptions({"--curve-secret-key-file", dir + "/w.key", "--curve-server-key-file",
+                            dir + "/server.pub"})
             .status()
             .code() == groupsgd::Code::kPermissionDenied);
   std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("worker options: --flag=value is the same as --flag value") {
-  const WorkerOptions o = parseOk({"--job-id=42", "--coordinator=tcp://10.0.0.1:7000",
-                                   "--slowdown=2.5", "--evaluate"});
+  const WorkerOptions o =
+      parseOk({"--job-id=42", "--coordinator=tcp://10.0.0.1:7000", "--slowdown=2.5", "--evaluate"});
   CHECK(o.job_id == 42);
   CHECK(o.coordinator == "tcp://10.0.0.1:7000");
   CHECK(o.speed.slowdown == 2.5);

@@ -12,7 +12,8 @@ TEST_CASE("worker options: recovery defaults and flags") {
   CHECK(d->give_up_s == 600);
   CHECK(d->backoff_initial_ms == 100);
   CHECK(d->backoff_max_ms == 8000);
-  auto o = parseWorkerOptions({"--give-up-s", "90", "--backoff-initial-ms", "50", "--backoff-max-ms", "1000"});
+  auto o = parseWorkerOptions(
+      {"--give-up-s", "90", "--backoff-initial-ms", "50", "--backoff-max-ms", "1000"});
   REQUIRE(o.isOk());
   CHECK(o->give_up_s == 90);
   CHECK(o->backoff_initial_ms == 50);

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+
 #include <zmq.hpp>
 
 #include "groupsgd/arbiter/device_lock.h"

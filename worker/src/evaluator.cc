@@ -6,8 +6,8 @@
 #include "groupsgd/dataset/batch.h"
 #include "groupsgd/dataset/idx.h"
 #include "groupsgd/kernels/model.h"
-#include "groupsgd/worker/trainer.h"
 #include "groupsgd/worker/registration.h"
+#include "groupsgd/worker/trainer.h"
 
 namespace groupsgd::worker {
 
@@ -57,7 +57,8 @@ int runEvaluator(zmq::context_t& ctx, const WorkerOptions& opts,
   }
   auto model = kernels::makeModel(kind, test->featureDim());
   if (!model || model->paramCount() != a.param_count) {
-    GSGD_ERROR("model size mismatch: daemon " << a.param_count << ", evaluator " << model->paramCount());
+    GSGD_ERROR("model size mismatch: daemon " << a.param_count << ", evaluator "
+                                              << model->paramCount());
     return 2;
   }
   MessageLimits limits;
@@ -86,8 +87,9 @@ int runEvaluator(zmq::context_t& ctx, const WorkerOptions& opts,
     auto hb = coord.heartbeat(a, st);
     if (hb && hb->stop) break;
     if (hb && hb->reregister) {
-      auto again = registerWithRetry(coord, client::Role::kEvaluator, opts, interrupted,
-                                     std::chrono::milliseconds(static_cast<std::int64_t>(opts.give_up_s * 1000)));
+      auto again = registerWithRetry(
+          coord, client::Role::kEvaluator, opts, interrupted,
+          std::chrono::milliseconds(static_cast<std::int64_t>(opts.give_up_s * 1000)));
       if (!again) return again.status().code() == Code::kFinished ? 0 : 1;
       a = *again;
       // A restarted head has its central PS on a new endpoint.

@@ -1,12 +1,12 @@
 #include "groupsgd/worker/options.h"
 
-#include <CLI/CLI.hpp>
-
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <functional>
 #include <limits>
+
+#include <CLI/CLI.hpp>
 
 #include "groupsgd/arbiter/device_lock.h"
 #include "groupsgd/client/endpoint_list.h"
@@ -22,8 +22,7 @@ Status parseUnsigned(const std::string& flag, const std::string& v, T* out) {
   // Digits only: strtoull would accept leading blanks and negate a '-'.
   const bool digits = !v.empty() && v.find_first_not_of("0123456789") == std::string::npos;
   unsigned long long x = digits ? std::strtoull(v.c_str(), &end, 10) : 0;
-  if (!digits || end != v.c_str() + v.size() || errno != 0 ||
-      x > std::numeric_limits<T>::max()) {
+  if (!digits || end != v.c_str() + v.size() || errno != 0 || x > std::numeric_limits<T>::max()) {
     return invalidArgument(flag + " expects a non-negative integer that fits, got '" + v + "'");
   }
   *out = static_cast<T>(x);
@@ -109,7 +108,8 @@ Options also take --flag=value.
 namespace {
 
 // Converts the text of a numeric (or otherwise checked) flag into its field.
-using Convert = std::function<Status(const std::string& flag, const std::string& v, WorkerOptions&)>;
+using Convert =
+    std::function<Status(const std::string& flag, const std::string& v, WorkerOptions&)>;
 
 template <typename T, typename Access>
 Convert count(Access access) {
@@ -157,7 +157,8 @@ const std::vector<CheckedFlag>& checkedFlags() {
        }},
       {"--arbiter-handoff",
        [](const std::string& flag, const std::string& v, WorkerOptions& o) {
-         if (v != "on" && v != "off") return invalidArgument(flag + " must be on or off, got '" + v + "'");
+         if (v != "on" && v != "off")
+           return invalidArgument(flag + " must be on or off, got '" + v + "'");
          o.arbiter_handoff = v == "on";
          return Status::ok();
        }},
@@ -176,14 +177,19 @@ const std::vector<CheckedFlag>& checkedFlags() {
          return s ? s : invalidArgument(flag + ": " + s.message());
        }},
       {"--seed", count<std::uint64_t>(WORKER_FIELD(seed))},
-      {"--give-up-s", number(WORKER_FIELD(give_up_s), [](double x) { return x > 0; }, "> 0")},
-      {"--slowdown", number(WORKER_FIELD(speed.slowdown), [](double x) { return x > 0; }, "> 0")},
+      {"--give-up-s", number(
+                          WORKER_FIELD(give_up_s), [](double x) { return x > 0; }, "> 0")},
+      {"--slowdown", number(
+                         WORKER_FIELD(speed.slowdown), [](double x) { return x > 0; }, "> 0")},
       {"--stall-prob",
-       number(WORKER_FIELD(stall_prob), [](double x) { return x >= 0 && x <= 1; }, "in [0, 1]")},
-      {"--stall-ms", number(WORKER_FIELD(stall_ms), [](double x) { return x >= 0; }, ">= 0")},
-      {"--link-ms", number(WORKER_FIELD(speed.link_ms), [](double x) { return x >= 0; }, ">= 0")},
-      {"--device-ms",
-       number(WORKER_FIELD(speed.device_ms), [](double x) { return x >= 0; }, ">= 0")},
+       number(
+           WORKER_FIELD(stall_prob), [](double x) { return x >= 0 && x <= 1; }, "in [0, 1]")},
+      {"--stall-ms", number(
+                         WORKER_FIELD(stall_ms), [](double x) { return x >= 0; }, ">= 0")},
+      {"--link-ms", number(
+                        WORKER_FIELD(speed.link_ms), [](double x) { return x >= 0; }, ">= 0")},
+      {"--device-ms", number(
+                          WORKER_FIELD(speed.device_ms), [](double x) { return x >= 0; }, ">= 0")},
       {"--compress",
        [](const std::string&, const std::string& v, WorkerOptions& o) {
          o.compress = v;

@@ -12,9 +12,10 @@ BackoffPolicy backoffPolicy(const WorkerOptions& o) {
           std::chrono::milliseconds(o.backoff_max_ms), 0.2};
 }
 
-Result<client::Assignment> registerWithRetry(client::CoordinatorClient& coord, client::Role role, const WorkerOptions& o,
-                                     const std::atomic<bool>& interrupted,
-                                     std::chrono::milliseconds patience) {
+Result<client::Assignment> registerWithRetry(client::CoordinatorClient& coord, client::Role role,
+                                             const WorkerOptions& o,
+                                             const std::atomic<bool>& interrupted,
+                                             std::chrono::milliseconds patience) {
   using namespace std::chrono;
   const auto deadline = steady_clock::now() + patience;
   Backoff backoff(backoffPolicy(o));

@@ -1,7 +1,6 @@
-#include "arbitrated_device.h"
-
 #include <thread>
 
+#include "arbitrated_device.h"
 #include "groupsgd/common/log.h"
 
 namespace groupsgd::worker {
@@ -36,7 +35,8 @@ Result<std::unique_ptr<SharedDevice>> SharedDevice::open(zmq::context_t& ctx,
   std::unique_ptr<arbiter::LeaseClient> lease;
   std::optional<arbiter::DeviceLock> handoff_lock;
   if (!opts.arbiter.empty()) {
-    if (!lock && opts.arbiter_handoff) {  // timeslice: a lease granted ahead waits for the holder on this lock
+    if (!lock && opts.arbiter_handoff) {  // timeslice: a lease granted ahead waits for the holder
+                                          // on this lock
       auto opened = arbiter::DeviceLock::open(dir, opts.shared_device);
       if (!opened) return opened.status();
       handoff_lock.emplace(std::move(*opened));
@@ -46,9 +46,8 @@ Result<std::unique_ptr<SharedDevice>> SharedDevice::open(zmq::context_t& ctx,
     lo.curve = opts.curve;
     lease = std::make_unique<arbiter::LeaseClient>(ctx, opts.arbiter, opts.job_id, lo);
   }
-  return std::unique_ptr<SharedDevice>(
-      new ArbitratedDevice(opts, std::move(lock), std::move(sliced), std::move(lease),
-                           std::move(handoff_lock)));
+  return std::unique_ptr<SharedDevice>(new ArbitratedDevice(
+      opts, std::move(lock), std::move(sliced), std::move(lease), std::move(handoff_lock)));
 }
 
 ArbitratedDevice::ArbitratedDevice(const WorkerOptions& opts,
@@ -67,7 +66,8 @@ double ArbitratedDevice::acquire(std::uint64_t worker_id, std::uint64_t step) {
   worker_id_ = worker_id;
   if (lease_ && (!arbiter_down_ || t0 >= retry_at_)) {
     bool locked = false;
-    Status got = lease_->acquire(worker_id, opts_.shared_device, step, opts_.arbiter_handoff, &locked);
+    Status got =
+        lease_->acquire(worker_id, opts_.shared_device, step, opts_.arbiter_handoff, &locked);
     if (got) {
       leased_ = true;
       if (locked && handoff_lock_) {

@@ -14,9 +14,9 @@
 #include "groupsgd/dataset/idx.h"
 #include "groupsgd/kernels/model.h"
 #include "groupsgd/kernels/model_device.h"
-#include "groupsgd/worker/step_watch.h"
 #include "groupsgd/worker/registration.h"
 #include "groupsgd/worker/shared_device.h"
+#include "groupsgd/worker/step_watch.h"
 
 namespace groupsgd::worker {
 namespace {
@@ -98,9 +98,9 @@ class Trainer {
   int run();
 
  private:
-  bool adopt(const client::Assignment& a);          // new group client, sampler, batch
-  bool register_(std::uint64_t keep_id);    // (re)register; keep_id 0 = as a new worker
-  bool follow(const client::StepAnswer& ans);       // obey a directive; false = stop training
+  bool adopt(const client::Assignment& a);     // new group client, sampler, batch
+  bool register_(std::uint64_t keep_id);       // (re)register; keep_id 0 = as a new worker
+  bool follow(const client::StepAnswer& ans);  // obey a directive; false = stop training
   // The group PS did not answer: ask the coordinator where to go (a failed group's
   // members are moved), or register again once a lost head is back. False = give up.
   bool recover(const Status& why);
@@ -160,8 +160,8 @@ class Trainer {
   // Samples of this registration's pushes without a positive answer: the group may still
   // have counted one whose answer came too late (Leave.samplesUnconfirmed).
   std::uint64_t samples_unconfirmed_ = 0;
-  StepWatch watch_;                 // when to heartbeat early
-  RecentSteps recent_;              // steps since the last heartbeat
+  StepWatch watch_;     // when to heartbeat early
+  RecentSteps recent_;  // steps since the last heartbeat
   std::mt19937_64 rng_{opts_.seed != 0 ? opts_.seed : static_cast<std::uint64_t>(::getpid())};
   std::uniform_real_distribution<double> uniform_{0.0, 1.0};
 };
@@ -177,8 +177,8 @@ bool Trainer::adopt(const client::Assignment& a) {
     const kernels::KernelStatus made =
         kernels::makeModelOn(opts_.device, kind, data_.featureDim(), 10, &model_);
     if (!made.ok()) {
-      GSGD_ERROR("model '" << a.model << "' on " << kernels::modelDeviceName(opts_.device)
-                           << ": " << made.message);
+      GSGD_ERROR("model '" << a.model << "' on " << kernels::modelDeviceName(opts_.device) << ": "
+                           << made.message);
       return false;
     }
     if (opts_.device.backend != kernels::Backend::kCpu) {
@@ -186,12 +186,13 @@ bool Trainer::adopt(const client::Assignment& a) {
     }
     if (model_->paramCount() != a.param_count) {
       GSGD_ERROR("model size mismatch: daemon says " << a.param_count << " parameters, this worker "
-                                                      << model_->paramCount() << " (wrong --data?)");
+                                                     << model_->paramCount() << " (wrong --data?)");
       return false;
     }
     params_.assign(a.param_count, 0.0f);
   }
-  const bool new_shard = !sampler_ || a.shard_index != a_.shard_index || a.shard_count != a_.shard_count;
+  const bool new_shard =
+      !sampler_ || a.shard_index != a_.shard_index || a.shard_count != a_.shard_count;
   a_ = a;
   if (new_shard) {
     sampler_ = std::make_unique<dataset::ShardSampler>(data_.count, a.shard_index, a.shard_count,
@@ -203,16 +204,15 @@ bool Trainer::adopt(const client::Assignment& a) {
     return false;
   }
   if (device_) device_->setJobId(coord_.jobId());
-  group_ = std::make_unique<client::GroupClient>(ctx_, a, coord_.jobId(),
-                                         std::chrono::milliseconds(opts_.timeout_ms), *spec,
-                                         opts_.curve);
+  group_ = std::make_unique<client::GroupClient>(
+      ctx_, a, coord_.jobId(), std::chrono::milliseconds(opts_.timeout_ms), *spec, opts_.curve);
   batch_ = a.batch_size;
   if (reference_batch_ == 0) reference_batch_ = a.batch_size;
   need_pull_ = true;
   log::setThreadTag("worker-" + std::to_string(a.worker_id));
-  GSGD_INFO("assigned: group " << a.group_id << " at " << a.group_endpoint << ", batch " << a.batch_size
-                               << ", shard " << a.shard_index << "/" << a.shard_count << ", epoch "
-                               << a.epoch);
+  GSGD_INFO("assigned: group " << a.group_id << " at " << a.group_endpoint << ", batch "
+                               << a.batch_size << ", shard " << a.shard_index << "/"
+                               << a.shard_count << ", epoch " << a.epoch);
   return true;
 }
 
@@ -227,11 +227,12 @@ bool Trainer::register_(std::uint64_t keep_id) {
   }
   // The first registration waits --connect-timeout-ms for the daemon, later ones (a
   // restarted head) --give-up-s.
-  const auto patience = a_.worker_id == 0 ? std::chrono::milliseconds(opts_.connect_timeout_ms)
-                                          : giveUp();
-  auto assigned = keep_id != 0
-                      ? coord_.registerAs(client::Role::kTrainer, opts_.name, keep_id, {}, a_.epoch)
-                      : registerWithRetry(coord_, client::Role::kTrainer, opts_, interrupted_, patience);
+  const auto patience =
+      a_.worker_id == 0 ? std::chrono::milliseconds(opts_.connect_timeout_ms) : giveUp();
+  auto assigned =
+      keep_id != 0
+          ? coord_.registerAs(client::Role::kTrainer, opts_.name, keep_id, {}, a_.epoch)
+          : registerWithRetry(coord_, client::Role::kTrainer, opts_, interrupted_, patience);
   if (!assigned) {
     if (assigned.status().code() == Code::kQuarantined) quarantined_ = true;
     if (assigned.status().code() == Code::kFinished) {
@@ -313,7 +314,8 @@ bool Trainer::onGroupFailure(const Status& why) {
 bool Trainer::follow(const client::StepAnswer& ans) {
   if (ans.batch_size != 0) batch_ = ans.batch_size;
   switch (ans.directive) {
-    case client::Directive::kContinue: return true;
+    case client::Directive::kContinue:
+      return true;
     case client::Directive::kStop:
       GSGD_INFO("drained by the coordinator");
       stop_ = true;
@@ -382,9 +384,9 @@ std::optional<double> Trainer::computeGradient(Loop& loop, std::uint32_t batch) 
                                       << dev.message);
     return std::nullopt;
   }
-  const double emulated_ms = emulatedSleepMs(
-      loop.speed, msSince(t0),
-      static_cast<double>(batch) / std::max<std::uint32_t>(1, reference_batch_));
+  const double emulated_ms =
+      emulatedSleepMs(loop.speed, msSince(t0),
+                      static_cast<double>(batch) / std::max<std::uint32_t>(1, reference_batch_));
   if (device_) {
     device_->spend(emulated_ms);
     device_->release();
@@ -439,14 +441,14 @@ Trainer::Next Trainer::pushGradient(Loop& loop, std::uint32_t batch, double comp
 
 Trainer::Next Trainer::heartbeat(Loop& loop, std::uint32_t batch, bool early) {
   const client::HeartbeatStats st{.samples_trained = samples_trained_,
-                          .steps = steps_,
-                          .last_loss = loop.last_loss,
-                          .compute_ms = loop.window.mean(loop.window.compute_ms),
-                          .comm_ms = loop.window.mean(loop.window.comm_ms),
-                          .batch_size = batch,
-                          .wait_ms = loop.window.mean(loop.window.wait_ms),
-                          .recent = recent_.take(),
-                          .speed_changed = early};
+                                  .steps = steps_,
+                                  .last_loss = loop.last_loss,
+                                  .compute_ms = loop.window.mean(loop.window.compute_ms),
+                                  .comm_ms = loop.window.mean(loop.window.comm_ms),
+                                  .batch_size = batch,
+                                  .wait_ms = loop.window.mean(loop.window.wait_ms),
+                                  .recent = recent_.take(),
+                                  .speed_changed = early};
   watch_.reported();
   loop.window = Window{};
   loop.next_heartbeat = Clock::now() + std::chrono::milliseconds(a_.heartbeat_ms);
@@ -481,8 +483,9 @@ int Trainer::finish() {
   Status left = coord_.leave(a_, samples_trained_, steps_, samples_unconfirmed_);
   if (!left) GSGD_WARN("leave was not acknowledged: " << left.toString());
   if (quarantined_) {
-    GSGD_ERROR("quarantined for repeated bad updates; an operator must clear it "
-               "(groupsgdctl unquarantine) before this worker may train again");
+    GSGD_ERROR(
+        "quarantined for repeated bad updates; an operator must clear it "
+        "(groupsgdctl unquarantine) before this worker may train again");
     return kQuarantinedExit;
   }
   GSGD_INFO("done: " << total_steps_ << " steps, " << samples_trained_ << " samples");
@@ -491,7 +494,8 @@ int Trainer::finish() {
 
 }  // namespace
 
-int runTrainer(zmq::context_t& ctx, const WorkerOptions& opts, const std::atomic<bool>& interrupted) {
+int runTrainer(zmq::context_t& ctx, const WorkerOptions& opts,
+               const std::atomic<bool>& interrupted) {
   auto schedule = SpeedSchedule::parse(opts.schedule_text);
   if (!schedule) {
     GSGD_ERROR(schedule.status().message());

@@ -32,13 +32,16 @@ std::vector<std::uint32_t> roundToSum(std::span<const double> values, std::uint3
   std::vector<std::size_t> order(n);
   std::iota(order.begin(), order.end(), 0);
   auto by_frac = [&](std::size_t x, std::size_t y) { return frac[x] > frac[y]; };
-  const auto need = static_cast<std::size_t>(std::min<std::int64_t>(std::llabs(diff), static_cast<std::int64_t>(n)));
+  const auto need = static_cast<std::size_t>(
+      std::min<std::int64_t>(std::llabs(diff), static_cast<std::int64_t>(n)));
   if (need > 0 && need < n) {
     auto pivot = diff > 0 ? order.begin() + static_cast<std::ptrdiff_t>(need)
                           : order.end() - static_cast<std::ptrdiff_t>(need);
     std::nth_element(order.begin(), pivot, order.end(), by_frac);
-    if (diff > 0) std::sort(order.begin(), pivot, by_frac);
-    else std::sort(pivot, order.end(), by_frac);
+    if (diff > 0)
+      std::sort(order.begin(), pivot, by_frac);
+    else
+      std::sort(pivot, order.end(), by_frac);
   }
   for (int pass = 0; diff != 0 && pass < 1000000; ++pass) {
     bool moved = false;
@@ -85,7 +88,8 @@ std::vector<std::uint32_t> allocateBatches(std::span<const WorkerSpeed> members,
   hi = waterLevel(filled, static_cast<double>(total), 0.0, hi, 1e-9, 50);
   std::vector<double> real(n);
   for (std::size_t i = 0; i < n; ++i) {
-    real[i] = clampD(members[i].samples_per_ms * (hi - members[i].overhead_ms), bounds.min, bounds.max);
+    real[i] =
+        clampD(members[i].samples_per_ms * (hi - members[i].overhead_ms), bounds.min, bounds.max);
   }
   return roundToSum(real, total, bounds);
 }

@@ -59,7 +59,8 @@ void fillStaleness(GroupPlan* p, const PlanConfig& cfg) {
   for (std::size_t i = 0; i < g; ++i) {
     const double k = std::round(target / p->step_ms[i]);
     // Groups at least as fast as the target keep K as their floor; slower ones may go to 1.
-    const double floor_k = target >= cfg.exchange_period * p->step_ms[i] ? cfg.exchange_period : 1.0;
+    const double floor_k =
+        target >= cfg.exchange_period * p->step_ms[i] ? cfg.exchange_period : 1.0;
     p->exchange_periods[i] = static_cast<std::uint32_t>(std::clamp(k, floor_k, k_max));
     period[i] = p->exchange_periods[i] * p->step_ms[i];
   }

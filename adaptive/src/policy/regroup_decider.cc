@@ -42,7 +42,8 @@ std::optional<RegroupDecision> RegroupDecider::decide(
   d.plan = planGroups(speeds, plan_cfg);
   if (d.plan.groups.empty()) return std::nullopt;
   const GroupPlan now_plan = evaluatePlan(speeds, current, plan_cfg);
-  d.predicted_gain = now_plan.useful > 0 ? (d.plan.useful - now_plan.useful) / now_plan.useful : 1.0;
+  d.predicted_gain =
+      now_plan.useful > 0 ? (d.plan.useful - now_plan.useful) / now_plan.useful : 1.0;
   if (sameGrouping(d.plan.groups, current)) return std::nullopt;
   if (!forced && d.predicted_gain < cfg_.min_gain) return std::nullopt;
   d.cause = trigger;

@@ -47,8 +47,8 @@ WorkerSpeed SpeedEstimator::estimate(std::uint64_t id) const {
   std::sort(kept.begin(), kept.end(), [](const StepSample* x, const StepSample* y) {
     return x->compute_ms / x->batch < y->compute_ms / y->batch;
   });
-  const std::size_t cut = std::min(static_cast<std::size_t>(static_cast<double>(kept.size()) * trim_),
-                                   (kept.size() - 1) / 2);
+  const std::size_t cut = std::min(
+      static_cast<std::size_t>(static_cast<double>(kept.size()) * trim_), (kept.size() - 1) / 2);
   std::vector<double> comm, per_sample;
   double sb = 0, st = 0, sbb = 0, sbt = 0;
   std::uint32_t bmin = ~0u, bmax = 0;

@@ -8,9 +8,12 @@ namespace groupsgd::adaptive::policy {
 
 const char* stageName(Stage s) {
   switch (s) {
-    case Stage::kProfiling: return "profiling";
-    case Stage::kCoarse: return "coarse";
-    case Stage::kFine: return "fine";
+    case Stage::kProfiling:
+      return "profiling";
+    case Stage::kCoarse:
+      return "coarse";
+    case Stage::kFine:
+      return "fine";
   }
   return "unknown";
 }
@@ -21,9 +24,12 @@ std::uint32_t StageController::exchangePeriod() const {
 
 std::uint32_t StageController::maxGroups() const {
   switch (stage_) {
-    case Stage::kProfiling: return 1;
-    case Stage::kCoarse: return cfg_.coarse_max_groups;
-    case Stage::kFine: return cfg_.fine_max_groups;
+    case Stage::kProfiling:
+      return 1;
+    case Stage::kCoarse:
+      return cfg_.coarse_max_groups;
+    case Stage::kFine:
+      return cfg_.fine_max_groups;
   }
   return 1;
 }
@@ -42,16 +48,18 @@ std::optional<StageChange> StageController::update(std::uint64_t min_worker_step
   if (sample_budget > 0 &&
       static_cast<double>(samples) >= cfg_.fine_at_fraction * static_cast<double>(sample_budget)) {
     stage_ = Stage::kFine;
-    return StageChange{stage_, "reached " + std::to_string(cfg_.fine_at_fraction) +
-                                   " of the sample budget"};
+    return StageChange{
+        stage_, "reached " + std::to_string(cfg_.fine_at_fraction) + " of the sample budget"};
   }
   if (!std::isfinite(mean_loss) || mean_loss <= 0) return std::nullopt;
   losses_.push_back(mean_loss);
   const std::size_t w = cfg_.loss_window;
   while (losses_.size() > 2 * w) losses_.pop_front();
   if (losses_.size() < 2 * w) return std::nullopt;
-  const double older = std::accumulate(losses_.begin(), losses_.begin() + static_cast<std::ptrdiff_t>(w), 0.0) / w;
-  const double newer = std::accumulate(losses_.begin() + static_cast<std::ptrdiff_t>(w), losses_.end(), 0.0) / w;
+  const double older =
+      std::accumulate(losses_.begin(), losses_.begin() + static_cast<std::ptrdiff_t>(w), 0.0) / w;
+  const double newer =
+      std::accumulate(losses_.begin() + static_cast<std::ptrdiff_t>(w), losses_.end(), 0.0) / w;
   const double improvement = (older - newer) / older;
   if (improvement >= cfg_.flat_threshold) return std::nullopt;
   stage_ = Stage::kFine;

@@ -69,8 +69,7 @@ StragglerDetector::ErraticOnset StragglerDetector::erraticOnset(const State& s,
     return ErraticOnset::kFull;
   }
   // Before the full window has filled (or beside it): the stricter early rule.
-  if (refs.early > 0 && s.early_mean > 0 &&
-      s.early_mean >= cfg_.erratic_early_ratio * refs.early &&
+  if (refs.early > 0 && s.early_mean > 0 && s.early_mean >= cfg_.erratic_early_ratio * refs.early &&
       s.early_spikes >= cfg_.erratic_spikes) {
     return ErraticOnset::kEarly;
   }

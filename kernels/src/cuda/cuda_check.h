@@ -23,11 +23,11 @@ inline KernelStatus cudaStatus(cudaError_t err, const char* what) {
 }  // namespace groupsgd::kernels::detail
 
 // Returns the KernelStatus of a failed CUDA runtime call from the enclosing function.
-#define GROUPSGD_CUDA_RETURN_IF_ERROR(expr)                                         \
-  do {                                                                              \
-    if (::groupsgd::kernels::KernelStatus s_ =                                      \
-            ::groupsgd::kernels::detail::cudaStatus((expr), #expr);                 \
-        !s_.ok()) {                                                                 \
-      return s_;                                                                    \
-    }                                                                               \
+#define GROUPSGD_CUDA_RETURN_IF_ERROR(expr)                         \
+  do {                                                              \
+    if (::groupsgd::kernels::KernelStatus s_ =                      \
+            ::groupsgd::kernels::detail::cudaStatus((expr), #expr); \
+        !s_.ok()) {                                                 \
+      return s_;                                                    \
+    }                                                               \
   } while (0)

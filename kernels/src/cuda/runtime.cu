@@ -86,8 +86,7 @@ KernelStatus DeviceBuffer::uploadBytes(const void* host, std::size_t bytes, std:
   return KernelStatus::success();
 }
 
-KernelStatus DeviceBuffer::downloadBytes(void* host, std::size_t bytes,
-                                         std::size_t offset) const {
+KernelStatus DeviceBuffer::downloadBytes(void* host, std::size_t bytes, std::size_t offset) const {
   if (KernelStatus s = checkRange(offset, bytes, bytes_); !s.ok()) return s;
   if (bytes == 0) return KernelStatus::success();
   GROUPSGD_CUDA_RETURN_IF_ERROR(

@@ -31,9 +31,7 @@ unsigned blocksFor(std::size_t items, unsigned cap) {
   return static_cast<unsigned>(std::clamp<std::size_t>(b, 1, cap));
 }
 
-KernelStatus launched(const char* what) {
-  return detail::cudaStatus(cudaGetLastError(), what);
-}
+KernelStatus launched(const char* what) { return detail::cudaStatus(cudaGetLastError(), what); }
 
 // ---- elementwise ------------------------------------------------------------------------
 
@@ -98,8 +96,8 @@ struct RebaseOp {
   float* replica;
   __device__ float at(float c, float r, float b, float k) const { return c + ((r - b) - k); }
   __device__ void one(std::size_t i) const {
-    replica[i] = cut ? at(central[i], replica[i], base[i], cut[i])
-                     : central[i] + (replica[i] - base[i]);
+    replica[i] =
+        cut ? at(central[i], replica[i], base[i], cut[i]) : central[i] + (replica[i] - base[i]);
   }
   __device__ void vec4(std::size_t i) const {
     const float4 c = reinterpret_cast<const float4*>(central)[i];
@@ -210,9 +208,11 @@ struct EncodeFp16Op {
   }
   __device__ void vec4(std::size_t i) const {
     const float4 v = reinterpret_cast<const float4*>(x)[i];
-    reinterpret_cast<ushort4*>(out)[i] = make_ushort4(
-        detail::floatBitsToHalf(__float_as_uint(v.x)), detail::floatBitsToHalf(__float_as_uint(v.y)),
-        detail::floatBitsToHalf(__float_as_uint(v.z)), detail::floatBitsToHalf(__float_as_uint(v.w)));
+    reinterpret_cast<ushort4*>(out)[i] =
+        make_ushort4(detail::floatBitsToHalf(__float_as_uint(v.x)),
+                     detail::floatBitsToHalf(__float_as_uint(v.y)),
+                     detail::floatBitsToHalf(__float_as_uint(v.z)),
+                     detail::floatBitsToHalf(__float_as_uint(v.w)));
   }
 };
 
@@ -224,9 +224,10 @@ struct DecodeFp16Op {
   }
   __device__ void vec4(std::size_t i) const {
     const ushort4 h = reinterpret_cast<const ushort4*>(in)[i];
-    reinterpret_cast<float4*>(out)[i] = make_float4(
-        __uint_as_float(detail::halfToFloatBits(h.x)), __uint_as_float(detail::halfToFloatBits(h.y)),
-        __uint_as_float(detail::halfToFloatBits(h.z)), __uint_as_float(detail::halfToFloatBits(h.w)));
+    reinterpret_cast<float4*>(out)[i] = make_float4(__uint_as_float(detail::halfToFloatBits(h.x)),
+                                                    __uint_as_float(detail::halfToFloatBits(h.y)),
+                                                    __uint_as_float(detail::halfToFloatBits(h.z)),
+                                                    __uint_as_float(detail::halfToFloatBits(h.w)));
   }
 };
 
@@ -268,8 +269,7 @@ struct NonFiniteTerm {
 
 // Each block writes its partial sum to partials[blockIdx.x].
 template <class T, class Term>
-__global__ void partialSumKernel(Term term, const float* x, std::size_t n, bool vec,
-                                 T* partials) {
+__global__ void partialSumKernel(Term term, const float* x, std::size_t n, bool vec, T* partials) {
   const std::size_t stride = static_cast<std::size_t>(blockDim.x) * gridDim.x;
   const std::size_t tid = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   T acc = 0;
@@ -304,8 +304,8 @@ KernelStatus reduceInto(const float* x, std::size_t n, bool vec, unsigned blocks
   if (KernelStatus s = launched(what); !s.ok()) return s;
   finalSumKernel<T><<<1, kThreads>>>(partials, blocks, partials + blocks);
   if (KernelStatus s = launched(what); !s.ok()) return s;
-  return detail::cudaStatus(
-      cudaMemcpy(out, partials + blocks, sizeof(T), cudaMemcpyDeviceToHost), what);
+  return detail::cudaStatus(cudaMemcpy(out, partials + blocks, sizeof(T), cudaMemcpyDeviceToHost),
+                            what);
 }
 
 // Two-pass sum of Term(x[i]): deterministic for a given n (the grid depends on n only).
@@ -318,8 +318,7 @@ KernelStatus reduce(const float* x, std::size_t n, T* out, const char* what) {
   const unsigned blocks = blocksFor(vec ? (n + 3) / 4 : n, kMaxReduceBlocks);
   void* scratch = nullptr;
   GROUPSGD_CUDA_RETURN_IF_ERROR(cudaMallocAsync(&scratch, (blocks + 1) * sizeof(T), 0));
-  KernelStatus st =
-      reduceInto<T, Term>(x, n, vec, blocks, static_cast<T*>(scratch), out, what);
+  KernelStatus st = reduceInto<T, Term>(x, n, vec, blocks, static_cast<T*>(scratch), out, what);
   const cudaError_t freed = cudaFreeAsync(scratch, 0);
   if (!st.ok()) return st;
   return detail::cudaStatus(freed, "cudaFreeAsync");
@@ -385,8 +384,7 @@ KernelStatus copy(const float* src, float* dst, std::size_t n) {
 
 KernelStatus countNonFinite(const float* x, std::size_t n, std::size_t* out) {
   unsigned long long count = 0;
-  KernelStatus st =
-      reduce<unsigned long long, NonFiniteTerm>(x, n, &count, "cuda::countNonFinite");
+  KernelStatus st = reduce<unsigned long long, NonFiniteTerm>(x, n, &count, "cuda::countNonFinite");
   *out = static_cast<std::size_t>(count);
   return st;
 }
@@ -409,8 +407,7 @@ KernelStatus optimizerStep(const OptimizerConfig& cfg, float* params, const floa
 }
 
 KernelStatus encodeFp16(const float* x, std::uint16_t* out, std::size_t n) {
-  return launchMap(EncodeFp16Op{x, out}, n, aligned(x, 16) && aligned(out, 8),
-                   "cuda::encodeFp16");
+  return launchMap(EncodeFp16Op{x, out}, n, aligned(x, 16) && aligned(out, 8), "cuda::encodeFp16");
 }
 
 KernelStatus decodeFp16(const std::uint16_t* in, float* out, std::size_t n) {

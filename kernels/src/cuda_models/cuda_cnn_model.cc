@@ -60,8 +60,8 @@ struct ConvLayer {
     GSGD_DNN_TRY(cudnnCreateTensorDescriptor(&out));
     GSGD_DNN_TRY(cudnnCreateFilterDescriptor(&filter));
     GSGD_DNN_TRY(cudnnCreateConvolutionDescriptor(&conv));
-    GSGD_DNN_TRY(cudnnSetFilter4dDescriptor(filter, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NHWC,
-                                            int(c_out), int(c_in), int(kK), int(kK)));
+    GSGD_DNN_TRY(cudnnSetFilter4dDescriptor(filter, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NHWC, int(c_out),
+                                            int(c_in), int(kK), int(kK)));
     GSGD_DNN_TRY(cudnnSetConvolution2dDescriptor(conv, 0, 0, 1, 1, 1, 1, CUDNN_CROSS_CORRELATION,
                                                  CUDNN_DATA_FLOAT));
     GSGD_DNN_TRY(cudnnSetConvolutionMathType(conv, CUDNN_FMA_MATH));
@@ -101,8 +101,8 @@ struct ConvLayer {
           cudnnGetConvolutionBackwardDataAlgorithm_v7(h, filter, out, conv, in, kMax, &n, dp));
       GSGD_GPU_TRY(pick(dp, n, "the input gradient", &d));
       bwd_data = d.algo;
-      GSGD_DNN_TRY(cudnnGetConvolutionBackwardDataWorkspaceSize(h, filter, out, conv, in,
-                                                                bwd_data, &bytes));
+      GSGD_DNN_TRY(
+          cudnnGetConvolutionBackwardDataWorkspaceSize(h, filter, out, conv, in, bwd_data, &bytes));
       workspace = std::max(workspace, bytes);
     }
     return KernelStatus::success();
@@ -162,10 +162,19 @@ class CudaCnnModel final : public CudaModelBase {
                                             int(batch), int(kC1), int(l_.pool1), int(l_.pool1)));
     GSGD_DNN_TRY(cudnnSetTensor4dDescriptor(a2_desc_, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT,
                                             int(batch), int(kC2), int(l_.pool2), int(l_.pool2)));
-    const std::size_t m1 = batch * l_.conv1 * l_.conv1 * kC1, m2 = batch * l_.conv2 * l_.conv2 * kC2;
+    const std::size_t m1 = batch * l_.conv1 * l_.conv1 * kC1,
+                      m2 = batch * l_.conv2 * l_.conv2 * kC2;
     const std::size_t p1 = batch * l_.pool1 * l_.pool1 * kC1, p2 = batch * l_.flat;
-    for (auto [buf, n] : {std::pair{&h1_, m1}, {&dh1_, m1}, {&t1_, m1}, {&a1_, p1}, {&da1_, p1},
-                          {&h2_, m2}, {&dh2_, m2}, {&t2_, m2}, {&a2_, p2}, {&da2_, p2},
+    for (auto [buf, n] : {std::pair{&h1_, m1},
+                          {&dh1_, m1},
+                          {&t1_, m1},
+                          {&a1_, p1},
+                          {&da1_, p1},
+                          {&h2_, m2},
+                          {&dh2_, m2},
+                          {&t2_, m2},
+                          {&a2_, p2},
+                          {&da2_, p2},
                           {&z_, batch * c_}}) {
       GSGD_GPU_TRY(buf->reserve(n));
     }
@@ -176,8 +185,8 @@ class CudaCnnModel final : public CudaModelBase {
 
   // out = ReLU(conv(in) + bias), the pre-activation kept in out too (cuDNN's ReLU runs in
   // place; its backward needs only the output).
-  KernelStatus convRelu(const ConvLayer& l, const float* in, const float* kernel,
-                        const float* bias, std::size_t rows, std::size_t c_out, float* out) {
+  KernelStatus convRelu(const ConvLayer& l, const float* in, const float* kernel, const float* bias,
+                        std::size_t rows, std::size_t c_out, float* out) {
     const float one = 1.0f, zero = 0.0f;
     GSGD_DNN_TRY(cudnnConvolutionForward(dnn_, &one, l.in, in, l.filter, kernel, l.conv, l.fwd,
                                          workspace_.get(), workspaceBytes(), &zero, l.out, out));
@@ -191,16 +200,16 @@ class CudaCnnModel final : public CudaModelBase {
     const float* p = params();
     const float one = 1.0f, zero = 0.0f;
     GSGD_GPU_TRY(convRelu(l1_, input(), p, p + l_.c1, batch * l_.conv1 * l_.conv1, kC1, h1_.get()));
-    GSGD_DNN_TRY(cudnnPoolingForward(dnn_, pool_, &one, l1_.out, h1_.get(), &zero, a1_desc_,
-                                     a1_.get()));
-    GSGD_GPU_TRY(
-        convRelu(l2_, a1_.get(), p + l_.k2, p + l_.c2, batch * l_.conv2 * l_.conv2, kC2, h2_.get()));
-    GSGD_DNN_TRY(cudnnPoolingForward(dnn_, pool_, &one, l2_.out, h2_.get(), &zero, a2_desc_,
-                                     a2_.get()));
+    GSGD_DNN_TRY(
+        cudnnPoolingForward(dnn_, pool_, &one, l1_.out, h1_.get(), &zero, a1_desc_, a1_.get()));
+    GSGD_GPU_TRY(convRelu(l2_, a1_.get(), p + l_.k2, p + l_.c2, batch * l_.conv2 * l_.conv2, kC2,
+                          h2_.get()));
+    GSGD_DNN_TRY(
+        cudnnPoolingForward(dnn_, pool_, &one, l2_.out, h2_.get(), &zero, a2_desc_, a2_.get()));
     // Dense: z = b + a2 W^T, a2 being batch × F in (y, x, channel) order (NHWC).
     GSGD_GPU_TRY(gpu::broadcastRows(p + l_.b, batch, c_, z_.get()));
-    GSGD_GPU_TRY(gpu::gemm(blas(), kNo, kYes, batch, c_, l_.flat, 1.0f, a2_.get(), l_.flat, p + l_.w, l_.flat,
-                           1.0f, z_.get(), c_));
+    GSGD_GPU_TRY(gpu::gemm(blas(), kNo, kYes, batch, c_, l_.flat, 1.0f, a2_.get(), l_.flat,
+                           p + l_.w, l_.flat, 1.0f, z_.get(), c_));
     *logits = z_.get();
     return KernelStatus::success();
   }
@@ -211,29 +220,27 @@ class CudaCnnModel final : public CudaModelBase {
     const float one = 1.0f, zero = 0.0f;
     const std::size_t m1 = batch * l_.conv1 * l_.conv1, m2 = batch * l_.conv2 * l_.conv2;
     // Dense: dW = dZ^T a2, db = colsum dZ, da2 = dZ W.
-    GSGD_GPU_TRY(gpu::gemm(blas(), kYes, kNo, c_, l_.flat, batch, 1.0f, dz, c_, a2_.get(), l_.flat, 0.0f,
-                           g + l_.w, l_.flat));
+    GSGD_GPU_TRY(gpu::gemm(blas(), kYes, kNo, c_, l_.flat, batch, 1.0f, dz, c_, a2_.get(), l_.flat,
+                           0.0f, g + l_.w, l_.flat));
     GSGD_GPU_TRY(gpu::sumRows(blas(), dz, batch, c_, ones(), g + l_.b));
-    GSGD_GPU_TRY(gpu::gemm(blas(), kNo, kNo, batch, l_.flat, c_, 1.0f, dz, c_, p + l_.w, l_.flat, 0.0f,
-                           da2_.get(), l_.flat));
+    GSGD_GPU_TRY(gpu::gemm(blas(), kNo, kNo, batch, l_.flat, c_, 1.0f, dz, c_, p + l_.w, l_.flat,
+                           0.0f, da2_.get(), l_.flat));
     // Pool 2, then ReLU 2 (t2 holds the gradient after the pool, dh2 after the ReLU).
-    GSGD_DNN_TRY(cudnnPoolingBackward(dnn_, pool_, &one, a2_desc_, a2_.get(), a2_desc_,
-                                      da2_.get(), l2_.out, h2_.get(), &zero, l2_.out, t2_.get()));
+    GSGD_DNN_TRY(cudnnPoolingBackward(dnn_, pool_, &one, a2_desc_, a2_.get(), a2_desc_, da2_.get(),
+                                      l2_.out, h2_.get(), &zero, l2_.out, t2_.get()));
     GSGD_DNN_TRY(cudnnActivationBackward(dnn_, relu_, &one, l2_.out, h2_.get(), l2_.out, t2_.get(),
                                          l2_.out, h2_.get(), &zero, l2_.out, dh2_.get()));
     // Conv 2: filter and bias gradients, and the gradient of its input a1.
-    GSGD_DNN_TRY(cudnnConvolutionBackwardFilter(dnn_, &one, l2_.in, a1_.get(), l2_.out,
-                                                dh2_.get(), l2_.conv, l2_.bwd_filter,
-                                                workspace_.get(), workspaceBytes(), &zero,
-                                                l2_.filter, g + l_.k2));
+    GSGD_DNN_TRY(cudnnConvolutionBackwardFilter(dnn_, &one, l2_.in, a1_.get(), l2_.out, dh2_.get(),
+                                                l2_.conv, l2_.bwd_filter, workspace_.get(),
+                                                workspaceBytes(), &zero, l2_.filter, g + l_.k2));
     GSGD_GPU_TRY(gpu::sumRows(blas(), dh2_.get(), m2, kC2, ones(), g + l_.c2));
     GSGD_DNN_TRY(cudnnConvolutionBackwardData(dnn_, &one, l2_.filter, p + l_.k2, l2_.out,
-                                              dh2_.get(), l2_.conv, l2_.bwd_data,
-                                              workspace_.get(), workspaceBytes(), &zero, l2_.in,
-                                              da1_.get()));
+                                              dh2_.get(), l2_.conv, l2_.bwd_data, workspace_.get(),
+                                              workspaceBytes(), &zero, l2_.in, da1_.get()));
     // Pool 1, ReLU 1.
-    GSGD_DNN_TRY(cudnnPoolingBackward(dnn_, pool_, &one, a1_desc_, a1_.get(), a1_desc_,
-                                      da1_.get(), l1_.out, h1_.get(), &zero, l1_.out, t1_.get()));
+    GSGD_DNN_TRY(cudnnPoolingBackward(dnn_, pool_, &one, a1_desc_, a1_.get(), a1_desc_, da1_.get(),
+                                      l1_.out, h1_.get(), &zero, l1_.out, t1_.get()));
     GSGD_DNN_TRY(cudnnActivationBackward(dnn_, relu_, &one, l1_.out, h1_.get(), l1_.out, t1_.get(),
                                          l1_.out, h1_.get(), &zero, l1_.out, dh1_.get()));
     // Conv 1: no gradient w.r.t. the input is needed.

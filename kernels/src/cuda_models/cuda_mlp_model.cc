@@ -41,7 +41,8 @@ class CudaMlpModel final : public CudaModelBase {
         gemm(blas(), kNo, kYes, batch, kH2, kH1, 1.0f, h1, kH1, p + o_w2_, kH1, 1.0f, h2, kH2));
     GSGD_GPU_TRY(gpu::reluInPlace(h2, batch * kH2));
     GSGD_GPU_TRY(gpu::broadcastRows(p + o_b3_, batch, c_, z));
-    GSGD_GPU_TRY(gemm(blas(), kNo, kYes, batch, c_, kH2, 1.0f, h2, kH2, p + o_w3_, kH2, 1.0f, z, c_));
+    GSGD_GPU_TRY(
+        gemm(blas(), kNo, kYes, batch, c_, kH2, 1.0f, h2, kH2, p + o_w3_, kH2, 1.0f, z, c_));
     *logits = z;
     return KernelStatus::success();
   }
@@ -54,9 +55,11 @@ class CudaMlpModel final : public CudaModelBase {
     const float *h1 = h1_.get(), *h2 = h2_.get();
     float *dh1 = dh1_.get(), *dh2 = dh2_.get();
     // Layer 3: dW3 = dZ^T h2, db3 = colsum dZ, dh2 = dZ W3 masked by ReLU.
-    GSGD_GPU_TRY(gemm(blas(), kYes, kNo, c_, kH2, batch, 1.0f, dz, c_, h2, kH2, 0.0f, g + o_w3_, kH2));
+    GSGD_GPU_TRY(
+        gemm(blas(), kYes, kNo, c_, kH2, batch, 1.0f, dz, c_, h2, kH2, 0.0f, g + o_w3_, kH2));
     GSGD_GPU_TRY(gpu::sumRows(blas(), dz, batch, c_, ones(), g + o_b3_));
-    GSGD_GPU_TRY(gemm(blas(), kNo, kNo, batch, kH2, c_, 1.0f, dz, c_, p + o_w3_, kH2, 0.0f, dh2, kH2));
+    GSGD_GPU_TRY(
+        gemm(blas(), kNo, kNo, batch, kH2, c_, 1.0f, dz, c_, p + o_w3_, kH2, 0.0f, dh2, kH2));
     GSGD_GPU_TRY(gpu::reluBackward(h2, dh2, batch * kH2));
     // Layer 2.
     GSGD_GPU_TRY(

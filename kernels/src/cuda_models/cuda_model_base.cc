@@ -51,8 +51,8 @@ KernelStatus CudaModelBase::step(std::span<const float> params, const float* x,
   for (std::size_t i = 0; i < batch; ++i) {
     if (labels[i] < 0 || static_cast<std::size_t>(labels[i]) >= numClasses()) {
       return KernelStatus::error(KernelStatus::Code::kInvalidArgument,
-                                 "label " + std::to_string(labels[i]) + " at " +
-                                     std::to_string(i) + " is not a class of this model");
+                                 "label " + std::to_string(labels[i]) + " at " + std::to_string(i) +
+                                     " is not a class of this model");
     }
   }
   GSGD_GPU_TRY(upload(params, x, batch));
@@ -60,8 +60,8 @@ KernelStatus CudaModelBase::step(std::span<const float> params, const float* x,
   static_assert(sizeof(std::int32_t) == sizeof(float));
   GSGD_GPU_TRY(labels_.reserve(batch));
   GSGD_GPU_TRY(row_loss_.reserve(2 * batch));  // doubles
-  GSGD_CUDA_TRY(cudaMemcpy(labels_.get(), labels, batch * sizeof(std::int32_t),
-                           cudaMemcpyHostToDevice));
+  GSGD_CUDA_TRY(
+      cudaMemcpy(labels_.get(), labels, batch * sizeof(std::int32_t), cudaMemcpyHostToDevice));
   // Bias gradients sum over up to batch × (largest map) rows; the subclass asks for them
   // through ones(), sized here generously once: rows never exceed x's element count.
   const std::size_t rows = batch * std::max<std::size_t>(inputDim(), 1);
@@ -77,10 +77,10 @@ KernelStatus CudaModelBase::step(std::span<const float> params, const float* x,
                                         batch, numClasses(), row_loss));
   GSGD_GPU_TRY(backward(batch, z));
   host_row_loss_.resize(batch);
-  GSGD_CUDA_TRY(cudaMemcpy(host_row_loss_.data(), row_loss, batch * sizeof(double),
-                           cudaMemcpyDeviceToHost));
-  GSGD_CUDA_TRY(cudaMemcpy(grad.data(), g_.get(), grad.size() * sizeof(float),
-                           cudaMemcpyDeviceToHost));
+  GSGD_CUDA_TRY(
+      cudaMemcpy(host_row_loss_.data(), row_loss, batch * sizeof(double), cudaMemcpyDeviceToHost));
+  GSGD_CUDA_TRY(
+      cudaMemcpy(grad.data(), g_.get(), grad.size() * sizeof(float), cudaMemcpyDeviceToHost));
   const double total = std::accumulate(host_row_loss_.begin(), host_row_loss_.end(), 0.0);
   *loss = static_cast<float>(total / static_cast<double>(batch));
   return KernelStatus::success();
@@ -104,8 +104,8 @@ float CudaModelBase::lossAndGrad(std::span<const float> params, const float* x,
   return loss;
 }
 
-KernelStatus CudaModelBase::logits(std::span<const float> params, const float* x,
-                                   std::size_t batch, std::int32_t* out_labels) {
+KernelStatus CudaModelBase::logits(std::span<const float> params, const float* x, std::size_t batch,
+                                   std::int32_t* out_labels) {
   GSGD_GPU_TRY(upload(params, x, batch));
   float* z = nullptr;
   GSGD_GPU_TRY(forward(batch, &z));

@@ -41,7 +41,7 @@ __attribute__((visibility("default"))) int groupsgd_gpu_models_abi() {
 }
 
 __attribute__((visibility("default"))) int groupsgd_gpu_models_probe(int ordinal, char* err,
-                                                                       std::size_t err_len) {
+                                                                     std::size_t err_len) {
   return report(probe(ordinal), err, err_len);
 }
 

@@ -41,8 +41,8 @@ class DeviceScratch {
 
 }  // namespace groupsgd::kernels::detail
 
-#define GSGD_GPU_TRY(expr)                                 \
-  do {                                                     \
+#define GSGD_GPU_TRY(expr)                                                  \
+  do {                                                                      \
     if (::groupsgd::kernels::KernelStatus s_ = (expr); !s_.ok()) return s_; \
   } while (0)
 #define GSGD_BLAS_TRY(expr) GSGD_GPU_TRY(::groupsgd::kernels::detail::blasStatus((expr), #expr))

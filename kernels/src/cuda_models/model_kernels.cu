@@ -1,10 +1,9 @@
-#include "model_kernels.h"
-
 #include <cuda_runtime_api.h>
 
 #include <climits>
 
 #include "gpu_check.h"
+#include "model_kernels.h"
 
 namespace groupsgd::kernels::detail::gpu {
 namespace {
@@ -132,8 +131,8 @@ KernelStatus gemm(cublasHandle_t h, Transpose ta, Transpose tb, std::size_t m, s
   }
   // A row-major matrix is its transpose in column-major order, so C^T = op(B)^T op(A)^T is
   // one column-major GEMM with the operands swapped.
-  return blasStatus(cublasSgemm(h, op(tb), op(ta), int(n), int(m), int(k), &alpha, b, int(ldb),
-                                a, int(lda), &beta, c, int(ldc)),
+  return blasStatus(cublasSgemm(h, op(tb), op(ta), int(n), int(m), int(k), &alpha, b, int(ldb), a,
+                                int(lda), &beta, c, int(ldc)),
                     "cublasSgemm");
 }
 

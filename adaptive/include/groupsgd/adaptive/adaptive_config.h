@@ -12,14 +12,14 @@ namespace groupsgd::adaptive {
 
 // Knobs of the adaptive coordinator (mode adaptive); docs/adaptive.md explains each.
 struct AdaptiveConfig {
-  std::uint32_t control_ms = 1000;       // one control window
-  std::uint32_t estimator_window = 16;   // heartbeat samples per worker speed estimate
-  std::uint32_t min_samples = 3;         // samples before a worker's estimate is used
+  std::uint32_t control_ms = 1000;      // one control window
+  std::uint32_t estimator_window = 16;  // heartbeat samples per worker speed estimate
+  std::uint32_t min_samples = 3;        // samples before a worker's estimate is used
   std::uint32_t min_batch = 4;
   std::uint32_t max_batch = 512;
-  double staleness_penalty = 0.1;        // lambda in useful = X / (1 + lambda E[tau])
-  double staleness_bound = 3.0;          // max expected staleness of a plan
-  double min_gain = 0.10;                // predicted gain needed to regroup
+  double staleness_penalty = 0.1;  // lambda in useful = X / (1 + lambda E[tau])
+  double staleness_bound = 3.0;    // max expected staleness of a plan
+  double min_gain = 0.10;          // predicted gain needed to regroup
   std::uint32_t min_regroup_interval_ms = 5000;
   // Cap on a faster group's exchange period: K_g <= this x the slowest group's K. Low,
   // because a group with many local steps per exchange converges slower per sample

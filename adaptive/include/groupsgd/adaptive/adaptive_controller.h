@@ -25,21 +25,21 @@
 namespace groupsgd::adaptive {
 
 struct SlotAssignment {
-  std::uint32_t slot = 0;   // group PS index
+  std::uint32_t slot = 0;  // group PS index
   std::uint32_t batch = 0;
 };
 
 // A straggler's onset or recovery as the detector saw it, and what the window did about it.
 struct StragglerEvent {
   std::uint64_t worker = 0;
-  bool straggler = false;   // true: onset; false: recovery
-  std::uint64_t step = 0;   // the worker's own step count when it was decided
-  double ratio = 1;         // its step time / the reference (median of its last steps)
-  std::uint32_t steps = 0;  // consecutive steps beyond the threshold that decided it
-  bool erratic = false;     // decided on the mean of a window of `steps` steps
+  bool straggler = false;    // true: onset; false: recovery
+  std::uint64_t step = 0;    // the worker's own step count when it was decided
+  double ratio = 1;          // its step time / the reference (median of its last steps)
+  std::uint32_t steps = 0;   // consecutive steps beyond the threshold that decided it
+  bool erratic = false;      // decided on the mean of a window of `steps` steps
   std::uint32_t spikes = 0;  // erratic onset: that window's steps beyond the threshold
-  std::string action;       // "batch 32 -> 9", "regroup", "none: ..."
-  std::string text;         // one line for the event log
+  std::string action;        // "batch 32 -> 9", "regroup", "none: ..."
+  std::string text;          // one line for the event log
 };
 
 struct ControlActions {
@@ -130,8 +130,8 @@ class AdaptiveController {
     bool judge_stragglers = false;
   };
   using Groups = std::vector<std::vector<std::uint64_t>>;
-  RegroupQuestion regroupQuestion(const ControlActions& act, const Groups& current,
-                                  bool complete, Clock::time_point now);
+  RegroupQuestion regroupQuestion(const ControlActions& act, const Groups& current, bool complete,
+                                  Clock::time_point now);
   // A regroup the decider pays for, filled into act (true), or nothing (false).
   bool tryRegroup(const Registry& registry, const std::vector<policy::WorkerSpeed>& s,
                   const Groups& current, const RegroupQuestion& q, Clock::time_point now,

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+
 #include <zmq.hpp>
 
 #include "groupsgd/arbiter/lease_table.h"
@@ -32,12 +33,12 @@ struct ArbiterConfig {
 
 class ArbiterServer {
  public:
-  static Result<std::unique_ptr<ArbiterServer>> create(zmq::context_t &ctx,
-                                                       const ArbiterConfig &cfg);
+  static Result<std::unique_ptr<ArbiterServer>> create(zmq::context_t& ctx,
+                                                       const ArbiterConfig& cfg);
   ~ArbiterServer();
-  const std::string &endpoint() const;
+  const std::string& endpoint() const;
   // Serves until stop is set (checked at least every 50 ms).
-  void run(const std::atomic<bool> &stop);
+  void run(const std::atomic<bool>& stop);
   // A job's crossover weight (> 0), e.g. from a submitted job's own configuration; any
   // thread: run() applies it within 50 ms, to the job's next rounds.
   void setJobWeight(std::uint64_t job, double weight);

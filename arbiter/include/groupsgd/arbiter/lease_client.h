@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+
 #include <zmq.hpp>
 
 #include "groupsgd/arbiter/arbiter_stats.h"
@@ -28,12 +29,12 @@ struct LeaseClientOptions {
 
 class LeaseClient {
  public:
-  LeaseClient(zmq::context_t &ctx, std::string endpoint, std::uint64_t job_id,
+  LeaseClient(zmq::context_t& ctx, std::string endpoint, std::uint64_t job_id,
               LeaseClientOptions opts = {});
   ~LeaseClient();
-  LeaseClient(const LeaseClient &) = delete;
-  LeaseClient &operator=(const LeaseClient &) = delete;
-  const std::string &endpoint() const { return endpoint_; }
+  LeaseClient(const LeaseClient&) = delete;
+  LeaseClient& operator=(const LeaseClient&) = delete;
+  const std::string& endpoint() const { return endpoint_; }
   // The job the leases are asked for (a multi-job daemon assigns it at registration).
   void setJobId(std::uint64_t job_id) { job_id_ = job_id; }
 
@@ -43,16 +44,16 @@ class LeaseClient {
   // handoff: this worker computes under the device's lock file, so the arbiter may grant
   // it ahead of the holder's release; *locked (if given) is then set when it must take
   // that lock before computing (the grant was grantLocked).
-  Status acquire(std::uint64_t worker_id, const std::string &device, std::uint64_t step,
-                 bool handoff = false, bool *locked = nullptr);
+  Status acquire(std::uint64_t worker_id, const std::string& device, std::uint64_t step,
+                 bool handoff = false, bool* locked = nullptr);
   // Gives the device back; sends and returns without waiting for anything.
-  Status release(std::uint64_t worker_id, const std::string &device, double held_ms);
+  Status release(std::uint64_t worker_id, const std::string& device, double held_ms);
   // The arbiter's counters (tools, tests, benchmarks).
   Result<ArbiterCounters> stats(std::chrono::milliseconds timeout);
 
  private:
   Status ensureSocket();
-  zmq::context_t &ctx_;
+  zmq::context_t& ctx_;
   std::string endpoint_;
   std::uint64_t job_id_;
   LeaseClientOptions opts_;

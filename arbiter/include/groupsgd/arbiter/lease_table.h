@@ -34,13 +34,13 @@
 namespace groupsgd::arbiter {
 
 enum class Policy { kNone, kFifo, kCrossover };
-const char *policyName(Policy p);
-Result<Policy> parsePolicy(const std::string &text);
+const char* policyName(Policy p);
+Result<Policy> parsePolicy(const std::string& text);
 
 struct LeaseKey {
   std::uint64_t job = 0;
   std::uint64_t worker = 0;
-  auto operator<=>(const LeaseKey &) const = default;
+  auto operator<=>(const LeaseKey&) const = default;
 };
 
 struct Grant {
@@ -54,7 +54,7 @@ struct Grant {
 // Job id -> weight (> 0); jobs not listed weigh 1.
 using JobWeights = std::map<std::uint64_t, double>;
 // Parses "JOB=W[,JOB=W...]" (e.g. "1=2,2=1").
-Result<JobWeights> parseJobWeights(const std::string &text);
+Result<JobWeights> parseJobWeights(const std::string& text);
 
 class LeaseTable {
  public:
@@ -68,22 +68,22 @@ class LeaseTable {
   // crossover it may be granted one ahead, while a holder that also asked with handoff
   // still computes (the holder's unlock then hands the device over without a round trip
   // to the arbiter). At most one lease is granted ahead per device.
-  std::vector<Grant> acquire(const std::string &device, LeaseKey key, std::uint64_t step,
+  std::vector<Grant> acquire(const std::string& device, LeaseKey key, std::uint64_t step,
                              bool handoff = false);
   // The holder gives the device back. Returns the waiters granted as a result;
   // empty when `key` did not hold it (a stray release: *stray is set when
   // given).
-  std::vector<Grant> release(const std::string &device, LeaseKey key, bool *stray = nullptr);
+  std::vector<Grant> release(const std::string& device, LeaseKey key, bool* stray = nullptr);
   // Drops `key` from `device` (an expired lease or a waiter that is gone) and
   // grants on.
-  std::vector<Grant> forget(const std::string &device, LeaseKey key);
+  std::vector<Grant> forget(const std::string& device, LeaseKey key);
 
   // A job's weight from now on (its next rounds); weight > 0.
   void setWeight(std::uint64_t job, double weight) { weights_[job] = weight; }
 
   Policy policy() const { return policy_; }
-  std::vector<LeaseKey> holders(const std::string &device) const;
-  std::size_t waiting(const std::string &device) const;
+  std::vector<LeaseKey> holders(const std::string& device) const;
+  std::size_t waiting(const std::string& device) const;
 
  private:
   struct Waiter {
@@ -110,9 +110,9 @@ class LeaseTable {
     std::deque<Round> rounds;  // its recent rounds (workers of several groups)
   };
 
-  Round &roundOf(LeaseKey key, std::uint64_t step);
-  std::vector<Grant> grantNext(const std::string &device, Device &d);
-  void drop(Device &d, LeaseKey key);
+  Round& roundOf(LeaseKey key, std::uint64_t step);
+  std::vector<Grant> grantNext(const std::string& device, Device& d);
+  void drop(Device& d, LeaseKey key);
 
   Policy policy_;
   JobWeights weights_;

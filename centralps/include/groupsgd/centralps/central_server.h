@@ -8,18 +8,19 @@
 #include <atomic>
 #include <chrono>
 #include <future>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
+
 #include <zmq.hpp>
 
 #include "groupsgd/centralps/central_stats.h"
 #include "groupsgd/centralps/central_store.h"
 #include "groupsgd/centralps/staleness.h"
+#include "groupsgd/codec/parts.h"
 #include "groupsgd/common/curve_keys.h"
 #include "groupsgd/common/message.h"
-#include "groupsgd/codec/parts.h"
 #include "groupsgd/common/status.h"
 #include "groupsgd/kernels/model.h"
 #include "groupsgd/kernels/optimizer.h"
@@ -28,16 +29,16 @@ namespace groupsgd::centralps {
 
 struct CentralConfig {
   kernels::ModelKind model = kernels::ModelKind::kMlp;
-  std::uint64_t seed = 1;                  // model initialisation
+  std::uint64_t seed = 1;  // model initialisation
   // Non-zero: serve a zero-initialised vector of this many parameters instead of `model`
   // (benchmarks and tests of arbitrary model sizes; no model code is involved).
   std::size_t param_count = 0;
   // Non-empty: start from these values (a model the daemon learnt from a worker).
   std::vector<float> initial;
-  StalenessConfig staleness;               // f(tau) and the bound
+  StalenessConfig staleness;  // f(tau) and the bound
   kernels::OptimizerConfig outer{kernels::OptimizerKind::kSgd, 1.0f, 0.0f, 0.0f};
-  std::size_t shards = 1;                  // key-range shards of the store
-  double max_delta_norm = 1e4;             // L2 norm above which a delta is refused
+  std::size_t shards = 1;       // key-range shards of the store
+  double max_delta_norm = 1e4;  // L2 norm above which a delta is refused
   // Scale a delta by lambda = min(1, n / running mean of n), n = samples per group step
   // behind it, so a small group's few-sample deltas count for less (docs/architecture.md).
   bool sample_weighting = true;
@@ -48,7 +49,7 @@ struct CentralConfig {
   std::size_t checkpoint_keep = 3;
   std::uint64_t checkpoint_every_versions = 0;
   double checkpoint_interval_s = 0;
-  MessageLimits limits;                    // job id and size limits
+  MessageLimits limits;  // job id and size limits
   // Set: CURVE on the socket. Then only the daemons' own key may push deltas, ask for a
   // checkpoint or read the counters; any admitted key may fetch the model (evaluators).
   CurveKeys curve;
@@ -117,10 +118,10 @@ class CentralServer {
   Counters counters_;
   // Deltas arriving in parts, per sender connection (routing id).
   std::unordered_map<std::string, PartAssembler> inbound_;
-  Payload cached_;            // snapshot of the current version (made once per version)
-  PayloadPool snapshot_pool_; // snapshot buffers, reused once no reply holds them
+  Payload cached_;             // snapshot of the current version (made once per version)
+  PayloadPool snapshot_pool_;  // snapshot buffers, reused once no reply holds them
   std::uint64_t cached_version_ = ~0ull;
-  double mean_samples_ = 0;   // running mean of samples per delta (sample weighting)
+  double mean_samples_ = 0;           // running mean of samples per delta (sample weighting)
   SampleStaleness sample_staleness_;  // tau in samples (StalenessMeasure::kSamples)
   struct CheckpointJob {
     std::future<Status> done;
@@ -130,7 +131,7 @@ class CentralServer {
     std::vector<zmq::message_t> requesters;
   };
   std::optional<CheckpointJob> checkpoint_;
-  std::uint64_t checkpoint_version_ = 0;       // newest durable
+  std::uint64_t checkpoint_version_ = 0;  // newest durable
   std::uint64_t checkpoint_failures_ = 0;
   // After a failed write the periodic ones back off (1 s doubling to 60 s; a full disk
   // must not turn into a write attempt, and an ERROR line, per merged delta).

@@ -11,14 +11,14 @@
 namespace groupsgd::centralps {
 
 struct CentralStats {
-  std::uint64_t version = 0;          // central model version (deltas applied)
-  std::uint64_t updates_applied = 0;  // deltas merged
-  std::uint64_t updates_refused = 0;  // deltas refused (staleness bound, bad values)
-  std::uint64_t samples_applied = 0;  // samples behind merged deltas
-  std::uint64_t samples_refused = 0;  // samples behind refused deltas
-  std::uint64_t bad_messages = 0;     // malformed messages
-  std::uint64_t max_staleness = 0;    // largest tau of a merged delta
-  float mean_staleness = 0;           // mean tau over merged deltas (a Float32 on the wire)
+  std::uint64_t version = 0;              // central model version (deltas applied)
+  std::uint64_t updates_applied = 0;      // deltas merged
+  std::uint64_t updates_refused = 0;      // deltas refused (staleness bound, bad values)
+  std::uint64_t samples_applied = 0;      // samples behind merged deltas
+  std::uint64_t samples_refused = 0;      // samples behind refused deltas
+  std::uint64_t bad_messages = 0;         // malformed messages
+  std::uint64_t max_staleness = 0;        // largest tau of a merged delta
+  float mean_staleness = 0;               // mean tau over merged deltas (a Float32 on the wire)
   std::uint64_t checkpoint_version = 0;   // newest durable checkpoint (0 = none)
   std::uint64_t checkpoint_failures = 0;  // checkpoint writes that failed
 };

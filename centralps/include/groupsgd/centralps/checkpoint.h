@@ -36,9 +36,9 @@ std::string checkpointFileName(std::uint64_t version);
 
 // What a successful write did besides writing.
 struct CheckpointWriteInfo {
-  std::string path;                    // the checkpoint written
-  std::vector<std::string> pruned;     // older checkpoints deleted
-  std::vector<std::string> warnings;   // pruning failures (the new checkpoint is durable)
+  std::string path;                   // the checkpoint written
+  std::vector<std::string> pruned;    // older checkpoints deleted
+  std::vector<std::string> warnings;  // pruning failures (the new checkpoint is durable)
 };
 
 // Writes params as model `version` into dir (which must exist) and keeps the newest
@@ -47,13 +47,12 @@ struct CheckpointWriteInfo {
 // (InvalidArgument) before anything is written. I/O errors: ResourceExhausted for
 // ENOSPC/EDQUOT, PermissionDenied for EACCES/EPERM/EROFS, NotFound for a missing
 // directory, Unavailable otherwise. info may be null.
-Status writeCheckpoint(const std::string& dir, std::uint64_t version,
-                       std::span<const float> params, std::size_t keep_last,
-                       CheckpointWriteInfo* info = nullptr);
+Status writeCheckpoint(const std::string& dir, std::uint64_t version, std::span<const float> params,
+                       std::size_t keep_last, CheckpointWriteInfo* info = nullptr);
 
 struct LoadedCheckpoint {
-  std::string path;                   // the file used
-  std::uint64_t version = 0;          // model version from its header
+  std::string path;           // the file used
+  std::uint64_t version = 0;  // model version from its header
   std::vector<float> params;
   std::vector<std::string> warnings;  // newer files skipped, each with the reason
 };
@@ -64,12 +63,10 @@ struct LoadedCheckpoint {
 // another size are skipped and reported in warnings (and logged).
 // NotFound when dir has no checkpoint file (or does not exist); DataLoss when every
 // checkpoint file was unusable (the message lists why).
-Result<LoadedCheckpoint> loadNewestCheckpoint(const std::string& dir,
-                                              std::uint64_t expected_count);
+Result<LoadedCheckpoint> loadNewestCheckpoint(const std::string& dir, std::uint64_t expected_count);
 
 // Checks one file (for tools and tests); the same checks as the loader.
-Result<LoadedCheckpoint> readCheckpointFile(const std::string& path,
-                                            std::uint64_t expected_count);
+Result<LoadedCheckpoint> readCheckpointFile(const std::string& path, std::uint64_t expected_count);
 
 // Final checkpoint files in dir, newest (highest version) first.
 Result<std::vector<std::pair<std::uint64_t, std::string>>> listCheckpoints(const std::string& dir);

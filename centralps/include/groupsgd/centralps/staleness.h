@@ -31,8 +31,8 @@ enum class StalenessMeasure {
 struct StalenessConfig {
   StalenessRule rule = StalenessRule::kInverse;
   StalenessMeasure measure = StalenessMeasure::kSamples;
-  std::uint64_t grace = 0;          // kGrace: staleness tolerated at full weight (G - 1)
-  std::uint64_t max_staleness = 16; // tau above this is refused; the group resyncs
+  std::uint64_t grace = 0;           // kGrace: staleness tolerated at full weight (G - 1)
+  std::uint64_t max_staleness = 16;  // tau above this is refused; the group resyncs
 };
 
 bool parseStalenessRule(std::string_view text, StalenessRule* out);

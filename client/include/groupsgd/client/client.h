@@ -11,6 +11,7 @@
 #include <span>
 #include <string>
 #include <vector>
+
 #include <zmq.hpp>
 
 #include "groupsgd/client/endpoint_list.h"
@@ -162,8 +163,8 @@ struct StepAnswer {
   std::uint64_t model_version = 0;  // central version the replica descends from
   bool accepted = true;             // push: false if the gradient was dropped (late)
   std::string reason;
-  double wait_ms = 0;               // push: time the gradient waited at the barrier
-  std::uint32_t batch_size = 0;     // batch to use from now on (0 = unchanged)
+  double wait_ms = 0;            // push: time the gradient waited at the barrier
+  std::uint32_t batch_size = 0;  // batch to use from now on (0 = unchanged)
   Directive directive = Directive::kContinue;
 };
 
@@ -180,8 +181,8 @@ class GroupClient {
                           float loss, float compute_ms, std::span<float> params);
   // The same, sending a buffer the caller shares with the message (no copy when dense):
   // the caller must not write into it until push() has returned.
-  Result<StepAnswer> push(std::uint64_t step, const Payload& grad, std::uint32_t batch,
-                          float loss, float compute_ms, std::span<float> params);
+  Result<StepAnswer> push(std::uint64_t step, const Payload& grad, std::uint32_t batch, float loss,
+                          float compute_ms, std::span<float> params);
   // A buffer of param_count floats to compute the next gradient into: push() sends exactly
   // this span without copying it (any other span is copied). Contents unspecified; valid
   // until the next push().
@@ -206,7 +207,7 @@ class GroupClient {
   Assignment assignment_;
   std::uint64_t job_id_;
   std::chrono::milliseconds timeout_;
-  PayloadPool pool_;  // gradient buffers handed to zero-copy sends
+  PayloadPool pool_;                               // gradient buffers handed to zero-copy sends
   std::shared_ptr<std::vector<float>> next_grad_;  // gradientBuffer(), until pushed
   std::optional<kernels::Compressor> compressor_;  // non-dense encodings only
   std::vector<std::shared_ptr<std::vector<std::uint8_t>>> encoded_;  // reused when free
@@ -214,7 +215,6 @@ class GroupClient {
 
 // Fetches the central model (evaluators, tools).
 Result<std::uint64_t> fetchCentralModel(RpcClient& central, std::uint64_t job_id,
-                                        std::span<float> params,
-                                        std::chrono::milliseconds timeout);
+                                        std::span<float> params, std::chrono::milliseconds timeout);
 
 }  // namespace groupsgd::client

@@ -13,22 +13,21 @@
 namespace groupsgd::client {
 
 class EndpointList {
-public:
+ public:
   // Splits on commas and trims blanks; refuses an empty list, an empty entry
   // and an entry without a transport ("tcp://", "ipc://", ...).
-  static Result<EndpointList> parse(const std::string &text);
-  const std::string &current() const { return endpoints_[at_]; }
+  static Result<EndpointList> parse(const std::string& text);
+  const std::string& current() const { return endpoints_[at_]; }
   // Moves on to the next endpoint (wrapping around); returns the new current
   // one.
-  const std::string &advance();
+  const std::string& advance();
   std::size_t size() const { return endpoints_.size(); }
-  const std::vector<std::string> &all() const { return endpoints_; }
+  const std::vector<std::string>& all() const { return endpoints_; }
 
-private:
-  explicit EndpointList(std::vector<std::string> endpoints)
-      : endpoints_(std::move(endpoints)) {}
+ private:
+  explicit EndpointList(std::vector<std::string> endpoints) : endpoints_(std::move(endpoints)) {}
   std::vector<std::string> endpoints_;
   std::size_t at_ = 0;
 };
 
-} // namespace groupsgd::client
+}  // namespace groupsgd::client

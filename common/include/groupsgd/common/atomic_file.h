@@ -37,9 +37,9 @@ class Fd {
 };
 
 struct AtomicWriteOptions {
-  mode_t mode = 0644;      // applied with fchmod, so the umask does not narrow it
-  bool replace = true;     // false: refuse (kFailedPrecondition) when path already exists
-  std::string temp_path;   // where the data is staged; "" = PATH.PID.tmp
+  mode_t mode = 0644;     // applied with fchmod, so the umask does not narrow it
+  bool replace = true;    // false: refuse (kFailedPrecondition) when path already exists
+  std::string temp_path;  // where the data is staged; "" = PATH.PID.tmp
 };
 
 // Writes the parts, in order, to a temp file in path's directory, fsyncs it, moves it to

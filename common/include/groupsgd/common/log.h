@@ -22,13 +22,13 @@ void write(Level level, const std::string& message);
 
 }  // namespace groupsgd::log
 
-#define GSGD_LOG(lvl, expr)                                                  \
-  do {                                                                       \
+#define GSGD_LOG(lvl, expr)                                                    \
+  do {                                                                         \
     if (static_cast<int>(lvl) >= static_cast<int>(::groupsgd::log::level())) { \
-      std::ostringstream gsgd_os_;                                           \
-      gsgd_os_ << expr; /* NOLINT(bugprone-macro-parentheses): a << chain */ \
-      ::groupsgd::log::write(lvl, gsgd_os_.str());                           \
-    }                                                                        \
+      std::ostringstream gsgd_os_;                                             \
+      gsgd_os_ << expr; /* NOLINT(bugprone-macro-parentheses): a << chain */   \
+      ::groupsgd::log::write(lvl, gsgd_os_.str());                             \
+    }                                                                          \
   } while (0)
 #define GSGD_DEBUG(expr) GSGD_LOG(::groupsgd::log::Level::kDebug, expr)
 #define GSGD_INFO(expr) GSGD_LOG(::groupsgd::log::Level::kInfo, expr)

@@ -7,15 +7,15 @@
 // Thread rule: an OutMessage / InMessage belongs to one thread at a time.
 #pragma once
 
-#include <capnp/message.h>
-#include <capnp/serialize.h>
-
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <span>
 #include <string>
 #include <vector>
+
+#include <capnp/message.h>
+#include <capnp/serialize.h>
 #include <zmq.hpp>
 
 #include "envelope.capnp.h"
@@ -59,7 +59,7 @@ struct MessageLimits {
 struct PartPosition {
   std::uint32_t index = 0;
   std::uint32_t count = 0;
-  std::uint64_t offset = 0;          // elements
+  std::uint64_t offset = 0;  // elements
   std::uint64_t total_elements = 0;
 };
 

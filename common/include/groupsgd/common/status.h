@@ -15,17 +15,17 @@ namespace groupsgd {
 // socket; keep the numbers stable.
 enum class Code : int {
   kOk = 0,
-  kInvalidArgument = 1,   // malformed input, bad value, wrong size
-  kNotFound = 2,          // missing file, unknown worker/group
-  kFailedPrecondition = 3,// wrong state (e.g. late step, old epoch)
-  kUnavailable = 4,       // peer unreachable, timeout
-  kResourceExhausted = 5, // over a size limit
-  kPermissionDenied = 6,  // wrong job, not a member
-  kDataLoss = 7,          // corrupt file or payload
-  kAborted = 8,           // refused by policy (e.g. staleness bound)
-  kInternal = 9,          // a bug
-  kQuarantined = 10,      // the sender is quarantined (repeated bad updates)
-  kFinished = 11,         // the run is over: a registering worker stops cleanly
+  kInvalidArgument = 1,     // malformed input, bad value, wrong size
+  kNotFound = 2,            // missing file, unknown worker/group
+  kFailedPrecondition = 3,  // wrong state (e.g. late step, old epoch)
+  kUnavailable = 4,         // peer unreachable, timeout
+  kResourceExhausted = 5,   // over a size limit
+  kPermissionDenied = 6,    // wrong job, not a member
+  kDataLoss = 7,            // corrupt file or payload
+  kAborted = 8,             // refused by policy (e.g. staleness bound)
+  kInternal = 9,            // a bug
+  kQuarantined = 10,        // the sender is quarantined (repeated bad updates)
+  kFinished = 11,           // the run is over: a registering worker stops cleanly
 };
 
 const char* codeName(Code code);
@@ -49,7 +49,9 @@ class [[nodiscard]] Status {
 
 inline Status invalidArgument(std::string m) { return {Code::kInvalidArgument, std::move(m)}; }
 inline Status notFound(std::string m) { return {Code::kNotFound, std::move(m)}; }
-inline Status failedPrecondition(std::string m) { return {Code::kFailedPrecondition, std::move(m)}; }
+inline Status failedPrecondition(std::string m) {
+  return {Code::kFailedPrecondition, std::move(m)};
+}
 inline Status unavailable(std::string m) { return {Code::kUnavailable, std::move(m)}; }
 inline Status resourceExhausted(std::string m) { return {Code::kResourceExhausted, std::move(m)}; }
 inline Status permissionDenied(std::string m) { return {Code::kPermissionDenied, std::move(m)}; }
@@ -63,8 +65,8 @@ inline Status finished(std::string m) { return {Code::kFinished, std::move(m)}; 
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}           // NOLINT: implicit by design
-  Result(Status status) : v_(std::move(status)) {}    // NOLINT: must not be ok
+  Result(T value) : v_(std::move(value)) {}         // NOLINT: implicit by design
+  Result(Status status) : v_(std::move(status)) {}  // NOLINT: must not be ok
   bool isOk() const { return std::holds_alternative<T>(v_); }
   explicit operator bool() const { return isOk(); }
   const Status& status() const {
@@ -86,8 +88,8 @@ class [[nodiscard]] Result {
 }  // namespace groupsgd
 
 // Return early from a function returning Status or Result<T>.
-#define GSGD_RETURN_IF_ERROR(expr)          \
-  do {                                      \
-    ::groupsgd::Status gsgd_s_ = (expr);    \
-    if (!gsgd_s_.isOk()) return gsgd_s_;    \
+#define GSGD_RETURN_IF_ERROR(expr)       \
+  do {                                   \
+    ::groupsgd::Status gsgd_s_ = (expr); \
+    if (!gsgd_s_.isOk()) return gsgd_s_; \
   } while (0)

@@ -9,6 +9,7 @@
 #include <optional>
 #include <string>
 #include <vector>
+
 #include <zmq.hpp>
 
 #include "groupsgd/common/curve_keys.h"
@@ -21,7 +22,7 @@ namespace groupsgd {
 enum class CurveSide { kNone, kServer, kClient };
 
 struct SocketOptions {
-  int linger_ms = 100;                   // never block shutdown on a dead peer
+  int linger_ms = 100;                         // never block shutdown on a dead peer
   std::int64_t max_message_bytes = 1ll << 30;  // per frame, enforced by libzmq
   int send_hwm = 1000;
   int recv_hwm = 1000;

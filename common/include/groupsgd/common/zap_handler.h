@@ -14,6 +14,7 @@
 #include <set>
 #include <string>
 #include <thread>
+
 #include <zmq.hpp>
 
 #include "groupsgd/common/allow_list.h"

@@ -45,7 +45,9 @@ class AdmissionBook {
   const Counters& counters() const { return counters_; }
 
   // A trainer (host, pid) that registered after the end and was told `finished`.
-  void toldFinished(const std::string& host, std::uint32_t pid) { told_finished_.insert({host, pid}); }
+  void toldFinished(const std::string& host, std::uint32_t pid) {
+    told_finished_.insert({host, pid});
+  }
   // Trainers (distinct host and pid) seen: registered, or told `finished`.
   std::size_t trainersSeen(const adaptive::Registry& registry) const;
 

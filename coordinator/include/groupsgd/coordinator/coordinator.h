@@ -14,15 +14,14 @@
 #include <set>
 #include <string>
 #include <vector>
-#include <zmq.hpp>
 
 #include <nlohmann/json.hpp>
+#include <zmq.hpp>
 
 #include "groupsgd/adaptive/adaptive_controller.h"
 #include "groupsgd/adaptive/registry.h"
 #include "groupsgd/common/transport.h"
 #include "groupsgd/common/zap_handler.h"
-#include "groupsgd/daemon/config.h"
 #include "groupsgd/coordinator/admission_book.h"
 #include "groupsgd/coordinator/coordinator_deps.h"
 #include "groupsgd/coordinator/evaluator_watch.h"
@@ -30,11 +29,12 @@
 #include "groupsgd/coordinator/group_config_queue.h"
 #include "groupsgd/coordinator/group_fleet.h"
 #include "groupsgd/coordinator/head_record.h"
-#include "groupsgd/coordinator/pending_calls.h"
 #include "groupsgd/coordinator/metrics_exporter.h"
+#include "groupsgd/coordinator/pending_calls.h"
 #include "groupsgd/coordinator/run_log.h"
 #include "groupsgd/coordinator/run_summary.h"
 #include "groupsgd/coordinator/topology.h"
+#include "groupsgd/daemon/config.h"
 #include "groupsgd/ops/control_server.h"
 #include "groupsgd/ops/metrics.h"
 
@@ -48,8 +48,8 @@ using daemon::Mode;
 using adaptive::AdaptiveController;
 using adaptive::AssignmentPolicy;
 using adaptive::ControlActions;
-using adaptive::Registry;
 using adaptive::LeastLoadedPolicy;
+using adaptive::Registry;
 using adaptive::WorkerRecord;
 using adaptive::WorkerRole;
 using adaptive::WorkerState;

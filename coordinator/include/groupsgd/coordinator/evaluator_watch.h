@@ -22,27 +22,26 @@ namespace groupsgd::coordinator {
 using ops::MetricsRegistry;
 
 class EvaluatorWatch {
-public:
+ public:
   // The last measurement before a loss: what a replacement resumes from.
   struct Measured {
-    double accuracy = -1;      // -1: nothing measured yet
-    std::uint64_t version = 0; // central version it was measured on
+    double accuracy = -1;       // -1: nothing measured yet
+    std::uint64_t version = 0;  // central version it was measured on
   };
 
   // Counters and gauges go here as well as into the summary (optional,
   // borrowed).
-  void attachMetrics(MetricsRegistry *metrics) { metrics_ = metrics; }
+  void attachMetrics(MetricsRegistry* metrics) { metrics_ = metrics; }
 
   // An evaluator registered at now_s (seconds since the daemon started).
   // Returns the event text; a replacement's text names the gap it closes and
   // where measurement resumes.
-  std::string joined(std::uint64_t id, const std::string &name, double now_s,
-                     Measured last);
+  std::string joined(std::uint64_t id, const std::string& name, double now_s, Measured last);
   // An active evaluator was declared dead or left while training goes on (why
   // says which). Returns the event text, which says whether accuracy is still
   // measured.
-  std::string lost(std::uint64_t id, const std::string &name,
-                   const std::string &why, double now_s, Measured last);
+  std::string lost(std::uint64_t id, const std::string& name, const std::string& why, double now_s,
+                   Measured last);
 
   // At least one evaluator is active.
   bool measuring() const { return !active_.empty(); }
@@ -59,17 +58,17 @@ public:
   std::uint64_t losses() const { return losses_; }
   std::uint64_t replacements() const { return replacements_; }
 
-private:
+ private:
   void exportMetrics();
 
-  MetricsRegistry *metrics_ = nullptr;
+  MetricsRegistry* metrics_ = nullptr;
   std::set<std::uint64_t> active_;
   std::uint64_t registered_ = 0;
   std::uint64_t losses_ = 0;
   std::uint64_t replacements_ = 0;
-  std::optional<double> gap_started_s_; // open gap: no evaluator since
-  double unmeasured_total_s_ = 0;       // closed gaps
-  std::string last_loss_;               // text of the last loss
+  std::optional<double> gap_started_s_;  // open gap: no evaluator since
+  double unmeasured_total_s_ = 0;        // closed gaps
+  std::string last_loss_;                // text of the last loss
   nlohmann::ordered_json gaps_ = nlohmann::ordered_json::array();
 };
 

@@ -11,11 +11,12 @@
 #include <functional>
 #include <string>
 #include <vector>
+
 #include <zmq.hpp>
 
 #include "groupsgd/common/status.h"
-#include "groupsgd/daemon/config.h"
 #include "groupsgd/coordinator/topology.h"
+#include "groupsgd/daemon/config.h"
 #include "worker.capnp.h"
 
 namespace groupsgd::coordinator {
@@ -48,7 +49,6 @@ Status saveExternalModelFile(const std::string& path, const ExternalModel& model
 // Whether a registration states the model this daemon trains. Built-in models: a worker
 // that states a different parameter count is refused. External: trainers and evaluators
 // must state the same count and fingerprint. Tools and nodes are not checked.
-Status checkWorkerModel(const DaemonConfig& cfg, const Topology& topo,
-                        proto::Register::Reader reg);
+Status checkWorkerModel(const DaemonConfig& cfg, const Topology& topo, proto::Register::Reader reg);
 
 }  // namespace groupsgd::coordinator

@@ -71,7 +71,7 @@ class GroupConfigQueue {
     Done done;
   };
   struct GroupState {
-    std::uint64_t wanted = 0;    // requests made
+    std::uint64_t wanted = 0;     // requests made
     std::uint64_t sent_upto = 0;  // requests covered by calls started
     bool flush = false;           // a queued request asked for a flush
     std::set<std::uint32_t> after;
@@ -91,7 +91,7 @@ class GroupConfigQueue {
   Locate locate_;
   std::chrono::milliseconds timeout_;
   std::map<std::uint32_t, GroupState> groups_;
-  std::vector<BackgroundCall> abandoned_;  // kept until their threads end
+  std::vector<BackgroundCall> abandoned_;       // kept until their threads end
   std::vector<std::pair<Done, Status>> ready_;  // callbacks for the next pump()
   std::uint64_t sent_ = 0;
   std::uint64_t failed_ = 0;

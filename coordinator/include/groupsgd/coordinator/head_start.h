@@ -10,10 +10,10 @@
 namespace groupsgd::coordinator {
 
 struct HeadStart {
-  std::uint64_t incarnation = 1;  // epochs of this incarnation start at incarnation << 32
-  std::string resumed_from;       // checkpoint file resumed from ("" = fresh start)
-  std::uint64_t resumed_version = 0;             // central version of that checkpoint
-  std::vector<std::string> skipped_checkpoints;  // newer files unusable, with the reason
+  std::uint64_t incarnation = 1;      // epochs of this incarnation start at incarnation << 32
+  std::string resumed_from;           // checkpoint file resumed from ("" = fresh start)
+  std::uint64_t resumed_version = 0;  // central version of that checkpoint
+  std::vector<std::string> skipped_checkpoints;        // newer files unusable, with the reason
   std::optional<std::uint64_t> previous_version_seen;  // newest version the last head saw
   std::string state_file;  // where this head records what it sees ("" = none)
 };

@@ -46,7 +46,7 @@ class MetricsExporter {
   // Advances counter `name` to `value` (never back).
   void counterTo(const char* name, const char* help, double value);
 
-  MetricsRegistry* metrics_;                 // borrowed: the job's view of the registry
+  MetricsRegistry* metrics_;                // borrowed: the job's view of the registry
   std::map<std::string, double> exported_;  // counter values already exported
 };
 

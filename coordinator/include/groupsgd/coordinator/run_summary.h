@@ -33,10 +33,10 @@ struct GroupFlush {
 
 // Everything the summary's accounting is built from, besides the registry.
 struct FinalStats {
-  std::vector<GroupFlush> groups;       // the groups that answered the flush
+  std::vector<GroupFlush> groups;                  // the groups that answered the flush
   std::optional<centralps::CentralStats> central;  // nullopt: the central PS did not answer
-  bool groups_failed = false;           // some group PS was lost with its node
-  std::set<std::uint64_t> failed_group_members;  // trainers that were in a failed group
+  bool groups_failed = false;                      // some group PS was lost with its node
+  std::set<std::uint64_t> failed_group_members;    // trainers that were in a failed group
   std::uint64_t coordinator_bad_messages = 0;
 };
 

@@ -11,15 +11,15 @@
 namespace groupsgd::coordinator {
 
 struct TrainerCounts {
-  std::uint64_t reported = 0;     // samples_trained from its Leave (or last heartbeat)
-  std::uint64_t unconfirmed = 0;  // samples of its pushes that got no positive answer
-  std::uint64_t acknowledged = 0; // what the live group PSes counted from it (flush)
-  bool final_report = false;      // it left normally: `reported` is its final count
-  bool in_failed_group = false;   // it was in a group whose PS died (its count is gone)
+  std::uint64_t reported = 0;      // samples_trained from its Leave (or last heartbeat)
+  std::uint64_t unconfirmed = 0;   // samples of its pushes that got no positive answer
+  std::uint64_t acknowledged = 0;  // what the live group PSes counted from it (flush)
+  bool final_report = false;       // it left normally: `reported` is its final count
+  bool in_failed_group = false;    // it was in a group whose PS died (its count is gone)
 };
 
 struct ReconciledTrainer {
-  std::uint64_t credited = 0;        // its samples_trained in the run summary
+  std::uint64_t credited = 0;            // its samples_trained in the run summary
   std::uint64_t counted_unanswered = 0;  // counted by a group, answer never seen by it
   bool consistent = true;  // the report and the groups' count agree within `unconfirmed`
 };

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <memory>
 #include <thread>
+
 #include <zmq.hpp>
 
 #include "groupsgd/arbiter/arbiter_server.h"

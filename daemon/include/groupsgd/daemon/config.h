@@ -24,15 +24,15 @@ const char* modeName(Mode mode);
 
 struct DaemonConfig {
   std::uint64_t job_id = 1;
-  std::string job_name = "default";          // the run's name; a worker naming another is refused
+  std::string job_name = "default";  // the run's name; a worker naming another is refused
   // Multi-job daemon (docs/jobs.md): stay up and host the jobs submitted over the control
   // socket; their table and checkpoints live in state_dir.
   bool serve = false;
   std::string state_dir;
-  std::uint32_t max_group_slots = 16;        // serve: group PSes of all jobs together
-  std::string role = "all";                  // all | coordinator | node
-  std::string coordinator;                   // role node: the coordinator's endpoint
-  std::uint32_t node_groups = 1;             // role node: group PSes this node hosts
+  std::uint32_t max_group_slots = 16;  // serve: group PSes of all jobs together
+  std::string role = "all";            // all | coordinator | node
+  std::string coordinator;             // role node: the coordinator's endpoint
+  std::uint32_t node_groups = 1;       // role node: group PSes this node hosts
   Mode mode = Mode::kGrouped;
   std::uint32_t workers = 4;          // expected trainers: number of data shards (async: groups)
   std::uint32_t groups = 2;           // grouped mode: G
@@ -53,31 +53,31 @@ struct DaemonConfig {
   std::uint32_t heartbeat_misses = 3;
   double max_grad_norm = 1e4;
   double max_delta_norm = 1e4;
-  double target_acc = 0;          // stop when the evaluator reports this (0 = never)
-  double max_seconds = 0;         // stop after this long (0 = never)
-  std::uint64_t max_samples = 0;  // stop after this many samples trained (0 = never)
+  double target_acc = 0;             // stop when the evaluator reports this (0 = never)
+  double max_seconds = 0;            // stop after this long (0 = never)
+  std::uint64_t max_samples = 0;     // stop after this many samples trained (0 = never)
   std::uint32_t progress_ms = 1000;  // progress line period (0 = none)
-  std::string summary_file;        // write the closing summary JSON here
-  bool json = false;               // print the summary as one JSON line on stdout
+  std::string summary_file;          // write the closing summary JSON here
+  bool json = false;                 // print the summary as one JSON line on stdout
   std::string log_level = "info";
-  std::string control_socket;               // Unix socket for groupsgdctl ("" = none)
-  std::int64_t control_admin_gid = -1;      // group allowed admin methods (-1 = none)
-  std::string metrics_listen;               // "HOST:PORT" for /metrics ("" = none)
+  std::string control_socket;           // Unix socket for groupsgdctl ("" = none)
+  std::int64_t control_admin_gid = -1;  // group allowed admin methods (-1 = none)
+  std::string metrics_listen;           // "HOST:PORT" for /metrics ("" = none)
   // The device arbiter hosted by this daemon (docs/arbiter.md); "" = none.
   std::string arbiter_listen;
   std::string arbiter_policy = "crossover";  // none | fifo | crossover
   std::string arbiter_weights;               // "JOB=W,..." (crossover)
   std::uint32_t arbiter_lease_timeout_ms = 10000;
-  std::string checkpoint_dir;               // "" = no checkpoints
+  std::string checkpoint_dir;  // "" = no checkpoints
   std::uint32_t checkpoint_keep = 3;
   std::uint64_t checkpoint_every_versions = 0;  // 0 = not by versions
   double checkpoint_interval_s = 60;            // 0 = not by time
-  std::string config_file;                  // set from --config (SIGHUP reloads it)
-  std::string compress_gradients = "dense";  // worker -> group encoding (CompressionSpec)
-  std::string compress_deltas = "dense";     // group -> central encoding
+  std::string config_file;                      // set from --config (SIGHUP reloads it)
+  std::string compress_gradients = "dense";     // worker -> group encoding (CompressionSpec)
+  std::string compress_deltas = "dense";        // group -> central encoding
   adaptive::AdaptiveConfig adaptive;
   // Failure handling (docs/reliability.md).
-  std::uint32_t quarantine_after = 5;       // bad updates within the window (0 = never)
+  std::uint32_t quarantine_after = 5;  // bad updates within the window (0 = never)
   double quarantine_window_s = 60;
   double give_up_s = 600;  // role node: how long to keep re-registering with a lost head
   // A restarted head whose run ends before every expected trainer came back answers

@@ -1,9 +1,10 @@
 // The daemon's option table: one descriptor per option (JSON key, flag, type, range,
 // whether it can change at run time, whether a group PS reads it, help). The JSON reader,
 // the command-line flags, toJson, `groupsgdd --help`, range checks, the coordinator's
-// run-time settings and the group PSes' settings are all generated from it, so adding an option is one line in config_options.cc (plus the
-// DaemonConfig field and its row in docs/config.md, which a test compares with the table).
-// Thread rule: the table is built once on first use and read-only after; any thread.
+// run-time settings and the group PSes' settings are all generated from it, so adding an option is
+// one line in config_options.cc (plus the DaemonConfig field and its row in docs/config.md, which a
+// test compares with the table). Thread rule: the table is built once on first use and read-only
+// after; any thread.
 #pragma once
 
 #include <functional>
@@ -30,15 +31,19 @@ enum class Live { kRestart, kSet, kSetAndReload };
 // coordinator sends (a run-time change reconfigures the groups), or both.
 enum class GroupPs { kNo, kAtStart, kInGroupConfig, kBoth };
 inline bool readAtStart(GroupPs r) { return r == GroupPs::kAtStart || r == GroupPs::kBoth; }
-inline bool readInGroupConfig(GroupPs r) { return r == GroupPs::kInGroupConfig || r == GroupPs::kBoth; }
+inline bool readInGroupConfig(GroupPs r) {
+  return r == GroupPs::kInGroupConfig || r == GroupPs::kBoth;
+}
 
 // An inclusive numeric range, optionally open at the bottom (for "> 0").
 struct Range {
   double min = -std::numeric_limits<double>::infinity();
   double max = std::numeric_limits<double>::infinity();
   bool min_open = false;
-  bool any() const { return min > -std::numeric_limits<double>::infinity() ||
-                            max < std::numeric_limits<double>::infinity(); }
+  bool any() const {
+    return min > -std::numeric_limits<double>::infinity() ||
+           max < std::numeric_limits<double>::infinity();
+  }
 };
 
 struct OptionSpec {
@@ -46,7 +51,7 @@ struct OptionSpec {
   std::string flag;        // "--name", or "" for an option only the JSON file sets
   std::string value_name;  // how --help names the value (N, S, FILE, ...)
   OptionType type = OptionType::kString;
-  Range range;             // checked by validate(); unbounded when empty
+  Range range;  // checked by validate(); unbounded when empty
   Live live = Live::kRestart;
   GroupPs group_ps = GroupPs::kNo;
   std::string help;

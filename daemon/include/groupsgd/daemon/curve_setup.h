@@ -9,6 +9,7 @@
 #pragma once
 
 #include <memory>
+
 #include <zmq.hpp>
 
 #include "groupsgd/common/curve_keys.h"
@@ -19,8 +20,8 @@
 namespace groupsgd::daemon {
 
 struct CurveSetup {
-  CurveKeys keys;                   // empty when CURVE is not configured
-  std::unique_ptr<ZapHandler> zap;  // null when CURVE is not configured
+  CurveKeys keys;                      // empty when CURVE is not configured
+  std::unique_ptr<ZapHandler> zap;     // null when CURVE is not configured
   std::shared_ptr<AllowList> daemons;  // keys.daemons, replaced on reload
 };
 

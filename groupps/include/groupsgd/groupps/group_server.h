@@ -14,12 +14,13 @@
 #include <string>
 #include <unordered_map>
 #include <vector>
+
 #include <zmq.hpp>
 
 #include "groupsgd/codec/compression_spec.h"
+#include "groupsgd/codec/parts.h"
 #include "groupsgd/common/curve_keys.h"
 #include "groupsgd/common/message.h"
-#include "groupsgd/codec/parts.h"
 #include "groupsgd/common/payload.h"
 #include "groupsgd/common/quarantine.h"
 #include "groupsgd/common/status.h"
@@ -37,8 +38,8 @@ struct GroupServerConfig {
   std::uint32_t exchange_period = 1;   // K (the coordinator may change it)
   std::uint32_t step_deadline_ms = 5000;
   std::uint32_t exchange_timeout_ms = 10000;  // no answer from central: resynchronise
-  double max_grad_norm = 1e4;          // L2 norm above which a gradient is refused
-  CompressionSpec delta_compression;   // group -> central encoding (error feedback here)
+  double max_grad_norm = 1e4;                 // L2 norm above which a gradient is refused
+  CompressionSpec delta_compression;          // group -> central encoding (error feedback here)
   bool adopt_group_id = false;  // node daemons: take the id from the first GroupConfig
   // A member whose pushes are refused as bad this many times within the window is
   // quarantined (its further messages refused with Code::kQuarantined); 0 = never.
@@ -79,8 +80,7 @@ class GroupServer {
   // epoch, model, tensor shape, batch, replay, step. Answers the sender itself unless the
   // push goes on (into the open step, or as late: dropped and answered when whole).
   enum class PushCheck { kAnswered, kOpenStep, kLate };
-  PushCheck validatePush(const zmq::message_t& from, const InMessage& msg,
-                         std::uint64_t elements);
+  PushCheck validatePush(const zmq::message_t& from, const InMessage& msg, std::uint64_t elements);
   // Its steps: may this sender push now (quarantine, departure, membership, epoch,
   // model; false: answered), is the tensor and batch well formed, where does its step
   // fall (replay, future, late or open).
@@ -199,7 +199,8 @@ class GroupServer {
   // Samples of every push acknowledged per worker (what a worker that died had trained).
   std::unordered_map<std::uint64_t, std::uint64_t> acknowledged_;
   std::unordered_map<std::uint64_t, Leaving> departed_;  // left members -> what they were told
-  std::unordered_map<std::uint64_t, std::string> member_keys_;  // CURVE key per worker ever configured
+  std::unordered_map<std::uint64_t, std::string>
+      member_keys_;  // CURVE key per worker ever configured
   // The step of each worker's newest gradient taken into a step: an older or equal step
   // pushed again is a replay, not a late gradient.
   std::unordered_map<std::uint64_t, std::uint64_t> last_step_;
@@ -219,7 +220,7 @@ class GroupServer {
     float loss = 0;
     PartStream stream;
     bool admitted = false;
-    bool late = false;        // its step closed meanwhile: dropped and answered when whole
+    bool late = false;           // its step closed meanwhile: dropped and answered when whole
     std::uint64_t reserved = 0;  // bytes of the budget it holds
     double squares = 0;
     std::vector<InMessage> summed;  // parts in the step's sum, to take out if it fails
@@ -243,14 +244,14 @@ class GroupServer {
   const std::vector<float>& replica() const { return *replica_; }
   std::shared_ptr<std::vector<float>> replica_;
   std::shared_ptr<std::vector<float>> spare_;  // the previous replica buffer, for reuse
-  std::vector<float> base_;        // central model the replica descends from
+  std::vector<float> base_;                    // central model the replica descends from
   std::uint64_t base_version_ = 0;
   // The in-flight delta as cut (replica at the cut = base + this), until the answer.
   std::shared_ptr<const std::vector<float>> cut_delta_;
   std::optional<kernels::Compressor> compressor_;  // deltas, when compressed
   std::uint32_t steps_since_cut_ = 0;
-  Payload replica_payload_;        // replica_ while unchanged: what replies carry
-  PayloadPool send_pool_;          // delta buffers, reused once sent
+  Payload replica_payload_;  // replica_ while unchanged: what replies carry
+  PayloadPool send_pool_;    // delta buffers, reused once sent
 
   CentralRequest in_flight_ = CentralRequest::kNone;
   Clock::time_point in_flight_since_;

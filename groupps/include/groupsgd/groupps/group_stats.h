@@ -24,15 +24,15 @@ struct GroupStats {
   std::uint64_t exchanges = 0;
   std::uint64_t refused_exchanges = 0;
   float last_loss = 0;
-  std::uint32_t members = 0;  // configured members
+  std::uint32_t members = 0;                            // configured members
   std::map<std::uint64_t, std::uint64_t> acknowledged;  // samples per worker
-  std::uint64_t identity_refused = 0;  // another worker's id, or not the coordinator's key
+  std::uint64_t identity_refused = 0;      // another worker's id, or not the coordinator's key
   std::vector<std::uint64_t> quarantined;  // workers quarantined here
-  std::uint64_t replayed_pushes = 0;      // a step this worker already pushed for
-  std::uint64_t quarantine_refusals = 0;  // messages from quarantined workers
-  std::uint64_t bad_parts = 0;      // push parts refused, or arriving for no open push
-  std::uint64_t pushes_waited = 0;  // pushes in parts that waited for the memory budget
-  std::uint64_t steps_cut = 0;      // steps the cutoff closed without some members
+  std::uint64_t replayed_pushes = 0;       // a step this worker already pushed for
+  std::uint64_t quarantine_refusals = 0;   // messages from quarantined workers
+  std::uint64_t bad_parts = 0;             // push parts refused, or arriving for no open push
+  std::uint64_t pushes_waited = 0;         // pushes in parts that waited for the memory budget
+  std::uint64_t steps_cut = 0;             // steps the cutoff closed without some members
 };
 
 void toProto(const GroupStats& stats, proto::GroupStats::Builder out);

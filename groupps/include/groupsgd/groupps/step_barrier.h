@@ -21,8 +21,8 @@ enum class Leaving { kNo, kReassign, kStop };
 
 struct MemberInfo {
   std::uint64_t worker_id = 0;
-  std::uint32_t batch_size = 0;  // assigned batch (the real weight is the pushed batch)
-  std::uint64_t epoch = 0;       // pushes from an older epoch are refused
+  std::uint32_t batch_size = 0;    // assigned batch (the real weight is the pushed batch)
+  std::uint64_t epoch = 0;         // pushes from an older epoch are refused
   Leaving leaving = Leaving::kNo;  // its next gradient is its last in this group
   std::string public_key{};        // CURVE key it registered with ("" = no CURVE)
 };
@@ -50,8 +50,7 @@ class StepBarrier {
   Status add(std::uint64_t worker_id, std::uint32_t batch_size, float loss,
              std::span<const float> grad);
   // The same from a gradient seen in place in its message's frames (no copy first).
-  Status add(std::uint64_t worker_id, std::uint32_t batch_size, float loss,
-             const TensorView& grad);
+  Status add(std::uint64_t worker_id, std::uint32_t batch_size, float loss, const TensorView& grad);
   // A gradient arriving in parts: each part is summed as it arrives (addPart), taken out
   // again if the push is refused or dropped before its last part (removePart: the sum is
   // restored up to rounding), and the push counts as arrived once whole (commit).

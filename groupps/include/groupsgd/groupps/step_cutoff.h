@@ -18,9 +18,9 @@
 namespace groupsgd::groupps {
 
 struct StepCutoffConfig {
-  double factor = 0;          // 0: off (steps wait for every member, up to the deadline)
+  double factor = 0;            // 0: off (steps wait for every member, up to the deadline)
   double late_fraction = 0.25;  // at most floor(members x this) members may be left behind
-  std::size_t window = 32;    // quorum times kept
+  std::size_t window = 32;      // quorum times kept
   std::size_t min_samples = 8;  // quorum times needed before the cutoff acts
 };
 

@@ -8,25 +8,26 @@
 
 #include <atomic>
 #include <memory>
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 #include <zmq.hpp>
 
 #include "groupsgd/centralps/central_server.h"
 #include "groupsgd/common/curve_keys.h"
-#include "groupsgd/daemon/config.h"
 #include "groupsgd/coordinator/coordinator.h"
+#include "groupsgd/daemon/config.h"
 #include "groupsgd/groupps/group_server.h"
 
 namespace groupsgd::jobs {
 
 // The daemon configuration this room is built from (daemon/).
-using daemon::DaemonConfig;
 using coordinator::Coordinator;
 using coordinator::Topology;
+using daemon::DaemonConfig;
 
 // Model external: the coordinator's socket, already bound and published, and the model
 // the first worker (or external_model_file) brought.

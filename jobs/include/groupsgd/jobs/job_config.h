@@ -7,10 +7,11 @@
 // Thread rule: pure functions; any thread.
 #pragma once
 
-#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "groupsgd/common/status.h"
 #include "groupsgd/daemon/config.h"

@@ -7,18 +7,19 @@
 #pragma once
 
 #include <atomic>
+
 #include <zmq.hpp>
 
-#include "groupsgd/daemon/arbiter_host.h"
 #include "groupsgd/common/curve_keys.h"
 #include "groupsgd/common/zap_handler.h"
+#include "groupsgd/daemon/arbiter_host.h"
 #include "groupsgd/daemon/config.h"
 
 namespace groupsgd::jobs {
 
 // The daemon configuration this room is built from (daemon/).
-using daemon::DaemonConfig;
 using daemon::ArbiterHost;
+using daemon::DaemonConfig;
 
 // Serves until stop is set (SIGINT/SIGTERM) or the control method shutdown arrives
 // without a job; running jobs are then suspended (they resume at the next start).

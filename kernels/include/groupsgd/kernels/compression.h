@@ -37,8 +37,7 @@ std::size_t encodedBytes(Encoding encoding, std::size_t n, float ratio);
 // otherwise). On failure out is left untouched. Dense and fp16 carry NaN/Inf through as
 // they are (as a NaN in an uncompressed tensor would be): callers check countNonFinite.
 // Top-k writes zeros at the entries it does not carry.
-KernelStatus decode(Encoding encoding, std::span<const std::uint8_t> payload,
-                    std::span<float> out);
+KernelStatus decode(Encoding encoding, std::span<const std::uint8_t> payload, std::span<float> out);
 
 // Encodes successive values of one n-float tensor for one sender.
 // dense and fp16 are stateless. topk and sign use error feedback: with the residual r,

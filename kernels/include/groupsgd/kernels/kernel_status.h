@@ -24,9 +24,7 @@ struct [[nodiscard]] KernelStatus {
 
   bool ok() const { return code == Code::kOk; }
   static KernelStatus success() { return {}; }
-  static KernelStatus error(Code code, std::string message) {
-    return {code, std::move(message)};
-  }
+  static KernelStatus error(Code code, std::string message) { return {code, std::move(message)}; }
 };
 
 // The name the compression interface uses for the same type.

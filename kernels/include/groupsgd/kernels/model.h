@@ -37,12 +37,12 @@ std::size_t cnnPooledSide(std::size_t input_dim);
 // The CNN's map sides and where each tensor sits in the flat parameter vector (the layout
 // below), one definition for the CPU and the CUDA model.
 struct CnnLayout {
-  std::size_t side = 0;                   // input image side
-  std::size_t conv1 = 0, pool1 = 0;       // after conv 1, after pool 1
-  std::size_t conv2 = 0, pool2 = 0;       // after conv 2, after pool 2
-  std::size_t flat = 0;                   // dense inputs: kCnnChannels2 * pool2^2
+  std::size_t side = 0;              // input image side
+  std::size_t conv1 = 0, pool1 = 0;  // after conv 1, after pool 1
+  std::size_t conv2 = 0, pool2 = 0;  // after conv 2, after pool 2
+  std::size_t flat = 0;              // dense inputs: kCnnChannels2 * pool2^2
   std::size_t k1 = 0, c1 = 0, k2 = 0, c2 = 0, w = 0, b = 0;  // offsets of each tensor
-  std::size_t params = 0;                 // total parameter count
+  std::size_t params = 0;                                    // total parameter count
   // input_dim must be accepted by cnnPooledSide.
   static CnnLayout of(std::size_t input_dim, std::size_t classes);
 };

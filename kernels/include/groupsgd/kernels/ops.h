@@ -34,8 +34,8 @@ void subtract(std::span<const float> a, std::span<const float> b, std::span<floa
 // and now inside `central`). cut may be empty (nothing in flight). In one pass, element
 // by element with the same float operations as subtract, then axpy(-1, cut), then
 // central + that: bit for bit the three-call sequence, without its temporary.
-void rebase(std::span<const float> central, std::span<const float> base,
-            std::span<const float> cut, std::span<float> replica);
+void rebase(std::span<const float> central, std::span<const float> base, std::span<const float> cut,
+            std::span<float> replica);
 
 // Number of NaN, +Inf and -Inf entries.
 std::size_t countNonFinite(std::span<const float> x);

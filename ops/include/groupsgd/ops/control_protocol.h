@@ -59,11 +59,11 @@ struct Caller {
 
 // One decoded, validated request, as handed to the coordinator.
 struct ControlRequest {
-  nlohmann::json id;      // echoed in the reply: string, number or null
+  nlohmann::json id;  // echoed in the reply: string, number or null
   std::string method;
   nlohmann::json params;  // always an object ({} when absent)
   Caller caller;
-  bool admin = false;     // the method is flagged admin (the caller passed the check)
+  bool admin = false;  // the method is flagged admin (the caller passed the check)
 };
 
 // A method the server accepts. Admin methods change state and need an admin caller.
@@ -102,7 +102,8 @@ struct ControlDecoded {
 // invalid_request (not an object; id not a string, number or null; method missing or not
 // a string), method_not_found (not in methods), invalid_params (params not an object or
 // null). Pure: no I/O, no logging, no exceptions.
-ControlDecoded decodeControlRequest(std::string_view line, const std::vector<ControlMethod>& methods);
+ControlDecoded decodeControlRequest(std::string_view line,
+                                    const std::vector<ControlMethod>& methods);
 
 // Replies keep their keys in insertion order (ordered_json), so a result built as an
 // ordered_json reaches groupsgdctl's tables with its columns in the order chosen; a plain

@@ -56,16 +56,16 @@ class MetricsRegistry;
 std::vector<uid_t> defaultAdminUids();
 
 struct ControlServerOptions {
-  std::string path;                        // socket file (at most 107 bytes)
-  mode_t mode = 0660;                      // set by chmod after bind
+  std::string path;                                        // socket file (at most 107 bytes)
+  mode_t mode = 0660;                                      // set by chmod after bind
   std::size_t max_request_bytes = std::size_t{64} * 1024;  // longest request line, '\n' excluded
-  std::size_t max_connections = 64;        // more are answered "refused" and closed
-  std::size_t max_pending = 256;           // queued for the coordinator; more: "refused"
+  std::size_t max_connections = 64;                        // more are answered "refused" and closed
+  std::size_t max_pending = 256;  // queued for the coordinator; more: "refused"
   std::vector<ControlMethod> methods = defaultControlMethods();
   // Who may call admin methods: these uids (root and the daemon's own effective uid: the
   // service manager and whoever started it) and the members of admin_gid.
   std::vector<uid_t> admin_uids = defaultAdminUids();
-  std::optional<gid_t> admin_gid;          // primary or supplementary group of the caller
+  std::optional<gid_t> admin_gid;  // primary or supplementary group of the caller
   // Optional: counts groupsgd_control_requests_total{method,code} and the gauge
   // groupsgd_control_connections. Borrowed; must outlive the server.
   MetricsRegistry* metrics = nullptr;

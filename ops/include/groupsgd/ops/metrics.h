@@ -126,7 +126,7 @@ class MetricsRegistry {
     std::string help;
     Type type = Type::kCounter;
     std::vector<std::string> label_names;
-    std::vector<double> bounds;  // histograms
+    std::vector<double> bounds;                         // histograms
     std::map<std::vector<std::string>, Series> series;  // key: label values
   };
   // Finds or creates the series; nullptr (and an error logged) on a naming/shape error.

@@ -1,9 +1,9 @@
 // The in-process cluster the cluster tests and the data-plane benchmarks share: a central
 // PS and one group PS (group 0) on threads of the calling process, real ZeroMQ sockets on
-// 127.0.0.1 (or a given address) in one context, and what the coordinator and a member send them. No test
-// framework here (the benchmarks link it too): failures come back as a Status.
-// Thread rule: one thread makes, drives and destroys a cluster; the servers run on their
-// own threads (ServerThread).
+// 127.0.0.1 (or a given address) in one context, and what the coordinator and a member send them.
+// No test framework here (the benchmarks link it too): failures come back as a Status. Thread rule:
+// one thread makes, drives and destroys a cluster; the servers run on their own threads
+// (ServerThread).
 #pragma once
 
 #include <chrono>

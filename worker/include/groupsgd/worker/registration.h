@@ -18,8 +18,9 @@ BackoffPolicy backoffPolicy(const WorkerOptions& o);
 // Registers as a new worker, retrying with back-off while the coordinator is unreachable
 // or not ready, for at most `patience` (the connect timeout at start-up, --give-up-s
 // after losing the head). Refusals (wrong job, quarantined) are returned at once.
-Result<client::Assignment> registerWithRetry(client::CoordinatorClient& coord, client::Role role, const WorkerOptions& o,
-                                     const std::atomic<bool>& interrupted,
-                                     std::chrono::milliseconds patience);
+Result<client::Assignment> registerWithRetry(client::CoordinatorClient& coord, client::Role role,
+                                             const WorkerOptions& o,
+                                             const std::atomic<bool>& interrupted,
+                                             std::chrono::milliseconds patience);
 
 }  // namespace groupsgd::worker

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <memory>
+
 #include <zmq.hpp>
 
 #include "groupsgd/common/status.h"

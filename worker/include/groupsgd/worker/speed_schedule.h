@@ -14,9 +14,9 @@
 namespace groupsgd::worker {
 
 struct SpeedProfile {
-  double slowdown = 1.0;  // F >= 1 typically; > 0 required
-  double device_ms = 0.0; // D >= 0, at the reference batch
-  double link_ms = 0.0;   // L >= 0, added to every push
+  double slowdown = 1.0;   // F >= 1 typically; > 0 required
+  double device_ms = 0.0;  // D >= 0, at the reference batch
+  double link_ms = 0.0;    // L >= 0, added to every push
 };
 
 // Milliseconds to sleep after a step whose real compute took compute_ms, at a batch of

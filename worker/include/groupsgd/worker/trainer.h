@@ -5,13 +5,15 @@
 #pragma once
 
 #include <atomic>
+
 #include <zmq.hpp>
 
 #include "groupsgd/worker/options.h"
 
 namespace groupsgd::worker {
 
-int runTrainer(zmq::context_t& ctx, const WorkerOptions& opts, const std::atomic<bool>& interrupted);
+int runTrainer(zmq::context_t& ctx, const WorkerOptions& opts,
+               const std::atomic<bool>& interrupted);
 int runEvaluator(zmq::context_t& ctx, const WorkerOptions& opts,
                  const std::atomic<bool>& interrupted);
 

@@ -24,9 +24,9 @@ std::vector<std::uint32_t> allocateBatches(std::span<const WorkerSpeed> members,
 double groupStepMs(std::span<const WorkerSpeed> members, std::span<const std::uint32_t> batches);
 
 struct DampingConfig {
-  double gain = 0.5;           // move this fraction of the way to the target
-  double deadband = 0.10;      // leave a batch alone if within 10% of its target
-  double max_change = 0.25;    // at most +-25% per update
+  double gain = 0.5;         // move this fraction of the way to the target
+  double deadband = 0.10;    // leave a batch alone if within 10% of its target
+  double max_change = 0.25;  // at most +-25% per update
 };
 
 // One controller update; returns the new batches (sum preserved exactly).

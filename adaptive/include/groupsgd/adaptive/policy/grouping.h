@@ -21,13 +21,13 @@
 namespace groupsgd::adaptive::policy {
 
 struct PlanConfig {
-  std::uint32_t max_groups = 4;       // G_max
-  std::uint32_t base_batch = 32;      // b0: a group of n workers has n * b0 samples per step
-  BatchBounds bounds;                 // per-worker batch limits
-  double staleness_penalty = 0.1;     // lambda
-  double staleness_bound = 3.0;       // refuse plans whose max E[tau] is above this
-  std::size_t max_classes = 64;       // beyond this many workers, plan over speed classes
-  std::uint32_t exchange_period = 1;  // K of the slowest group
+  std::uint32_t max_groups = 4;         // G_max
+  std::uint32_t base_batch = 32;        // b0: a group of n workers has n * b0 samples per step
+  BatchBounds bounds;                   // per-worker batch limits
+  double staleness_penalty = 0.1;       // lambda
+  double staleness_bound = 3.0;         // refuse plans whose max E[tau] is above this
+  std::size_t max_classes = 64;         // beyond this many workers, plan over speed classes
+  std::uint32_t exchange_period = 1;    // K of the slowest group
   std::uint32_t max_period_factor = 8;  // a faster group's K is at most this times K
 };
 
@@ -40,8 +40,8 @@ struct GroupPlan {
   double throughput = 0;                            // samples / s over all groups
   double mean_staleness = 0;                        // update-rate weighted
   double max_staleness = 0;
-  double useful = 0;                                // throughput discounted by staleness
-  std::string describe() const;                     // "G=2 [1,2,3|4] ..." for logs
+  double useful = 0;             // throughput discounted by staleness
+  std::string describe() const;  // "G=2 [1,2,3|4] ..." for logs
 };
 
 // Evaluates a given grouping (any membership) with water-filled batches.

@@ -17,7 +17,7 @@
 namespace groupsgd::adaptive::policy {
 
 struct RegroupConfig {
-  double min_gain = 0.10;                       // predicted useful-progress gain required
+  double min_gain = 0.10;                        // predicted useful-progress gain required
   std::chrono::milliseconds min_interval{5000};  // between regroups (not membership changes)
 };
 

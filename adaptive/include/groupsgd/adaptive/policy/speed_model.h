@@ -13,16 +13,16 @@ namespace groupsgd::adaptive::policy {
 
 struct WorkerSpeed {
   std::uint64_t id = 0;
-  double overhead_ms = 0;      // a: per-step time that does not scale with the batch
-  double samples_per_ms = 0;   // v: throughput of the batch-dependent part
+  double overhead_ms = 0;     // a: per-step time that does not scale with the batch
+  double samples_per_ms = 0;  // v: throughput of the batch-dependent part
   // Step time at batch b.
   double stepMs(double b) const { return overhead_ms + b / samples_per_ms; }
 };
 
 struct StepSample {
   std::uint32_t batch = 0;  // one step, or the means of a heartbeat's steps
-  double compute_ms = 0;  // batch-dependent work (incl. emulated device time)
-  double comm_ms = 0;     // push + reply time minus barrier wait
+  double compute_ms = 0;    // batch-dependent work (incl. emulated device time)
+  double comm_ms = 0;       // push + reply time minus barrier wait
 };
 
 class SpeedEstimator {

@@ -41,7 +41,7 @@ struct StragglerConfig {
   double exit_ratio = 1.5;
   std::uint32_t exit_steps = 3;
   std::uint32_t warmup_steps = 5;
-  std::uint32_t erratic_window = 96;  // 0: no erratic judgement (a shorter window is noisy)
+  std::uint32_t erratic_window = 96;         // 0: no erratic judgement (a shorter window is noisy)
   std::uint32_t erratic_clear_window = 192;  // >= erratic_window
   std::uint32_t erratic_spikes = 3;
   std::uint32_t erratic_early_window = 32;  // 0: onsets on the full window only
@@ -51,11 +51,11 @@ struct StragglerConfig {
 // A worker whose flag changed: what was seen, at which of its steps.
 struct StragglerChange {
   std::uint64_t worker = 0;
-  bool straggler = false;   // true: became one; false: recovered
-  std::uint64_t step = 0;   // the worker's step (its own count) that decided it
-  double ratio = 1;         // its level / the reference when it was decided
-  std::uint32_t steps = 0;  // consecutive steps beyond the ratio that decided it
-  bool erratic = false;     // decided on the mean of the erratic window (steps = its size)
+  bool straggler = false;    // true: became one; false: recovered
+  std::uint64_t step = 0;    // the worker's step (its own count) that decided it
+  double ratio = 1;          // its level / the reference when it was decided
+  std::uint32_t steps = 0;   // consecutive steps beyond the ratio that decided it
+  bool erratic = false;      // decided on the mean of the erratic window (steps = its size)
   std::uint32_t spikes = 0;  // erratic: steps of the window >= enter_ratio x the reference
 };
 
@@ -89,10 +89,10 @@ class StragglerDetector {
     std::uint64_t seen = 0;  // steps fed in
     double ratio = 1;
     // What evaluate() saw in one pass over the window (a mean is 0 while it holds fewer).
-    double onset_mean = 0;     // of the last erratic_window steps
-    double clear_mean = 0;     // of the last erratic_clear_window steps
-    double early_mean = 0;     // of the last erratic_early_window steps
-    std::uint32_t spikes = 0;  // of the last erratic_window steps, >= enter_ratio x reference
+    double onset_mean = 0;           // of the last erratic_window steps
+    double clear_mean = 0;           // of the last erratic_clear_window steps
+    double early_mean = 0;           // of the last erratic_early_window steps
+    std::uint32_t spikes = 0;        // of the last erratic_window steps, >= enter_ratio x reference
     std::uint32_t early_spikes = 0;  // the same, of the last erratic_early_window steps
   };
   // The 40th percentile of every worker's window mean (0 with fewer than two).
