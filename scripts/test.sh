@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The test command: installs what is missing, builds, runs every test with CTest.
-#   scripts/test.sh              unit + process tests
+#   scripts/test.sh              the format check, then unit + process tests
 #   scripts/test.sh -L unit      only tests with that CTest label (any ctest argument works)
 #   scripts/test.sh --sanitize   instead: the unit tests (label unit: test_cluster's threads
 #                                and sockets and the fuzz corpora included) under ASan+UBSan
@@ -41,6 +41,11 @@ if [[ "${1:-}" == --sanitize || "${1:-}" == --sanitize=* ]]; then
 fi
 
 export BUILD_DIR=${BUILD_DIR:-$root/build}
+# Formatting first (a second): every C/C++/CUDA line as the root .clang-format has it.
+# (In a git checkout only; a source tarball has nothing to compare with.)
+if git -C "$root" rev-parse --git-dir >/dev/null 2>&1; then
+  "$root/scripts/check-format.sh" --all
+fi
 "$root/scripts/build.sh"
 cd "$BUILD_DIR"
 # Tests start real processes on loopback; two at a time suits a 2-core machine.
