@@ -69,9 +69,9 @@ CentralServer::CentralServer(zmq::socket_t sock, std::string endpoint, CentralCo
                              std::vector<float> initial)
     : sock_(std::move(sock)),
       endpoint_(std::move(endpoint)),
-      cfg_(cfg),
-      store_(std::move(initial), cfg.outer, cfg.shards),
-      sample_staleness_(cfg.staleness.max_staleness) {}
+      cfg_(std::move(cfg)),
+      store_(std::move(initial), cfg_.outer, cfg_.shards),
+      sample_staleness_(cfg_.staleness.max_staleness) {}
 
 void CentralServer::run(const std::atomic<bool>& stop) {
   log::setThreadTag("central");

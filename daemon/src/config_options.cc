@@ -50,7 +50,7 @@ template <typename T, typename Access>
 std::function<void(const json&, DaemonConfig*)> readAs(Access access, std::string key,
                                                        bool (json::*is_kind)() const noexcept,
                                                        const char* expected) {
-  return [access, key, is_kind, expected](const json& v, DaemonConfig* c) {
+  return [access, key = std::move(key), is_kind, expected](const json& v, DaemonConfig* c) {
     if (!(v.*is_kind)()) throw OptionError(key + " must be " + expected + ", got " + v.dump());
     access(*c) = v.get<T>();
   };
@@ -143,8 +143,7 @@ OptionSpec groupPs(GroupPs reads, OptionSpec o) {
 }
 
 // The member named by PATH, for the const and the non-const config alike.
-#define FIELD(PATH) \
-  [](auto& c) -> auto& { return c.PATH; }
+#define FIELD(PATH) ([](auto& c) -> auto& { return c.PATH; })
 
 constexpr Range kAny{};
 constexpr Range atLeast(double min) { return Range{min}; }

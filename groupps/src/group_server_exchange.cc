@@ -1,0 +1,260 @@
+// The group PS's side of the exchange with the central PS (docs/architecture.md, "The
+// exchange"): every K steps the group's delta is cut and sent off the step path, the
+// answer's central model is taken as the new base and the replica rebased on it (with
+// the local steps taken since the cut kept), and a lost answer or a timeout rolls the
+// delta back into the next one instead of losing it.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "groupsgd/codec/tensor_codec.h"
+#include "groupsgd/common/deadline.h"
+#include "groupsgd/common/log.h"
+#include "groupsgd/common/transport.h"
+#include "groupsgd/groupps/group_server.h"
+#include "groupsgd/kernels/ops.h"
+
+namespace groupsgd::groupps {
+
+Status GroupServer::ensureCentral() {
+  if (central_) return Status::ok();
+  auto s = makeSocket(ctx_, zmq::socket_type::dealer, clientSocketOptions(cfg_.curve));
+  if (!s) return s.status();
+  GSGD_RETURN_IF_ERROR(connectSocket(*s, cfg_.central_endpoint));
+  central_.emplace(std::move(*s));
+  return Status::ok();
+}
+
+void GroupServer::requestModel() {
+  if (in_flight_ != CentralRequest::kNone) return;
+  Status s = ensureCentral();
+  if (s) {
+    OutMessage out(cfg_.limits.job_id, cfg_.group_id);
+    out.header().getBody().initFetch();
+    s = sendFrames(*central_, std::move(out).toFrames());
+  }
+  if (!s) {
+    GSGD_WARN("cannot ask the central PS for the model: " << s.toString());
+    central_.reset();
+    return;
+  }
+  in_flight_ = CentralRequest::kFetch;
+  in_flight_since_ = Clock::now();
+}
+
+bool GroupServer::residualLeft() const {
+  return compressor_ && kernels::sumSquares(compressor_->residual()) > 0;
+}
+
+void GroupServer::maybeExchange(bool force) {
+  if (!have_model_ || in_flight_ != CentralRequest::kNone) return;
+  if (counters_.samples_pending == 0 && !(force && residualLeft())) {
+    // Nothing to hand over; a forced exchange (regroup, flush) still resynchronises the
+    // replica with the newest central model, so a group never starts from a stale base.
+    if (force) requestModel();
+    return;
+  }
+  if (!force && steps_since_cut_ < cfg_.exchange_period) return;
+  OutgoingDelta delta = cutDelta(force);
+  std::shared_ptr<const std::vector<float>> cut = delta.cut;
+  if (Status s = sendDelta(std::move(delta)); !s) {
+    GSGD_WARN("cannot send the delta to the central PS: " << s.toString());
+    central_.reset();
+    return;  // stays pending; tried again after the next step
+  }
+  cut_delta_ = std::move(cut);
+  counters_.samples_in_flight = counters_.samples_pending;
+  counters_.samples_pending = 0;
+  steps_since_cut_ = 0;
+  in_flight_ = CentralRequest::kExchange;
+  in_flight_since_ = Clock::now();
+}
+
+GroupServer::OutgoingDelta GroupServer::cutDelta(bool force) {
+  // delta = replica - base. The replica at the cut is base + delta: the rebase needs only
+  // the delta, kept until the answer (no model-sized copy of the replica).
+  auto delta = send_pool_.acquire(replica().size());
+  kernels::subtract(replica(), base_, *delta);
+  OutgoingDelta out;
+  out.cut = delta;
+  if (compressor_ && !force) {
+    // Compressed with error feedback: what is not sent now stays in the compressor's
+    // residual and rides in a later delta; the rebase (replica = central + progress since
+    // the cut) leaves it out of the replica meanwhile, so each bit of progress reaches the
+    // central PS exactly once.
+    out.encoded = std::make_shared<std::vector<std::uint8_t>>();
+    compressor_->encode(*delta, out.encoded.get());
+  } else if (compressor_ && !compressor_->residual().empty()) {
+    // A forced exchange (flush, regroup, shutdown) sends everything, residual included,
+    // dense, so nothing stays behind in this group.
+    // fp16 keeps no residual (an empty span, null data): its delta goes as it is; adding
+    // it read a model's length from address 0 (test_cluster's flush cases).
+    auto all = send_pool_.acquire(delta->size());
+    kernels::copy(*delta, *all);
+    kernels::axpy(1.0f, compressor_->residual(), *all);
+    compressor_->reset();
+    delta = std::move(all);  // the cut stays base + delta: the residual was not in the replica
+  }
+  out.dense = std::move(delta);
+  return out;
+}
+
+Status GroupServer::sendDelta(OutgoingDelta&& delta) {
+  GSGD_RETURN_IF_ERROR(ensureCentral());
+  OutMessage out(cfg_.limits.job_id, cfg_.group_id);
+  out.header().setModelVersion(base_version_);
+  out.header().setStep(step_);
+  out.header().setEpoch(epoch_);
+  auto d = out.header().getBody().initDeltaPush();
+  d.setGroupId(cfg_.group_id);
+  d.setSamples(counters_.samples_pending);
+  d.setSteps(steps_since_cut_);
+  if (delta.encoded) {
+    out.addEncodedTensor(std::move(delta.encoded), toWire(compressor_->encoding()),
+                         replica().size());
+  } else {
+    out.addTensor(std::move(delta.dense));
+  }
+  return sendSequence(*central_, std::move(out).toParts(cfg_.part_bytes));
+}
+
+void GroupServer::handleCentral(std::vector<zmq::message_t>&& frames) {
+  auto msg = decodeMessage(std::move(frames), cfg_.limits);
+  if (!msg) return onCentralAnswer(nullptr, msg.status(), nullptr);
+  if (!msg->part()) return onCentralAnswer(&*msg, Status::ok(), nullptr);
+  // A model in parts: kept until whole, checked part by part as it arrives.
+  if (in_flight_ == CentralRequest::kNone) {
+    ++counters_.bad_parts;  // the rest of an answer already given up on
+    return;
+  }
+  Status s = msg->kind() == BodyKind::MODEL_REPLY
+                 ? central_parts_.add(std::move(*msg))
+                 : invalidArgument("only a model reply comes in parts");
+  if (!s) {
+    ++counters_.bad_parts;
+    central_parts_.clear();
+    central_.reset();  // the rest of this answer must never be read as the next one's
+    return onCentralAnswer(nullptr, s, nullptr);
+  }
+  if (!central_parts_.complete()) return;
+  const TensorView whole = central_parts_.view();
+  onCentralAnswer(&central_parts_.first(), Status::ok(), &whole);
+  central_parts_.clear();
+}
+
+namespace {
+
+// Why an answer carries no model: the transport's failure, the central PS's error, or an
+// answer of another kind (a status that is ok).
+std::string whyNoModel(const InMessage* msg, const Status& failure) {
+  const Status why = msg != nullptr ? statusFromError(*msg) : failure;
+  return why.isOk() ? "unexpected answer from the central PS" : why.toString();
+}
+
+}  // namespace
+
+void GroupServer::onCentralAnswer(const InMessage* msg, const Status& failure,
+                                  const TensorView* assembled) {
+  const CentralRequest was = in_flight_;
+  in_flight_ = CentralRequest::kNone;
+  const CentralOutcome outcome = takeCentralModel(msg, failure, assembled, was);
+  if (was == CentralRequest::kExchange) {
+    finishExchange(outcome);
+  } else if (!have_model_) {
+    GSGD_WARN("could not get the model from the central PS: " << outcome.reason);
+  }
+  // Forced only to hand over pending samples or, for a flush, the residual; with neither,
+  // a flush is complete now (a forced exchange with nothing to hand over would fetch the
+  // model again, answer after answer).
+  const bool flushing = !flush_waiters_.empty();
+  if (counters_.samples_pending > 0 || (flushing && residualLeft())) maybeExchange(flushing);
+  answerFlushWaiters();
+}
+
+GroupServer::CentralOutcome GroupServer::takeCentralModel(const InMessage* msg,
+                                                          const Status& failure,
+                                                          const TensorView* assembled,
+                                                          CentralRequest was) {
+  if (msg == nullptr || msg->kind() != BodyKind::MODEL_REPLY) {
+    return loseAnswer(was, whyNoModel(msg, failure));
+  }
+  // In place in the frames (one message) or in the parts' frames (assembled).
+  auto central = viewReceivedTensor(*msg, assembled, replica().size());
+  if (!central) return loseAnswer(was, "central model unreadable: " + central.status().toString());
+  rebaseOn(*central, was == CentralRequest::kExchange ? cut_delta_.get() : nullptr);
+  base_version_ = msg->header().getModelVersion();
+  auto r = msg->header().getBody().getModelReply();
+  if (r.getApplied()) return {true, ""};
+  return {false, r.getReason().cStr()};
+}
+
+GroupServer::CentralOutcome GroupServer::loseAnswer(CentralRequest was, std::string reason) {
+  if (was == CentralRequest::kExchange) rollOutLostDelta();
+  return {false, std::move(reason)};
+}
+
+void GroupServer::rebaseOn(const TensorView& central, const std::vector<float>* cut_delta) {
+  // replica = central + (replica - since), since = the cut = base + delta (exchange) or
+  // the base (resync): the local steps taken meanwhile are kept. Part by part, in place.
+  std::vector<float>& replica = writableReplica();
+  std::size_t off = 0;
+  for (const auto& part : central.parts) {
+    auto rep = std::span<float>(replica).subspan(off, part.size());
+    auto base = std::span<float>(base_).subspan(off, part.size());
+    if (have_model_) {
+      const auto cut = cut_delta != nullptr
+                           ? std::span<const float>(*cut_delta).subspan(off, part.size())
+                           : std::span<const float>();
+      kernels::rebase(part, base, cut, rep);
+    } else {
+      kernels::copy(part, rep);
+    }
+    kernels::copy(part, base);
+    off += part.size();
+  }
+  have_model_ = true;
+  replica_payload_.reset();
+}
+
+void GroupServer::finishExchange(const CentralOutcome& outcome) {
+  cut_delta_.reset();  // its buffer goes back to the pool
+  if (outcome.applied) {
+    ++counters_.exchanges;
+  } else {
+    ++counters_.refused_exchanges;
+    counters_.samples_dropped += counters_.samples_in_flight;
+    GSGD_WARN("central PS refused our delta (" << counters_.samples_in_flight
+                                               << " samples dropped): " << outcome.reason);
+  }
+  counters_.samples_in_flight = 0;
+}
+
+void GroupServer::rollOutLostDelta() {
+  // replica -= cut - base (= the delta): the delta's progress leaves the replica with its
+  // samples, which the caller counts as dropped; so does any error-feedback residual.
+  if (cut_delta_) kernels::axpy(-1.0f, *cut_delta_, writableReplica());
+  cut_delta_.reset();
+  if (compressor_) compressor_->reset();
+  replica_payload_.reset();
+}
+
+void GroupServer::checkExchangeTimeout() {
+  if (in_flight_ == CentralRequest::kNone) return;
+  if (Clock::now() - in_flight_since_ < std::chrono::milliseconds(cfg_.exchange_timeout_ms)) return;
+  GSGD_WARN("no answer from the central PS within " << cfg_.exchange_timeout_ms
+                                                    << " ms; reconnecting");
+  if (in_flight_ == CentralRequest::kExchange) {
+    // We cannot know whether it was applied; count it as lost and take it out of the
+    // replica, so it is never sent (and claimed) a second time.
+    rollOutLostDelta();
+    ++counters_.refused_exchanges;
+    counters_.samples_dropped += counters_.samples_in_flight;
+    counters_.samples_in_flight = 0;
+  }
+  in_flight_ = CentralRequest::kNone;
+  central_.reset();  // a late answer must not be taken for the next request's
+  central_parts_.clear();
+  requestModel();
+}
+
+}  // namespace groupsgd::groupps
