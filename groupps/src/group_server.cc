@@ -35,10 +35,11 @@ GroupServer::GroupServer(zmq::context_t& ctx, zmq::socket_t router, std::string 
       cfg_(std::move(cfg)),
       barrier_(param_count),
       quarantine_(cfg_.quarantine_after, std::chrono::milliseconds(cfg_.quarantine_window_ms)),
-      replica_(std::make_shared<std::vector<float>>(param_count)),
-      base_(param_count) {
+      replica_(std::make_shared<std::vector<float>>(param_count)) {
+  exchange_.base.resize(param_count);
   if (cfg_.delta_compression.encoding != kernels::Encoding::kDense) {
-    compressor_.emplace(cfg_.delta_compression.encoding, param_count, cfg_.delta_compression.ratio);
+    exchange_.compressor.emplace(cfg_.delta_compression.encoding, param_count,
+                                 cfg_.delta_compression.ratio);
   }
   const bool parted = cfg_.part_bytes > 0 && param_count * sizeof(float) > cfg_.part_bytes;
   part_elements_ = parted ? partElementsFor(param_count, cfg_.part_bytes) : param_count;
@@ -85,7 +86,7 @@ void GroupServer::run(const std::atomic<bool>& stop) {
       }
       if (step_opened_ && Clock::now() >= stepDeadline()) maybeCloseStep(true);
       checkExchangeTimeout();
-      if (in_flight_ == CentralRequest::kNone && !have_model_) requestModel();
+      if (exchange_.in_flight == CentralRequest::kNone && !have_model_) requestModel();
     } catch (const std::exception& e) {  // a bug or a library throw: log, keep serving
       GSGD_ERROR("request failed: " << e.what());
     }
@@ -109,7 +110,7 @@ void GroupServer::refuseBadUpdate(const zmq::message_t& from, std::uint64_t work
   // A repeat offender: out of the barrier (the group stops waiting for it) and refused
   // from now on; the coordinator learns it from GroupStats.
   barrier_.remove(worker);
-  if (inbound_.count(worker) != 0) abortInbound(worker);
+  if (inbound_.pushes.count(worker) != 0) abortInbound(worker);
   releaseGrant(worker);
   GSGD_WARN("worker " << worker << " quarantined after " << cfg_.quarantine_after
                       << " bad updates within " << cfg_.quarantine_window_ms
@@ -203,7 +204,7 @@ OutMessage GroupServer::stepReplyMessage(std::uint64_t worker, bool accepted,
   OutMessage out(cfg_.limits.job_id, cfg_.group_id);
   out.header().setStep(step_);
   out.header().setEpoch(epoch_);
-  out.header().setModelVersion(base_version_);
+  out.header().setModelVersion(exchange_.base_version);
   auto r = out.header().getBody().initStepReply();
   r.setAccepted(accepted);
   r.setReason(reason);
@@ -481,12 +482,12 @@ void GroupServer::admitStalledPushes() {
   // through its push cannot hold the others back (the memory budget yields to progress).
   step_opened_.reset();
   admitWaiting(true);
-  if (!inbound_.empty()) step_opened_ = Clock::now();
+  if (!inbound_.pushes.empty()) step_opened_ = Clock::now();
 }
 
 GroupServer::Clock::time_point GroupServer::advanceStep(const StepBarrier::Closed& closed) {
   ++step_;
-  ++steps_since_cut_;
+  ++exchange_.steps_since_cut;
   step_opened_.reset();
   counters_.samples_received += closed.samples;
   counters_.samples_pending += closed.samples;
@@ -598,7 +599,7 @@ void GroupServer::onFlush(const zmq::message_t& from) {
 void GroupServer::sendStats(const zmq::message_t& to) {
   OutMessage out(cfg_.limits.job_id, cfg_.group_id);
   out.header().setStep(step_);
-  out.header().setModelVersion(base_version_);
+  out.header().setModelVersion(exchange_.base_version);
   GroupStats s = counters_;
   s.group_id = cfg_.group_id;
   s.step = step_;
@@ -611,7 +612,8 @@ void GroupServer::sendStats(const zmq::message_t& to) {
 
 void GroupServer::answerFlushWaiters() {
   if (flush_waiters_.empty()) return;
-  if (in_flight_ != CentralRequest::kNone || counters_.samples_pending != 0 || residualLeft()) {
+  if (exchange_.in_flight != CentralRequest::kNone || counters_.samples_pending != 0 ||
+      residualLeft()) {
     return;
   }
   for (const auto& to : flush_waiters_) sendStats(to);

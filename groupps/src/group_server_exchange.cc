@@ -26,7 +26,7 @@ Status GroupServer::ensureCentral() {
 }
 
 void GroupServer::requestModel() {
-  if (in_flight_ != CentralRequest::kNone) return;
+  if (exchange_.in_flight != CentralRequest::kNone) return;
   Status s = ensureCentral();
   if (s) {
     OutMessage out(cfg_.limits.job_id, cfg_.group_id);
@@ -38,23 +38,23 @@ void GroupServer::requestModel() {
     central_.reset();
     return;
   }
-  in_flight_ = CentralRequest::kFetch;
-  in_flight_since_ = Clock::now();
+  exchange_.in_flight = CentralRequest::kFetch;
+  exchange_.in_flight_since = Clock::now();
 }
 
 bool GroupServer::residualLeft() const {
-  return compressor_ && kernels::sumSquares(compressor_->residual()) > 0;
+  return exchange_.compressor && kernels::sumSquares(exchange_.compressor->residual()) > 0;
 }
 
 void GroupServer::maybeExchange(bool force) {
-  if (!have_model_ || in_flight_ != CentralRequest::kNone) return;
+  if (!have_model_ || exchange_.in_flight != CentralRequest::kNone) return;
   if (counters_.samples_pending == 0 && !(force && residualLeft())) {
     // Nothing to hand over; a forced exchange (regroup, flush) still resynchronises the
     // replica with the newest central model, so a group never starts from a stale base.
     if (force) requestModel();
     return;
   }
-  if (!force && steps_since_cut_ < cfg_.exchange_period) return;
+  if (!force && exchange_.steps_since_cut < cfg_.exchange_period) return;
   OutgoingDelta delta = cutDelta(force);
   std::shared_ptr<const std::vector<float>> cut = delta.cut;
   if (Status s = sendDelta(std::move(delta)); !s) {
@@ -62,37 +62,37 @@ void GroupServer::maybeExchange(bool force) {
     central_.reset();
     return;  // stays pending; tried again after the next step
   }
-  cut_delta_ = std::move(cut);
+  exchange_.cut_delta = std::move(cut);
   counters_.samples_in_flight = counters_.samples_pending;
   counters_.samples_pending = 0;
-  steps_since_cut_ = 0;
-  in_flight_ = CentralRequest::kExchange;
-  in_flight_since_ = Clock::now();
+  exchange_.steps_since_cut = 0;
+  exchange_.in_flight = CentralRequest::kExchange;
+  exchange_.in_flight_since = Clock::now();
 }
 
 GroupServer::OutgoingDelta GroupServer::cutDelta(bool force) {
   // delta = replica - base. The replica at the cut is base + delta: the rebase needs only
   // the delta, kept until the answer (no model-sized copy of the replica).
   auto delta = send_pool_.acquire(replica().size());
-  kernels::subtract(replica(), base_, *delta);
+  kernels::subtract(replica(), exchange_.base, *delta);
   OutgoingDelta out;
   out.cut = delta;
-  if (compressor_ && !force) {
+  if (exchange_.compressor && !force) {
     // Compressed with error feedback: what is not sent now stays in the compressor's
     // residual and rides in a later delta; the rebase (replica = central + progress since
     // the cut) leaves it out of the replica meanwhile, so each bit of progress reaches the
     // central PS exactly once.
     out.encoded = std::make_shared<std::vector<std::uint8_t>>();
-    compressor_->encode(*delta, out.encoded.get());
-  } else if (compressor_ && !compressor_->residual().empty()) {
+    exchange_.compressor->encode(*delta, out.encoded.get());
+  } else if (exchange_.compressor && !exchange_.compressor->residual().empty()) {
     // A forced exchange (flush, regroup, shutdown) sends everything, residual included,
     // dense, so nothing stays behind in this group.
     // fp16 keeps no residual (an empty span, null data): its delta goes as it is; adding
     // it read a model's length from address 0 (test_cluster's flush cases).
     auto all = send_pool_.acquire(delta->size());
     kernels::copy(*delta, *all);
-    kernels::axpy(1.0f, compressor_->residual(), *all);
-    compressor_->reset();
+    kernels::axpy(1.0f, exchange_.compressor->residual(), *all);
+    exchange_.compressor->reset();
     delta = std::move(all);  // the cut stays base + delta: the residual was not in the replica
   }
   out.dense = std::move(delta);
@@ -102,15 +102,15 @@ GroupServer::OutgoingDelta GroupServer::cutDelta(bool force) {
 Status GroupServer::sendDelta(OutgoingDelta&& delta) {
   GSGD_RETURN_IF_ERROR(ensureCentral());
   OutMessage out(cfg_.limits.job_id, cfg_.group_id);
-  out.header().setModelVersion(base_version_);
+  out.header().setModelVersion(exchange_.base_version);
   out.header().setStep(step_);
   out.header().setEpoch(epoch_);
   auto d = out.header().getBody().initDeltaPush();
   d.setGroupId(cfg_.group_id);
   d.setSamples(counters_.samples_pending);
-  d.setSteps(steps_since_cut_);
+  d.setSteps(exchange_.steps_since_cut);
   if (delta.encoded) {
-    out.addEncodedTensor(std::move(delta.encoded), toWire(compressor_->encoding()),
+    out.addEncodedTensor(std::move(delta.encoded), toWire(exchange_.compressor->encoding()),
                          replica().size());
   } else {
     out.addTensor(std::move(delta.dense));
@@ -123,23 +123,23 @@ void GroupServer::handleCentral(std::vector<zmq::message_t>&& frames) {
   if (!msg) return onCentralAnswer(nullptr, msg.status(), nullptr);
   if (!msg->part()) return onCentralAnswer(&*msg, Status::ok(), nullptr);
   // A model in parts: kept until whole, checked part by part as it arrives.
-  if (in_flight_ == CentralRequest::kNone) {
+  if (exchange_.in_flight == CentralRequest::kNone) {
     ++counters_.bad_parts;  // the rest of an answer already given up on
     return;
   }
   Status s = msg->kind() == BodyKind::MODEL_REPLY
-                 ? central_parts_.add(std::move(*msg))
+                 ? exchange_.central_parts.add(std::move(*msg))
                  : invalidArgument("only a model reply comes in parts");
   if (!s) {
     ++counters_.bad_parts;
-    central_parts_.clear();
+    exchange_.central_parts.clear();
     central_.reset();  // the rest of this answer must never be read as the next one's
     return onCentralAnswer(nullptr, s, nullptr);
   }
-  if (!central_parts_.complete()) return;
-  const TensorView whole = central_parts_.view();
-  onCentralAnswer(&central_parts_.first(), Status::ok(), &whole);
-  central_parts_.clear();
+  if (!exchange_.central_parts.complete()) return;
+  const TensorView whole = exchange_.central_parts.view();
+  onCentralAnswer(&exchange_.central_parts.first(), Status::ok(), &whole);
+  exchange_.central_parts.clear();
 }
 
 namespace {
@@ -155,8 +155,8 @@ std::string whyNoModel(const InMessage* msg, const Status& failure) {
 
 void GroupServer::onCentralAnswer(const InMessage* msg, const Status& failure,
                                   const TensorView* assembled) {
-  const CentralRequest was = in_flight_;
-  in_flight_ = CentralRequest::kNone;
+  const CentralRequest was = exchange_.in_flight;
+  exchange_.in_flight = CentralRequest::kNone;
   const CentralOutcome outcome = takeCentralModel(msg, failure, assembled, was);
   if (was == CentralRequest::kExchange) {
     finishExchange(outcome);
@@ -181,8 +181,8 @@ GroupServer::CentralOutcome GroupServer::takeCentralModel(const InMessage* msg,
   // In place in the frames (one message) or in the parts' frames (assembled).
   auto central = viewReceivedTensor(*msg, assembled, replica().size());
   if (!central) return loseAnswer(was, "central model unreadable: " + central.status().toString());
-  rebaseOn(*central, was == CentralRequest::kExchange ? cut_delta_.get() : nullptr);
-  base_version_ = msg->header().getModelVersion();
+  rebaseOn(*central, was == CentralRequest::kExchange ? exchange_.cut_delta.get() : nullptr);
+  exchange_.base_version = msg->header().getModelVersion();
   auto r = msg->header().getBody().getModelReply();
   if (r.getApplied()) return {true, ""};
   return {false, r.getReason().cStr()};
@@ -200,7 +200,7 @@ void GroupServer::rebaseOn(const TensorView& central, const std::vector<float>* 
   std::size_t off = 0;
   for (const auto& part : central.parts) {
     auto rep = std::span<float>(replica).subspan(off, part.size());
-    auto base = std::span<float>(base_).subspan(off, part.size());
+    auto base = std::span<float>(exchange_.base).subspan(off, part.size());
     if (have_model_) {
       const auto cut = cut_delta != nullptr
                            ? std::span<const float>(*cut_delta).subspan(off, part.size())
@@ -217,7 +217,7 @@ void GroupServer::rebaseOn(const TensorView& central, const std::vector<float>* 
 }
 
 void GroupServer::finishExchange(const CentralOutcome& outcome) {
-  cut_delta_.reset();  // its buffer goes back to the pool
+  exchange_.cut_delta.reset();  // its buffer goes back to the pool
   if (outcome.applied) {
     ++counters_.exchanges;
   } else {
@@ -232,18 +232,20 @@ void GroupServer::finishExchange(const CentralOutcome& outcome) {
 void GroupServer::rollOutLostDelta() {
   // replica -= cut - base (= the delta): the delta's progress leaves the replica with its
   // samples, which the caller counts as dropped; so does any error-feedback residual.
-  if (cut_delta_) kernels::axpy(-1.0f, *cut_delta_, writableReplica());
-  cut_delta_.reset();
-  if (compressor_) compressor_->reset();
+  if (exchange_.cut_delta) kernels::axpy(-1.0f, *exchange_.cut_delta, writableReplica());
+  exchange_.cut_delta.reset();
+  if (exchange_.compressor) exchange_.compressor->reset();
   replica_payload_.reset();
 }
 
 void GroupServer::checkExchangeTimeout() {
-  if (in_flight_ == CentralRequest::kNone) return;
-  if (Clock::now() - in_flight_since_ < std::chrono::milliseconds(cfg_.exchange_timeout_ms)) return;
+  if (exchange_.in_flight == CentralRequest::kNone) return;
+  if (Clock::now() - exchange_.in_flight_since <
+      std::chrono::milliseconds(cfg_.exchange_timeout_ms))
+    return;
   GSGD_WARN("no answer from the central PS within " << cfg_.exchange_timeout_ms
                                                     << " ms; reconnecting");
-  if (in_flight_ == CentralRequest::kExchange) {
+  if (exchange_.in_flight == CentralRequest::kExchange) {
     // We cannot know whether it was applied; count it as lost and take it out of the
     // replica, so it is never sent (and claimed) a second time.
     rollOutLostDelta();
@@ -251,9 +253,9 @@ void GroupServer::checkExchangeTimeout() {
     counters_.samples_dropped += counters_.samples_in_flight;
     counters_.samples_in_flight = 0;
   }
-  in_flight_ = CentralRequest::kNone;
+  exchange_.in_flight = CentralRequest::kNone;
   central_.reset();  // a late answer must not be taken for the next request's
-  central_parts_.clear();
+  exchange_.central_parts.clear();
   requestModel();
 }
 

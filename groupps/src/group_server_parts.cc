@@ -26,12 +26,13 @@ void GroupServer::onPushPart(const zmq::message_t& from, InMessage&& msg) {
   const std::uint64_t worker = h.getSenderId();
   const PartPosition part = *msg.part();
   if (part.index == 0) {
-    if (inbound_.count(worker) != 0) {
+    if (inbound_.pushes.count(worker) != 0) {
       // A new push while the last one is unfinished: the sender gave up on that
       // one (its request timed out); its parts leave the sum.
       ++counters_.bad_parts;
-      GSGD_WARN("worker " << worker << " started a push with " << inbound_[worker].stream.received()
-                          << " of " << inbound_[worker].stream.count()
+      GSGD_WARN("worker " << worker << " started a push with "
+                          << inbound_.pushes[worker].stream.received() << " of "
+                          << inbound_.pushes[worker].stream.count()
                           << " parts of its last one missing; dropped");
       abortInbound(worker);
     }
@@ -43,11 +44,11 @@ void GroupServer::onPushPart(const zmq::message_t& from, InMessage&& msg) {
     in.batch = h.getBody().getPush().getBatchSize();
     in.loss = h.getBody().getPush().getLoss();
     in.late = check == PushCheck::kLate;
-    inbound_.emplace(worker, std::move(in));
-    if (!step_opened_ && !inbound_[worker].late) step_opened_ = Clock::now();
+    inbound_.pushes.emplace(worker, std::move(in));
+    if (!step_opened_ && !inbound_.pushes[worker].late) step_opened_ = Clock::now();
   }
-  auto it = inbound_.find(worker);
-  if (it == inbound_.end()) {
+  auto it = inbound_.pushes.find(worker);
+  if (it == inbound_.pushes.end()) {
     ++counters_.bad_parts;  // the rest of a push already answered (refused,
                             // late, moved)
     return;
@@ -57,7 +58,8 @@ void GroupServer::onPushPart(const zmq::message_t& from, InMessage&& msg) {
   if (s && (h.getStep() != in.step || h.getBody().getPush().getBatchSize() != in.batch)) {
     s = invalidArgument("part " + std::to_string(part.index) + " belongs to another push");
   }
-  if (s && !in.admitted && in.held.size() >= kPushWindowParts && granted_.count(worker) == 0) {
+  if (s && !in.admitted && in.held.size() >= kPushWindowParts &&
+      inbound_.granted.count(worker) == 0) {
     s = invalidArgument("part " + std::to_string(part.index) + " sent beyond the window of " +
                         std::to_string(kPushWindowParts) + " parts before credit");
   }
@@ -78,50 +80,53 @@ void GroupServer::onPushPart(const zmq::message_t& from, InMessage&& msg) {
 }
 
 void GroupServer::grantNextPush(std::uint64_t worker, OutMessage* reply) {
-  if (optimizers_.size() < 2 || granted_.count(worker) != 0) return;  // whole pushes: none
+  if (optimizers_.size() < 2 || inbound_.granted.count(worker) != 0) return;  // whole pushes: none
   const std::uint64_t bytes = replica().size() * sizeof(float);
-  if (admitted_bytes_ != 0 && admitted_bytes_ + bytes > inboundBudgetBytes()) return;
-  admitted_bytes_ += bytes;
-  granted_[worker] = bytes;
+  if (inbound_.admitted_bytes != 0 && inbound_.admitted_bytes + bytes > inboundBudgetBytes())
+    return;
+  inbound_.admitted_bytes += bytes;
+  inbound_.granted[worker] = bytes;
   reply->header().getBody().getStepReply().setCreditBytes(bytes);
 }
 
 void GroupServer::releaseGrant(std::uint64_t worker) {
-  auto it = granted_.find(worker);
-  if (it == granted_.end()) return;
-  admitted_bytes_ -= it->second;
-  granted_.erase(it);
+  auto it = inbound_.granted.find(worker);
+  if (it == inbound_.granted.end()) return;
+  inbound_.admitted_bytes -= it->second;
+  inbound_.granted.erase(it);
   admitWaiting();
 }
 
 void GroupServer::admitOrQueue(std::uint64_t worker) {
-  InboundPush& in = inbound_.at(worker);
-  if (auto g = granted_.find(worker); g != granted_.end() && !in.late) {
+  InboundPush& in = inbound_.pushes.at(worker);
+  if (auto g = inbound_.granted.find(worker); g != inbound_.granted.end() && !in.late) {
     // Its room was reserved with its last reply: admitted at once (the credit still goes
     // out, for a sender that did not get the grant, e.g. a new client of the same worker).
-    admitted_bytes_ -= g->second;
-    granted_.erase(g);
+    inbound_.admitted_bytes -= g->second;
+    inbound_.granted.erase(g);
     return admit(worker);
   }
   const std::uint64_t bytes = in.late ? 0 : in.stream.totalElements() * sizeof(float);
   const bool waiting_before =
-      std::find(admission_queue_.begin(), admission_queue_.end(), worker) != admission_queue_.end();
+      std::find(inbound_.admission_queue.begin(), inbound_.admission_queue.end(), worker) !=
+      inbound_.admission_queue.end();
   // A late push sums nothing: it never waits.
-  if (bytes == 0 || (!waiting_before && admission_queue_.empty() &&
-                     (admitted_bytes_ == 0 || admitted_bytes_ + bytes <= inboundBudgetBytes()))) {
+  if (bytes == 0 ||
+      (!waiting_before && inbound_.admission_queue.empty() &&
+       (inbound_.admitted_bytes == 0 || inbound_.admitted_bytes + bytes <= inboundBudgetBytes()))) {
     return admit(worker);
   }
   if (!waiting_before) {
-    admission_queue_.push_back(worker);
+    inbound_.admission_queue.push_back(worker);
     ++counters_.pushes_waited;
   }
 }
 
 void GroupServer::admit(std::uint64_t worker) {
-  InboundPush& in = inbound_.at(worker);
+  InboundPush& in = inbound_.pushes.at(worker);
   in.admitted = true;
   in.reserved = in.late ? 0 : in.stream.totalElements() * sizeof(float);
-  admitted_bytes_ += in.reserved;
+  inbound_.admitted_bytes += in.reserved;
   if (in.stream.count() > kPushWindowParts) {
     OutMessage credit(cfg_.limits.job_id, cfg_.group_id);
     credit.header().setStep(in.step);
@@ -132,32 +137,32 @@ void GroupServer::admit(std::uint64_t worker) {
   std::vector<InMessage> held = std::move(in.held);
   in.held.clear();
   for (auto& part : held) {
-    if (inbound_.count(worker) == 0) break;  // refused or finished on the way
+    if (inbound_.pushes.count(worker) == 0) break;  // refused or finished on the way
     takePart(worker, std::move(part));
   }
 }
 
 void GroupServer::admitWaiting(bool force) {
-  while (!admission_queue_.empty()) {
-    const std::uint64_t worker = admission_queue_.front();
-    auto it = inbound_.find(worker);
-    if (it == inbound_.end() || it->second.admitted) {
-      admission_queue_.erase(admission_queue_.begin());
+  while (!inbound_.admission_queue.empty()) {
+    const std::uint64_t worker = inbound_.admission_queue.front();
+    auto it = inbound_.pushes.find(worker);
+    if (it == inbound_.pushes.end() || it->second.admitted) {
+      inbound_.admission_queue.erase(inbound_.admission_queue.begin());
       continue;
     }
     const std::uint64_t bytes =
         it->second.late ? 0 : it->second.stream.totalElements() * sizeof(float);
-    if (!force && bytes != 0 && admitted_bytes_ != 0 &&
-        admitted_bytes_ + bytes > inboundBudgetBytes()) {
+    if (!force && bytes != 0 && inbound_.admitted_bytes != 0 &&
+        inbound_.admitted_bytes + bytes > inboundBudgetBytes()) {
       return;
     }
-    admission_queue_.erase(admission_queue_.begin());
+    inbound_.admission_queue.erase(inbound_.admission_queue.begin());
     admit(worker);
   }
 }
 
 void GroupServer::takePart(std::uint64_t worker, InMessage&& msg) {
-  InboundPush& in = inbound_.at(worker);
+  InboundPush& in = inbound_.pushes.at(worker);
   if (!in.late) {
     const std::uint64_t elements = msg.tensorElements(0);
     auto view = msg.viewTensor(0, elements);  // a part: dense
@@ -205,15 +210,15 @@ void GroupServer::takePart(std::uint64_t worker, InMessage&& msg) {
 }
 
 void GroupServer::finishInbound(std::uint64_t worker) {
-  auto node = inbound_.extract(worker);
+  auto node = inbound_.pushes.extract(worker);
   InboundPush& in = node.mapped();
-  admitted_bytes_ -= in.reserved;
+  inbound_.admitted_bytes -= in.reserved;
   if (in.late) {
     answerLate(in.routing_id, worker, in.step, in.batch);
   } else {
     Status added = barrier_.commit(worker, in.batch, in.loss);
     if (!added) {
-      inbound_.insert(std::move(node));
+      inbound_.pushes.insert(std::move(node));
       abortInbound(worker);
       refuse(in.routing_id, added);
     } else {
@@ -231,8 +236,8 @@ void GroupServer::finishInbound(std::uint64_t worker) {
 }
 
 void GroupServer::abortInbound(std::uint64_t worker) {
-  auto it = inbound_.find(worker);
-  if (it == inbound_.end()) return;
+  auto it = inbound_.pushes.find(worker);
+  if (it == inbound_.pushes.end()) return;
   InboundPush& in = it->second;
   if (!in.late) {
     for (const auto& msg : in.summed) {
@@ -244,13 +249,13 @@ void GroupServer::abortInbound(std::uint64_t worker) {
       }
     }
   }
-  admitted_bytes_ -= in.reserved;
-  inbound_.erase(it);
+  inbound_.admitted_bytes -= in.reserved;
+  inbound_.pushes.erase(it);
   admitWaiting();
 }
 
 void GroupServer::dropUnfinishedPushes() {
-  for (auto& [worker, in] : inbound_) {
+  for (auto& [worker, in] : inbound_.pushes) {
     if (in.late) continue;
     for (const auto& msg : in.summed) {
       auto view = msg.viewTensor(0, msg.tensorElements(0));
@@ -262,19 +267,19 @@ void GroupServer::dropUnfinishedPushes() {
     }
     in.summed.clear();
     in.late = true;  // answered late once its last part is in
-    admitted_bytes_ -= in.reserved;
+    inbound_.admitted_bytes -= in.reserved;
     in.reserved = 0;
   }
 }
 
 void GroupServer::abortInboundOfNonMembers() {
   std::vector<std::uint64_t> gone;
-  for (const auto& [worker, in] : inbound_) {
+  for (const auto& [worker, in] : inbound_.pushes) {
     if (barrier_.member(worker) == nullptr) gone.push_back(worker);
   }
   for (std::uint64_t worker : gone) abortInbound(worker);
   gone.clear();
-  for (const auto& [worker, bytes] : granted_) {
+  for (const auto& [worker, bytes] : inbound_.granted) {
     if (barrier_.member(worker) == nullptr) gone.push_back(worker);
   }
   for (std::uint64_t worker : gone) releaseGrant(worker);

@@ -226,16 +226,19 @@ class GroupServer {
     std::vector<InMessage> summed;  // parts in the step's sum, to take out if it fails
     std::vector<InMessage> held;    // parts received before it was admitted
   };
-  std::unordered_map<std::uint64_t, InboundPush> inbound_;
-  std::vector<std::uint64_t> admission_queue_;  // waiting for the budget, oldest first
-  std::uint64_t admitted_bytes_ = 0;
-  // Room reserved for a member's next push, granted in its step reply (creditBytes), so
-  // the member sends it whole at once while this thread is still busy (an exchange, the
-  // sum's clearing); taken over by the push, released if the member goes.
-  std::unordered_map<std::uint64_t, std::uint64_t> granted_;
+  // Flow control of the pushes arriving in parts (group_server_parts.cc).
+  struct Inbound {
+    std::unordered_map<std::uint64_t, InboundPush> pushes;
+    std::vector<std::uint64_t> admission_queue;  // waiting for the budget, oldest first
+    std::uint64_t admitted_bytes = 0;
+    // Room reserved for a member's next push, granted in its step reply (creditBytes),
+    // so the member sends it whole at once while this thread is still busy (an exchange,
+    // the sum's clearing); taken over by the push, released if the member goes.
+    std::unordered_map<std::uint64_t, std::uint64_t> granted;
+  };
+  Inbound inbound_;
   void grantNextPush(std::uint64_t worker, OutMessage* reply);
   void releaseGrant(std::uint64_t worker);
-  PartAssembler central_parts_;  // the central PS's answer arriving in parts
 
   bool have_model_ = false;
   // The replica is sent as it is (replies share it, no copy) and written in place once no
@@ -244,17 +247,22 @@ class GroupServer {
   const std::vector<float>& replica() const { return *replica_; }
   std::shared_ptr<std::vector<float>> replica_;
   std::shared_ptr<std::vector<float>> spare_;  // the previous replica buffer, for reuse
-  std::vector<float> base_;                    // central model the replica descends from
-  std::uint64_t base_version_ = 0;
-  // The in-flight delta as cut (replica at the cut = base + this), until the answer.
-  std::shared_ptr<const std::vector<float>> cut_delta_;
-  std::optional<kernels::Compressor> compressor_;  // deltas, when compressed
-  std::uint32_t steps_since_cut_ = 0;
-  Payload replica_payload_;  // replica_ while unchanged: what replies carry
-  PayloadPool send_pool_;    // delta buffers, reused once sent
+  Payload replica_payload_;                    // replica_ while unchanged: what replies carry
+  PayloadPool send_pool_;                      // delta buffers, reused once sent
 
-  CentralRequest in_flight_ = CentralRequest::kNone;
-  Clock::time_point in_flight_since_;
+  // The exchange with the central PS (group_server_exchange.cc).
+  struct Exchange {
+    std::vector<float> base;  // central model the replica descends from
+    std::uint64_t base_version = 0;
+    // The in-flight delta as cut (replica at the cut = base + this), until the answer.
+    std::shared_ptr<const std::vector<float>> cut_delta;
+    std::optional<kernels::Compressor> compressor;  // deltas, when compressed
+    std::uint32_t steps_since_cut = 0;
+    CentralRequest in_flight = CentralRequest::kNone;
+    Clock::time_point in_flight_since;
+    PartAssembler central_parts;  // the central PS's answer arriving in parts
+  };
+  Exchange exchange_;
   std::vector<zmq::message_t> flush_waiters_;
   // The counters it keeps as it goes; sendStats() fills in the rest (id, step, members,
   // acknowledged samples, quarantined workers).
