@@ -339,24 +339,42 @@ class Worker:
 
 class ShardBatchSampler(torch.utils.data.Sampler):
     """Batches of indices from this worker's shard (every shard_count-th sample from
-    shard_index), reshuffled each pass, each batch as large as the daemon assigns at the
-    time it is drawn. Ends when the worker should stop. Use as a DataLoader's
-    batch_sampler."""
+    shard_index), each as large as the daemon assigns at the time it is drawn. Use as a
+    DataLoader's batch_sampler, with torch's DistributedSampler semantics: iterating is one
+    epoch (one pass over the shard, shuffled by seed and epoch; set_epoch(e) before each),
+    len() is its number of batches, drop_last drops a short last batch. An epoch also ends
+    when the worker should stop. next_batch() draws from an endless stream of passes
+    instead (tensor_batches uses it)."""
 
-    def __init__(self, worker, dataset_size):
+    def __init__(self, worker, dataset_size, drop_last=False, shuffle=True):
         self.worker = worker
-        self.size = dataset_size
+        self.size = int(dataset_size)
+        self.drop_last = drop_last
+        self.shuffle = shuffle
+        self.epoch = 0
         self._shard = None
         self._order = []
         self._pos = 0
         self._rng = None
 
+    def set_epoch(self, epoch):
+        """The epoch the next iteration covers (its shuffle depends on it)."""
+        self.epoch = int(epoch)
+
+    def _shard_indices(self):
+        index, count = int(self.worker.shard_index), int(self.worker.shard_count)
+        order = np.arange(index, self.size, max(1, count))
+        if len(order) == 0:
+            raise ValueError(f"shard {index} of {count} of a data set of {self.size} samples is "
+                             "empty: the data set needs at least as many samples as trainers")
+        return order
+
     def _reshard(self):
         shard = (self.worker.shard_index, self.worker.shard_count)
         if shard != self._shard:
+            self._order = self._shard_indices()
             self._shard = shard
             self._rng = np.random.default_rng(self.worker.seed * 1000003 + shard[0])
-            self._order = np.arange(shard[0], self.size, shard[1])
             self._pos = len(self._order)  # shuffle on the first draw
 
     def next_batch(self):
@@ -372,12 +390,28 @@ class ShardBatchSampler(torch.utils.data.Sampler):
             self._pos += take
         return out
 
+    def _epoch_order(self):
+        order = self._shard_indices()
+        if self.shuffle:
+            rng = np.random.default_rng((self.worker.seed * 1000003 + order[0]) * 7919 + self.epoch)
+            rng.shuffle(order)
+        return order
+
     def __iter__(self):
-        while not self.worker.should_stop:
-            yield self.next_batch()
+        order = self._epoch_order()
+        pos = 0
+        while pos < len(order) and not self.worker.should_stop:
+            n = max(1, int(self.worker.batch_size))  # the daemon may change it mid-epoch
+            batch = order[pos:pos + n].tolist()
+            pos += n
+            if len(batch) < n and self.drop_last:
+                return
+            yield batch
 
     def __len__(self):
-        return max(1, self.size // max(1, self._shard[1] if self._shard else 1))
+        shard = len(self._shard_indices())
+        n = max(1, int(self.worker.batch_size))
+        return shard // n if self.drop_last else -(-shard // n)
 
 
 def tensor_batches(worker, x, y, device=None):

@@ -10,9 +10,10 @@ from groupsgd import _core
 
 try:
     import torch
-    import groupsgd.torch as gt
-except ImportError:  # the tests that need torch are skipped
-    torch = gt = None
+except ImportError:  # only a missing torch skips the tests that need it
+    torch = None
+# With torch present, a package that does not import is a failure, not a skip.
+gt = __import__("groupsgd.torch").torch if torch is not None else None
 needs_torch = pytest.mark.skipif(torch is None, reason="python3-torch is not installed")
 
 
@@ -138,3 +139,50 @@ def test_shard_batch_sampler_follows_batch_size_and_shard():
     assert len(s.next_batch()) == 7
     w.shard_index = 2
     assert all(i % 4 == 2 for i in s.next_batch())
+
+
+class _EpochWorker:
+    batch_size, shard_index, shard_count, seed, should_stop = 4, 1, 3, 5, False
+
+
+@needs_torch
+def test_shard_batch_sampler_has_distributed_sampler_semantics():
+    w = _EpochWorker()
+    s = gt.ShardBatchSampler(w, 20)  # shard 1 of 3: 1, 4, ..., 19 (7 samples)
+    assert len(s) == 2  # batches of 4: 4 + 3
+    epoch0 = list(s)
+    assert [len(b) for b in epoch0] == [4, 3]
+    assert sorted(i for b in epoch0 for i in b) == list(range(1, 20, 3))  # each sample once
+    assert list(s) == epoch0  # the same epoch, the same order
+    s.set_epoch(1)
+    epoch1 = list(s)
+    assert sorted(i for b in epoch1 for i in b) == list(range(1, 20, 3))
+    assert epoch1 != epoch0  # another epoch, another shuffle
+    dropping = gt.ShardBatchSampler(w, 20, drop_last=True)
+    assert len(dropping) == 1 and [len(b) for b in dropping] == [4]
+    w.should_stop = True
+    assert list(s) == []  # a stopping worker's epoch ends at once
+
+
+@needs_torch
+def test_shard_batch_sampler_refuses_an_empty_shard():
+    w = _EpochWorker()
+    w.shard_index, w.shard_count = 5, 8
+    s = gt.ShardBatchSampler(w, 4)  # shards 4..7 of a 4-sample data set are empty
+    with pytest.raises(ValueError, match="shard 5 of 8 .* is empty"):
+        len(s)
+    with pytest.raises(ValueError, match="is empty"):
+        s.next_batch()
+
+
+@needs_torch
+def test_shard_batch_sampler_drives_a_data_loader_with_worker_processes():
+    w = _EpochWorker()
+    data = torch.utils.data.TensorDataset(torch.arange(20).float(), torch.arange(20))
+    s = gt.ShardBatchSampler(w, len(data))
+    loader = torch.utils.data.DataLoader(data, batch_sampler=s, num_workers=2)
+    for epoch in range(2):
+        s.set_epoch(epoch)
+        labels = [int(i) for _, y in loader for i in y]
+        assert sorted(labels) == list(range(1, 20, 3))
+        assert len(labels) == 7
