@@ -72,8 +72,12 @@ void Coordinator::drainTrainers(bool now) {
     });
   }
   // Every configuration on its way returns before the flush (and cannot reach a group
-  // after it).
-  configs_->waitIdle(kRpcTimeout + std::chrono::seconds(1));
+  // after it); the loop serves meanwhile (serveOnce pumps the queue).
+  const auto configured_by = Clock::now() + kRpcTimeout + std::chrono::seconds(1);
+  while (!configs_->idle() && Clock::now() < configured_by) {
+    serveOnce(std::chrono::milliseconds(20));
+    serveControl();
+  }
 }
 
 // Step 2: flush every group into the central PS and collect its counters. The flushes go
