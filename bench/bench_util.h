@@ -10,6 +10,8 @@
 #include <malloc.h>
 
 #include <algorithm>
+#include <atomic>
+#include <barrier>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -81,6 +83,34 @@ inline client::Assignment memberAssignment(std::uint64_t worker_id, std::uint64_
   a.param_count = params;
   a.batch_size = 32;
   return a;
+}
+
+// A member thread's start: pulls the model into replica (failed set when it cannot), waits
+// at `pulled` until every member has, and returns the step to push first.
+inline std::uint64_t pullAndMeet(client::GroupClient& client, std::vector<float>& replica,
+                                 std::atomic<bool>& failed, std::barrier<>& pulled) {
+  auto r = pullWhenReady(client, replica, kReadyLimit);
+  if (!r) failed = true;
+  pulled.arrive_and_wait();
+  return r ? r->step : 0;
+}
+
+// The central PS settings of a benchmark: no update bound its synthetic deltas could trip.
+inline centralps::CentralConfig benchCentralConfig(std::size_t params) {
+  centralps::CentralConfig cfg;
+  cfg.param_count = params;
+  cfg.max_delta_norm = 1e30;
+  return cfg;
+}
+
+// The group PS settings of a benchmark: no gradient bound, and step and exchange time
+// limits (120 s) that no measured step reaches.
+inline groupps::GroupServerConfig benchGroupConfig() {
+  groupps::GroupServerConfig cfg;
+  cfg.max_grad_norm = 1e30;
+  cfg.step_deadline_ms = 120000;
+  cfg.exchange_timeout_ms = 120000;
+  return cfg;
 }
 
 }  // namespace groupsgd::bench

@@ -36,14 +36,9 @@ struct Setup : InProcessCluster {
       // Started before anything binds, as in groupsgdd.
       GSGD_RETURN_IF_ERROR(admit({server.public_key, member.public_key}));
     }
-    centralps::CentralConfig ccfg;
-    ccfg.param_count = params;
-    ccfg.max_delta_norm = 1e30;
+    centralps::CentralConfig ccfg = benchCentralConfig(params);
     ccfg.curve = server;
-    groupps::GroupServerConfig gcfg;
-    gcfg.max_grad_norm = 1e30;
-    gcfg.step_deadline_ms = 120000;
-    gcfg.exchange_timeout_ms = 120000;
+    groupps::GroupServerConfig gcfg = benchGroupConfig();
     gcfg.curve = server;
     GSGD_RETURN_IF_ERROR(InProcessCluster::start(ccfg, gcfg, /*thread_names=*/true));
     // Member 1 with its key, as the coordinator (which holds the daemon key) sends it.

@@ -105,15 +105,10 @@ std::vector<Timing> timeInterleaved(const std::vector<std::function<bool()>>& tr
 struct Servers : testbed::InProcessCluster {
   Servers() : InProcessCluster(2) {}
   Status start(std::size_t params, const std::string& host) {
-    centralps::CentralConfig ccfg;
-    ccfg.param_count = params;
-    ccfg.max_delta_norm = 1e30;
+    centralps::CentralConfig ccfg = benchCentralConfig(params);
     ccfg.staleness.max_staleness = 1u << 30;  // the exchange trips move the version on
     ccfg.part_bytes = g_part_bytes;
-    groupps::GroupServerConfig gcfg;
-    gcfg.max_grad_norm = 1e30;
-    gcfg.step_deadline_ms = 120000;
-    gcfg.exchange_timeout_ms = 120000;
+    groupps::GroupServerConfig gcfg = benchGroupConfig();
     gcfg.part_bytes = g_part_bytes;
     return InProcessCluster::start(ccfg, gcfg, /*thread_names=*/true, host);
   }
@@ -320,10 +315,7 @@ json measureStepLatency(const std::string& group_ep, std::uint32_t members, int 
       zmq::context_t ctx(1);  // as a separate worker process would have
       client::GroupClient client(ctx, memberAssignment(m + 1, 1, group_ep, params), 1, kTimeout);
       std::vector<float> replica(params), grad(params, 1e-6f);
-      auto r = pullWhenReady(client, replica, kReadyLimit);
-      if (!r) failed = true;
-      pulled.arrive_and_wait();
-      std::uint64_t step = r ? r->step : 0;
+      std::uint64_t step = pullAndMeet(client, replica, failed, pulled);
       for (int i = 0; i < steps && !failed; ++i) {
         sent[m].push_back(Clock::now());
         auto a = client.push(step, grad, 32, 0.0f, 0.0f, replica);

@@ -111,10 +111,7 @@ bool drive(const std::string& group_ep, std::size_t params, std::uint32_t worker
     threads.emplace_back([&, w] {
       client::GroupClient client(ctx, memberAssignment(w + 1, 1, group_ep, params), 1, kTimeout);
       std::vector<float> replica(params), grad(params, 1e-6f);
-      auto r = pullWhenReady(client, replica, kReadyLimit);
-      if (!r) failed = true;
-      pulled.arrive_and_wait();
-      std::uint64_t step = r ? r->step : 0;
+      std::uint64_t step = pullAndMeet(client, replica, failed, pulled);
       for (int i = 0; i < steps && !failed; ++i) {
         auto a = client.push(step, grad, 32, 0.0f, 0.0f, replica);
         if (!a || !a->accepted) {
@@ -171,19 +168,13 @@ int main(int argc, char** argv) {
   const std::uint64_t process_base = statusBytes(0, "VmRSS");  // libraries, no model
 
   Child central = spawnServer([&](zmq::context_t& ctx) {
-    centralps::CentralConfig cfg;
-    cfg.param_count = params;
-    cfg.max_delta_norm = 1e30;
-    return centralps::CentralServer::create(ctx, cfg, "tcp://127.0.0.1:*");
+    return centralps::CentralServer::create(ctx, benchCentralConfig(params), "tcp://127.0.0.1:*");
   });
   Child group;
   if (!central.endpoint.empty()) {
     group = spawnServer([&](zmq::context_t& ctx) {
-      groupps::GroupServerConfig cfg;
+      groupps::GroupServerConfig cfg = benchGroupConfig();
       cfg.central_endpoint = central.endpoint;
-      cfg.max_grad_norm = 1e30;
-      cfg.step_deadline_ms = 120000;
-      cfg.exchange_timeout_ms = 120000;
       return groupps::GroupServer::create(ctx, cfg, params, "tcp://127.0.0.1:*");
     });
   }

@@ -1,36 +1,29 @@
 #include "groupsgd/adaptive/registry.h"
 
+#include <array>
 #include <limits>
+
+#include "groupsgd/base/enum_names.h"
 
 namespace groupsgd::adaptive {
 
-const char* workerRoleName(WorkerRole r) {
-  switch (r) {
-    case WorkerRole::kTrainer:
-      return "trainer";
-    case WorkerRole::kEvaluator:
-      return "evaluator";
-    case WorkerRole::kTool:
-      return "tool";
-    case WorkerRole::kNode:
-      return "node";
-  }
-  return "unknown";
-}
+constexpr std::array<base::EnumName<WorkerRole>, 4> kWorkerRoleNames{{
+    {WorkerRole::kTrainer, "trainer"},
+    {WorkerRole::kEvaluator, "evaluator"},
+    {WorkerRole::kTool, "tool"},
+    {WorkerRole::kNode, "node"},
+}};
 
-const char* workerStateName(WorkerState s) {
-  switch (s) {
-    case WorkerState::kActive:
-      return "active";
-    case WorkerState::kLeft:
-      return "left";
-    case WorkerState::kDead:
-      return "dead";
-    case WorkerState::kQuarantined:
-      return "quarantined";
-  }
-  return "unknown";
-}
+constexpr std::array<base::EnumName<WorkerState>, 4> kWorkerStateNames{{
+    {WorkerState::kActive, "active"},
+    {WorkerState::kLeft, "left"},
+    {WorkerState::kDead, "dead"},
+    {WorkerState::kQuarantined, "quarantined"},
+}};
+
+const char* workerRoleName(WorkerRole r) { return base::nameOf(kWorkerRoleNames, r); }
+
+const char* workerStateName(WorkerState s) { return base::nameOf(kWorkerStateNames, s); }
 
 WorkerRecord& Registry::add(WorkerRecord r) {
   const auto id = r.id;

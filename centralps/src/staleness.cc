@@ -1,51 +1,37 @@
 #include "groupsgd/centralps/staleness.h"
 
 #include <algorithm>
+#include <array>
+
+#include "groupsgd/base/enum_names.h"
 
 namespace groupsgd::centralps {
 
+constexpr std::array<base::EnumName<StalenessRule>, 3> kStalenessRuleNames{{
+    {StalenessRule::kInverse, "inverse"},
+    {StalenessRule::kConstant, "constant"},
+    {StalenessRule::kGrace, "grace"},
+}};
+
+constexpr std::array<base::EnumName<StalenessMeasure>, 2> kStalenessMeasureNames{{
+    {StalenessMeasure::kSamples, "samples"},
+    {StalenessMeasure::kVersions, "versions"},
+}};
+
 bool parseStalenessRule(std::string_view text, StalenessRule* out) {
-  if (text == "inverse")
-    *out = StalenessRule::kInverse;
-  else if (text == "constant")
-    *out = StalenessRule::kConstant;
-  else if (text == "grace")
-    *out = StalenessRule::kGrace;
-  else
-    return false;
-  return true;
+  return base::parseInto(kStalenessRuleNames, text, out);
 }
 
 const char* stalenessRuleName(StalenessRule rule) {
-  switch (rule) {
-    case StalenessRule::kInverse:
-      return "inverse";
-    case StalenessRule::kConstant:
-      return "constant";
-    case StalenessRule::kGrace:
-      return "grace";
-  }
-  return "unknown";
+  return base::nameOf(kStalenessRuleNames, rule);
 }
 
 bool parseStalenessMeasure(std::string_view text, StalenessMeasure* out) {
-  if (text == "samples")
-    *out = StalenessMeasure::kSamples;
-  else if (text == "versions")
-    *out = StalenessMeasure::kVersions;
-  else
-    return false;
-  return true;
+  return base::parseInto(kStalenessMeasureNames, text, out);
 }
 
 const char* stalenessMeasureName(StalenessMeasure measure) {
-  switch (measure) {
-    case StalenessMeasure::kSamples:
-      return "samples";
-    case StalenessMeasure::kVersions:
-      return "versions";
-  }
-  return "unknown";
+  return base::nameOf(kStalenessMeasureNames, measure);
 }
 
 float stalenessWeight(const StalenessConfig& cfg, double tau) {

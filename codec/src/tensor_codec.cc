@@ -1,36 +1,41 @@
 #include "groupsgd/codec/tensor_codec.h"
 
+#include <array>
 #include <string>
 
 #include "groupsgd/kernels/ops.h"
 
 namespace groupsgd {
 
+namespace {
+
+// Each encoding of the kernels and its name on the wire.
+struct WireEncoding {
+  kernels::Encoding kernel;
+  proto::Encoding wire;
+};
+
+constexpr std::array<WireEncoding, 4> kWireEncodings{{
+    {kernels::Encoding::kDense, proto::Encoding::DENSE},
+    {kernels::Encoding::kFp16, proto::Encoding::FP16},
+    {kernels::Encoding::kTopK, proto::Encoding::TOPK},
+    {kernels::Encoding::kSign, proto::Encoding::SIGN},
+}};
+
+}  // namespace
+
 proto::Encoding toWire(kernels::Encoding encoding) {
-  switch (encoding) {
-    case kernels::Encoding::kDense:
-      return proto::Encoding::DENSE;
-    case kernels::Encoding::kFp16:
-      return proto::Encoding::FP16;
-    case kernels::Encoding::kTopK:
-      return proto::Encoding::TOPK;
-    case kernels::Encoding::kSign:
-      return proto::Encoding::SIGN;
+  for (const auto& e : kWireEncodings) {
+    if (e.kernel == encoding) return e.wire;
   }
   return proto::Encoding::DENSE;
 }
 
 kernels::Encoding fromWire(proto::Encoding encoding) {
-  switch (encoding) {
-    case proto::Encoding::FP16:
-      return kernels::Encoding::kFp16;
-    case proto::Encoding::TOPK:
-      return kernels::Encoding::kTopK;
-    case proto::Encoding::SIGN:
-      return kernels::Encoding::kSign;
-    default:
-      return kernels::Encoding::kDense;
+  for (const auto& e : kWireEncodings) {
+    if (e.wire == encoding) return e.kernel;
   }
+  return kernels::Encoding::kDense;
 }
 
 Status decodePayload(proto::Encoding encoding, std::span<const std::uint8_t> payload,

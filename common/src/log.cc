@@ -2,10 +2,13 @@
 
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+
+#include "groupsgd/base/enum_names.h"
 
 namespace groupsgd::log {
 namespace {
@@ -21,18 +24,15 @@ bool underJournald() {
 void setLevel(Level l) { g_level.store(static_cast<int>(l)); }
 Level level() { return static_cast<Level>(g_level.load()); }
 
+constexpr std::array<base::EnumName<Level>, 4> kLevelNames{{
+    {Level::kDebug, "debug"},
+    {Level::kInfo, "info"},
+    {Level::kWarn, "warn"},
+    {Level::kError, "error"},
+}};
+
 bool parseLevel(const std::string& text, Level* out) {
-  if (text == "debug")
-    *out = Level::kDebug;
-  else if (text == "info")
-    *out = Level::kInfo;
-  else if (text == "warn")
-    *out = Level::kWarn;
-  else if (text == "error")
-    *out = Level::kError;
-  else
-    return false;
-  return true;
+  return base::parseInto(kLevelNames, text, out);
 }
 
 void setThreadTag(const std::string& tag) { t_tag = tag; }

@@ -1,11 +1,14 @@
 #include "groupsgd/common/message.h"
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <string>
 
 #include <kj/exception.h>
+
+#include "groupsgd/base/enum_names.h"
 
 namespace groupsgd {
 namespace {
@@ -37,70 +40,43 @@ std::uint64_t chunkCount(std::uint64_t bytes, std::uint64_t chunk) {
 
 }  // namespace
 
-const char* bodyKindName(BodyKind kind) {
-  switch (kind) {
-    case BodyKind::ACK:
-      return "ack";
-    case BodyKind::ERROR:
-      return "error";
-    case BodyKind::REGISTER:
-      return "register";
-    case BodyKind::ASSIGNMENT:
-      return "assignment";
-    case BodyKind::HEARTBEAT:
-      return "heartbeat";
-    case BodyKind::HEARTBEAT_REPLY:
-      return "heartbeatReply";
-    case BodyKind::LEAVE:
-      return "leave";
-    case BodyKind::PULL:
-      return "pull";
-    case BodyKind::PUSH:
-      return "push";
-    case BodyKind::STEP_REPLY:
-      return "stepReply";
-    case BodyKind::GROUP_CONFIG:
-      return "groupConfig";
-    case BodyKind::FLUSH:
-      return "flush";
-    case BodyKind::GROUP_STATS_QUERY:
-      return "groupStatsQuery";
-    case BodyKind::GROUP_STATS:
-      return "groupStats";
-    case BodyKind::DELTA_PUSH:
-      return "deltaPush";
-    case BodyKind::FETCH:
-      return "fetch";
-    case BodyKind::MODEL_REPLY:
-      return "modelReply";
-    case BodyKind::CENTRAL_STATS_QUERY:
-      return "centralStatsQuery";
-    case BodyKind::CENTRAL_STATS:
-      return "centralStats";
-    case BodyKind::CHECKPOINT_REQUEST:
-      return "checkpointRequest";
-    case BodyKind::CHECKPOINT_DONE:
-      return "checkpointDone";
-    case BodyKind::PUSH_CREDIT:
-      return "pushCredit";
-    case BodyKind::JOB_REDIRECT:
-      return "jobRedirect";
-  }
-  return "unknown";
-}
+constexpr std::array<base::EnumName<BodyKind>, 23> kBodyKindNames{{
+    {BodyKind::ACK, "ack"},
+    {BodyKind::ERROR, "error"},
+    {BodyKind::REGISTER, "register"},
+    {BodyKind::ASSIGNMENT, "assignment"},
+    {BodyKind::HEARTBEAT, "heartbeat"},
+    {BodyKind::HEARTBEAT_REPLY, "heartbeatReply"},
+    {BodyKind::LEAVE, "leave"},
+    {BodyKind::PULL, "pull"},
+    {BodyKind::PUSH, "push"},
+    {BodyKind::STEP_REPLY, "stepReply"},
+    {BodyKind::GROUP_CONFIG, "groupConfig"},
+    {BodyKind::FLUSH, "flush"},
+    {BodyKind::GROUP_STATS_QUERY, "groupStatsQuery"},
+    {BodyKind::GROUP_STATS, "groupStats"},
+    {BodyKind::DELTA_PUSH, "deltaPush"},
+    {BodyKind::FETCH, "fetch"},
+    {BodyKind::MODEL_REPLY, "modelReply"},
+    {BodyKind::CENTRAL_STATS_QUERY, "centralStatsQuery"},
+    {BodyKind::CENTRAL_STATS, "centralStats"},
+    {BodyKind::CHECKPOINT_REQUEST, "checkpointRequest"},
+    {BodyKind::CHECKPOINT_DONE, "checkpointDone"},
+    {BodyKind::PUSH_CREDIT, "pushCredit"},
+    {BodyKind::JOB_REDIRECT, "jobRedirect"},
+}};
+
+constexpr std::array<base::EnumName<proto::Encoding>, 4> kWireEncodingNames{{
+    {proto::Encoding::DENSE, "dense"},
+    {proto::Encoding::FP16, "fp16"},
+    {proto::Encoding::TOPK, "topk"},
+    {proto::Encoding::SIGN, "sign"},
+}};
+
+const char* bodyKindName(BodyKind kind) { return base::nameOf(kBodyKindNames, kind); }
 
 const char* encodingName(proto::Encoding encoding) {
-  switch (encoding) {
-    case proto::Encoding::DENSE:
-      return "dense";
-    case proto::Encoding::FP16:
-      return "fp16";
-    case proto::Encoding::TOPK:
-      return "topk";
-    case proto::Encoding::SIGN:
-      return "sign";
-  }
-  return "unknown";
+  return base::nameOf(kWireEncodingNames, encoding);
 }
 
 OutMessage::OutMessage(std::uint64_t job_id, std::uint64_t sender_id)

@@ -1,36 +1,27 @@
 #include "groupsgd/common/status.h"
 
+#include <array>
+
+#include "groupsgd/base/enum_names.h"
+
 namespace groupsgd {
 
-const char* codeName(Code code) {
-  switch (code) {
-    case Code::kOk:
-      return "ok";
-    case Code::kInvalidArgument:
-      return "invalid_argument";
-    case Code::kNotFound:
-      return "not_found";
-    case Code::kFailedPrecondition:
-      return "failed_precondition";
-    case Code::kUnavailable:
-      return "unavailable";
-    case Code::kResourceExhausted:
-      return "resource_exhausted";
-    case Code::kPermissionDenied:
-      return "permission_denied";
-    case Code::kDataLoss:
-      return "data_loss";
-    case Code::kAborted:
-      return "aborted";
-    case Code::kInternal:
-      return "internal";
-    case Code::kQuarantined:
-      return "quarantined";
-    case Code::kFinished:
-      return "finished";
-  }
-  return "unknown";
-}
+constexpr std::array<base::EnumName<Code>, 12> kCodeNames{{
+    {Code::kOk, "ok"},
+    {Code::kInvalidArgument, "invalid_argument"},
+    {Code::kNotFound, "not_found"},
+    {Code::kFailedPrecondition, "failed_precondition"},
+    {Code::kUnavailable, "unavailable"},
+    {Code::kResourceExhausted, "resource_exhausted"},
+    {Code::kPermissionDenied, "permission_denied"},
+    {Code::kDataLoss, "data_loss"},
+    {Code::kAborted, "aborted"},
+    {Code::kInternal, "internal"},
+    {Code::kQuarantined, "quarantined"},
+    {Code::kFinished, "finished"},
+}};
+
+const char* codeName(Code code) { return base::nameOf(kCodeNames, code); }
 
 std::string Status::toString() const {
   if (isOk()) return "ok";

@@ -5,22 +5,26 @@
 
 namespace groupsgd {
 
-SocketOptions serverSocketOptions(const CurveKeys& keys) {
+namespace {
+
+// The default options, with CURVE on `side` when keys are enabled.
+SocketOptions curveSocketOptions(const CurveKeys& keys, CurveSide side) {
   SocketOptions o;
   if (keys.enabled()) {
-    o.curve_side = CurveSide::kServer;
+    o.curve_side = side;
     o.curve = keys;
   }
   return o;
 }
 
+}  // namespace
+
+SocketOptions serverSocketOptions(const CurveKeys& keys) {
+  return curveSocketOptions(keys, CurveSide::kServer);
+}
+
 SocketOptions clientSocketOptions(const CurveKeys& keys) {
-  SocketOptions o;
-  if (keys.enabled()) {
-    o.curve_side = CurveSide::kClient;
-    o.curve = keys;
-  }
-  return o;
+  return curveSocketOptions(keys, CurveSide::kClient);
 }
 
 Result<zmq::socket_t> makeSocket(zmq::context_t& ctx, zmq::socket_type type,

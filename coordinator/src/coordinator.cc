@@ -27,10 +27,6 @@ bool readable(zmq::socket_t& sock, std::chrono::milliseconds timeout) {
   return (item.revents & ZMQ_POLLIN) != 0;
 }
 
-double secondsSince(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
-
 }  // namespace
 
 Result<std::unique_ptr<Coordinator>> Coordinator::create(zmq::context_t& ctx, DaemonConfig cfg,

@@ -16,10 +16,6 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 
-double secondsSince(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
-
 }  // namespace
 
 void Coordinator::serveControl() {
@@ -321,35 +317,40 @@ void Coordinator::controlDrain(PendingRequest& r) {
   if (!s) request->fail(s);
 }
 
-void Coordinator::controlUndrain(PendingRequest& r) {
+WorkerRecord* Coordinator::requestedWorkerIn(PendingRequest& r, WorkerState state) {
   auto id = findWorker(r.params().value("worker", nlohmann::json()));
-  if (!id) return r.fail(id.status());
-  WorkerRecord* w = registry_.find(*id);
-  if (w->state != WorkerState::kActive) {
-    return r.fail(ControlError::kRefused,
-                  "worker " + std::to_string(*id) + " is " + workerStateName(w->state));
+  if (!id) {
+    r.fail(id.status());
+    return nullptr;
   }
+  WorkerRecord* w = registry_.find(*id);
+  if (w->state != state) {
+    r.fail(ControlError::kRefused,
+           "worker " + std::to_string(*id) + " is " + workerStateName(w->state));
+    return nullptr;
+  }
+  return w;
+}
+
+void Coordinator::controlUndrain(PendingRequest& r) {
+  WorkerRecord* w = requestedWorkerIn(r, WorkerState::kActive);
+  if (w == nullptr) return;
   if (w->draining) {
     w->draining = false;
     configureGroup(w->group);
-    event("undrain", "worker " + std::to_string(*id) + " stays");
+    event("undrain", "worker " + std::to_string(w->id) + " stays");
   }
-  r.respond({{"worker", *id}, {"state", "active"}});
+  r.respond({{"worker", w->id}, {"state", "active"}});
 }
 
 void Coordinator::controlUnquarantine(PendingRequest& r) {
-  auto id = findWorker(r.params().value("worker", nlohmann::json()));
-  if (!id) return r.fail(id.status());
-  WorkerRecord* w = registry_.find(*id);
-  if (w->state != WorkerState::kQuarantined) {
-    return r.fail(ControlError::kRefused,
-                  "worker " + std::to_string(*id) + " is " + workerStateName(w->state));
-  }
+  WorkerRecord* w = requestedWorkerIn(r, WorkerState::kQuarantined);
+  if (w == nullptr) return;
   // Cleared: the process may register again (as a new worker).
   w->state = WorkerState::kLeft;
   admission_.release(*w);
-  event("unquarantine", "worker " + std::to_string(*id) + " may register again");
-  r.respond({{"worker", *id}, {"state", "left"}});
+  event("unquarantine", "worker " + std::to_string(w->id) + " may register again");
+  r.respond({{"worker", w->id}, {"state", "left"}});
 }
 
 void Coordinator::controlRegroup(PendingRequest& r) {

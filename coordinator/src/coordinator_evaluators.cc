@@ -6,13 +6,6 @@
 #include "groupsgd/coordinator/coordinator.h"
 
 namespace groupsgd::coordinator {
-namespace {
-
-double secondsSince(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
-
-}  // namespace
 
 void Coordinator::evaluatorJoined(const WorkerRecord& w) {
   // A new evaluator under the name and host of an active one that has gone

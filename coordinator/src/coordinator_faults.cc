@@ -9,13 +9,6 @@
 #include "groupsgd/coordinator/coordinator.h"
 
 namespace groupsgd::coordinator {
-namespace {
-
-double secondsSince(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-}
-
-}  // namespace
 
 void Coordinator::pollGroups() {
   // One group per heartbeat period, round robin, with a short deadline, on a thread of

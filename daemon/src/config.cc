@@ -1,10 +1,12 @@
 #include "groupsgd/daemon/config.h"
 
+#include <array>
 #include <cstdio>
 #include <fstream>
 
 #include <nlohmann/json.hpp>
 
+#include "groupsgd/base/enum_names.h"
 #include "groupsgd/codec/compression_spec.h"
 #include "groupsgd/daemon/config_options.h"
 
@@ -40,33 +42,18 @@ json::json_pointer pointerTo(const std::string& key) {
 
 }  // namespace
 
+constexpr std::array<base::EnumName<Mode>, 4> kModeNames{{
+    {Mode::kSync, "sync"},
+    {Mode::kAsync, "async"},
+    {Mode::kGrouped, "grouped"},
+    {Mode::kAdaptive, "adaptive"},
+}};
+
 bool parseMode(const std::string& text, Mode* out) {
-  if (text == "sync")
-    *out = Mode::kSync;
-  else if (text == "async")
-    *out = Mode::kAsync;
-  else if (text == "grouped")
-    *out = Mode::kGrouped;
-  else if (text == "adaptive")
-    *out = Mode::kAdaptive;
-  else
-    return false;
-  return true;
+  return base::parseInto(kModeNames, text, out);
 }
 
-const char* modeName(Mode mode) {
-  switch (mode) {
-    case Mode::kSync:
-      return "sync";
-    case Mode::kAsync:
-      return "async";
-    case Mode::kGrouped:
-      return "grouped";
-    case Mode::kAdaptive:
-      return "adaptive";
-  }
-  return "unknown";
-}
+const char* modeName(Mode mode) { return base::nameOf(kModeNames, mode); }
 
 std::uint32_t DaemonConfig::groupCount() const {
   switch (mode) {

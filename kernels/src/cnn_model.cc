@@ -50,14 +50,6 @@ constexpr std::size_t kC2 = kCnnChannels2;
 constexpr std::size_t kPatch1 = kK * kK * 1;    // im2col row length, layer 1
 constexpr std::size_t kPatch2 = kK * kK * kC1;  // im2col row length, layer 2
 
-void reluInPlace(float* __restrict h, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i) h[i] = std::max(h[i], 0.0f);
-}
-
-void reluBackward(const float* __restrict h, float* __restrict d, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i) d[i] = h[i] > 0.0f ? d[i] : 0.0f;
-}
-
 class CnnModel final : public Model {
  public:
   CnnModel(std::size_t input_dim, std::size_t classes)

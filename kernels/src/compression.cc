@@ -172,32 +172,36 @@ bool haveF16c() {
 }
 #endif
 
+// n values of From at src, each convert()ed to a To at dst, through aligned chunk buffers
+// (memcpy in and out, so neither side needs the alignment of its type).
+template <class From, class To, class Convert>
+void convertChunked(const void* src, void* dst, std::size_t n, Convert convert) {
+  alignas(64) From in[kFp16Chunk];
+  alignas(64) To conv[kFp16Chunk];
+  const auto* s = static_cast<const std::uint8_t*>(src);
+  auto* d = static_cast<std::uint8_t*>(dst);
+  for (std::size_t b = 0; b < n; b += kFp16Chunk) {
+    const std::size_t m = std::min(kFp16Chunk, n - b);
+    std::memcpy(in, s + b * sizeof(From), m * sizeof(From));
+    for (std::size_t i = 0; i < m; ++i) conv[i] = convert(in[i]);
+    std::memcpy(d + b * sizeof(To), conv, m * sizeof(To));
+  }
+}
+
 void encodeFp16Bulk(const float* x, std::uint8_t* out, std::size_t n) {
 #ifdef GROUPSGD_HAVE_F16C_PATH
   if (haveF16c()) return encodeFp16F16c(x, out, n);
 #endif
-  alignas(64) std::uint32_t in[kFp16Chunk];
-  alignas(64) std::uint16_t h[kFp16Chunk];
-  for (std::size_t b = 0; b < n; b += kFp16Chunk) {
-    const std::size_t m = std::min(kFp16Chunk, n - b);
-    std::memcpy(in, x + b, m * sizeof(float));
-    for (std::size_t i = 0; i < m; ++i) h[i] = detail::floatBitsToHalfBranchless(in[i]);
-    std::memcpy(out + 2 * b, h, m * sizeof(std::uint16_t));
-  }
+  convertChunked<std::uint32_t, std::uint16_t>(
+      x, out, n, [](std::uint32_t v) { return detail::floatBitsToHalfBranchless(v); });
 }
 
 void decodeFp16Bulk(const std::uint8_t* payload, float* out, std::size_t n) {
 #ifdef GROUPSGD_HAVE_F16C_PATH
   if (haveF16c()) return decodeFp16F16c(payload, out, n);
 #endif
-  alignas(64) std::uint16_t h[kFp16Chunk];
-  alignas(64) std::uint32_t bits[kFp16Chunk];
-  for (std::size_t b = 0; b < n; b += kFp16Chunk) {
-    const std::size_t m = std::min(kFp16Chunk, n - b);
-    std::memcpy(h, payload + 2 * b, m * sizeof(std::uint16_t));
-    for (std::size_t i = 0; i < m; ++i) bits[i] = detail::halfToFloatBitsBranchless(h[i]);
-    std::memcpy(out + b, bits, m * sizeof(float));
-  }
+  convertChunked<std::uint16_t, std::uint32_t>(
+      payload, out, n, [](std::uint16_t h) { return detail::halfToFloatBitsBranchless(h); });
 }
 
 // The k-th largest value of mags (1 <= k <= mags.size()), exactly; NaN-free input. Large

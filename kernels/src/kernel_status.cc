@@ -1,21 +1,19 @@
 #include "groupsgd/kernels/kernel_status.h"
 
+#include <array>
+
+#include "groupsgd/base/enum_names.h"
+
 namespace groupsgd::kernels {
 
-const char* kernelCodeName(KernelStatus::Code code) {
-  switch (code) {
-    case KernelStatus::Code::kOk:
-      return "ok";
-    case KernelStatus::Code::kInvalidArgument:
-      return "invalid_argument";
-    case KernelStatus::Code::kDataLoss:
-      return "data_loss";
-    case KernelStatus::Code::kUnavailable:
-      return "unavailable";
-    case KernelStatus::Code::kInternal:
-      return "internal";
-  }
-  return "unknown";
-}
+constexpr std::array<base::EnumName<KernelStatus::Code>, 5> kKernelCodeNames{{
+    {KernelStatus::Code::kOk, "ok"},
+    {KernelStatus::Code::kInvalidArgument, "invalid_argument"},
+    {KernelStatus::Code::kDataLoss, "data_loss"},
+    {KernelStatus::Code::kUnavailable, "unavailable"},
+    {KernelStatus::Code::kInternal, "internal"},
+}};
+
+const char* kernelCodeName(KernelStatus::Code code) { return base::nameOf(kKernelCodeNames, code); }
 
 }  // namespace groupsgd::kernels

@@ -51,4 +51,12 @@ void sumRows(const float* d, std::size_t rows, std::size_t cols, float* grad_bia
   }
 }
 
+void reluInPlace(float* __restrict h, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) h[i] = std::max(h[i], 0.0f);
+}
+
+void reluBackward(const float* __restrict h, float* __restrict d, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) d[i] = h[i] > 0.0f ? d[i] : 0.0f;
+}
+
 }  // namespace groupsgd::kernels::detail

@@ -22,4 +22,10 @@ void broadcastRows(const float* bias, std::size_t rows, std::size_t cols, float*
 // grad_bias[j] = sum_r d[r][j].
 void sumRows(const float* d, std::size_t rows, std::size_t cols, float* grad_bias);
 
+// h = max(h, 0) in place.
+void reluInPlace(float* h, std::size_t n);
+
+// d *= (h > 0): the ReLU derivative, taken from the post-activation value.
+void reluBackward(const float* h, float* d, std::size_t n);
+
 }  // namespace groupsgd::kernels::detail

@@ -17,15 +17,6 @@ namespace {
 constexpr std::size_t kH1 = kMlpHidden1;
 constexpr std::size_t kH2 = kMlpHidden2;
 
-void reluInPlace(float* __restrict h, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i) h[i] = std::max(h[i], 0.0f);
-}
-
-// d *= (h > 0): the ReLU derivative, taken from the post-activation value.
-void reluBackward(const float* __restrict h, float* __restrict d, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i) d[i] = h[i] > 0.0f ? d[i] : 0.0f;
-}
-
 class MlpModel final : public Model {
  public:
   MlpModel(std::size_t input_dim, std::size_t classes)
@@ -67,20 +58,8 @@ class MlpModel final : public Model {
     const float* h1 = h1_.data();
     const float* h2 = h2_.data();
 
-    // Layer 3: dW3 = dZ^T h2, db3 = colsum dZ, dh2 = dZ W3 masked by ReLU.
-    gemm(Transpose::kYes, Transpose::kNo, c_, kH2, batch, 1.0f, dz, c_, h2, kH2, 0.0f, g + o_w3_,
-         kH2);
-    sumRows(dz, batch, c_, g + o_b3_);
-    gemm(Transpose::kNo, Transpose::kNo, batch, kH2, c_, 1.0f, dz, c_, p + o_w3_, kH2, 0.0f, dh2,
-         kH2);
-    reluBackward(h2, dh2, batch * kH2);
-    // Layer 2.
-    gemm(Transpose::kYes, Transpose::kNo, kH2, kH1, batch, 1.0f, dh2, kH2, h1, kH1, 0.0f, g + o_w2_,
-         kH1);
-    sumRows(dh2, batch, kH2, g + o_b2_);
-    gemm(Transpose::kNo, Transpose::kNo, batch, kH1, kH2, 1.0f, dh2, kH2, p + o_w2_, kH1, 0.0f, dh1,
-         kH1);
-    reluBackward(h1, dh1, batch * kH1);
+    hiddenBackward(p, g, batch, dz, c_, h2, kH2, o_w3_, o_b3_, dh2);    // layer 3
+    hiddenBackward(p, g, batch, dh2, kH2, h1, kH1, o_w2_, o_b2_, dh1);  // layer 2
     // Layer 1: no gradient w.r.t. x is needed.
     gemm(Transpose::kYes, Transpose::kNo, kH1, d_, batch, 1.0f, dh1, kH1, x, d_, 0.0f, g, d_);
     sumRows(dh1, batch, kH1, g + o_b1_);
@@ -95,6 +74,19 @@ class MlpModel final : public Model {
   }
 
  private:
+  // The backward pass of a dense layer over a ReLU hidden layer h (batch×in): dW = dZ^T h,
+  // db = colsum dZ (into g at w_off, b_off) and dh = dZ W masked by ReLU.
+  static void hiddenBackward(const float* p, float* g, std::size_t batch, const float* dz,
+                             std::size_t out, const float* h, std::size_t in, std::size_t w_off,
+                             std::size_t b_off, float* dh) {
+    gemm(Transpose::kYes, Transpose::kNo, out, in, batch, 1.0f, dz, out, h, in, 0.0f, g + w_off,
+         in);
+    sumRows(dz, batch, out, g + b_off);
+    gemm(Transpose::kNo, Transpose::kNo, batch, in, out, 1.0f, dz, out, p + w_off, in, 0.0f, dh,
+         in);
+    reluBackward(h, dh, batch * in);
+  }
+
   // Fills h1, h2 (post-ReLU) and returns the batch×C logits, all in scratch.
   float* forward(const float* p, const float* x, std::size_t batch) {
     float* h1 = h1_.get(batch * kH1);

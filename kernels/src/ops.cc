@@ -187,41 +187,36 @@ void rebase(std::span<const float> central, std::span<const float> base, std::sp
   });
 }
 
-std::size_t countNonFinite(std::span<const float> x) {
-  if (x.size() <= kSquaresBlock) return countNonFiniteRange(x.data(), x.size());
+namespace {
+
+// block(data, n) over x in blocks of kSquaresBlock (in parallel when there are several),
+// the results summed in block order, so the total does not depend on the thread count.
+template <class T, class Block>
+T sumOverBlocks(std::span<const float> x, Block block) {
+  if (x.size() <= kSquaresBlock) return block(x.data(), x.size());
   std::size_t blocks = (x.size() + kSquaresBlock - 1) / kSquaresBlock;
-  std::vector<std::size_t> partial(blocks);
+  std::vector<T> partial(blocks);
   parallelFor(
       blocks,
       [&](std::size_t b, std::size_t e) {
         for (std::size_t k = b; k < e; ++k) {
           std::size_t lo = k * kSquaresBlock;
-          partial[k] = countNonFiniteRange(x.data() + lo, std::min(x.size() - lo, kSquaresBlock));
+          partial[k] = block(x.data() + lo, std::min(x.size() - lo, kSquaresBlock));
         }
       },
       1, kSquaresBlock);
-  std::size_t total = 0;
-  for (std::size_t p : partial) total += p;
+  T total = 0;
+  for (T p : partial) total += p;
   return total;
 }
 
-double sumSquares(std::span<const float> x) {
-  if (x.size() <= kSquaresBlock) return sumSquaresBlock(x.data(), x.size());
-  std::size_t blocks = (x.size() + kSquaresBlock - 1) / kSquaresBlock;
-  std::vector<double> partial(blocks);
-  parallelFor(
-      blocks,
-      [&](std::size_t b, std::size_t e) {
-        for (std::size_t k = b; k < e; ++k) {
-          std::size_t lo = k * kSquaresBlock;
-          partial[k] = sumSquaresBlock(x.data() + lo, std::min(x.size() - lo, kSquaresBlock));
-        }
-      },
-      1, kSquaresBlock);
-  double total = 0.0;
-  for (double p : partial) total += p;
-  return total;
+}  // namespace
+
+std::size_t countNonFinite(std::span<const float> x) {
+  return sumOverBlocks<std::size_t>(x, countNonFiniteRange);
 }
+
+double sumSquares(std::span<const float> x) { return sumOverBlocks<double>(x, sumSquaresBlock); }
 
 FiniteAdd axpyIfFinite(float a, std::span<const float> x, std::span<float> y) {
   GSGD_KERNEL_REQUIRE(x.size() == y.size());

@@ -21,6 +21,7 @@
 
 #include "groupsgd/common/log.h"
 #include "groupsgd/ops/metrics.h"
+#include "io_thread.h"
 
 #ifndef SO_PEERGROUPS
 #define SO_PEERGROUPS 59  // Linux >= 4.13
@@ -458,17 +459,7 @@ Result<std::unique_ptr<ControlServer>> ControlServer::start(ControlServerOptions
   impl->gate->io = &impl->io;
   impl->accept();
   Impl* raw = impl.get();
-  impl->thread = std::thread([raw] {
-    log::setThreadTag("control");
-    for (;;) {
-      try {
-        raw->io.run();
-        return;
-      } catch (const std::exception& e) {
-        GSGD_ERROR("control: handler threw (continuing): " << e.what());
-      }
-    }
-  });
+  impl->thread = startIoThread(raw->io, "control");
   GSGD_INFO("control: serving " << path << " (mode " << std::oct << raw->options.mode << std::dec
                                 << ")");
   return std::unique_ptr<ControlServer>(new ControlServer(std::move(impl)));

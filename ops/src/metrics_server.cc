@@ -10,6 +10,7 @@
 #include <boost/beast/http.hpp>
 
 #include "groupsgd/common/log.h"
+#include "io_thread.h"
 
 namespace groupsgd::ops {
 namespace {
@@ -148,18 +149,7 @@ Result<std::unique_ptr<MetricsServer>> MetricsServer::start(const MetricsRegistr
   impl->port = impl->acceptor.local_endpoint(ec).port();
   if (ec) return internalError("metrics: local_endpoint: " + ec.message());
   impl->accept();
-  Impl* raw = impl.get();
-  impl->thread = std::thread([raw] {
-    log::setThreadTag("metrics");
-    for (;;) {
-      try {
-        raw->io.run();
-        return;
-      } catch (const std::exception& e) {
-        GSGD_ERROR("metrics: handler threw (continuing): " << e.what());
-      }
-    }
-  });
+  impl->thread = startIoThread(impl->io, "metrics");
   GSGD_INFO("metrics: serving http://" << options.host << ":" << impl->port << "/metrics");
   return std::unique_ptr<MetricsServer>(new MetricsServer(std::move(impl)));
 }

@@ -223,7 +223,42 @@ class _FlatModel:
                 self.device_flat.copy_(self.host_flat, non_blocking=True)
 
 
-class Worker:
+class _Role:
+    """What a trainer and an evaluator share: their `_core.Session` (self._session), its
+    should_stop, close() and the with-statement."""
+
+    def __init__(self, model, role, args):
+        """Registers `model` (flattened) as a `role` ("trainer" or "evaluator") with the
+        worker flags `args`."""
+        self.model = model
+        self._flat = _FlatModel(model)
+        self.fingerprint = fingerprint(model)
+        self._session = _core.Session(args, role, self._flat.count, self.fingerprint,
+                                      self._flat.host)
+        self._closed = False
+        self._session.start(self._flat.host)
+
+    @property
+    def should_stop(self):
+        """True once the worker was drained or told to stop: leave the training loop."""
+        return self._closed or self._session.should_stop
+
+    def close(self):
+        """Leaves the run (the coordinator counts what this worker trained). Idempotent."""
+        if not self._closed:
+            self._closed = True
+            self._session.close()
+            self._session.destroy()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+
+class Worker(_Role):
     """One groupsgd trainer around `model` (an nn.Module whose parameters are float32).
 
     Registers with the daemon's coordinator on construction (retrying up to
@@ -234,9 +269,6 @@ class Worker:
                  compress=None, curve_secret_key_file=None, curve_server_key_file=None,
                  timeout_ms=None, connect_timeout_ms=None, give_up_s=None, log_level="warn",
                  extra_args=(), job="", shared_device=None, arbiter=None, device_sharing=None):
-        self.model = model
-        self._flat = _FlatModel(model)
-        self.fingerprint = fingerprint(model)
         args = _options(coordinator, name, job_id, compress, curve_secret_key_file,
                         curve_server_key_file, timeout_ms, connect_timeout_ms, give_up_s,
                         log_level, extra_args, job)
@@ -248,10 +280,7 @@ class Worker:
             args += ["--arbiter", str(arbiter)]
         if device_sharing:
             args += ["--device-sharing", str(device_sharing)]
-        self._session = _core.Session(args, "trainer", self._flat.count, self.fingerprint,
-                                      self._flat.host)
-        self._closed = False
-        self._session.start(self._flat.host)
+        super().__init__(model, "trainer", args)
         self._flat.bind_grads(self._session.gradient_buffer())
         self._flat.load_device()
         self.last = None
@@ -272,11 +301,6 @@ class Worker:
     heartbeats_sent = _session_property("heartbeats_sent")
     registrations = _session_property("registrations")
     quarantined = _session_property("quarantined")
-
-    @property
-    def should_stop(self):
-        """True once the worker was drained or told to stop: leave the training loop."""
-        return self._closed or self._session.should_stop
 
     def step(self, loss=None, batch=None):
         """Ends a step after loss.backward(): pushes the gradients of `batch` samples
@@ -321,21 +345,6 @@ class Worker:
             yield waited
         finally:
             self._session.release_device()
-
-    def close(self):
-        """Leaves the run (the coordinator counts what this worker trained). Idempotent."""
-        if not self._closed:
-            self._closed = True
-            self._session.close()
-            self._session.destroy()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-        return False
-
 
 class ShardBatchSampler(torch.utils.data.Sampler):
     """Batches of indices from this worker's shard (every shard_count-th sample from
@@ -465,7 +474,7 @@ def accuracy(model, batches, device=None):
     return correct / max(1, total)
 
 
-class Evaluator:
+class Evaluator(_Role):
     """Measures the central model's test accuracy and reports it to the coordinator (the
     evaluator role: the daemon's target accuracy and run summary come from it).
 
@@ -477,22 +486,12 @@ class Evaluator:
                  curve_secret_key_file=None, curve_server_key_file=None, timeout_ms=None,
                  connect_timeout_ms=None, give_up_s=None, log_level="warn", extra_args=(),
                  job=""):
-        self.model = model
-        self._flat = _FlatModel(model)
-        self.fingerprint = fingerprint(model)
         args = _options(coordinator, name, job_id, None, curve_secret_key_file,
                         curve_server_key_file, timeout_ms, connect_timeout_ms, give_up_s,
                         log_level, extra_args, job)
-        self._session = _core.Session(args, "evaluator", self._flat.count, self.fingerprint,
-                                      self._flat.host)
-        self._closed = False
-        self._session.start(self._flat.host)
+        super().__init__(model, "evaluator", args)
         self.version = None
         self.accuracy = None
-
-    @property
-    def should_stop(self):
-        return self._closed or self._session.should_stop
 
     def fetch(self):
         """Loads the newest central model into the model; returns its version."""
@@ -529,16 +528,3 @@ class Evaluator:
                     on_result(version, acc)
             time.sleep(max(0.0, interval_s - (time.monotonic() - started)))
         self.close()
-
-    def close(self):
-        if not self._closed:
-            self._closed = True
-            self._session.close()
-            self._session.destroy()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-        return False

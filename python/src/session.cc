@@ -127,20 +127,9 @@ Status Session::start(std::span<float> params) {
 }
 
 bool Session::follow(const client::StepAnswer& ans) {
-  if (ans.batch_size != 0) batch_ = ans.batch_size;
-  switch (ans.directive) {
-    case client::Directive::kContinue:
-      return true;
-    case client::Directive::kStop:
-      GSGD_INFO("drained by the coordinator");
-      stop_ = true;
-      return false;
-    case client::Directive::kReassign:
-      GSGD_INFO("moved by a regroup; fetching the new assignment");
-      if (!register_(a_.worker_id) && (quarantined_ || !register_(0))) stop_ = true;
-      return false;
-  }
-  return true;
+  return worker::followDirective(ans, &batch_, &stop_, [this] {
+    return register_(a_.worker_id) || (!quarantined_ && register_(0));
+  });
 }
 
 Status Session::recover(const Status& why) {

@@ -103,18 +103,26 @@ def check_straggler(rows, summary, errors):
                     errors.append("%s-%s: '%s' is not {median, min, max, n}" % (case, mode, key))
 
 
-def check_memory(rows, summary, errors):
-    servers = {r.get("server"): r for r in rows if "server" in r}
-    for name in ("central", "group"):
-        r = servers.get(name)
+def check_named_lines(rows, summary, errors, field, names, noun, keys, summary_key):
+    """A line whose `field` is each of `names` (a `noun`), with numbers > 0 under `keys`,
+    and the summary's number NAME_`summary_key` for each."""
+    lines = {r.get(field): r for r in rows if field in r}
+    for name in names:
+        r = lines.get(name)
         if r is None:
-            errors.append("no line for the %s PS" % name)
+            errors.append("no line for the %s %s" % (name, noun))
             continue
-        for key in ("peak_bytes", "model_bytes", "peak_model_multiple", "target_bytes"):
+        for key in keys:
             if not number(r.get(key)) or r[key] <= 0:
                 errors.append("%s: '%s' missing or not > 0" % (name, key))
-        if not number(summary.get(name + "_peak_model_multiple")):
-            errors.append("summary has no %s_peak_model_multiple" % name)
+        if not number(summary.get(name + "_" + summary_key)):
+            errors.append("summary has no %s_%s" % (name, summary_key))
+
+
+def check_memory(rows, summary, errors):
+    check_named_lines(rows, summary, errors, "server", ("central", "group"), "PS",
+                      ("peak_bytes", "model_bytes", "peak_model_multiple", "target_bytes"),
+                      "peak_model_multiple")
 
 
 def check_scale(rows, summary, errors):
@@ -168,17 +176,8 @@ def check_crossover(rows, summary, errors):
 
 
 def check_model_timing(rows, summary, errors):
-    models = {r.get("model"): r for r in rows if "model" in r}
-    for name in ("mlp", "cnn"):
-        r = models.get(name)
-        if r is None:
-            errors.append("no line for the %s model" % name)
-            continue
-        for key in ("median_ms", "min_ms", "max_ms"):
-            if not number(r.get(key)) or r[key] <= 0:
-                errors.append("%s: '%s' missing or not > 0" % (name, key))
-        if not number(summary.get(name + "_median_ms")):
-            errors.append("summary has no %s_median_ms" % name)
+    check_named_lines(rows, summary, errors, "model", ("mlp", "cnn"), "model",
+                      ("median_ms", "min_ms", "max_ms"), "median_ms")
 
 
 CHECKS = {"dataplane": check_dataplane, "dataplane-netns": check_dataplane_netns,

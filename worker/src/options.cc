@@ -118,6 +118,16 @@ Convert count(Access access) {
   };
 }
 
+// The same, refusing 0.
+template <typename T, typename Access>
+Convert positiveCount(Access access) {
+  return [access](const std::string& flag, const std::string& v, WorkerOptions& o) {
+    GSGD_RETURN_IF_ERROR(parseUnsigned(flag, v, &access(o)));
+    if (access(o) == 0) return invalidArgument(flag + " must be > 0");
+    return Status::ok();
+  };
+}
+
 // A finite number; check(x) says whether it is in range, `want` how it must be.
 template <typename Access, typename Check>
 Convert number(Access access, Check check, const char* want) {
@@ -142,19 +152,9 @@ const std::vector<CheckedFlag>& checkedFlags() {
       {"--eval-interval-ms", count<std::uint32_t>(WORKER_FIELD(eval_interval_ms))},
       {"--timeout-ms", count<std::uint32_t>(WORKER_FIELD(timeout_ms))},
       {"--connect-timeout-ms", count<std::uint32_t>(WORKER_FIELD(connect_timeout_ms))},
-      {"--backoff-initial-ms",
-       [](const std::string& flag, const std::string& v, WorkerOptions& o) {
-         GSGD_RETURN_IF_ERROR(parseUnsigned(flag, v, &o.backoff_initial_ms));
-         if (o.backoff_initial_ms == 0) return invalidArgument(flag + " must be > 0");
-         return Status::ok();
-       }},
+      {"--backoff-initial-ms", positiveCount<std::uint32_t>(WORKER_FIELD(backoff_initial_ms))},
       {"--backoff-max-ms", count<std::uint32_t>(WORKER_FIELD(backoff_max_ms))},
-      {"--arbiter-timeout-ms",
-       [](const std::string& flag, const std::string& v, WorkerOptions& o) {
-         GSGD_RETURN_IF_ERROR(parseUnsigned(flag, v, &o.arbiter_timeout_ms));
-         if (o.arbiter_timeout_ms == 0) return invalidArgument(flag + " must be > 0");
-         return Status::ok();
-       }},
+      {"--arbiter-timeout-ms", positiveCount<std::uint32_t>(WORKER_FIELD(arbiter_timeout_ms))},
       {"--arbiter-handoff",
        [](const std::string& flag, const std::string& v, WorkerOptions& o) {
          if (v != "on" && v != "off")

@@ -35,4 +35,22 @@ Result<client::Assignment> registerWithRetry(client::CoordinatorClient& coord, c
   return unavailable("could not register with " + o.coordinator + ": " + last.toString());
 }
 
+bool followDirective(const client::StepAnswer& ans, std::uint32_t* batch, bool* stop,
+                     const std::function<bool()>& reregister) {
+  if (ans.batch_size != 0) *batch = ans.batch_size;
+  switch (ans.directive) {
+    case client::Directive::kContinue:
+      return true;
+    case client::Directive::kStop:
+      GSGD_INFO("drained by the coordinator");
+      *stop = true;
+      return false;
+    case client::Directive::kReassign:
+      GSGD_INFO("moved by a regroup; fetching the new assignment");
+      if (!reregister()) *stop = true;
+      return false;
+  }
+  return true;
+}
+
 }  // namespace groupsgd::worker

@@ -1,22 +1,21 @@
 #include "groupsgd/adaptive/policy/stage_controller.h"
 
+#include <array>
 #include <cmath>
 #include <numeric>
 #include <sstream>
 
+#include "groupsgd/base/enum_names.h"
+
 namespace groupsgd::adaptive::policy {
 
-const char* stageName(Stage s) {
-  switch (s) {
-    case Stage::kProfiling:
-      return "profiling";
-    case Stage::kCoarse:
-      return "coarse";
-    case Stage::kFine:
-      return "fine";
-  }
-  return "unknown";
-}
+constexpr std::array<base::EnumName<Stage>, 3> kStageNames{{
+    {Stage::kProfiling, "profiling"},
+    {Stage::kCoarse, "coarse"},
+    {Stage::kFine, "fine"},
+}};
+
+const char* stageName(Stage s) { return base::nameOf(kStageNames, s); }
 
 std::uint32_t StageController::exchangePeriod() const {
   return stage_ == Stage::kCoarse ? cfg_.coarse_period : cfg_.fine_period;

@@ -72,6 +72,14 @@ struct ScaleOp {
   }
 };
 
+// acc += a * v, lane by lane.
+__device__ inline void addScaled(float4& acc, float a, const float4& v) {
+  acc.x += a * v.x;
+  acc.y += a * v.y;
+  acc.z += a * v.z;
+  acc.w += a * v.w;
+}
+
 struct AxpyOp {
   const float* x;
   float* y;
@@ -80,10 +88,7 @@ struct AxpyOp {
   __device__ void vec4(std::size_t i) const {
     const float4 xv = reinterpret_cast<const float4*>(x)[i];
     float4 yv = reinterpret_cast<float4*>(y)[i];
-    yv.x += a * xv.x;
-    yv.y += a * xv.y;
-    yv.z += a * xv.z;
-    yv.w += a * xv.w;
+    addScaled(yv, a, xv);
     reinterpret_cast<float4*>(y)[i] = yv;
   }
 };
@@ -150,10 +155,7 @@ struct WeightedSumOp {
       if (k == 0 && !accumulate) {
         acc = make_float4(wk * v.x, wk * v.y, wk * v.z, wk * v.w);
       } else {
-        acc.x += wk * v.x;
-        acc.y += wk * v.y;
-        acc.z += wk * v.z;
-        acc.w += wk * v.w;
+        addScaled(acc, wk, v);
       }
     }
     reinterpret_cast<float4*>(out)[i] = acc;

@@ -54,23 +54,24 @@ class CudaMlpModel final : public CudaModelBase {
     float* g = grad();
     const float *h1 = h1_.get(), *h2 = h2_.get();
     float *dh1 = dh1_.get(), *dh2 = dh2_.get();
-    // Layer 3: dW3 = dZ^T h2, db3 = colsum dZ, dh2 = dZ W3 masked by ReLU.
-    GSGD_GPU_TRY(
-        gemm(blas(), kYes, kNo, c_, kH2, batch, 1.0f, dz, c_, h2, kH2, 0.0f, g + o_w3_, kH2));
-    GSGD_GPU_TRY(gpu::sumRows(blas(), dz, batch, c_, ones(), g + o_b3_));
-    GSGD_GPU_TRY(
-        gemm(blas(), kNo, kNo, batch, kH2, c_, 1.0f, dz, c_, p + o_w3_, kH2, 0.0f, dh2, kH2));
-    GSGD_GPU_TRY(gpu::reluBackward(h2, dh2, batch * kH2));
-    // Layer 2.
-    GSGD_GPU_TRY(
-        gemm(blas(), kYes, kNo, kH2, kH1, batch, 1.0f, dh2, kH2, h1, kH1, 0.0f, g + o_w2_, kH1));
-    GSGD_GPU_TRY(gpu::sumRows(blas(), dh2, batch, kH2, ones(), g + o_b2_));
-    GSGD_GPU_TRY(
-        gemm(blas(), kNo, kNo, batch, kH1, kH2, 1.0f, dh2, kH2, p + o_w2_, kH1, 0.0f, dh1, kH1));
-    GSGD_GPU_TRY(gpu::reluBackward(h1, dh1, batch * kH1));
+    GSGD_GPU_TRY(hiddenBackward(p, g, batch, dz, c_, h2, kH2, o_w3_, o_b3_, dh2));    // layer 3
+    GSGD_GPU_TRY(hiddenBackward(p, g, batch, dh2, kH2, h1, kH1, o_w2_, o_b2_, dh1));  // layer 2
     // Layer 1: no gradient w.r.t. x is needed.
     GSGD_GPU_TRY(gemm(blas(), kYes, kNo, kH1, d_, batch, 1.0f, dh1, kH1, input(), d_, 0.0f, g, d_));
     return gpu::sumRows(blas(), dh1, batch, kH1, ones(), g + o_b1_);
+  }
+
+  // The backward pass of a dense layer over a ReLU hidden layer h (batch×in): dW = dZ^T h,
+  // db = colsum dZ (into g at w_off, b_off) and dh = dZ W masked by ReLU (as mlp_model.cc).
+  KernelStatus hiddenBackward(const float* p, float* g, std::size_t batch, const float* dz,
+                              std::size_t out, const float* h, std::size_t in, std::size_t w_off,
+                              std::size_t b_off, float* dh) {
+    GSGD_GPU_TRY(
+        gemm(blas(), kYes, kNo, out, in, batch, 1.0f, dz, out, h, in, 0.0f, g + w_off, in));
+    GSGD_GPU_TRY(gpu::sumRows(blas(), dz, batch, out, ones(), g + b_off));
+    GSGD_GPU_TRY(
+        gemm(blas(), kNo, kNo, batch, in, out, 1.0f, dz, out, p + w_off, in, 0.0f, dh, in));
+    return gpu::reluBackward(h, dh, batch * in);
   }
 
   std::size_t d_, c_;

@@ -150,6 +150,9 @@ class Coordinator {
   nlohmann::ordered_json workersJson() const;
   nlohmann::ordered_json groupsJson() const;
   Result<std::uint64_t> findWorker(const nlohmann::json& ref) const;
+  // The worker r's "worker" param names, when it is in `state`; otherwise r is answered with
+  // the error (no such worker, or refused: it is in another state) and the result is null.
+  WorkerRecord* requestedWorkerIn(PendingRequest& r, WorkerState state);
   Status applySettings(const nlohmann::json& values, nlohmann::ordered_json* applied,
                        nlohmann::ordered_json* previous);
   // One handler per control method; checkpoint answers later, when the central PS has.

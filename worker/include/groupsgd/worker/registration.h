@@ -4,6 +4,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
+#include <functional>
 
 #include "groupsgd/client/client.h"
 #include "groupsgd/common/backoff.h"
@@ -22,5 +24,12 @@ Result<client::Assignment> registerWithRetry(client::CoordinatorClient& coord, c
                                              const WorkerOptions& o,
                                              const std::atomic<bool>& interrupted,
                                              std::chrono::milliseconds patience);
+
+// A trainer's answer to a step's directive (the trainer's and the Python binding's): the
+// batch size it names (not 0) goes to *batch; stop sets *stop; reassign calls
+// reregister(), which says whether the trainer goes on, and sets *stop when it does not.
+// True only for continue: training goes on with this answer.
+bool followDirective(const client::StepAnswer& ans, std::uint32_t* batch, bool* stop,
+                     const std::function<bool()>& reregister);
 
 }  // namespace groupsgd::worker

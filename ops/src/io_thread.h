@@ -1,0 +1,31 @@
+// The thread that serves an Asio io_context of the control and metrics servers.
+// Thread rule: the thread it returns is the only one that runs io.
+#pragma once
+
+#include <exception>
+#include <thread>
+#include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange
+
+#include <boost/asio/io_context.hpp>
+
+#include "groupsgd/common/log.h"
+
+namespace groupsgd::ops {
+
+// Runs io until it runs out of work, under the log tag `tag`; an exception a handler throws
+// is logged ("<tag>: handler threw (continuing): ...") and the loop goes on.
+inline std::thread startIoThread(boost::asio::io_context& io, const char* tag) {
+  return std::thread([&io, tag] {
+    log::setThreadTag(tag);
+    for (;;) {
+      try {
+        io.run();
+        return;
+      } catch (const std::exception& e) {
+        GSGD_ERROR(tag << ": handler threw (continuing): " << e.what());
+      }
+    }
+  });
+}
+
+}  // namespace groupsgd::ops
