@@ -11,6 +11,7 @@
 #include <random>
 #include <vector>
 
+#include "centralps_test_util.h"
 #include "groupsgd/common/transport.h"
 #include "groupsgd/kernels/model.h"
 #include "groupsgd/testbed/server_thread.h"
@@ -18,6 +19,7 @@
 using namespace groupsgd;
 using namespace groupsgd::centralps;
 using namespace std::chrono_literals;
+using centralps::testing::bitIdentical;
 using groupsgd::testbed::ServerThread;
 
 namespace {
@@ -94,14 +96,7 @@ struct Central {
 
 std::vector<float> smallDelta(std::size_t n, std::uint32_t seed) {
   std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-0.01f, 0.01f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
-
-bool bitIdentical(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+  return centralps::testing::randomVector(n, rng, 0.01f);
 }
 
 }  // namespace
