@@ -10,8 +10,7 @@
 
 using namespace groupsgd;
 using namespace groupsgd::centralps;
-using centralps::testing::bitIdentical;
-using centralps::testing::randomVector;
+using namespace groupsgd::centralps::testing;  // bitIdentical, randomVector
 using kernels::OptimizerConfig;
 using kernels::OptimizerKind;
 
