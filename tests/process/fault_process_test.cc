@@ -165,12 +165,8 @@ TEST_CASE(
       "stale_heartbeats %llu bad_messages %llu; w1's first registration closed with %llu samples\n",
       frozen_for, dead_after, kDeadAfterS, reregistered_after,
       refusal.empty() ? "(none: a heartbeat was answered reregister)" : refusal.c_str(),
-      static_cast<unsigned long long>(s["samples_trained"].get<std::uint64_t>()),
-      static_cast<unsigned long long>(s["samples_applied"].get<std::uint64_t>()),
-      static_cast<unsigned long long>(s["samples_dropped"].get<std::uint64_t>()),
-      static_cast<unsigned long long>(s["late_gradients"].get<std::uint64_t>()),
-      static_cast<unsigned long long>(s["stale_heartbeats"].get<std::uint64_t>()),
-      static_cast<unsigned long long>(s["bad_messages"].get<std::uint64_t>()),
+      llu(s["samples_trained"]), llu(s["samples_applied"]), llu(s["samples_dropped"]),
+      llu(s["late_gradients"]), llu(s["stale_heartbeats"]), llu(s["bad_messages"]),
       static_cast<unsigned long long>(frozen_samples));
   std::fflush(stdout);
   // Silence counts from the last heartbeat the coordinator saw, which left the worker up
@@ -207,8 +203,7 @@ TEST_CASE(
   CHECK(s["bad_messages"].get<std::uint64_t>() >= 12);
   CHECK(s["replayed_pushes"].get<std::uint64_t>() == 2);
   std::printf("fault: probes refused 12/12; summary bad_messages %llu, samples_trained %llu\n",
-              static_cast<unsigned long long>(s["bad_messages"].get<std::uint64_t>()),
-              static_cast<unsigned long long>(s["samples_trained"].get<std::uint64_t>()));
+              llu(s["bad_messages"]), llu(s["samples_trained"]));
 }
 
 TEST_CASE(
@@ -237,10 +232,7 @@ TEST_CASE(
   std::printf(
       "fault: push answers timed out: %zu in w0's log; the groups counted %llu samples "
       "whose answer w0 never saw; trained %llu = applied %llu + dropped %llu\n",
-      countOf(readFile(wlog), "no answer from"),
-      static_cast<unsigned long long>(s["samples_counted_unanswered"].get<std::uint64_t>()),
-      static_cast<unsigned long long>(s["samples_trained"].get<std::uint64_t>()),
-      static_cast<unsigned long long>(s["samples_applied"].get<std::uint64_t>()),
-      static_cast<unsigned long long>(s["samples_dropped"].get<std::uint64_t>()));
+      countOf(readFile(wlog), "no answer from"), llu(s["samples_counted_unanswered"]),
+      llu(s["samples_trained"]), llu(s["samples_applied"]), llu(s["samples_dropped"]));
   std::fflush(stdout);
 }

@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 
@@ -124,6 +125,11 @@ void checkAccounting(const json& s) {
         s["samples_applied"].get<std::uint64_t>() + s["samples_dropped"].get<std::uint64_t>());
   CHECK(s["samples_unaccounted"].get<std::uint64_t>() == 0);
   CHECK(s["accounting_ok"].get<bool>());
+}
+
+void reportDone(const std::string& dir) {
+  std::fflush(stdout);
+  removeTestDir(dir);
 }
 
 double wallNow() {

@@ -75,6 +75,13 @@ nlohmann::json readSummary(const std::string& dir);
 // accounting_ok.
 void checkAccounting(const nlohmann::json& summary);
 
+// A JSON count as printf's %llu takes it, for the figures a test prints.
+inline unsigned long long llu(const nlohmann::json& count) {
+  return static_cast<unsigned long long>(count.get<std::uint64_t>());
+}
+// After a test's report lines: flushes them, then removes the test's directory.
+void reportDone(const std::string& dir);
+
 // Seconds since the epoch (the clock log lines are stamped with).
 double wallNow();
 // The log time stamp of the first line holding `text` at or after byte `from`; -1 if none.
