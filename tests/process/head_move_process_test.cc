@@ -97,7 +97,7 @@ TEST_CASE(
   const std::vector<std::string> args = checkpointedHeadArgs(dir);
   auto head = startDaemon(dir, "head1.log", "tcp://127.0.0.1:0", args);
   const std::string ep = endpointIn(dir);
-  auto worker = [&](int i, std::initializer_list<std::string> backoff) {
+  auto worker = [&](int i, const std::vector<std::string>& backoff) {
     return startWorker(dir, ep, i,
                        withArgs({"--timeout-ms", "1500", "--give-up-s", "60"}, backoff));
   };

@@ -11,7 +11,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -73,13 +72,6 @@ inline std::vector<std::string> checkpointedHeadArgs(const std::string& dir, int
           std::to_string(every),
           "--checkpoint-interval-s",
           "0"};
-}
-
-// `args` followed by `more`.
-inline std::vector<std::string> withArgs(std::vector<std::string> args,
-                                         std::initializer_list<std::string> more) {
-  args.insert(args.end(), more);
-  return args;
 }
 
 // groupsgdd --role node --coordinator COORDINATOR (an endpoint or a list) offering 2 group
