@@ -13,6 +13,7 @@
 #include "groupsgd/client/client.h"
 #include "groupsgd/common/transport.h"
 #include "process.h"
+#include "worker_run.h"
 
 using namespace groupsgd;
 using namespace groupsgd::testing;
@@ -89,20 +90,7 @@ std::string frontEndpoint(const std::string& dir) {
 
 std::unique_ptr<Process> startWorker(const std::string& dir, const std::string& job,
                                      const std::string& name, bool evaluate = false) {
-  std::vector<std::string> argv = {WORKER_PATH,
-                                   "--coordinator",
-                                   frontEndpoint(dir),
-                                   "--name",
-                                   name,
-                                   "--device-ms",
-                                   "2",
-                                   "--give-up-s",
-                                   "60",
-                                   "--timeout-ms",
-                                   "4000"};
-  if (!job.empty()) argv.insert(argv.end(), {"--job", job});
-  if (evaluate) argv.insert(argv.end(), {"--evaluate", "--eval-interval-ms", "200"});
-  return std::make_unique<Process>(argv, dir + "/" + name + ".log");
+  return startJobWorker(dir, frontEndpoint(dir), job, name, evaluate);
 }
 
 json jobRow(const std::string& dir, const std::string& name) {

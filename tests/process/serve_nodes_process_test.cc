@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "daemon_harness.h"
+#include "worker_run.h"
 
 using namespace groupsgd::testing;
 using namespace std::chrono_literals;
@@ -35,21 +36,7 @@ std::unique_ptr<Process> startNode(const std::string& dir, const std::string& na
 
 std::unique_ptr<Process> startWorker(const std::string& dir, const std::string& job,
                                      const std::string& name, bool evaluate = false) {
-  std::vector<std::string> argv = {WORKER_PATH,
-                                   "--coordinator",
-                                   endpointIn(dir),
-                                   "--job",
-                                   job,
-                                   "--name",
-                                   name,
-                                   "--device-ms",
-                                   "2",
-                                   "--give-up-s",
-                                   "60",
-                                   "--timeout-ms",
-                                   "4000"};
-  if (evaluate) argv.insert(argv.end(), {"--evaluate", "--eval-interval-ms", "200"});
-  return std::make_unique<Process>(argv, dir + "/" + name + ".log");
+  return startJobWorker(dir, endpointIn(dir), job, name, evaluate);
 }
 
 json softmaxJob(const std::string& name, const std::string& mode, double target) {

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "daemon_harness.h"
+#include "worker_run.h"
 
 using namespace groupsgd::testing;
 using namespace std::chrono_literals;
@@ -17,40 +18,10 @@ using nlohmann::json;
 
 namespace {
 
-struct Cluster {
-  std::string dir = makeTempDir();
-  std::unique_ptr<Process> daemon;
-  std::vector<std::unique_ptr<Process>> workers;
-  std::string endpoint;
-
+struct Cluster : WorkerRun {
   explicit Cluster(std::vector<std::string> daemon_args) {
     daemon_args.insert(daemon_args.begin(), {"--progress-ms", "0", "--heartbeat-ms", "300"});
-    daemon = startDaemon(dir, "daemon.log", daemon_args, DaemonFiles{.control_socket = false});
-    endpoint = endpointIn(dir);
-  }
-  ~Cluster() {
-    workers.clear();
-    daemon.reset();
-    removeTestDir(dir);
-  }
-  Process& addWorker(std::vector<std::string> extra) {
-    std::vector<std::string> argv = {WORKER_PATH, "--coordinator", endpoint};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    workers.push_back(std::make_unique<Process>(
-        argv, dir + "/worker-" + std::to_string(workers.size()) + ".log"));
-    return *workers.back();
-  }
-  json finish(std::chrono::milliseconds timeout) {
-    auto rc = daemon->wait(timeout);
-    REQUIRE_MESSAGE(rc.has_value(), "the daemon did not stop in time");
-    CHECK(*rc == 0);
-    for (std::size_t i = 0; i < workers.size(); ++i) {
-      auto wrc = workers[i]->wait(15000ms);
-      CHECK_MESSAGE(wrc == std::optional<int>(0),
-                    exitText(wrc) << ", worker " << i << ": "
-                                  << readFile(dir + "/worker-" + std::to_string(i) + ".log"));
-    }
-    return readSummary(dir);
+    start(std::move(daemon_args), DaemonFiles{.control_socket = false});
   }
 };
 
