@@ -131,15 +131,13 @@ TEST_CASE(
       },
       60000ms, 200ms);
   REQUIRE(seen >= 3 * kEvery);
-  const double killed_at = wallNow();
-  killHard(*head);
   // The workers notice (no answer), then keep trying with back-off. Restart on the same
   // port a little later, as a supervisor would. The new run's budget lasts longer than a
   // worker's longest back-off (1 s), so every worker is back before it ends.
-  std::this_thread::sleep_for(1500ms);  // the outage under test: a fixed time, not a state
-  auto again = startDaemon(dir, "head2.log", ep,
-                           withArgs(args, {"--max-samples", "20000", "--max-seconds", "120"}));
-  const double restarted_at = wallNow();
+  const HeadRestart restart = restartHead(
+      dir, *head, ep, withArgs(args, {"--max-samples", "20000", "--max-seconds", "120"}), 1500ms);
+  const auto& again = restart.head;
+  const double killed_at = restart.killed_at, restarted_at = restart.restarted_at;
   REQUIRE(waitForText(dir + "/head2.log", "resumed from", 10000ms));
   REQUIRE(again->wait(150000ms) == std::optional<int>(0));
   checkWorkersExit(dir, workers, 30000ms);
@@ -338,23 +336,18 @@ TEST_CASE(
     "failover: multi-node roles: the head restarted from its checkpoint; the node daemon and the "
     "workers re-register on their own") {
   const std::string dir = makeTempDir();
-  const std::vector<std::string> args =
-      withArgs(checkpointedHeadArgs(dir), {"--role", "coordinator"});
-  auto head = startDaemon(dir, "head1.log", "tcp://127.0.0.1:0", args);
-  const std::string ep = endpointIn(dir);
-  auto node = startNode(dir, ep);
-  std::vector<std::unique_ptr<Process>> workers;
-  for (int i = 0; i < 2; ++i) workers.push_back(startWorker(dir, ep, i, kRecoveringWorker));
+  NodeRun run = startNodeRun(dir, /*spare_endpoint=*/false);
+  auto& node = run.node;
   REQUIRE(waitForSamples(dir, 2000, 90000ms));
-  killHard(*head);
-  std::this_thread::sleep_for(1000ms);  // the outage under test: a fixed time, not a state
-  auto again = startDaemon(dir, "head2.log", ep,
-                           withArgs(args, {"--max-samples", "3000", "--max-seconds", "120"}));
+  const auto again =
+      restartHead(dir, *run.head, run.ep,
+                  withArgs(run.args, {"--max-samples", "3000", "--max-seconds", "120"}), 1000ms)
+          .head;
   REQUIRE(again->wait(150000ms) == std::optional<int>(0));
   INFO("head2: " << readFile(dir + "/head2.log"));
   INFO("node: " << readFile(dir + "/node.log"));
   CHECK(node->wait(30000ms) == std::optional<int>(0));
-  checkWorkersExit(dir, workers, 30000ms);
+  checkWorkersExit(dir, run.workers, 30000ms);
   CHECK(readFile(dir + "/node.log").find("re-registering") != std::string::npos);
   json s = readSummary(dir);
   checkAccounting(s);

@@ -22,15 +22,9 @@ TEST_CASE(
     "faults: the head restarted on another port is found again by the "
     "node daemon and the workers (endpoint list); accounting holds") {
   const std::string dir = makeTempDir();
-  const std::vector<std::string> args =
-      withArgs(checkpointedHeadArgs(dir), {"--role", "coordinator"});
-  auto head = startDaemon(dir, "head1.log", "tcp://127.0.0.1:0", args);
-  const std::string ep1 = endpointIn(dir);
-  const std::string ep2 = "tcp://127.0.0.1:" + std::to_string(freePort());
-  const std::string list = ep1 + "," + ep2;
-  auto node = startNode(dir, list);
-  std::vector<std::unique_ptr<Process>> workers;
-  for (int i = 0; i < 2; ++i) workers.push_back(startWorker(dir, list, i, kRecoveringWorker));
+  NodeRun run = startNodeRun(dir, /*spare_endpoint=*/true);
+  const std::string& ep1 = run.ep;
+  const std::string& ep2 = run.spare_ep;
   json st = waitForStatus(
       dir,
       [](const json& s) {
@@ -39,14 +33,13 @@ TEST_CASE(
       90000ms);
   REQUIRE(st["central_version"].get<std::uint64_t>() >= 40);
   const auto seen = st["central_version"].get<std::uint64_t>();
-  const double killed_at = wallNow();
-  killHard(*head);
-  std::this_thread::sleep_for(1000ms);  // the outage under test: a fixed time, not a state
   // A budget of several seconds of training: with 4000 the new head finished 0.8 s after
   // the first trainer was back, before the second one's next retry (back-off up to 1 s).
-  auto again = startDaemon(dir, "head2.log", ep2,
-                           withArgs(args, {"--max-samples", "40000", "--max-seconds", "120"}));
-  const double restarted_at = wallNow();
+  const HeadRestart restart =
+      restartHead(dir, *run.head, ep2,
+                  withArgs(run.args, {"--max-samples", "40000", "--max-seconds", "120"}), 1000ms);
+  const auto& again = restart.head;
+  const double killed_at = restart.killed_at, restarted_at = restart.restarted_at;
   // Everybody back on the new endpoint, training under the new incarnation.
   st = waitForStatus(
       dir,
@@ -60,8 +53,8 @@ TEST_CASE(
   CHECK(st["workers"]["active"] == 2);
   CHECK(st["incarnation"] == 2);
   REQUIRE(again->wait(150000ms) == std::optional<int>(0));
-  CHECK(node->wait(30000ms) == std::optional<int>(0));
-  checkWorkersExit(dir, workers, 30000ms);
+  CHECK(run.node->wait(30000ms) == std::optional<int>(0));
+  checkWorkersExit(dir, run.workers, 30000ms);
   CHECK(readFile(dir + "/node.log").find("re-registering") != std::string::npos);
   json s = readSummary(dir);
   checkAccounting(s);

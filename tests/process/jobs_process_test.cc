@@ -107,12 +107,7 @@ bool jobIs(const std::string& dir, const std::string& name, const std::string& s
 }
 
 json softmaxJob(const std::string& name, const std::string& mode, double target) {
-  json j = {{"name", name},       {"mode", mode},     {"workers", 2},
-            {"model", "softmax"}, {"batch_size", 64}, {"optimizer", {{"lr", 0.1}}},
-            {"max_seconds", 120}};
-  if (mode == "grouped") j["groups"] = 2;
-  if (target > 0) j["target_acc"] = target;
-  return j;
+  return testing::softmaxJob(name, mode, target, 120);
 }
 
 }  // namespace

@@ -40,12 +40,7 @@ std::unique_ptr<Process> startWorker(const std::string& dir, const std::string& 
 }
 
 json softmaxJob(const std::string& name, const std::string& mode, double target) {
-  json j = {{"name", name},       {"mode", mode},     {"workers", 2},
-            {"model", "softmax"}, {"batch_size", 64}, {"optimizer", {{"lr", 0.1}}},
-            {"max_seconds", 60}};
-  if (mode == "grouped") j["groups"] = 2;
-  if (target > 0) j["target_acc"] = target;
-  return j;
+  return testing::softmaxJob(name, mode, target, 60);
 }
 
 std::string writeJob(const std::string& dir, const json& job) {

@@ -25,6 +25,13 @@ struct Cluster : WorkerRun {
   }
 };
 
+// Three workers (1 ms steps) training in MODE for 15000 samples: the run's summary.
+json threeWorkerSummary(const std::string& mode) {
+  Cluster c({"--mode", mode, "--workers", "3", "--max-samples", "15000", "--max-seconds", "60"});
+  for (int i = 0; i < 3; ++i) c.addWorker({"--device-ms", "1"});
+  return c.finish(90000ms);
+}
+
 }  // namespace
 
 TEST_CASE(
@@ -52,9 +59,7 @@ TEST_CASE(
 }
 
 TEST_CASE("process: sync mode trains and keeps the accounting invariant") {
-  Cluster c({"--mode", "sync", "--workers", "3", "--max-samples", "15000", "--max-seconds", "60"});
-  for (int i = 0; i < 3; ++i) c.addWorker({"--device-ms", "1"});
-  json s = c.finish(90000ms);
+  json s = threeWorkerSummary("sync");
   INFO("summary: " << s.dump());
   CHECK(s["stop_reason"] == "sample budget spent");
   CHECK(s["groups"].get<int>() == 1);
@@ -63,9 +68,7 @@ TEST_CASE("process: sync mode trains and keeps the accounting invariant") {
 }
 
 TEST_CASE("process: async mode weights stale updates and keeps the accounting invariant") {
-  Cluster c({"--mode", "async", "--workers", "3", "--max-samples", "15000", "--max-seconds", "60"});
-  for (int i = 0; i < 3; ++i) c.addWorker({"--device-ms", "1"});
-  json s = c.finish(90000ms);
+  json s = threeWorkerSummary("async");
   INFO("summary: " << s.dump());
   CHECK(s["groups"].get<int>() == 3);
   CHECK(s["central"]["mean_staleness"].get<double>() > 0);  // groups interleave

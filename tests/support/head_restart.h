@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "daemon_harness.h"
@@ -89,6 +90,50 @@ inline std::unique_ptr<Process> startNode(const std::string& dir, const std::str
 inline void killHard(Process& p) {
   REQUIRE(::kill(p.pid(), SIGKILL) == 0);
   REQUIRE(p.wait(std::chrono::seconds(10)).has_value());
+}
+
+// A checkpointing head (role coordinator, checkpointedHeadArgs), a node daemon offering its
+// two group PSes and two recovering workers. With a spare endpoint the node and the workers
+// are given the list "head's endpoint,spare" (a free loopback port for a head that moves).
+struct NodeRun {
+  std::vector<std::string> args;  // the head's flags
+  std::unique_ptr<Process> head, node;
+  std::vector<std::unique_ptr<Process>> workers;
+  std::string ep;        // the head's
+  std::string spare_ep;  // empty without a spare
+};
+inline NodeRun startNodeRun(const std::string& dir, bool spare_endpoint) {
+  NodeRun r;
+  r.args = withArgs(checkpointedHeadArgs(dir), {"--role", "coordinator"});
+  r.head = startDaemon(dir, "head1.log", "tcp://127.0.0.1:0", r.args);
+  r.ep = endpointIn(dir);
+  std::string coordinator = r.ep;
+  if (spare_endpoint) {
+    r.spare_ep = "tcp://127.0.0.1:" + std::to_string(freePort());
+    coordinator += "," + r.spare_ep;
+  }
+  r.node = startNode(dir, coordinator);
+  for (int i = 0; i < 2; ++i)
+    r.workers.push_back(startWorker(dir, coordinator, i, kRecoveringWorker));
+  return r;
+}
+
+// The outage under test: the head killed hard, then, after `outage` (a fixed time, not a
+// state), a new head on `listen` with `args` (its output in DIR/head2.log).
+struct HeadRestart {
+  std::unique_ptr<Process> head;  // the new one
+  double killed_at = 0;           // wall times (wallNow)
+  double restarted_at = 0;
+};
+inline HeadRestart restartHead(const std::string& dir, Process& old_head, const std::string& listen,
+                               std::vector<std::string> args, std::chrono::milliseconds outage) {
+  HeadRestart r;
+  r.killed_at = wallNow();
+  killHard(old_head);
+  std::this_thread::sleep_for(outage);
+  r.head = startDaemon(dir, "head2.log", listen, std::move(args));
+  r.restarted_at = wallNow();
+  return r;
 }
 
 }  // namespace groupsgd::testing
