@@ -12,8 +12,8 @@
 
 #include "groupsgd/client/client.h"
 #include "groupsgd/common/transport.h"
+#include "job_worker.h"
 #include "process.h"
-#include "worker_run.h"
 
 using namespace groupsgd;
 using namespace groupsgd::testing;

@@ -9,7 +9,7 @@
 #include <fstream>
 
 #include "daemon_harness.h"
-#include "worker_run.h"
+#include "job_worker.h"
 
 using namespace groupsgd::testing;
 using namespace std::chrono_literals;

@@ -97,23 +97,6 @@ std::vector<std::string> nodeCurveArgs(const std::string& dir, const std::string
 // refused: it exits 1, saying it may not register as a node daemon.
 void checkImpostorNodeRefused(const std::string& dir, const std::vector<std::string>& argv);
 
-// A job of the multi-job daemon: NAME training the softmax model with 2 workers (batch 64,
-// lr 0.1) in MODE (grouped: 2 groups) for at most MAX_SECONDS, and to TARGET test accuracy
-// when TARGET > 0.
-inline nlohmann::json softmaxJob(const std::string& name, const std::string& mode, double target,
-                                 int max_seconds) {
-  nlohmann::json j = {{"name", name},
-                      {"mode", mode},
-                      {"workers", 2},
-                      {"model", "softmax"},
-                      {"batch_size", 64},
-                      {"optimizer", {{"lr", 0.1}}},
-                      {"max_seconds", max_seconds}};
-  if (mode == "grouped") j["groups"] = 2;
-  if (target > 0) j["target_acc"] = target;
-  return j;
-}
-
 // DIR/summary.json, parsed.
 nlohmann::json readSummary(const std::string& dir);
 // samples_trained > 0 and == samples_applied + samples_dropped, nothing unaccounted,

@@ -70,17 +70,4 @@ struct WorkerRun {
   }
 };
 
-// WORKER --coordinator EP [--job JOB] --name NAME: 2 ms steps, a 4 s request timeout, giving
-// up after 60 s; with `evaluate` an evaluator every 200 ms. Its output in DIR/NAME.log.
-inline std::unique_ptr<Process> startJobWorker(const std::string& dir, const std::string& ep,
-                                               const std::string& job, const std::string& name,
-                                               bool evaluate) {
-  std::vector<std::string> argv = {WORKER_PATH, "--coordinator", ep,    "--name",
-                                   name,        "--device-ms",   "2",   "--give-up-s",
-                                   "60",        "--timeout-ms",  "4000"};
-  if (!job.empty()) argv.insert(argv.end(), {"--job", job});
-  if (evaluate) argv.insert(argv.end(), {"--evaluate", "--eval-interval-ms", "200"});
-  return std::make_unique<Process>(argv, dir + "/" + name + ".log");
-}
-
 }  // namespace groupsgd::testing
