@@ -107,7 +107,7 @@ bool jobIs(const std::string& dir, const std::string& name, const std::string& s
 }
 
 json softmaxJob(const std::string& name, const std::string& mode, double target) {
-  return testing::softmaxJob(name, mode, target, 120);
+  return groupsgd::testing::softmaxJob(name, mode, target, 120);
 }
 
 }  // namespace

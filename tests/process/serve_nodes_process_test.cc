@@ -40,7 +40,7 @@ std::unique_ptr<Process> startWorker(const std::string& dir, const std::string& 
 }
 
 json softmaxJob(const std::string& name, const std::string& mode, double target) {
-  return testing::softmaxJob(name, mode, target, 60);
+  return groupsgd::testing::softmaxJob(name, mode, target, 60);
 }
 
 std::string writeJob(const std::string& dir, const json& job) {
