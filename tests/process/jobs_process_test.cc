@@ -110,6 +110,24 @@ json softmaxJob(const std::string& name, const std::string& mode, double target)
   return groupsgd::testing::softmaxJob(name, mode, target, 120);
 }
 
+// JOB, resumed at central version `resumed` and trained on since, stopped with --drain: its
+// summary holds more than 20 versions since the resume and its accounting; its workers exit
+// 0, then the daemon on SIGTERM.
+void drainResumedJob(const std::string& dir, const std::string& job, std::uint64_t resumed,
+                     const std::vector<std::unique_ptr<Process>>& workers, Process& daemon) {
+  const json drained = ctlJson(dir, {"job", "stop", job, "--drain"});
+  CHECK(drained["drain"] == true);
+  REQUIRE(waitUntil([&] { return jobIs(dir, job, "stopped"); }, 60000ms, 200ms));
+  const json s = ctlJson(dir, {"job", "summary", job});
+  INFO(s.dump());
+  CHECK(s["central"]["version"].get<std::uint64_t>() > resumed + 20);
+  CHECK(s["samples_trained"].get<std::uint64_t>() > 0);
+  CHECK(s["accounting_ok"] == true);
+  for (auto& w : workers) CHECK(w->wait(60000ms) == std::optional<int>(0));
+  ::kill(daemon.pid(), SIGTERM);
+  CHECK(daemon.wait(30000ms) == std::optional<int>(0));
+}
+
 }  // namespace
 
 TEST_CASE(
@@ -270,17 +288,7 @@ TEST_CASE("jobs: a job stopped while the other trains on; restart resumes the ru
   REQUIRE(waitUntil([&] { return active() == 2 && version("b") > resumed + 20; }, 90000ms, 300ms));
   CHECK(ctlJson(dir, {"job", "status", "b"})["status"]["incarnation"].get<std::uint64_t>() >= 2);
 
-  const json drained = ctlJson(dir, {"job", "stop", "b", "--drain"});
-  CHECK(drained["drain"] == true);
-  REQUIRE(waitUntil([&] { return jobIs(dir, "b", "stopped"); }, 60000ms, 200ms));
-  const json s = ctlJson(dir, {"job", "summary", "b"});
-  INFO(s.dump());
-  CHECK(s["central"]["version"].get<std::uint64_t>() > resumed + 20);
-  CHECK(s["samples_trained"].get<std::uint64_t>() > 0);
-  CHECK(s["accounting_ok"] == true);
-  for (auto& w : b_workers) CHECK(w->wait(60000ms) == std::optional<int>(0));
-  ::kill(daemon->pid(), SIGTERM);
-  CHECK(daemon->wait(30000ms) == std::optional<int>(0));
+  drainResumedJob(dir, "b", resumed, b_workers, *daemon);
 }
 
 TEST_CASE("jobs: a --serve daemon SIGKILLed with a job in flight resumes it; SIGHUP keeps it up") {
@@ -319,17 +327,7 @@ TEST_CASE("jobs: a --serve daemon SIGKILLed with a job in flight resumes it; SIG
   };
   REQUIRE(waitUntil([&] { return active() == 2 && version() > resumed + 20; }, 90000ms, 300ms));
 
-  const json drained = ctlJson(dir, {"job", "stop", "k", "--drain"});
-  CHECK(drained["drain"] == true);
-  REQUIRE(waitUntil([&] { return jobIs(dir, "k", "stopped"); }, 60000ms, 200ms));
-  const json s = ctlJson(dir, {"job", "summary", "k"});
-  INFO(s.dump());
-  CHECK(s["central"]["version"].get<std::uint64_t>() > resumed + 20);
-  CHECK(s["samples_trained"].get<std::uint64_t>() > 0);
-  CHECK(s["accounting_ok"] == true);
-  for (auto& w : workers) CHECK(w->wait(60000ms) == std::optional<int>(0));
-  ::kill(daemon->pid(), SIGTERM);
-  CHECK(daemon->wait(30000ms) == std::optional<int>(0));
+  drainResumedJob(dir, "k", resumed, workers, *daemon);
 }
 
 TEST_CASE("jobs: a job file's arbiter_weight reaches the daemon's arbiter, refused without one") {
