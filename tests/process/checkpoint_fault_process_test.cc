@@ -65,24 +65,10 @@ void flipBytes(const std::string& path) {
 
 // Daemon flags both cases share: a small model (31 KB checkpoints), one group of two.
 std::vector<std::string> headFlags(const std::string& ckpt_dir, std::vector<std::string> more) {
-  std::vector<std::string> f = {"--model",
-                                "softmax",
-                                "--mode",
-                                "grouped",
-                                "--workers",
-                                "2",
-                                "--groups",
-                                "1",
-                                "--heartbeat-ms",
-                                "250",
-                                "--progress-ms",
-                                "250",
-                                "--checkpoint-dir",
-                                ckpt_dir,
-                                "--checkpoint-every-versions",
-                                "3"};
-  f.insert(f.end(), more.begin(), more.end());
-  return f;
+  return withArgs({"--model", "softmax", "--mode", "grouped", "--workers", "2", "--groups", "1",
+                   "--heartbeat-ms", "250", "--progress-ms", "250", "--checkpoint-dir", ckpt_dir,
+                   "--checkpoint-every-versions", "3"},
+                  more);
 }
 
 }  // namespace
