@@ -76,6 +76,14 @@ TwoNodeRun startTwoNodeRun(const std::string& dir, const std::string& node_b_gro
   return r;
 }
 
+// Trained again: once the total grew by another 2000 samples from now, the seconds since
+// `killed_at`.
+double trainedAgainAfter(const std::string& dir, double killed_at) {
+  const std::uint64_t after_move = samplesNow(dir);
+  REQUIRE(waitForSamples(dir, after_move + 2000, 60000ms));
+  return wallNow() - killed_at;
+}
+
 // The numbers (I of wI) of the trainers the `workers` rows place in `group`.
 std::vector<int> trainersIn(const json& rows, int group) {
   std::vector<int> ids;
@@ -214,10 +222,7 @@ TEST_CASE(
     REQUIRE(at > 0);
     reassigned = std::max(reassigned, at - killed_at);
   }
-  // Trained again: the total grows by another 2000 samples after the reassignment.
-  const std::uint64_t after_move = samplesNow(dir);
-  REQUIRE(waitForSamples(dir, after_move + 2000, 60000ms));
-  const double training_again = wallNow() - killed_at;
+  const double training_again = trainedAgainAfter(dir, killed_at);
   json st = ctl(dir, {"status"});
   CHECK(st["failed_groups"] == json::array({1}));
   CHECK(st["workers"]["active"] == 4);
@@ -397,9 +402,7 @@ TEST_CASE(
     REQUIRE(moved);
     back = std::max(back, stampOf(readFile(wlog), "assigned: group 0", log_at_kill[k]) - killed_at);
   }
-  const std::uint64_t after_move = samplesNow(dir);
-  REQUIRE(waitForSamples(dir, after_move + 2000, 60000ms));
-  const double training_again = wallNow() - killed_at;
+  const double training_again = trainedAgainAfter(dir, killed_at);
   json st = ctl(dir, {"status"});
   CHECK(st["failed_groups"] == json::array());
   CHECK(st["workers"]["active"] == 4);
