@@ -17,6 +17,25 @@ groupps::GroupServerConfig groupConfig(std::uint32_t quarantine_after) {
   return g;
 }
 
+// Member 1 (batch 4) of a group of one at epoch 5: its client and replica after its first
+// pull, and the step it pulled.
+struct SoleMember {
+  std::vector<float> p;
+  client::GroupClient client;
+  std::uint64_t step = 0;
+  explicit SoleMember(testing::MiniCluster& cluster)
+      : p(configured(cluster)), client(cluster.ctx, cluster.assignment(1, 5), 1, 5000ms) {
+    auto r = testbed::pullWhenReady(client, p);
+    REQUIRE(r.isOk());
+    step = r->step;
+  }
+  // The group configured with member 1 alone; a replica of its size.
+  static std::vector<float> configured(testing::MiniCluster& cluster) {
+    cluster.configure({{1, 4}}, 5);
+    return std::vector<float>(cluster.params);
+  }
+};
+
 }  // namespace
 
 TEST_CASE(
@@ -60,18 +79,15 @@ TEST_CASE(
 
 TEST_CASE("group PS: with quarantine_after 0 no number of bad updates quarantines a member") {
   testing::MiniCluster cluster(testing::smallModel(), groupConfig(0));
-  cluster.configure({{1, 4}}, 5);
-  std::vector<float> p(cluster.params);
-  client::GroupClient good(cluster.ctx, cluster.assignment(1, 5), 1, 5000ms);
-  auto r = testbed::pullWhenReady(good, p);
-  REQUIRE(r.isOk());
+  SoleMember good(cluster);
   RpcClient raw(cluster.ctx, (*cluster.group)->endpoint(), MessageLimits{});
   std::vector<float> nan_grad(cluster.params, std::numeric_limits<float>::quiet_NaN());
   for (int i = 0; i < 20; ++i) {
-    CHECK(raw.call(testing::rawPush(1, 5, r->step, nan_grad), 3000ms).status().code() ==
+    CHECK(raw.call(testing::rawPush(1, 5, good.step, nan_grad), 3000ms).status().code() ==
           Code::kInvalidArgument);
   }
-  auto ans = good.push(r->step, std::vector<float>(cluster.params, 0.01f), 4, 1.0f, 1.0f, p);
+  auto ans =
+      good.client.push(good.step, std::vector<float>(cluster.params, 0.01f), 4, 1.0f, 1.0f, good.p);
   REQUIRE(ans.isOk());
   CHECK(ans->accepted);
 }
@@ -80,12 +96,10 @@ TEST_CASE(
     "group PS: a replayed push and a push for an older step are refused and counted; the replica "
     "is unchanged") {
   testing::MiniCluster cluster(testing::smallModel(), groupConfig(3));
-  cluster.configure({{1, 4}}, 5);
-  std::vector<float> p(cluster.params);
-  client::GroupClient w(cluster.ctx, cluster.assignment(1, 5), 1, 5000ms);
-  auto r = testbed::pullWhenReady(w, p);
-  REQUIRE(r.isOk());
-  const std::uint64_t s0 = r->step;
+  SoleMember m(cluster);
+  client::GroupClient& w = m.client;
+  std::vector<float>& p = m.p;
+  const std::uint64_t s0 = m.step;
   const std::vector<float> grad(cluster.params, 0.01f);
   auto first = w.push(s0, grad, 4, 1.0f, 1.0f, p);
   REQUIRE(first.isOk());
