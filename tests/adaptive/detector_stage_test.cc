@@ -32,17 +32,22 @@ struct Fleet {
   }
 };
 
+// The first change the detector reports within 10 rounds at `slowdown`, if any.
+std::optional<StragglerChange> firstChange(Fleet& f, double slowdown) {
+  for (int i = 0; i < 10; ++i) {
+    auto c = f.round(slowdown);
+    if (!c.empty()) return c.front();
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 TEST_CASE("detector: a 4x onset is flagged within 5 steps, its recovery within 5 steps") {
   Fleet f;
   for (int i = 0; i < 20; ++i) REQUIRE(f.round(1.0).empty());
   const std::uint64_t onset = f.step + 1;
-  std::optional<StragglerChange> on;
-  for (int i = 0; i < 10 && !on; ++i) {
-    auto c = f.round(4.0);
-    if (!c.empty()) on = c.front();
-  }
+  const std::optional<StragglerChange> on = firstChange(f, 4.0);
   REQUIRE(on);
   CHECK(on->worker == 8);
   CHECK(on->straggler);
@@ -53,11 +58,7 @@ TEST_CASE("detector: a 4x onset is flagged within 5 steps, its recovery within 5
   CHECK(f.d.stragglers() == 1);
   for (int i = 0; i < 30; ++i) CHECK(f.round(4.0).empty());  // stays flagged, no repeats
   const std::uint64_t back = f.step + 1;
-  std::optional<StragglerChange> off;
-  for (int i = 0; i < 10 && !off; ++i) {
-    auto c = f.round(1.0);
-    if (!c.empty()) off = c.front();
-  }
+  const std::optional<StragglerChange> off = firstChange(f, 1.0);
   REQUIRE(off);
   CHECK(off->worker == 8);
   CHECK_FALSE(off->straggler);

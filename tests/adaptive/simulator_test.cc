@@ -5,25 +5,32 @@
 
 using namespace groupsgd::adaptive;
 
-TEST_CASE("simulator: a 4x compute straggler among 8 is absorbed by batches (no regroup)") {
+namespace {
+
+// The simulator's run of a scenario with every other setting at its default.
+SimResult simulateScenario(const char* scenario) {
   SimConfig c;
-  c.scenario = "straggler";
+  c.scenario = scenario;
   auto r = simulate(c);
   REQUIRE(r.isOk());
-  CHECK(r->regroups == 0);
-  CHECK(r->final_groups == 1);
-  CHECK(r->throughput_ratio > 0.85);  // one group waiting for a 4x straggler would give ~0.3
+  return *r;
+}
+
+}  // namespace
+
+TEST_CASE("simulator: a 4x compute straggler among 8 is absorbed by batches (no regroup)") {
+  const SimResult r = simulateScenario("straggler");
+  CHECK(r.regroups == 0);
+  CHECK(r.final_groups == 1);
+  CHECK(r.throughput_ratio > 0.85);  // one group waiting for a 4x straggler would give ~0.3
 }
 
 TEST_CASE("simulator: a link straggler gets its own group and throughput stays near ideal") {
-  SimConfig c;
-  c.scenario = "link";
-  auto r = simulate(c);
-  REQUIRE(r.isOk());
-  CHECK(r->final_groups == 2);
-  CHECK(r->regroups >= 1);
-  CHECK(r->throughput_ratio > 0.85);
-  CHECK(r->mean_staleness < 1.5);
+  const SimResult r = simulateScenario("link");
+  CHECK(r.final_groups == 2);
+  CHECK(r.regroups >= 1);
+  CHECK(r.throughput_ratio > 0.85);
+  CHECK(r.mean_staleness < 1.5);
 }
 
 TEST_CASE("simulator: a worker alternating 1x/3x causes at most one regroup per dwell interval") {

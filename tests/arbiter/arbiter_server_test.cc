@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <thread>
 
 #include "groupsgd/arbiter/lease_client.h"
@@ -55,6 +56,18 @@ bool eventually(Pred pred, std::chrono::milliseconds within = 5000ms) {
   return pred();
 }
 
+// A call (an acquire that may wait) on its own thread: `done` once it returned `status`.
+struct InBackground {
+  std::atomic<bool> done{false};
+  Status status;
+  std::thread thread;
+  explicit InBackground(std::function<Status()> call)
+      : thread([this, call = std::move(call)] {
+          status = call();
+          done.store(true);
+        }) {}
+};
+
 }  // namespace
 
 TEST_CASE(
@@ -64,19 +77,14 @@ TEST_CASE(
   zmq::context_t ctx(1);
   LeaseClient job1(ctx, a.server->endpoint(), 1), job2(ctx, a.server->endpoint(), 2);
   REQUIRE(job1.acquire(1, "gpu0", 0).isOk());
-  std::atomic<bool> granted{false};
-  Status second;
-  std::thread waiter([&] {
-    second = job2.acquire(1, "gpu0", 0);
-    granted.store(true);
-  });
+  InBackground second([&] { return job2.acquire(1, "gpu0", 0); });
   // Several keepalive periods later job 2 must still be waiting (a fixed time on purpose).
   std::this_thread::sleep_for(300ms);
-  CHECK_FALSE(granted.load());
+  CHECK_FALSE(second.done.load());
   REQUIRE(job1.release(1, "gpu0", 1.0).isOk());
-  CHECK(eventually([&] { return granted.load(); }));
-  waiter.join();
-  CHECK(second.isOk());
+  CHECK(eventually([&] { return second.done.load(); }));
+  second.thread.join();
+  CHECK(second.status.isOk());
   auto st = job1.stats(2000ms);
   REQUIRE(st.isOk());
   CHECK(st->policy == "fifo");
@@ -96,18 +104,13 @@ TEST_CASE(
   LeaseClient holder(ctx, a.server->endpoint(), 1, quick),
       waiter(ctx, a.server->endpoint(), 2, quick);
   REQUIRE(holder.acquire(4, "gpu0", 0).isOk());
-  std::atomic<bool> done{false};
-  Status got;
-  std::thread t([&] {
-    got = waiter.acquire(4, "gpu0", 0);
-    done.store(true);
-  });
+  InBackground got([&] { return waiter.acquire(4, "gpu0", 0); });
   std::this_thread::sleep_for(700ms);  // the device is busy for 3.5 answer timeouts
-  CHECK_FALSE(done.load());
+  CHECK_FALSE(got.done.load());
   REQUIRE(holder.release(4, "gpu0", 700).isOk());
-  CHECK(eventually([&] { return done.load(); }));
-  t.join();
-  CHECK(got.isOk());
+  CHECK(eventually([&] { return got.done.load(); }));
+  got.thread.join();
+  CHECK(got.status.isOk());
 }
 
 TEST_CASE("arbiter server: a lease held past the lease timeout is taken back") {

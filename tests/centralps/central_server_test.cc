@@ -11,6 +11,7 @@
 #include <random>
 #include <vector>
 
+#include "centralps_test_util.h"
 #include "groupsgd/common/transport.h"
 #include "groupsgd/kernels/model.h"
 #include "groupsgd/testbed/server_thread.h"
@@ -18,6 +19,7 @@
 using namespace groupsgd;
 using namespace groupsgd::centralps;
 using namespace std::chrono_literals;
+using centralps::testing::bitIdentical;
 using groupsgd::testbed::ServerThread;
 
 namespace {
@@ -94,14 +96,15 @@ struct Central {
 
 std::vector<float> smallDelta(std::size_t n, std::uint32_t seed) {
   std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-0.01f, 0.01f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng);
-  return v;
+  return centralps::testing::randomVector(n, rng, 0.01f);
 }
 
-bool bitIdentical(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+// The ModelReply a push was answered with (a refusal by policy is one too, not an
+// ErrorReply).
+proto::ModelReply::Reader modelReplyOf(const Result<InMessage>& reply) {
+  REQUIRE(reply.isOk());
+  REQUIRE(reply->kind() == BodyKind::MODEL_REPLY);
+  return reply->header().getBody().getModelReply();
 }
 
 }  // namespace
@@ -152,9 +155,7 @@ TEST_CASE("central server: a fresh delta is applied and the reply carries init +
   const auto init = initialModel(c.cfg);
   const auto delta = smallDelta(c.params, 1);
   auto reply = c.push(/*group=*/2, /*base=*/0, /*samples=*/64, delta);
-  REQUIRE(reply.isOk());
-  REQUIRE(reply->kind() == BodyKind::MODEL_REPLY);
-  auto mr = reply->header().getBody().getModelReply();
+  auto mr = modelReplyOf(reply);
   CHECK(mr.getApplied());
   CHECK(std::string(mr.getReason().cStr()).empty());
   CHECK(mr.getStaleness() == 0);
@@ -229,9 +230,7 @@ TEST_CASE("central server: a delta staler than max_staleness is refused, version
   const auto model_before = c.model(*before);
 
   auto reply = c.push(0, /*base=*/0, 8, smallDelta(c.params, 3));  // tau 2 > 1
-  REQUIRE(reply.isOk());  // a policy refusal is a ModelReply, not an ErrorReply
-  REQUIRE(reply->kind() == BodyKind::MODEL_REPLY);
-  auto mr = reply->header().getBody().getModelReply();
+  auto mr = modelReplyOf(reply);  // a policy refusal is a ModelReply, not an ErrorReply
   CHECK_FALSE(mr.getApplied());
   CHECK(std::string(mr.getReason().cStr()).find("staleness") != std::string::npos);
   CHECK(mr.getStaleness() == 2);
@@ -256,9 +255,7 @@ TEST_CASE("central server: a delta with a NaN or an infinity is refused, model b
     auto delta = smallDelta(c.params, 2);
     delta[c.params / 2] = bad;
     auto reply = c.push(0, 1, 8, delta);
-    REQUIRE(reply.isOk());
-    REQUIRE(reply->kind() == BodyKind::MODEL_REPLY);
-    auto mr = reply->header().getBody().getModelReply();
+    auto mr = modelReplyOf(reply);
     CHECK_FALSE(mr.getApplied());
     CHECK(std::string(mr.getReason().cStr()).find("non-finite") != std::string::npos);
     CHECK(reply->header().getModelVersion() == 1);

@@ -6,22 +6,17 @@
 #include <random>
 #include <vector>
 
+#include "centralps_test_util.h"
 #include "groupsgd/centralps/central_store.h"
 #include "groupsgd/kernels/ops.h"
 
 using namespace groupsgd;
 using namespace groupsgd::centralps;
+using centralps::testing::randomVector;
 using kernels::OptimizerConfig;
 using kernels::OptimizerKind;
 
 namespace {
-
-std::vector<float> randomVector(std::size_t n, std::mt19937& rng) {
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
 
 TensorView chunksOf(const std::vector<float>& d, std::size_t chunk) {
   TensorView v;

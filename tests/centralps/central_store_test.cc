@@ -6,25 +6,17 @@
 #include <random>
 #include <vector>
 
+#include "centralps_test_util.h"
+
 using namespace groupsgd;
 using namespace groupsgd::centralps;
+using namespace groupsgd::centralps::testing;  // bitIdentical, randomVector
 using kernels::OptimizerConfig;
 using kernels::OptimizerKind;
 
 namespace {
 
 OptimizerConfig plainSgd() { return {OptimizerKind::kSgd, 1.0f, 0.0f, 0.0f}; }
-
-std::vector<float> randomVector(std::size_t n, std::mt19937& rng, float scale = 1.0f) {
-  std::uniform_real_distribution<float> dist(-scale, scale);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
-
-bool bitIdentical(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
 
 }  // namespace
 

@@ -6,9 +6,19 @@
 
 using namespace groupsgd::centralps;
 
-TEST_CASE("staleness: the inverse rule weighs a delta tau versions old by 1/(1+tau)") {
+namespace {
+
+StalenessConfig ruleOf(StalenessRule rule, std::uint64_t grace = 0) {
   StalenessConfig cfg;
-  cfg.rule = StalenessRule::kInverse;
+  cfg.rule = rule;
+  cfg.grace = grace;
+  return cfg;
+}
+
+}  // namespace
+
+TEST_CASE("staleness: the inverse rule weighs a delta tau versions old by 1/(1+tau)") {
+  const StalenessConfig cfg = ruleOf(StalenessRule::kInverse);
   CHECK(stalenessWeight(cfg, 0) == 1.0f);
   CHECK(stalenessWeight(cfg, 1) == 0.5f);
   CHECK(stalenessWeight(cfg, 3) == 0.25f);
@@ -23,15 +33,12 @@ TEST_CASE("staleness: inverse is the default rule") {
 }
 
 TEST_CASE("staleness: the constant rule gives every delta full weight") {
-  StalenessConfig cfg;
-  cfg.rule = StalenessRule::kConstant;
+  const StalenessConfig cfg = ruleOf(StalenessRule::kConstant);
   for (std::uint64_t tau : {0u, 1u, 5u, 1000u}) CHECK(stalenessWeight(cfg, tau) == 1.0f);
 }
 
 TEST_CASE("staleness: the grace rule is 1 up to grace, then 1/(1 + 0.5 (tau - grace))") {
-  StalenessConfig cfg;
-  cfg.rule = StalenessRule::kGrace;
-  cfg.grace = 2;
+  const StalenessConfig cfg = ruleOf(StalenessRule::kGrace, 2);
   CHECK(stalenessWeight(cfg, 0) == 1.0f);
   CHECK(stalenessWeight(cfg, 1) == 1.0f);
   CHECK(stalenessWeight(cfg, 2) == 1.0f);
@@ -41,9 +48,7 @@ TEST_CASE("staleness: the grace rule is 1 up to grace, then 1/(1 + 0.5 (tau - gr
 }
 
 TEST_CASE("staleness: grace 0 halves the decay of the inverse rule") {
-  StalenessConfig cfg;
-  cfg.rule = StalenessRule::kGrace;
-  cfg.grace = 0;
+  const StalenessConfig cfg = ruleOf(StalenessRule::kGrace, 0);
   CHECK(stalenessWeight(cfg, 0) == 1.0f);
   CHECK(stalenessWeight(cfg, 2) == 0.5f);
 }

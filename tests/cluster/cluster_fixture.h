@@ -4,6 +4,7 @@
 
 #include <doctest/doctest.h>
 
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -38,5 +39,17 @@ struct MiniCluster : testbed::InProcessCluster {
     return std::move(*stats);
   }
 };
+
+// A raw push (member `worker`), so tests can send what a well-behaved client never would.
+inline OutMessage rawPush(std::uint64_t worker, std::uint64_t epoch, std::uint64_t step,
+                          std::vector<float> grad, std::uint32_t batch = 4) {
+  OutMessage out(1, worker);
+  out.header().setEpoch(epoch);
+  out.header().setStep(step);
+  auto p = out.header().getBody().initPush();
+  p.setBatchSize(batch);
+  out.addTensor(std::make_shared<std::vector<float>>(std::move(grad)));
+  return out;
+}
 
 }  // namespace groupsgd::testing

@@ -18,18 +18,6 @@ groupps::GroupServerConfig groupConfig() {
   return g;
 }
 
-// A raw push, so tests can send what a well-behaved client never would.
-OutMessage rawPush(std::uint64_t worker, std::uint64_t epoch, std::uint64_t step,
-                   std::vector<float> grad, std::uint32_t batch = 4) {
-  OutMessage out(1, worker);
-  out.header().setEpoch(epoch);
-  out.header().setStep(step);
-  auto p = out.header().getBody().initPush();
-  p.setBatchSize(batch);
-  out.addTensor(std::make_shared<std::vector<float>>(std::move(grad)));
-  return out;
-}
-
 groupps::GroupStats countersOf(const InMessage& m) {
   return groupps::fromProto(m.header().getBody().getGroupStats());
 }
@@ -60,16 +48,17 @@ TEST_CASE("group PS: bad pushes get an error reply and a counter; training goes 
       Code code;
     };
     std::vector<Case> cases;
-    cases.push_back({"non-member", rawPush(9, 5, 0, ok_grad), Code::kPermissionDenied});
-    cases.push_back({"old epoch", rawPush(1, 4, 0, ok_grad), Code::kFailedPrecondition});
-    cases.push_back(
-        {"short gradient", rawPush(1, 5, 0, std::vector<float>(10, 0.f)), Code::kInvalidArgument});
-    cases.push_back({"NaN", rawPush(1, 5, 0, nan_grad), Code::kInvalidArgument});
-    cases.push_back({"Inf", rawPush(1, 5, 0, inf_grad), Code::kInvalidArgument});
-    cases.push_back({"huge norm", rawPush(1, 5, 0, std::vector<float>(cluster.params, 1e6f)),
+    cases.push_back({"non-member", testing::rawPush(9, 5, 0, ok_grad), Code::kPermissionDenied});
+    cases.push_back({"old epoch", testing::rawPush(1, 4, 0, ok_grad), Code::kFailedPrecondition});
+    cases.push_back({"short gradient", testing::rawPush(1, 5, 0, std::vector<float>(10, 0.f)),
                      Code::kInvalidArgument});
-    cases.push_back({"future step", rawPush(1, 5, 3, ok_grad), Code::kInvalidArgument});
-    cases.push_back({"empty batch", rawPush(1, 5, 0, ok_grad, 0), Code::kInvalidArgument});
+    cases.push_back({"NaN", testing::rawPush(1, 5, 0, nan_grad), Code::kInvalidArgument});
+    cases.push_back({"Inf", testing::rawPush(1, 5, 0, inf_grad), Code::kInvalidArgument});
+    cases.push_back({"huge norm",
+                     testing::rawPush(1, 5, 0, std::vector<float>(cluster.params, 1e6f)),
+                     Code::kInvalidArgument});
+    cases.push_back({"future step", testing::rawPush(1, 5, 3, ok_grad), Code::kInvalidArgument});
+    cases.push_back({"empty batch", testing::rawPush(1, 5, 0, ok_grad, 0), Code::kInvalidArgument});
     for (auto& c : cases) {
       CAPTURE(c.what);
       auto r = raw.call(std::move(c.msg), 3000ms);

@@ -85,19 +85,29 @@ void checkCleanStep(testing::MiniCluster& c, std::uint64_t step) {
   for (float p : params) REQUIRE(p == -kLr);
 }
 
-}  // namespace
-
-TEST_CASE(
-    "push in parts: a missing or repeated part is refused, counted, and "
-    "leaves no trace") {
-  testing::MiniCluster c(zeroModel(), sgd());
+// Configures member 1 (batch 1, epoch 1, deadline 1000 ms) and returns the step it pulls.
+std::uint64_t configuredStep(testing::MiniCluster& c) {
   c.configure({{1, 1}}, 1, 1000);
   auto client = member(c, 1);
   std::vector<float> params(kParams);
   auto pulled = testbed::pullWhenReady(client, params);
   REQUIRE(pulled.isOk());
-  RawMember raw(c);
-  auto parts = pushParts(1, pulled->step, 3.0f);
+  return pulled->step;
+}
+
+// A cluster whose member 1 has pulled `step`, and that member's raw connection.
+struct RawCase {
+  testing::MiniCluster c{zeroModel(), sgd()};
+  const std::uint64_t step = configuredStep(c);
+  RawMember raw{c};
+};
+
+}  // namespace
+
+TEST_CASE_FIXTURE(RawCase,
+                  "push in parts: a missing or repeated part is refused, counted, and "
+                  "leaves no trace") {
+  auto parts = pushParts(1, step, 3.0f);
   REQUIRE(parts.size() == 5);
   raw.send(parts[0]);
   raw.send(parts[1]);
@@ -111,7 +121,7 @@ TEST_CASE(
     expected = "part 2 is missing";
   }
   SUBCASE("repeated") {
-    auto again = pushParts(1, pulled->step, 3.0f);
+    auto again = pushParts(1, step, 3.0f);
     raw.send(again[1]);
     expected = "repeated";
   }
@@ -123,23 +133,16 @@ TEST_CASE(
   auto s = statsNow(c);
   CHECK(stats(s).getBadParts() == 1);
   CHECK(stats(s).getBadMessages() == 1);
-  CHECK(stats(s).getStep() == pulled->step);  // the step did not move
-  checkCleanStep(c, pulled->step);
+  CHECK(stats(s).getStep() == step);  // the step did not move
+  checkCleanStep(c, step);
 }
 
-TEST_CASE(
-    "push in parts: an out-of-range or oversize part is refused before "
-    "it is read") {
-  testing::MiniCluster c(zeroModel(), sgd());
-  c.configure({{1, 1}}, 1, 1000);
-  auto client = member(c, 1);
-  std::vector<float> params(kParams);
-  auto pulled = testbed::pullWhenReady(client, params);
-  REQUIRE(pulled.isOk());
-  RawMember raw(c);
+TEST_CASE_FIXTURE(RawCase,
+                  "push in parts: an out-of-range or oversize part is refused before "
+                  "it is read") {
   OutMessage out(1, 1);
   out.header().setEpoch(1);
-  out.header().setStep(pulled->step);
+  out.header().setStep(step);
   out.header().getBody().initPush().setBatchSize(1);
   auto p = out.header().initPart();
   Code expected = Code::kInvalidArgument;
@@ -162,7 +165,7 @@ TEST_CASE(
   REQUIRE(answer.isOk());
   CHECK(statusFromError(*answer).code() == expected);
   CHECK(stats(statsNow(c)).getBadMessages() == 1);
-  checkCleanStep(c, pulled->step);
+  checkCleanStep(c, step);
 }
 
 TEST_CASE(

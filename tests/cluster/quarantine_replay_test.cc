@@ -17,16 +17,24 @@ groupps::GroupServerConfig groupConfig(std::uint32_t quarantine_after) {
   return g;
 }
 
-OutMessage rawPush(std::uint64_t worker, std::uint64_t epoch, std::uint64_t step,
-                   std::vector<float> grad, std::uint32_t batch = 4) {
-  OutMessage out(1, worker);
-  out.header().setEpoch(epoch);
-  out.header().setStep(step);
-  auto p = out.header().getBody().initPush();
-  p.setBatchSize(batch);
-  out.addTensor(std::make_shared<std::vector<float>>(std::move(grad)));
-  return out;
-}
+// Member 1 (batch 4) of a group of one at epoch 5: its client and replica after its first
+// pull, and the step it pulled.
+struct SoleMember {
+  std::vector<float> p;
+  client::GroupClient client;
+  std::uint64_t step = 0;
+  explicit SoleMember(testing::MiniCluster& cluster)
+      : p(configured(cluster)), client(cluster.ctx, cluster.assignment(1, 5), 1, 5000ms) {
+    auto r = testbed::pullWhenReady(client, p);
+    REQUIRE(r.isOk());
+    step = r->step;
+  }
+  // The group configured with member 1 alone; a replica of its size.
+  static std::vector<float> configured(testing::MiniCluster& cluster) {
+    cluster.configure({{1, 4}}, 5);
+    return std::vector<float>(cluster.params);
+  }
+};
 
 }  // namespace
 
@@ -44,11 +52,12 @@ TEST_CASE(
   std::vector<float> nan_grad(cluster.params, 0.01f);
   nan_grad[1] = std::numeric_limits<float>::quiet_NaN();
   for (int i = 0; i < 3; ++i) {
-    auto r = raw.call(rawPush(2, 5, ra->step, nan_grad), 3000ms);
+    auto r = raw.call(testing::rawPush(2, 5, ra->step, nan_grad), 3000ms);
     CHECK(r.status().code() == Code::kInvalidArgument);
   }
   // From now on: refused as quarantined, pushes and pulls alike.
-  auto again = raw.call(rawPush(2, 5, ra->step, std::vector<float>(cluster.params, 0.01f)), 3000ms);
+  auto again =
+      raw.call(testing::rawPush(2, 5, ra->step, std::vector<float>(cluster.params, 0.01f)), 3000ms);
   CHECK(again.status().code() == Code::kQuarantined);
   CHECK(bad.pull(pb).status().code() == Code::kQuarantined);
   // A reconfiguration listing it does not bring it back.
@@ -70,18 +79,15 @@ TEST_CASE(
 
 TEST_CASE("group PS: with quarantine_after 0 no number of bad updates quarantines a member") {
   testing::MiniCluster cluster(testing::smallModel(), groupConfig(0));
-  cluster.configure({{1, 4}}, 5);
-  std::vector<float> p(cluster.params);
-  client::GroupClient good(cluster.ctx, cluster.assignment(1, 5), 1, 5000ms);
-  auto r = testbed::pullWhenReady(good, p);
-  REQUIRE(r.isOk());
+  SoleMember good(cluster);
   RpcClient raw(cluster.ctx, (*cluster.group)->endpoint(), MessageLimits{});
   std::vector<float> nan_grad(cluster.params, std::numeric_limits<float>::quiet_NaN());
   for (int i = 0; i < 20; ++i) {
-    CHECK(raw.call(rawPush(1, 5, r->step, nan_grad), 3000ms).status().code() ==
+    CHECK(raw.call(testing::rawPush(1, 5, good.step, nan_grad), 3000ms).status().code() ==
           Code::kInvalidArgument);
   }
-  auto ans = good.push(r->step, std::vector<float>(cluster.params, 0.01f), 4, 1.0f, 1.0f, p);
+  auto ans =
+      good.client.push(good.step, std::vector<float>(cluster.params, 0.01f), 4, 1.0f, 1.0f, good.p);
   REQUIRE(ans.isOk());
   CHECK(ans->accepted);
 }
@@ -90,12 +96,10 @@ TEST_CASE(
     "group PS: a replayed push and a push for an older step are refused and counted; the replica "
     "is unchanged") {
   testing::MiniCluster cluster(testing::smallModel(), groupConfig(3));
-  cluster.configure({{1, 4}}, 5);
-  std::vector<float> p(cluster.params);
-  client::GroupClient w(cluster.ctx, cluster.assignment(1, 5), 1, 5000ms);
-  auto r = testbed::pullWhenReady(w, p);
-  REQUIRE(r.isOk());
-  const std::uint64_t s0 = r->step;
+  SoleMember m(cluster);
+  client::GroupClient& w = m.client;
+  std::vector<float>& p = m.p;
+  const std::uint64_t s0 = m.step;
   const std::vector<float> grad(cluster.params, 0.01f);
   auto first = w.push(s0, grad, 4, 1.0f, 1.0f, p);
   REQUIRE(first.isOk());
@@ -103,7 +107,7 @@ TEST_CASE(
   const std::vector<float> after_first = p;
   RpcClient raw(cluster.ctx, (*cluster.group)->endpoint(), MessageLimits{});
   // The same push again.
-  auto replay = raw.call(rawPush(1, 5, s0, grad), 3000ms);
+  auto replay = raw.call(testing::rawPush(1, 5, s0, grad), 3000ms);
   CHECK(replay.status().code() == Code::kFailedPrecondition);
   CHECK(replay.status().message().find("replayed") != std::string::npos);
   std::vector<float> now(cluster.params);
@@ -114,7 +118,7 @@ TEST_CASE(
   // One more step, then a push for the step before it (out of order).
   auto second = w.push(s0 + 1, grad, 4, 1.0f, 1.0f, p);
   REQUIRE(second.isOk());
-  auto old = raw.call(rawPush(1, 5, s0, grad), 3000ms);
+  auto old = raw.call(testing::rawPush(1, 5, s0, grad), 3000ms);
   CHECK(old.status().code() == Code::kFailedPrecondition);
   auto stats = cluster.flush();
   auto s = stats.header().getBody().getGroupStats();

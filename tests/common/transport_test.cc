@@ -41,26 +41,35 @@ OutMessage request(std::uint64_t step) {
   return m;
 }
 
-}  // namespace
+// A router bound to a loopback port of the kernel's choice (tcp://127.0.0.1:*), and the
+// endpoint the bind resolved.
+struct BoundRouter {
+  zmq::socket_t sock;
+  std::string ep;
+};
 
-TEST_CASE("transport: bind to port 0 resolves a real endpoint") {
-  zmq::context_t ctx;
+BoundRouter boundRouter(zmq::context_t& ctx) {
   auto sock = makeSocket(ctx, zmq::socket_type::router);
   REQUIRE(sock.isOk());
   auto ep = bindSocket(*sock, "tcp://127.0.0.1:*");
   REQUIRE(ep.isOk());
-  CHECK(ep->rfind("tcp://127.0.0.1:", 0) == 0);
-  CHECK(ep->find(":*") == std::string::npos);
+  return {std::move(*sock), *ep};
+}
+
+}  // namespace
+
+TEST_CASE("transport: bind to port 0 resolves a real endpoint") {
+  zmq::context_t ctx;
+  const BoundRouter router = boundRouter(ctx);
+  CHECK(router.ep.rfind("tcp://127.0.0.1:", 0) == 0);
+  CHECK(router.ep.find(":*") == std::string::npos);
 }
 
 TEST_CASE("transport: rpc gets answers, error replies become a Status, silence times out") {
   zmq::context_t ctx;
-  auto router = makeSocket(ctx, zmq::socket_type::router);
-  REQUIRE(router.isOk());
-  auto ep = bindSocket(*router, "tcp://127.0.0.1:*");
-  REQUIRE(ep.isOk());
-  std::thread server([&] { echoServer(*router, 4); });
-  RpcClient client(ctx, *ep, MessageLimits{});
+  BoundRouter router = boundRouter(ctx);
+  std::thread server([&] { echoServer(router.sock, 4); });
+  RpcClient client(ctx, router.ep, MessageLimits{});
   auto a = client.call(request(1), 2000ms);
   REQUIRE(a.isOk());
   CHECK(a->header().getStep() == 2);

@@ -25,6 +25,12 @@ bool contains(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;
 }
 
+// A refusal: kInvalidArgument, its message naming `mentions`.
+void checkRefused(const Status& s, const std::string& mentions) {
+  CHECK(s.code() == Code::kInvalidArgument);
+  CHECK(contains(s.message(), mentions));
+}
+
 }  // namespace
 
 TEST_CASE("daemon config: the defaults are valid") {
@@ -97,9 +103,7 @@ TEST_CASE("daemon config: a nested object only changes the keys it names") {
 
 TEST_CASE("daemon config: an unknown key is refused, naming the key") {
   DaemonConfig cfg;
-  Status s = applyJson(json::parse(R"({"workers": 2, "grups": 3})"), &cfg);
-  CHECK(s.code() == Code::kInvalidArgument);
-  CHECK(contains(s.message(), "grups"));
+  checkRefused(applyJson(json::parse(R"({"workers": 2, "grups": 3})"), &cfg), "grups");
 
   Status nested = applyJson(json::parse(R"({"optimizer": {"learning_rate": 0.1}})"), &cfg);
   CHECK(nested.code() == Code::kInvalidArgument);
@@ -155,9 +159,7 @@ TEST_CASE("daemon config: a file that is not valid JSON is kInvalidArgument") {
   TempDir dir;
   DaemonConfig cfg;
   const auto path = dir.write("bad.json", R"({"workers": 3,, })");
-  Status s = loadConfigFile(path, &cfg);
-  CHECK(s.code() == Code::kInvalidArgument);
-  CHECK(contains(s.message(), path));
+  checkRefused(loadConfigFile(path, &cfg), path);
   CHECK(loadConfigFile(dir.write("empty.json", ""), &cfg).code() == Code::kInvalidArgument);
 }
 
@@ -183,8 +185,7 @@ TEST_CASE("daemon config: an error inside a file names the file and the key") {
   DaemonConfig cfg;
   const auto path = dir.write("typo.json", R"({"exchange_periodd": 2})");
   Status s = loadConfigFile(path, &cfg);
-  CHECK(s.code() == Code::kInvalidArgument);
-  CHECK(contains(s.message(), path));
+  checkRefused(s, path);
   CHECK(contains(s.message(), "exchange_periodd"));
 }
 
@@ -237,9 +238,7 @@ TEST_CASE("daemon config: --json turns on the JSON summary, --help sets help") {
 TEST_CASE("daemon config: an unknown flag is refused, naming it") {
   DaemonConfig cfg;
   bool help = false;
-  Status s = applyFlags({"--workers", "2", "--wrokers", "3"}, &cfg, &help);
-  CHECK(s.code() == Code::kInvalidArgument);
-  CHECK(contains(s.message(), "--wrokers"));
+  checkRefused(applyFlags({"--workers", "2", "--wrokers", "3"}, &cfg, &help), "--wrokers");
 }
 
 TEST_CASE("daemon config: a flag without a value, or a non-number, is refused") {
@@ -247,9 +246,7 @@ TEST_CASE("daemon config: a flag without a value, or a non-number, is refused") 
   bool help = false;
   CHECK(applyFlags({"--workers"}, &cfg, &help).code() == Code::kInvalidArgument);
   CHECK(applyFlags({"--config"}, &cfg, &help).code() == Code::kInvalidArgument);
-  Status s = applyFlags({"--workers", "many"}, &cfg, &help);
-  CHECK(s.code() == Code::kInvalidArgument);
-  CHECK(contains(s.message(), "--workers"));
+  checkRefused(applyFlags({"--workers", "many"}, &cfg, &help), "--workers");
   CHECK(cfg.workers == 4);
 }
 
@@ -356,18 +353,14 @@ TEST_CASE("daemon config: toJson reports the effective groups and period, and re
 
 TEST_CASE("daemon config: a negative count is refused instead of wrapping to 2^32 - 1") {
   DaemonConfig cfg;
-  Status s = applyJson(json::parse(R"({"workers": -1})"), &cfg);
-  CHECK(s.code() == Code::kInvalidArgument);
-  CHECK(contains(s.message(), "workers"));
+  checkRefused(applyJson(json::parse(R"({"workers": -1})"), &cfg), "workers");
   CHECK(cfg.workers == 4);
 }
 
 TEST_CASE("daemon config: --batch-size -1 is refused instead of wrapping") {
   DaemonConfig cfg;
   bool help = false;
-  Status s = applyFlags({"--batch-size", "-1"}, &cfg, &help);
-  CHECK(s.code() == Code::kInvalidArgument);
-  CHECK(contains(s.message(), "batch_size"));
+  checkRefused(applyFlags({"--batch-size", "-1"}, &cfg, &help), "batch_size");
   CHECK(cfg.batch_size == 32);
 }
 

@@ -43,14 +43,7 @@ Bytes topkPayload(const std::vector<std::uint32_t>& idx, const std::vector<float
 }  // namespace
 
 TEST_CASE("compression: encoding names round-trip and unknown names are refused") {
-  for (Encoding e : kAllEncodings) {
-    Encoding parsed{};
-    REQUIRE(parseEncoding(encodingName(e), &parsed));
-    CHECK(parsed == e);
-  }
-  Encoding unused{};
-  CHECK_FALSE(parseEncoding("gzip", &unused));
-  CHECK_FALSE(parseEncoding("", &unused));
+  testing::checkNamesRoundTrip<Encoding>(kAllEncodings, encodingName, parseEncoding, {"gzip", ""});
 }
 
 TEST_CASE("compression: payload sizes follow the documented layouts") {
@@ -431,26 +424,9 @@ TEST_CASE("compression: decode rejects a bad sign scale and set padding bits") {
 namespace {
 
 // Ten classes in [0,1]^100: class c is bright on features j % 10 == c, plus noise.
-struct Separable {
+struct Separable : testing::LabelledPoints {
   static constexpr std::size_t kDim = 100, kClasses = 10, kCount = 400;
-  std::vector<float> x;
-  std::vector<std::int32_t> y;
 };
-
-Separable separable() {
-  Separable p;
-  std::mt19937_64 rng(23);
-  std::uniform_real_distribution<float> noise(-0.15f, 0.15f);
-  for (std::size_t i = 0; i < Separable::kCount; ++i) {
-    const auto c = static_cast<std::int32_t>(rng() % Separable::kClasses);
-    p.y.push_back(c);
-    for (std::size_t j = 0; j < Separable::kDim; ++j) {
-      p.x.push_back((j % Separable::kClasses == static_cast<std::size_t>(c) ? 0.7f : 0.3f) +
-                    noise(rng));
-    }
-  }
-  return p;
-}
 
 // Plain SGD on the softmax model; the gradient goes through encode/decode first.
 float trainSoftmax(const Separable& prob, Encoding e, float ratio, std::size_t steps) {
@@ -475,7 +451,8 @@ float trainSoftmax(const Separable& prob, Encoding e, float ratio, std::size_t s
 }  // namespace
 
 TEST_CASE("compression: top-k 1% with error feedback trains softmax close to uncompressed") {
-  const Separable prob = separable();
+  const Separable prob =
+      testing::separablePoints<Separable>(23, 0.15f, 0.7f, 0.3f, /*draw_class=*/true);
   constexpr std::size_t kSteps = 400;
   const float dense = trainSoftmax(prob, Encoding::kDense, 1.0f, kSteps);
   const float topk = trainSoftmax(prob, Encoding::kTopK, 0.01f, kSteps);

@@ -270,12 +270,7 @@ TEST_CASE("model: softmax predict returns the arg-max class") {
 }
 
 TEST_CASE("model: kind names round-trip and unknown names are refused") {
-  for (ModelKind k : {ModelKind::kSoftmax, ModelKind::kMlp, ModelKind::kCnn}) {
-    ModelKind parsed{};
-    REQUIRE(parseModelKind(modelKindName(k), &parsed));
-    CHECK(parsed == k);
-  }
-  ModelKind unused{};
-  CHECK_FALSE(parseModelKind("resnet", &unused));
-  CHECK_FALSE(parseModelKind("CNN", &unused));
+  testing::checkNamesRoundTrip<ModelKind>(
+      std::initializer_list<ModelKind>{ModelKind::kSoftmax, ModelKind::kMlp, ModelKind::kCnn},
+      modelKindName, parseModelKind, {"resnet", "CNN"});
 }

@@ -6,35 +6,19 @@
 
 #include "groupsgd/kernels/model.h"
 #include "groupsgd/kernels/optimizer.h"
+#include "test_util.h"
 
 using namespace groupsgd::kernels;
 
 namespace {
 
 // Three well-separated classes in [0,1]^8: class c is bright on features j % 3 == c.
-struct Problem {
+struct Problem : testing::LabelledPoints {
   static constexpr std::size_t kDim = 8, kClasses = 3, kCount = 96;
-  std::vector<float> x;
-  std::vector<std::int32_t> y;
 };
 
-Problem separable() {
-  Problem p;
-  std::mt19937_64 rng(17);
-  std::uniform_real_distribution<float> noise(-0.1f, 0.1f);
-  for (std::size_t i = 0; i < Problem::kCount; ++i) {
-    const auto c = static_cast<std::int32_t>(i % Problem::kClasses);
-    p.y.push_back(c);
-    for (std::size_t j = 0; j < Problem::kDim; ++j) {
-      p.x.push_back((j % Problem::kClasses == static_cast<std::size_t>(c) ? 0.8f : 0.2f) +
-                    noise(rng));
-    }
-  }
-  return p;
-}
-
 void trainAndCheck(ModelKind kind, OptimizerConfig cfg) {
-  Problem prob = separable();
+  Problem prob = testing::separablePoints<Problem>(17, 0.1f, 0.8f, 0.2f, /*draw_class=*/false);
   auto m = makeModel(kind, Problem::kDim, Problem::kClasses);
   std::vector<float> params(m->paramCount()), grad(m->paramCount());
   m->init(params, 3);

@@ -57,13 +57,19 @@ bool readable(int fd) {
   return ::poll(&p, 1, 0) == 1;
 }
 
+// A server whose coordinator echoes each request, and a raw client connected to it.
+struct EchoServer {
+  TempDir dir;
+  std::unique_ptr<ControlServer> server = startServer(optionsAt(dir));
+  FakeCoordinator coord{*server, testing::echoHandler};
+  RawClient c{server->path()};
+};
+
 }  // namespace
 
-TEST_CASE("control server: answers a request with the coordinator's result and echoes the id") {
-  TempDir dir;
-  auto server = startServer(optionsAt(dir));
-  FakeCoordinator coord(*server, testing::echoHandler);
-  RawClient c(server->path());
+TEST_CASE_FIXTURE(
+    EchoServer,
+    "control server: answers a request with the coordinator's result and echoes the id") {
   c.send(R"({"id": 7, "method": "status", "params": {"x": 1}})"
          "\n");
   json reply = c.readJson();
@@ -85,11 +91,7 @@ TEST_CASE("control server: answers a request with the coordinator's result and e
   CHECK(reply["ok"] == true);
 }
 
-TEST_CASE("control server: unknown fields are ignored") {
-  TempDir dir;
-  auto server = startServer(optionsAt(dir));
-  FakeCoordinator coord(*server, testing::echoHandler);
-  RawClient c(server->path());
+TEST_CASE_FIXTURE(EchoServer, "control server: unknown fields are ignored") {
   c.send(R"({"jsonrpc": "2.0", "id": 1, "method": "groups", "params": {}, "extra": [1, 2]})"
          "\n");
   const json reply = c.readJson();
@@ -97,12 +99,8 @@ TEST_CASE("control server: unknown fields are ignored") {
   CHECK(reply["result"]["method"] == "groups");
 }
 
-TEST_CASE("control server: parse_error and invalid_request keep the connection usable") {
-  TempDir dir;
-  auto server = startServer(optionsAt(dir));
-  FakeCoordinator coord(*server, testing::echoHandler);
-  RawClient c(server->path());
-
+TEST_CASE_FIXTURE(EchoServer,
+                  "control server: parse_error and invalid_request keep the connection usable") {
   c.send("{not json\n");
   json reply = c.readJson();
   CHECK(errorCode(reply) == "parse_error");
@@ -125,12 +123,7 @@ TEST_CASE("control server: parse_error and invalid_request keep the connection u
   CHECK(reply["id"] == 9);
 }
 
-TEST_CASE("control server: method_not_found and invalid_params") {
-  TempDir dir;
-  auto server = startServer(optionsAt(dir));
-  FakeCoordinator coord(*server, testing::echoHandler);
-  RawClient c(server->path());
-
+TEST_CASE_FIXTURE(EchoServer, "control server: method_not_found and invalid_params") {
   c.send(R"({"id": 2, "method": "frobnicate"})"
          "\n");
   json reply = c.readJson();
@@ -189,11 +182,8 @@ TEST_CASE("control server: too_large replies once, discards to the newline, and 
   }
 }
 
-TEST_CASE("control server: deep nesting inside the cap is refused without harm") {
-  TempDir dir;
-  auto server = startServer(optionsAt(dir));
-  FakeCoordinator coord(*server, testing::echoHandler);
-  RawClient c(server->path());
+TEST_CASE_FIXTURE(EchoServer,
+                  "control server: deep nesting inside the cap is refused without harm") {
   c.send(std::string(30000, '[') + std::string(30000, ']') + "\n");
   CHECK(errorCode(c.readJson()) == "invalid_request");
   c.send(std::string(30000, '[') + "\n");  // unbalanced
@@ -201,11 +191,8 @@ TEST_CASE("control server: deep nesting inside the cap is refused without harm")
   checkStillUsable(c);
 }
 
-TEST_CASE("control server: requests pipelined in one write are answered in order") {
-  TempDir dir;
-  auto server = startServer(optionsAt(dir));
-  FakeCoordinator coord(*server, testing::echoHandler);
-  RawClient c(server->path());
+TEST_CASE_FIXTURE(EchoServer,
+                  "control server: requests pipelined in one write are answered in order") {
   c.send(R"({"id": 1, "method": "status"})"
          "\n"
          "\n"  // a blank line is skipped

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "daemon_harness.h"
+#include "worker_run.h"
 
 using namespace groupsgd::testing;
 using namespace std::chrono_literals;
@@ -18,44 +19,20 @@ using nlohmann::json;
 
 namespace {
 
-struct Run {
-  std::string dir = makeTempDir();
-  std::unique_ptr<Process> daemon;
-  std::vector<std::unique_ptr<Process>> workers;
-  std::string endpoint;
-
+struct Run : WorkerRun {
   Run(const json& config, std::vector<std::string> flags) {
     {
       std::ofstream f(dir + "/config.json");
       f << config.dump(2);
     }
     flags.insert(flags.begin(), {"--config", dir + "/config.json", "--progress-ms", "0"});
-    daemon = startDaemon(dir, "daemon.log", flags, DaemonFiles{.control_socket = false});
-    endpoint = endpointIn(dir);
+    start(std::move(flags), DaemonFiles{.control_socket = false});
   }
-  ~Run() {
-    workers.clear();
-    daemon.reset();
-    removeTestDir(dir);
-  }
-  Process& worker(std::vector<std::string> extra) {
-    std::vector<std::string> argv = {WORKER_PATH, "--coordinator", endpoint, "--log-level", "warn"};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    workers.push_back(std::make_unique<Process>(
-        argv, dir + "/worker-" + std::to_string(workers.size()) + ".log"));
-    return *workers.back();
+  Process& worker(const std::vector<std::string>& extra) {
+    return addWorker(withArgs({"--log-level", "warn"}, extra));
   }
   json finish(std::chrono::milliseconds timeout, std::size_t expect_clean = ~0u) {
-    auto rc = daemon->wait(timeout);
-    REQUIRE_MESSAGE(rc.has_value(), "the daemon did not stop in time");
-    CHECK(*rc == 0);
-    for (std::size_t i = 0; i < workers.size() && i < expect_clean; ++i) {
-      auto wrc = workers[i]->wait(15000ms);
-      CHECK_MESSAGE(wrc == std::optional<int>(0),
-                    exitText(wrc) << ", worker " << i << ": "
-                                  << readFile(dir + "/worker-" + std::to_string(i) + ".log"));
-    }
-    return readSummary(dir);
+    return WorkerRun::finish(timeout, 15000ms, expect_clean);
   }
 };
 

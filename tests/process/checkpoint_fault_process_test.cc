@@ -65,24 +65,10 @@ void flipBytes(const std::string& path) {
 
 // Daemon flags both cases share: a small model (31 KB checkpoints), one group of two.
 std::vector<std::string> headFlags(const std::string& ckpt_dir, std::vector<std::string> more) {
-  std::vector<std::string> f = {"--model",
-                                "softmax",
-                                "--mode",
-                                "grouped",
-                                "--workers",
-                                "2",
-                                "--groups",
-                                "1",
-                                "--heartbeat-ms",
-                                "250",
-                                "--progress-ms",
-                                "250",
-                                "--checkpoint-dir",
-                                ckpt_dir,
-                                "--checkpoint-every-versions",
-                                "3"};
-  f.insert(f.end(), more.begin(), more.end());
-  return f;
+  return withArgs({"--model", "softmax", "--mode", "grouped", "--workers", "2", "--groups", "1",
+                   "--heartbeat-ms", "250", "--progress-ms", "250", "--checkpoint-dir", ckpt_dir,
+                   "--checkpoint-every-versions", "3"},
+                  more);
 }
 
 }  // namespace
@@ -148,9 +134,8 @@ TEST_CASE(
       detected - started, static_cast<unsigned long long>(previous),
       static_cast<unsigned long long>(newest - previous), kTarget,
       s["time_to_target_s"].get<double>(), s["final_test_acc"].get<double>(),
-      static_cast<unsigned long long>(s["samples_trained"].get<std::uint64_t>()));
-  std::fflush(stdout);
-  removeTestDir(dir);
+      llu(s["samples_trained"]));
+  reportDone(dir);
 }
 
 TEST_CASE(
@@ -220,11 +205,9 @@ TEST_CASE(
       "%llu writes failed in all; training went on (%llu -> %llu samples after the "
       "failure); version %llu intact on disk; central version at the end %llu\n",
       static_cast<unsigned long long>(good), reported_at - failed_at,
-      static_cast<unsigned long long>(s["central"]["checkpoint_failures"].get<std::uint64_t>()),
-      static_cast<unsigned long long>(samples_at_failure),
-      static_cast<unsigned long long>(s["samples_trained"].get<std::uint64_t>()),
-      static_cast<unsigned long long>(loaded->version),
-      static_cast<unsigned long long>(s["central_version"].get<std::uint64_t>()));
+      llu(s["central"]["checkpoint_failures"]), static_cast<unsigned long long>(samples_at_failure),
+      llu(s["samples_trained"]), static_cast<unsigned long long>(loaded->version),
+      llu(s["central_version"]));
   std::fflush(stdout);
   ::umount2(ckpt.c_str(), MNT_DETACH);
   removeTestDir(dir);

@@ -25,12 +25,6 @@ using nlohmann::json;
 
 namespace {
 
-// A libzmq built without CURVE: these cases are marked skipped (never passed silently).
-bool noCurve() {
-  static const bool none = zmq_has("curve") == 0;
-  return none;
-}
-
 std::vector<std::string> workerArgs(const std::string& ep, const std::string& dir,
                                     const std::string& name, bool with_keys) {
   std::vector<std::string> argv = {WORKER_PATH, "--coordinator", ep,  "--device-ms",
@@ -47,9 +41,7 @@ std::vector<std::string> workerArgs(const std::string& ep, const std::string& di
 TEST_CASE("curve: keyed training completes; unknown keys, plaintext and impostors are refused" *
           doctest::skip(noCurve())) {
   const std::string dir = makeTempDir();
-  for (const char* name : {"server", "w1", "w2", "stranger"}) {
-    generateKeys(dir, name);
-  }
+  generateKeys(dir, {"server", "w1", "w2", "stranger"});
   {
     std::ofstream allow(dir + "/allow");
     allow << "# trainers\n" << readFile(dir + "/w1.pub") << readFile(dir + "/w2.pub");
@@ -160,39 +152,17 @@ TEST_CASE("curve: a secret key file readable by others stops daemon and worker a
 TEST_CASE("curve: a coordinator and a node daemon sharing the daemon key pair train keyed workers" *
           doctest::skip(noCurve())) {
   const std::string dir = makeTempDir();
-  for (const char* name : {"server", "w0", "w1", "ev"}) {
-    generateKeys(dir, name);
-  }
+  generateKeys(dir, {"server", "w0", "w1", "ev"});
   std::ofstream(dir + "/allow") << readFile(dir + "/w0.pub") << readFile(dir + "/w1.pub")
                                 << readFile(dir + "/ev.pub");
-  const std::vector<std::string> keys = {"--curve-secret-key-file", dir + "/server.key",
-                                         "--curve-allow-file", dir + "/allow"};
-  std::vector<std::string> head_args = {GROUPSGDD_PATH,
-                                        "--role",
-                                        "coordinator",
-                                        "--mode",
-                                        "grouped",
-                                        "--workers",
-                                        "2",
-                                        "--groups",
-                                        "2",
-                                        "--listen",
-                                        "tcp://127.0.0.1:0",
-                                        "--endpoint-file",
-                                        dir + "/endpoint",
-                                        "--summary-file",
-                                        dir + "/summary.json",
-                                        "--progress-ms",
-                                        "0",
-                                        "--heartbeat-ms",
-                                        "250",
-                                        "--max-samples",
-                                        "8000",
-                                        "--max-seconds",
-                                        "60"};
+  const std::vector<std::string> keys = serverCurveArgs(dir);
+  std::vector<std::string> head_args = {"--role",        "coordinator", "--mode",         "grouped",
+                                        "--workers",     "2",           "--groups",       "2",
+                                        "--progress-ms", "0",           "--heartbeat-ms", "250",
+                                        "--max-samples", "8000",        "--max-seconds",  "60"};
   head_args.insert(head_args.end(), keys.begin(), keys.end());
-  Process head(head_args, dir + "/head.log");
-  REQUIRE_MESSAGE(waitForFile(dir + "/endpoint", 20000ms), readFile(dir + "/head.log"));
+  auto head = startDaemon(dir, "head.log", std::move(head_args),
+                          DaemonFiles{"tcp://127.0.0.1:0", /*control_socket=*/false});
   const std::string ep = endpointIn(dir);
   std::vector<std::string> node_args = {
       GROUPSGDD_PATH, "--role",    "node", "--coordinator", ep,  "--node-groups",  "2",  "--mode",
@@ -204,7 +174,7 @@ TEST_CASE("curve: a coordinator and a node daemon sharing the daemon key pair tr
   auto ev_args = workerArgs(ep, dir, "ev", true);
   ev_args.push_back("--evaluate");
   Process evaluator(ev_args, dir + "/ev.log");  // fetches the central model with its own key
-  REQUIRE_MESSAGE(head.wait(90000ms) == std::optional<int>(0), readFile(dir + "/head.log"));
+  REQUIRE_MESSAGE(head->wait(90000ms) == std::optional<int>(0), readFile(dir + "/head.log"));
   CHECK(node.wait(20000ms) == std::optional<int>(0));
   CHECK(w0.wait(20000ms) == std::optional<int>(0));
   CHECK(w1.wait(20000ms) == std::optional<int>(0));
@@ -228,14 +198,11 @@ TEST_CASE(
     "open connections" *
     doctest::skip(noCurve())) {
   const std::string dir = makeTempDir();
-  for (const char* name : {"server", "w1", "w2"}) {
-    generateKeys(dir, name);
-  }
+  generateKeys(dir, {"server", "w1", "w2"});
   const auto writeAllow = [&](const std::vector<std::string>& names) {
-    std::ofstream allow(dir + "/allow.tmp");
-    for (const auto& n : names) allow << readFile(dir + "/" + n + ".pub");
-    allow.close();
-    std::filesystem::rename(dir + "/allow.tmp", dir + "/allow");
+    std::string text;
+    for (const auto& n : names) text += readFile(dir + "/" + n + ".pub");
+    writeAllowList(dir, text);
   };
   writeAllow({"w1", "w2"});
   auto daemon =
@@ -309,91 +276,33 @@ TEST_CASE(
     "worker key may not act as a node; a node whose key is removed is refused" *
     doctest::skip(noCurve())) {
   const std::string dir = makeTempDir();
-  for (const char* name : {"server", "node", "w0", "w1"}) {
-    REQUIRE(runTool({GROUPSGDCTL_PATH, "keygen", "--out", dir + "/" + name},
-                    dir + "/keygen-" + name + ".log") == 0);
-  }
+  generateKeys(dir, {"server", "node", "w0", "w1"});
   auto node_pub = loadPublicKeyFile(dir + "/node.pub");
   REQUIRE(node_pub.isOk());
   const std::string node_key = *node_pub;
   const auto writeHeadAllow = [&](bool with_node) {
-    std::ofstream allow(dir + "/allow.tmp");
-    allow << readFile(dir + "/w0.pub") << readFile(dir + "/w1.pub");
-    if (with_node) allow << node_key << " node  # n1\n";
-    allow.close();
-    std::filesystem::rename(dir + "/allow.tmp", dir + "/allow");
+    writeAllowList(dir, readFile(dir + "/w0.pub") + readFile(dir + "/w1.pub") +
+                            (with_node ? node_key + " node  # n1\n" : ""));
   };
   writeHeadAllow(true);
   // The node admits the workers (its group PS serves them); the head's key it admits itself.
   std::ofstream(dir + "/node-allow") << readFile(dir + "/w0.pub") << readFile(dir + "/w1.pub");
   // Dead after max(250 ms * 8, 1000 + 2 * 250 ms) = 2 s.
-  Process head({GROUPSGDD_PATH,
-                "--role",
-                "coordinator",
-                "--mode",
-                "grouped",
-                "--workers",
-                "2",
-                "--groups",
-                "1",
-                "--listen",
-                "tcp://127.0.0.1:0",
-                "--endpoint-file",
-                dir + "/endpoint",
-                "--control-socket",
-                dir + "/ctl.sock",
-                "--summary-file",
-                dir + "/summary.json",
-                "--progress-ms",
-                "0",
-                "--heartbeat-ms",
-                "250",
-                "--heartbeat-misses",
-                "8",
-                "--step-deadline-ms",
-                "1000",
-                "--max-seconds",
-                "120",
-                "--curve-secret-key-file",
-                dir + "/server.key",
-                "--curve-allow-file",
-                dir + "/allow"},
-               dir + "/head.log");
-  REQUIRE_MESSAGE(waitForFile(dir + "/endpoint", 20000ms), readFile(dir + "/head.log"));
-  std::string ep = readFile(dir + "/endpoint");
-  ep.erase(ep.find_last_not_of("\n") + 1);
+  auto head = startDaemon(
+      dir, "head.log", "tcp://127.0.0.1:0",
+      withArgs({"--role", "coordinator", "--mode", "grouped", "--workers", "2", "--groups", "1",
+                "--progress-ms", "0", "--heartbeat-ms", "250", "--heartbeat-misses", "8",
+                "--step-deadline-ms", "1000", "--max-seconds", "120"},
+               serverCurveArgs(dir)));
+  const std::string ep = endpointIn(dir);
   const auto nodeArgs = [&](const std::string& key) {
-    return std::vector<std::string>{GROUPSGDD_PATH,
-                                    "--role",
-                                    "node",
-                                    "--coordinator",
-                                    ep,
-                                    "--node-groups",
-                                    "1",
-                                    "--mode",
-                                    "grouped",
-                                    "--workers",
-                                    "2",
-                                    "--groups",
-                                    "1",
-                                    "--heartbeat-ms",
-                                    "250",
-                                    "--step-deadline-ms",
-                                    "1000",
-                                    "--give-up-s",
-                                    "5",
-                                    "--curve-secret-key-file",
-                                    dir + "/" + key + ".key",
-                                    "--curve-allow-file",
-                                    dir + "/node-allow",
-                                    "--curve-server-key-file",
-                                    dir + "/server.pub"};
+    return withArgs({GROUPSGDD_PATH, "--role", "node", "--coordinator", ep, "--node-groups", "1",
+                     "--mode", "grouped", "--workers", "2", "--groups", "1", "--heartbeat-ms",
+                     "250", "--step-deadline-ms", "1000", "--give-up-s", "5"},
+                    nodeCurveArgs(dir, key));
   };
   // A worker's key, allow-listed but not as a node, cannot offer group PSes.
-  Process impostor(nodeArgs("w0"), dir + "/impostor.log");
-  CHECK(impostor.wait(30000ms) == std::optional<int>(1));
-  CHECK(readFile(dir + "/impostor.log").find("may not register as a node daemon") !=
-        std::string::npos);
+  checkImpostorNodeRefused(dir, nodeArgs("w0"));
   Process node(nodeArgs("node"), dir + "/node.log");
   Process w0(workerArgs(ep, dir, "w0", true), dir + "/w0.log");
   Process w1(workerArgs(ep, dir, "w1", true), dir + "/w1.log");
@@ -414,8 +323,8 @@ TEST_CASE(
   CHECK(reload["removed"] == 1);
   CHECK(waitForText(dir + "/head.log", "group_failure: group 0 failed", 30000ms));
   CHECK(waitForText(dir + "/node.log", "is no longer in the allow-list", 30000ms));
-  ::kill(head.pid(), SIGTERM);
-  CHECK(head.wait(90000ms) == std::optional<int>(0));
+  ::kill(head->pid(), SIGTERM);
+  CHECK(head->wait(90000ms) == std::optional<int>(0));
   json s = json::parse(readFile(dir + "/summary.json"));
   CHECK(s["curve"]["enabled"] == true);
   CHECK(s["node_failures"].size() == 1);
@@ -427,15 +336,12 @@ TEST_CASE(
     "daemon's rights and take them from a removed one" *
     doctest::skip(noCurve())) {
   const std::string dir = makeTempDir();
-  for (const char* name : {"server", "n1"}) generateKeys(dir, name);
+  generateKeys(dir, {"server", "n1"});
   auto n1_pub = loadPublicKeyFile(dir + "/n1.pub");
   REQUIRE(n1_pub.isOk());
   const std::string n1 = *n1_pub;
   const auto writeAllow = [&](bool as_node) {
-    std::ofstream allow(dir + "/allow.tmp");
-    allow << n1 << (as_node ? " node  # a node daemon's key\n" : "  # a plain client\n");
-    allow.close();
-    std::filesystem::rename(dir + "/allow.tmp", dir + "/allow");
+    writeAllowList(dir, n1 + (as_node ? " node  # a node daemon's key\n" : "  # a plain client\n"));
   };
   writeAllow(false);
   auto daemon = startDaemon(

@@ -155,8 +155,6 @@ TEST_CASE(
       "accuracy %.4f; trained %llu samples, accounting ok %d\n",
       acc_at_kill, event_at, kDeadAfterS, detected, back_at, gap, replaced_after, kTarget,
       s["time_to_target_s"].get<double>(), s["final_test_acc"].get<double>(),
-      static_cast<unsigned long long>(s["samples_trained"].get<std::uint64_t>()),
-      s["accounting_ok"].get<bool>() ? 1 : 0);
-  std::fflush(stdout);
-  removeTestDir(dir);
+      llu(s["samples_trained"]), s["accounting_ok"].get<bool>() ? 1 : 0);
+  reportDone(dir);
 }

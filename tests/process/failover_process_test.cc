@@ -15,20 +15,13 @@
 #include <nlohmann/json.hpp>
 
 #include "daemon_harness.h"
+#include "head_restart.h"
 
 using namespace groupsgd::testing;
 using namespace std::chrono_literals;
 using nlohmann::json;
 
 namespace {
-
-std::unique_ptr<Process> startWorker(const std::string& dir, const std::string& ep, int i,
-                                     std::vector<std::string> extra) {
-  std::vector<std::string> argv = {
-      WORKER_PATH, "--coordinator", ep, "--name", "w" + std::to_string(i), "--device-ms", "3"};
-  argv.insert(argv.end(), extra.begin(), extra.end());
-  return std::make_unique<Process>(argv, dir + "/w" + std::to_string(i) + ".log");
-}
 
 std::uint64_t samplesNow(const std::string& dir) {
   json s = ctl(dir, {"status"});
@@ -39,10 +32,6 @@ bool waitForSamples(const std::string& dir, std::uint64_t samples,
                     std::chrono::milliseconds timeout) {
   return waitUntil([&] { return samplesNow(dir) > samples; }, timeout, 200ms);
 }
-
-// Workers that lose their group or head must find their way back on their own, quickly.
-const std::vector<std::string> kRecoveringWorker = {
-    "--timeout-ms", "1500", "--backoff-max-ms", "1000", "--give-up-s", "90"};
 
 // A head (role coordinator, 2 groups; nodes and workers dead after max(250 ms * 12,
 // 1000 + 2 * 250) = 3 s of silence), node a hosting group 0, node b offering
@@ -87,14 +76,36 @@ TwoNodeRun startTwoNodeRun(const std::string& dir, const std::string& node_b_gro
   return r;
 }
 
+// Trained again: once the total grew by another 2000 samples from now, the seconds since
+// `killed_at`.
+double trainedAgainAfter(const std::string& dir, double killed_at) {
+  const std::uint64_t after_move = samplesNow(dir);
+  REQUIRE(waitForSamples(dir, after_move + 2000, 60000ms));
+  return wallNow() - killed_at;
+}
+
+// The numbers (I of wI) of the trainers the `workers` rows place in `group`.
+std::vector<int> trainersIn(const json& rows, int group) {
+  std::vector<int> ids;
+  for (const auto& w : rows["workers"]) {
+    if (w["role"] == "trainer" && w["group"] == group)
+      ids.push_back(std::stoi(w["name"].get<std::string>().substr(1)));
+  }
+  return ids;
+}
+
+// The sizes of the logs of these workers (DIR/wI.log) now.
+std::vector<std::size_t> logSizes(const std::string& dir, const std::vector<int>& ids) {
+  std::vector<std::size_t> sizes;
+  for (int i : ids) sizes.push_back(readFile(dir + "/w" + std::to_string(i) + ".log").size());
+  return sizes;
+}
+
 // After the head has exited: node a and the four workers exit 0, the summary keeps its
 // accounting and records one failed group, group 1 (node b's). Returns that summary.
 json summaryAfterNodeBLost(const std::string& dir, TwoNodeRun& run) {
   CHECK(run.node_a->wait(20000ms) == std::optional<int>(0));
-  for (int i = 0; i < 4; ++i) {
-    CHECK_MESSAGE(run.workers[i]->wait(20000ms) == std::optional<int>(0),
-                  "w" << i << ": " << readFile(dir + "/w" + std::to_string(i) + ".log"));
-  }
+  checkWorkersExit(dir, run.workers, 20000ms);
   json s = readSummary(dir);
   INFO("head: " << readFile(dir + "/head.log"));
   checkAccounting(s);
@@ -110,28 +121,8 @@ TEST_CASE(
     "re-register on their own") {
   constexpr std::uint64_t kEvery = 20;  // checkpoint every 20 central versions
   const std::string dir = makeTempDir();
-  const std::vector<std::string> args = {"--progress-ms",
-                                         "0",
-                                         "--mode",
-                                         "grouped",
-                                         "--workers",
-                                         "4",
-                                         "--groups",
-                                         "2",
-                                         "--exchange-period",
-                                         "4",
-                                         "--heartbeat-ms",
-                                         "250",
-                                         "--heartbeat-misses",
-                                         "12",
-                                         "--step-deadline-ms",
-                                         "1000",
-                                         "--checkpoint-dir",
-                                         dir + "/ck",
-                                         "--checkpoint-every-versions",
-                                         std::to_string(kEvery),
-                                         "--checkpoint-interval-s",
-                                         "0"};
+  const std::vector<std::string> args =
+      withArgs(checkpointedHeadArgs(dir, 4, kEvery), {"--exchange-period", "4"});
   auto head = startDaemon(dir, "head1.log", "tcp://127.0.0.1:0", args);
   const std::string ep = endpointIn(dir);
   std::vector<std::unique_ptr<Process>> workers;
@@ -148,25 +139,16 @@ TEST_CASE(
       },
       60000ms, 200ms);
   REQUIRE(seen >= 3 * kEvery);
-  const double killed_at = wallNow();
-  REQUIRE(::kill(head->pid(), SIGKILL) == 0);
-  REQUIRE(head->wait(10000ms).has_value());
   // The workers notice (no answer), then keep trying with back-off. Restart on the same
   // port a little later, as a supervisor would. The new run's budget lasts longer than a
   // worker's longest back-off (1 s), so every worker is back before it ends.
-  std::this_thread::sleep_for(1500ms);  // the outage under test: a fixed time, not a state
-  auto again = startDaemon(dir, "head2.log", ep, [&] {
-    auto a = args;
-    a.insert(a.end(), {"--max-samples", "20000", "--max-seconds", "120"});
-    return a;
-  }());
-  const double restarted_at = wallNow();
+  const HeadRestart restart = restartHead(
+      dir, *head, ep, withArgs(args, {"--max-samples", "20000", "--max-seconds", "120"}), 1500ms);
+  const auto& again = restart.head;
+  const double killed_at = restart.killed_at, restarted_at = restart.restarted_at;
   REQUIRE(waitForText(dir + "/head2.log", "resumed from", 10000ms));
   REQUIRE(again->wait(150000ms) == std::optional<int>(0));
-  for (int i = 0; i < 4; ++i) {
-    CHECK_MESSAGE(workers[i]->wait(30000ms) == std::optional<int>(0),
-                  "w" << i << ": " << readFile(dir + "/w" + std::to_string(i) + ".log"));
-  }
+  checkWorkersExit(dir, workers, 30000ms);
   json s = readSummary(dir);
   INFO("head2: " << readFile(dir + "/head2.log"));
   INFO("w0: " << readFile(dir + "/w0.log"));
@@ -201,15 +183,12 @@ TEST_CASE(
       "version(s) lost by the test's look, %llu by the head's record; all 4 workers "
       "re-registered %.2f s after the restart began (%.2f s after the kill); new run "
       "trained %llu samples, central version %llu\n",
-      static_cast<unsigned long long>(seen),
-      static_cast<unsigned long long>(hr["previous_version_seen"].get<std::uint64_t>()),
+      static_cast<unsigned long long>(seen), llu(hr["previous_version_seen"]),
       restarted_at - killed_at, static_cast<unsigned long long>(resumed),
       static_cast<unsigned long long>(kEvery), static_cast<unsigned long long>(lost_seen),
       static_cast<unsigned long long>(lost), rereg, restarted_at - killed_at + rereg,
-      static_cast<unsigned long long>(s["samples_trained"].get<std::uint64_t>()),
-      static_cast<unsigned long long>(s["central_version"].get<std::uint64_t>()));
-  std::fflush(stdout);
-  removeTestDir(dir);
+      llu(s["samples_trained"]), llu(s["central_version"]));
+  reportDone(dir);
 }
 
 TEST_CASE(
@@ -223,15 +202,9 @@ TEST_CASE(
   auto& node_b = run.node_b;
   json before = ctl(dir, {"workers"});
   REQUIRE(before.is_object());
-  std::vector<int> in_group1;
-  for (const auto& w : before["workers"]) {
-    if (w["role"] == "trainer" && w["group"] == 1)
-      in_group1.push_back(std::stoi(w["name"].get<std::string>().substr(1)));
-  }
+  const std::vector<int> in_group1 = trainersIn(before, 1);
   REQUIRE(in_group1.size() == 2);
-  std::vector<std::size_t> log_at_kill;
-  for (int i : in_group1)
-    log_at_kill.push_back(readFile(dir + "/w" + std::to_string(i) + ".log").size());
+  const std::vector<std::size_t> log_at_kill = logSizes(dir, in_group1);
   const std::size_t head_log_at_kill = readFile(dir + "/head.log").size();
   const double killed_at = wallNow();
   REQUIRE(::kill(node_b->pid(), SIGKILL) == 0);
@@ -249,10 +222,7 @@ TEST_CASE(
     REQUIRE(at > 0);
     reassigned = std::max(reassigned, at - killed_at);
   }
-  // Trained again: the total grows by another 2000 samples after the reassignment.
-  const std::uint64_t after_move = samplesNow(dir);
-  REQUIRE(waitForSamples(dir, after_move + 2000, 60000ms));
-  const double training_again = wallNow() - killed_at;
+  const double training_again = trainedAgainAfter(dir, killed_at);
   json st = ctl(dir, {"status"});
   CHECK(st["failed_groups"] == json::array({1}));
   CHECK(st["workers"]["active"] == 4);
@@ -277,12 +247,9 @@ TEST_CASE(
       "%.2f s; lost with the group: %llu samples (bound %llu); summary trained %llu "
       "applied %llu dropped %llu\n",
       detected, kDeadAfterS, reassigned, training_again, static_cast<unsigned long long>(lost),
-      static_cast<unsigned long long>(f["samples_lost_bound"].get<std::uint64_t>()),
-      static_cast<unsigned long long>(s["samples_trained"].get<std::uint64_t>()),
-      static_cast<unsigned long long>(s["samples_applied"].get<std::uint64_t>()),
-      static_cast<unsigned long long>(s["samples_dropped"].get<std::uint64_t>()));
-  std::fflush(stdout);
-  removeTestDir(dir);
+      llu(f["samples_lost_bound"]), llu(s["samples_trained"]), llu(s["samples_applied"]),
+      llu(s["samples_dropped"]));
+  reportDone(dir);
 }
 
 // A node lost while the run stops (its trainers hearing "stop", the groups about to flush)
@@ -311,11 +278,8 @@ TEST_CASE(
   std::printf(
       "failover: node SIGKILL as the run stops: head done %.2f s after the stop; "
       "group 1 failed at the flush; lost %llu samples (bound %llu)\n",
-      took,
-      static_cast<unsigned long long>(s["samples_lost_in_failed_groups"].get<std::uint64_t>()),
-      static_cast<unsigned long long>(f["samples_lost_bound"].get<std::uint64_t>()));
-  std::fflush(stdout);
-  removeTestDir(dir);
+      took, llu(s["samples_lost_in_failed_groups"]), llu(f["samples_lost_bound"]));
+  reportDone(dir);
 }
 
 TEST_CASE(
@@ -369,64 +333,26 @@ TEST_CASE(
       "failover: NaN sender quarantined after 3 refused pushes; coordinator marked it "
       "%.2f s after the probe started; refusals since: %llu; the other workers trained "
       "%llu samples in all\n",
-      quarantined_after,
-      static_cast<unsigned long long>(s["quarantine_refusals"].get<std::uint64_t>()),
-      static_cast<unsigned long long>(s["samples_trained"].get<std::uint64_t>()));
-  std::fflush(stdout);
-  removeTestDir(dir);
+      quarantined_after, llu(s["quarantine_refusals"]), llu(s["samples_trained"]));
+  reportDone(dir);
 }
 
 TEST_CASE(
     "failover: multi-node roles: the head restarted from its checkpoint; the node daemon and the "
     "workers re-register on their own") {
   const std::string dir = makeTempDir();
-  const std::vector<std::string> args = {"--progress-ms",
-                                         "0",
-                                         "--role",
-                                         "coordinator",
-                                         "--mode",
-                                         "grouped",
-                                         "--workers",
-                                         "2",
-                                         "--groups",
-                                         "2",
-                                         "--heartbeat-ms",
-                                         "250",
-                                         "--heartbeat-misses",
-                                         "12",
-                                         "--step-deadline-ms",
-                                         "1000",
-                                         "--checkpoint-dir",
-                                         dir + "/ck",
-                                         "--checkpoint-every-versions",
-                                         "20",
-                                         "--checkpoint-interval-s",
-                                         "0"};
-  auto head = startDaemon(dir, "head1.log", "tcp://127.0.0.1:0", args);
-  const std::string ep = endpointIn(dir);
-  Process node({GROUPSGDD_PATH, "--role", "node", "--coordinator", ep, "--node-groups", "2",
-                "--mode", "grouped", "--workers", "2", "--groups", "2", "--step-deadline-ms",
-                "1000", "--give-up-s", "60"},
-               dir + "/node.log");
-  std::vector<std::unique_ptr<Process>> workers;
-  for (int i = 0; i < 2; ++i) workers.push_back(startWorker(dir, ep, i, kRecoveringWorker));
+  NodeRun run = startNodeRun(dir, /*spare_endpoint=*/false);
+  auto& node = run.node;
   REQUIRE(waitForSamples(dir, 2000, 90000ms));
-  REQUIRE(::kill(head->pid(), SIGKILL) == 0);
-  REQUIRE(head->wait(10000ms).has_value());
-  std::this_thread::sleep_for(1000ms);  // the outage under test: a fixed time, not a state
-  auto again = startDaemon(dir, "head2.log", ep, [&] {
-    auto a = args;
-    a.insert(a.end(), {"--max-samples", "3000", "--max-seconds", "120"});
-    return a;
-  }());
+  const auto again =
+      restartHead(dir, *run.head, run.ep,
+                  withArgs(run.args, {"--max-samples", "3000", "--max-seconds", "120"}), 1000ms)
+          .head;
   REQUIRE(again->wait(150000ms) == std::optional<int>(0));
   INFO("head2: " << readFile(dir + "/head2.log"));
   INFO("node: " << readFile(dir + "/node.log"));
-  CHECK(node.wait(30000ms) == std::optional<int>(0));
-  for (int i = 0; i < 2; ++i) {
-    CHECK_MESSAGE(workers[i]->wait(30000ms) == std::optional<int>(0),
-                  "w" << i << ": " << readFile(dir + "/w" + std::to_string(i) + ".log"));
-  }
+  CHECK(node->wait(30000ms) == std::optional<int>(0));
+  checkWorkersExit(dir, run.workers, 30000ms);
   CHECK(readFile(dir + "/node.log").find("re-registering") != std::string::npos);
   json s = readSummary(dir);
   checkAccounting(s);
@@ -436,12 +362,11 @@ TEST_CASE(
   std::printf(
       "failover: multi-node head SIGKILL + restart: node re-registered, %llu samples "
       "trained after the restart, all re-registered %.2f s after the head started\n",
-      static_cast<unsigned long long>(s["samples_trained"].get<std::uint64_t>()),
+      llu(s["samples_trained"]),
       s["head_restart"]["time_to_reregister_s"].is_number()
           ? s["head_restart"]["time_to_reregister_s"].get<double>()
           : -1.0);
-  std::fflush(stdout);
-  removeTestDir(dir);
+  reportDone(dir);
 }
 
 TEST_CASE(
@@ -457,16 +382,9 @@ TEST_CASE(
   json before = ctl(dir, {"groups"});
   REQUIRE(before.is_object());
   const std::string old_endpoint = before["groups"][0]["endpoint"].get<std::string>();
-  std::vector<int> in_group0;
-  json rows = ctl(dir, {"workers"});
-  for (const auto& w : rows["workers"]) {
-    if (w["role"] == "trainer" && w["group"] == 0)
-      in_group0.push_back(std::stoi(w["name"].get<std::string>().substr(1)));
-  }
+  const std::vector<int> in_group0 = trainersIn(ctl(dir, {"workers"}), 0);
   REQUIRE(in_group0.size() == 2);
-  std::vector<std::size_t> log_at_kill;
-  for (int i : in_group0)
-    log_at_kill.push_back(readFile(dir + "/w" + std::to_string(i) + ".log").size());
+  const std::vector<std::size_t> log_at_kill = logSizes(dir, in_group0);
   const std::size_t head_log_at_kill = readFile(dir + "/head.log").size();
   const double killed_at = wallNow();
   REQUIRE(::kill(node_a->pid(), SIGKILL) == 0);
@@ -484,9 +402,7 @@ TEST_CASE(
     REQUIRE(moved);
     back = std::max(back, stampOf(readFile(wlog), "assigned: group 0", log_at_kill[k]) - killed_at);
   }
-  const std::uint64_t after_move = samplesNow(dir);
-  REQUIRE(waitForSamples(dir, after_move + 2000, 60000ms));
-  const double training_again = wallNow() - killed_at;
+  const double training_again = trainedAgainAfter(dir, killed_at);
   json st = ctl(dir, {"status"});
   CHECK(st["failed_groups"] == json::array());
   CHECK(st["workers"]["active"] == 4);
@@ -499,10 +415,7 @@ TEST_CASE(
   ::kill(head->pid(), SIGTERM);
   REQUIRE(head->wait(90000ms) == std::optional<int>(0));
   CHECK(node_b->wait(20000ms) == std::optional<int>(0));
-  for (int i = 0; i < 4; ++i) {
-    CHECK_MESSAGE(workers[i]->wait(20000ms) == std::optional<int>(0),
-                  "w" << i << ": " << readFile(dir + "/w" + std::to_string(i) + ".log"));
-  }
+  checkWorkersExit(dir, workers, 20000ms);
   json s = json::parse(readFile(dir + "/summary.json"));
   INFO("head: " << readFile(dir + "/head.log"));
   checkAccounting(s);
@@ -519,10 +432,7 @@ TEST_CASE(
       "+2000 samples by %.2f s; lost with the group: %llu samples (bound %llu); "
       "summary trained %llu applied %llu dropped %llu\n",
       detected, recreated, back, training_again, static_cast<unsigned long long>(lost),
-      static_cast<unsigned long long>(f["samples_lost_bound"].get<std::uint64_t>()),
-      static_cast<unsigned long long>(s["samples_trained"].get<std::uint64_t>()),
-      static_cast<unsigned long long>(s["samples_applied"].get<std::uint64_t>()),
-      static_cast<unsigned long long>(s["samples_dropped"].get<std::uint64_t>()));
-  std::fflush(stdout);
-  removeTestDir(dir);
+      llu(f["samples_lost_bound"]), llu(s["samples_trained"]), llu(s["samples_applied"]),
+      llu(s["samples_dropped"]));
+  reportDone(dir);
 }

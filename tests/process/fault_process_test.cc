@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "daemon_harness.h"
+#include "worker_run.h"
 
 using namespace groupsgd::testing;
 using namespace std::chrono_literals;
@@ -47,32 +48,17 @@ std::size_t countOf(const std::string& log, const std::string& text) {
   return n;
 }
 
-struct FaultCluster {
-  std::string dir = makeTempDir();
-  std::unique_ptr<Process> daemon;
-  std::vector<std::unique_ptr<Process>> workers;
-  std::string endpoint;
-
+struct FaultCluster : WorkerRun {
   explicit FaultCluster(std::vector<std::string> daemon_args) {
     daemon_args.insert(daemon_args.begin(), {"--progress-ms", "0"});
-    daemon = startDaemon(dir, "daemon.log", "tcp://127.0.0.1:0", daemon_args);
-    endpoint = endpointIn(dir);
+    start(std::move(daemon_args), DaemonFiles{"tcp://127.0.0.1:0", true});
   }
   ~FaultCluster() {
     for (auto& w : workers) ::kill(w->pid(), SIGCONT);  // never leave a stopped child behind
-    workers.clear();
-    daemon.reset();
-    removeTestDir(dir);
   }
-  std::string workerLog(std::size_t i) const {
-    return dir + "/worker-" + std::to_string(i) + ".log";
-  }
-  Process& addWorker(std::vector<std::string> extra) {
-    std::vector<std::string> argv = {WORKER_PATH, "--coordinator", endpoint, "--name",
-                                     "w" + std::to_string(workers.size())};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    workers.push_back(std::make_unique<Process>(argv, workerLog(workers.size())));
-    return *workers.back();
+  // Worker I is named wI.
+  Process& addWorker(const std::vector<std::string>& extra) {
+    return WorkerRun::addWorker(withArgs({"--name", "w" + std::to_string(workers.size())}, extra));
   }
   // groupsgdctl --json status, parsed.
   json status() { return ctlJson(dir, {"status"}); }
@@ -84,15 +70,7 @@ struct FaultCluster {
   // SIGTERM, then the summary; every worker must exit 0.
   json stop() {
     ::kill(daemon->pid(), SIGTERM);
-    auto rc = daemon->wait(90000ms);
-    REQUIRE_MESSAGE(rc.has_value(), "the daemon did not stop in time");
-    CHECK(*rc == 0);
-    for (std::size_t i = 0; i < workers.size(); ++i) {
-      auto wrc = workers[i]->wait(20000ms);
-      CHECK_MESSAGE(wrc == std::optional<int>(0),
-                    exitText(wrc) << ", worker " << i << ": " << readFile(workerLog(i)));
-    }
-    return readSummary(dir);
+    return finish(90000ms, 20000ms);
   }
 };
 
@@ -165,12 +143,8 @@ TEST_CASE(
       "stale_heartbeats %llu bad_messages %llu; w1's first registration closed with %llu samples\n",
       frozen_for, dead_after, kDeadAfterS, reregistered_after,
       refusal.empty() ? "(none: a heartbeat was answered reregister)" : refusal.c_str(),
-      static_cast<unsigned long long>(s["samples_trained"].get<std::uint64_t>()),
-      static_cast<unsigned long long>(s["samples_applied"].get<std::uint64_t>()),
-      static_cast<unsigned long long>(s["samples_dropped"].get<std::uint64_t>()),
-      static_cast<unsigned long long>(s["late_gradients"].get<std::uint64_t>()),
-      static_cast<unsigned long long>(s["stale_heartbeats"].get<std::uint64_t>()),
-      static_cast<unsigned long long>(s["bad_messages"].get<std::uint64_t>()),
+      llu(s["samples_trained"]), llu(s["samples_applied"]), llu(s["samples_dropped"]),
+      llu(s["late_gradients"]), llu(s["stale_heartbeats"]), llu(s["bad_messages"]),
       static_cast<unsigned long long>(frozen_samples));
   std::fflush(stdout);
   // Silence counts from the last heartbeat the coordinator saw, which left the worker up
@@ -207,8 +181,7 @@ TEST_CASE(
   CHECK(s["bad_messages"].get<std::uint64_t>() >= 12);
   CHECK(s["replayed_pushes"].get<std::uint64_t>() == 2);
   std::printf("fault: probes refused 12/12; summary bad_messages %llu, samples_trained %llu\n",
-              static_cast<unsigned long long>(s["bad_messages"].get<std::uint64_t>()),
-              static_cast<unsigned long long>(s["samples_trained"].get<std::uint64_t>()));
+              llu(s["bad_messages"]), llu(s["samples_trained"]));
 }
 
 TEST_CASE(
@@ -237,10 +210,7 @@ TEST_CASE(
   std::printf(
       "fault: push answers timed out: %zu in w0's log; the groups counted %llu samples "
       "whose answer w0 never saw; trained %llu = applied %llu + dropped %llu\n",
-      countOf(readFile(wlog), "no answer from"),
-      static_cast<unsigned long long>(s["samples_counted_unanswered"].get<std::uint64_t>()),
-      static_cast<unsigned long long>(s["samples_trained"].get<std::uint64_t>()),
-      static_cast<unsigned long long>(s["samples_applied"].get<std::uint64_t>()),
-      static_cast<unsigned long long>(s["samples_dropped"].get<std::uint64_t>()));
+      countOf(readFile(wlog), "no answer from"), llu(s["samples_counted_unanswered"]),
+      llu(s["samples_trained"]), llu(s["samples_applied"]), llu(s["samples_dropped"]));
   std::fflush(stdout);
 }

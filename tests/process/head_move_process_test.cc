@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "daemon_harness.h"
+#include "head_restart.h"
 
 using namespace groupsgd::testing;
 using namespace std::chrono_literals;
@@ -21,44 +22,9 @@ TEST_CASE(
     "faults: the head restarted on another port is found again by the "
     "node daemon and the workers (endpoint list); accounting holds") {
   const std::string dir = makeTempDir();
-  const std::vector<std::string> args = {"--role",
-                                         "coordinator",
-                                         "--mode",
-                                         "grouped",
-                                         "--workers",
-                                         "2",
-                                         "--groups",
-                                         "2",
-                                         "--heartbeat-ms",
-                                         "250",
-                                         "--heartbeat-misses",
-                                         "12",
-                                         "--step-deadline-ms",
-                                         "1000",
-                                         "--checkpoint-dir",
-                                         dir + "/ck",
-                                         "--checkpoint-every-versions",
-                                         "20",
-                                         "--checkpoint-interval-s",
-                                         "0",
-                                         "--progress-ms",
-                                         "0"};
-  auto head = startDaemon(dir, "head1.log", "tcp://127.0.0.1:0", args);
-  const std::string ep1 = endpointIn(dir);
-  const std::string ep2 = "tcp://127.0.0.1:" + std::to_string(freePort());
-  const std::string list = ep1 + "," + ep2;
-  Process node({GROUPSGDD_PATH, "--role", "node", "--coordinator", list, "--node-groups", "2",
-                "--mode", "grouped", "--workers", "2", "--groups", "2", "--step-deadline-ms",
-                "1000", "--give-up-s", "60"},
-               dir + "/node.log");
-  std::vector<std::unique_ptr<Process>> workers;
-  for (int i = 0; i < 2; ++i) {
-    workers.push_back(std::make_unique<Process>(
-        std::vector<std::string>{WORKER_PATH, "--coordinator", list, "--name",
-                                 "w" + std::to_string(i), "--device-ms", "3", "--timeout-ms",
-                                 "1500", "--backoff-max-ms", "1000", "--give-up-s", "90"},
-        dir + "/w" + std::to_string(i) + ".log"));
-  }
+  NodeRun run = startNodeRun(dir, /*spare_endpoint=*/true);
+  const std::string& ep1 = run.ep;
+  const std::string& ep2 = run.spare_ep;
   json st = waitForStatus(
       dir,
       [](const json& s) {
@@ -67,18 +33,13 @@ TEST_CASE(
       90000ms);
   REQUIRE(st["central_version"].get<std::uint64_t>() >= 40);
   const auto seen = st["central_version"].get<std::uint64_t>();
-  const double killed_at = wallNow();
-  REQUIRE(::kill(head->pid(), SIGKILL) == 0);
-  REQUIRE(head->wait(10000ms).has_value());
-  std::this_thread::sleep_for(1000ms);  // the outage under test: a fixed time, not a state
-  auto again = startDaemon(dir, "head2.log", ep2, [&] {
-    auto a = args;
-    // A budget of several seconds of training: with 4000 the new head finished 0.8 s after
-    // the first trainer was back, before the second one's next retry (back-off up to 1 s).
-    a.insert(a.end(), {"--max-samples", "40000", "--max-seconds", "120"});
-    return a;
-  }());
-  const double restarted_at = wallNow();
+  // A budget of several seconds of training: with 4000 the new head finished 0.8 s after
+  // the first trainer was back, before the second one's next retry (back-off up to 1 s).
+  const HeadRestart restart =
+      restartHead(dir, *run.head, ep2,
+                  withArgs(run.args, {"--max-samples", "40000", "--max-seconds", "120"}), 1000ms);
+  const auto& again = restart.head;
+  const double killed_at = restart.killed_at, restarted_at = restart.restarted_at;
   // Everybody back on the new endpoint, training under the new incarnation.
   st = waitForStatus(
       dir,
@@ -92,11 +53,8 @@ TEST_CASE(
   CHECK(st["workers"]["active"] == 2);
   CHECK(st["incarnation"] == 2);
   REQUIRE(again->wait(150000ms) == std::optional<int>(0));
-  CHECK(node.wait(30000ms) == std::optional<int>(0));
-  for (int i = 0; i < 2; ++i) {
-    const std::string wlog = readFile(dir + "/w" + std::to_string(i) + ".log");
-    CHECK_MESSAGE(workers[i]->wait(30000ms) == std::optional<int>(0), "w" << i << ": " << wlog);
-  }
+  CHECK(run.node->wait(30000ms) == std::optional<int>(0));
+  checkWorkersExit(dir, run.workers, 30000ms);
   CHECK(readFile(dir + "/node.log").find("re-registering") != std::string::npos);
   json s = readSummary(dir);
   checkAccounting(s);
@@ -117,11 +75,9 @@ TEST_CASE(
       "restart, accounting ok %d\n",
       restarted_at - killed_at, ep1.c_str(), ep2.c_str(), back_at,
       back_at - (restarted_at - killed_at), static_cast<unsigned long long>(resumed),
-      static_cast<unsigned long long>(seen),
-      static_cast<unsigned long long>(s["samples_trained"].get<std::uint64_t>()),
+      static_cast<unsigned long long>(seen), llu(s["samples_trained"]),
       s["accounting_ok"].get<bool>() ? 1 : 0);
-  std::fflush(stdout);
-  removeTestDir(dir);
+  reportDone(dir);
 }
 
 // A trainer whose back-off makes it miss the whole run of the restarted head: before
@@ -131,42 +87,12 @@ TEST_CASE(
     "faults: a trainer still in its back-off when the restarted head's run ends is "
     "told `finished` and exits 0") {
   const std::string dir = makeTempDir();
-  const std::vector<std::string> args = {"--mode",
-                                         "grouped",
-                                         "--workers",
-                                         "2",
-                                         "--groups",
-                                         "2",
-                                         "--heartbeat-ms",
-                                         "250",
-                                         "--heartbeat-misses",
-                                         "12",
-                                         "--step-deadline-ms",
-                                         "1000",
-                                         "--checkpoint-dir",
-                                         dir + "/ck",
-                                         "--checkpoint-every-versions",
-                                         "20",
-                                         "--checkpoint-interval-s",
-                                         "0",
-                                         "--progress-ms",
-                                         "0"};
+  const std::vector<std::string> args = checkpointedHeadArgs(dir);
   auto head = startDaemon(dir, "head1.log", "tcp://127.0.0.1:0", args);
   const std::string ep = endpointIn(dir);
-  auto worker = [&](int i, std::vector<std::string> backoff) {
-    std::vector<std::string> argv = {WORKER_PATH,
-                                     "--coordinator",
-                                     ep,
-                                     "--name",
-                                     "w" + std::to_string(i),
-                                     "--device-ms",
-                                     "3",
-                                     "--timeout-ms",
-                                     "1500",
-                                     "--give-up-s",
-                                     "60"};
-    argv.insert(argv.end(), backoff.begin(), backoff.end());
-    return std::make_unique<Process>(argv, dir + "/w" + std::to_string(i) + ".log");
+  auto worker = [&](int i, const std::vector<std::string>& backoff) {
+    return startWorker(dir, ep, i,
+                       withArgs({"--timeout-ms", "1500", "--give-up-s", "60"}, backoff));
   };
   auto w0 = worker(0, {"--backoff-max-ms", "1000"});
   // w1 waits 16-20 s between registration attempts (20 s, less up to 20% jitter); at debug
@@ -176,8 +102,7 @@ TEST_CASE(
   json st = waitForStatus(
       dir, [](const json& s) { return s["central_version"].get<std::uint64_t>() >= 20; }, 90000ms);
   REQUIRE(st["central_version"].get<std::uint64_t>() >= 20);
-  REQUIRE(::kill(head->pid(), SIGKILL) == 0);
-  REQUIRE(head->wait(10000ms).has_value());
+  killHard(*head);
   // w1's first attempt goes out 1.5 s after this line (its Leave times out first) and
   // fails 1.5 s later; the next one comes 16-20 s after that. The new head starts in
   // between (once that first attempt failed) and spends its budget with w0 alone.
@@ -188,11 +113,8 @@ TEST_CASE(
         return again != std::string::npos && log.find("retrying in", again) != std::string::npos;
       },
       30000ms));
-  auto again = startDaemon(dir, "head2.log", ep, [&] {
-    auto a = args;
-    a.insert(a.end(), {"--max-samples", "2000", "--max-seconds", "60"});
-    return a;
-  }());
+  auto again = startDaemon(dir, "head2.log", ep,
+                           withArgs(args, {"--max-samples", "2000", "--max-seconds", "60"}));
   REQUIRE(again->wait(60000ms) == std::optional<int>(0));
   const std::string head2 = readFile(dir + "/head2.log");
   INFO("head2: " << head2);

@@ -12,6 +12,7 @@
 
 #include "groupsgd/client/client.h"
 #include "groupsgd/common/transport.h"
+#include "job_worker.h"
 #include "process.h"
 
 using namespace groupsgd;
@@ -89,20 +90,7 @@ std::string frontEndpoint(const std::string& dir) {
 
 std::unique_ptr<Process> startWorker(const std::string& dir, const std::string& job,
                                      const std::string& name, bool evaluate = false) {
-  std::vector<std::string> argv = {WORKER_PATH,
-                                   "--coordinator",
-                                   frontEndpoint(dir),
-                                   "--name",
-                                   name,
-                                   "--device-ms",
-                                   "2",
-                                   "--give-up-s",
-                                   "60",
-                                   "--timeout-ms",
-                                   "4000"};
-  if (!job.empty()) argv.insert(argv.end(), {"--job", job});
-  if (evaluate) argv.insert(argv.end(), {"--evaluate", "--eval-interval-ms", "200"});
-  return std::make_unique<Process>(argv, dir + "/" + name + ".log");
+  return startJobWorker(dir, frontEndpoint(dir), job, name, evaluate);
 }
 
 json jobRow(const std::string& dir, const std::string& name) {
@@ -119,12 +107,25 @@ bool jobIs(const std::string& dir, const std::string& name, const std::string& s
 }
 
 json softmaxJob(const std::string& name, const std::string& mode, double target) {
-  json j = {{"name", name},       {"mode", mode},     {"workers", 2},
-            {"model", "softmax"}, {"batch_size", 64}, {"optimizer", {{"lr", 0.1}}},
-            {"max_seconds", 120}};
-  if (mode == "grouped") j["groups"] = 2;
-  if (target > 0) j["target_acc"] = target;
-  return j;
+  return groupsgd::testing::softmaxJob(name, mode, target, 120);
+}
+
+// JOB, resumed at central version `resumed` and trained on since, stopped with --drain: its
+// summary holds more than 20 versions since the resume and its accounting; its workers exit
+// 0, then the daemon on SIGTERM.
+void drainResumedJob(const std::string& dir, const std::string& job, std::uint64_t resumed,
+                     const std::vector<std::unique_ptr<Process>>& workers, Process& daemon) {
+  const json drained = ctlJson(dir, {"job", "stop", job, "--drain"});
+  CHECK(drained["drain"] == true);
+  REQUIRE(waitUntil([&] { return jobIs(dir, job, "stopped"); }, 60000ms, 200ms));
+  const json s = ctlJson(dir, {"job", "summary", job});
+  INFO(s.dump());
+  CHECK(s["central"]["version"].get<std::uint64_t>() > resumed + 20);
+  CHECK(s["samples_trained"].get<std::uint64_t>() > 0);
+  CHECK(s["accounting_ok"] == true);
+  for (auto& w : workers) CHECK(w->wait(60000ms) == std::optional<int>(0));
+  ::kill(daemon.pid(), SIGTERM);
+  CHECK(daemon.wait(30000ms) == std::optional<int>(0));
 }
 
 }  // namespace
@@ -287,17 +288,7 @@ TEST_CASE("jobs: a job stopped while the other trains on; restart resumes the ru
   REQUIRE(waitUntil([&] { return active() == 2 && version("b") > resumed + 20; }, 90000ms, 300ms));
   CHECK(ctlJson(dir, {"job", "status", "b"})["status"]["incarnation"].get<std::uint64_t>() >= 2);
 
-  const json drained = ctlJson(dir, {"job", "stop", "b", "--drain"});
-  CHECK(drained["drain"] == true);
-  REQUIRE(waitUntil([&] { return jobIs(dir, "b", "stopped"); }, 60000ms, 200ms));
-  const json s = ctlJson(dir, {"job", "summary", "b"});
-  INFO(s.dump());
-  CHECK(s["central"]["version"].get<std::uint64_t>() > resumed + 20);
-  CHECK(s["samples_trained"].get<std::uint64_t>() > 0);
-  CHECK(s["accounting_ok"] == true);
-  for (auto& w : b_workers) CHECK(w->wait(60000ms) == std::optional<int>(0));
-  ::kill(daemon->pid(), SIGTERM);
-  CHECK(daemon->wait(30000ms) == std::optional<int>(0));
+  drainResumedJob(dir, "b", resumed, b_workers, *daemon);
 }
 
 TEST_CASE("jobs: a --serve daemon SIGKILLed with a job in flight resumes it; SIGHUP keeps it up") {
@@ -336,17 +327,7 @@ TEST_CASE("jobs: a --serve daemon SIGKILLed with a job in flight resumes it; SIG
   };
   REQUIRE(waitUntil([&] { return active() == 2 && version() > resumed + 20; }, 90000ms, 300ms));
 
-  const json drained = ctlJson(dir, {"job", "stop", "k", "--drain"});
-  CHECK(drained["drain"] == true);
-  REQUIRE(waitUntil([&] { return jobIs(dir, "k", "stopped"); }, 60000ms, 200ms));
-  const json s = ctlJson(dir, {"job", "summary", "k"});
-  INFO(s.dump());
-  CHECK(s["central"]["version"].get<std::uint64_t>() > resumed + 20);
-  CHECK(s["samples_trained"].get<std::uint64_t>() > 0);
-  CHECK(s["accounting_ok"] == true);
-  for (auto& w : workers) CHECK(w->wait(60000ms) == std::optional<int>(0));
-  ::kill(daemon->pid(), SIGTERM);
-  CHECK(daemon->wait(30000ms) == std::optional<int>(0));
+  drainResumedJob(dir, "k", resumed, workers, *daemon);
 }
 
 TEST_CASE("jobs: a job file's arbiter_weight reaches the daemon's arbiter, refused without one") {

@@ -26,6 +26,21 @@ std::unique_ptr<Process> startOpsDaemon(const std::string& dir, const std::strin
   return startDaemon(dir, log, "tcp://127.0.0.1:0", std::move(extra));
 }
 
+// N workers named wI against EP, DEVICE_MS of emulated device time a step, their output in
+// DIR/wI.log.
+std::vector<std::unique_ptr<Process>> startNamedWorkers(const std::string& dir,
+                                                        const std::string& ep, int n,
+                                                        const std::string& device_ms) {
+  std::vector<std::unique_ptr<Process>> workers;
+  for (int i = 0; i < n; ++i) {
+    workers.push_back(std::make_unique<Process>(
+        std::vector<std::string>{WORKER_PATH, "--coordinator", ep, "--device-ms", device_ms,
+                                 "--name", "w" + std::to_string(i)},
+        dir + "/w" + std::to_string(i) + ".log"));
+  }
+  return workers;
+}
+
 }  // namespace
 
 TEST_CASE("ops: add-worker and drain-worker scripts during training; groupsgdctl exit codes") {
@@ -34,13 +49,7 @@ TEST_CASE("ops: add-worker and drain-worker scripts during training; groupsgdctl
       startOpsDaemon(dir, "daemon.log", {"--mode", "grouped", "--workers", "3", "--groups", "1"});
   const std::string ep = endpointIn(dir);
   const std::string sock = dir + "/ctl.sock";
-  std::vector<std::unique_ptr<Process>> workers;
-  for (int i = 0; i < 2; ++i) {
-    workers.push_back(std::make_unique<Process>(
-        std::vector<std::string>{WORKER_PATH, "--coordinator", ep, "--device-ms", "3", "--name",
-                                 "w" + std::to_string(i)},
-        dir + "/w" + std::to_string(i) + ".log"));
-  }
+  std::vector<std::unique_ptr<Process>> workers = startNamedWorkers(dir, ep, 2, "3");
   const std::string scripts = std::string(SOURCE_DIR) + "/scripts";
   // The script starts a real worker process and waits until it is registered.
   CHECK(runTool({"/bin/bash", scripts + "/add-worker.sh", "--socket", sock, "--coordinator", ep,
@@ -191,13 +200,7 @@ TEST_CASE("ops: every control method answers a live adaptive daemon (contract)")
                                 dir + "/ck", "--control-ms", "300", "--profile-steps", "5"});
   const std::string ep = endpointIn(dir);
   const std::string sock = dir + "/ctl.sock";
-  std::vector<std::unique_ptr<Process>> workers;
-  for (int i = 0; i < 3; ++i) {
-    workers.push_back(std::make_unique<Process>(
-        std::vector<std::string>{WORKER_PATH, "--coordinator", ep, "--device-ms", "4", "--name",
-                                 "w" + std::to_string(i)},
-        dir + "/w" + std::to_string(i) + ".log"));
-  }
+  std::vector<std::unique_ptr<Process>> workers = startNamedWorkers(dir, ep, 3, "4");
   // expect: the exit code required (checked), -1: 0 or 1 (checked), -2: anything (polling).
   auto ctl = [&](std::vector<std::string> args, int expect) {
     std::vector<std::string> argv = {GROUPSGDCTL_PATH, "--socket", sock, "--json"};

@@ -18,7 +18,7 @@ using nlohmann::json;
 TEST_CASE("serve with node daemons under CURVE: node keys join the pool, worker keys do not" *
           doctest::skip(zmq_has("curve") == 0)) {
   const std::string dir = makeTempDir();
-  for (const char* name : {"server", "node", "w0", "w1"}) generateKeys(dir, name);
+  generateKeys(dir, {"server", "node", "w0", "w1"});
   {
     std::ofstream allow(dir + "/allow");
     allow << readFile(dir + "/w0.pub") << readFile(dir + "/w1.pub");
@@ -36,26 +36,11 @@ TEST_CASE("serve with node daemons under CURVE: node keys join the pool, worker 
       DaemonFiles{});
   REQUIRE(waitForText(dir + "/daemon.log", "serving jobs", 30000ms));
   const auto nodeArgs = [&](const std::string& key) {
-    return std::vector<std::string>{groupsgddPath(),
-                                    "--role",
-                                    "node",
-                                    "--coordinator",
-                                    endpointIn(dir),
-                                    "--node-groups",
-                                    "1",
-                                    "--give-up-s",
-                                    "5",
-                                    "--curve-secret-key-file",
-                                    dir + "/" + key + ".key",
-                                    "--curve-allow-file",
-                                    dir + "/node-allow",
-                                    "--curve-server-key-file",
-                                    dir + "/server.pub"};
+    return withArgs({groupsgddPath(), "--role", "node", "--coordinator", endpointIn(dir),
+                     "--node-groups", "1", "--give-up-s", "5"},
+                    nodeCurveArgs(dir, key));
   };
-  Process impostor(nodeArgs("w0"), dir + "/impostor.log");
-  CHECK(impostor.wait(30000ms) == std::optional<int>(1));
-  CHECK(readFile(dir + "/impostor.log").find("may not register as a node daemon") !=
-        std::string::npos);
+  checkImpostorNodeRefused(dir, nodeArgs("w0"));
   Process node(nodeArgs("node"), dir + "/node.log");
   REQUIRE(waitUntil(
       [&] {

@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "daemon_harness.h"
+#include "job_worker.h"
 
 using namespace groupsgd::testing;
 using namespace std::chrono_literals;
@@ -35,30 +36,11 @@ std::unique_ptr<Process> startNode(const std::string& dir, const std::string& na
 
 std::unique_ptr<Process> startWorker(const std::string& dir, const std::string& job,
                                      const std::string& name, bool evaluate = false) {
-  std::vector<std::string> argv = {WORKER_PATH,
-                                   "--coordinator",
-                                   endpointIn(dir),
-                                   "--job",
-                                   job,
-                                   "--name",
-                                   name,
-                                   "--device-ms",
-                                   "2",
-                                   "--give-up-s",
-                                   "60",
-                                   "--timeout-ms",
-                                   "4000"};
-  if (evaluate) argv.insert(argv.end(), {"--evaluate", "--eval-interval-ms", "200"});
-  return std::make_unique<Process>(argv, dir + "/" + name + ".log");
+  return startJobWorker(dir, endpointIn(dir), job, name, evaluate);
 }
 
 json softmaxJob(const std::string& name, const std::string& mode, double target) {
-  json j = {{"name", name},       {"mode", mode},     {"workers", 2},
-            {"model", "softmax"}, {"batch_size", 64}, {"optimizer", {{"lr", 0.1}}},
-            {"max_seconds", 60}};
-  if (mode == "grouped") j["groups"] = 2;
-  if (target > 0) j["target_acc"] = target;
-  return j;
+  return groupsgd::testing::softmaxJob(name, mode, target, 60);
 }
 
 std::string writeJob(const std::string& dir, const json& job) {

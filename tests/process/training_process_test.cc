@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "daemon_harness.h"
+#include "worker_run.h"
 
 using namespace groupsgd::testing;
 using namespace std::chrono_literals;
@@ -17,42 +18,19 @@ using nlohmann::json;
 
 namespace {
 
-struct Cluster {
-  std::string dir = makeTempDir();
-  std::unique_ptr<Process> daemon;
-  std::vector<std::unique_ptr<Process>> workers;
-  std::string endpoint;
-
+struct Cluster : WorkerRun {
   explicit Cluster(std::vector<std::string> daemon_args) {
     daemon_args.insert(daemon_args.begin(), {"--progress-ms", "0", "--heartbeat-ms", "300"});
-    daemon = startDaemon(dir, "daemon.log", daemon_args, DaemonFiles{.control_socket = false});
-    endpoint = endpointIn(dir);
-  }
-  ~Cluster() {
-    workers.clear();
-    daemon.reset();
-    removeTestDir(dir);
-  }
-  Process& addWorker(std::vector<std::string> extra) {
-    std::vector<std::string> argv = {WORKER_PATH, "--coordinator", endpoint};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    workers.push_back(std::make_unique<Process>(
-        argv, dir + "/worker-" + std::to_string(workers.size()) + ".log"));
-    return *workers.back();
-  }
-  json finish(std::chrono::milliseconds timeout) {
-    auto rc = daemon->wait(timeout);
-    REQUIRE_MESSAGE(rc.has_value(), "the daemon did not stop in time");
-    CHECK(*rc == 0);
-    for (std::size_t i = 0; i < workers.size(); ++i) {
-      auto wrc = workers[i]->wait(15000ms);
-      CHECK_MESSAGE(wrc == std::optional<int>(0),
-                    exitText(wrc) << ", worker " << i << ": "
-                                  << readFile(dir + "/worker-" + std::to_string(i) + ".log"));
-    }
-    return readSummary(dir);
+    start(std::move(daemon_args), DaemonFiles{.control_socket = false});
   }
 };
+
+// Three workers (1 ms steps) training in MODE for 15000 samples: the run's summary.
+json threeWorkerSummary(const std::string& mode) {
+  Cluster c({"--mode", mode, "--workers", "3", "--max-samples", "15000", "--max-seconds", "60"});
+  for (int i = 0; i < 3; ++i) c.addWorker({"--device-ms", "1"});
+  return c.finish(90000ms);
+}
 
 }  // namespace
 
@@ -81,9 +59,7 @@ TEST_CASE(
 }
 
 TEST_CASE("process: sync mode trains and keeps the accounting invariant") {
-  Cluster c({"--mode", "sync", "--workers", "3", "--max-samples", "15000", "--max-seconds", "60"});
-  for (int i = 0; i < 3; ++i) c.addWorker({"--device-ms", "1"});
-  json s = c.finish(90000ms);
+  json s = threeWorkerSummary("sync");
   INFO("summary: " << s.dump());
   CHECK(s["stop_reason"] == "sample budget spent");
   CHECK(s["groups"].get<int>() == 1);
@@ -92,9 +68,7 @@ TEST_CASE("process: sync mode trains and keeps the accounting invariant") {
 }
 
 TEST_CASE("process: async mode weights stale updates and keeps the accounting invariant") {
-  Cluster c({"--mode", "async", "--workers", "3", "--max-samples", "15000", "--max-seconds", "60"});
-  for (int i = 0; i < 3; ++i) c.addWorker({"--device-ms", "1"});
-  json s = c.finish(90000ms);
+  json s = threeWorkerSummary("async");
   INFO("summary: " << s.dump());
   CHECK(s["groups"].get<int>() == 3);
   CHECK(s["central"]["mean_staleness"].get<double>() > 0);  // groups interleave

@@ -5,9 +5,12 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <zmq.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 
 namespace groupsgd::testing {
 
@@ -124,6 +127,36 @@ void checkAccounting(const json& s) {
         s["samples_applied"].get<std::uint64_t>() + s["samples_dropped"].get<std::uint64_t>());
   CHECK(s["samples_unaccounted"].get<std::uint64_t>() == 0);
   CHECK(s["accounting_ok"].get<bool>());
+}
+
+bool noCurve() {
+  static const bool none = zmq_has("curve") == 0;
+  return none;
+}
+
+void writeAllowList(const std::string& dir, const std::string& text) {
+  {
+    std::ofstream allow(dir + "/allow.tmp");
+    allow << text;
+  }
+  std::filesystem::rename(dir + "/allow.tmp", dir + "/allow");
+}
+
+std::vector<std::string> nodeCurveArgs(const std::string& dir, const std::string& key) {
+  return {"--curve-secret-key-file", dir + "/" + key + ".key",  "--curve-allow-file",
+          dir + "/node-allow",       "--curve-server-key-file", dir + "/server.pub"};
+}
+
+void checkImpostorNodeRefused(const std::string& dir, const std::vector<std::string>& argv) {
+  Process impostor(argv, dir + "/impostor.log");
+  CHECK(impostor.wait(std::chrono::seconds(30)) == std::optional<int>(1));
+  CHECK(readFile(dir + "/impostor.log").find("may not register as a node daemon") !=
+        std::string::npos);
+}
+
+void reportDone(const std::string& dir) {
+  std::fflush(stdout);
+  removeTestDir(dir);
 }
 
 double wallNow() {

@@ -8,6 +8,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,6 +36,12 @@ std::unique_ptr<Process> startDaemon(const std::string& dir, const std::string& 
 // The same with the control socket (the common case).
 std::unique_ptr<Process> startDaemon(const std::string& dir, const std::string& log,
                                      const std::string& listen, std::vector<std::string> args);
+// `args` followed by `more`.
+inline std::vector<std::string> withArgs(std::vector<std::string> args,
+                                         const std::vector<std::string>& more) {
+  args.insert(args.end(), more.begin(), more.end());
+  return args;
+}
 // The endpoint the daemon wrote into DIR/endpoint.
 std::string endpointIn(const std::string& dir);
 
@@ -66,14 +73,42 @@ nlohmann::json waitForStatus(const std::string& dir, Pred pred, std::chrono::mil
 
 // groupsgdctl keygen --out DIR/NAME: DIR/NAME.key and DIR/NAME.pub.
 void generateKeys(const std::string& dir, const std::string& name);
+// The same for each of `names`.
+inline void generateKeys(const std::string& dir, std::initializer_list<const char*> names) {
+  for (const char* name : names) generateKeys(dir, name);
+}
 // The keys of DIR/NAME.key, with DIR/server.pub as the server's key.
 CurveKeys keysOf(const std::string& dir, const std::string& name);
+
+// libzmq built without CURVE: the CURVE cases mark themselves skipped (never passed silently).
+bool noCurve();
+// TEXT as DIR/allow, written in one step (a new file renamed over the old one), as an
+// operator's edit of the allow-list.
+void writeAllowList(const std::string& dir, const std::string& text);
+// The CURVE flags of a daemon with the key pair DIR/server.key admitting the keys of
+// DIR/allow.
+inline std::vector<std::string> serverCurveArgs(const std::string& dir) {
+  return {"--curve-secret-key-file", dir + "/server.key", "--curve-allow-file", dir + "/allow"};
+}
+// The CURVE flags of a node daemon with the key pair DIR/KEY.key that admits the clients of
+// DIR/node-allow and trusts the server key DIR/server.pub.
+std::vector<std::string> nodeCurveArgs(const std::string& dir, const std::string& key);
+// A node daemon run as `argv` with a worker's key pair (its output in DIR/impostor.log) is
+// refused: it exits 1, saying it may not register as a node daemon.
+void checkImpostorNodeRefused(const std::string& dir, const std::vector<std::string>& argv);
 
 // DIR/summary.json, parsed.
 nlohmann::json readSummary(const std::string& dir);
 // samples_trained > 0 and == samples_applied + samples_dropped, nothing unaccounted,
 // accounting_ok.
 void checkAccounting(const nlohmann::json& summary);
+
+// A JSON count as printf's %llu takes it, for the figures a test prints.
+inline unsigned long long llu(const nlohmann::json& count) {
+  return static_cast<unsigned long long>(count.get<std::uint64_t>());
+}
+// After a test's report lines: flushes them, then removes the test's directory.
+void reportDone(const std::string& dir);
 
 // Seconds since the epoch (the clock log lines are stamped with).
 double wallNow();

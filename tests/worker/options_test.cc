@@ -33,24 +33,46 @@ bool contains(const std::string& haystack, const std::string& needle) {
   return haystack.find(needle) != std::string::npos;
 }
 
+// The fields of the defaults and of the every-flag case, as they should be.
+struct Fields {
+  std::string coordinator;
+  decltype(WorkerOptions::job_id) job_id;
+  std::string data_dir;
+  double slowdown, device_ms;
+  std::string schedule_text;
+  bool evaluate;
+  decltype(WorkerOptions::eval_interval_ms) eval_interval_ms;
+  std::string name;
+  decltype(WorkerOptions::max_steps) max_steps;
+  decltype(WorkerOptions::timeout_ms) timeout_ms;
+  decltype(WorkerOptions::connect_timeout_ms) connect_timeout_ms;
+  std::string log_level;
+};
+
+// Every field as `f` says, and help off.
+void checkFields(const WorkerOptions& o, const Fields& f) {
+  CHECK(o.coordinator == f.coordinator);
+  CHECK(o.job_id == f.job_id);
+  CHECK(o.data_dir == f.data_dir);
+  CHECK(o.speed.slowdown == f.slowdown);
+  CHECK(o.speed.device_ms == f.device_ms);
+  CHECK(o.schedule_text == f.schedule_text);
+  CHECK(o.evaluate == f.evaluate);
+  CHECK(o.eval_interval_ms == f.eval_interval_ms);
+  CHECK(o.name == f.name);
+  CHECK(o.max_steps == f.max_steps);
+  CHECK(o.timeout_ms == f.timeout_ms);
+  CHECK(o.connect_timeout_ms == f.connect_timeout_ms);
+  CHECK(o.log_level == f.log_level);
+  CHECK_FALSE(o.help);
+}
+
 }  // namespace
 
 TEST_CASE("worker options: no arguments give the documented defaults") {
   auto o = parseOk({});
-  CHECK(o.coordinator == "tcp://127.0.0.1:5555");
-  CHECK(o.job_id == 1);
-  CHECK(o.data_dir.empty());
-  CHECK(o.speed.slowdown == 1.0);
-  CHECK(o.speed.device_ms == 0.0);
-  CHECK(o.schedule_text.empty());
-  CHECK_FALSE(o.evaluate);
-  CHECK(o.eval_interval_ms == 500);
-  CHECK(o.name.empty());
-  CHECK(o.max_steps == 0);
-  CHECK(o.timeout_ms == 15000);
-  CHECK(o.connect_timeout_ms == 30000);
-  CHECK(o.log_level == "info");
-  CHECK_FALSE(o.help);
+  checkFields(
+      o, {"tcp://127.0.0.1:5555", 1, "", 1.0, 0.0, "", false, 500, "", 0, 15000, 30000, "info"});
 }
 
 TEST_CASE("worker options: every flag sets its field") {
@@ -79,20 +101,8 @@ TEST_CASE("worker options: every flag sets its field") {
                     "1200",
                     "--log-level",
                     "debug"});
-  CHECK(o.coordinator == "tcp://10.0.0.1:7000");
-  CHECK(o.job_id == 42);
-  CHECK(o.data_dir == "/tmp/d");
-  CHECK(o.speed.slowdown == 2.5);
-  CHECK(o.speed.device_ms == 12.0);
-  CHECK(o.schedule_text == "100:slowdown=1");
-  CHECK(o.evaluate);
-  CHECK(o.eval_interval_ms == 250);
-  CHECK(o.name == "w7");
-  CHECK(o.max_steps == 300);
-  CHECK(o.timeout_ms == 900);
-  CHECK(o.connect_timeout_ms == 1200);
-  CHECK(o.log_level == "debug");
-  CHECK_FALSE(o.help);
+  checkFields(o, {"tcp://10.0.0.1:7000", 42, "/tmp/d", 2.5, 12.0, "100:slowdown=1", true, 250, "w7",
+                  300, 900, 1200, "debug"});
 }
 
 TEST_CASE("worker options: a later flag overrides an earlier one") {

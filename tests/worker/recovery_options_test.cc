@@ -1,6 +1,9 @@
 // The worker's recovery options: give-up time and registration back-off.
 #include <doctest/doctest.h>
 
+#include <string>
+#include <vector>
+
 #include "groupsgd/worker/options.h"
 
 using namespace groupsgd;
@@ -21,13 +24,17 @@ TEST_CASE("worker options: recovery defaults and flags") {
 }
 
 TEST_CASE("worker options: bad recovery values are refused, naming the flag") {
-  auto zero = parseWorkerOptions({"--give-up-s", "0"});
-  REQUIRE_FALSE(zero.isOk());
-  CHECK(zero.status().message().find("--give-up-s") != std::string::npos);
-  auto initial = parseWorkerOptions({"--backoff-initial-ms", "0"});
-  REQUIRE_FALSE(initial.isOk());
-  CHECK(initial.status().message().find("--backoff-initial-ms") != std::string::npos);
-  auto order = parseWorkerOptions({"--backoff-initial-ms", "500", "--backoff-max-ms", "100"});
-  REQUIRE_FALSE(order.isOk());
-  CHECK(order.status().message().find("--backoff-max-ms") != std::string::npos);
+  struct Case {
+    std::vector<std::string> args;
+    std::string names;  // the flag the refusal names
+  };
+  for (const Case& c : std::vector<Case>{
+           {{"--give-up-s", "0"}, "--give-up-s"},
+           {{"--backoff-initial-ms", "0"}, "--backoff-initial-ms"},
+           {{"--backoff-initial-ms", "500", "--backoff-max-ms", "100"}, "--backoff-max-ms"}}) {
+    CAPTURE(c.names);
+    auto r = parseWorkerOptions(c.args);
+    REQUIRE_FALSE(r.isOk());
+    CHECK(r.status().message().find(c.names) != std::string::npos);
+  }
 }
