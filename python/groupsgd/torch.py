@@ -404,7 +404,8 @@ class Worker:
         """Ends a step after loss.backward(): pushes the gradients of `batch` samples
         (default: batch_size), waits for the group step and loads the new replica into the
         parameters. The gradients are zero afterwards. Returns a dict: pushed, accepted,
-        step, model_version, wait_ms."""
+        step, model_version, wait_ms. Raises RuntimeError, pushing nothing, when a
+        parameter was moved, cast or replaced after wrapping (_FlatModel.check_attached)."""
         if self._closed:
             raise RuntimeError("the worker is closed")
         t0 = time.perf_counter()
