@@ -21,8 +21,11 @@ measured accuracy never mixes one process's statistics with another's parameters
 import contextlib
 import ctypes
 import hashlib
+import os
+import struct
 import time
 import weakref
+import zlib
 
 import numpy as np
 import torch
@@ -38,6 +41,7 @@ __all__ = [
     "layout",
     "fingerprint",
     "save_model_file",
+    "load_checkpoint",
     "recalibrate_batch_norm",
 ]
 
@@ -87,6 +91,84 @@ def save_model_file(model, path):
     with open(path, "wb") as f:
         f.write(f"groupsgd-model 1 {flat.size} {fingerprint(model)}\n".encode())
         f.write(flat.tobytes())
+
+
+def _split_flat(flat, params):
+    """Views of `flat` shaped as `params`, in order: the layout of groupsgd's flat vector
+    (the model's parameters() order, each flattened row-major)."""
+    views, offset = [], 0
+    for p in params:
+        n = p.numel()
+        views.append(flat[offset:offset + n].view_as(p))
+        offset += n
+    return views
+
+
+# The daemon's checkpoint file (centralps/src/checkpoint.cc; docs/operations.md,
+# "Checkpoints", "File format (version 1)"): a 64-byte little-endian header, then the
+# float32 payload.
+_CKPT_MAGIC = b"GSGDCKPT"
+_CKPT_FORMAT = 1
+_CKPT_HEADER = struct.Struct("<8sIIQQQII Q I I")  # 64 bytes
+_CKPT_FLOAT32 = 1
+
+
+def load_checkpoint(model, path):
+    """Loads a groupsgdd checkpoint file (`ckpt-<version>.gsgd` in the daemon's
+    checkpoint_dir) into `model`'s parameters; returns the checkpoint's model version.
+
+    The payload is the central model's flat float32 vector, laid out as a Worker lays out
+    the parameters (model.parameters() order, each flattened). Checked as the daemon
+    checks it: magic, header checksum, format version, header size, dtype, lengths,
+    payload checksum (CRC-32) and finite values; a damaged file raises ValueError saying
+    which, a parameter count other than the model's raises ValueError naming both. The
+    file holds no layout (names, shapes): a model of the same count but another layout is
+    not detected. Only parameters: a checkpoint holds no buffers (batch-norm statistics
+    stay as they are; re-estimate them, e.g. recalibrate_batch_norm), and no optimizer
+    state. Values are copied in place (a wrapped model stays wrapped) and converted to
+    each parameter's dtype and device."""
+    path = os.fspath(path)
+    params = list(model.parameters())
+    expected = sum(p.numel() for p in params)
+    with open(path, "rb") as f:
+        data = f.read()
+
+    def corrupt(why):
+        return ValueError(f"{path}: corrupt groupsgd checkpoint: {why}")
+
+    size = _CKPT_HEADER.size
+    if len(data) < size:
+        raise corrupt(f"truncated: {len(data)} bytes, the header alone is {size}")
+    (magic, fmt, header_bytes, version, count, nbytes, dtype, payload_crc, _written_ns,
+     _reserved, header_crc) = _CKPT_HEADER.unpack_from(data)
+    if magic != _CKPT_MAGIC:
+        raise corrupt("bad magic (not a groupsgd checkpoint)")
+    if header_crc != zlib.crc32(data[:size - 4]):
+        raise corrupt("header checksum mismatch")
+    if fmt != _CKPT_FORMAT:
+        raise corrupt(f"unsupported format version {fmt} (this groupsgd reads {_CKPT_FORMAT})")
+    if header_bytes != size or dtype != _CKPT_FLOAT32:
+        raise corrupt(f"unsupported header size {header_bytes} or dtype {dtype}")
+    if nbytes != count * 4:
+        raise corrupt(f"byte length {nbytes} does not match {count} float32 values")
+    if count != expected:
+        raise ValueError(f"{path}: the checkpoint holds {count} parameters, the model has "
+                         f"{expected}")
+    if len(data) < size + nbytes:
+        raise corrupt(f"truncated: {len(data)} bytes, expected {size + nbytes}")
+    if len(data) > size + nbytes:
+        raise corrupt(f"{len(data) - size - nbytes} bytes after the payload")
+    payload = memoryview(data)[size:]
+    if payload_crc != zlib.crc32(payload):
+        raise corrupt("payload checksum mismatch")
+    flat = np.frombuffer(payload, dtype="<f4")
+    if not np.isfinite(flat).all():
+        raise corrupt(f"non-finite parameter at index {int(np.argmin(np.isfinite(flat)))}")
+    flat = torch.from_numpy(flat.astype(np.float32))  # a writable copy, native order
+    with torch.no_grad():
+        for p, view in zip(params, _split_flat(flat, params)):
+            p.copy_(view)
+    return version
 
 
 def _loaded_cudart():
@@ -139,7 +221,9 @@ class _FlatModel:
     session's gradient buffer is page-locked in place where that is safe)."""
 
     def __init__(self, model):
+        self.module = model
         self.params = list(model.parameters())
+        self.names = [n for n, _ in model.named_parameters()]  # same order, same dedup
         if not self.params:
             raise ValueError("the model has no parameters")
         for n, p in model.named_parameters():
@@ -163,22 +247,60 @@ class _FlatModel:
             view.copy_(p.data)  # the initial parameters, for the registration
         self.device_flat = None
         if self.on_host:
-            for p, view in zip(self.params, host_views):
-                p.data = view
+            self.param_views = host_views
         else:
             self.device_flat = torch.empty(self.count, dtype=torch.float32, device=self.device)
-            for p, view in zip(self.params, self._views(self.device_flat)):
+            self.param_views = self._views(self.device_flat)
+            for p, view in zip(self.params, self.param_views):
                 view.copy_(p.data)
-                p.data = view
+        for p, view in zip(self.params, self.param_views):
+            p.data = view
         self.grad_views = []
         self.grad_pinned = False
 
     def _views(self, flat):
-        views, offset = [], 0
-        for p, n in zip(self.params, self.sizes):
-            views.append(flat[offset:offset + n].view_as(p))
-            offset += n
-        return views
+        return _split_flat(flat, self.params)
+
+    def check_attached(self):
+        """Raises RuntimeError unless every parameter is still the view of the flat buffer
+        made at wrapping: model.to(other device), .half(), .double() or `param.data = ...`
+        after wrapping give a parameter storage of its own, which the replica would never
+        reach nor its gradient leave (it would silently stop training)."""
+        current = list(self.module.named_parameters())
+        for i, (name, view) in enumerate(zip(self.names, self.param_views)):
+            if i >= len(current) or current[i][1] is not self.params[i]:
+                raise RuntimeError(
+                    f"parameter {name} (shape {tuple(view.shape)}) is no longer the model's "
+                    f"parameter it wrapped (a module or parameter was replaced, or "
+                    f"torch.__future__.set_overwrite_module_params_on_conversion(True) made "
+                    f"model.to()/.half()/.double() create new ones): the new one is not in "
+                    f"groupsgd's flat buffer and would not be trained. Change the model "
+                    f"first and wrap it afterwards (gt.Worker(model, ...))")
+            data = self.params[i].data
+            if (data.data_ptr() == view.data_ptr() and data.dtype == view.dtype
+                    and data.device == view.device and data.shape == view.shape):
+                continue
+            if data.dtype != view.dtype:
+                what = f"was cast to {data.dtype}"
+            elif data.device != view.device:
+                what = f"was moved to {data.device}"
+            elif data.shape != view.shape:
+                what = f"was reshaped to {tuple(data.shape)}"
+            else:
+                what = "has storage of its own (param.data was replaced)"
+            raise RuntimeError(
+                f"parameter {name} (shape {tuple(view.shape)}) {what} after the model was "
+                f"wrapped: it is no longer the view of groupsgd's flat {view.dtype} buffer on "
+                f"{view.device}, so it would neither send gradients nor receive the replica. "
+                f"Move or cast the model first and wrap it afterwards "
+                f"(gt.Worker(model.to(device), ...)); to set values, copy in place "
+                f"(with torch.no_grad(): param.copy_(value))")
+        if len(current) != len(self.params):
+            name, p = current[len(self.params)]
+            raise RuntimeError(
+                f"parameter {name} (shape {tuple(p.shape)}) was added to the model after it "
+                f"was wrapped: it is not in groupsgd's flat buffer and would not be trained. "
+                f"Change the model first and wrap it afterwards (gt.Worker(model, ...))")
 
     def bind_grads(self, grad_np):
         """Points every param.grad at its view of the flat gradient buffer (zeroed): the
@@ -306,10 +428,12 @@ class Worker(_Role):
         """Ends a step after loss.backward(): pushes the gradients of `batch` samples
         (default: batch_size), waits for the group step and loads the new replica into the
         parameters. The gradients are zero afterwards. Returns a dict: pushed, accepted,
-        step, model_version, wait_ms."""
+        step, model_version, wait_ms. Raises RuntimeError, pushing nothing, when a
+        parameter was moved, cast or replaced after wrapping (_FlatModel.check_attached)."""
         if self._closed:
             raise RuntimeError("the worker is closed")
         t0 = time.perf_counter()
+        self._flat.check_attached()
         self._flat.gather_grads()
         value = float(loss.detach()) if isinstance(loss, torch.Tensor) else float(loss or 0.0)
         t1 = time.perf_counter()
@@ -495,6 +619,7 @@ class Evaluator(_Role):
 
     def fetch(self):
         """Loads the newest central model into the model; returns its version."""
+        self._flat.check_attached()
         version = self._session.fetch_central(self._flat.host)
         self._flat.load_device()
         return version

@@ -186,3 +186,142 @@ def test_shard_batch_sampler_drives_a_data_loader_with_worker_processes():
         labels = [int(i) for _, y in loader for i in y]
         assert sorted(labels) == list(range(1, 20, 3))
         assert len(labels) == 7
+
+
+def write_checkpoint(path, values, version=7):
+    """A checkpoint file as centralps/src/checkpoint.cc writes it (docs/operations.md)."""
+    import struct
+    import zlib
+
+    payload = np.asarray(values, dtype="<f4").tobytes()
+    count = len(payload) // 4
+    head = struct.pack("<8sIIQQQIIQI", b"GSGDCKPT", 1, 64, version, count, len(payload), 1,
+                       zlib.crc32(payload), 123456789, 0)
+    path.write_bytes(head + struct.pack("<I", zlib.crc32(head)) + payload)
+    return path
+
+
+def two_layers():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU(), torch.nn.Linear(3, 2))
+
+
+@needs_torch
+def test_load_checkpoint_fills_the_parameters_in_the_flat_layout(tmp_path):
+    model = two_layers()
+    count = sum(p.numel() for p in model.parameters())  # 12 + 3 + 6 + 2
+    path = write_checkpoint(tmp_path / "ckpt-00000000000000000042.gsgd",
+                            np.arange(count, dtype=np.float32), version=42)
+    assert gt.load_checkpoint(model, path) == 42
+    w0, b0, w1, b1 = model.parameters()
+    assert torch.equal(w0, torch.arange(12.0).reshape(3, 4))  # row-major, parameters() order
+    assert torch.equal(b0, torch.arange(12.0, 15.0))
+    assert torch.equal(w1, torch.arange(15.0, 21.0).reshape(2, 3))
+    assert torch.equal(b1, torch.arange(21.0, 23.0))
+    # Into a wrapped model: in place, so the parameters stay views of the flat buffer.
+    flat = gt._FlatModel(two_layers())
+    assert gt.load_checkpoint(flat.module, str(path)) == 42
+    flat.check_attached()
+    assert np.array_equal(flat.host, np.arange(count, dtype=np.float32))
+
+
+@needs_torch
+def test_load_checkpoint_refuses_damaged_or_mismatched_files(tmp_path):
+    model = two_layers()
+    before = [p.detach().clone() for p in model.parameters()]
+    good = write_checkpoint(tmp_path / "good.gsgd", np.ones(23, np.float32)).read_bytes()
+
+    def load(data):
+        path = tmp_path / "bad.gsgd"
+        path.write_bytes(bytes(data))
+        return gt.load_checkpoint(model, path)
+
+    with pytest.raises(ValueError, match="corrupt.*bad magic"):
+        load(b"NOTACKPT" + good[8:])
+    flipped = bytearray(good)
+    flipped[64 + 5] ^= 0x01  # one payload bit
+    with pytest.raises(ValueError, match="corrupt.*payload checksum mismatch"):
+        load(flipped)
+    flipped = bytearray(good)
+    flipped[16] ^= 0x01  # the version in the header
+    with pytest.raises(ValueError, match="corrupt.*header checksum mismatch"):
+        load(flipped)
+    with pytest.raises(ValueError, match="corrupt.*truncated"):
+        load(good[:-4])
+    with pytest.raises(ValueError, match="corrupt.*truncated"):
+        load(good[:40])
+    with pytest.raises(ValueError, match="corrupt.*4 bytes after the payload"):
+        load(good + b"\0\0\0\0")
+    with pytest.raises(ValueError, match="holds 24 parameters, the model has 23"):
+        gt.load_checkpoint(model, write_checkpoint(tmp_path / "long.gsgd", np.ones(24)))
+    with pytest.raises(ValueError, match="non-finite parameter at index 3"):
+        gt.load_checkpoint(model, write_checkpoint(tmp_path / "nan.gsgd",
+                                                   [0, 0, 0, np.nan] + [0] * 19))
+    for p, b in zip(model.parameters(), before):
+        assert torch.equal(p.detach(), b)  # nothing was loaded from a refused file
+
+
+def detached_by(change):
+    """The RuntimeError check_attached raises after `change(model)` on a wrapped model."""
+    model = two_layers()
+    flat = gt._FlatModel(model)
+    flat.check_attached()
+    change(model)
+    with pytest.raises(RuntimeError) as info:
+        flat.check_attached()
+    return str(info.value)
+
+
+@needs_torch
+def test_a_parameter_moved_cast_or_replaced_after_wrapping_is_detected():
+    msg = detached_by(lambda m: m.double())
+    assert "parameter 0.weight (shape (3, 4)) was cast to torch.float64" in msg
+    assert "wrap it afterwards" in msg
+    assert "was cast to torch.float16" in detached_by(lambda m: m.half())
+
+    def replace(m):
+        m[2].bias.data = torch.zeros(2)
+
+    msg = detached_by(replace)
+    assert "parameter 2.bias (shape (2,)) has storage of its own" in msg
+    assert "wrap it afterwards" in msg
+
+    def new_module(m):
+        m[2] = torch.nn.Linear(3, 2)
+
+    assert "parameter 2.weight (shape (2, 3)) is no longer" in detached_by(new_module)
+
+    def added(m):
+        m.add_module("extra", torch.nn.Linear(2, 1))
+
+    assert "parameter extra.weight (shape (1, 2)) was added" in detached_by(added)
+
+
+@needs_torch
+def test_what_keeps_a_wrapped_model_attached_passes_the_check():
+    model = two_layers()
+    flat = gt._FlatModel(model)
+    model.to("cpu")  # the device it is on already: nothing moves
+    model.float()
+    model.train(False)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.mul_(2)  # in place
+        model[0].weight.copy_(torch.ones(3, 4))
+    model[0].weight.data.zero_()
+    flat.check_attached()
+    assert float(flat.host[:12].sum()) == 0
+
+
+@needs_torch
+def test_step_refuses_a_detached_parameter_before_pushing_anything():
+    class NoSession:
+        def step(self, *args):
+            raise AssertionError("step() pushed a detached model")
+
+    model = two_layers()
+    w = gt.Worker.__new__(gt.Worker)  # no daemon: the parts step() uses before pushing
+    w._closed, w._flat, w._session = False, gt._FlatModel(model), NoSession()
+    model.double()
+    with pytest.raises(RuntimeError, match="parameter 0.weight .* was cast to torch.float64"):
+        w.step(batch=1)

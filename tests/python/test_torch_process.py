@@ -164,3 +164,45 @@ def test_a_worker_refused_because_the_run_is_over_stops_cleanly(daemon, tmp_path
         first.close()
     summary = d.wait(60)
     assert summary["stop_reason"] == "time budget spent", summary["stop_reason"]
+
+
+def test_a_daemon_checkpoint_loads_into_a_fresh_model(daemon, tmp_path):
+    import json
+
+    ckpt = tmp_path / "ckpt"
+    d = daemon(*FAST, "--mode", "sync", "--workers", "1", "--max-seconds", "120",
+               "--checkpoint-dir", ckpt, "--checkpoint-interval-s", "0")
+    model = tiny(8)
+    initial = [p.detach().clone() for p in model.parameters()]
+    w = gt.Worker(model, coordinator=d.endpoint, name="trains", connect_timeout_ms=20000)
+    ev = gt.Evaluator(tiny(8), coordinator=d.endpoint, connect_timeout_ms=20000)
+    try:
+        steps = 0
+        while ev.fetch() < 3 and steps < 2000:  # until the central model has moved
+            x, y = torch.randn(w.batch_size, 784), torch.randint(0, 10, (w.batch_size,))
+            torch.nn.functional.cross_entropy(model(x), y).backward()
+            w.step()
+            steps += 1
+        # The training has stopped: a checkpoint of the version the evaluator also holds.
+        for _ in range(20):
+            before = ev.fetch()
+            out = d.ctl("--json", "--timeout-ms", "30000", "checkpoint")
+            assert out.returncode == 0, out.stdout + out.stderr
+            done = json.loads(out.stdout)
+            done = done.get("result", done)
+            if before == done["version"] == ev.fetch():
+                break
+        assert done["version"] >= 3, done
+        fresh = tiny(8)
+        assert gt.load_checkpoint(fresh, done["path"]) == done["version"]
+        loaded = list(fresh.parameters())
+        assert sum(p.numel() for p in loaded) == w.param_count
+        for p, central, start in zip(loaded, ev.model.parameters(), initial):
+            assert torch.isfinite(p).all()
+            assert torch.equal(p.detach(), central.detach())  # the central model, bit for bit
+        assert any(not torch.equal(p.detach(), s) for p, s in zip(loaded, initial))
+        with pytest.raises(ValueError, match=f"holds {w.param_count} parameters, the model has"):
+            gt.load_checkpoint(tiny(9), done["path"])
+    finally:
+        ev.close()
+        w.close()
