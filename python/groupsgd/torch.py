@@ -21,6 +21,7 @@ measured accuracy never mixes one process's statistics with another's parameters
 import contextlib
 import ctypes
 import hashlib
+import os
 import time
 import weakref
 
@@ -230,10 +231,13 @@ class Worker:
     `connect_timeout_ms`), then loads the group's replica into the model. Heartbeats run
     on a C++ thread, so a long Python step never makes the worker look dead."""
 
-    def __init__(self, model, coordinator="tcp://127.0.0.1:5555", name="", job_id=1,
+    def __init__(self, model, coordinator=None, name=None, job_id=1,
                  compress=None, curve_secret_key_file=None, curve_server_key_file=None,
                  timeout_ms=None, connect_timeout_ms=None, give_up_s=None, log_level="warn",
                  extra_args=(), job="", shared_device=None, arbiter=None, device_sharing=None):
+        # Unset: the launcher's environment (python3 -m groupsgd.run), else the defaults.
+        coordinator = coordinator or os.environ.get("GROUPSGD_COORDINATOR", "tcp://127.0.0.1:5555")
+        name = os.environ.get("GROUPSGD_NAME", "") if name is None else name
         self.model = model
         self._flat = _FlatModel(model)
         self.fingerprint = fingerprint(model)
@@ -473,10 +477,12 @@ class Evaluator:
     batch-norm statistics, `calibration_batches`: a callable returning an iterable of
     training inputs used to re-estimate them for each model measured."""
 
-    def __init__(self, model, coordinator="tcp://127.0.0.1:5555", name="evaluator", job_id=1,
+    def __init__(self, model, coordinator=None, name=None, job_id=1,
                  curve_secret_key_file=None, curve_server_key_file=None, timeout_ms=None,
                  connect_timeout_ms=None, give_up_s=None, log_level="warn", extra_args=(),
                  job=""):
+        coordinator = coordinator or os.environ.get("GROUPSGD_COORDINATOR", "tcp://127.0.0.1:5555")
+        name = os.environ.get("GROUPSGD_NAME", "evaluator") if name is None else name
         self.model = model
         self._flat = _FlatModel(model)
         self.fingerprint = fingerprint(model)
