@@ -263,6 +263,7 @@ class Launcher:
         worker exited; with a daemon, every trainer having quit ends it too."""
         trainers = [p for _, role, p in self.workers if role == "trainer"]
         self.trainers_quit = False
+        quit_at = None  # when the last trainer exited
         while self.signal is None:
             if self.daemon is not None:
                 if self.daemon.poll() is not None:
@@ -270,9 +271,16 @@ class Launcher:
                     self._wait([p for _, _, p in self.workers], self.args.stop_timeout)
                     return
                 if trainers and all(p.poll() is not None for p in trainers):
-                    self.trainers_quit = True
-                    self._shut_down("every trainer has exited: stopping the daemon")
-                    return
+                    # Trainers leave first at the end of a run, the daemon follows: it gets
+                    # --stop-timeout to finish unless a trainer failed.
+                    quit_at = quit_at or time.monotonic()
+                    failed = any(p.returncode != 0 for p in trainers)
+                    if failed or time.monotonic() - quit_at > self.args.stop_timeout:
+                        self.trainers_quit = True
+                        self._shut_down("every trainer has exited"
+                                        + (", some failing" if failed else "")
+                                        + ": stopping the daemon")
+                        return
             elif all(p.poll() is not None for _, _, p in self.workers):
                 return
             time.sleep(0.1)

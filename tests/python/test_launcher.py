@@ -145,6 +145,20 @@ def test_sigint_stops_the_whole_run(tmp_path):
     assert "stopping the run" in proc.err.read_text()
 
 
+def test_failing_trainers_stop_the_daemon(tmp_path):
+    # A script that fails before it registers: the daemon (model external) would wait for
+    # a model forever; the launcher stops it and fails.
+    script = tmp_path / "fail.py"
+    script.write_text("import sys\nsys.exit(5)\n")
+    proc = subprocess.run([sys.executable, "-m", "groupsgd.run", "--workers", "2", "--daemon",
+                           GROUPSGDD, "--daemon-args", QUIET, str(script)], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 1, proc
+    assert "worker w0 exited with 5" in proc.stderr and "stopping the daemon" in proc.stderr, proc
+    pid = int(proc.stderr.split("groupsgdd (pid ")[1].split(")")[0])
+    assert not alive(pid)
+
+
 def test_bad_input_is_refused_without_a_daemon_left(tmp_path):
     env = dict(os.environ)
     missing = subprocess.run([sys.executable, "-m", "groupsgd.run", "--workers", "2", "--daemon",
