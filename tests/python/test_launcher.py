@@ -145,6 +145,23 @@ def test_sigint_stops_the_whole_run(tmp_path):
     assert "stopping the run" in proc.err.read_text()
 
 
+def test_attached_to_a_running_daemon(daemon, tmp_path):
+    d = daemon("--model", "external", "--workers", "2", "--max-seconds", "4", "--batch-size", "16",
+               "--heartbeat-ms", "300", "--log-level", "warn")
+    proc = launch(tmp_path, "--workers", "2", "--name-prefix", "host-a-", "--coordinator",
+                  d.endpoint)
+    try:
+        rc = proc.wait(timeout=180)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert rc == 0, text(proc)
+    assert "trainer host-a-1 rank 1 stepped" in proc.out.read_text(), text(proc)
+    assert daemon_pid(proc) is None  # it started none
+    summary = d.wait(60)
+    assert {"host-a-0", "host-a-1"} <= {w["name"] for w in summary["worker_stats"]}, summary
+
+
 def test_failing_trainers_stop_the_daemon(tmp_path):
     # A script that fails before it registers: the daemon (model external) would wait for
     # a model forever; the launcher stops it and fails.
