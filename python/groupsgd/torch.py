@@ -387,10 +387,13 @@ class Worker(_Role):
     `connect_timeout_ms`), then loads the group's replica into the model. Heartbeats run
     on a C++ thread, so a long Python step never makes the worker look dead."""
 
-    def __init__(self, model, coordinator="tcp://127.0.0.1:5555", name="", job_id=1,
+    def __init__(self, model, coordinator=None, name=None, job_id=1,
                  compress=None, curve_secret_key_file=None, curve_server_key_file=None,
                  timeout_ms=None, connect_timeout_ms=None, give_up_s=None, log_level="warn",
                  extra_args=(), job="", shared_device=None, arbiter=None, device_sharing=None):
+        # Unset: the launcher's environment (python3 -m groupsgd.run), else the defaults.
+        coordinator = coordinator or os.environ.get("GROUPSGD_COORDINATOR", "tcp://127.0.0.1:5555")
+        name = os.environ.get("GROUPSGD_NAME", "") if name is None else name
         args = _options(coordinator, name, job_id, compress, curve_secret_key_file,
                         curve_server_key_file, timeout_ms, connect_timeout_ms, give_up_s,
                         log_level, extra_args, job)
@@ -606,10 +609,12 @@ class Evaluator(_Role):
     batch-norm statistics, `calibration_batches`: a callable returning an iterable of
     training inputs used to re-estimate them for each model measured."""
 
-    def __init__(self, model, coordinator="tcp://127.0.0.1:5555", name="evaluator", job_id=1,
+    def __init__(self, model, coordinator=None, name=None, job_id=1,
                  curve_secret_key_file=None, curve_server_key_file=None, timeout_ms=None,
                  connect_timeout_ms=None, give_up_s=None, log_level="warn", extra_args=(),
                  job=""):
+        coordinator = coordinator or os.environ.get("GROUPSGD_COORDINATOR", "tcp://127.0.0.1:5555")
+        name = os.environ.get("GROUPSGD_NAME", "evaluator") if name is None else name
         args = _options(coordinator, name, job_id, None, curve_secret_key_file,
                         curve_server_key_file, timeout_ms, connect_timeout_ms, give_up_s,
                         log_level, extra_args, job)
