@@ -122,11 +122,13 @@ def test_sigint_stops_the_whole_run(tmp_path):
                   "--daemon", GROUPSGDD, "--daemon-args", f"{QUIET} --mode async --max-seconds 200")
     try:
         out = lambda: proc.out.read_text()
+        # Every child has written its pid (the evaluator may start after the trainers step).
+        written = lambda: [p for p in proc.pids.iterdir() if p.read_text().strip()]
         wait_for(lambda: proc.poll() is not None or
-                 ("w0 rank 0 stepped" in out() and "w1 rank 1 stepped" in out()), 180,
-                 "both trainers stepping")
+                 ("w0 rank 0 stepped" in out() and "w1 rank 1 stepped" in out() and
+                  len(written()) == 3), 180, "both trainers stepping and every pid written")
         assert proc.poll() is None, text(proc)
-        pids = [int(p.read_text()) for p in proc.pids.iterdir()] + [daemon_pid(proc)]
+        pids = [int(p.read_text()) for p in written()] + [daemon_pid(proc)]
         assert len(pids) == 4 and all(pids), pids
         assert all(alive(p) for p in pids)
         proc.send_signal(signal.SIGINT)
