@@ -85,8 +85,7 @@ Coordinator::Coordinator(zmq::context_t& ctx, zmq::socket_t sock, std::string en
     if (!fleet_->allReady()) fleet_->add(ep, clientSocketOptions(curve_), 0);
   }
   topo_.group_endpoints.clear();  // the fleet knows where each group is from now on
-  central_ = std::make_unique<RpcClient>(ctx_, topo_.central_endpoint, limits_,
-                                         clientSocketOptions(curve_));
+  central_ = {topo_.central_endpoint, clientSocketOptions(curve_)};
   calls_ = std::make_unique<PendingCalls>(ctx_, limits_);
   configs_ = std::make_unique<GroupConfigQueue>(
       ctx_, limits_, [this](std::uint32_t g, bool flush) { return groupConfigMessage(g, flush); },

@@ -170,10 +170,9 @@ void Coordinator::startCheckpoint(PendingRequest& r) {
   // Up to 60 s for a large model: answered when the reply is in, so the loop keeps
   // serving heartbeats and the watchdog meanwhile.
   auto request = std::make_shared<PendingRequest>(std::move(r));
-  calls_->start("checkpoint", {central_->endpoint(), central_->options()}, std::move(out),
-                std::chrono::milliseconds(60000), [this, request](Result<InMessage> reply) {
-                  finishCheckpoint(*request, std::move(reply));
-                });
+  calls_->start(
+      "checkpoint", central_, std::move(out), std::chrono::milliseconds(60000),
+      [this, request](Result<InMessage> reply) { finishCheckpoint(*request, std::move(reply)); });
 }
 
 void Coordinator::finishCheckpoint(PendingRequest& r, Result<InMessage> reply) {
@@ -413,8 +412,7 @@ void Coordinator::askCentralStats() {
   }
   OutMessage out(cfg_.job_id, 0);
   out.header().getBody().initCentralStatsQuery();
-  calls_->start("central stats", {central_->endpoint(), central_->options()}, std::move(out),
-                std::chrono::milliseconds(1000),
+  calls_->start("central stats", central_, std::move(out), std::chrono::milliseconds(1000),
                 [this](Result<InMessage> reply) { readCentralStats(std::move(reply)); });
 }
 

@@ -127,10 +127,9 @@ void Coordinator::readFlush(std::uint32_t g, Result<InMessage> reply, FinalStats
 void Coordinator::queryCentral(FinalStats* stats) {
   OutMessage out(cfg_.job_id, 0);
   out.header().getBody().initCentralStatsQuery();
-  calls_->start("final central stats", {central_->endpoint(), central_->options()}, std::move(out),
-                kRpcTimeout, [this, stats](Result<InMessage> reply) {
-                  readCentralFinal(std::move(reply), stats);
-                });
+  calls_->start(
+      "final central stats", central_, std::move(out), kRpcTimeout,
+      [this, stats](Result<InMessage> reply) { readCentralFinal(std::move(reply), stats); });
   while (calls_->inFlight("final central stats")) {  // heartbeats, control requests, the watchdog
     serveOnce(std::chrono::milliseconds(20));
     serveControl();

@@ -256,7 +256,7 @@ class Coordinator {
   Registry registry_;
   std::unique_ptr<AssignmentPolicy> policy_;
   std::unique_ptr<GroupFleet> fleet_;  // the group PS slots (group_fleet.h)
-  std::unique_ptr<RpcClient> central_;
+  CallTarget central_;                 // the central PS, asked through calls_
   std::uint64_t epoch_ = 0;
   Phase phase_ = Phase::kTraining;
   std::uint64_t bad_messages_ = 0;
