@@ -11,6 +11,10 @@ using namespace groupsgd::kernels;
 
 namespace {
 
+constexpr OptimizerKind kAllKinds[] = {OptimizerKind::kSgd, OptimizerKind::kMomentum,
+                                       OptimizerKind::kNesterov, OptimizerKind::kAdam,
+                                       OptimizerKind::kAdamW};
+
 // Two steps from p = [1, -2] with g1 = [0.5, -1], g2 = [0.25, 2], lr 0.1, momentum 0.9.
 struct TwoSteps {
   std::vector<float> after1, after2;
@@ -83,8 +87,7 @@ TEST_CASE("optimizer: grad_scale gives bit for bit the step on a gradient scaled
     p0[i] = static_cast<float>((i * 104729) % 997) * 0.01f - 5.0f;
   }
   const float mean_of = 1.0f / 224.0f;
-  for (OptimizerKind kind :
-       {OptimizerKind::kSgd, OptimizerKind::kMomentum, OptimizerKind::kNesterov}) {
+  for (OptimizerKind kind : kAllKinds) {
     CAPTURE(optimizerKindName(kind));
     OptimizerConfig cfg{kind, 0.05f, 0.9f, 1e-4f};
     Optimizer fused(cfg, n), two_pass(cfg, n);
@@ -101,14 +104,14 @@ TEST_CASE("optimizer: grad_scale gives bit for bit the step on a gradient scaled
 }
 
 TEST_CASE("optimizer: kind names round-trip and unknown names are refused") {
-  for (OptimizerKind k :
-       {OptimizerKind::kSgd, OptimizerKind::kMomentum, OptimizerKind::kNesterov}) {
+  for (OptimizerKind k : kAllKinds) {
     OptimizerKind parsed{};
     REQUIRE(parseOptimizerKind(optimizerKindName(k), &parsed));
     CHECK(parsed == k);
   }
   OptimizerKind unused = OptimizerKind::kSgd;
-  CHECK_FALSE(parseOptimizerKind("adam", &unused));
+  CHECK_FALSE(parseOptimizerKind("Adam", &unused));
+  CHECK_FALSE(parseOptimizerKind("lamb", &unused));
   CHECK_FALSE(parseOptimizerKind("", &unused));
   CHECK(std::string_view(optimizerKindName(OptimizerKind::kNesterov)) == "nesterov");
 }
