@@ -54,7 +54,8 @@ KernelStatus rebase(const float*, const float*, const float*, float*, std::size_
 }
 KernelStatus countNonFinite(const float*, std::size_t, std::size_t*) { return unavailable(); }
 KernelStatus sumSquares(const float*, std::size_t, double*) { return unavailable(); }
-KernelStatus optimizerStep(const OptimizerConfig&, float*, const float*, float*, std::size_t) {
+KernelStatus optimizerStep(const OptimizerConfig&, float*, const float*, float*, std::size_t,
+                           std::uint64_t) {
   return unavailable();
 }
 KernelStatus encodeFp16(const float*, std::uint16_t*, std::size_t) { return unavailable(); }

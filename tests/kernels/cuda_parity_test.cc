@@ -248,6 +248,40 @@ TEST_CASE("cuda parity: sgd, momentum and nesterov steps match the CPU optimizer
   }
 }
 
+TEST_CASE("cuda parity: adam and adamw steps and moments match the CPU optimizer" *
+          doctest::skip(noGpu())) {
+  for (OptimizerKind kind : {OptimizerKind::kAdam, OptimizerKind::kAdamW}) {
+    for (std::size_t n :
+         {std::size_t{1}, std::size_t{6}, std::size_t{10'003}, (std::size_t{1} << 21) + 1}) {
+      for (std::size_t off : kOffsets) {
+        CAPTURE(std::string(optimizerKindName(kind)));
+        CAPTURE(n);
+        CAPTURE(off);
+        const OptimizerConfig cfg{kind, 1e-3f, 0.0f, 1e-2f, 0.9f, 0.999f, 1e-8f};
+        auto params = randomVector(n, 7 + n);
+        Optimizer cpu(cfg, n);
+        Dev dp = toDevice(params, off);
+        Dev ds = toDevice(std::vector<float>(2 * n, 0.0f), off);
+        std::vector<float> mag(n);
+        for (std::uint64_t step = 1; step <= 3; ++step) {
+          const auto grad = randomVector(n, 100 * step + n);
+          Dev dg = toDevice(grad, off);
+          for (std::size_t i = 0; i < n; ++i) mag[i] = std::fabs(params[i]) + 1;
+          cpu.step(params, grad);
+          requireOk(cuda::optimizerStep(cfg, dp.ptr(), dg.ptr(), ds.ptr(), n, step));
+        }
+        expectClose(toHost(dp), params, 1e-6, &mag);
+        const std::vector<float> cpu_state(cpu.state().begin(), cpu.state().end());
+        expectClose(toHost(ds), cpu_state, 1e-5);
+      }
+    }
+  }
+  Dev d = toDevice(std::vector<float>(8, 1.0f), 0);
+  const OptimizerConfig adam{OptimizerKind::kAdam, 1e-3f, 0.0f, 0.0f};
+  CHECK(cuda::optimizerStep(adam, d.ptr(), d.ptr(), d.ptr(), 4, 0).code ==
+        KernelStatus::Code::kInvalidArgument);  // no step count: no bias correction
+}
+
 TEST_CASE("cuda parity: momentum without a velocity buffer is refused" * doctest::skip(noGpu())) {
   Dev d = toDevice(std::vector<float>(4, 1.0f), 0);
   const KernelStatus st = cuda::optimizerStep({OptimizerKind::kMomentum, 0.1f, 0.9f, 0.0f}, d.ptr(),

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "../adam_step.h"
 #include "../half_bits.h"
 #include "cuda_check.h"
 #include "groupsgd/kernels/device.h"
@@ -170,7 +171,7 @@ struct ZeroOp {
   }
 };
 
-// The three update rules of optimizer.h, element by element in the CPU's order.
+// sgd, momentum and nesterov of optimizer.h, element by element in the CPU's order.
 struct OptimizerOp {
   float* p;
   const float* g;
@@ -199,6 +200,41 @@ struct OptimizerOp {
     pv.w = update(pv.w, gv.w, &vv.w);
     reinterpret_cast<float4*>(p)[i] = pv;
     if (v) reinterpret_cast<float4*>(v)[i] = vv;
+  }
+};
+
+// Adam (keep 1, l2 = wd) and AdamW (keep = 1 - lr*wd, l2 0): optimizer.cc's adamRange,
+// the same operations in the same order (IEEE sqrt and division: nvcc's defaults).
+struct AdamOp {
+  float* p;
+  const float* g;
+  float* m;
+  float* v;
+  detail::AdamStep s;
+  float keep, l2;
+
+  __device__ float update(float pi, float gi, float* mi, float* vi) const {
+    pi = pi * keep;
+    gi = gi + l2 * pi;
+    const float mn = s.b1 * *mi + s.one_minus_b1 * gi;
+    const float vn = s.b2 * *vi + s.one_minus_b2 * gi * gi;
+    *mi = mn;
+    *vi = vn;
+    return pi - s.step_size * (mn / (sqrtf(vn) / s.bc2_sqrt + s.eps));
+  }
+  __device__ void one(std::size_t i) const { p[i] = update(p[i], g[i], &m[i], &v[i]); }
+  __device__ void vec4(std::size_t i) const {
+    float4 pv = reinterpret_cast<float4*>(p)[i];
+    const float4 gv = reinterpret_cast<const float4*>(g)[i];
+    float4 mv = reinterpret_cast<float4*>(m)[i];
+    float4 vv = reinterpret_cast<float4*>(v)[i];
+    pv.x = update(pv.x, gv.x, &mv.x, &vv.x);
+    pv.y = update(pv.y, gv.y, &mv.y, &vv.y);
+    pv.z = update(pv.z, gv.z, &mv.z, &vv.z);
+    pv.w = update(pv.w, gv.w, &mv.w, &vv.w);
+    reinterpret_cast<float4*>(p)[i] = pv;
+    reinterpret_cast<float4*>(m)[i] = mv;
+    reinterpret_cast<float4*>(v)[i] = vv;
   }
 };
 
@@ -396,13 +432,27 @@ KernelStatus sumSquares(const float* x, std::size_t n, double* out) {
 }
 
 KernelStatus optimizerStep(const OptimizerConfig& cfg, float* params, const float* grad,
-                           float* velocity, std::size_t n) {
-  const bool needs_velocity = cfg.kind != OptimizerKind::kSgd;
-  if (needs_velocity && velocity == nullptr && n != 0) {
+                           float* state, std::size_t n, std::uint64_t step) {
+  const std::size_t buffers = optimizerStateBuffers(cfg.kind);
+  if (buffers != 0 && state == nullptr && n != 0) {
     return badArgument(std::string("cuda::optimizerStep: ") + optimizerKindName(cfg.kind) +
-                       " needs a velocity buffer");
+                       " needs a state buffer");
   }
-  float* v = needs_velocity ? velocity : nullptr;
+  if (buffers == 2) {
+    if (step == 0) {
+      return badArgument(std::string("cuda::optimizerStep: ") + optimizerKindName(cfg.kind) +
+                         " needs the step count (>= 1) for its bias correction");
+    }
+    const bool adamw = cfg.kind == OptimizerKind::kAdamW;
+    const detail::AdamStep s = detail::adamStepFor(cfg, step);
+    float* m = state;
+    float* v = state + n;
+    const bool vec = aligned(params, 16) && aligned(grad, 16) && aligned(m, 16) && aligned(v, 16);
+    return launchMap(
+        AdamOp{params, grad, m, v, s, adamw ? s.keep : 1.0f, adamw ? 0.0f : cfg.weight_decay}, n,
+        vec, "cuda::optimizerStep");
+  }
+  float* v = buffers != 0 ? state : nullptr;
   const bool vec = aligned(params, 16) && aligned(grad, 16) && (v == nullptr || aligned(v, 16));
   return launchMap(OptimizerOp{params, grad, v, cfg.lr, cfg.momentum, cfg.weight_decay, cfg.kind},
                    n, vec, "cuda::optimizerStep");

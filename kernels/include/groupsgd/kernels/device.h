@@ -93,10 +93,14 @@ KernelStatus countNonFinite(const float* x, std::size_t n, std::size_t* out);
 // sum x[i]^2 accumulated in double (block-wise; the order differs from the CPU's, so the
 // results agree to rounding, not bit for bit). Waits for the result.
 KernelStatus sumSquares(const float* x, std::size_t n, double* out);
-// One optimizer step with the semantics of Optimizer::step (optimizer.h). velocity holds n
-// floats for momentum/nesterov (start it at zero) and may be null for sgd.
+// One optimizer step with the semantics of Optimizer::step (optimizer.h) at grad_scale 1
+// and without no-decay ranges (call it per range, weight_decay 0 on those). state holds
+// optimizerStateBuffers(cfg.kind) * n floats laid out as Optimizer::state() (momentum: the
+// velocity; adam/adamw: first then second moments; start at zero) and may be null for sgd.
+// step: the steps taken including this one, >= 1 for adam/adamw (bias correction); the
+// other kinds ignore it.
 KernelStatus optimizerStep(const OptimizerConfig& cfg, float* params, const float* grad,
-                           float* velocity, std::size_t n);
+                           float* state, std::size_t n, std::uint64_t step = 1);
 // fp16 codec, bit-identical to floatToHalf/halfToFloat (compression.h).
 KernelStatus encodeFp16(const float* x, std::uint16_t* out, std::size_t n);
 KernelStatus decodeFp16(const std::uint16_t* in, float* out, std::size_t n);
