@@ -50,6 +50,7 @@ Result<std::unique_ptr<CentralServer>> CentralServer::create(zmq::context_t& ctx
       new CentralServer(std::move(*sock), *ep, cfg, std::move(initial)));
   if (resume) {
     GSGD_RETURN_IF_ERROR(server->store_.restore(resume->params, resume->version));
+    server->restoreOuterOptimizer(*resume);
     server->sample_staleness_.restart(resume->version);
     server->resumed_from_ = resume->path;
     server->checkpoint_version_ = resume->version;
@@ -70,8 +71,28 @@ CentralServer::CentralServer(zmq::socket_t sock, std::string endpoint, CentralCo
     : sock_(std::move(sock)),
       endpoint_(std::move(endpoint)),
       cfg_(std::move(cfg)),
-      store_(std::move(initial), cfg_.outer, cfg_.shards),
+      store_(std::move(initial), cfg_.outer, cfg_.shards, cfg_.outer_no_decay),
       sample_staleness_(cfg_.staleness.max_staleness) {}
+
+void CentralServer::restoreOuterOptimizer(const LoadedCheckpoint& resume) {
+  const kernels::OptimizerSnapshot& saved = resume.optimizer;
+  const char* configured = kernels::optimizerKindName(cfg_.outer.kind);
+  if (saved.buffers == 0) {
+    if (kernels::optimizerStateBuffers(cfg_.outer.kind) > 0) {
+      GSGD_INFO("checkpoint " << resume.path << " holds no outer optimizer state (format "
+                              << resume.format << "): the " << configured
+                              << " state starts at zero");
+    }
+    return;
+  }
+  if (Status s = store_.restoreOptimizerState(saved); !s) {
+    GSGD_WARN("checkpoint " << resume.path << ": not restoring the outer optimizer state ("
+                            << s.message() << "); the " << configured << " state starts at zero");
+    return;
+  }
+  outer_state_restored_ = true;
+  GSGD_INFO("central PS restored the outer " << configured << " state at step " << saved.steps);
+}
 
 void CentralServer::run(const std::atomic<bool>& stop) {
   log::setThreadTag("central");
@@ -118,11 +139,13 @@ void CentralServer::startCheckpoint(std::optional<zmq::message_t> requester) {
   job.started = std::chrono::steady_clock::now();
   job.path = cfg_.checkpoint_dir + "/" + checkpointFileName(job.version);
   if (requester) job.requesters.push_back(std::move(*requester));
-  // The write (fsyncs included) runs off the serving thread on an immutable snapshot.
+  // The write (fsyncs included) runs off the serving thread on an immutable snapshot of
+  // the model and of the outer optimizer's state (copied here, between two deltas).
   Payload model = currentModel();
+  auto optimizer = std::make_shared<const kernels::OptimizerSnapshot>(store_.optimizerState());
   job.done = std::async(std::launch::async, [dir = cfg_.checkpoint_dir, v = job.version, model,
-                                             keep = cfg_.checkpoint_keep] {
-    return writeCheckpoint(dir, v, *model, keep);
+                                             optimizer, keep = cfg_.checkpoint_keep] {
+    return writeCheckpoint(dir, v, *model, keep, nullptr, optimizer.get());
   });
   checkpoint_ = std::move(job);
 }

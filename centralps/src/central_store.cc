@@ -8,8 +8,8 @@
 namespace groupsgd::centralps {
 
 CentralStore::CentralStore(std::vector<float> initial, kernels::OptimizerConfig outer,
-                           std::size_t shards)
-    : count_(initial.size()) {
+                           std::size_t shards, std::vector<kernels::ElementRange> no_decay)
+    : count_(initial.size()), outer_kind_(outer.kind) {
   shards = std::max<std::size_t>(1, std::min(shards, std::max<std::size_t>(1, count_)));
   const std::size_t per = (count_ + shards - 1) / shards;
   for (std::size_t off = 0; off < count_ || shards_.empty(); off += per) {
@@ -19,8 +19,9 @@ CentralStore::CentralStore(std::vector<float> initial, kernels::OptimizerConfig 
     s.params.assign(initial.begin() + static_cast<std::ptrdiff_t>(off),
                     initial.begin() + static_cast<std::ptrdiff_t>(off + len));
     for (std::size_t p = 0; p < len || s.pieces.empty(); p += Shard::kPieceElements) {
-      s.pieces.push_back(
-          std::make_unique<kernels::Optimizer>(outer, std::min(Shard::kPieceElements, len - p)));
+      const std::size_t n = std::min(Shard::kPieceElements, len - p);
+      s.pieces.push_back(std::make_unique<kernels::Optimizer>(
+          outer, n, kernels::clipRanges(no_decay, off + p, n)));
       if (len == 0) break;
     }
     shards_.push_back(std::move(s));
@@ -95,6 +96,53 @@ Status CentralStore::restore(std::span<const float> params, std::uint64_t versio
     for (auto& piece : s.pieces) piece->reset();
   }
   version_ = version;
+  return Status::ok();
+}
+
+kernels::OptimizerSnapshot CentralStore::optimizerState() const {
+  kernels::OptimizerSnapshot out;
+  out.kind = outer_kind_;
+  out.buffers = static_cast<std::uint32_t>(kernels::optimizerStateBuffers(outer_kind_));
+  out.values.resize(out.buffers * count_);
+  for (const auto& s : shards_) {
+    for (std::size_t p = 0; p < s.pieces.size(); ++p) {
+      const kernels::Optimizer& piece = *s.pieces[p];
+      out.steps = piece.stepCount();  // every piece steps with every delta: all equal
+      const std::size_t at = s.offset + p * Shard::kPieceElements;
+      const std::size_t n =
+          std::min(Shard::kPieceElements, s.params.size() - p * Shard::kPieceElements);
+      for (std::size_t b = 0; b < out.buffers; ++b) {
+        std::memcpy(out.values.data() + b * count_ + at, piece.state().data() + b * n,
+                    n * sizeof(float));
+      }
+    }
+  }
+  return out;
+}
+
+Status CentralStore::restoreOptimizerState(const kernels::OptimizerSnapshot& state) {
+  const std::size_t buffers = kernels::optimizerStateBuffers(outer_kind_);
+  if (state.kind != outer_kind_ || state.buffers != buffers ||
+      state.values.size() != buffers * count_) {
+    return invalidArgument(
+        std::string("optimizer state of ") + kernels::optimizerKindName(state.kind) + " with " +
+        std::to_string(state.values.size()) + " values; the outer optimizer is " +
+        kernels::optimizerKindName(outer_kind_) + " needing " + std::to_string(buffers * count_));
+  }
+  std::vector<float> piece_state;
+  for (auto& s : shards_) {
+    for (std::size_t p = 0; p < s.pieces.size(); ++p) {
+      const std::size_t at = s.offset + p * Shard::kPieceElements;
+      const std::size_t n =
+          std::min(Shard::kPieceElements, s.params.size() - p * Shard::kPieceElements);
+      piece_state.resize(buffers * n);
+      for (std::size_t b = 0; b < buffers; ++b) {
+        std::memcpy(piece_state.data() + b * n, state.values.data() + b * count_ + at,
+                    n * sizeof(float));
+      }
+      s.pieces[p]->setState(piece_state, state.steps);  // sizes checked above
+    }
+  }
   return Status::ok();
 }
 

@@ -110,13 +110,60 @@ bool isTempName(std::string_view name) {
          name.substr(name.size() - kTempSuffix.size()) == kTempSuffix;
 }
 
+// Optimizer section offsets (format 2, after the payload; docs/operations.md).
+constexpr std::size_t kOffOptKind = 0, kOffOptBuffers = 4, kOffOptSteps = 8, kOffOptCrc = 16,
+                      kOffOptHeaderCrc = 20;
+// What an optimizer kind is called in the file (its own numbering, never the enum's order).
+constexpr std::pair<kernels::OptimizerKind, std::uint32_t> kOptimizerCodes[] = {
+    {kernels::OptimizerKind::kSgd, 0},
+    {kernels::OptimizerKind::kMomentum, 1},
+    {kernels::OptimizerKind::kNesterov, 2},
+    {kernels::OptimizerKind::kAdam, 3},
+    {kernels::OptimizerKind::kAdamW, 4}};
+
+std::uint32_t codeOf(kernels::OptimizerKind kind) {
+  for (const auto& [k, code] : kOptimizerCodes) {
+    if (k == kind) return code;
+  }
+  return 0;
+}
+
+bool kindOf(std::uint32_t code, kernels::OptimizerKind* kind) {
+  for (const auto& [k, c] : kOptimizerCodes) {
+    if (c == code) {
+      *kind = k;
+      return true;
+    }
+  }
+  return false;
+}
+
+bool allFinite(std::span<const float> v, std::size_t* bad) {
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (!std::isfinite(v[i])) {
+      *bad = i;
+      return false;
+    }
+  }
+  return true;
+}
+
+void fillOptimizerSection(unsigned char (&section)[kCheckpointOptimizerSectionBytes],
+                          const kernels::OptimizerSnapshot& opt) {
+  put32(section + kOffOptKind, codeOf(opt.kind));
+  put32(section + kOffOptBuffers, opt.buffers);
+  put64(section + kOffOptSteps, opt.steps);
+  put32(section + kOffOptCrc, crc32Of(opt.values.data(), opt.values.size() * sizeof(float)));
+  put32(section + kOffOptHeaderCrc, crc32Of(section, kOffOptHeaderCrc));
+}
+
 // The file's header: format, version, sizes and CRCs (docs/operations.md).
-void fillHeader(unsigned char (&header)[kCheckpointHeaderBytes], std::uint64_t version,
-                std::span<const float> params) {
+void fillHeader(unsigned char (&header)[kCheckpointHeaderBytes], std::uint32_t format,
+                std::uint64_t version, std::span<const float> params) {
   const std::uint64_t count = params.size();
   const std::uint64_t bytes = count * sizeof(float);
   std::memcpy(header + kOffMagic, kCheckpointMagic, sizeof kCheckpointMagic);
-  put32(header + kOffFormat, kCheckpointFormatVersion);
+  put32(header + kOffFormat, format);
   put32(header + kOffHeaderBytes, kCheckpointHeaderBytes);
   put64(header + kOffVersion, version);
   put64(header + kOffCount, count);
@@ -161,6 +208,50 @@ void prune(const std::string& dir, std::size_t keep_last, const std::string& kee
   ::closedir(d);
 }
 
+// The optimizer section of a format 2 file (`left` bytes remain after the model).
+Status readOptimizerSection(int fd, const std::string& path, std::uint64_t count,
+                            std::uint64_t left, kernels::OptimizerSnapshot* out) {
+  auto corrupt = [&](const std::string& why) { return dataLoss(path + ": " + why); };
+  if (left < kCheckpointOptimizerSectionBytes) {
+    return corrupt("truncated: the optimizer section needs " +
+                   std::to_string(kCheckpointOptimizerSectionBytes) + " bytes, " +
+                   std::to_string(left) + " left");
+  }
+  unsigned char section[kCheckpointOptimizerSectionBytes];
+  GSGD_RETURN_IF_ERROR(readAll(fd, section, sizeof section, path));
+  if (get32(section + kOffOptHeaderCrc) != crc32Of(section, kOffOptHeaderCrc)) {
+    return corrupt("optimizer section checksum mismatch");
+  }
+  kernels::OptimizerSnapshot opt;
+  if (!kindOf(get32(section + kOffOptKind), &opt.kind)) {
+    return corrupt("unknown optimizer code " + std::to_string(get32(section + kOffOptKind)));
+  }
+  opt.buffers = get32(section + kOffOptBuffers);
+  opt.steps = get64(section + kOffOptSteps);
+  if (opt.buffers != kernels::optimizerStateBuffers(opt.kind) || opt.buffers == 0) {
+    return corrupt(std::to_string(opt.buffers) + " optimizer buffers for " +
+                   kernels::optimizerKindName(opt.kind));
+  }
+  const std::uint64_t state_bytes = opt.buffers * count * sizeof(float);
+  if (left - kCheckpointOptimizerSectionBytes != state_bytes) {
+    return corrupt(left < kCheckpointOptimizerSectionBytes + state_bytes
+                       ? "truncated optimizer state"
+                       : std::to_string(left - kCheckpointOptimizerSectionBytes - state_bytes) +
+                             " bytes after the optimizer state");
+  }
+  opt.values.resize(opt.buffers * count);
+  GSGD_RETURN_IF_ERROR(readAll(fd, opt.values.data(), state_bytes, path));
+  if (get32(section + kOffOptCrc) != crc32Of(opt.values.data(), state_bytes)) {
+    return corrupt("optimizer state checksum mismatch");
+  }
+  std::size_t bad = 0;
+  if (!allFinite(opt.values, &bad)) {
+    return corrupt("non-finite optimizer state at index " + std::to_string(bad));
+  }
+  *out = std::move(opt);
+  return Status::ok();
+}
+
 }  // namespace
 
 std::string checkpointFileName(std::uint64_t version) {
@@ -170,15 +261,29 @@ std::string checkpointFileName(std::uint64_t version) {
 }
 
 Status writeCheckpoint(const std::string& dir, std::uint64_t version, std::span<const float> params,
-                       std::size_t keep_last, CheckpointWriteInfo* info) {
+                       std::size_t keep_last, CheckpointWriteInfo* info,
+                       const kernels::OptimizerSnapshot* optimizer) {
   if (keep_last == 0) return invalidArgument("checkpoint: keep_last must be at least 1");
   if (params.size() > std::numeric_limits<std::uint64_t>::max() / sizeof(float)) {
     return invalidArgument("checkpoint: too many parameters");
   }
-  for (std::size_t i = 0; i < params.size(); ++i) {
-    if (!std::isfinite(params[i])) {
-      return invalidArgument("checkpoint: refusing a model with a non-finite parameter at index " +
-                             std::to_string(i));
+  std::size_t bad = 0;
+  if (!allFinite(params, &bad)) {
+    return invalidArgument("checkpoint: refusing a model with a non-finite parameter at index " +
+                           std::to_string(bad));
+  }
+  const bool with_optimizer = optimizer != nullptr && optimizer->buffers > 0;
+  if (with_optimizer) {
+    if (optimizer->values.size() != optimizer->buffers * params.size()) {
+      return invalidArgument("checkpoint: optimizer state of " +
+                             std::to_string(optimizer->values.size()) + " values for " +
+                             std::to_string(optimizer->buffers) + " buffers of " +
+                             std::to_string(params.size()));
+    }
+    if (!allFinite(optimizer->values, &bad)) {
+      return invalidArgument(
+          "checkpoint: refusing an optimizer state with a non-finite value at index " +
+          std::to_string(bad));
     }
   }
   struct stat st {};
@@ -189,14 +294,24 @@ Status writeCheckpoint(const std::string& dir, std::uint64_t version, std::span<
   const std::string tmp = joinPath(dir, "." + checkpointFileName(version) + "." +
                                             std::to_string(::getpid()) + std::string(kTempSuffix));
   unsigned char header[kCheckpointHeaderBytes] = {};
-  fillHeader(header, version, params);
+  fillHeader(header, with_optimizer ? kCheckpointFormatVersion : kCheckpointFormatModelOnly,
+             version, params);
+  unsigned char section[kCheckpointOptimizerSectionBytes] = {};
+  std::string_view section_bytes, state_bytes;
+  if (with_optimizer) {
+    fillOptimizerSection(section, *optimizer);
+    section_bytes = std::string_view(reinterpret_cast<const char*>(section), sizeof section);
+    state_bytes = std::string_view(reinterpret_cast<const char*>(optimizer->values.data()),
+                                   optimizer->values.size() * sizeof(float));
+  }
   AtomicWriteOptions how;
   how.mode = 0640;
   how.temp_path = tmp;  // prune() removes leftovers of crashed writers by this name
   Status written = writeFileAtomically(
       final_path,
       {std::string_view(reinterpret_cast<const char*>(header), sizeof header),
-       std::string_view(reinterpret_cast<const char*>(params.data()), params.size_bytes())},
+       std::string_view(reinterpret_cast<const char*>(params.data()), params.size_bytes()),
+       section_bytes, state_bytes},
       how);
   if (!written.isOk()) {
     // Not durable (perhaps not even there after a crash): older checkpoints still are.
@@ -248,7 +363,8 @@ Result<LoadedCheckpoint> readCheckpointFile(const std::string& path, std::uint64
   if (get32(header + kOffHeaderCrc) != crc32Of(header, kOffHeaderCrc)) {
     return corrupt("header checksum mismatch");
   }
-  if (const auto format = get32(header + kOffFormat); format != kCheckpointFormatVersion) {
+  const std::uint32_t format = get32(header + kOffFormat);
+  if (format != kCheckpointFormatVersion && format != kCheckpointFormatModelOnly) {
     return corrupt("unsupported format version " + std::to_string(format));
   }
   if (get32(header + kOffHeaderBytes) != kCheckpointHeaderBytes ||
@@ -270,22 +386,25 @@ Result<LoadedCheckpoint> readCheckpointFile(const std::string& path, std::uint64
     return corrupt("truncated: " + std::to_string(file_size) + " bytes, expected " +
                    std::to_string(kCheckpointHeaderBytes + bytes));
   }
-  if (file_size > kCheckpointHeaderBytes + bytes) {
-    return corrupt(std::to_string(file_size - kCheckpointHeaderBytes - bytes) +
-                   " bytes after the payload");
+  const std::uint64_t after = file_size - kCheckpointHeaderBytes - bytes;
+  if (format == kCheckpointFormatModelOnly && after > 0) {
+    return corrupt(std::to_string(after) + " bytes after the payload");
   }
   LoadedCheckpoint loaded;
   loaded.path = path;
+  loaded.format = format;
   loaded.version = get64(header + kOffVersion);
   loaded.params.resize(count);  // bounded by the file size checked above
   GSGD_RETURN_IF_ERROR(readAll(fd.get(), loaded.params.data(), bytes, path));
   if (get32(header + kOffPayloadCrc) != crc32Of(loaded.params.data(), bytes)) {
     return corrupt("payload checksum mismatch");
   }
-  for (std::size_t i = 0; i < loaded.params.size(); ++i) {
-    if (!std::isfinite(loaded.params[i])) {
-      return corrupt("non-finite parameter at index " + std::to_string(i));
-    }
+  std::size_t bad = 0;
+  if (!allFinite(loaded.params, &bad)) {
+    return corrupt("non-finite parameter at index " + std::to_string(bad));
+  }
+  if (format == kCheckpointFormatVersion) {
+    GSGD_RETURN_IF_ERROR(readOptimizerSection(fd.get(), path, count, after, &loaded.optimizer));
   }
   return loaded;
 }

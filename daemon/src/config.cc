@@ -165,6 +165,12 @@ Status validate(const DaemonConfig& c) {
   if (c.serve && (c.state_dir.empty() || c.control_socket.empty() || c.role != "all")) {
     return invalidArgument("serve needs state_dir and control_socket, and role all");
   }
+  if (c.external_model && (!c.optimizer_decay_1d || !c.outer_optimizer_decay_1d)) {
+    return invalidArgument(
+        "optimizer.decay_1d / outer_optimizer.decay_1d false needs a built-in model: with model "
+        "external the daemon does not know which tensors are 1-D (decay them in the worker's "
+        "torch optimizer instead)");
+  }
   if (!c.external_model_file.empty() && !c.external_model) {
     return invalidArgument("external_model_file needs model external");
   }

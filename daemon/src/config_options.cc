@@ -151,6 +151,9 @@ constexpr Range above(double min) {
   return Range{min, std::numeric_limits<double>::infinity(), true};
 }
 constexpr Range between(double min, double max) { return Range{min, max}; }
+constexpr Range fromUpTo(double min, double max_excluded) {  // [min, max)
+  return Range{min, max_excluded, false, true};
+}
 constexpr Live kRestart = Live::kRestart, kSet = Live::kSet, kHup = Live::kSetAndReload;
 
 std::vector<OptionSpec> buildTable() {
@@ -190,7 +193,7 @@ std::vector<OptionSpec> buildTable() {
                     kRestart, "grouped mode: group steps between central exchanges")),
       field("batch_size", "--batch-size", "B", FIELD(batch_size), between(1, 65536), kRestart,
             "samples per worker step"),
-      modelOption(),
+      groupPs(GroupPs::kAtStart, modelOption()),
       field("seed", "--seed", "S", FIELD(seed), kAny, kRestart,
             "model initialisation and shuffling seed"),
       field("listen", "--listen", "EP", FIELD(listen), kAny, kRestart,
@@ -200,8 +203,8 @@ std::vector<OptionSpec> buildTable() {
       field("endpoint_file", "--endpoint-file", "F", FIELD(endpoint_file), kAny, kRestart,
             "write the coordinator's bound endpoint to F"),
       groupPs(GroupPs::kAtStart,
-              choice("optimizer.kind", "", "sgd|momentum|nesterov", FIELD(optimizer.kind),
-                     optimizerKind, optimizerName, "group optimizer")),
+              choice("optimizer.kind", "", "sgd|momentum|nesterov|adam|adamw",
+                     FIELD(optimizer.kind), optimizerKind, optimizerName, "group optimizer")),
       groupPs(GroupPs::kAtStart, field("optimizer.lr", "--lr", "X", FIELD(optimizer.lr), above(0),
                                        kRestart, "group optimizer learning rate")),
       groupPs(GroupPs::kAtStart,
@@ -210,14 +213,35 @@ std::vector<OptionSpec> buildTable() {
       groupPs(GroupPs::kAtStart,
               field("optimizer.weight_decay", "", "X", FIELD(optimizer.weight_decay), kAny,
                     kRestart, "group optimizer weight decay")),
-      choice("outer_optimizer.kind", "", "sgd|momentum|nesterov", FIELD(outer_optimizer.kind),
-             optimizerKind, optimizerName, "central optimizer"),
+      groupPs(GroupPs::kAtStart,
+              field("optimizer.beta1", "", "X", FIELD(optimizer.beta1), fromUpTo(0, 1), kRestart,
+                    "group adam/adamw: first-moment decay")),
+      groupPs(GroupPs::kAtStart,
+              field("optimizer.beta2", "", "X", FIELD(optimizer.beta2), fromUpTo(0, 1), kRestart,
+                    "group adam/adamw: second-moment decay")),
+      groupPs(GroupPs::kAtStart, field("optimizer.eps", "", "X", FIELD(optimizer.eps), above(0),
+                                       kRestart, "group adam/adamw: denominator epsilon")),
+      groupPs(GroupPs::kAtStart,
+              field("optimizer.decay_1d", "", "", FIELD(optimizer_decay_1d), kAny, kRestart,
+                    "group optimizer: weight decay on 1-D tensors (biases) too; false needs a "
+                    "built-in model")),
+      choice("outer_optimizer.kind", "", "sgd|momentum|nesterov|adam|adamw",
+             FIELD(outer_optimizer.kind), optimizerKind, optimizerName, "central optimizer"),
       field("outer_optimizer.lr", "", "X", FIELD(outer_optimizer.lr), above(0), kRestart,
             "central optimizer learning rate"),
       field("outer_optimizer.momentum", "", "X", FIELD(outer_optimizer.momentum), kAny, kRestart,
             "central optimizer momentum"),
       field("outer_optimizer.weight_decay", "", "X", FIELD(outer_optimizer.weight_decay), kAny,
             kRestart, "central optimizer weight decay"),
+      field("outer_optimizer.beta1", "", "X", FIELD(outer_optimizer.beta1), fromUpTo(0, 1),
+            kRestart, "central adam/adamw: first-moment decay"),
+      field("outer_optimizer.beta2", "", "X", FIELD(outer_optimizer.beta2), fromUpTo(0, 1),
+            kRestart, "central adam/adamw: second-moment decay"),
+      field("outer_optimizer.eps", "", "X", FIELD(outer_optimizer.eps), above(0), kRestart,
+            "central adam/adamw: denominator epsilon"),
+      field("outer_optimizer.decay_1d", "", "", FIELD(outer_optimizer_decay_1d), kAny, kRestart,
+            "central optimizer: weight decay on 1-D tensors (biases) too; false needs a built-in "
+            "model"),
       choice("staleness.rule", "", "inverse|constant|grace", FIELD(staleness.rule),
              centralps::parseStalenessRule, centralps::stalenessRuleName,
              "weight f(tau) of a delta"),
@@ -466,14 +490,15 @@ Status checkRanges(const DaemonConfig& cfg) {
     const double v = o.write(cfg).get<double>();
     const Range& r = o.range;
     const bool low = r.min_open ? !(v > r.min) : !(v >= r.min);
-    if (!low && v <= r.max) continue;
+    const bool high = r.max_open ? !(v < r.max) : !(v <= r.max);
+    if (!low && !high) continue;
     const bool bounded = r.max < std::numeric_limits<double>::infinity();
     std::string want;
     if (!bounded) {
       want = r.min_open ? "> " + formatBound(r.min) : "at least " + formatBound(r.min);
     } else {
       want = std::string("in ") + (r.min_open ? "(" : "[") + formatBound(r.min) + ", " +
-             formatBound(r.max) + "]";
+             formatBound(r.max) + (r.max_open ? ")" : "]");
     }
     return invalidArgument(o.key + " must be " + want + ", got " + formatBound(v));
   }

@@ -4,6 +4,7 @@
 
 #include "groupsgd/codec/compression_spec.h"
 #include "groupsgd/daemon/config_options.h"
+#include "groupsgd/kernels/model.h"
 
 namespace groupsgd::daemon {
 
@@ -14,6 +15,9 @@ groupps::GroupServerConfig groupServerConfig(const DaemonConfig& cfg, std::uint3
   g.group_id = group_id;
   g.central_endpoint = central_endpoint;
   g.optimizer = cfg.optimizer;
+  if (!cfg.optimizer_decay_1d && !cfg.external_model) {
+    g.no_decay = kernels::oneDimParamRanges(cfg.model);
+  }
   g.exchange_period = cfg.exchangePeriod();
   g.step_deadline_ms = cfg.step_deadline_ms;
   g.max_grad_norm = cfg.max_grad_norm;

@@ -44,8 +44,8 @@ GroupServer::GroupServer(zmq::context_t& ctx, zmq::socket_t router, std::string 
   const bool parted = cfg_.part_bytes > 0 && param_count * sizeof(float) > cfg_.part_bytes;
   part_elements_ = parted ? partElementsFor(param_count, cfg_.part_bytes) : param_count;
   for (std::size_t off = 0; off < param_count; off += part_elements_) {
-    optimizers_.emplace_back(cfg_.optimizer,
-                             std::min<std::size_t>(part_elements_, param_count - off));
+    const std::size_t n = std::min<std::size_t>(part_elements_, param_count - off);
+    optimizers_.emplace_back(cfg_.optimizer, n, kernels::clipRanges(cfg_.no_decay, off, n));
   }
 }
 

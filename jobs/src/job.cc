@@ -5,6 +5,7 @@
 #include "groupsgd/common/log.h"
 #include "groupsgd/coordinator/incarnation.h"
 #include "groupsgd/daemon/group_server_setup.h"
+#include "groupsgd/kernels/model.h"
 
 namespace groupsgd::jobs {
 
@@ -17,6 +18,9 @@ centralps::CentralConfig centralConfig(const DaemonConfig& cfg, const CurveKeys&
   c.seed = cfg.seed;
   c.staleness = cfg.staleness;
   c.outer = cfg.outer_optimizer;
+  if (!cfg.outer_optimizer_decay_1d && !cfg.external_model) {
+    c.outer_no_decay = kernels::oneDimParamRanges(cfg.model);
+  }
   c.max_delta_norm = cfg.max_delta_norm;
   c.limits.job_id = cfg.job_id;
   c.curve = keys;

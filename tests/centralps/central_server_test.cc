@@ -12,9 +12,11 @@
 #include <vector>
 
 #include "centralps_test_util.h"
+#include "groupsgd/centralps/checkpoint.h"
 #include "groupsgd/common/transport.h"
 #include "groupsgd/kernels/model.h"
 #include "groupsgd/testbed/server_thread.h"
+#include "support/temp_dir.h"
 
 using namespace groupsgd;
 using namespace groupsgd::centralps;
@@ -407,4 +409,34 @@ TEST_CASE("central server: stats report the largest and the mean staleness of me
   auto st = reply->header().getBody().getCentralStats();
   CHECK(st.getMaxStaleness() == 2);
   CHECK(st.getMeanStaleness() == doctest::Approx(1.0f));
+}
+
+TEST_CASE("central server: the final checkpoint carries the outer adam state into a restart") {
+  groupsgd::testing::TempDir dir;
+  CentralConfig cfg;
+  cfg.param_count = 500;
+  cfg.outer = {kernels::OptimizerKind::kAdam, 0.1f, 0.0f, 0.0f};
+  cfg.checkpoint_dir = dir.path();
+  {
+    Central c(cfg);
+    CHECK_FALSE((*c.server)->outerStateRestored());  // nothing to resume
+    REQUIRE(c.push(0, 0, 8, smallDelta(500, 1)).isOk());
+    REQUIRE(c.push(1, 1, 8, smallDelta(500, 2)).isOk());
+  }  // stops: the final checkpoint (version 2) is written with the state
+  auto saved = loadNewestCheckpoint(dir.path(), 500);
+  REQUIRE(saved.isOk());
+  CHECK(saved->format == 2);
+  CHECK(saved->optimizer.steps == 2);
+  {
+    Central again(cfg);
+    CHECK((*again.server)->outerStateRestored());
+    const auto state = (*again.server)->outerOptimizerState();
+    CHECK(state.steps == 2);
+    CHECK(bitIdentical(state.values, saved->optimizer.values));
+  }
+  // Resumed with another outer optimizer: the saved state does not fit and starts at zero.
+  cfg.outer = {kernels::OptimizerKind::kMomentum, 0.5f, 0.9f, 0.0f};
+  Central other(cfg);
+  CHECK_FALSE((*other.server)->outerStateRestored());
+  CHECK((*other.server)->outerOptimizerState().steps == 0);
 }

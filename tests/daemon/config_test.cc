@@ -131,7 +131,7 @@ TEST_CASE("daemon config: bad enum names are refused") {
   DaemonConfig cfg;
   CHECK(applyJson(json::parse(R"({"mode": "parallel"})"), &cfg).code() == Code::kInvalidArgument);
   CHECK(applyJson(json::parse(R"({"model": "resnet"})"), &cfg).code() == Code::kInvalidArgument);
-  CHECK(applyJson(json::parse(R"({"optimizer": {"kind": "adam"}})"), &cfg).code() ==
+  CHECK(applyJson(json::parse(R"({"optimizer": {"kind": "lamb"}})"), &cfg).code() ==
         Code::kInvalidArgument);
   CHECK(applyJson(json::parse(R"({"staleness": {"rule": "linear"}})"), &cfg).code() ==
         Code::kInvalidArgument);
@@ -313,6 +313,66 @@ TEST_CASE("daemon config: validate refuses zero workers, periods, deadlines and 
   CHECK(refused([](DaemonConfig& c) { c.heartbeat_misses = 0; }));
   CHECK(refused([](DaemonConfig& c) { c.optimizer.lr = 0; }));
   CHECK(refused([](DaemonConfig& c) { c.outer_optimizer.lr = -1; }));
+}
+
+TEST_CASE("daemon config: adam and adamw keys, inner and outer") {
+  DaemonConfig cfg;
+  REQUIRE(applyJson(json::parse(R"({
+    "optimizer": {"kind": "adamw", "lr": 0.002, "weight_decay": 0.01, "beta1": 0.8,
+                  "beta2": 0.99, "eps": 1e-6, "decay_1d": false},
+    "outer_optimizer": {"kind": "adam", "beta1": 0.5, "beta2": 0.9, "eps": 0.001,
+                        "decay_1d": false}
+  })"),
+                    &cfg)
+              .isOk());
+  CHECK(cfg.optimizer.kind == kernels::OptimizerKind::kAdamW);
+  CHECK(cfg.optimizer.beta1 == 0.8f);
+  CHECK(cfg.optimizer.beta2 == 0.99f);
+  CHECK(cfg.optimizer.eps == 1e-6f);
+  CHECK_FALSE(cfg.optimizer_decay_1d);
+  CHECK(cfg.outer_optimizer.kind == kernels::OptimizerKind::kAdam);
+  CHECK(cfg.outer_optimizer.beta1 == 0.5f);
+  CHECK(cfg.outer_optimizer.beta2 == 0.9f);
+  CHECK(cfg.outer_optimizer.eps == 0.001f);
+  CHECK_FALSE(cfg.outer_optimizer_decay_1d);
+  CHECK(validate(cfg).isOk());
+  // Round trip through the JSON the daemon prints.
+  DaemonConfig back;
+  REQUIRE(applyJson(toJson(cfg), &back).isOk());
+  CHECK(toJson(back) == toJson(cfg));
+  // Defaults: torch's.
+  const DaemonConfig d;
+  CHECK(d.optimizer.beta1 == 0.9f);
+  CHECK(d.optimizer.beta2 == 0.999f);
+  CHECK(d.optimizer.eps == 1e-8f);
+  CHECK(d.optimizer_decay_1d);
+  CHECK(d.outer_optimizer_decay_1d);
+}
+
+TEST_CASE("daemon config: betas in [0, 1), eps > 0, decay_1d false needs a built-in model") {
+  auto why = [](auto mutate) {
+    DaemonConfig cfg;
+    mutate(cfg);
+    return validate(cfg).message();
+  };
+  CHECK(contains(why([](DaemonConfig& c) { c.optimizer.beta1 = 1.0f; }),
+                 "optimizer.beta1 must be in [0, 1)"));
+  CHECK(contains(why([](DaemonConfig& c) { c.optimizer.beta2 = -0.1f; }), "optimizer.beta2"));
+  CHECK(contains(why([](DaemonConfig& c) { c.outer_optimizer.beta2 = 1.5f; }),
+                 "outer_optimizer.beta2"));
+  CHECK(
+      contains(why([](DaemonConfig& c) { c.optimizer.eps = 0.0f; }), "optimizer.eps must be > 0"));
+  CHECK(contains(why([](DaemonConfig& c) { c.outer_optimizer.eps = -1e-8f; }),
+                 "outer_optimizer.eps"));
+  CHECK(why([](DaemonConfig& c) { c.optimizer.beta1 = 0.0f; }).empty());  // 0 is allowed
+  for (bool inner : {true, false}) {
+    const std::string m = why([inner](DaemonConfig& c) {
+      c.external_model = true;
+      (inner ? c.optimizer_decay_1d : c.outer_optimizer_decay_1d) = false;
+    });
+    CHECK(contains(m, "decay_1d false needs a built-in model"));
+  }
+  CHECK(why([](DaemonConfig& c) { c.optimizer_decay_1d = false; }).empty());  // mlp: fine
 }
 
 TEST_CASE("daemon config: groups and exchange period per mode") {

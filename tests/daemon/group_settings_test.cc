@@ -30,7 +30,9 @@ std::string render(const groupps::GroupServerConfig& g) {
     << ' ' << g.limits.max_tensors << ' ' << g.limits.max_frames << ' '
     << g.limits.traversal_limit_words << ' ' << g.limits.nesting_limit << ' '
     << g.limits.max_part_bytes << ' ' << g.limits.max_parts << ' ' << g.part_bytes << ' '
-    << g.inbound_budget_models;
+    << g.inbound_budget_models << ' ' << g.optimizer.beta1 << ' ' << g.optimizer.beta2 << ' '
+    << g.optimizer.eps;
+  for (const auto& r : g.no_decay) s << ' ' << r.begin << '-' << r.end;
   return s.str();
 }
 
@@ -38,9 +40,11 @@ std::string groupPsOf(const DaemonConfig& cfg) {
   return render(groupServerConfig(cfg, 0, "tcp://central:1", CurveKeys{}));
 }
 
-// Grouped with K = 3, so both mode and exchange_period change the exchange period.
+// Grouped with K = 3, so both mode and exchange_period change the exchange period; no
+// decay on 1-D tensors, so the model (their ranges) and decay_1d reach the group PS.
 DaemonConfig base() {
   DaemonConfig cfg;
+  cfg.optimizer_decay_1d = false;
   cfg.mode = Mode::kGrouped;
   cfg.exchange_period = 3;
   return cfg;

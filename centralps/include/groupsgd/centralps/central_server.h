@@ -17,6 +17,7 @@
 
 #include "groupsgd/centralps/central_stats.h"
 #include "groupsgd/centralps/central_store.h"
+#include "groupsgd/centralps/checkpoint.h"
 #include "groupsgd/centralps/staleness.h"
 #include "groupsgd/codec/parts.h"
 #include "groupsgd/common/curve_keys.h"
@@ -37,6 +38,8 @@ struct CentralConfig {
   std::vector<float> initial;
   StalenessConfig staleness;  // f(tau) and the bound
   kernels::OptimizerConfig outer{kernels::OptimizerKind::kSgd, 1.0f, 0.0f, 0.0f};
+  // Flat ranges the outer optimizer does not decay (outer_optimizer.decay_1d false).
+  std::vector<kernels::ElementRange> outer_no_decay;
   std::size_t shards = 1;       // key-range shards of the store
   double max_delta_norm = 1e4;  // L2 norm above which a delta is refused
   // Scale a delta by lambda = min(1, n / running mean of n), n = samples per group step
@@ -72,10 +75,17 @@ class CentralServer {
   // Newer checkpoint files start-up skipped (truncated, corrupt), each with the reason.
   const std::vector<std::string>& skippedCheckpoints() const { return skipped_checkpoints_; }
   std::uint64_t version() const { return store_.version(); }
+  // Whether start-up restored the outer optimizer's state from the checkpoint (false: it
+  // started at zero: none saved, format 1, or saved for another outer optimizer kind).
+  bool outerStateRestored() const { return outer_state_restored_; }
+  // The outer optimizer's state now (tests; the serving thread owns the store).
+  kernels::OptimizerSnapshot outerOptimizerState() const { return store_.optimizerState(); }
 
  private:
   CentralServer(zmq::socket_t sock, std::string endpoint, CentralConfig cfg,
                 std::vector<float> initial);
+  // Start-up: the outer optimizer's state from the checkpoint resumed, when it fits.
+  void restoreOuterOptimizer(const LoadedCheckpoint& resume);
   void handle(const zmq::message_t& from, std::vector<zmq::message_t>&& frames);
   // A delta whole (delta = nullptr: viewed in msg) or assembled from parts.
   void onDeltaPush(const zmq::message_t& from, const InMessage& msg,
@@ -140,6 +150,7 @@ class CentralServer {
   std::chrono::steady_clock::time_point last_checkpoint_ = std::chrono::steady_clock::now();
   std::string resumed_from_;
   std::vector<std::string> skipped_checkpoints_;
+  bool outer_state_restored_ = false;
 };
 
 }  // namespace groupsgd::centralps

@@ -13,6 +13,7 @@
 #include "groupsgd/common/status.h"
 #include "groupsgd/common/tensor_view.h"
 #include "groupsgd/kernels/optimizer.h"
+#include "groupsgd/kernels/optimizer_snapshot.h"
 
 namespace groupsgd::centralps {
 
@@ -31,7 +32,9 @@ struct Shard {
 class CentralStore {
  public:
   // outer: the server optimizer; its lr is eta_out (1 = apply deltas as they are).
-  CentralStore(std::vector<float> initial, kernels::OptimizerConfig outer, std::size_t shards = 1);
+  // no_decay: flat ranges the outer optimizer does not decay.
+  CentralStore(std::vector<float> initial, kernels::OptimizerConfig outer, std::size_t shards = 1,
+               std::vector<kernels::ElementRange> no_decay = {});
 
   std::size_t paramCount() const { return count_; }
   std::uint64_t version() const { return version_; }
@@ -51,14 +54,20 @@ class CentralStore {
   Payload snapshot() const;
   // The same into a caller's buffer of paramCount() floats (reused between versions).
   void snapshotInto(std::span<float> out) const;
-  // Restores a model (checkpoint resume).
+  // Restores a model (checkpoint resume); the outer optimizer's state starts fresh.
   Status restore(std::span<const float> params, std::uint64_t version);
+  // The outer optimizer's state over the whole vector, in flat order (for a checkpoint).
+  kernels::OptimizerSnapshot optimizerState() const;
+  // Restores what optimizerState() gave; InvalidArgument (state unchanged) when the kind
+  // or the size is not this store's.
+  Status restoreOptimizerState(const kernels::OptimizerSnapshot& state);
 
  private:
   std::size_t count_ = 0;
   std::uint64_t version_ = 0;
   std::vector<Shard> shards_;
   std::vector<float> scratch_;  // the outer "gradient" of one piece
+  kernels::OptimizerKind outer_kind_;
 };
 
 }  // namespace groupsgd::centralps

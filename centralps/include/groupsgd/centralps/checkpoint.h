@@ -23,11 +23,16 @@
 #include <vector>
 
 #include "groupsgd/common/status.h"
+#include "groupsgd/kernels/optimizer_snapshot.h"
 
 namespace groupsgd::centralps {
 
 inline constexpr char kCheckpointMagic[8] = {'G', 'S', 'G', 'D', 'C', 'K', 'P', 'T'};
-inline constexpr std::uint32_t kCheckpointFormatVersion = 1;
+// Format 2 adds the outer optimizer's state after the model; a model whose optimizer keeps
+// none (sgd) is still written as format 1, and both formats load.
+inline constexpr std::uint32_t kCheckpointFormatVersion = 2;
+inline constexpr std::uint32_t kCheckpointFormatModelOnly = 1;
+inline constexpr std::uint32_t kCheckpointOptimizerSectionBytes = 24;
 inline constexpr std::uint32_t kCheckpointHeaderBytes = 64;
 inline constexpr std::uint32_t kCheckpointDtypeFloat32 = 1;
 
@@ -46,15 +51,20 @@ struct CheckpointWriteInfo {
 // the same version is replaced atomically. A model with a NaN/Inf is refused
 // (InvalidArgument) before anything is written. I/O errors: ResourceExhausted for
 // ENOSPC/EDQUOT, PermissionDenied for EACCES/EPERM/EROFS, NotFound for a missing
-// directory, Unavailable otherwise. info may be null.
+// directory, Unavailable otherwise. info may be null. optimizer (may be null): the outer
+// optimizer's state over the same N parameters, saved after the model (format 2) when it
+// has buffers; a NaN/Inf in it is refused like one in the model.
 Status writeCheckpoint(const std::string& dir, std::uint64_t version, std::span<const float> params,
-                       std::size_t keep_last, CheckpointWriteInfo* info = nullptr);
+                       std::size_t keep_last, CheckpointWriteInfo* info = nullptr,
+                       const kernels::OptimizerSnapshot* optimizer = nullptr);
 
 struct LoadedCheckpoint {
   std::string path;           // the file used
   std::uint64_t version = 0;  // model version from its header
   std::vector<float> params;
-  std::vector<std::string> warnings;  // newer files skipped, each with the reason
+  std::uint32_t format = 0;              // 1: model only; 2: with the optimizer state
+  kernels::OptimizerSnapshot optimizer;  // buffers 0 (format 1, or none was saved)
+  std::vector<std::string> warnings;     // newer files skipped, each with the reason
 };
 
 // Loads the newest valid checkpoint in dir holding expected_count parameters

@@ -47,6 +47,10 @@ struct DaemonConfig {
   std::string endpoint_file;                    // write the coordinator endpoint here
   kernels::OptimizerConfig optimizer{kernels::OptimizerKind::kMomentum, 0.05f, 0.9f, 0.0f};
   kernels::OptimizerConfig outer_optimizer{kernels::OptimizerKind::kSgd, 1.0f, 0.0f, 0.0f};
+  // false: no weight decay on the built-in model's 1-D tensors (biases); model external
+  // has no shapes here, so validate() refuses false with it.
+  bool optimizer_decay_1d = true;
+  bool outer_optimizer_decay_1d = true;
   centralps::StalenessConfig staleness;
   std::uint32_t step_deadline_ms = 5000;
   std::uint32_t heartbeat_ms = 1000;

@@ -40,6 +40,7 @@ struct Range {
   double min = -std::numeric_limits<double>::infinity();
   double max = std::numeric_limits<double>::infinity();
   bool min_open = false;
+  bool max_open = false;
   bool any() const {
     return min > -std::numeric_limits<double>::infinity() ||
            max < std::numeric_limits<double>::infinity();

@@ -35,7 +35,9 @@ struct GroupServerConfig {
   std::uint32_t group_id = 0;
   std::string central_endpoint;        // where the central PS listens
   kernels::OptimizerConfig optimizer;  // the group (inner) optimizer
-  std::uint32_t exchange_period = 1;   // K (the coordinator may change it)
+  // Flat ranges the group optimizer does not decay (optimizer.decay_1d false: the biases).
+  std::vector<kernels::ElementRange> no_decay;
+  std::uint32_t exchange_period = 1;  // K (the coordinator may change it)
   std::uint32_t step_deadline_ms = 5000;
   std::uint32_t exchange_timeout_ms = 10000;  // no answer from central: resynchronise
   double max_grad_norm = 1e4;                 // L2 norm above which a gradient is refused

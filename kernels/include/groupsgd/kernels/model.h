@@ -8,7 +8,9 @@
 #include <memory>
 #include <span>
 #include <string_view>
+#include <vector>
 
+#include "groupsgd/kernels/element_range.h"
 #include "groupsgd/kernels/kernel_status.h"
 
 namespace groupsgd::kernels {
@@ -78,6 +80,12 @@ class Model {
   // with NaN, and every later call does the same). The CPU models are always ok.
   virtual KernelStatus deviceStatus() const;
 };
+
+// Where the 1-D tensors (the biases) sit in the layout above, in order; what
+// optimizer.decay_1d false exempts from weight decay. Empty for kCnn with an input_dim that
+// cnnPooledSide rejects.
+std::vector<ElementRange> oneDimParamRanges(ModelKind kind, std::size_t input_dim = 784,
+                                            std::size_t classes = 10);
 
 // Returns null only for kCnn with an input_dim that cnnPooledSide rejects.
 std::unique_ptr<Model> makeModel(ModelKind kind, std::size_t input_dim = 784,
