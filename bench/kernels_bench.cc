@@ -3,7 +3,8 @@
 // Prints one JSON object per measurement, then a summary object as the last line with
 // memcpy_gbps, aggregate_gbps and aggregate_vs_memcpy (and gpu_* when a GPU is usable).
 // Bandwidth counts every byte a kernel must move: memcpy of S bytes moves 2S (read + write),
-// weightedSum of 8 inputs moves 9 buffers (8 read + 1 written), axpy 3, sgd 3, momentum 5.
+// weightedSum of 8 inputs moves 9 buffers (8 read + 1 written), axpy 3, sgd 3, momentum 5,
+// adam/adamw 7.
 // Each figure is the best of several repetitions after a warm-up (buffers are touched first,
 // so page faults are not timed). --quick uses small buffers and few repetitions.
 #include <algorithm>
@@ -41,6 +42,16 @@ struct Settings {
   int reps = 10;
   int codec_reps = 3;
 };
+
+constexpr k::OptimizerKind kOptimizerKinds[] = {k::OptimizerKind::kSgd, k::OptimizerKind::kMomentum,
+                                                k::OptimizerKind::kNesterov,
+                                                k::OptimizerKind::kAdam, k::OptimizerKind::kAdamW};
+
+// Bytes an optimizer step must move over buffers of `buf` bytes: p read and written, g
+// read, and each state buffer read and written (sgd 3, momentum 5, adam 7).
+double bytesMoved(k::OptimizerKind kind, double buf) {
+  return static_cast<double>(3 + 2 * k::optimizerStateBuffers(kind)) * buf;
+}
 
 // Wall time of one call of fn.
 double timeOnce(const std::function<void()>& fn) {
@@ -163,10 +174,9 @@ CpuResults benchCpu(const Settings& s) {
     const double t = bestSeconds(s.reps, [&] { k::axpy(1e-3f, src, dst); });
     emit(measurement("axpy", "cpu", 3 * buf, t));
   }
-  for (k::OptimizerKind kind :
-       {k::OptimizerKind::kSgd, k::OptimizerKind::kMomentum, k::OptimizerKind::kNesterov}) {
+  for (k::OptimizerKind kind : kOptimizerKinds) {
     k::Optimizer opt({kind, 1e-3f, 0.9f, 1e-4f}, n);
-    const double moved = (kind == k::OptimizerKind::kSgd ? 3 : 5) * buf;
+    const double moved = bytesMoved(kind, buf);
     const double t = bestSeconds(s.reps, [&] { opt.step(dst, src); });
     json j = measurement("optimizer_step", "cpu", moved, t);
     j["optimizer"] = k::optimizerKindName(kind);
@@ -232,7 +242,7 @@ GpuResults benchGpu(const Settings& s) {
   const double buf = static_cast<double>(n * sizeof(float));
   constexpr std::size_t kInputs = 8;
   const std::vector<float> host = filled(n, 1.0f);
-  std::vector<k::DeviceBuffer> bufs(kInputs + 2);  // 8 inputs, out, velocity
+  std::vector<k::DeviceBuffer> bufs(kInputs + 2);  // 8 inputs, out, optimizer state
   for (auto& b : bufs) {
     if (k::KernelStatus st = b.upload(host); !st.ok()) {
       out.why = "device allocation failed: " + st.message;
@@ -242,6 +252,11 @@ GpuResults benchGpu(const Settings& s) {
   bool ok = true;
   float* a = bufs[0].floats();
   float* o = bufs[kInputs].floats();
+  // The optimizer state: adam's 2n floats (first and second moments), zero.
+  if (k::KernelStatus st = bufs[kInputs + 1].upload(std::vector<float>(2 * n, 0.0f)); !st.ok()) {
+    out.why = "device allocation failed: " + st.message;
+    return out;
+  }
   float* v = bufs[kInputs + 1].floats();
   double t = bestDeviceSeconds(
       s.reps, [&] { return k::cuda::copy(a, o, n); }, &ok);
@@ -259,13 +274,12 @@ GpuResults benchGpu(const Settings& s) {
   t = bestDeviceSeconds(
       s.reps, [&] { return k::cuda::axpy(1e-3f, a, o, n); }, &ok);
   emit(measurement("axpy", "cuda", 3 * buf, t));
-  for (k::OptimizerKind kind :
-       {k::OptimizerKind::kSgd, k::OptimizerKind::kMomentum, k::OptimizerKind::kNesterov}) {
+  for (k::OptimizerKind kind : kOptimizerKinds) {
     const k::OptimizerConfig cfg{kind, 1e-3f, 0.9f, 1e-4f};
+    std::uint64_t step = 0;
     t = bestDeviceSeconds(
-        s.reps, [&] { return k::cuda::optimizerStep(cfg, o, a, v, n); }, &ok);
-    json j =
-        measurement("optimizer_step", "cuda", (kind == k::OptimizerKind::kSgd ? 3 : 5) * buf, t);
+        s.reps, [&] { return k::cuda::optimizerStep(cfg, o, a, v, n, ++step); }, &ok);
+    json j = measurement("optimizer_step", "cuda", bytesMoved(kind, buf), t);
     j["optimizer"] = k::optimizerKindName(kind);
     emit(j);
   }

@@ -168,8 +168,8 @@ Status validate(const DaemonConfig& c) {
   if (c.external_model && (!c.optimizer_decay_1d || !c.outer_optimizer_decay_1d)) {
     return invalidArgument(
         "optimizer.decay_1d / outer_optimizer.decay_1d false needs a built-in model: with model "
-        "external the daemon does not know which tensors are 1-D (decay them in the worker's "
-        "torch optimizer instead)");
+        "external the daemon does not know which tensors are 1-D (keep it true, or set "
+        "weight_decay 0)");
   }
   if (!c.external_model_file.empty() && !c.external_model) {
     return invalidArgument("external_model_file needs model external");
