@@ -111,6 +111,7 @@ kernels::OptimizerSnapshot CentralStore::optimizerState() const {
       const std::size_t at = s.offset + p * Shard::kPieceElements;
       const std::size_t n =
           std::min(Shard::kPieceElements, s.params.size() - p * Shard::kPieceElements);
+      if (n == 0) continue;  // an empty model's one empty piece
       for (std::size_t b = 0; b < out.buffers; ++b) {
         std::memcpy(out.values.data() + b * count_ + at, piece.state().data() + b * n,
                     n * sizeof(float));
@@ -135,6 +136,7 @@ Status CentralStore::restoreOptimizerState(const kernels::OptimizerSnapshot& sta
       const std::size_t at = s.offset + p * Shard::kPieceElements;
       const std::size_t n =
           std::min(Shard::kPieceElements, s.params.size() - p * Shard::kPieceElements);
+      if (n == 0) continue;  // an empty model's one empty piece
       piece_state.resize(buffers * n);
       for (std::size_t b = 0; b < buffers; ++b) {
         std::memcpy(piece_state.data() + b * n, state.values.data() + b * count_ + at,
