@@ -205,6 +205,7 @@ OutMessage CentralServer::modelReply(std::uint64_t version, bool applied, const 
   r.setReason(reason);
   r.setStaleness(tau);
   r.setWeight(weight);
+  r.setRunSamples(resumed_samples_ + counters_.samples_applied);
   out.addTensor(std::move(model));
   return out;
 }

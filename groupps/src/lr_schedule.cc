@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 #include <numbers>
+#include <utility>
 
 #include "groupsgd/base/enum_names.h"
 
@@ -76,6 +77,43 @@ double learningRateAt(const LrSchedule& s, std::uint64_t samples) {
     }
   }
   return s.base_lr;
+}
+
+namespace {
+
+constexpr std::array<std::pair<LrScheduleKind, proto::LrScheduleKind>, 4> kWire{{
+    {LrScheduleKind::kConstant, proto::LrScheduleKind::CONSTANT},
+    {LrScheduleKind::kWarmupLinear, proto::LrScheduleKind::WARMUP_LINEAR},
+    {LrScheduleKind::kCosine, proto::LrScheduleKind::COSINE},
+    {LrScheduleKind::kStep, proto::LrScheduleKind::STEP},
+}};
+
+}  // namespace
+
+void toProto(const LrSchedule& s, proto::LrSchedule::Builder out) {
+  for (const auto& [kind, wire] : kWire) {
+    if (kind == s.kind) out.setKind(wire);
+  }
+  out.setBaseLr(static_cast<float>(s.base_lr));
+  out.setWarmupSamples(s.warmup_samples);
+  out.setDecayEndSamples(s.decay_end_samples);
+  out.setMinLr(static_cast<float>(s.min_lr));
+  out.setStepSamples(s.step_samples);
+  out.setStepGamma(static_cast<float>(s.step_gamma));
+}
+
+LrSchedule fromProto(proto::LrSchedule::Reader in) {
+  LrSchedule s;
+  for (const auto& [kind, wire] : kWire) {
+    if (wire == in.getKind()) s.kind = kind;
+  }
+  s.base_lr = in.getBaseLr();
+  s.warmup_samples = in.getWarmupSamples();
+  s.decay_end_samples = in.getDecayEndSamples();
+  s.min_lr = in.getMinLr();
+  s.step_samples = in.getStepSamples();
+  s.step_gamma = in.getStepGamma();
+  return s;
 }
 
 }  // namespace groupsgd::groupps

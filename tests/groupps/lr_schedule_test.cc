@@ -6,6 +6,8 @@
 
 #include <cmath>
 
+#include <capnp/message.h>
+
 using namespace groupsgd::groupps;
 
 namespace {
@@ -122,4 +124,23 @@ TEST_CASE("lr schedule: problems name what is missing or out of range") {
   s = schedule(LrScheduleKind::kConstant);
   s.base_lr = 0;
   CHECK(lrScheduleProblem(s).find("> 0") != std::string::npos);
+}
+
+TEST_CASE("lr schedule: every field survives a round trip through GroupConfig's form") {
+  for (auto kind : {LrScheduleKind::kConstant, LrScheduleKind::kWarmupLinear,
+                    LrScheduleKind::kCosine, LrScheduleKind::kStep}) {
+    CAPTURE(lrScheduleKindName(kind));
+    const LrSchedule in = schedule(kind);
+    capnp::MallocMessageBuilder message;
+    auto builder = message.initRoot<groupsgd::proto::LrSchedule>();
+    toProto(in, builder);
+    const LrSchedule out = fromProto(builder.asReader());
+    CHECK(out.kind == kind);
+    CHECK(out.base_lr == doctest::Approx(0.4));
+    CHECK(out.warmup_samples == 100);
+    CHECK(out.decay_end_samples == 1100);
+    CHECK(out.min_lr == doctest::Approx(0.04));
+    CHECK(out.step_samples == 500);
+    CHECK(out.step_gamma == doctest::Approx(0.5));
+  }
 }

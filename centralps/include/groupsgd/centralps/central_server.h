@@ -140,6 +140,9 @@ class CentralServer {
   std::chrono::steady_clock::time_point last_checkpoint_ = std::chrono::steady_clock::now();
   std::string resumed_from_;
   std::vector<std::string> skipped_checkpoints_;
+  // Samples merged before the checkpoint resumed from: every answer carries them plus this
+  // run's as the run's samples (the lr schedules' position, docs/architecture.md).
+  std::uint64_t resumed_samples_ = 0;
 };
 
 }  // namespace groupsgd::centralps

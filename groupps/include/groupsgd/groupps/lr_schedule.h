@@ -9,6 +9,8 @@
 #include <string>
 #include <string_view>
 
+#include "group.capnp.h"
+
 namespace groupsgd::groupps {
 
 enum class LrScheduleKind { kConstant, kWarmupLinear, kCosine, kStep };
@@ -41,5 +43,9 @@ std::string lrScheduleProblem(const LrSchedule& s);
 
 // The learning rate after `samples` samples applied (the schedule must be usable).
 double learningRateAt(const LrSchedule& s, std::uint64_t samples);
+
+// Its form in GroupConfig (schemas/group.capnp), the only translation to and from the wire.
+void toProto(const LrSchedule& s, proto::LrSchedule::Builder out);
+LrSchedule fromProto(proto::LrSchedule::Reader in);
 
 }  // namespace groupsgd::groupps
