@@ -9,6 +9,7 @@
 #include "groupsgd/common/log.h"
 #include "groupsgd/coordinator/external_model.h"
 #include "groupsgd/coordinator/run_summary.h"
+#include "groupsgd/daemon/group_server_setup.h"
 
 namespace groupsgd::coordinator {
 namespace {
@@ -230,6 +231,7 @@ Result<OutMessage> Coordinator::groupConfigMessage(std::uint32_t group, bool flu
     gc.setStepCutoff(static_cast<float>(cfg_.adaptive.step_cutoff));
     gc.setStepCutoffLateFraction(static_cast<float>(cfg_.adaptive.step_cutoff_late_fraction));
   }
+  groupps::toProto(daemon::lrScheduleOf(cfg_), gc.initLrSchedule());
   gc.setFlush(flush);
   auto list = gc.initMembers(static_cast<unsigned>(members.size()));
   for (unsigned i = 0; i < members.size(); ++i) {
