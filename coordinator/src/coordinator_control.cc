@@ -133,6 +133,8 @@ ojson Coordinator::groupsJson() const {
                     {"workers", ids},
                     {"batch", batch},
                     {"exchange_period", fleet_->period(g)},
+                    {"lr", fleet_->learningRate(g)},
+                    {"run_samples", fleet_->runSamples(g)},
                     {"failed", groupFailed(g)}});
   }
   return rows;
