@@ -103,6 +103,9 @@ class CentralServer {
   void refuse(const zmq::message_t& from, const Status& why);
   // Checkpoints: start a background write of the current model (one at a time).
   void startCheckpoint(std::optional<zmq::message_t> requester);
+  // After a resume from checkpoint `version`: the run's samples applied then
+  // (run_samples_record.h), or 0 with a warning when unrecorded.
+  void resumeRunSamples(std::uint64_t version);
   void pollCheckpoint(bool wait);
   Payload currentModel();
 
