@@ -21,6 +21,8 @@ struct ModelReply {
   reason @1 :Text;       # why not ("" when applied or for a Fetch)
   staleness @2 :UInt64;  # tau = current version - base version at arrival
   weight @3 :Float32;    # the staleness weight f(tau) used
+  runSamples @4 :UInt64; # samples behind every delta merged in this run, those before a
+                         # checkpoint resume included (the lr schedules' position)
 }
 
 # Anyone -> central: counters, answered with CentralStats.

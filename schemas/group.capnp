@@ -63,6 +63,26 @@ struct GroupConfig {
                                # pushes in closes at its release + max(this x the median
                                # release-to-quorum time, median + 4 MAD); 0: off
   stepCutoffLateFraction @6 :Float32;
+  lrSchedule @7 :LrSchedule;   # the group optimizer's learning rate by the run's samples
+                               # applied (baseLr 0: keep the lr the group PS started with)
+}
+
+enum LrScheduleKind {
+  constant @0;
+  warmupLinear @1;
+  cosine @2;
+  step @3;
+}
+
+# The group optimizer's learning-rate schedule (docs/config.md, "Learning-rate schedules").
+struct LrSchedule {
+  kind @0 :LrScheduleKind;
+  baseLr @1 :Float32;           # optimizer.lr (live: `set` re-sends it)
+  warmupSamples @2 :UInt64;     # linear warm-up from 0 over these samples
+  decayEndSamples @3 :UInt64;   # warmupLinear, cosine: min_lr from here on
+  minLr @4 :Float32;
+  stepSamples @5 :UInt64;       # step: lr x stepGamma^floor(samples / stepSamples)
+  stepGamma @6 :Float32;
 }
 
 # Coordinator -> group PS: send the pending delta to the central PS now and answer
@@ -96,6 +116,10 @@ struct GroupStats {
                                # oversize, over the window) or arriving for no open push
   pushesWaited @18 :UInt64;    # pushes in parts that waited for room in the memory budget
   stepsCut @19 :UInt64;        # steps the cutoff closed without some members (their pushes late)
+  learningRate @20 :Float32;   # the group optimizer's lr at its last step (the schedule's)
+  runSamples @21 :UInt64;      # the run's samples applied as this group PS counts them: the
+                               # central total of its last answer + its own since (the
+                               # schedule's position)
 }
 
 # Samples of one worker's pushes that this group acknowledged (accepted or counted dropped).

@@ -6,6 +6,7 @@
 #include <functional>
 
 #include "groupsgd/centralps/checkpoint.h"
+#include "groupsgd/centralps/run_samples_record.h"
 #include "groupsgd/codec/tensor_codec.h"
 #include "groupsgd/common/allow_list.h"
 #include "groupsgd/common/log.h"
@@ -62,6 +63,7 @@ Result<std::unique_ptr<CentralServer>> CentralServer::create(zmq::context_t& ctx
                 << "good one, " << resume->path << " (version " << resume->version << ")");
     }
     GSGD_INFO("central PS resumed from " << resume->path << " at version " << resume->version);
+    server->resumeRunSamples(resume->version);
   }
   return server;
 }
@@ -92,6 +94,24 @@ void CentralServer::restoreOuterOptimizer(const LoadedCheckpoint& resume) {
   }
   outer_state_restored_ = true;
   GSGD_INFO("central PS restored the outer " << configured << " state at step " << saved.steps);
+}
+
+void CentralServer::resumeRunSamples(std::uint64_t version) {
+  auto at = runSamplesAt(cfg_.checkpoint_dir, version);
+  if (!at) {
+    GSGD_WARN("no run-samples record for checkpoint version "
+              << version << " (" << at.status().message()
+              << "): learning-rate schedules start again from 0 samples");
+    return;
+  }
+  resumed_samples_ = at->samples;
+  if (at->version != version) {
+    GSGD_WARN("no run-samples record for checkpoint version "
+              << version << "; using version " << at->version << "'s (" << at->samples
+              << " samples): learning-rate schedules repeat the samples in between");
+  } else {
+    GSGD_INFO("the run had applied " << at->samples << " samples at version " << version);
+  }
 }
 
 void CentralServer::run(const std::atomic<bool>& stop) {
@@ -144,8 +164,16 @@ void CentralServer::startCheckpoint(std::optional<zmq::message_t> requester) {
   Payload model = currentModel();
   auto optimizer = std::make_shared<const kernels::OptimizerSnapshot>(store_.optimizerState());
   job.done = std::async(std::launch::async, [dir = cfg_.checkpoint_dir, v = job.version, model,
-                                             optimizer, keep = cfg_.checkpoint_keep] {
-    return writeCheckpoint(dir, v, *model, keep, nullptr, optimizer.get());
+                                             optimizer, keep = cfg_.checkpoint_keep,
+                                             samples =
+                                                 resumed_samples_ + counters_.samples_applied] {
+    Status s = writeCheckpoint(dir, v, *model, keep, nullptr, optimizer.get());
+    if (!s) return s;
+    // The checkpoint is durable; a failed record only costs a resume its exact position.
+    if (Status r = recordRunSamples(dir, v, samples, keep); !r) {
+      GSGD_WARN("checkpoint version " << v << " written, its run samples not: " << r.toString());
+    }
+    return s;
   });
   checkpoint_ = std::move(job);
 }
@@ -228,6 +256,7 @@ OutMessage CentralServer::modelReply(std::uint64_t version, bool applied, const 
   r.setReason(reason);
   r.setStaleness(tau);
   r.setWeight(weight);
+  r.setRunSamples(resumed_samples_ + counters_.samples_applied);
   out.addTensor(std::move(model));
   return out;
 }

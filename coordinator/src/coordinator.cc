@@ -9,6 +9,7 @@
 #include "groupsgd/common/log.h"
 #include "groupsgd/coordinator/external_model.h"
 #include "groupsgd/coordinator/run_summary.h"
+#include "groupsgd/daemon/group_server_setup.h"
 
 namespace groupsgd::coordinator {
 namespace {
@@ -230,6 +231,7 @@ Result<OutMessage> Coordinator::groupConfigMessage(std::uint32_t group, bool flu
     gc.setStepCutoff(static_cast<float>(cfg_.adaptive.step_cutoff));
     gc.setStepCutoffLateFraction(static_cast<float>(cfg_.adaptive.step_cutoff_late_fraction));
   }
+  groupps::toProto(daemon::lrScheduleOf(cfg_), gc.initLrSchedule());
   gc.setFlush(flush);
   auto list = gc.initMembers(static_cast<unsigned>(members.size()));
   for (unsigned i = 0; i < members.size(); ++i) {
@@ -344,6 +346,21 @@ void Coordinator::printProgress() {
       adaptive_ ? std::string("  stage ") + policy::stageName(adaptive_->stage()) : std::string();
   // The jobs of a --serve daemon share its standard output: each line names its job.
   if (deps_.suspend != nullptr) stage += "  job " + cfg_.job_name;
+  // The group optimizer's lr as the groups last reported it (their mean: they differ only
+  // by the samples each has stepped since its last exchange).
+  double lr_sum = 0;
+  std::size_t lr_groups = 0;
+  for (std::uint32_t g = 0; g < fleet_->ready(); ++g) {
+    if (fleet_->learningRate(g) > 0 && !groupFailed(g)) {
+      lr_sum += fleet_->learningRate(g);
+      ++lr_groups;
+    }
+  }
+  if (lr_groups > 0) {
+    char lr_text[32];
+    std::snprintf(lr_text, sizeof lr_text, "  lr %.4g", lr_sum / static_cast<double>(lr_groups));
+    stage = lr_text + stage;
+  }
   const std::string acc_text =
       (acc < 0 ? std::string("  -   ") : std::to_string(acc).substr(0, 6)) +
       evaluators_.progressNote(run_log_.uptimeS());

@@ -133,6 +133,8 @@ ojson Coordinator::groupsJson() const {
                     {"workers", ids},
                     {"batch", batch},
                     {"exchange_period", fleet_->period(g)},
+                    {"lr", fleet_->learningRate(g)},
+                    {"run_samples", fleet_->runSamples(g)},
                     {"failed", groupFailed(g)}});
   }
   return rows;
@@ -145,13 +147,16 @@ Status Coordinator::applySettings(const nlohmann::json& values, ojson* applied, 
   // Validate everything on a copy first: either all values apply or none.
   GSGD_RETURN_IF_ERROR(daemon::checkSettable(values));
   DaemonConfig next = cfg_;
-  GSGD_RETURN_IF_ERROR(applyJson(values, &next));
+  GSGD_RETURN_IF_ERROR(applyJson(daemon::nestedSettings(values), &next));
   GSGD_RETURN_IF_ERROR(daemon::validate(next));
   log::Level level;
   if (!log::parseLevel(next.log_level, &level)) return invalidArgument("bad log_level");
   const nlohmann::json before = toJson(cfg_);
   for (auto it = values.begin(); it != values.end(); ++it) {
-    (*previous)[it.key()] = before.contains(it.key()) ? ojson(before[it.key()]) : ojson();
+    std::string path = "/" + it.key();  // "a.b" is a's member b (checked keys only)
+    std::replace(path.begin(), path.end(), '.', '/');
+    const nlohmann::json::json_pointer at(path);
+    (*previous)[it.key()] = before.contains(at) ? ojson(before[at]) : ojson();
     (*applied)[it.key()] = it.value();
   }
   const bool group_settings_changed = groupConfigSettingsDiffer(next, cfg_);

@@ -46,6 +46,14 @@ void Coordinator::readGroupPoll(std::uint32_t g, const std::string& endpoint,
   auto s = reply->header().getBody().getGroupStats();
   failures_.replays(g, s.getReplayedPushes());
   for (auto q : s.getQuarantined()) markQuarantined(q, g);
+  // The lr schedule at work (groupsgdctl groups, metrics, the progress line).
+  fleet_->noteSchedule(g, s.getLearningRate(), s.getRunSamples());
+  if (metrics_ != nullptr && s.getLearningRate() > 0) {
+    metrics_
+        ->gauge("group_learning_rate", "the group optimizer's lr at its last step",
+                {{"group", std::to_string(g)}})
+        .set(s.getLearningRate());
+  }
 }
 
 void Coordinator::markQuarantined(std::uint64_t worker, std::uint32_t group) {

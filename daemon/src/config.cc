@@ -9,6 +9,7 @@
 #include "groupsgd/base/enum_names.h"
 #include "groupsgd/codec/compression_spec.h"
 #include "groupsgd/daemon/config_options.h"
+#include "groupsgd/daemon/group_server_setup.h"
 
 namespace groupsgd::daemon {
 namespace {
@@ -180,6 +181,9 @@ Status validate(const DaemonConfig& c) {
   }
   for (const auto* spec : {&c.compress_gradients, &c.compress_deltas}) {
     if (auto parsed = parseCompressionSpec(*spec); !parsed) return parsed.status();
+  }
+  if (const std::string p = groupps::lrScheduleProblem(lrScheduleOf(c)); !p.empty()) {
+    return invalidArgument("optimizer: " + p);
   }
   const adaptive::AdaptiveConfig& a = c.adaptive;
   if (a.min_samples > a.estimator_window) {

@@ -161,6 +161,12 @@ std::vector<OptionSpec> buildTable() {
     return kernels::parseOptimizerKind(s, k);
   };
   const auto optimizerName = [](kernels::OptimizerKind k) { return kernels::optimizerKindName(k); };
+  const auto lrScheduleKind = [](const std::string& s, groupps::LrScheduleKind* k) {
+    return groupps::parseLrScheduleKind(s, k);
+  };
+  const auto lrScheduleName = [](groupps::LrScheduleKind k) {
+    return groupps::lrScheduleKindName(k);
+  };
   return {
       field("job_id", "--job-id", "N", FIELD(job_id), kAny, kRestart,
             "job id in every header; messages of other jobs are refused"),
@@ -205,8 +211,8 @@ std::vector<OptionSpec> buildTable() {
       groupPs(GroupPs::kAtStart,
               choice("optimizer.kind", "", "sgd|momentum|nesterov|adam|adamw",
                      FIELD(optimizer.kind), optimizerKind, optimizerName, "group optimizer")),
-      groupPs(GroupPs::kAtStart, field("optimizer.lr", "--lr", "X", FIELD(optimizer.lr), above(0),
-                                       kRestart, "group optimizer learning rate")),
+      groupPs(GroupPs::kBoth, field("optimizer.lr", "--lr", "X", FIELD(optimizer.lr), above(0),
+                                    kSet, "group optimizer learning rate (the schedule's base)")),
       groupPs(GroupPs::kAtStart,
               field("optimizer.momentum", "--momentum", "X", FIELD(optimizer.momentum), kAny,
                     kRestart, "group optimizer momentum")),
@@ -225,6 +231,28 @@ std::vector<OptionSpec> buildTable() {
               field("optimizer.decay_1d", "", "", FIELD(optimizer_decay_1d), kAny, kRestart,
                     "group optimizer: weight decay on 1-D tensors (biases) too; false needs a "
                     "built-in model")),
+      // The lr schedule (docs/config.md, "Learning-rate schedules"): sent with every
+      // GroupConfig, so a live optimizer.lr (or max_samples) reaches the groups.
+      groupPs(GroupPs::kInGroupConfig,
+              choice("optimizer.schedule", "--lr-schedule", "constant|warmup_linear|cosine|step",
+                     FIELD(lr_schedule.kind), lrScheduleKind, lrScheduleName,
+                     "group optimizer lr by the run's samples applied")),
+      groupPs(GroupPs::kInGroupConfig, field("optimizer.warmup_samples", "--warmup-samples", "N",
+                                             FIELD(lr_schedule.warmup_samples), kAny, kRestart,
+                                             "lr rises linearly from 0 over the first N samples")),
+      groupPs(GroupPs::kInGroupConfig,
+              field("optimizer.schedule_samples", "--schedule-samples", "N",
+                    FIELD(lr_schedule.schedule_samples), kAny, kRestart,
+                    "warmup_linear, cosine: lr reaches min_lr at N samples (0 = max_samples)")),
+      groupPs(GroupPs::kInGroupConfig,
+              field("optimizer.min_lr", "--min-lr", "X", FIELD(lr_schedule.min_lr), atLeast(0),
+                    kRestart, "the schedule's floor")),
+      groupPs(GroupPs::kInGroupConfig,
+              field("optimizer.step_samples", "", "N", FIELD(lr_schedule.step_samples), kAny,
+                    kRestart, "step: lr x step_gamma every N samples")),
+      groupPs(GroupPs::kInGroupConfig,
+              field("optimizer.step_gamma", "", "X", FIELD(lr_schedule.step_gamma),
+                    Range{0, 1, true}, kRestart, "step: the factor")),
       choice("outer_optimizer.kind", "", "sgd|momentum|nesterov|adam|adamw",
              FIELD(outer_optimizer.kind), optimizerKind, optimizerName, "central optimizer"),
       field("outer_optimizer.lr", "", "X", FIELD(outer_optimizer.lr), above(0), kRestart,
@@ -274,8 +302,9 @@ std::vector<OptionSpec> buildTable() {
             "stop when the evaluator reports test accuracy >= A (0 = never)"),
       field("max_seconds", "--max-seconds", "S", FIELD(max_seconds), kAny, kHup,
             "stop after S seconds of training (0 = never)"),
-      field("max_samples", "--max-samples", "N", FIELD(max_samples), kAny, kHup,
-            "stop after N samples trained (0 = never)"),
+      groupPs(GroupPs::kInGroupConfig,
+              field("max_samples", "--max-samples", "N", FIELD(max_samples), kAny, kHup,
+                    "stop after N samples trained (0 = never)")),
       field("progress_ms", "--progress-ms", "MS", FIELD(progress_ms), kAny, kSet,
             "progress line period on stdout (0 = none)"),
       field("summary_file", "--summary-file", "F", FIELD(summary_file), kAny, kRestart,
@@ -455,25 +484,51 @@ bool isOptionObject(const std::string& prefix) {
   return false;
 }
 
+namespace {
+
+// Why `key` = `value` of a `set` cannot apply ("" when it can): a live option's key (also
+// written "a.b"), or an object of options whose given members are all live.
+std::string notSettable(const std::string& key, const json& value) {
+  if (const OptionSpec* o = findOption(key)) return isLive(*o) ? "" : key;
+  if (!isOptionObject(key)) return key;
+  if (!value.is_object()) {  // not an object of options: applyJson says why
+    for (const auto& o : daemonOptions()) {
+      if (under(o.key, key) && !isLive(o)) return key;
+    }
+    return "";
+  }
+  for (auto it = value.begin(); it != value.end(); ++it) {
+    if (std::string bad = notSettable(key + "." + it.key(), it.value()); !bad.empty()) return bad;
+  }
+  return "";
+}
+
+}  // namespace
+
 Status checkSettable(const json& values) {
   std::string live_keys;
   for (const auto& o : daemonOptions()) {
     if (isLive(o)) live_keys += (live_keys.empty() ? "" : ", ") + o.key;
   }
   for (auto it = values.begin(); it != values.end(); ++it) {
-    bool known = false, all_live = true;
-    for (const auto& o : daemonOptions()) {
-      if (o.key == it.key() || under(o.key, it.key())) {
-        known = true;
-        all_live = all_live && isLive(o);
-      }
-    }
-    if (!known || !all_live) {
-      return invalidArgument("'" + it.key() +
+    if (const std::string bad = notSettable(it.key(), it.value()); !bad.empty()) {
+      return invalidArgument("'" + bad +
                              "' cannot be changed at run time (runtime keys: " + live_keys + ")");
     }
   }
   return Status::ok();
+}
+
+json nestedSettings(const json& values) {
+  json out = json::object();
+  for (auto it = values.begin(); it != values.end(); ++it) {
+    if (it.key().find('.') == std::string::npos || findOption(it.key()) == nullptr) {
+      out[it.key()] = it.value();
+    } else {
+      out[pointerTo(it.key())] = it.value();
+    }
+  }
+  return out;
 }
 
 json reloadableSettings(const DaemonConfig& fresh) {

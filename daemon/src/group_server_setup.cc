@@ -29,6 +29,19 @@ groupps::GroupServerConfig groupServerConfig(const DaemonConfig& cfg, std::uint3
   return g;
 }
 
+groupps::LrSchedule lrScheduleOf(const DaemonConfig& cfg) {
+  const LrScheduleOptions& o = cfg.lr_schedule;
+  groupps::LrSchedule s;
+  s.kind = o.kind;
+  s.base_lr = cfg.optimizer.lr;
+  s.warmup_samples = o.warmup_samples;
+  s.decay_end_samples = o.schedule_samples != 0 ? o.schedule_samples : cfg.max_samples;
+  s.min_lr = o.min_lr;
+  s.step_samples = o.step_samples;
+  s.step_gamma = o.step_gamma;
+  return s;
+}
+
 std::string groupSettingsJson(const DaemonConfig& job) { return groupPsStartSettings(job).dump(); }
 
 Status applyGroupSettings(const std::string& settings, DaemonConfig* node) {

@@ -47,6 +47,7 @@ GroupServer::GroupServer(zmq::context_t& ctx, zmq::socket_t router, std::string 
     const std::size_t n = std::min<std::size_t>(part_elements_, param_count - off);
     optimizers_.emplace_back(cfg_.optimizer, n, kernels::clipRanges(cfg_.no_decay, off, n));
   }
+  counters_.learning_rate = cfg_.optimizer.lr;
 }
 
 void GroupServer::run(const std::atomic<bool>& stop) {
@@ -470,6 +471,7 @@ void GroupServer::maybeCloseStep(bool deadline_passed) {
   std::vector<float>& replica = writableReplica();
   const Clock::time_point released = advanceStep(closed);
   std::vector<OutMessage> replies = stepReplies(released);
+  applySchedule();
   stepReplicaAndSend(replica, sum, scale, replies);
   finishReplies(std::move(replies));
   maybeExchange(false);
@@ -532,6 +534,17 @@ void GroupServer::stepReplicaAndSend(std::vector<float>& replica, std::span<floa
   }
 }
 
+std::uint64_t GroupServer::runSamples() const {
+  return central_run_samples_ + counters_.samples_pending + counters_.samples_in_flight;
+}
+
+void GroupServer::applySchedule() {
+  if (!schedule_) return;
+  const auto lr = static_cast<float>(learningRateAt(*schedule_, runSamples()));
+  for (auto& o : optimizers_) o.setLearningRate(lr);
+  counters_.learning_rate = lr;
+}
+
 void GroupServer::finishReplies(std::vector<OutMessage>&& replies) {
   const bool in_parts = optimizers_.size() > 1;  // then already sent, part by part
   for (std::size_t m = 0; m < replies.size(); ++m) {
@@ -559,6 +572,13 @@ void GroupServer::onGroupConfig(const zmq::message_t& from, const InMessage& msg
                                   " sent to group " + std::to_string(cfg_.group_id)));
   }
   if (gc.getExchangePeriod() == 0) return refuse(from, invalidArgument("exchange period 0"));
+  std::optional<LrSchedule> schedule;  // none sent (baseLr 0): the lr stays as it is
+  if (gc.hasLrSchedule() && gc.getLrSchedule().getBaseLr() > 0) {
+    schedule = fromProto(gc.getLrSchedule());
+    if (const std::string problem = lrScheduleProblem(*schedule); !problem.empty()) {
+      return refuse(from, invalidArgument("learning-rate schedule: " + problem));
+    }
+  }
   std::vector<MemberInfo> members;
   for (auto m : gc.getMembers()) {
     if (quarantine_.isQuarantined(m.getWorkerId())) continue;  // until an operator clears it
@@ -576,6 +596,7 @@ void GroupServer::onGroupConfig(const zmq::message_t& from, const InMessage& msg
   if (gc.getStepDeadlineMs() > 0) cfg_.step_deadline_ms = gc.getStepDeadlineMs();
   cutoff_.configure(
       {.factor = gc.getStepCutoff(), .late_fraction = gc.getStepCutoffLateFraction()});
+  if (schedule) schedule_ = schedule;
   std::vector<std::uint64_t> ids;
   ids.reserve(members.size());
   for (const auto& m : members) ids.push_back(m.worker_id);
@@ -606,6 +627,7 @@ void GroupServer::sendStats(const zmq::message_t& to) {
   s.members = static_cast<std::uint32_t>(barrier_.memberCount());
   s.acknowledged.insert(acknowledged_.begin(), acknowledged_.end());
   s.quarantined.assign(quarantine_.quarantined().begin(), quarantine_.quarantined().end());
+  s.run_samples = runSamples();
   toProto(s, out.header().getBody().initGroupStats());
   (void)replyTo(router_, to, std::move(out));
 }

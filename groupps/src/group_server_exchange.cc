@@ -184,6 +184,9 @@ GroupServer::CentralOutcome GroupServer::takeCentralModel(const InMessage* msg,
   rebaseOn(*central, was == CentralRequest::kExchange ? exchange_.cut_delta.get() : nullptr);
   exchange_.base_version = msg->header().getModelVersion();
   auto r = msg->header().getBody().getModelReply();
+  // Our delta's samples, when applied, are in the total now: no longer in flight (the
+  // caller clears them) and not pending, so runSamples() counts them once.
+  central_run_samples_ = r.getRunSamples();
   if (r.getApplied()) return {true, ""};
   return {false, r.getReason().cStr()};
 }

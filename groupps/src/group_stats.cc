@@ -31,6 +31,8 @@ void toProto(const GroupStats& s, proto::GroupStats::Builder out) {
   out.setBadParts(s.bad_parts);
   out.setPushesWaited(s.pushes_waited);
   out.setStepsCut(s.steps_cut);
+  out.setLearningRate(s.learning_rate);
+  out.setRunSamples(s.run_samples);
 }
 
 GroupStats fromProto(proto::GroupStats::Reader in) {
@@ -56,6 +58,8 @@ GroupStats fromProto(proto::GroupStats::Reader in) {
   s.bad_parts = in.getBadParts();
   s.pushes_waited = in.getPushesWaited();
   s.steps_cut = in.getStepsCut();
+  s.learning_rate = in.getLearningRate();
+  s.run_samples = in.getRunSamples();
   return s;
 }
 

@@ -22,6 +22,8 @@ Status configureGroup(zmq::context_t& ctx, const std::string& group_ep,
   gc.setStepDeadlineMs(settings.step_deadline_ms);
   gc.setStepCutoff(settings.step_cutoff);
   gc.setStepCutoffLateFraction(settings.step_cutoff_late_fraction);
+  if (settings.lr_schedule) groupps::toProto(*settings.lr_schedule, gc.initLrSchedule());
+  gc.setFlush(settings.flush);
   auto list = gc.initMembers(static_cast<unsigned>(members.size()));
   for (unsigned i = 0; i < members.size(); ++i) {
     list[i].setWorkerId(members[i].worker_id);

@@ -552,3 +552,72 @@ TEST_CASE(
   cfg.adaptive.straggler.erratic_clear_window = 0;  // below the option's range
   CHECK(validate(cfg).code() == Code::kInvalidArgument);
 }
+
+TEST_CASE("daemon config: the lr schedule keys are read, reported and validated") {
+  DaemonConfig cfg;
+  REQUIRE(applyJson(json::parse(R"({"optimizer": {"lr": 0.2, "schedule": "cosine",
+      "warmup_samples": 1000, "schedule_samples": 50000, "min_lr": 0.002,
+      "step_samples": 7, "step_gamma": 0.5}})"),
+                    &cfg)
+              .isOk());
+  CHECK(cfg.lr_schedule.kind == groupps::LrScheduleKind::kCosine);
+  CHECK(cfg.lr_schedule.warmup_samples == 1000);
+  CHECK(cfg.lr_schedule.schedule_samples == 50000);
+  CHECK(cfg.lr_schedule.min_lr == 0.002);
+  CHECK(cfg.lr_schedule.step_samples == 7);
+  CHECK(cfg.lr_schedule.step_gamma == 0.5);
+  CHECK(validate(cfg).isOk());
+  CHECK(toJson(cfg)["optimizer"]["schedule"] == "cosine");
+  CHECK(toJson(cfg)["optimizer"]["lr"].get<double>() == doctest::Approx(0.2));
+  CHECK(DaemonConfig{}.lr_schedule.kind == groupps::LrScheduleKind::kConstant);
+
+  bool help = false;
+  DaemonConfig flags;
+  REQUIRE(applyFlags({"--lr-schedule", "warmup_linear", "--warmup-samples=10", "--min-lr", "0.01",
+                      "--schedule-samples", "100"},
+                     &flags, &help)
+              .isOk());
+  CHECK(flags.lr_schedule.kind == groupps::LrScheduleKind::kWarmupLinear);
+  CHECK(flags.lr_schedule.warmup_samples == 10);
+  CHECK(flags.lr_schedule.schedule_samples == 100);
+  CHECK(flags.lr_schedule.min_lr == 0.01);
+  CHECK(validate(flags).isOk());
+  checkRefused(applyJson(json::parse(R"({"optimizer": {"schedule": "linear"}})"), &cfg),
+               "optimizer.schedule must be one of constant|warmup_linear|cosine|step");
+}
+
+TEST_CASE("daemon config: a decaying schedule needs an end: schedule_samples or max_samples") {
+  for (const char* kind : {"warmup_linear", "cosine"}) {
+    CAPTURE(kind);
+    DaemonConfig cfg;
+    REQUIRE(applyJson(json{{"optimizer", {{"schedule", kind}}}}, &cfg).isOk());
+    checkRefused(validate(cfg), "set schedule_samples or max_samples");
+    cfg.max_samples = 20000;  // the run's budget is the end
+    CHECK(validate(cfg).isOk());
+    cfg.max_samples = 0;
+    cfg.lr_schedule.schedule_samples = 20000;
+    CHECK(validate(cfg).isOk());
+    cfg.lr_schedule.warmup_samples = 20000;
+    checkRefused(validate(cfg), "not after its warm-up");
+  }
+  DaemonConfig constant;
+  constant.lr_schedule.warmup_samples = 500;  // a constant schedule needs no end
+  CHECK(validate(constant).isOk());
+}
+
+TEST_CASE("daemon config: step needs step_samples and a gamma in (0, 1]; min_lr within lr") {
+  DaemonConfig cfg;
+  cfg.lr_schedule.kind = groupps::LrScheduleKind::kStep;
+  checkRefused(validate(cfg), "step_samples");
+  cfg.lr_schedule.step_samples = 1000;
+  CHECK(validate(cfg).isOk());
+  cfg.lr_schedule.step_gamma = 1.5;
+  checkRefused(validate(cfg), "optimizer.step_gamma must be in (0, 1]");
+  cfg.lr_schedule.step_gamma = 0;
+  checkRefused(validate(cfg), "optimizer.step_gamma must be in (0, 1]");
+  cfg.lr_schedule.step_gamma = 0.5;
+  cfg.lr_schedule.min_lr = -0.1;
+  checkRefused(validate(cfg), "optimizer.min_lr must be at least 0");
+  cfg.lr_schedule.min_lr = 1;  // above lr 0.05: a `set optimizer.lr` below min_lr is refused too
+  checkRefused(validate(cfg), "min_lr must be in [0, lr]");
+}

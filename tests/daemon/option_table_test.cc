@@ -135,7 +135,15 @@ TEST_CASE("option table: set takes live keys only, SIGHUP re-reads the set-and-r
   CHECK(refused.code() == Code::kInvalidArgument);
   CHECK(refused.message().find("'workers'") != std::string::npos);
   CHECK(refused.message().find("step_deadline_ms") != std::string::npos);  // lists live keys
-  CHECK(checkSettable(json{{"optimizer", {{"lr", 1}}}}).code() == Code::kInvalidArgument);
+  // Inside an object only the members given must be live; "a.b" names one directly.
+  CHECK(checkSettable(json{{"optimizer", {{"lr", 1}}}}).isOk());
+  CHECK(checkSettable(json{{"optimizer.lr", 0.01}}).isOk());
+  const Status kind = checkSettable(json{{"optimizer", {{"lr", 1}, {"kind", "sgd"}}}});
+  CHECK(kind.code() == Code::kInvalidArgument);
+  CHECK(kind.message().find("'optimizer.kind'") != std::string::npos);
+  CHECK(checkSettable(json{{"optimizer.schedule", "cosine"}}).code() == Code::kInvalidArgument);
+  CHECK(checkSettable(json{{"optimizer", 1}}).code() == Code::kInvalidArgument);
+  CHECK(checkSettable(json{{"optimizer.nonsense", 1}}).code() == Code::kInvalidArgument);
   CHECK(checkSettable(json{{"nonsense", 1}}).code() == Code::kInvalidArgument);
 
   DaemonConfig fresh;
@@ -147,6 +155,17 @@ TEST_CASE("option table: set takes live keys only, SIGHUP re-reads the set-and-r
   CHECK_FALSE(patch.contains("heartbeat_misses"));
   CHECK(patch["adaptive"].contains("control_ms"));
   CHECK(checkSettable(patch).isOk());
+}
+
+TEST_CASE("option table: set's \"a.b\" keys become the members applyJson reads") {
+  const json nested = nestedSettings(json{{"optimizer.lr", 0.01}, {"max_seconds", 5}});
+  CHECK(nested == json{{"optimizer", {{"lr", 0.01}}}, {"max_seconds", 5}});
+  DaemonConfig cfg;
+  REQUIRE(applyJson(nested, &cfg).isOk());
+  CHECK(cfg.optimizer.lr == 0.01f);
+  CHECK(cfg.optimizer.kind == DaemonConfig{}.optimizer.kind);  // the rest of the object kept
+  // An unknown dotted key stays as it is, for applyJson to refuse by name.
+  CHECK(nestedSettings(json{{"no.such", 1}}) == json{{"no.such", 1}});
 }
 
 TEST_CASE("option table: ranges name the key and the bound") {

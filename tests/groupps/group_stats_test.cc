@@ -31,6 +31,8 @@ TEST_CASE("group stats: every field survives a round trip through Cap'n Proto") 
   in.bad_parts = 22;
   in.pushes_waited = 23;
   in.steps_cut = 24;
+  in.learning_rate = 0.25f;
+  in.run_samples = 26;
 
   capnp::MallocMessageBuilder message;
   auto builder = message.initRoot<proto::GroupStats>();
@@ -58,6 +60,8 @@ TEST_CASE("group stats: every field survives a round trip through Cap'n Proto") 
   CHECK(out.bad_parts == 22);
   CHECK(out.pushes_waited == 23);
   CHECK(out.steps_cut == 24);
+  CHECK(out.learning_rate == 0.25f);
+  CHECK(out.run_samples == 26);
 }
 
 TEST_CASE("group stats: a worker listed twice in acknowledged counts twice") {

@@ -113,6 +113,9 @@ class CentralServer {
   void refuse(const zmq::message_t& from, const Status& why);
   // Checkpoints: start a background write of the current model (one at a time).
   void startCheckpoint(std::optional<zmq::message_t> requester);
+  // After a resume from checkpoint `version`: the run's samples applied then
+  // (run_samples_record.h), or 0 with a warning when unrecorded.
+  void resumeRunSamples(std::uint64_t version);
   void pollCheckpoint(bool wait);
   Payload currentModel();
 
@@ -151,6 +154,9 @@ class CentralServer {
   std::string resumed_from_;
   std::vector<std::string> skipped_checkpoints_;
   bool outer_state_restored_ = false;
+  // Samples merged before the checkpoint resumed from: every answer carries them plus this
+  // run's as the run's samples (the lr schedules' position, docs/architecture.md).
+  std::uint64_t resumed_samples_ = 0;
 };
 
 }  // namespace groupsgd::centralps

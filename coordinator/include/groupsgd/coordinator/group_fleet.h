@@ -49,12 +49,23 @@ class GroupFleet {
   std::uint32_t period(std::uint32_t g) const { return slots_.at(g).period; }
   void setPeriod(std::uint32_t g, std::uint32_t k) { slots_.at(g).period = k; }
 
+  // What slot g's PS last reported of its lr schedule (GroupStats): the lr it stepped
+  // with and the run's samples it believes applied. lr 0: nothing reported yet.
+  void noteSchedule(std::uint32_t g, float lr, std::uint64_t run_samples) {
+    slots_.at(g).learning_rate = lr;
+    slots_.at(g).run_samples = run_samples;
+  }
+  float learningRate(std::uint32_t g) const { return slots_.at(g).learning_rate; }
+  std::uint64_t runSamples(std::uint32_t g) const { return slots_.at(g).run_samples; }
+
  private:
   struct Slot {
     std::unique_ptr<RpcClient> client;  // null until the slot has a PS
     std::uint64_t node = 0;
     bool failed = false;
     std::uint32_t period = 1;
+    float learning_rate = 0;
+    std::uint64_t run_samples = 0;
   };
   zmq::context_t& ctx_;
   MessageLimits limits_;

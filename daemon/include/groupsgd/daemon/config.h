@@ -12,6 +12,7 @@
 #include "groupsgd/adaptive/adaptive_config.h"
 #include "groupsgd/centralps/staleness.h"
 #include "groupsgd/common/status.h"
+#include "groupsgd/groupps/lr_schedule.h"
 #include "groupsgd/kernels/model.h"
 #include "groupsgd/kernels/optimizer.h"
 
@@ -21,6 +22,17 @@ enum class Mode { kSync, kAsync, kGrouped, kAdaptive };
 
 bool parseMode(const std::string& text, Mode* out);
 const char* modeName(Mode mode);
+
+// The group optimizer's lr schedule as configured (optimizer.schedule and the keys after
+// it); lrScheduleOf() (group_server_setup.h) makes the schedule of it.
+struct LrScheduleOptions {
+  groupps::LrScheduleKind kind = groupps::LrScheduleKind::kConstant;
+  std::uint64_t warmup_samples = 0;
+  std::uint64_t schedule_samples = 0;  // end of the decay; 0 = max_samples
+  double min_lr = 0;
+  std::uint64_t step_samples = 0;
+  double step_gamma = 0.1;
+};
 
 struct DaemonConfig {
   std::uint64_t job_id = 1;
@@ -46,6 +58,7 @@ struct DaemonConfig {
   std::string bind_host = "127.0.0.1";          // central / group PSes bind here, any port
   std::string endpoint_file;                    // write the coordinator endpoint here
   kernels::OptimizerConfig optimizer{kernels::OptimizerKind::kMomentum, 0.05f, 0.9f, 0.0f};
+  LrScheduleOptions lr_schedule;  // of `optimizer`, by the run's samples applied
   kernels::OptimizerConfig outer_optimizer{kernels::OptimizerKind::kSgd, 1.0f, 0.0f, 0.0f};
   // false: no weight decay on the built-in model's 1-D tensors (biases); model external
   // has no shapes here, so validate() refuses false with it.

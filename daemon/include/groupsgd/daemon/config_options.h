@@ -72,8 +72,13 @@ const OptionSpec* findFlag(const std::string& flag);
 // True when some option's key starts with prefix + "." (a JSON object of options).
 bool isOptionObject(const std::string& prefix);
 
-// The control method `set` accepts a top-level key when every option under it is live.
+// The control method `set` accepts a live option's key (a nested one also as "a.b", e.g.
+// optimizer.lr) and an object of options ({"adaptive": {...}}) whose given members are
+// all live.
 Status checkSettable(const nlohmann::json& values);
+// The same values with each "a.b" key of an option as the member b of the object a, the
+// form applyJson reads (a member already given as {"a": {...}} is overwritten by "a.b").
+nlohmann::json nestedSettings(const nlohmann::json& values);
 // The values a SIGHUP re-reads from the configuration file, as a JSON patch.
 nlohmann::json reloadableSettings(const DaemonConfig& fresh);
 // Checks each option's range; the first violation names its key.

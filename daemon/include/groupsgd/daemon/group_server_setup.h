@@ -19,6 +19,10 @@ groupps::GroupServerConfig groupServerConfig(const DaemonConfig& cfg, std::uint3
                                              const std::string& central_endpoint,
                                              const CurveKeys& curve);
 
+// The group optimizer's lr schedule the coordinator sends with every GroupConfig: base lr
+// optimizer.lr, the decay's end optimizer.schedule_samples or else max_samples.
+groupps::LrSchedule lrScheduleOf(const DaemonConfig& cfg);
+
 // The options of a job its group PSes read at their start (the option table's group PS
 // column), as JSON text in config-file form (NodePlacement.settings).
 std::string groupSettingsJson(const DaemonConfig& job);

@@ -25,6 +25,7 @@
 #include "groupsgd/common/quarantine.h"
 #include "groupsgd/common/status.h"
 #include "groupsgd/groupps/group_stats.h"
+#include "groupsgd/groupps/lr_schedule.h"
 #include "groupsgd/groupps/step_barrier.h"
 #include "groupsgd/groupps/step_cutoff.h"
 #include "groupsgd/kernels/optimizer.h"
@@ -134,6 +135,12 @@ class GroupServer {
   void stepReplicaAndSend(std::vector<float>& replica, std::span<float> sum, float scale,
                           std::vector<OutMessage>& replies);
   void finishReplies(std::vector<OutMessage>&& replies);
+  // The run's samples applied as far as this group PS knows them: the central PS's total
+  // in its last answer plus this group's samples stepped since (pending and in flight).
+  std::uint64_t runSamples() const;
+  // Before a step: the schedule's lr at runSamples() (this step's samples included) into
+  // every part's optimizer. No schedule configured: the start lr, unchanged.
+  void applySchedule();
   // The fixed deadline (step_deadline_ms after its first push) or, earlier, the cutoff's.
   Clock::time_point stepDeadline() const;
   Clock::time_point fixedDeadline() const;
@@ -213,6 +220,11 @@ class GroupServer {
   // whole model): each part is stepped and sent before the next is computed.
   std::uint64_t part_elements_ = 0;  // the replica's part size (whole model: not in parts)
   std::vector<kernels::Optimizer> optimizers_;
+  // The lr schedule from the coordinator's GroupConfig (none yet: cfg_.optimizer.lr), and
+  // the central PS's run-wide sample total from its last answer (docs/architecture.md,
+  // "Learning-rate schedules").
+  std::optional<LrSchedule> schedule_;
+  std::uint64_t central_run_samples_ = 0;
 
   // Pushes arriving in parts, per worker.
   struct InboundPush {

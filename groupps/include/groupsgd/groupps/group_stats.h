@@ -33,6 +33,8 @@ struct GroupStats {
   std::uint64_t bad_parts = 0;             // push parts refused, or arriving for no open push
   std::uint64_t pushes_waited = 0;         // pushes in parts that waited for the memory budget
   std::uint64_t steps_cut = 0;             // steps the cutoff closed without some members
+  float learning_rate = 0;                 // the group optimizer's lr at its last step
+  std::uint64_t run_samples = 0;           // the schedule's position: the run's samples applied
 };
 
 void toProto(const GroupStats& stats, proto::GroupStats::Builder out);

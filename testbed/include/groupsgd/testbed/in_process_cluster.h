@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <set>
 #include <span>
 #include <string>
@@ -40,6 +41,8 @@ struct GroupSettings {
   std::uint32_t step_deadline_ms = 5000;
   float step_cutoff = 0;  // the backup-worker cutoff (groupps/step_cutoff.h); 0: off
   float step_cutoff_late_fraction = 0.25f;
+  std::optional<groupps::LrSchedule> lr_schedule;  // none: the group PS keeps its start lr
+  bool flush = false;  // hand the progress over / fetch the model now (as regroups do)
 };
 
 // Sends group 0 at group_ep a GroupConfig, as the coordinator does (with the coordinator's
