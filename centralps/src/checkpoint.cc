@@ -274,11 +274,13 @@ Status writeCheckpoint(const std::string& dir, std::uint64_t version, std::span<
   }
   const bool with_optimizer = optimizer != nullptr && optimizer->buffers > 0;
   if (with_optimizer) {
-    if (optimizer->values.size() != optimizer->buffers * params.size()) {
+    if (optimizer->buffers != kernels::optimizerStateBuffers(optimizer->kind) ||
+        optimizer->values.size() != optimizer->buffers * params.size()) {
       return invalidArgument("checkpoint: optimizer state of " +
-                             std::to_string(optimizer->values.size()) + " values for " +
-                             std::to_string(optimizer->buffers) + " buffers of " +
-                             std::to_string(params.size()));
+                             std::to_string(optimizer->values.size()) + " values in " +
+                             std::to_string(optimizer->buffers) + " buffers for " +
+                             kernels::optimizerKindName(optimizer->kind) + " over " +
+                             std::to_string(params.size()) + " parameters");
     }
     if (!allFinite(optimizer->values, &bad)) {
       return invalidArgument(

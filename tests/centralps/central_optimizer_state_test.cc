@@ -135,6 +135,9 @@ TEST_CASE("checkpoint: the outer optimizer state round-trips in format 2") {
   bad = state;
   bad.values.resize(10);
   CHECK(writeCheckpoint(dir.path(), 4, params, 3, nullptr, &bad).code() == Code::kInvalidArgument);
+  bad = state;
+  bad.kind = OptimizerKind::kMomentum;  // one buffer, not two
+  CHECK(writeCheckpoint(dir.path(), 4, params, 3, nullptr, &bad).code() == Code::kInvalidArgument);
   CHECK_FALSE(readCheckpointFile(dir.file(checkpointFileName(4)), 0).isOk());
 }
 

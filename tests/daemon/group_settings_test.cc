@@ -127,3 +127,12 @@ TEST_CASE("group settings: the groups are reconfigured exactly for options sent 
     CHECK(groupConfigSettingsDiffer(base(), changed(o)) == readInGroupConfig(o.group_ps));
   }
 }
+
+TEST_CASE("group settings: decay_1d false gives the group PS the model's bias ranges") {
+  DaemonConfig cfg = base();
+  cfg.model = kernels::ModelKind::kCnn;
+  CHECK(groupServerConfig(cfg, 0, "tcp://central:1", CurveKeys{}).no_decay ==
+        kernels::oneDimParamRanges(kernels::ModelKind::kCnn));
+  cfg.optimizer_decay_1d = true;
+  CHECK(groupServerConfig(cfg, 0, "tcp://central:1", CurveKeys{}).no_decay.empty());
+}

@@ -210,23 +210,33 @@ void payloads() {
 }
 
 // fuzz_checkpoint_file: real checkpoints (writeCheckpoint) of 0, 1 and 37 parameters,
-// and near-misses: cut short, one payload byte flipped (checksum), one header byte flipped.
+// format 1 and (37-adamw) format 2 with an optimizer section, and near-misses: cut short,
+// one byte flipped at the end (a checksum), one header byte flipped.
 void checkpoints() {
   const fs::path tmp = g_dir / ".ckpt-seeds";
-  for (std::size_t n : {0u, 1u, 37u}) {
+  const std::pair<std::size_t, bool> cases[] = {{0, false}, {1, false}, {37, false}, {37, true}};
+  for (const auto& [n, with_state] : cases) {  // with_state: adamw moments (format 2)
     fs::remove_all(tmp);
     fs::create_directories(tmp);
     std::vector<float> params(n);
     for (std::size_t i = 0; i < n; ++i) params[i] = 0.25f * static_cast<float>(i) - 3.0f;
+    kernels::OptimizerSnapshot state;
+    if (with_state) {
+      state.kind = kernels::OptimizerKind::kAdamW;
+      state.buffers = 2;
+      state.steps = 5;
+      for (std::size_t i = 0; i < 2 * n; ++i) state.values.push_back(1e-3f * static_cast<float>(i));
+    }
     centralps::CheckpointWriteInfo info;
-    if (!centralps::writeCheckpoint(tmp.string(), 42 + n, params, 1, &info)) {
+    if (!centralps::writeCheckpoint(tmp.string(), 42 + n, params, 1, &info,
+                                    with_state ? &state : nullptr)) {
       std::fprintf(stderr, "fuzz_make_seeds: writeCheckpoint failed\n");
       std::exit(1);
     }
     std::ifstream in(info.path, std::ios::binary);
     std::vector<std::uint8_t> bytes((std::istreambuf_iterator<char>(in)),
                                     std::istreambuf_iterator<char>());
-    const std::string tag = "ckpt-" + std::to_string(n);
+    const std::string tag = "ckpt-" + std::to_string(n) + (with_state ? "-adamw" : "");
     write("fuzz_checkpoint_file", tag, bytes);
     write("fuzz_checkpoint_file", tag + "-short",
           std::vector<std::uint8_t>(bytes.begin(),
