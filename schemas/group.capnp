@@ -116,7 +116,8 @@ struct GroupStats {
                                # oversize, over the window) or arriving for no open push
   pushesWaited @18 :UInt64;    # pushes in parts that waited for room in the memory budget
   stepsCut @19 :UInt64;        # steps the cutoff closed without some members (their pushes late)
-  learningRate @20 :Float32;   # the group optimizer's lr at its last step (the schedule's)
+  learningRate @20 :Float32;   # the group optimizer's lr at its last step (the schedule's; since
+                               # a GroupConfig, the schedule's at runSamples)
   runSamples @21 :UInt64;      # the run's samples applied as this group PS counts them: the
                                # central total of its last answer + its own since (the
                                # schedule's position)

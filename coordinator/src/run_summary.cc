@@ -28,7 +28,9 @@ nlohmann::json groupJson(const GroupFlush& f) {
           {"bad_messages", g.bad_messages},
           {"exchanges", g.exchanges},
           {"refused_exchanges", g.refused_exchanges},
-          {"identity_refused", g.identity_refused}};
+          {"identity_refused", g.identity_refused},
+          {"learning_rate", g.learning_rate},
+          {"run_samples", g.run_samples}};
 }
 
 nlohmann::json centralJson(const centralps::CentralStats& c) {

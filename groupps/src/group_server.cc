@@ -596,7 +596,11 @@ void GroupServer::onGroupConfig(const zmq::message_t& from, const InMessage& msg
   if (gc.getStepDeadlineMs() > 0) cfg_.step_deadline_ms = gc.getStepDeadlineMs();
   cutoff_.configure(
       {.factor = gc.getStepCutoff(), .late_fraction = gc.getStepCutoffLateFraction()});
-  if (schedule) schedule_ = schedule;
+  if (schedule) {
+    schedule_ = schedule;
+    // Reported at once, before the next step: the lr the schedule gives at the position.
+    counters_.learning_rate = static_cast<float>(learningRateAt(*schedule_, runSamples()));
+  }
   std::vector<std::uint64_t> ids;
   ids.reserve(members.size());
   for (const auto& m : members) ids.push_back(m.worker_id);

@@ -41,7 +41,7 @@ struct GroupSettings {
   std::uint32_t step_deadline_ms = 5000;
   float step_cutoff = 0;  // the backup-worker cutoff (groupps/step_cutoff.h); 0: off
   float step_cutoff_late_fraction = 0.25f;
-  std::optional<groupps::LrSchedule> lr_schedule;  // none: the group PS keeps its start lr
+  std::optional<groupps::LrSchedule> lr_schedule{};  // none: the group PS keeps its start lr
   bool flush = false;  // hand the progress over / fetch the model now (as regroups do)
 };
 
