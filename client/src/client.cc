@@ -346,6 +346,17 @@ Result<StepAnswer> GroupClient::push(std::uint64_t step, const Payload& grad, st
   return exchange(std::move(out).toParts(part_bytes_), params);
 }
 
+Result<StepAnswer> GroupClient::pushSkipped(std::uint64_t step, float compute_ms,
+                                            std::span<float> params) {
+  OutMessage out = pushMessage(step, 0, 0.0f, compute_ms);
+  out.header().getBody().getPush().setSkipped(true);
+  // Sent dense and uncompressed: encoding zeros would spend the error-feedback residual.
+  auto zeros = pool_.acquire(assignment_.param_count);
+  std::fill(zeros->begin(), zeros->end(), 0.0f);
+  out.addTensor(std::move(zeros));
+  return exchange(std::move(out).toParts(part_bytes_), params);
+}
+
 std::span<float> GroupClient::gradientBuffer() {
   if (!next_grad_) next_grad_ = pool_.acquire(assignment_.param_count);
   return *next_grad_;

@@ -129,8 +129,9 @@ class GroupServer {
   void admitStalledPushes();
   Clock::time_point advanceStep(const StepBarrier::Closed& closed);
   std::vector<OutMessage> stepReplies(Clock::time_point released);
+  // apply: false when the step has no samples (every member skipped): replies only.
   void stepReplicaAndSend(std::vector<float>& replica, std::span<float> sum, float scale,
-                          std::vector<OutMessage>& replies);
+                          std::vector<OutMessage>& replies, bool apply);
   void finishReplies(std::vector<OutMessage>&& replies);
   // The fixed deadline (step_deadline_ms after its first push) or, earlier, the cutoff's.
   Clock::time_point stepDeadline() const;
