@@ -86,6 +86,7 @@ OutMessage CoordinatorClient::registration(Role role, const std::string& name,
   if (model_) {
     r.setParamCount(model_->param_count);
     r.setModelFingerprint(model_->fingerprint);
+    r.setModelLayout(model_->layout);
     if (worker_id == 0 && model_->initial) out.addTensor(model_->initial);
   }
   return out;

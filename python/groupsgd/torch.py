@@ -40,6 +40,7 @@ __all__ = [
     "accuracy",
     "layout",
     "fingerprint",
+    "layout_text",
     "save_model_file",
     "load_checkpoint",
     "recalibrate_batch_norm",
@@ -51,10 +52,16 @@ def layout(model):
     return [(n, tuple(p.shape), str(p.dtype).replace("torch.", "")) for n, p in model.named_parameters()]
 
 
+def layout_text(model):
+    """The parameter layout as text, one "name:shape:dtype" line each (shape as 8x784):
+    what fingerprint() hashes, sent with the registration so that the daemon's refusal
+    of a mismatched model names the first parameter that differs."""
+    return "\n".join(f"{n}:{'x'.join(map(str, s))}:{d}" for n, s, d in layout(model))
+
+
 def fingerprint(model):
     """A short hash of the parameter layout; the daemon refuses a worker whose differs."""
-    text = "\n".join(f"{n}:{'x'.join(map(str, s))}:{d}" for n, s, d in layout(model))
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return hashlib.sha256(layout_text(model).encode()).hexdigest()[:16]
 
 
 def _session_property(name, doc=None):
@@ -363,7 +370,7 @@ class _Role:
         self._flat = _FlatModel(model)
         self.fingerprint = fingerprint(model)
         self._session = _core.Session(args, role, self._flat.count, self.fingerprint,
-                                      self._flat.host)
+                                      self._flat.host, layout_text(model))
         self._closed = False
         self._session.start(self._flat.host)
 

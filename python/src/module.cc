@@ -71,7 +71,8 @@ client::Role parseRole(const std::string& role) {
 class PySession {
  public:
   PySession(const std::vector<std::string>& args, const std::string& role,
-            std::uint64_t param_count, const std::string& fingerprint, const py::buffer& initial)
+            std::uint64_t param_count, const std::string& fingerprint, const py::buffer& initial,
+            const std::string& layout)
       : param_count_(param_count) {
     if (param_count == 0) throw py::value_error("the model has no parameters");
     auto opts = worker::parseWorkerOptions(args);
@@ -84,6 +85,7 @@ class PySession {
     client::ModelDescription model;
     model.param_count = param_count;
     model.fingerprint = fingerprint;
+    model.layout = layout;
     auto init = std::make_shared<std::vector<float>>(param_count);
     const std::span<float> src = floatSpan(initial, param_count, false, "initial parameters");
     std::memcpy(init->data(), src.data(), src.size_bytes());  // once, at construction
@@ -201,9 +203,9 @@ PYBIND11_MODULE(_core, m) {
   m.def("worker_usage", [] { return std::string(worker::workerUsage()); });
   py::class_<PySession>(m, "Session")
       .def(py::init<const std::vector<std::string>&, const std::string&, std::uint64_t,
-                    const std::string&, const py::buffer&>(),
+                    const std::string&, const py::buffer&, const std::string&>(),
            py::arg("args"), py::arg("role"), py::arg("param_count"), py::arg("fingerprint"),
-           py::arg("initial"))
+           py::arg("initial"), py::arg("layout") = "")
       .def("start", &PySession::start, py::arg("params"))
       .def("gradient_buffer", &PySession::gradientBuffer)
       .def("step", &PySession::step, py::arg("batch"), py::arg("loss"), py::arg("params"),

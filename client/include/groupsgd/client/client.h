@@ -86,6 +86,7 @@ struct HeartbeatAnswer {
 struct ModelDescription {
   std::uint64_t param_count = 0;
   std::string fingerprint;
+  std::string layout;  // the text the fingerprint hashes (Register.modelLayout), or ""
   Payload initial;
 };
 
