@@ -192,6 +192,13 @@ try:
         print("ready", flush=True)
         gt.Worker(model, coordinator=endpoint, name="stuck", connect_timeout_ms=600000,
                   timeout_ms=600000, give_up_s=600)
+    elif what == "device":  # waits for a device another worker holds (argv: arbiter, locks)
+        w = gt.Worker(model, coordinator=endpoint, name="waits", connect_timeout_ms=30000,
+                      shared_device="dev0", arbiter=sys.argv[3] or None,
+                      extra_args=["--device-lock-dir", sys.argv[4]])
+        print("ready", flush=True)
+        with w.device():
+            pass
     else:
         w = gt.Worker(model, coordinator=endpoint, name="blocked", connect_timeout_ms=30000,
                       timeout_ms=600000, give_up_s=600)
@@ -206,10 +213,11 @@ except KeyboardInterrupt:
 """
 
 
-def interrupt_child(what, endpoint):
+def interrupt_child(what, endpoint, *more):
     """Seconds from the SIGINT to the child's KeyboardInterrupt (its own clock reading)."""
     env = dict(os.environ, OMP_NUM_THREADS="1")
-    child = subprocess.Popen([sys.executable, "-c", CHILD, what, endpoint], stdout=subprocess.PIPE,
+    child = subprocess.Popen([sys.executable, "-c", CHILD, what, endpoint, *map(str, more)],
+                             stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True, env=env)
     try:
         line = child.stdout.readline()
@@ -235,7 +243,7 @@ def test_ctrl_c_ends_a_registration_that_would_retry_for_minutes():
         s.bind(("127.0.0.1", 0))
         endpoint = f"tcp://127.0.0.1:{s.getsockname()[1]}"
     latency = interrupt_child("register", endpoint)
-    print(f"registration interrupted after {latency:.3f} s")
+    print(f"registration interrupted after {latency * 1000:.1f} ms")
     assert 0 <= latency < 1.5, latency  # the connect timeout is 600 s
 
 
@@ -247,9 +255,41 @@ def test_ctrl_c_ends_a_step_waiting_for_a_partner_that_never_pushes(daemon):
     t.start()  # registers and pulls (so the group waits for it), then never pushes
     try:
         latency = interrupt_child("step", d.endpoint)
-        print(f"step interrupted after {latency:.3f} s")
+        print(f"step interrupted after {latency * 1000:.1f} ms")
         assert 0 <= latency < 1.5, latency  # the step deadline and timeouts are 600 s
     finally:
         t.join()
         for w in partner:
+            w.close()
+
+
+@pytest.mark.parametrize("through", ["arbiter", "lock"])
+def test_ctrl_c_ends_a_wait_for_a_shared_device_another_worker_holds(daemon, tmp_path, through):
+    import socket
+
+    args = ["--workers", "2", "--max-seconds", "300"]
+    arbiter = ""
+    if through == "arbiter":  # the wait is for the arbiter's lease (fifo: the holder first)
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            arbiter = f"tcp://127.0.0.1:{s.getsockname()[1]}"
+        args += ["--arbiter-listen", arbiter, "--arbiter-policy", "fifo"]
+    d = daemon(*FAST, *args)
+    locks = tmp_path / "locks"
+    holder = []
+    t = threading.Thread(target=lambda: holder.append(gt.Worker(
+        tiny(), coordinator=d.endpoint, name="holds", connect_timeout_ms=60000,
+        shared_device="dev0", arbiter=arbiter or None,
+        extra_args=["--device-lock-dir", str(locks)])))
+    t.start()
+    try:
+        wait_for(lambda: holder or not t.is_alive(), 60, "the holder registered")
+        t.join()
+        with holder[0].device():  # held for the whole of the child's wait
+            latency = interrupt_child("device", d.endpoint, arbiter, locks)
+        print(f"device wait ({through}) interrupted after {latency * 1000:.1f} ms")
+        assert 0 <= latency < 1.5, latency
+    finally:
+        t.join()
+        for w in holder:
             w.close()
