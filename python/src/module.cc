@@ -153,6 +153,7 @@ class PySession {
       py::gil_scoped_release nogil;
       s = session_->close();
     }
+    raiseIfInterrupted(*session_);
     if (!s) PyErr_WarnEx(PyExc_RuntimeWarning, ("leave: " + s.toString()).c_str(), 1);
   }
 

@@ -299,6 +299,7 @@ void Session::releaseDevice() {
 Status Session::close() {
   releaseDevice();
   if (closed_) return Status::ok();
+  const auto watch = watchInterrupts();  // a second Ctrl-C ends a leave nobody answers
   closed_ = true;
   heartbeat_->pause();
   return leave();

@@ -58,7 +58,8 @@ class Session {
   Result<std::uint64_t> fetchCentral(std::span<float> params);
   // Evaluator: the accuracy the next heartbeat reports.
   void report(float accuracy, std::uint64_t version);
-  // Leaves with this registration's counts and stops heartbeats. Idempotent.
+  // Leaves with this registration's counts and stops heartbeats. Idempotent. Interruptible
+  // (setInterruptCheck) like the waits above.
   Status close();
   // --shared-device: blocks until this worker may compute on it (the arbiter's lease, if
   // --arbiter is given, then the device lock); returns the milliseconds waited. A no-op

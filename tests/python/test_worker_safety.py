@@ -192,6 +192,11 @@ try:
         print("ready", flush=True)
         gt.Worker(model, coordinator=endpoint, name="stuck", connect_timeout_ms=600000,
                   timeout_ms=600000, give_up_s=600)
+    elif what == "fetch":  # the evaluator's fetch from a central PS that stopped answering
+        ev = gt.Evaluator(model, coordinator=endpoint, timeout_ms=600000, give_up_s=600)
+        print("ready", flush=True)
+        while True:
+            ev.fetch()
     elif what == "device":  # waits for a device another worker holds (argv: arbiter, locks)
         w = gt.Worker(model, coordinator=endpoint, name="waits", connect_timeout_ms=30000,
                       shared_device="dev0", arbiter=sys.argv[3] or None,
@@ -213,7 +218,7 @@ except KeyboardInterrupt:
 """
 
 
-def interrupt_child(what, endpoint, *more):
+def interrupt_child(what, endpoint, *more, after_ready=None):
     """Seconds from the SIGINT to the child's KeyboardInterrupt (its own clock reading)."""
     env = dict(os.environ, OMP_NUM_THREADS="1")
     child = subprocess.Popen([sys.executable, "-c", CHILD, what, endpoint, *map(str, more)],
@@ -222,6 +227,8 @@ def interrupt_child(what, endpoint, *more):
     try:
         line = child.stdout.readline()
         assert line.strip() == "ready", line + child.stdout.read()
+        if after_ready is not None:
+            after_ready()
         time.sleep(1.0)  # well inside the binding's wait by now
         assert child.poll() is None
         sent = time.monotonic()
@@ -293,3 +300,15 @@ def test_ctrl_c_ends_a_wait_for_a_shared_device_another_worker_holds(daemon, tmp
         t.join()
         for w in holder:
             w.close()
+
+
+def test_ctrl_c_ends_an_evaluator_fetch_the_central_ps_does_not_answer(daemon):
+    d = daemon(*FAST, "--workers", "1", "--max-seconds", "300")
+    try:
+        # SIGSTOP: the daemon (its central PS) stays connected but answers nothing.
+        latency = interrupt_child("fetch", d.endpoint,
+                                  after_ready=lambda: d.proc.send_signal(signal.SIGSTOP))
+    finally:
+        d.proc.send_signal(signal.SIGCONT)
+    print(f"evaluator fetch interrupted after {latency * 1000:.1f} ms")
+    assert 0 <= latency < 1.5, latency  # the fetch timeout is 600 s
