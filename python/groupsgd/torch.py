@@ -487,7 +487,10 @@ class Worker(_Role):
             if scaling:
                 scaler.update()  # found inf recorded by unscale_: the scale backs off
         t2 = time.perf_counter()
-        self.last["skipped_nonfinite"] = self.last.pop("skipped")
+        # Skipped: nothing was sent, whether the skip reached the group (pushed) or was
+        # lost to a failure like any push.
+        self.last.pop("skipped")
+        self.last["skipped_nonfinite"] = not finite
         self._flat.after_step()
         # Python-side work of this call vs the exchange in C++ (push, barrier, replica).
         self.timing = {"binding_s": (t1 - t0) + (time.perf_counter() - t2), "exchange_s": t2 - t1}
