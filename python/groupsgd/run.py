@@ -15,7 +15,9 @@ which groupsgd.torch.Worker(model) and Evaluator(model) read when given no coord
 or name. The first SIGINT or SIGTERM stops the run cleanly (SIGTERM to the daemon it
 started; the workers' SIGINT when attached) and kills what is left after --stop-timeout
 seconds; a second one kills at once. The last line on stdout is the daemon's closing
-summary as one JSON object (a daemon it started). Exit status: the daemon's (3 when it
+summary as one JSON object (a daemon it started; --no-summary: not printed). --log-dir DIR:
+each worker's output in DIR/NAME.log, the daemon's log in DIR/daemon.log, the summary kept
+as DIR/summary.json. Exit status: the daemon's (3 when it
 had a target accuracy it did not reach, 128+N after signal N, 1 when the trainers all
 quit, some failing, before the daemon finished); attached, 1 when any worker failed;
 2 for bad arguments.
