@@ -12,6 +12,8 @@ struct Push {
   batchSize @0 :UInt32;   # samples behind this gradient (its averaging weight)
   loss @1 :Float32;       # mean training loss of the batch
   computeMs @2 :Float32;  # time spent computing it (incl. emulated device time)
+  skipped @3 :Bool;       # the member skipped this step (its gradient was not finite): it
+                          # counts at the barrier with batchSize 0 and a zero tensor, no weight
 }
 
 # Flow control of a push sent in parts (docs/protocol.md, "Flow control"): the member

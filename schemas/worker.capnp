@@ -31,6 +31,10 @@ struct Register {
   # A node daemon registering at a multi-job daemon's front: the group PS slots it offers
   # to the daemon's jobs (0 = not such a node; a job's coordinator ignores it).
   groupSlots @9 :UInt32;
+  # With modelFingerprint: the layout it hashes, one "name:shape:dtype" line per parameter
+  # (shape as 8x784), so a refusal can name the first parameter that differs. "" = not
+  # stated (the refusal then gives the two fingerprints only).
+  modelLayout @10 :Text;
 }
 
 # A multi-job daemon's front (its `listen` endpoint) answers Register with this: the job's

@@ -24,7 +24,8 @@ usage: scripts/demo.sh [options]
   --batch-size B    samples per worker step (default 32)
   --device D        where the trainers compute: cpu | cuda | cuda:N (default cpu)
   --trainer T       cpp (groupsgd-worker, the built-in MLP) | pytorch (the PyTorch example,
-                    examples/pytorch/train_fashion_mnist.py, daemon --model external)
+                    examples/pytorch/train_fashion_mnist.py, started with its daemon and
+                    evaluator by the launcher, python3 -m groupsgd.run)
   --torch-model M   with --trainer pytorch: mlp | cnn | resnet18 (default mlp)
   --target-acc A    stop at this test accuracy (default 0.85)
   --max-seconds S   give up after S seconds (default 300)
@@ -119,6 +120,34 @@ kind="${slowdown}x slower"
 [[ -n $schedule ]] && kind="schedule $schedule"
 [[ -n $erratic ]] && kind="erratic pauses $erratic"
 log "mode $mode, $workers $trainer workers ($stragglers $kind), target accuracy $target; logs in $run_dir"
+if [[ $trainer == pytorch ]]; then
+  # The launcher starts the daemon (adding --model external, --workers, --listen and the
+  # endpoint and summary files), the trainers w0.. and the evaluator, each logging to
+  # $run_dir/NAME.log, and stops them together; the example slows down the trainers of
+  # rank < --stragglers. Its exit status is the daemon's (3: target not reached).
+  launcher_daemon_args=()
+  skip=0
+  for a in "${daemon_args[@]}"; do
+    if (( skip )); then skip=0; continue; fi
+    case $a in --workers|--listen|--endpoint-file|--summary-file) skip=1; continue ;; --model) skip=1; continue ;; esac
+    launcher_daemon_args+=("$a")
+  done
+  status=0
+  PYTHONPATH=$BUILD_DIR/python OMP_NUM_THREADS=1 GROUPSGDD=$BUILD_DIR/daemon/groupsgdd "$python" \
+    -m groupsgd.run --workers "$workers" --evaluate --log-dir "$run_dir" --no-summary \
+    --daemon-args "${launcher_daemon_args[*]}" \
+    "$root/examples/pytorch/train_fashion_mnist.py" --model "$torch_model" --device "$device" \
+    --device-ms "$device_ms" --slowdown "$slowdown" --stragglers "$stragglers" || status=$?
+  if (( status == 3 )); then
+    log "the target accuracy $target was not reached (summary: $run_dir/summary.json)"
+    exit 3
+  elif (( status != 0 )); then
+    log "the run failed (exit $status):"
+    tail -20 "$run_dir/daemon.log" >&2
+    exit "$status"
+  fi
+  exit 0
+fi
 "$BUILD_DIR/daemon/groupsgdd" "${daemon_args[@]}" 2>"$run_dir/daemon.log" &
 daemon_pid=$!
 pids+=("$daemon_pid")

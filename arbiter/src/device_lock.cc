@@ -8,8 +8,10 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "groupsgd/common/atomic_file.h"
+#include "groupsgd/common/interrupt.h"
 
 namespace groupsgd::arbiter {
 
@@ -51,8 +53,13 @@ DeviceLock::~DeviceLock() {
 }
 
 Status DeviceLock::lock() {
-  while (::flock(fd_, LOCK_EX) != 0) {
-    if (errno != EINTR) return fileError("flock", path_, errno);
+  // With an interrupt check installed (interrupt.h), tried without blocking in slices so
+  // the waiting caller can be interrupted; otherwise one blocking wait.
+  const int how = interruptCheckInstalled() ? LOCK_EX | LOCK_NB : LOCK_EX;
+  while (::flock(fd_, how) != 0) {
+    if (errno != EINTR && errno != EWOULDBLOCK) return fileError("flock", path_, errno);
+    if (interruptRequested()) return interruptedStatus();
+    if (errno == EWOULDBLOCK) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   held_ = true;
   return Status::ok();

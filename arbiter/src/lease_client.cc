@@ -1,7 +1,10 @@
 #include "groupsgd/arbiter/lease_client.h"
 
+#include <algorithm>
+
 #include "arbiter_codec.h"
 #include "groupsgd/common/deadline.h"
+#include "groupsgd/common/interrupt.h"
 #include "groupsgd/common/transport.h"
 
 namespace groupsgd::arbiter {
@@ -45,9 +48,11 @@ Result<ArbiterIn> awaitAnswer(zmq::socket_t& sock, std::uint64_t seq, Clock::tim
   while (true) {
     const auto left = timeLeft(deadline);
     if (left.count() <= 0) return unavailable("no answer from the arbiter");
+    if (interruptRequested()) return interruptedStatus();
     zmq::pollitem_t item{sock.handle(), 0, ZMQ_POLLIN, 0};
     try {
-      zmq::poll(&item, 1, left);
+      // In slices while an interrupt check is installed (interrupt.h).
+      zmq::poll(&item, 1, interruptCheckInstalled() ? std::min(left, kInterruptSlice) : left);
     } catch (const zmq::error_t& e) {
       if (e.num() == EINTR) continue;
       return unavailable(std::string("poll: ") + e.what());

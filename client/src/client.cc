@@ -86,6 +86,7 @@ OutMessage CoordinatorClient::registration(Role role, const std::string& name,
   if (model_) {
     r.setParamCount(model_->param_count);
     r.setModelFingerprint(model_->fingerprint);
+    r.setModelLayout(model_->layout);
     if (worker_id == 0 && model_->initial) out.addTensor(model_->initial);
   }
   return out;
@@ -343,6 +344,17 @@ Result<StepAnswer> GroupClient::push(std::uint64_t step, const Payload& grad, st
   }
   OutMessage out = pushMessage(step, batch, loss, compute_ms);
   out.addTensor(grad);
+  return exchange(std::move(out).toParts(part_bytes_), params);
+}
+
+Result<StepAnswer> GroupClient::pushSkipped(std::uint64_t step, float compute_ms,
+                                            std::span<float> params) {
+  OutMessage out = pushMessage(step, 0, 0.0f, compute_ms);
+  out.header().getBody().getPush().setSkipped(true);
+  // Sent dense and uncompressed: encoding zeros would spend the error-feedback residual.
+  auto zeros = pool_.acquire(assignment_.param_count);
+  std::fill(zeros->begin(), zeros->end(), 0.0f);
+  out.addTensor(std::move(zeros));
   return exchange(std::move(out).toParts(part_bytes_), params);
 }
 

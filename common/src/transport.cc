@@ -1,6 +1,9 @@
 #include "groupsgd/common/transport.h"
 
+#include <algorithm>
+
 #include "groupsgd/common/deadline.h"
+#include "groupsgd/common/interrupt.h"
 #include "groupsgd/common/zap_handler.h"
 
 namespace groupsgd {
@@ -181,9 +184,14 @@ Result<InMessage> RpcClient::receiveUntil(std::chrono::steady_clock::time_point 
       sock_.reset();  // a late answer must not be read as the next call's
       return unavailable("no answer from " + endpoint_ + " " + within);
     }
+    if (interruptRequested()) {
+      sock_.reset();  // the answer, if it comes, must not be read as the next call's
+      return interruptedStatus();
+    }
     zmq::pollitem_t item{sock_->handle(), 0, ZMQ_POLLIN, 0};
     try {
-      zmq::poll(&item, 1, left);
+      // With an interrupt check (interrupt.h) in slices, so the caller hears it soon.
+      zmq::poll(&item, 1, interruptCheckInstalled() ? std::min(left, kInterruptSlice) : left);
     } catch (const zmq::error_t& e) {
       if (e.num() == EINTR) continue;
       sock_.reset();

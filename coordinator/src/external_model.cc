@@ -1,5 +1,6 @@
 #include "groupsgd/coordinator/external_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <optional>
@@ -45,6 +46,7 @@ Result<ExternalModel> modelFrom(const InMessage& msg) {
   GSGD_RETURN_IF_ERROR(msg.readTensor(0, m.initial, decodePayload));
   GSGD_RETURN_IF_ERROR(checkFinite(m.initial));
   m.fingerprint = r.getModelFingerprint().cStr();
+  m.layout = r.getModelLayout().cStr();
   m.supplier = std::string(r.getName().cStr()) + " (" + r.getHost().cStr() + " pid " +
                std::to_string(r.getPid()) + ")";
   return m;
@@ -132,6 +134,65 @@ Result<ExternalModel> awaitExternalModel(zmq::socket_t& sock, const DaemonConfig
   return aborted("stopped before any worker brought a model");
 }
 
+namespace {
+
+struct LayoutEntry {
+  std::string name, shape;
+};
+
+// "name:shape:dtype" lines (a name may hold ':' in principle: split from the right).
+std::vector<LayoutEntry> parseLayout(const std::string& text) {
+  std::vector<LayoutEntry> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    const auto dtype_at = line.rfind(':');
+    const auto shape_at = dtype_at == std::string::npos || dtype_at == 0
+                              ? std::string::npos
+                              : line.rfind(':', dtype_at - 1);
+    if (shape_at == std::string::npos) {
+      out.push_back({line, "?"});
+      continue;
+    }
+    std::string shape = line.substr(shape_at + 1, dtype_at - shape_at - 1);
+    const std::string dtype = line.substr(dtype_at + 1);
+    if (shape.empty()) shape = "scalar";
+    if (dtype != "float32") shape += " " + dtype;
+    out.push_back({line.substr(0, shape_at), shape});
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string firstLayoutDifference(const std::string& daemon_layout,
+                                  const std::string& worker_layout) {
+  if (daemon_layout.empty() || worker_layout.empty()) return "";
+  const auto ours = parseLayout(daemon_layout);
+  const auto theirs = parseLayout(worker_layout);
+  for (std::size_t i = 0; i < std::max(ours.size(), theirs.size()); ++i) {
+    if (i >= theirs.size()) {
+      return "parameter '" + ours[i].name + "' (" + ours[i].shape +
+             ") of the daemon's model is missing in this worker";
+    }
+    if (i >= ours.size()) {
+      return "parameter '" + theirs[i].name + "' (" + theirs[i].shape +
+             ") of this worker is not in the daemon's model";
+    }
+    if (ours[i].name != theirs[i].name) {
+      return "parameter " + std::to_string(i) + " is '" + theirs[i].name + "' (" + theirs[i].shape +
+             ") in this worker, '" + ours[i].name + "' (" + ours[i].shape +
+             ") in the daemon's model";
+    }
+    if (ours[i].shape != theirs[i].shape) {
+      return "parameter '" + theirs[i].name + "' is " + theirs[i].shape + " in this worker, " +
+             ours[i].shape + " in the daemon's model";
+    }
+  }
+  return "";
+}
+
 Status checkWorkerModel(const DaemonConfig& cfg, const Topology& topo,
                         proto::Register::Reader reg) {
   if (!checkedRole(reg.getRole())) return Status::ok();
@@ -150,10 +211,12 @@ Status checkWorkerModel(const DaemonConfig& cfg, const Topology& topo,
                               " parameters); this worker states none (use groupsgd.torch)");
   }
   if (count != topo.param_count || fingerprint != topo.model_fingerprint) {
-    return failedPrecondition("model mismatch: the daemon trains " +
-                              std::to_string(topo.param_count) + " parameters with layout " +
-                              "fingerprint " + topo.model_fingerprint + ", this worker has " +
-                              std::to_string(count) + " with fingerprint " + fingerprint);
+    const std::string first = firstLayoutDifference(topo.model_layout, reg.getModelLayout().cStr());
+    return failedPrecondition("model mismatch: " + (first.empty() ? "" : first + "; ") +
+                              "the daemon trains " + std::to_string(topo.param_count) +
+                              " parameters with layout " + "fingerprint " + topo.model_fingerprint +
+                              ", this worker has " + std::to_string(count) + " with fingerprint " +
+                              fingerprint);
   }
   return Status::ok();
 }

@@ -89,7 +89,7 @@ Result<jobs::ExternalIntake> takeExternalModel(zmq::context_t& ctx, const daemon
           : coordinator::loadExternalModelFile(cfg.external_model_file);
   if (!model) return Status(model.status().code(), "model external: " + model.status().toString());
   return jobs::ExternalIntake{std::move(*sock), *ep, std::move(model->fingerprint),
-                              std::move(model->initial)};
+                              std::move(model->initial), std::move(model->layout)};
 }
 
 // The control socket and /metrics. They start just before the job binds its data plane:

@@ -4,7 +4,11 @@
 The same model, data, batch per worker, learning rate, target accuracy and straggler
 emulation either way, so the two are compared on the same code (docs/pytorch.md):
 
-  groupsgd (a daemon started with --model external, docs/pytorch.md):
+  groupsgd, through the launcher (it starts the daemon, the trainers and the evaluator;
+  each copy learns its role, name and coordinator from the environment it sets):
+    python3 -m groupsgd.run --workers 4 --evaluate train_fashion_mnist.py --model mlp \
+        [--slowdown 4 --stragglers 1]
+  or by hand against a daemon started with --model external (docs/pytorch.md):
     train_fashion_mnist.py --coordinator tcp://127.0.0.1:5555 --name w1 [--slowdown 4]
     train_fashion_mnist.py --coordinator tcp://127.0.0.1:5555 --evaluate
   DDP (gloo), one process per rank, MASTER_ADDR/MASTER_PORT set:
@@ -189,7 +193,7 @@ def run_groupsgd_worker(args, model, train_x, train_y):
 def run_groupsgd_evaluator(args, model, train_x, test_x, test_y):
     import groupsgd.torch as gt
 
-    ev = gt.Evaluator(model, coordinator=args.coordinator, name=args.name or "evaluator",
+    ev = gt.Evaluator(model, coordinator=args.coordinator, name=args.name,
                       curve_secret_key_file=args.curve_secret_key_file,
                       curve_server_key_file=args.curve_server_key_file, log_level=args.log_level)
     calib = lambda: (train_x[i:i + 256].to(args.device) for i in range(0, 256 * 8, 256))
@@ -283,15 +287,21 @@ def main(argv=None):
     p.add_argument("--threads", type=int, default=1, help="torch intra-op threads per process")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--slowdown", type=float, default=1.0, help="straggler factor F")
+    p.add_argument("--stragglers", type=int, default=None,
+                   help="under the launcher: only trainers of GROUPSGD_LOCAL_RANK < K are slowed "
+                        "down by --slowdown (default: every copy)")
     p.add_argument("--device-ms", type=float, default=0.0, help="emulated device time per step at the first batch")
     p.add_argument("--max-steps", type=int, default=0)
     p.add_argument("--json", action="store_true")
     p.add_argument("--eval-interval-s", type=float, default=0.5, help="groupsgd evaluator: seconds between fetches")
     p.add_argument("--eval-every-steps", type=int, default=20, help="DDP: rank 0 measures every N steps (off the clock)")
     # groupsgd
-    p.add_argument("--coordinator", default="tcp://127.0.0.1:5555")
-    p.add_argument("--name", default="")
-    p.add_argument("--evaluate", action="store_true", help="the evaluator instead of a trainer")
+    # Unset: the launcher's environment (GROUPSGD_COORDINATOR, GROUPSGD_NAME), else
+    # tcp://127.0.0.1:5555 and no name (groupsgd.torch reads them).
+    p.add_argument("--coordinator", default=None)
+    p.add_argument("--name", default=None)
+    p.add_argument("--evaluate", action="store_true",
+                   help="the evaluator instead of a trainer (also GROUPSGD_ROLE=evaluator)")
     p.add_argument("--compress", default=None)
     p.add_argument("--curve-secret-key-file", default=None)
     p.add_argument("--curve-server-key-file", default=None)
@@ -307,6 +317,9 @@ def main(argv=None):
     p.add_argument("--target-acc", type=float, default=0.85)
     p.add_argument("--max-seconds", type=float, default=300)
     args = p.parse_args(argv)
+    args.evaluate = args.evaluate or os.environ.get("GROUPSGD_ROLE") == "evaluator"
+    if args.stragglers is not None and int(os.environ.get("GROUPSGD_LOCAL_RANK", 0)) >= args.stragglers:
+        args.slowdown = 1.0  # not one of the stragglers
 
     torch.set_num_threads(args.threads)
     model = make_model(args.model, args.seed).to(args.device)

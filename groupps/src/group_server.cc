@@ -342,8 +342,12 @@ Status GroupServer::checkPushShape(const InMessage& msg, std::uint64_t elements)
     return invalidArgument("tensor has " + std::to_string(elements) + " elements, expected " +
                            std::to_string(replica().size()));
   }
-  if (msg.header().getBody().getPush().getBatchSize() == 0) {
-    return invalidArgument("push of an empty batch");
+  auto push = msg.header().getBody().getPush();
+  // A skipped step (the member's gradient was not finite) has no samples; any other
+  // empty batch is a bad update.
+  if (push.getSkipped() != (push.getBatchSize() == 0)) {
+    return invalidArgument(push.getSkipped() ? "a skipped step's push with a batch"
+                                             : "push of an empty batch");
   }
   return Status::ok();
 }
@@ -415,7 +419,9 @@ void GroupServer::onPush(const zmq::message_t& from, const InMessage& msg) {
                         std::to_string(cfg_.max_grad_norm)));
   }
   if (check == PushCheck::kLate) return answerLate(from, worker, h.getStep(), push.getBatchSize());
-  Status added = barrier_.add(worker, push.getBatchSize(), push.getLoss(), *grad);
+  Status added = push.getSkipped()
+                     ? barrier_.skip(worker)
+                     : barrier_.add(worker, push.getBatchSize(), push.getLoss(), *grad);
   if (!added) return refuse(from, added);
   last_step_[worker] = h.getStep();
   acknowledged_[worker] += push.getBatchSize();
@@ -472,7 +478,9 @@ void GroupServer::maybeCloseStep(bool deadline_passed) {
   const Clock::time_point released = advanceStep(closed);
   std::vector<OutMessage> replies = stepReplies(released);
   applySchedule();
-  stepReplicaAndSend(replica, sum, scale, replies);
+  // Every member skipped (no samples): the replica stays as it is, no optimizer step.
+  if (closed.samples == 0) GSGD_DEBUG("step " << step_ - 1 << " closed with every member skipping");
+  stepReplicaAndSend(replica, sum, scale, replies, closed.samples > 0);
   finishReplies(std::move(replies));
   maybeExchange(false);
   barrier_.clearAfterClose();  // off the members' path: their replies are on the wire
@@ -514,7 +522,7 @@ std::vector<OutMessage> GroupServer::stepReplies(Clock::time_point released) {
 }
 
 void GroupServer::stepReplicaAndSend(std::vector<float>& replica, std::span<float> sum, float scale,
-                                     std::vector<OutMessage>& replies) {
+                                     std::vector<OutMessage>& replies, bool apply) {
   // Part by part: step the optimizer with the mean (the sum times `scale`, taken inside
   // the optimizer's pass), and (a replica in parts) send the part to every member before
   // computing the next, so the replies are on the wire while the rest is computed. The
@@ -523,7 +531,9 @@ void GroupServer::stepReplicaAndSend(std::vector<float>& replica, std::span<floa
   for (std::size_t i = 0; i < optimizers_.size(); ++i) {
     const std::size_t off = i * part_elements_;
     const std::size_t n = std::min<std::size_t>(part_elements_, replica.size() - off);
-    optimizers_[i].step(std::span<float>(replica).subspan(off, n), sum.subspan(off, n), scale);
+    if (apply) {
+      optimizers_[i].step(std::span<float>(replica).subspan(off, n), sum.subspan(off, n), scale);
+    }
     if (!in_parts) continue;
     for (std::size_t m = 0; m < replies.size(); ++m) {
       Status s =

@@ -216,7 +216,9 @@ void GroupServer::finishInbound(std::uint64_t worker) {
   if (in.late) {
     answerLate(in.routing_id, worker, in.step, in.batch);
   } else {
-    Status added = barrier_.commit(worker, in.batch, in.loss);
+    // batch 0 passed validatePush only as a skipped step (its zero parts added nothing).
+    Status added =
+        in.batch == 0 ? barrier_.skip(worker) : barrier_.commit(worker, in.batch, in.loss);
     if (!added) {
       inbound_.pushes.insert(std::move(node));
       abortInbound(worker);

@@ -95,6 +95,17 @@ Status StepBarrier::commit(std::uint64_t worker_id, std::uint32_t batch_size, fl
   return Status::ok();
 }
 
+Status StepBarrier::skip(std::uint64_t worker_id) {
+  if (hasArrived(worker_id)) {
+    return failedPrecondition("worker " + std::to_string(worker_id) +
+                              " already pushed for this step");
+  }
+  ensureClear();  // a step of skips only closes with a zero sum, not the last mean
+  arrived_.push_back(worker_id);
+  markActive(worker_id);
+  return Status::ok();
+}
+
 void StepBarrier::recordAdd(std::uint64_t worker_id, std::uint32_t batch_size, float loss) {
   samples_ += batch_size;
   loss_sum_ += static_cast<double>(loss) * batch_size;

@@ -48,7 +48,10 @@ Result<std::unique_ptr<Job>> Job::create(zmq::context_t& ctx, const DaemonConfig
   Topology topo;
   topo.central_endpoint = job->central_->endpoint();
   topo.param_count = job->central_->paramCount();
-  if (intake) topo.model_fingerprint = intake->fingerprint;
+  if (intake) {
+    topo.model_fingerprint = intake->fingerprint;
+    topo.model_layout = intake->layout;
+  }
   const std::uint32_t local = local_groups ? std::min(*local_groups, cfg.groupCount())
                                            : (cfg.role == "coordinator" ? 0 : cfg.groupCount());
   GSGD_RETURN_IF_ERROR(job->startGroups(ctx, keys, local, &topo));

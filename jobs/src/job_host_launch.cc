@@ -91,10 +91,11 @@ void JobHost::createAwaitedJob(HostedJob& h) {
     // The job trains all the same; a restart would wait for a worker's model again.
     GSGD_ERROR("cannot keep the external model: " << s.toString());
   }
-  auto job = Job::create(ctx_, h.cfg, keys_,
-                         ExternalIntake{std::move(*h.intake), h.endpoint,
-                                        std::move(model->fingerprint), std::move(model->initial)},
-                         h.local_slots, depsFor(h));
+  auto job =
+      Job::create(ctx_, h.cfg, keys_,
+                  ExternalIntake{std::move(*h.intake), h.endpoint, std::move(model->fingerprint),
+                                 std::move(model->initial), std::move(model->layout)},
+                  h.local_slots, depsFor(h));
   h.intake.reset();
   if (!job) {
     h.error = job.status().message();

@@ -15,7 +15,9 @@ which groupsgd.torch.Worker(model) and Evaluator(model) read when given no coord
 or name. The first SIGINT or SIGTERM stops the run cleanly (SIGTERM to the daemon it
 started; the workers' SIGINT when attached) and kills what is left after --stop-timeout
 seconds; a second one kills at once. The last line on stdout is the daemon's closing
-summary as one JSON object (a daemon it started). Exit status: the daemon's (3 when it
+summary as one JSON object (a daemon it started; --no-summary: not printed). --log-dir DIR:
+each worker's output in DIR/NAME.log, the daemon's log in DIR/daemon.log, the summary kept
+as DIR/summary.json. Exit status: the daemon's (3 when it
 had a target accuracy it did not reach, 128+N after signal N, 1 when the trainers all
 quit, some failing, before the daemon finished); attached, 1 when any worker failed;
 2 for bad arguments.
@@ -63,6 +65,13 @@ def _parser():
                    help="after a stop, seconds to wait before killing what is left (default 15)")
     p.add_argument("--start-timeout", type=float, default=30.0, metavar="S",
                    help="seconds to wait for the daemon to listen (default 30)")
+    p.add_argument("--log-dir", metavar="DIR",
+                   help="write each worker's output to DIR/NAME.log and the daemon's log "
+                        "(stderr) to DIR/daemon.log, and keep its summary in "
+                        "DIR/summary.json (default: all on this terminal, the summary in a "
+                        "temporary directory)")
+    p.add_argument("--no-summary", action="store_true",
+                   help="do not print the summary line at the end (the daemon prints its own)")
     p.add_argument("script", help="the training script (run with this Python)")
     p.add_argument("script_args", nargs=argparse.REMAINDER, help="its arguments")
     return p
@@ -112,6 +121,7 @@ class Launcher:
         self.tmp = None
         self.signal = None  # the first stop signal received
         self.killed = False  # a second signal: kill at once
+        self.logs = []  # --log-dir files, closed at the end
 
     # -- signals ------------------------------------------------------------------------
     def _on_signal(self, signum, frame):
@@ -143,11 +153,12 @@ class Launcher:
         a = self.args
         self.tmp = tempfile.mkdtemp(prefix="groupsgd-run.")
         self.endpoint_file = os.path.join(self.tmp, "endpoint")
-        self.summary_file = os.path.join(self.tmp, "summary.json")
+        self.summary_file = os.path.join(a.log_dir or self.tmp, "summary.json")
         cmd = [self.daemon_path, "--model", "external", "--workers", str(a.workers),
                "--listen", "tcp://127.0.0.1:0", "--endpoint-file", self.endpoint_file,
                "--summary-file", self.summary_file, *self.daemon_args]
-        self.daemon = subprocess.Popen(cmd, preexec_fn=_child_setup)
+        self.daemon = subprocess.Popen(cmd, preexec_fn=_child_setup,
+                                       stderr=self._log_file("daemon"))
         deadline = time.monotonic() + a.start_timeout
         while True:
             if self.daemon.poll() is not None:
@@ -188,9 +199,19 @@ class Launcher:
         for name, role, rank in specs:
             env = dict(os.environ, GROUPSGD_COORDINATOR=endpoint, GROUPSGD_NAME=name,
                        GROUPSGD_LOCAL_RANK=str(rank), GROUPSGD_ROLE=role)
+            log = self._log_file(name)
             proc = subprocess.Popen([sys.executable, a.script, *a.script_args], env=env,
-                                    preexec_fn=_child_setup)
+                                    preexec_fn=_child_setup, stdout=log,
+                                    stderr=subprocess.STDOUT if log else None)
             self.workers.append((name, role, proc))
+
+    def _log_file(self, name):
+        """--log-dir: DIR/NAME.log opened for a child (it keeps its own descriptor)."""
+        if not self.args.log_dir:
+            return None
+        f = open(os.path.join(self.args.log_dir, f"{name}.log"), "ab")
+        self.logs.append(f)
+        return f
 
     # -- the run ------------------------------------------------------------------------
     def _wait(self, procs, timeout):
@@ -291,9 +312,12 @@ class Launcher:
                   if p.returncode not in (0, None)]
         for name, rc in failed:
             _log(f"worker {name} exited with {rc}")
+        for f in self.logs:
+            f.close()
         summary = self._summary()
         if summary is not None:
-            print(json.dumps(summary, separators=(",", ":")), flush=True)
+            if not self.args.no_summary:
+                print(json.dumps(summary, separators=(",", ":")), flush=True)
         elif self.daemon is not None:
             _log("the daemon wrote no summary")
 
@@ -327,6 +351,12 @@ def main(argv=None):
     if not os.path.isfile(args.script):
         _log(f"no such script: {args.script}")
         return EXIT_USAGE
+    if args.log_dir:
+        try:
+            os.makedirs(args.log_dir, exist_ok=True)
+        except OSError as e:
+            _log(f"--log-dir: {e}")
+            return EXIT_USAGE
     launcher = Launcher(args)
     if not args.coordinator:
         launcher.daemon_path = _find_daemon(args.daemon)

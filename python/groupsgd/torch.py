@@ -40,6 +40,7 @@ __all__ = [
     "accuracy",
     "layout",
     "fingerprint",
+    "layout_text",
     "save_model_file",
     "load_checkpoint",
     "recalibrate_batch_norm",
@@ -51,10 +52,16 @@ def layout(model):
     return [(n, tuple(p.shape), str(p.dtype).replace("torch.", "")) for n, p in model.named_parameters()]
 
 
+def layout_text(model):
+    """The parameter layout as text, one "name:shape:dtype" line each (shape as 8x784):
+    what fingerprint() hashes, sent with the registration so that the daemon's refusal
+    of a mismatched model names the first parameter that differs."""
+    return "\n".join(f"{n}:{'x'.join(map(str, s))}:{d}" for n, s, d in layout(model))
+
+
 def fingerprint(model):
     """A short hash of the parameter layout; the daemon refuses a worker whose differs."""
-    text = "\n".join(f"{n}:{'x'.join(map(str, s))}:{d}" for n, s, d in layout(model))
-    return hashlib.sha256(text.encode()).hexdigest()[:16]
+    return hashlib.sha256(layout_text(model).encode()).hexdigest()[:16]
 
 
 def _session_property(name, doc=None):
@@ -317,15 +324,22 @@ class _FlatModel:
             p.grad = view
 
     def gather_grads(self):
-        """Makes the session's flat gradient buffer hold every parameter's gradient."""
+        """Makes the session's flat gradient buffer hold every parameter's gradient;
+        returns False, copying nothing to the host, when a value is not finite (inf/NaN:
+        the step is skipped, Worker.step)."""
         for p, view in zip(self.params, self.grad_views):
             g = p.grad
             if g is None:
                 view.zero_()  # no gradient (unused or frozen): contributes nothing
             elif g.data_ptr() != view.data_ptr():
                 view.copy_(g)  # a script replaced the gradient (e.g. set_to_none): copy it
+        # One reduction over the flat buffer, on its device (one sync on CUDA, which the
+        # host copy below makes anyway).
+        if not bool(torch.isfinite(self.grad_flat).all()):
+            return False
         if not self.on_host:
             self.grad_host.copy_(self.grad_flat)  # one copy; waits for the backward pass
+        return True
 
     def after_step(self):
         """The replica is in the flat parameter buffer: reset the gradients for the next."""
@@ -356,7 +370,7 @@ class _Role:
         self._flat = _FlatModel(model)
         self.fingerprint = fingerprint(model)
         self._session = _core.Session(args, role, self._flat.count, self.fingerprint,
-                                      self._flat.host)
+                                      self._flat.host, layout_text(model))
         self._closed = False
         self._session.start(self._flat.host)
 
@@ -410,6 +424,8 @@ class Worker(_Role):
         self._flat.load_device()
         self.last = None
         self.timing = None
+        self.skipped_nonfinite = 0  # steps skipped for a non-finite gradient
+        self._scaler_params = None  # GradScaler.unscale_'s stand-in optimizer (step())
 
     @property
     def param_count(self):
@@ -427,21 +443,54 @@ class Worker(_Role):
     registrations = _session_property("registrations")
     quarantined = _session_property("quarantined")
 
-    def step(self, loss=None, batch=None):
+    def step(self, loss=None, batch=None, scaler=None):
         """Ends a step after loss.backward(): pushes the gradients of `batch` samples
         (default: batch_size), waits for the group step and loads the new replica into the
         parameters. The gradients are zero afterwards. Returns a dict: pushed, accepted,
-        step, model_version, wait_ms. Raises RuntimeError, pushing nothing, when a
-        parameter was moved, cast or replaced after wrapping (_FlatModel.check_attached)."""
+        skipped_nonfinite, step, model_version, wait_ms.
+
+        A gradient holding inf or NaN is not sent: the step is skipped (the group counts
+        this worker for it with no weight, so it neither waits for it nor averages it in;
+        never a bad update at the group PS), `skipped_nonfinite` is True in the result and
+        the property of the same name counts such steps.
+
+        `scaler`: a torch.cuda.amp.GradScaler whose scale(loss).backward() made the
+        gradients. They are unscaled before the push (scaler.unscale_), a non-finite one
+        skips the step as above, and scaler.update() then backs the scale off (or grows
+        it) as after an optimizer step; pass the unscaled `loss`. A disabled scaler (no
+        CUDA) changes nothing.
+
+        Raises RuntimeError, pushing nothing, when a parameter was moved, cast or replaced
+        after wrapping (_FlatModel.check_attached); KeyboardInterrupt on Ctrl-C while it
+        waits."""
         if self._closed:
             raise RuntimeError("the worker is closed")
         t0 = time.perf_counter()
         self._flat.check_attached()
-        self._flat.gather_grads()
+        scaling = scaler is not None and scaler.is_enabled()
+        if scaling:
+            if self._scaler_params is None:
+                # GradScaler unscales the gradients of an optimizer's parameters; the
+                # optimizer runs at the group PS, so a stand-in that is never stepped.
+                self._scaler_params = torch.optim.SGD(self._flat.params, lr=0.0)
+            scaler.unscale_(self._scaler_params)  # in place, on each param.grad
+        finite = self._flat.gather_grads()
         value = float(loss.detach()) if isinstance(loss, torch.Tensor) else float(loss or 0.0)
+        if not finite:
+            self.skipped_nonfinite += 1
+            value = 0.0
         t1 = time.perf_counter()
-        self.last = self._session.step(int(batch or self.batch_size), value, self._flat.host)
+        try:
+            self.last = self._session.step(int(batch or self.batch_size), value, self._flat.host,
+                                           skipped=not finite)
+        finally:
+            if scaling:
+                scaler.update()  # found inf recorded by unscale_: the scale backs off
         t2 = time.perf_counter()
+        # Skipped: nothing was sent, whether the skip reached the group (pushed) or was
+        # lost to a failure like any push.
+        self.last.pop("skipped")
+        self.last["skipped_nonfinite"] = not finite
         self._flat.after_step()
         # Python-side work of this call vs the exchange in C++ (push, barrier, replica).
         self.timing = {"binding_s": (t1 - t0) + (time.perf_counter() - t2), "exchange_s": t2 - t1}

@@ -1,5 +1,6 @@
 #include "heartbeat_thread.h"
 
+#include "groupsgd/common/interrupt.h"
 #include "groupsgd/common/log.h"
 
 namespace groupsgd::python {
@@ -51,6 +52,9 @@ void HeartbeatThread::publish(const StepTotals& totals) {
 
 void HeartbeatThread::loop() {
   log::setThreadTag("heartbeat");
+  // A heartbeat in flight to a silent coordinator (timeout_ms, possibly minutes) must not
+  // hold up the destructor's join: it ends within kInterruptSlice of the shutdown.
+  const ScopedInterruptCheck on_shutdown([this] { return shutdown_.load(); });
   std::unique_lock lock(mu_);
   while (!shutdown_) {
     const auto period = std::chrono::milliseconds(assignment_ ? assignment_->heartbeat_ms : 1000);

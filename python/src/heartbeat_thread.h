@@ -55,9 +55,9 @@ class HeartbeatThread {
   std::condition_variable wake_;
   std::optional<client::Assignment> assignment_;  // none: paused
   StepTotals totals_, reported_;
-  bool shutdown_ = false;
-  std::uint64_t generation_ = 0;  // bumped by follow()
-  std::string job_endpoint_;      // set by follow(); applied to coord_ on the thread
+  std::atomic<bool> shutdown_{false};  // set under mu_ (the wait), read by the RPC's check
+  std::uint64_t generation_ = 0;       // bumped by follow()
+  std::string job_endpoint_;           // set by follow(); applied to coord_ on the thread
   std::uint64_t job_id_ = 0;
   std::atomic<bool> stop_{false}, reregister_{false}, quarantined_{false};
   std::atomic<std::uint64_t> sent_{0};

@@ -39,6 +39,23 @@ std::span<float> floatSpan(const py::buffer& b, std::size_t n, bool writable, co
   return {static_cast<float*>(info.ptr), count};
 }
 
+// A wait cut short by Ctrl-C: the check below ran Python's signal handler, whose
+// exception (KeyboardInterrupt) is pending; raised here, the GIL held again.
+void raiseIfInterrupted(const python::Session& session) {
+  if (PyErr_Occurred() != nullptr) throw py::error_already_set();
+  if (session.interrupted()) {
+    PyErr_SetNone(PyExc_KeyboardInterrupt);
+    throw py::error_already_set();
+  }
+}
+
+// The session's interrupt check: runs Python's signal handlers (the main thread only),
+// taking the GIL for it; true when one raised.
+bool pythonSignalRaised() {
+  py::gil_scoped_acquire gil;
+  return PyErr_CheckSignals() != 0;
+}
+
 [[noreturn]] void raise(const Status& s) {
   if (s.code() == Code::kInvalidArgument) throw py::value_error(s.toString());
   throw std::runtime_error(s.toString());
@@ -54,7 +71,8 @@ client::Role parseRole(const std::string& role) {
 class PySession {
  public:
   PySession(const std::vector<std::string>& args, const std::string& role,
-            std::uint64_t param_count, const std::string& fingerprint, const py::buffer& initial)
+            std::uint64_t param_count, const std::string& fingerprint, const py::buffer& initial,
+            const std::string& layout)
       : param_count_(param_count) {
     if (param_count == 0) throw py::value_error("the model has no parameters");
     auto opts = worker::parseWorkerOptions(args);
@@ -67,12 +85,14 @@ class PySession {
     client::ModelDescription model;
     model.param_count = param_count;
     model.fingerprint = fingerprint;
+    model.layout = layout;
     auto init = std::make_shared<std::vector<float>>(param_count);
     const std::span<float> src = floatSpan(initial, param_count, false, "initial parameters");
     std::memcpy(init->data(), src.data(), src.size_bytes());  // once, at construction
     model.initial = std::move(init);
     session_ =
         std::make_unique<python::Session>(std::move(*opts), parseRole(role), std::move(model));
+    session_->setInterruptCheck(pythonSignalRaised);
     grad_ = std::make_shared<std::vector<float>>(param_count, 0.0f);
   }
 
@@ -83,6 +103,7 @@ class PySession {
       py::gil_scoped_release nogil;
       s = session_->start(p);
     }
+    raiseIfInterrupted(*session_);
     if (!s) raise(s);
   }
 
@@ -95,16 +116,18 @@ class PySession {
                               grad_->data(), owner);
   }
 
-  py::dict step(std::uint32_t batch, float loss, const py::buffer& params) {
+  py::dict step(std::uint32_t batch, float loss, const py::buffer& params, bool skipped) {
     const std::span<float> p = floatSpan(params, param_count_, true, "params");
     Result<python::StepResult> r = internalError("not run");
     {
       py::gil_scoped_release nogil;
-      r = session_->step(grad_, batch, loss, p);
+      r = session_->step(grad_, batch, loss, p, skipped);
     }
+    raiseIfInterrupted(*session_);
     if (!r) raise(r.status());
     py::dict d;
     d["pushed"] = r->pushed;
+    d["skipped"] = r->skipped;
     d["accepted"] = r->accepted;
     d["step"] = r->step;
     d["model_version"] = r->model_version;
@@ -119,6 +142,7 @@ class PySession {
       py::gil_scoped_release nogil;
       v = session_->fetchCentral(p);
     }
+    raiseIfInterrupted(*session_);
     if (!v) raise(v.status());
     return *v;
   }
@@ -129,14 +153,20 @@ class PySession {
       py::gil_scoped_release nogil;
       s = session_->close();
     }
+    raiseIfInterrupted(*session_);
     if (!s) PyErr_WarnEx(PyExc_RuntimeWarning, ("leave: " + s.toString()).c_str(), 1);
   }
 
   // --shared-device: waits (GIL released) for the arbiter's lease and the device lock.
   double acquireDevice() {
     python::Session& session = s();
-    py::gil_scoped_release nogil;
-    return session.acquireDevice();
+    double waited = 0;
+    {
+      py::gil_scoped_release nogil;
+      waited = session.acquireDevice();
+    }
+    raiseIfInterrupted(session);
+    return waited;
   }
 
   void releaseDevice() {
@@ -174,12 +204,13 @@ PYBIND11_MODULE(_core, m) {
   m.def("worker_usage", [] { return std::string(worker::workerUsage()); });
   py::class_<PySession>(m, "Session")
       .def(py::init<const std::vector<std::string>&, const std::string&, std::uint64_t,
-                    const std::string&, const py::buffer&>(),
+                    const std::string&, const py::buffer&, const std::string&>(),
            py::arg("args"), py::arg("role"), py::arg("param_count"), py::arg("fingerprint"),
-           py::arg("initial"))
+           py::arg("initial"), py::arg("layout") = "")
       .def("start", &PySession::start, py::arg("params"))
       .def("gradient_buffer", &PySession::gradientBuffer)
-      .def("step", &PySession::step, py::arg("batch"), py::arg("loss"), py::arg("params"))
+      .def("step", &PySession::step, py::arg("batch"), py::arg("loss"), py::arg("params"),
+           py::arg("skipped") = false)
       .def("fetch_central", &PySession::fetchCentral, py::arg("params"))
       .def("report",
            [](PySession& p, float acc, std::uint64_t version) { p.s().report(acc, version); })

@@ -41,6 +41,14 @@ std::chrono::milliseconds Session::giveUp() const {
 
 void Session::publish() { heartbeat_->publish(totals_); }
 
+ScopedInterruptCheck Session::watchInterrupts() {
+  interrupted_ = false;
+  return ScopedInterruptCheck([this] {
+    if (!interrupted_ && interrupt_check_ && interrupt_check_()) interrupted_ = true;
+    return interrupted_.load();
+  });
+}
+
 Status Session::adopt(const client::Assignment& a) {
   if (a.param_count != param_count_) {
     return failedPrecondition("model size mismatch: the daemon trains " +
@@ -120,6 +128,7 @@ Status Session::start(std::span<float> params) {
       return Status(device.status().code(), "shared device: " + device.status().message());
     device_ = std::move(*device);
   }
+  const auto watch = watchInterrupts();
   GSGD_RETURN_IF_ERROR(register_(0));
   if (role_ == client::Role::kTrainer) GSGD_RETURN_IF_ERROR(pullUntilReady(params));
   last_return_ = Clock::now();
@@ -141,8 +150,7 @@ Status Session::recover(const Status& why) {
       GSGD_INFO("reassigned after a failure of group " << a_.group_id);
       return adopt(*again);
     }
-    std::this_thread::sleep_for(backoffDelay(worker::backoffPolicy(opts_), 2, uniform_(rng_)));
-    return Status::ok();
+    return interruptibleSleep(backoffDelay(worker::backoffPolicy(opts_), 2, uniform_(rng_)));
   }
   if (again.status().code() == Code::kQuarantined) {
     quarantined_ = true;
@@ -160,6 +168,7 @@ Status Session::recover(const Status& why) {
 }
 
 Status Session::onGroupFailure(const Status& why) {
+  if (interrupted_ || isInterrupted(why)) return interruptedStatus();
   if (why.code() == Code::kQuarantined) {
     quarantined_ = true;
     return why;
@@ -173,13 +182,13 @@ Status Session::onGroupFailure(const Status& why) {
     return register_(0);
   }
   if (noAnswer(why)) return recover(why);
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  return Status::ok();
+  return interruptibleSleep(std::chrono::milliseconds(200));
 }
 
 // Pulls until a replica is in params (or the worker must stop).
 Status Session::pullUntilReady(std::span<float> params) {
   while (need_pull_ && !shouldStop()) {
+    if (interrupted_) return interruptedStatus();
     if (heartbeat_->reregisterRequested()) GSGD_RETURN_IF_ERROR(register_(0));
     auto pulled = group_->pull(params);
     if (!pulled) {
@@ -196,7 +205,7 @@ Status Session::pullUntilReady(std::span<float> params) {
 }
 
 Result<StepResult> Session::step(const Payload& grad, std::uint32_t batch, float loss,
-                                 std::span<float> params) {
+                                 std::span<float> params, bool skipped) {
   if (role_ != client::Role::kTrainer || !group_) {
     return failedPrecondition("step() needs a started trainer");
   }
@@ -205,7 +214,9 @@ Result<StepResult> Session::step(const Payload& grad, std::uint32_t batch, float
                            " values");
   }
   releaseDevice();  // the compute is over: the push, barrier and pull need no device
+  const auto watch = watchInterrupts();
   StepResult out;
+  if (skipped) batch = 0;  // no samples: nothing trained, nothing to confirm
   const double compute_ms =
       last_return_ ? std::chrono::duration<double, std::milli>(Clock::now() - *last_return_).count()
                    : 0.0;
@@ -215,7 +226,9 @@ Result<StepResult> Session::step(const Payload& grad, std::uint32_t batch, float
   }
   if (!need_pull_ && !shouldStop()) {
     const auto t1 = Clock::now();
-    auto ans = group_->push(step_, grad, batch, loss, static_cast<float>(compute_ms), params);
+    auto ans = skipped
+                   ? group_->pushSkipped(step_, static_cast<float>(compute_ms), params)
+                   : group_->push(step_, grad, batch, loss, static_cast<float>(compute_ms), params);
     const double rtt_ms = std::chrono::duration<double, std::milli>(Clock::now() - t1).count();
     if (!ans) {
       // Not counted as trained; reported as unconfirmed (its group may have counted it
@@ -227,13 +240,14 @@ Result<StepResult> Session::step(const Payload& grad, std::uint32_t batch, float
     } else {
       failing_since_.reset();
       out.pushed = true;
+      out.skipped = skipped;
       out.accepted = ans->accepted;
       out.model_version = ans->model_version;
       out.wait_ms = ans->wait_ms;
       totals_.samples_trained += batch;
       ++totals_.steps;
       ++total_steps_;
-      totals_.last_loss = loss;
+      if (!skipped) totals_.last_loss = loss;
       totals_.compute_ms += compute_ms;
       totals_.comm_ms += std::max(0.0, rtt_ms - ans->wait_ms);
       totals_.wait_ms += ans->wait_ms;
@@ -255,6 +269,7 @@ Result<std::uint64_t> Session::fetchCentral(std::span<float> params) {
     return failedPrecondition("fetch_central() needs a started evaluator");
   }
   if (params.size() != param_count_) return invalidArgument("params has the wrong size");
+  const auto watch = watchInterrupts();
   if (heartbeat_->reregisterRequested() && !shouldStop()) GSGD_RETURN_IF_ERROR(register_(0));
   return client::fetchCentralModel(*central_, coord_.jobId(), params,
                                    std::chrono::milliseconds(opts_.timeout_ms));
@@ -268,8 +283,10 @@ void Session::report(float accuracy, std::uint64_t version) {
 
 double Session::acquireDevice() {
   if (!device_ || device_held_) return 0;
+  const auto watch = watchInterrupts();
   const double waited = device_->acquire(a_.worker_id, step_);
   device_held_ = true;
+  if (interrupted_) releaseDevice();  // cut short: whatever it got goes back
   return waited;
 }
 
@@ -282,6 +299,7 @@ void Session::releaseDevice() {
 Status Session::close() {
   releaseDevice();
   if (closed_) return Status::ok();
+  const auto watch = watchInterrupts();  // a second Ctrl-C ends a leave nobody answers
   closed_ = true;
   heartbeat_->pause();
   return leave();

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <random>
@@ -17,6 +18,7 @@
 #include <zmq.hpp>
 
 #include "groupsgd/client/client.h"
+#include "groupsgd/common/interrupt.h"
 #include "groupsgd/worker/options.h"
 #include "heartbeat_thread.h"
 
@@ -28,6 +30,7 @@ namespace groupsgd::python {
 
 struct StepResult {
   bool pushed = false;    // false: lost to a failure (params re-fetched) or stopping
+  bool skipped = false;   // a skipped step (no gradient sent; the barrier counted it)
   bool accepted = false;  // the group PS used the gradient (false: late, dropped)
   std::uint64_t step = 0;
   std::uint64_t model_version = 0;
@@ -47,13 +50,16 @@ class Session {
   // Trainer: pushes grad (shared with the message, not copied), waits for the step to
   // close and writes the next replica into params; follows directives, re-registers and
   // recovers as the reference trainer does. A non-OK Status: the worker cannot go on.
+  // skipped: the caller's gradient was not finite; grad is not sent, the group's barrier
+  // counts this member for the step with no weight (GroupClient::pushSkipped).
   Result<StepResult> step(const Payload& grad, std::uint32_t batch, float loss,
-                          std::span<float> params);
+                          std::span<float> params, bool skipped = false);
   // Evaluator: fetches the central model into params; returns its version.
   Result<std::uint64_t> fetchCentral(std::span<float> params);
   // Evaluator: the accuracy the next heartbeat reports.
   void report(float accuracy, std::uint64_t version);
-  // Leaves with this registration's counts and stops heartbeats. Idempotent.
+  // Leaves with this registration's counts and stops heartbeats. Idempotent. Interruptible
+  // (setInterruptCheck) like the waits above.
   Status close();
   // --shared-device: blocks until this worker may compute on it (the arbiter's lease, if
   // --arbiter is given, then the device lock); returns the milliseconds waited. A no-op
@@ -62,6 +68,13 @@ class Session {
   void releaseDevice();
   bool sharesDevice() const { return device_ != nullptr; }
   bool holdsDevice() const { return device_held_; }
+
+  // Polled (every kInterruptSlice) by every wait of start(), step(), fetchCentral() and
+  // acquireDevice(): true ends the wait and the call with interruptedStatus() (the
+  // binding's check runs Python's signal handlers: Ctrl-C).
+  void setInterruptCheck(std::function<bool()> check) { interrupt_check_ = std::move(check); }
+  // The last call was cut short by the interrupt check.
+  bool interrupted() const { return interrupted_; }
 
   bool shouldStop() const { return stop_ || heartbeat_->stopRequested(); }
   bool quarantined() const { return quarantined_ || heartbeat_->quarantined(); }
@@ -84,12 +97,15 @@ class Session {
   Status recover(const Status& why);
   void publish();
   std::chrono::milliseconds giveUp() const;
+  // Installs the interrupt check for one call (clearing interrupted_ first).
+  ScopedInterruptCheck watchInterrupts();
 
   worker::WorkerOptions opts_;
   client::Role role_;
   std::uint64_t param_count_;
   zmq::context_t ctx_{1};
-  std::atomic<bool> interrupted_{false};
+  std::atomic<bool> interrupted_{false};  // registerWithRetry polls it too
+  std::function<bool()> interrupt_check_;
   client::CoordinatorClient coord_;
   std::unique_ptr<HeartbeatThread> heartbeat_;
   std::unique_ptr<worker::SharedDevice> device_;  // --shared-device, else null

@@ -59,6 +59,11 @@ TEST_CASE("group PS: bad pushes get an error reply and a counter; training goes 
                      Code::kInvalidArgument});
     cases.push_back({"future step", testing::rawPush(1, 5, 3, ok_grad), Code::kInvalidArgument});
     cases.push_back({"empty batch", testing::rawPush(1, 5, 0, ok_grad, 0), Code::kInvalidArgument});
+    // A skipped step carries no samples; one claiming a batch is malformed.
+    OutMessage skipped_with_batch = testing::rawPush(1, 5, 0, ok_grad, 4);
+    skipped_with_batch.header().getBody().getPush().setSkipped(true);
+    cases.push_back(
+        {"skipped with a batch", std::move(skipped_with_batch), Code::kInvalidArgument});
     for (auto& c : cases) {
       CAPTURE(c.what);
       auto r = raw.call(std::move(c.msg), 3000ms);
@@ -91,9 +96,22 @@ TEST_CASE("group PS: bad pushes get an error reply and a counter; training goes 
     CHECK(ans->step == pulled->step + 1);
     CHECK(params != before);
     auto c = countersOf(cluster.flush());
-    CHECK(c.bad_messages == 9);
+    CHECK(c.bad_messages == 10);
     CHECK(c.samples_received == 4);
     CHECK(c.samples_dropped == 0);
+  }
+
+  SUBCASE("a skipped step closes the step without a strike and without an update") {
+    for (int i = 0; i < 8; ++i) {  // more than any quarantine limit would allow of bad ones
+      auto ans = good.pushSkipped(pulled->step + i, 1.0f, params);
+      REQUIRE(ans.isOk());
+      CHECK(ans->accepted);
+      CHECK(ans->step == pulled->step + i + 1);
+      CHECK(params == before);  // the only member skipped: no optimizer step
+    }
+    auto c = countersOf(cluster.flush());
+    CHECK(c.bad_messages == 0);
+    CHECK(c.samples_received == 0);
   }
 }
 

@@ -119,3 +119,19 @@ TEST_CASE("external model: the model file is read, and a bad one refused with th
   cfg.external_model_file = path;
   CHECK(validate(cfg).message().find("needs model external") != std::string::npos);
 }
+
+TEST_CASE("external model: a mismatch names the first parameter that differs") {
+  const std::string daemon = "0.weight:8x784:float32\n0.bias:8:float32\n1.weight:10x8:float32";
+  CHECK(firstLayoutDifference(daemon, daemon).empty());
+  CHECK(firstLayoutDifference("", daemon).empty());  // a model file states no layout
+  CHECK(firstLayoutDifference(daemon, "0.weight:9x784:float32\n0.bias:9:float32") ==
+        "parameter '0.weight' is 9x784 in this worker, 8x784 in the daemon's model");
+  CHECK(firstLayoutDifference(daemon, "0.weight:8x784:float32\nb:8:float32") ==
+        "parameter 1 is 'b' (8) in this worker, '0.bias' (8) in the daemon's model");
+  CHECK(firstLayoutDifference(daemon, "0.weight:8x784:float32\n0.bias:8:float32") ==
+        "parameter '1.weight' (10x8) of the daemon's model is missing in this worker");
+  CHECK(firstLayoutDifference(daemon, daemon + "\nscale::float32") ==
+        "parameter 'scale' (scalar) of this worker is not in the daemon's model");
+  CHECK(firstLayoutDifference(daemon, "0.weight:8x784:float64") ==
+        "parameter '0.weight' is 8x784 float64 in this worker, 8x784 in the daemon's model");
+}

@@ -48,6 +48,42 @@ TEST_CASE("step barrier: close reports samples and the batch-weighted mean loss"
   CHECK(closed.mean_loss == doctest::Approx(5.0f));  // (1*2 + 3*6) / 4, not (2 + 6) / 2
 }
 
+TEST_CASE("step barrier: a skipped step arrives without weight") {
+  StepBarrier b(2);
+  b.configure(members({1, 2}));
+  b.markActive(1);
+  b.markActive(2);
+  REQUIRE(b.add(1, 4, 2.0f, std::vector<float>{1.0f, -2.0f}).isOk());
+  CHECK_FALSE(b.complete());
+  REQUIRE(b.skip(2).isOk());  // member 2's gradient was not finite
+  CHECK(b.complete());        // not waited for
+  CHECK(b.skip(2).code() == Code::kFailedPrecondition);
+  std::vector<float> mean(2);
+  auto closed = b.close(mean);
+  CHECK(mean == std::vector<float>{1.0f, -2.0f});  // member 1's alone
+  CHECK(closed.samples == 4);
+  CHECK(closed.mean_loss == doctest::Approx(2.0f));
+  CHECK(sorted(closed.reported) == std::vector<std::uint64_t>{1, 2});
+}
+
+TEST_CASE("step barrier: a step every member skipped closes with no samples and a zero sum") {
+  StepBarrier b(2);
+  b.configure(members({1, 2}));
+  REQUIRE(b.add(1, 4, 0.0f, std::vector<float>{3.0f, 3.0f}).isOk());
+  std::vector<float> mean(2);
+  b.close(mean);  // the buffer now holds this step's mean
+  REQUIRE(b.skip(1).isOk());
+  REQUIRE(b.skip(2).isOk());
+  REQUIRE(b.complete());
+  std::span<float> sum;
+  float scale = 0;
+  auto closed = b.closeUnscaled(&sum, &scale);
+  CHECK(closed.samples == 0);  // the group PS applies no update (no division by zero)
+  CHECK(closed.mean_loss == 0.0f);
+  CHECK(scale == 1.0f);
+  CHECK(std::all_of(sum.begin(), sum.end(), [](float v) { return v == 0.0f; }));
+}
+
 TEST_CASE("step barrier: only active members are waited for") {
   StepBarrier b(2);
   b.configure(members({1, 2, 3}));

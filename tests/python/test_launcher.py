@@ -117,6 +117,30 @@ def test_a_run_with_two_workers_and_the_evaluator(tmp_path):
     assert pid and not alive(pid)
 
 
+def test_log_dir_keeps_each_process_s_output_and_the_summary(tmp_path):
+    logs = tmp_path / "logs"
+    proc = launch(tmp_path, "--workers", "2", "--evaluate", "--log-dir", str(logs), "--no-summary",
+                  "--daemon", GROUPSGDD, "--daemon-args",
+                  f"{QUIET} --mode sync --max-samples 1000 --max-seconds 120")
+    try:
+        rc = proc.wait(timeout=240)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert rc == 0, text(proc)
+    assert sorted(p.name for p in logs.iterdir()) == [
+        "daemon.log", "evaluator.log", "summary.json", "w0.log", "w1.log"]
+    assert "trainer w0 rank 0 stepped" in (logs / "w0.log").read_text()
+    assert "trainer w1 rank 1 stepped" in (logs / "w1.log").read_text()
+    assert "evaluator: version" in (logs / "evaluator.log").read_text()
+    out = proc.out.read_text()
+    assert "stepped" not in out, text(proc)  # on the workers' logs, not the terminal
+    summary = json.loads((logs / "summary.json").read_text())
+    assert summary["samples_trained"] >= 1000 and summary["accounting_ok"], summary
+    # --no-summary: the daemon's own closing line ends stdout, not the JSON line.
+    assert not out.strip() or not out.strip().splitlines()[-1].startswith("{"), text(proc)
+
+
 def test_sigint_stops_the_whole_run(tmp_path):
     proc = launch(tmp_path, "--workers", "2", "--evaluate", "--stop-timeout", "10",
                   "--daemon", GROUPSGDD, "--daemon-args", f"{QUIET} --mode async --max-seconds 200")

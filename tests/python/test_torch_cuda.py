@@ -81,3 +81,46 @@ def test_a_gradient_replaced_by_the_script_still_reaches_the_push(daemon):
         assert not torch.equal(before, after)  # the gradient arrived and was applied
     finally:
         w.close()
+
+
+@needs_cuda
+def test_a_real_grad_scaler_is_unscaled_before_the_push_and_backs_off_after_an_overflow(daemon):
+    # torch.cuda.amp.GradScaler as documented in docs/pytorch.md ("Mixed precision"): the
+    # pushed gradient is the unscaled one, an inf skips the step and halves the scale.
+    # One group, no central exchange in two steps, plain SGD: a step moves by -0.1 * grad.
+    grouped = [a if a != "sync" else "grouped" for a in FAST]
+    d = daemon(*grouped, "--groups", "1", "--exchange-period", "1000", "--lr", "0.1",
+               "--momentum", "0")
+    model = small().to("cuda")
+    w = gt.Worker(model, coordinator=d.endpoint, name="amp", connect_timeout_ms=20000)
+    try:
+        scaler = torch.cuda.amp.GradScaler(init_scale=1024.0, growth_interval=1000)
+        x = torch.rand(w.batch_size, 784, device="cuda")
+        y = torch.randint(0, 10, (w.batch_size,), device="cuda")
+        # The plain gradient of this batch, for comparison (zeroed again by hand).
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        plain = torch.cat([p.grad.reshape(-1) for p in model.parameters()]).clone()
+        for p in model.parameters():
+            p.grad.zero_()
+        before = torch.cat([p.detach().reshape(-1) for p in model.parameters()]).clone()
+        with torch.autocast("cuda"):
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+        scaler.scale(loss).backward()
+        r = w.step(loss, scaler=scaler)
+        assert r["accepted"] and not r["skipped_nonfinite"]
+        after = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+        # autocast computes in float16: close to, not equal to, the float32 gradient.
+        assert torch.allclose(before - after, 0.1 * plain, rtol=0.05, atol=1e-4)
+        assert scaler.get_scale() == 1024.0
+        # An overflow: skipped, the model unchanged, the scale backed off.
+        before = after.clone()
+        with torch.autocast("cuda"):
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+        scaler.scale(loss).backward()
+        next(model.parameters()).grad[0, 0] = float("inf")
+        r = w.step(loss, scaler=scaler)
+        assert r["skipped_nonfinite"] and w.skipped_nonfinite == 1
+        assert torch.equal(torch.cat([p.detach().reshape(-1) for p in model.parameters()]), before)
+        assert scaler.get_scale() == 512.0
+    finally:
+        w.close()

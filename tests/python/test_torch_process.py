@@ -58,8 +58,11 @@ def test_a_mismatched_model_is_refused_on_both_sides(daemon, tmp_path):
     try:
         assert first.param_count == 784 * 8 + 8 + 8 * 10 + 10
         # Other widths: another count. Same count, other names: another fingerprint.
-        with pytest.raises(RuntimeError, match="model mismatch"):
+        with pytest.raises(RuntimeError, match="model mismatch") as wider:
             gt.Worker(tiny(9), coordinator=d.endpoint, name="wider", connect_timeout_ms=5000)
+        # The refusal names the first parameter that differs, with both shapes.
+        assert "parameter '1.weight' is 9x784 in this worker, 8x784 in the daemon's model" \
+            in str(wider.value), str(wider.value)
         renamed = tiny(8)
         renamed.add_module("extra", torch.nn.Identity())  # same parameters, same layout
         gt.Worker(renamed, coordinator=d.endpoint, name="same", connect_timeout_ms=5000).close()
@@ -67,8 +70,10 @@ def test_a_mismatched_model_is_refused_on_both_sides(daemon, tmp_path):
 
         other = torch.nn.Sequential(OrderedDict(flat=torch.nn.Flatten(), a=torch.nn.Linear(784, 8),
                                                 r=torch.nn.ReLU(), b=torch.nn.Linear(8, 10)))
-        with pytest.raises(RuntimeError, match="fingerprint"):
+        with pytest.raises(RuntimeError, match="fingerprint") as renamed_error:
             gt.Worker(other, coordinator=d.endpoint, name="renamed", connect_timeout_ms=5000)
+        assert "parameter 0 is 'a.weight' (8x784) in this worker, '1.weight' (8x784) in the " \
+            "daemon's model" in str(renamed_error.value), str(renamed_error.value)
         # The built-in trainer states no model at all.
         out = subprocess.run([WORKER, "--coordinator", d.endpoint, "--connect-timeout-ms", "5000"],
                              capture_output=True, text=True, timeout=60)
@@ -77,6 +82,11 @@ def test_a_mismatched_model_is_refused_on_both_sides(daemon, tmp_path):
         assert log.count("model mismatch") >= 2 and "states none" in log
         status = d.ctl("--json", "workers").stdout
         assert "wider" not in status and "renamed" not in status  # nothing registered
+        # A parameter cast after wrapping: the next step() names it and pushes nothing.
+        first.model[3].weight.data = first.model[3].weight.data.double()
+        with pytest.raises(RuntimeError, match=r"parameter 3\.weight \(shape \(10, 8\)\) was cast "
+                                               r"to torch\.float64 after the model was wrapped"):
+            first.step(loss=1.0)
     finally:
         first.close()
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "groupsgd/common/interrupt.h"
 #include "groupsgd/common/log.h"
 
 namespace groupsgd::worker {
@@ -30,7 +31,8 @@ Result<client::Assignment> registerWithRetry(client::CoordinatorClient& coord, c
     if (steady_clock::now() + delay > deadline) break;
     GSGD_DEBUG("registration failed (" << last.toString() << "); retrying in " << delay.count()
                                        << " ms");
-    std::this_thread::sleep_for(delay);
+    // Woken early by the caller's interrupt check, if it installed one (interrupt.h).
+    if (Status slept = interruptibleSleep(delay); !slept) return slept;
   }
   return unavailable("could not register with " + o.coordinator + ": " + last.toString());
 }

@@ -1,6 +1,7 @@
 #include <thread>
 
 #include "arbitrated_device.h"
+#include "groupsgd/common/interrupt.h"
 #include "groupsgd/common/log.h"
 
 namespace groupsgd::worker {
@@ -68,6 +69,7 @@ double ArbitratedDevice::acquire(std::uint64_t worker_id, std::uint64_t step) {
     bool locked = false;
     Status got =
         lease_->acquire(worker_id, opts_.shared_device, step, opts_.arbiter_handoff, &locked);
+    if (isInterrupted(got)) return msSince(t0);  // the caller was interrupted (interrupt.h)
     if (got) {
       leased_ = true;
       if (locked && handoff_lock_) {
@@ -90,7 +92,9 @@ double ArbitratedDevice::acquire(std::uint64_t worker_id, std::uint64_t step) {
     }
   }
   if (lock_) {
-    if (Status s = lock_->lock(); !s) {
+    if (Status s = lock_->lock(); isInterrupted(s)) {
+      return msSince(t0);
+    } else if (!s) {
       GSGD_WARN("device lock " << lock_->path() << ": " << s.message() << "; computing without it");
     }
   }

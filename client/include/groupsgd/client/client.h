@@ -86,6 +86,7 @@ struct HeartbeatAnswer {
 struct ModelDescription {
   std::uint64_t param_count = 0;
   std::string fingerprint;
+  std::string layout;  // the text the fingerprint hashes (Register.modelLayout), or ""
   Payload initial;
 };
 
@@ -183,6 +184,10 @@ class GroupClient {
   // the caller must not write into it until push() has returned.
   Result<StepAnswer> push(std::uint64_t step, const Payload& grad, std::uint32_t batch, float loss,
                           float compute_ms, std::span<float> params);
+  // A skipped step (the caller's gradient was not finite): counted at the group's barrier
+  // so the group does not wait for this member, with no weight in the mean (a zero
+  // tensor, batch 0, Push.skipped); waits for the step to close like push().
+  Result<StepAnswer> pushSkipped(std::uint64_t step, float compute_ms, std::span<float> params);
   // A buffer of param_count floats to compute the next gradient into: push() sends exactly
   // this span without copying it (any other span is copied). Contents unspecified; valid
   // until the next push().

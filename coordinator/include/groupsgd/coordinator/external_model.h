@@ -27,6 +27,7 @@ using daemon::DaemonConfig;
 struct ExternalModel {
   std::vector<float> initial;
   std::string fingerprint;
+  std::string layout;    // Register.modelLayout of the worker that brought it ("" = none)
   std::string supplier;  // "name (host pid N)", for the log
 };
 
@@ -45,6 +46,12 @@ Result<ExternalModel> loadExternalModelFile(const std::string& path);
 // Writes a model in that format, atomically (a submitted job keeps the model its first
 // worker brought beside its checkpoints, so that it resumes without waiting for one).
 Status saveExternalModelFile(const std::string& path, const ExternalModel& model);
+
+// The first parameter where two layouts (Register.modelLayout text) differ, in words:
+// "parameter 'fc.weight' is 9x784 in this worker, 8x784 in the daemon's model" (or
+// missing on one side); "" when they are the same or either is empty.
+std::string firstLayoutDifference(const std::string& daemon_layout,
+                                  const std::string& worker_layout);
 
 // Whether a registration states the model this daemon trains. Built-in models: a worker
 // that states a different parameter count is refused. External: trainers and evaluators

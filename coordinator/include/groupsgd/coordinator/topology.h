@@ -13,6 +13,7 @@ struct Topology {
   std::vector<std::string> group_endpoints;  // index = group id
   std::uint64_t param_count = 0;
   std::string model_fingerprint;  // external model: layout every worker must match
+  std::string model_layout;       // the layout's text, when its first worker stated it
 };
 
 }  // namespace groupsgd::coordinator

@@ -132,8 +132,9 @@ class GroupServer {
   void admitStalledPushes();
   Clock::time_point advanceStep(const StepBarrier::Closed& closed);
   std::vector<OutMessage> stepReplies(Clock::time_point released);
+  // apply: false when the step has no samples (every member skipped): replies only.
   void stepReplicaAndSend(std::vector<float>& replica, std::span<float> sum, float scale,
-                          std::vector<OutMessage>& replies);
+                          std::vector<OutMessage>& replies, bool apply);
   void finishReplies(std::vector<OutMessage>&& replies);
   // The run's samples applied as far as this group PS knows them: the central PS's total
   // in its last answer plus this group's samples stepped since (pending and in flight).

@@ -61,6 +61,10 @@ class StepBarrier {
                                      std::size_t offset);
   void removePart(std::uint32_t batch_size, std::span<const float> part, std::size_t offset);
   Status commit(std::uint64_t worker_id, std::uint32_t batch_size, float loss);
+  // A member that skipped this step (its gradient was not finite): arrived, so not
+  // waited for, with no weight in the mean; a step of skips only closes with samples 0
+  // (and a zero sum, scale 1).
+  Status skip(std::uint64_t worker_id);
   // True when at least one gradient arrived and every active member has reported.
   bool complete() const;
   // Members that are active but have not reported (for "late" accounting).

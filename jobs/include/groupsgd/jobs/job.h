@@ -36,6 +36,7 @@ struct ExternalIntake {
   std::string endpoint;
   std::string fingerprint;
   std::vector<float> initial;
+  std::string layout;  // the fingerprint's text, when the worker stated it ("" = none)
 };
 
 class Job {
