@@ -210,6 +210,12 @@ std::vector<OptionSpec> buildTable() {
       groupPs(GroupPs::kAtStart,
               field("optimizer.weight_decay", "", "X", FIELD(optimizer.weight_decay), kAny,
                     kRestart, "group optimizer weight decay")),
+      groupPs(GroupPs::kAtStart,
+              choice("optimizer.placement", "", "server|workers", FIELD(optimizer_placement),
+                     groupps::parseOptimizerPlacement, groupps::optimizerPlacementName,
+                     "who steps the group optimizer: the group PS (server), or every trainer "
+                     "its own torch optimizer on the group's mean gradient (workers, "
+                     "docs/pytorch.md)")),
       choice("outer_optimizer.kind", "", "sgd|momentum|nesterov", FIELD(outer_optimizer.kind),
              optimizerKind, optimizerName, "central optimizer"),
       field("outer_optimizer.lr", "", "X", FIELD(outer_optimizer.lr), above(0), kRestart,

@@ -14,6 +14,7 @@ groupps::GroupServerConfig groupServerConfig(const DaemonConfig& cfg, std::uint3
   g.group_id = group_id;
   g.central_endpoint = central_endpoint;
   g.optimizer = cfg.optimizer;
+  g.placement = cfg.optimizer_placement;
   g.exchange_period = cfg.exchangePeriod();
   g.step_deadline_ms = cfg.step_deadline_ms;
   g.max_grad_norm = cfg.max_grad_norm;

@@ -30,7 +30,7 @@ std::string render(const groupps::GroupServerConfig& g) {
     << ' ' << g.limits.max_tensors << ' ' << g.limits.max_frames << ' '
     << g.limits.traversal_limit_words << ' ' << g.limits.nesting_limit << ' '
     << g.limits.max_part_bytes << ' ' << g.limits.max_parts << ' ' << g.part_bytes << ' '
-    << g.inbound_budget_models;
+    << g.inbound_budget_models << ' ' << static_cast<int>(g.placement);
   return s.str();
 }
 

@@ -12,6 +12,7 @@
 #include "groupsgd/adaptive/adaptive_config.h"
 #include "groupsgd/centralps/staleness.h"
 #include "groupsgd/common/status.h"
+#include "groupsgd/groupps/optimizer_placement.h"
 #include "groupsgd/kernels/model.h"
 #include "groupsgd/kernels/optimizer.h"
 
@@ -46,6 +47,8 @@ struct DaemonConfig {
   std::string bind_host = "127.0.0.1";          // central / group PSes bind here, any port
   std::string endpoint_file;                    // write the coordinator endpoint here
   kernels::OptimizerConfig optimizer{kernels::OptimizerKind::kMomentum, 0.05f, 0.9f, 0.0f};
+  // Who steps the group (inner) optimizer: the group PS, or every member (optimizer.placement).
+  groupps::OptimizerPlacement optimizer_placement = groupps::OptimizerPlacement::kServer;
   kernels::OptimizerConfig outer_optimizer{kernels::OptimizerKind::kSgd, 1.0f, 0.0f, 0.0f};
   centralps::StalenessConfig staleness;
   std::uint32_t step_deadline_ms = 5000;
