@@ -396,7 +396,9 @@ void GroupServer::answerLate(const zmq::message_t& from, std::uint64_t worker, s
   last_step_[worker] = step;
   std::string reason = "late: step " + std::to_string(step) + " closed; group at step ";
   if (workersPlacement()) {
-    // It missed the group's step: it takes the members' parameters, as a joiner.
+    // Late by one step: it takes that step as the others did. Further behind: it takes
+    // the members' parameters, as a joiner.
+    if (step + 1 == step_ && workers_.mean) return answerLateWithLastMean(from, worker, reason);
     holdForParameters(from, worker, std::move(reason));
     return maybeCloseStep(false);
   }

@@ -10,6 +10,7 @@
 
 #include "groupsgd/codec/tensor_codec.h"
 #include "groupsgd/common/log.h"
+#include "groupsgd/common/transport.h"
 #include "groupsgd/groupps/group_server.h"
 #include "groupsgd/kernels/ops.h"
 
@@ -126,10 +127,30 @@ OutMessage GroupServer::meanGradientReply(std::uint64_t worker, double wait_ms) 
 }
 
 void GroupServer::afterWorkersStep() {
-  // Delivered to every member of the step; a member that missed it is resynchronised
-  // with the parameters (late) before it steps again.
+  // Delivered to every member of the step; a member that missed it gets the same reply
+  // late (answerLateWithLastMean) or the parameters.
+  workers_.last_correction = std::move(workers_.correction);
+  workers_.last_reset = workers_.reset_optimizer;
   workers_.correction.reset();
   workers_.reset_optimizer = false;
+}
+
+void GroupServer::answerLateWithLastMean(const zmq::message_t& from, std::uint64_t worker,
+                                         const std::string& reason) {
+  barrier_.markActive(worker);  // waited for again from the open step on
+  OutMessage out = stepReplyHeader(worker, false, reason + std::to_string(step_), 0);
+  auto r = out.header().getBody().getStepReply();
+  r.setContent(proto::ReplyContent::MEAN_GRADIENT);
+  r.setAttachParameters(exchange_.steps_since_cut >= cfg_.exchange_period ||
+                        !workers_.held.empty());
+  r.setResetOptimizer(workers_.last_reset);
+  out.addTensor(workers_.mean);
+  if (workers_.last_correction) out.addTensor(workers_.last_correction);
+  if (Status s = sendFrames(router_, std::move(out).toFrames(), &from); !s) {
+    GSGD_WARN("could not answer a member: " << s.toString());
+  }
+  retireIfLeaving(worker);
+  maybeCloseStep(false);
 }
 
 std::vector<float>& GroupServer::pendingCorrection() {

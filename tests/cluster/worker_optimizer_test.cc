@@ -103,17 +103,19 @@ TEST_CASE("workers placement: mean gradient replies, parameters at the exchange,
   c.configure({{1, 1}, {2, 3}}, 1, /*k=*/100);  // that exchange alone: central is known
 
   // The central PS applied 0.5 x the delta (at_cut - 0): its answer becomes a correction
-  // central - at_cut, delivered with the next step to every member.
-  std::vector<float> central(kParams);
-  RpcClient rpc(c.ctx, c.centralEndpoint(), MessageLimits{});
-  bool corrected = false;
+  // central - at_cut, delivered with the next step's replies (step 2's already, when it
+  // came back before the second push) to every member.
+  bool corrected = ra.correction;
+  CHECK(rb.correction == ra.correction);
   for (std::uint64_t step = 3; step < 8 && !corrected; ++step) {
     std::this_thread::sleep_for(100ms);  // the exchange runs in the background
-    REQUIRE(client::fetchCentralModel(rpc, 1, central, 3000ms).isOk());
     std::tie(ra, rb) = stepBoth(a, b, step);
     corrected = ra.correction;
     CHECK(rb.correction == ra.correction);
   }
+  std::vector<float> central(kParams);
+  RpcClient rpc(c.ctx, c.centralEndpoint(), MessageLimits{});
+  REQUIRE(client::fetchCentralModel(rpc, 1, central, 3000ms).isOk());
   REQUIRE(corrected);
   CHECK(ra.model_version == 1);
   for (std::size_t i = 0; i < kParams; ++i) {
@@ -174,4 +176,27 @@ TEST_CASE("server placement: replies carry the stepped replica, as before") {
   CHECK_FALSE(r->mean_gradient);
   CHECK_FALSE(r->attach_parameters);
   CHECK(a.params != std::vector<float>(kParams, 0.0f));  // the group PS stepped it
+}
+
+TEST_CASE("workers placement: a member one step late takes that step as the others did") {
+  testing::MiniCluster c(zeroModel(), onWorkers());
+  c.configure({{1, 1}, {2, 1}}, 1, /*k=*/100, /*deadline_ms=*/300);
+  Member a(c, 1, 1), b(c, 2, 1);
+  a.pull();
+  b.pull();
+  stepBoth(a, b, 0);
+  // Step 1 closes at its deadline with member 1 alone; member 2's push comes late.
+  const client::StepAnswer ra = a.push(1, 2.0f, 1);
+  CHECK(ra.step == 2);
+  const client::StepAnswer rb = b.push(1, 7.0f, 1);
+  CHECK_FALSE(rb.accepted);  // its gradient was dropped...
+  CHECK(rb.mean_gradient);   // ...but it gets the step's mean, as member 1 had it
+  CHECK(rb.step == 2);
+  CHECK(b.mean == std::vector<float>(kParams, 2.0f));
+  CHECK(a.params == b.params);  // the same step from the same state: still identical
+  auto [ra2, rb2] = stepBoth(a, b, 2);
+  CHECK(ra2.accepted);
+  CHECK(rb2.accepted);
+  CHECK_FALSE(rb2.reset_optimizer);  // no restart was needed
+  CHECK(a.params == b.params);
 }

@@ -179,3 +179,4 @@ def test_a_worker_and_the_daemon_must_agree_on_the_placement(daemon, tmp_path):
     with pytest.raises(ValueError, match="not a parameter of the model"):
         gt.Worker(small_model(), optimizer=stray, coordinator=d.endpoint, name="stray",
                   connect_timeout_ms=20000)
+

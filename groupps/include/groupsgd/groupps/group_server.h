@@ -164,6 +164,10 @@ class GroupServer {
   // The closed step's mean gradient (sum x scale) into the buffer the replies share.
   void computeMeanGradient(std::span<const float> sum, float scale);
   OutMessage meanGradientReply(std::uint64_t worker, double wait_ms);
+  // A member late by one step gets that step's reply as the others had it (mean,
+  // correction, reset): it takes the same step and stays identical, no restart needed.
+  void answerLateWithLastMean(const zmq::message_t& from, std::uint64_t worker,
+                              const std::string& reason);
   // After the replies went: the correction and the reset were delivered.
   void afterWorkersStep();
   // The pending correction, allocated (zero) when none is pending.
@@ -228,7 +232,10 @@ class GroupServer {
     std::shared_ptr<std::vector<float>> mean;        // last closed step's mean gradient
     std::shared_ptr<std::vector<float>> correction;  // added by the members at the next step
     bool reset_optimizer = false;  // the next step's replies tell everyone to restart it
-    std::vector<Waiting> held;     // pulls and late members waiting for the parameters
+    // What the last closed step's replies carried besides the mean (for a late member).
+    std::shared_ptr<std::vector<float>> last_correction;
+    bool last_reset = false;
+    std::vector<Waiting> held;  // pulls and late members waiting for the parameters
   };
   WorkerSteps workers_;
   StepCutoff cutoff_;
