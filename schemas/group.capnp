@@ -8,6 +8,8 @@ $Cxx.namespace("groupsgd::proto");
 struct Pull {}
 
 # Worker's gradient for header.step; one float32 tensor frame set of paramCount elements.
+# optimizer.placement workers: a second tensor, when the last StepReply asked for it
+# (attachParameters), holds the member's parameters as they are at this step's start.
 struct Push {
   batchSize @0 :UInt32;   # samples behind this gradient (its averaging weight)
   loss @1 :Float32;       # mean training loss of the batch
@@ -31,7 +33,17 @@ enum Directive {
   stop @2;      # you were drained: send Leave and exit
 }
 
-# Answer to Pull and Push: the replica for header.step (one float32 tensor).
+# What a StepReply's first tensor holds.
+enum ReplyContent {
+  replica @0;       # the group's parameters: load them (a Pull, placement server, or a
+                    # member resynchronised: late, joining; its optimizer state restarts)
+  meanGradient @1;  # placement workers, a completed step: the group's batch-weighted mean
+                    # gradient, for the member's own optimizer step. A second tensor, when
+                    # present, is a correction the member adds to its parameters first.
+}
+
+# Answer to Pull and Push: the replica for header.step (one float32 tensor), or with
+# optimizer.placement workers the step's mean gradient (content).
 # Sent for a Push only when that step completed (the barrier released).
 struct StepReply {
   accepted @0 :Bool;        # Push only: false when the gradient was dropped (late, moved)
@@ -41,6 +53,10 @@ struct StepReply {
   directive @4 :Directive;  # what to do next
   creditBytes @5 :UInt64;   # flow control: bytes of the next push (in parts) the member
                             # may send at once, room already reserved (0 = the window)
+  content @6 :ReplyContent;   # what the first tensor is
+  attachParameters @7 :Bool;  # workers placement: attach your parameters to the next push
+  resetOptimizer @8 :Bool;    # workers placement: clear your optimizer's state before this
+                              # step (a member joined or rejoined: all restart together)
 }
 
 # One member of a group as configured by the coordinator.

@@ -65,6 +65,15 @@ struct Assignment {
                               # ("" = the head's key, the one the worker was configured with)
   nodePool @14 :Bool;         # a multi-job daemon's front took this node daemon into its pool:
                               # its jobs come with the heartbeat replies (placements)
+  optimizerPlacement @15 :OptimizerPlacement;  # who steps the inner optimizer (optimizer.placement)
+}
+
+# Where a group's optimizer steps (daemon key optimizer.placement, docs/protocol.md,
+# "Optimizer on the workers").
+enum OptimizerPlacement {
+  server @0;   # the group PS steps its optimizer and answers pushes with the replica
+  workers @1;  # the group PS answers pushes with the group's mean gradient; every member
+               # steps its own optimizer with it (a trainer without one is refused)
 }
 
 # Periodic liveness + statistics (header.senderId = worker id, header.epoch = its epoch).

@@ -150,6 +150,7 @@ Result<Assignment> CoordinatorClient::registerAs(Role role, const std::string& n
     out_a.compression = a.getCompression().cStr();
   out_a.group_server_key = a.getGroupServerKey().cStr();
   out_a.node_pool = a.getNodePool();
+  out_a.optimizer_on_workers = a.getOptimizerPlacement() == proto::OptimizerPlacement::WORKERS;
   return out_a;
 }
 
@@ -243,9 +244,26 @@ Result<StepAnswer> GroupClient::readAnswer(const InMessage& reply, std::span<flo
     rpc_.reset();
     return invalidArgument(std::string("group PS answered '") + bodyKindName(reply.kind()) + "'");
   }
-  GSGD_RETURN_IF_ERROR(receiveTensorInto(rpc_, reply, params, deadline));
   auto r = reply.header().getBody().getStepReply();
   StepAnswer a;
+  if (r.getContent() == proto::ReplyContent::MEAN_GRADIENT) {
+    if (mean_target_.empty()) {
+      rpc_.reset();
+      return failedPrecondition(
+          "the group PS answered with the group's mean gradient (optimizer.placement "
+          "workers): this trainer has no optimizer to step with it");
+    }
+    GSGD_RETURN_IF_ERROR(receiveTensorInto(rpc_, reply, mean_target_, deadline));
+    a.mean_gradient = true;
+    if (reply.tensorCount() > 1) {
+      GSGD_RETURN_IF_ERROR(reply.readTensor(1, correction_target_));
+      a.correction = true;
+    }
+  } else {
+    GSGD_RETURN_IF_ERROR(receiveTensorInto(rpc_, reply, params, deadline));
+  }
+  a.reset_optimizer = r.getResetOptimizer();
+  a.attach_parameters = r.getAttachParameters();
   a.step = reply.header().getStep();
   a.model_version = reply.header().getModelVersion();
   a.accepted = r.getAccepted();
@@ -312,9 +330,16 @@ OutMessage GroupClient::pushMessage(std::uint64_t step, std::uint32_t batch, flo
   return out;
 }
 
+void GroupClient::attachParameters(OutMessage& out, std::span<const float> attach) {
+  if (attach.empty()) return;
+  auto buf = pool_.acquire(attach.size());
+  std::memcpy(buf->data(), attach.data(), attach.size_bytes());
+  out.addTensor(std::move(buf));
+}
+
 Result<StepAnswer> GroupClient::push(std::uint64_t step, std::span<const float> grad,
                                      std::uint32_t batch, float loss, float compute_ms,
-                                     std::span<float> params) {
+                                     std::span<float> params, std::span<const float> attach) {
   OutMessage out = pushMessage(step, batch, loss, compute_ms);
   if (compressor_ && grad.size() == compressor_->size()) {
     // Reuse an encode buffer no message in flight still holds.
@@ -333,17 +358,20 @@ Result<StepAnswer> GroupClient::push(std::uint64_t step, std::span<const float> 
     std::memcpy(buf->data(), grad.data(), grad.size_bytes());
     out.addTensor(std::move(buf));
   }
+  attachParameters(out, attach);
   return exchange(std::move(out).toParts(part_bytes_), params);
 }
 
 Result<StepAnswer> GroupClient::push(std::uint64_t step, const Payload& grad, std::uint32_t batch,
-                                     float loss, float compute_ms, std::span<float> params) {
+                                     float loss, float compute_ms, std::span<float> params,
+                                     std::span<const float> attach) {
   if (compressor_ || !grad) {
     return push(step, grad ? std::span<const float>(*grad) : std::span<const float>(), batch, loss,
-                compute_ms, params);
+                compute_ms, params, attach);
   }
   OutMessage out = pushMessage(step, batch, loss, compute_ms);
   out.addTensor(grad);
+  attachParameters(out, attach);
   return exchange(std::move(out).toParts(part_bytes_), params);
 }
 

@@ -225,6 +225,9 @@ void Coordinator::sendAssignment(const zmq::message_t& to, const WorkerRecord& r
   a.setSeed(cfg_.seed);
   a.setHeartbeatMs(cfg_.heartbeat_ms);
   a.setCompression(cfg_.compress_gradients);
+  a.setOptimizerPlacement(cfg_.optimizer_placement == groupps::OptimizerPlacement::kWorkers
+                              ? proto::OptimizerPlacement::WORKERS
+                              : proto::OptimizerPlacement::SERVER);
   if (fleet_->node(rec.group) != 0) {
     // A node daemon with its own CURVE pair serves this group PS under its key.
     if (const WorkerRecord* node = registry_.find(fleet_->node(rec.group))) {

@@ -253,6 +253,12 @@ std::vector<OptionSpec> buildTable() {
       groupPs(GroupPs::kInGroupConfig,
               field("optimizer.step_gamma", "", "X", FIELD(lr_schedule.step_gamma),
                     Range{0, 1, true}, kRestart, "step: the factor")),
+      groupPs(GroupPs::kAtStart,
+              choice("optimizer.placement", "", "server|workers", FIELD(optimizer_placement),
+                     groupps::parseOptimizerPlacement, groupps::optimizerPlacementName,
+                     "who steps the group optimizer: the group PS (server), or every trainer "
+                     "its own torch optimizer on the group's mean gradient (workers, "
+                     "docs/pytorch.md)")),
       choice("outer_optimizer.kind", "", "sgd|momentum|nesterov|adam|adamw",
              FIELD(outer_optimizer.kind), optimizerKind, optimizerName, "central optimizer"),
       field("outer_optimizer.lr", "", "X", FIELD(outer_optimizer.lr), above(0), kRestart,

@@ -18,6 +18,7 @@ groupps::GroupServerConfig groupServerConfig(const DaemonConfig& cfg, std::uint3
   if (!cfg.optimizer_decay_1d && !cfg.external_model) {
     g.no_decay = kernels::oneDimParamRanges(cfg.model);
   }
+  g.placement = cfg.optimizer_placement;
   g.exchange_period = cfg.exchangePeriod();
   g.step_deadline_ms = cfg.step_deadline_ms;
   g.max_grad_norm = cfg.max_grad_norm;

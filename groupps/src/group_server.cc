@@ -202,6 +202,13 @@ OutMessage GroupServer::stepReplyMessage(std::uint64_t worker, bool accepted,
                                          const std::string& reason, double wait_ms) {
   // The replica itself, shared by all replies until it next changes: no copy.
   if (!replica_payload_) replica_payload_ = replica_;
+  OutMessage out = stepReplyHeader(worker, accepted, reason, wait_ms);
+  out.addTensor(replica_payload_);
+  return out;
+}
+
+OutMessage GroupServer::stepReplyHeader(std::uint64_t worker, bool accepted,
+                                        const std::string& reason, double wait_ms) {
   OutMessage out(cfg_.limits.job_id, cfg_.group_id);
   out.header().setStep(step_);
   out.header().setEpoch(epoch_);
@@ -216,7 +223,6 @@ OutMessage GroupServer::stepReplyMessage(std::uint64_t worker, bool accepted,
   } else if (auto it = departed_.find(worker); it != departed_.end()) {
     r.setDirective(toProto(it->second));
   }
-  out.addTensor(replica_payload_);
   return out;
 }
 
@@ -286,6 +292,12 @@ void GroupServer::onPull(const zmq::message_t& from, const InMessage& msg) {
                                            std::to_string(m->epoch) + "; register again"));
   }
   if (!have_model_) return refuse(from, unavailable("group has no model yet; retry"));
+  if (workersPlacement()) {
+    // Optimizers on the workers: it needs the members' parameters as they are now, and
+    // everybody restarts its optimizer state with it (docs/protocol.md).
+    if (!replicaCurrent()) return holdForParameters(from, worker, "");
+    workers_.reset_optimizer = true;
+  }
   barrier_.markActive(worker);
   sendStepReply(from, worker, true, "");
 }
@@ -315,7 +327,7 @@ bool GroupServer::admitPusher(const zmq::message_t& from, const InMessage& msg,
   const MemberInfo* m = barrier_.member(worker);
   const auto departed = departed_.find(worker);
   if (m == nullptr && departed != departed_.end() && have_model_ && push.getBatchSize() > 0 &&
-      msg.tensorCount() == 1 && elements == replica().size()) {
+      msg.tensorCount() >= 1 && elements == replica().size()) {
     // It left (moved or drained) before this gradient arrived: drop it, count it, and
     // tell the worker where it stands.
     answerDeparted(from, worker, departed->second, push.getBatchSize());
@@ -337,7 +349,13 @@ bool GroupServer::admitPusher(const zmq::message_t& from, const InMessage& msg,
 }
 
 Status GroupServer::checkPushShape(const InMessage& msg, std::uint64_t elements) const {
-  if (msg.tensorCount() != 1) return invalidArgument("a push carries one gradient tensor");
+  if (msg.tensorCount() == 2 && workersPlacement()) {
+    GSGD_RETURN_IF_ERROR(checkAttachedParameters(msg));
+  } else if (msg.tensorCount() != 1) {
+    return invalidArgument(workersPlacement()
+                               ? "a push carries a gradient tensor and, asked, the parameters"
+                               : "a push carries one gradient tensor");
+  }
   if (elements != replica().size()) {
     return invalidArgument("tensor has " + std::to_string(elements) + " elements, expected " +
                            std::to_string(replica().size()));
@@ -382,6 +400,13 @@ void GroupServer::answerLate(const zmq::message_t& from, std::uint64_t worker, s
   acknowledged_[worker] += batch;
   last_step_[worker] = step;
   std::string reason = "late: step " + std::to_string(step) + " closed; group at step ";
+  if (workersPlacement()) {
+    // Late by one step: it takes that step as the others did. Further behind: it takes
+    // the members' parameters, as a joiner.
+    if (step + 1 == step_ && workers_.mean) return answerLateWithLastMean(from, worker, reason);
+    holdForParameters(from, worker, std::move(reason));
+    return maybeCloseStep(false);
+  }
   if (barrier_.arrivals() > 0) {
     // The others are half way through the open step: answered at its close with them,
     // so it starts the next step in step with the group instead of trailing it forever.
@@ -400,7 +425,7 @@ void GroupServer::onPush(const zmq::message_t& from, const InMessage& msg) {
   auto push = h.getBody().getPush();
   const std::uint64_t worker = h.getSenderId();
   const PushCheck check =
-      validatePush(from, msg, msg.tensorCount() == 1 ? msg.tensorElements(0) : 0);
+      validatePush(from, msg, msg.tensorCount() >= 1 ? msg.tensorElements(0) : 0);
   if (check == PushCheck::kAnswered) return;
   releaseGrant(worker);  // room granted for a push in parts that came whole instead
   // Checked and accumulated in place in the received frames: no copy of the gradient.
@@ -419,6 +444,7 @@ void GroupServer::onPush(const zmq::message_t& from, const InMessage& msg) {
                         std::to_string(cfg_.max_grad_norm)));
   }
   if (check == PushCheck::kLate) return answerLate(from, worker, h.getStep(), push.getBatchSize());
+  if (msg.tensorCount() == 2) takeAttachedParameters(worker, msg);
   Status added = push.getSkipped()
                      ? barrier_.skip(worker)
                      : barrier_.add(worker, push.getBatchSize(), push.getLoss(), *grad);
@@ -474,14 +500,24 @@ void GroupServer::maybeCloseStep(bool deadline_passed) {
   std::span<float> sum;
   float scale = 1.0f;
   const auto closed = barrier_.closeUnscaled(&sum, &scale);
-  std::vector<float>& replica = writableReplica();
-  const Clock::time_point released = advanceStep(closed);
-  std::vector<OutMessage> replies = stepReplies(released);
-  applySchedule();
-  // Every member skipped (no samples): the replica stays as it is, no optimizer step.
-  if (closed.samples == 0) GSGD_DEBUG("step " << step_ - 1 << " closed with every member skipping");
-  stepReplicaAndSend(replica, sum, scale, replies, closed.samples > 0);
-  finishReplies(std::move(replies));
+  if (workersPlacement()) {
+    // The members step their own optimizers with the mean: the replica stays as it is.
+    // Every member skipped (no samples): a zero mean, the same step for every member.
+    computeMeanGradient(sum, closed.samples > 0 ? scale : 0.0f);
+    finishReplies(stepReplies(advanceStep(closed)));
+    afterWorkersStep();
+  } else {
+    std::vector<float>& replica = writableReplica();
+    const Clock::time_point released = advanceStep(closed);
+    std::vector<OutMessage> replies = stepReplies(released);
+    applySchedule();
+    // Every member skipped (no samples): the replica stays as it is, no optimizer step.
+    if (closed.samples == 0) {
+      GSGD_DEBUG("step " << step_ - 1 << " closed with every member skipping");
+    }
+    stepReplicaAndSend(replica, sum, scale, replies, closed.samples > 0);
+    finishReplies(std::move(replies));
+  }
   maybeExchange(false);
   barrier_.clearAfterClose();  // off the members' path: their replies are on the wire
   admitWaiting();
@@ -514,8 +550,12 @@ std::vector<OutMessage> GroupServer::stepReplies(Clock::time_point released) {
     const double wait_ms = std::chrono::duration<double, std::milli>(released - w.arrived).count();
     const bool late = !w.late_reason.empty();
     if (late) barrier_.markActive(w.worker);  // waited for again from this step on
-    replies.push_back(stepReplyMessage(
-        w.worker, !late, late ? w.late_reason + std::to_string(step_) : std::string(), wait_ms));
+    replies.push_back(
+        workersPlacement() && !late
+            ? meanGradientReply(w.worker, wait_ms)
+            : stepReplyMessage(w.worker, !late,
+                               late ? w.late_reason + std::to_string(step_) : std::string(),
+                               wait_ms));
     grantNextPush(w.worker, &replies.back());
   }
   return replies;
@@ -556,7 +596,8 @@ void GroupServer::applySchedule() {
 }
 
 void GroupServer::finishReplies(std::vector<OutMessage>&& replies) {
-  const bool in_parts = optimizers_.size() > 1;  // then already sent, part by part
+  // Then already sent, part by part (mean gradient replies go whole).
+  const bool in_parts = optimizers_.size() > 1 && !workersPlacement();
   for (std::size_t m = 0; m < replies.size(); ++m) {
     if (!in_parts) {
       Status s = sendFrames(router_, std::move(replies[m]).toFrames(), &waiting_[m].routing_id);
@@ -623,6 +664,7 @@ void GroupServer::onGroupConfig(const zmq::message_t& from, const InMessage& msg
   (void)replyTo(router_, from, std::move(ack));
   if (gc.getFlush()) maybeExchange(true);  // regroup: hand the progress to the central PS
   maybeCloseStep(false);                   // a departed member may have been the one we waited for
+  if (workersPlacement()) answerHeldIfNobodyAttaches();
 }
 
 void GroupServer::onFlush(const zmq::message_t& from) {

@@ -55,6 +55,9 @@ void GroupServer::maybeExchange(bool force) {
     return;
   }
   if (!force && exchange_.steps_since_cut < cfg_.exchange_period) return;
+  // Optimizers on the workers: cut when a push brought the members' parameters (a forced
+  // exchange takes the last ones; the progress since then goes with the next delta).
+  if (!force && workersPlacement() && !replicaCurrent()) return;
   OutgoingDelta delta = cutDelta(force);
   std::shared_ptr<const std::vector<float>> cut = delta.cut;
   if (Status s = sendDelta(std::move(delta)); !s) {
@@ -75,6 +78,8 @@ GroupServer::OutgoingDelta GroupServer::cutDelta(bool force) {
   // the delta, kept until the answer (no model-sized copy of the replica).
   auto delta = send_pool_.acquire(replica().size());
   kernels::subtract(replica(), exchange_.base, *delta);
+  // Workers placement: a correction not yet delivered is part of the members' progress.
+  if (workersPlacement() && workers_.correction) kernels::axpy(1.0f, *workers_.correction, *delta);
   OutgoingDelta out;
   out.cut = delta;
   if (exchange_.compressor && !force) {
@@ -199,7 +204,10 @@ GroupServer::CentralOutcome GroupServer::loseAnswer(CentralRequest was, std::str
 void GroupServer::rebaseOn(const TensorView& central, const std::vector<float>* cut_delta) {
   // replica = central + (replica - since), since = the cut = base + delta (exchange) or
   // the base (resync): the local steps taken meanwhile are kept. Part by part, in place.
-  std::vector<float>& replica = writableReplica();
+  // Workers placement: the members hold the replica, so the rebase goes into the
+  // correction they add at their next step (correction = central + (correction - since)).
+  const bool into_correction = workersPlacement() && have_model_;
+  std::vector<float>& replica = into_correction ? pendingCorrection() : writableReplica();
   std::size_t off = 0;
   for (const auto& part : central.parts) {
     auto rep = std::span<float>(replica).subspan(off, part.size());
@@ -235,7 +243,10 @@ void GroupServer::finishExchange(const CentralOutcome& outcome) {
 void GroupServer::rollOutLostDelta() {
   // replica -= cut - base (= the delta): the delta's progress leaves the replica with its
   // samples, which the caller counts as dropped; so does any error-feedback residual.
-  if (exchange_.cut_delta) kernels::axpy(-1.0f, *exchange_.cut_delta, writableReplica());
+  if (exchange_.cut_delta) {
+    kernels::axpy(-1.0f, *exchange_.cut_delta,
+                  workersPlacement() ? pendingCorrection() : writableReplica());
+  }
   exchange_.cut_delta.reset();
   if (exchange_.compressor) exchange_.compressor->reset();
   replica_payload_.reset();

@@ -38,6 +38,11 @@ void StepBarrier::excuse(std::uint64_t worker_id) {
   if (auto it = active_.find(worker_id); it != active_.end()) it->second = false;
 }
 
+std::size_t StepBarrier::activeCount() const {
+  return static_cast<std::size_t>(
+      std::count_if(active_.begin(), active_.end(), [](const auto& a) { return a.second; }));
+}
+
 bool StepBarrier::hasArrived(std::uint64_t worker_id) const {
   return std::find(arrived_.begin(), arrived_.end(), worker_id) != arrived_.end();
 }

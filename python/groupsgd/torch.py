@@ -9,8 +9,10 @@
 
 The parameters live in one flat float32 buffer that each ``param.data`` views, and the
 gradients in a second one that each ``param.grad`` views; the C++ client sends the
-gradient buffer and writes the replica into the parameter buffer directly. The optimizer
-runs at the group parameter server: the script has no optimizer of its own.
+gradient buffer and writes the replica into the parameter buffer directly. By default the
+optimizer runs at the group parameter server and the script has no optimizer of its own;
+with the daemon's ``optimizer.placement`` = ``workers`` the script's own torch optimizer
+steps on the group's mean gradient instead (``Worker(model, optimizer=opt)``).
 
 Buffers (batch-norm running statistics) are not parameters and stay local to each
 process: trainers keep the statistics of their own batches; the evaluator re-estimates
@@ -341,13 +343,30 @@ class _FlatModel:
             self.grad_host.copy_(self.grad_flat)  # one copy; waits for the backward pass
         return True
 
-    def after_step(self):
-        """The replica is in the flat parameter buffer: reset the gradients for the next."""
-        self.load_device()
+    def after_step(self, load=True):
+        """The replica is in the flat parameter buffer (load: copy it to the device): reset
+        the gradients for the next."""
+        if load:
+            self.load_device()
         self.grad_flat.zero_()
         for p, view in zip(self.params, self.grad_views):
             if p.grad is None or p.grad.data_ptr() != view.data_ptr():
                 p.grad = view
+
+    def store_host(self):
+        """Copies the parameters from the device to the host buffer the session sends
+        (CUDA only: on the CPU they are that buffer)."""
+        if not self.on_host:
+            with torch.no_grad():
+                self.host_flat.copy_(self.device_flat)
+
+    def load_mean_gradient(self):
+        """The session wrote the group's mean gradient into the host gradient buffer: make
+        every trainable param.grad its view (on the device: a copy there)."""
+        if not self.on_host:
+            self.grad_flat.copy_(self.grad_host)
+        for p, view in zip(self.params, self.grad_views):
+            p.grad = view if p.requires_grad else None
 
     def load_device(self):
         """Copies the replica from the host buffer to the device (CUDA only). Asynchronous
@@ -363,14 +382,15 @@ class _Role:
     """What a trainer and an evaluator share: their `_core.Session` (self._session), its
     should_stop, close() and the with-statement."""
 
-    def __init__(self, model, role, args):
+    def __init__(self, model, role, args, optimizer=False):
         """Registers `model` (flattened) as a `role` ("trainer" or "evaluator") with the
-        worker flags `args`."""
+        worker flags `args`; `optimizer`: the trainer steps its own optimizer."""
         self.model = model
         self._flat = _FlatModel(model)
         self.fingerprint = fingerprint(model)
         self._session = _core.Session(args, role, self._flat.count, self.fingerprint,
-                                      self._flat.host, layout_text(model))
+                                      self._flat.host, layout_text(model),
+                                      optimizer=bool(optimizer))
         self._closed = False
         self._session.start(self._flat.host)
 
@@ -404,7 +424,8 @@ class Worker(_Role):
     def __init__(self, model, coordinator=None, name=None, job_id=1,
                  compress=None, curve_secret_key_file=None, curve_server_key_file=None,
                  timeout_ms=None, connect_timeout_ms=None, give_up_s=None, log_level="warn",
-                 extra_args=(), job="", shared_device=None, arbiter=None, device_sharing=None):
+                 extra_args=(), job="", shared_device=None, arbiter=None, device_sharing=None,
+                 optimizer=None):
         # Unset: the launcher's environment (python3 -m groupsgd.run), else the defaults.
         coordinator = coordinator or os.environ.get("GROUPSGD_COORDINATOR", "tcp://127.0.0.1:5555")
         name = os.environ.get("GROUPSGD_NAME", "") if name is None else name
@@ -419,8 +440,15 @@ class Worker(_Role):
             args += ["--arbiter", str(arbiter)]
         if device_sharing:
             args += ["--device-sharing", str(device_sharing)]
-        super().__init__(model, "trainer", args)
+        self.optimizer = optimizer
+        if optimizer is not None:
+            _check_optimizer(model, optimizer)
+        super().__init__(model, "trainer", args, optimizer=optimizer is not None)
         self._flat.bind_grads(self._session.gradient_buffer())
+        self._correction = None
+        if optimizer is not None:
+            self._correction = torch.from_numpy(self._session.correction_buffer())
+            _reset_optimizer_state(optimizer)  # starts from the group's parameters
         self._flat.load_device()
         self.last = None
         self.timing = None
@@ -439,6 +467,9 @@ class Worker(_Role):
     seed = _session_property("seed")
     worker_id = _session_property("worker_id")
     steps = _session_property("total_steps")
+    group_step = _session_property(
+        "group_step", "The group's step count (the step the next push is for): the same on every "
+        "member of a group; schedules driven by it stay in step when a worker joins or moves.")
     heartbeats_sent = _session_property("heartbeats_sent")
     registrations = _session_property("registrations")
     quarantined = _session_property("quarantined")
@@ -447,7 +478,9 @@ class Worker(_Role):
         """Ends a step after loss.backward(): pushes the gradients of `batch` samples
         (default: batch_size), waits for the group step and loads the new replica into the
         parameters. The gradients are zero afterwards. Returns a dict: pushed, accepted,
-        skipped_nonfinite, step, model_version, wait_ms.
+        skipped_nonfinite, step, model_version, wait_ms (and mean_gradient, correction,
+        reset_optimizer, parameters_loaded: what the group asked of the worker's own
+        optimizer, if any).
 
         A gradient holding inf or NaN is not sent: the step is skipped (the group counts
         this worker for it with no weight, so it neither waits for it nor averages it in;
@@ -459,6 +492,11 @@ class Worker(_Role):
         skips the step as above, and scaler.update() then backs the scale off (or grows
         it) as after an optimizer step; pass the unscaled `loss`. A disabled scaler (no
         CUDA) changes nothing.
+
+        With an optimizer (optimizer.placement workers): the group's mean gradient is
+        written into every param.grad, then optimizer.step() and optimizer.zero_grad() run;
+        every member of the group does the same (a member that skipped too), so their
+        parameters stay identical. Call your scheduler's step() after this one.
 
         Raises RuntimeError, pushing nothing, when a parameter was moved, cast or replaced
         after wrapping (_FlatModel.check_attached); KeyboardInterrupt on Ctrl-C while it
@@ -479,6 +517,8 @@ class Worker(_Role):
         if not finite:
             self.skipped_nonfinite += 1
             value = 0.0
+        if self.optimizer is not None and self._session.wants_parameters:
+            self._flat.store_host()  # the group PS asked for them with this push
         t1 = time.perf_counter()
         try:
             self.last = self._session.step(int(batch or self.batch_size), value, self._flat.host,
@@ -491,10 +531,33 @@ class Worker(_Role):
         # lost to a failure like any push.
         self.last.pop("skipped")
         self.last["skipped_nonfinite"] = not finite
-        self._flat.after_step()
+        if self.optimizer is not None:
+            self._step_optimizer(self.last)
+        self._flat.after_step(load=self.optimizer is None)
         # Python-side work of this call vs the exchange in C++ (push, barrier, replica).
         self.timing = {"binding_s": (t1 - t0) + (time.perf_counter() - t2), "exchange_s": t2 - t1}
         return self.last
+
+    def _step_optimizer(self, result):
+        """Optimizer on the workers: what the group's answer asks (docs/pytorch.md)."""
+        flat, opt = self._flat, self.optimizer
+        if result["parameters_loaded"]:
+            # The group's parameters replaced ours (joined, moved, late, recovered): our
+            # optimizer state belonged to others; the gradient pushed is not applied.
+            flat.load_device()
+            _reset_optimizer_state(opt)
+            return
+        if not result["mean_gradient"]:
+            return  # nothing pushed (stopping)
+        flat.load_mean_gradient()
+        with torch.no_grad():
+            if result["correction"]:
+                target = flat.host_flat if flat.on_host else flat.device_flat
+                target.add_(self._correction.to(target.device, non_blocking=False))
+        if result["reset_optimizer"]:
+            _reset_optimizer_state(opt)
+        opt.step()
+        opt.zero_grad()
 
     @property
     def shares_device(self):
@@ -521,6 +584,24 @@ class Worker(_Role):
             yield waited
         finally:
             self._session.release_device()
+
+def _check_optimizer(model, optimizer):
+    """An optimizer for the worker must step the model's own parameters (identity)."""
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise TypeError(f"optimizer must be a torch.optim.Optimizer, not {type(optimizer).__name__}")
+    ours = {id(p) for p in model.parameters()}
+    for i, group in enumerate(optimizer.param_groups):
+        for p in group["params"]:
+            if id(p) not in ours:
+                raise ValueError(f"optimizer parameter group {i} holds a tensor of shape "
+                                 f"{tuple(p.shape)} that is not a parameter of the model")
+
+
+def _reset_optimizer_state(optimizer):
+    """Forgets the optimizer's per-parameter state (moments, step counts); the parameter
+    groups (learning rates set by a scheduler) stay."""
+    optimizer.state.clear()
+
 
 class ShardBatchSampler(torch.utils.data.Sampler):
     """Batches of indices from this worker's shard (every shard_count-th sample from

@@ -72,7 +72,7 @@ class PySession {
  public:
   PySession(const std::vector<std::string>& args, const std::string& role,
             std::uint64_t param_count, const std::string& fingerprint, const py::buffer& initial,
-            const std::string& layout)
+            const std::string& layout, bool optimizer)
       : param_count_(param_count) {
     if (param_count == 0) throw py::value_error("the model has no parameters");
     auto opts = worker::parseWorkerOptions(args);
@@ -90,10 +90,14 @@ class PySession {
     const std::span<float> src = floatSpan(initial, param_count, false, "initial parameters");
     std::memcpy(init->data(), src.data(), src.size_bytes());  // once, at construction
     model.initial = std::move(init);
-    session_ =
-        std::make_unique<python::Session>(std::move(*opts), parseRole(role), std::move(model));
-    session_->setInterruptCheck(pythonSignalRaised);
     grad_ = std::make_shared<std::vector<float>>(param_count, 0.0f);
+    // Optimizer on the workers: mean gradient replies land in the gradient buffer.
+    if (optimizer) correction_ = std::make_shared<std::vector<float>>(param_count, 0.0f);
+    session_ = std::make_unique<python::Session>(
+        std::move(*opts), parseRole(role), std::move(model), optimizer,
+        optimizer ? std::span<float>(*grad_) : std::span<float>(),
+        optimizer ? std::span<float>(*correction_) : std::span<float>());
+    session_->setInterruptCheck(pythonSignalRaised);
   }
 
   void start(const py::buffer& params) {
@@ -108,12 +112,15 @@ class PySession {
   }
 
   // The flat gradient buffer as a numpy array sharing its memory (kept alive by the array).
-  py::array_t<float> gradientBuffer() {
-    auto* keep = new std::shared_ptr<std::vector<float>>(grad_);
+  py::array_t<float> gradientBuffer() { return shared(grad_); }
+
+  // A numpy array over `buf`'s memory, keeping it alive.
+  py::array_t<float> shared(const std::shared_ptr<std::vector<float>>& buf) {
+    auto* keep = new std::shared_ptr<std::vector<float>>(buf);
     py::capsule owner(keep,
                       [](void* p) { delete static_cast<std::shared_ptr<std::vector<float>>*>(p); });
     return py::array_t<float>({static_cast<py::ssize_t>(param_count_)}, {sizeof(float)},
-                              grad_->data(), owner);
+                              buf->data(), owner);
   }
 
   py::dict step(std::uint32_t batch, float loss, const py::buffer& params, bool skipped) {
@@ -132,7 +139,17 @@ class PySession {
     d["step"] = r->step;
     d["model_version"] = r->model_version;
     d["wait_ms"] = r->wait_ms;
+    d["mean_gradient"] = r->mean_gradient;
+    d["correction"] = r->correction;
+    d["reset_optimizer"] = r->reset_optimizer;
+    d["parameters_loaded"] = r->parameters_loaded;
     return d;
+  }
+
+  // The correction a step asked to add (optimizer on the workers), shared, not copied.
+  py::array_t<float> correctionBuffer() {
+    if (!correction_) throw std::runtime_error("no correction buffer: the worker has no optimizer");
+    return shared(correction_);
   }
 
   std::uint64_t fetchCentral(const py::buffer& params) {
@@ -190,6 +207,7 @@ class PySession {
   std::uint64_t param_count_;
   std::unique_ptr<python::Session> session_;
   std::shared_ptr<std::vector<float>> grad_;
+  std::shared_ptr<std::vector<float>> correction_;  // optimizer on the workers only
 };
 
 }  // namespace
@@ -204,11 +222,15 @@ PYBIND11_MODULE(_core, m) {
   m.def("worker_usage", [] { return std::string(worker::workerUsage()); });
   py::class_<PySession>(m, "Session")
       .def(py::init<const std::vector<std::string>&, const std::string&, std::uint64_t,
-                    const std::string&, const py::buffer&, const std::string&>(),
+                    const std::string&, const py::buffer&, const std::string&, bool>(),
            py::arg("args"), py::arg("role"), py::arg("param_count"), py::arg("fingerprint"),
-           py::arg("initial"), py::arg("layout") = "")
+           py::arg("initial"), py::arg("layout") = "", py::arg("optimizer") = false)
       .def("start", &PySession::start, py::arg("params"))
       .def("gradient_buffer", &PySession::gradientBuffer)
+      .def("correction_buffer", &PySession::correctionBuffer)
+      .def_property_readonly("group_step", [](PySession& p) { return p.s().groupStep(); })
+      .def_property_readonly("wants_parameters",
+                             [](PySession& p) { return p.s().wantsParameters(); })
       .def("step", &PySession::step, py::arg("batch"), py::arg("loss"), py::arg("params"),
            py::arg("skipped") = false)
       .def("fetch_central", &PySession::fetchCentral, py::arg("params"))

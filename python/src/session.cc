@@ -19,10 +19,14 @@ bool noAnswer(const Status& s) {
 
 }  // namespace
 
-Session::Session(worker::WorkerOptions opts, client::Role role, client::ModelDescription model)
+Session::Session(worker::WorkerOptions opts, client::Role role, client::ModelDescription model,
+                 bool optimizer, std::span<float> mean_grad, std::span<float> correction)
     : opts_(std::move(opts)),
       role_(role),
       param_count_(model.param_count),
+      optimizer_(optimizer),
+      mean_grad_(mean_grad),
+      correction_(correction),
       coord_(ctx_, opts_.coordinator, opts_.job_id, std::chrono::milliseconds(opts_.timeout_ms),
              opts_.curve),
       heartbeat_(std::make_unique<HeartbeatThread>(ctx_, opts_)),
@@ -55,14 +59,28 @@ Status Session::adopt(const client::Assignment& a) {
                               std::to_string(a.param_count) + " parameters, this model has " +
                               std::to_string(param_count_));
   }
+  if (role_ == client::Role::kTrainer && a.optimizer_on_workers != optimizer_) {
+    (void)coord_.leave(a, 0, 0);  // not a trainer the run waits for
+    registered_ = false;
+    return failedPrecondition(
+        a.optimizer_on_workers
+            ? "the daemon runs optimizer.placement workers: every trainer steps its own "
+              "optimizer on the group's mean gradient; pass one: "
+              "groupsgd.torch.Worker(model, optimizer=opt)"
+            : "the daemon runs optimizer.placement server: the group PS steps its optimizer "
+              "and this worker's optimizer would never be used; create the Worker without "
+              "optimizer=, or run the daemon with optimizer.placement workers");
+  }
   a_ = a;
   batch_ = a.batch_size;
   need_pull_ = true;
+  attach_next_ = false;
   if (role_ == client::Role::kTrainer) {
     auto spec = parseCompressionSpec(opts_.compress.empty() ? a.compression : opts_.compress);
     if (!spec) return spec.status();
     group_ = std::make_unique<client::GroupClient>(
         ctx_, a, coord_.jobId(), std::chrono::milliseconds(opts_.timeout_ms), *spec, opts_.curve);
+    if (optimizer_) group_->setMeanGradientTargets(mean_grad_, correction_);
   } else if (!central_ || central_->endpoint() != a.central_endpoint) {
     MessageLimits limits;
     limits.job_id = coord_.jobId();
@@ -200,6 +218,8 @@ Status Session::pullUntilReady(std::span<float> params) {
     if (!follow(*pulled)) continue;
     step_ = pulled->step;
     need_pull_ = false;
+    params_loaded_ = true;
+    attach_next_ = false;
   }
   return Status::ok();
 }
@@ -217,6 +237,7 @@ Result<StepResult> Session::step(const Payload& grad, std::uint32_t batch, float
   const auto watch = watchInterrupts();
   StepResult out;
   if (skipped) batch = 0;  // no samples: nothing trained, nothing to confirm
+  params_loaded_ = false;
   const double compute_ms =
       last_return_ ? std::chrono::duration<double, std::milli>(Clock::now() - *last_return_).count()
                    : 0.0;
@@ -228,7 +249,10 @@ Result<StepResult> Session::step(const Payload& grad, std::uint32_t batch, float
     const auto t1 = Clock::now();
     auto ans = skipped
                    ? group_->pushSkipped(step_, static_cast<float>(compute_ms), params)
-                   : group_->push(step_, grad, batch, loss, static_cast<float>(compute_ms), params);
+                   : group_->push(
+                         step_, grad, batch, loss, static_cast<float>(compute_ms), params,
+                         attach_next_ ? std::span<const float>(params) : std::span<const float>());
+    attach_next_ = false;  // the reply says whether the parameters are wanted again
     const double rtt_ms = std::chrono::duration<double, std::milli>(Clock::now() - t1).count();
     if (!ans) {
       // Not counted as trained; reported as unconfirmed (its group may have counted it
@@ -244,6 +268,11 @@ Result<StepResult> Session::step(const Payload& grad, std::uint32_t batch, float
       out.accepted = ans->accepted;
       out.model_version = ans->model_version;
       out.wait_ms = ans->wait_ms;
+      out.mean_gradient = ans->mean_gradient;
+      out.correction = ans->correction;
+      out.reset_optimizer = ans->reset_optimizer;
+      out.parameters_loaded = optimizer_ && !ans->mean_gradient;  // a replica (late, moved)
+      attach_next_ = ans->attach_parameters;
       totals_.samples_trained += batch;
       ++totals_.steps;
       ++total_steps_;
@@ -260,6 +289,7 @@ Result<StepResult> Session::step(const Payload& grad, std::uint32_t batch, float
   totals_.batch_size = batch_;
   publish();
   out.step = step_;
+  out.parameters_loaded = out.parameters_loaded || params_loaded_;
   last_return_ = Clock::now();
   return out;
 }

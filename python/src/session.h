@@ -35,13 +35,28 @@ struct StepResult {
   std::uint64_t step = 0;
   std::uint64_t model_version = 0;
   double wait_ms = 0;
+  // Optimizer on the workers (docs/pytorch.md): the gradient buffer holds the group's mean
+  // gradient, to step the optimizer with; correction: add correctionBuffer() to the
+  // parameters first; reset_optimizer: clear the optimizer's state first.
+  bool mean_gradient = false;
+  bool correction = false;
+  bool reset_optimizer = false;
+  // params were replaced by the group's (a pull: joining, moved, late, recovering):
+  // restart the optimizer state and take no step with this call's gradient.
+  bool parameters_loaded = false;
 };
 
 class Session {
  public:
   // opts as groupsgd-worker parses them (CURVE keys loaded); model: what the daemon must
   // match (param_count > 0), its initial values sent with new registrations.
-  Session(worker::WorkerOptions opts, client::Role role, client::ModelDescription model);
+  // optimizer: the caller steps its own optimizer (a trainer of an optimizer.placement
+  // workers run); registering with the other placement than the caller's is an error.
+  // mean_grad, correction: where mean gradient replies go (the caller's gradient buffer
+  // and a correction buffer it owns; param_count values each, alive as long as *this).
+  Session(worker::WorkerOptions opts, client::Role role, client::ModelDescription model,
+          bool optimizer = false, std::span<float> mean_grad = {},
+          std::span<float> correction = {});
   ~Session();
 
   // Registers (retrying up to the connect timeout) and, for a trainer, pulls the group
@@ -75,6 +90,11 @@ class Session {
   void setInterruptCheck(std::function<bool()> check) { interrupt_check_ = std::move(check); }
   // The last call was cut short by the interrupt check.
   bool interrupted() const { return interrupted_; }
+  // Optimizer on the workers: whether the next step() sends the parameters (the caller's
+  // buffer must hold them then).
+  bool wantsParameters() const { return attach_next_; }
+  // The group step the next push is for (the group's count, shared by its members).
+  std::uint64_t groupStep() const { return step_; }
 
   bool shouldStop() const { return stop_ || heartbeat_->stopRequested(); }
   bool quarantined() const { return quarantined_ || heartbeat_->quarantined(); }
@@ -103,6 +123,11 @@ class Session {
   worker::WorkerOptions opts_;
   client::Role role_;
   std::uint64_t param_count_;
+  bool optimizer_ = false;
+  std::span<float> mean_grad_;
+  std::span<float> correction_;
+  bool attach_next_ = false;    // the last reply asked for the parameters with the next push
+  bool params_loaded_ = false;  // a pull wrote params during this step()
   zmq::context_t ctx_{1};
   std::atomic<bool> interrupted_{false};  // registerWithRetry polls it too
   std::function<bool()> interrupt_check_;

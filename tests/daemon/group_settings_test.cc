@@ -31,7 +31,7 @@ std::string render(const groupps::GroupServerConfig& g) {
     << g.limits.traversal_limit_words << ' ' << g.limits.nesting_limit << ' '
     << g.limits.max_part_bytes << ' ' << g.limits.max_parts << ' ' << g.part_bytes << ' '
     << g.inbound_budget_models << ' ' << g.optimizer.beta1 << ' ' << g.optimizer.beta2 << ' '
-    << g.optimizer.eps;
+    << g.optimizer.eps << ' ' << static_cast<int>(g.placement);
   for (const auto& r : g.no_decay) s << ' ' << r.begin << '-' << r.end;
   return s.str();
 }

@@ -167,6 +167,16 @@ class Trainer {
 };
 
 bool Trainer::adopt(const client::Assignment& a) {
+  if (a.optimizer_on_workers) {
+    // The group PS hands out mean gradients for the trainers' own optimizers; this
+    // trainer has none (a Python trainer with gt.Worker(model, optimizer=...) does).
+    GSGD_ERROR(
+        "the daemon runs optimizer.placement workers: every trainer steps its own "
+        "optimizer, and groupsgd-worker has none; use a Python trainer "
+        "(groupsgd.torch.Worker(model, optimizer=...)) or optimizer.placement server");
+    (void)coord_.leave(a, 0, 0);  // not counted as a trainer the run waits for
+    return false;
+  }
   kernels::ModelKind kind;
   if (!kernels::parseModelKind(a.model, &kind)) {
     GSGD_ERROR("the daemon trains model '" << a.model << "', unknown to this worker");

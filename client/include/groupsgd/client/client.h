@@ -42,6 +42,9 @@ struct Assignment {
   std::string compression = "dense";  // gradient encoding (the worker may override it)
   std::string group_server_key;       // CURVE: the group PS's node key ("" = the head's)
   bool node_pool = false;  // a multi-job daemon's front took this node daemon into its pool
+  // optimizer.placement workers: the group PS answers steps with the mean gradient and
+  // the trainer steps its own optimizer (a trainer without one must refuse the run).
+  bool optimizer_on_workers = false;
 };
 
 // One step as the trainer's timers saw it (Heartbeat.recentSteps).
@@ -167,6 +170,13 @@ struct StepAnswer {
   double wait_ms = 0;            // push: time the gradient waited at the barrier
   std::uint32_t batch_size = 0;  // batch to use from now on (0 = unchanged)
   Directive directive = Directive::kContinue;
+  // Optimizer on the workers (docs/protocol.md): the reply held the step's mean gradient
+  // (written into the mean gradient target, not into params) and perhaps a correction to
+  // add to the parameters before stepping; what to do before / at the next push.
+  bool mean_gradient = false;
+  bool correction = false;
+  bool reset_optimizer = false;
+  bool attach_parameters = false;  // send the parameters with the next push
 };
 
 class GroupClient {
@@ -178,16 +188,25 @@ class GroupClient {
   // Fetches the current replica into params (size must equal the model's).
   Result<StepAnswer> pull(std::span<float> params);
   // Pushes a gradient for step; waits for the step to close and returns the next replica.
+  // attach: the parameters, sent with it when the last reply asked (attach_parameters).
   Result<StepAnswer> push(std::uint64_t step, std::span<const float> grad, std::uint32_t batch,
-                          float loss, float compute_ms, std::span<float> params);
+                          float loss, float compute_ms, std::span<float> params,
+                          std::span<const float> attach = {});
   // The same, sending a buffer the caller shares with the message (no copy when dense):
   // the caller must not write into it until push() has returned.
   Result<StepAnswer> push(std::uint64_t step, const Payload& grad, std::uint32_t batch, float loss,
-                          float compute_ms, std::span<float> params);
+                          float compute_ms, std::span<float> params,
+                          std::span<const float> attach = {});
   // A skipped step (the caller's gradient was not finite): counted at the group's barrier
   // so the group does not wait for this member, with no weight in the mean (a zero
   // tensor, batch 0, Push.skipped); waits for the step to close like push().
   Result<StepAnswer> pushSkipped(std::uint64_t step, float compute_ms, std::span<float> params);
+  // Optimizer on the workers: where a mean gradient reply's tensors go (param_count each).
+  // Unset, such a reply is an error (this trainer has no optimizer).
+  void setMeanGradientTargets(std::span<float> mean_grad, std::span<float> correction) {
+    mean_target_ = mean_grad;
+    correction_target_ = correction;
+  }
   // A buffer of param_count floats to compute the next gradient into: push() sends exactly
   // this span without copying it (any other span is copied). Contents unspecified; valid
   // until the next push().
@@ -206,6 +225,9 @@ class GroupClient {
                          float compute_ms) const;
   Result<StepAnswer> readAnswer(const InMessage& reply, std::span<float> params,
                                 std::chrono::steady_clock::time_point deadline);
+  // Adds `attach` (copied) as the push's second tensor; whole message then.
+  void attachParameters(OutMessage& out, std::span<const float> attach);
+  std::span<float> mean_target_, correction_target_;
   std::uint32_t part_bytes_ = kDefaultPartBytes;
   std::uint64_t credit_bytes_ = 0;  // granted with the last reply for the next push
   RpcClient rpc_;

@@ -13,6 +13,7 @@
 #include "groupsgd/centralps/staleness.h"
 #include "groupsgd/common/status.h"
 #include "groupsgd/groupps/lr_schedule.h"
+#include "groupsgd/groupps/optimizer_placement.h"
 #include "groupsgd/kernels/model.h"
 #include "groupsgd/kernels/optimizer.h"
 
@@ -59,6 +60,8 @@ struct DaemonConfig {
   std::string endpoint_file;                    // write the coordinator endpoint here
   kernels::OptimizerConfig optimizer{kernels::OptimizerKind::kMomentum, 0.05f, 0.9f, 0.0f};
   LrScheduleOptions lr_schedule;  // of `optimizer`, by the run's samples applied
+  // Who steps the group (inner) optimizer: the group PS, or every member (optimizer.placement).
+  groupps::OptimizerPlacement optimizer_placement = groupps::OptimizerPlacement::kServer;
   kernels::OptimizerConfig outer_optimizer{kernels::OptimizerKind::kSgd, 1.0f, 0.0f, 0.0f};
   // false: no weight decay on the built-in model's 1-D tensors (biases); model external
   // has no shapes here, so validate() refuses false with it.

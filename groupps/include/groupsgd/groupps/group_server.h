@@ -26,6 +26,7 @@
 #include "groupsgd/common/status.h"
 #include "groupsgd/groupps/group_stats.h"
 #include "groupsgd/groupps/lr_schedule.h"
+#include "groupsgd/groupps/optimizer_placement.h"
 #include "groupsgd/groupps/step_barrier.h"
 #include "groupsgd/groupps/step_cutoff.h"
 #include "groupsgd/kernels/optimizer.h"
@@ -38,6 +39,9 @@ struct GroupServerConfig {
   kernels::OptimizerConfig optimizer;  // the group (inner) optimizer
   // Flat ranges the group optimizer does not decay (optimizer.decay_1d false: the biases).
   std::vector<kernels::ElementRange> no_decay;
+  // workers: the members step their own optimizers on the mean gradient the group PS
+  // returns (docs/protocol.md, "Optimizer on the workers"); `optimizer` is then unused.
+  OptimizerPlacement placement = OptimizerPlacement::kServer;
   std::uint32_t exchange_period = 1;  // K (the coordinator may change it)
   std::uint32_t step_deadline_ms = 5000;
   std::uint32_t exchange_timeout_ms = 10000;  // no answer from central: resynchronise
@@ -117,6 +121,9 @@ class GroupServer {
                      const std::string& reason, double wait_ms = 0);
   OutMessage stepReplyMessage(std::uint64_t worker, bool accepted, const std::string& reason,
                               double wait_ms);
+  // Its header alone (no tensor, content replica).
+  OutMessage stepReplyHeader(std::uint64_t worker, bool accepted, const std::string& reason,
+                             double wait_ms);
   // A push or pull from a member that has left: drop (push), tell it where to go.
   void answerDeparted(const zmq::message_t& from, std::uint64_t worker, Leaving directive,
                       std::uint32_t dropped_batch);
@@ -150,6 +157,31 @@ class GroupServer {
   // Members a step closed without are not waited for until their late push is answered
   // (at the next close, with everybody, so they rejoin in step) or they pull.
   void excuseMissing(Clock::time_point closed_at);
+
+  // optimizer.placement workers (group_server_workers.cc): the replica is the members'
+  // parameters as last attached to a push; replies to a step carry the mean gradient.
+  bool workersPlacement() const { return cfg_.placement == OptimizerPlacement::kWorkers; }
+  // The replica equals the members' parameters at the open step's start.
+  bool replicaCurrent() const { return have_model_ && workers_.synced_step == step_; }
+  // The second tensor of a push for the open step: the member's parameters.
+  Status checkAttachedParameters(const InMessage& msg) const;
+  void takeAttachedParameters(std::uint64_t worker, const InMessage& msg);
+  // A pull or a late member waits for the group's current parameters (asked for with
+  // the next step's replies); answered at once when they are known or nobody can send them.
+  void holdForParameters(const zmq::message_t& from, std::uint64_t worker, std::string late_reason);
+  void answerHeldIfNobodyAttaches();
+  void answerHeld();
+  // The closed step's mean gradient (sum x scale) into the buffer the replies share.
+  void computeMeanGradient(std::span<const float> sum, float scale);
+  OutMessage meanGradientReply(std::uint64_t worker, double wait_ms);
+  // A member late by one step gets that step's reply as the others had it (mean,
+  // correction, reset): it takes the same step and stays identical, no restart needed.
+  void answerLateWithLastMean(const zmq::message_t& from, std::uint64_t worker,
+                              const std::string& reason);
+  // After the replies went: the correction and the reset were delivered.
+  void afterWorkersStep();
+  // The pending correction, allocated (zero) when none is pending.
+  std::vector<float>& pendingCorrection();
 
   // Exchange with the central PS.
   enum class CentralRequest { kNone, kFetch, kExchange };
@@ -205,6 +237,17 @@ class GroupServer {
   };
   // Members that pushed for the open step, and late members waiting for its close.
   std::vector<Waiting> waiting_;
+  struct WorkerSteps {
+    std::uint64_t synced_step = 0;  // the replica is the members' parameters at this step
+    std::shared_ptr<std::vector<float>> mean;        // last closed step's mean gradient
+    std::shared_ptr<std::vector<float>> correction;  // added by the members at the next step
+    bool reset_optimizer = false;  // the next step's replies tell everyone to restart it
+    // What the last closed step's replies carried besides the mean (for a late member).
+    std::shared_ptr<std::vector<float>> last_correction;
+    bool last_reset = false;
+    std::vector<Waiting> held;  // pulls and late members waiting for the parameters
+  };
+  WorkerSteps workers_;
   StepCutoff cutoff_;
   // Samples of every push acknowledged per worker (what a worker that died had trained).
   std::unordered_map<std::uint64_t, std::uint64_t> acknowledged_;

@@ -43,6 +43,8 @@ class StepBarrier {
   // A member a step closed without: not waited for until it is marked active again.
   void excuse(std::uint64_t worker_id);
   bool hasArrived(std::uint64_t worker_id) const;
+  // Members waited for (active, not excused).
+  std::size_t activeCount() const;
   std::size_t arrivals() const { return arrived_.size(); }
 
   // Adds one gradient of batch_size samples to the open step (caller checked size,

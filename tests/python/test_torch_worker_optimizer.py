@@ -1,0 +1,182 @@
+"""optimizer.placement workers: the script's own torch optimizer and scheduler step on the
+group's mean gradient (docs/pytorch.md, "Your own optimizer"). Workers run as threads of
+this process against a real groupsgdd, so their parameters can be compared bit for bit."""
+
+import json
+import subprocess
+import threading
+
+import pytest
+
+torch = pytest.importorskip("torch")
+import groupsgd.torch as gt  # noqa: E402
+
+from conftest import WORKER  # noqa: E402
+
+FAST = ["--heartbeat-ms", "300", "--model", "external", "--log-level", "warn"]
+WARMUP = 10
+
+
+def placement_config(tmp_path, placement, outer_lr=0.6):
+    # An outer step that is not 1 makes the central model differ from the group's
+    # parameters, so every exchange hands the members a real correction.
+    path = tmp_path / f"{placement}.json"
+    path.write_text(json.dumps({"optimizer": {"placement": placement},
+                                "outer_optimizer": {"kind": "sgd", "lr": outer_lr}}))
+    return path
+
+
+def small_model():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(20, 16), torch.nn.Tanh(), torch.nn.Linear(16, 4))
+
+
+def data(seed, n=64):
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(n, 20, generator=g)
+    return x, (x[:, :4].sum(dim=1) > 0).long() + (x[:, 4] > 0).long()
+
+
+class Trainer:
+    """One worker with AdamW (two parameter groups) and a warm-up schedule driven by the
+    group's step, so a member that joins late runs the same learning rate."""
+
+    def __init__(self, endpoint, name, seed):
+        self.model = small_model()
+        params = list(self.model.parameters())
+        self.opt = torch.optim.AdamW([{"params": params[:2], "weight_decay": 0.01},
+                                      {"params": params[2:], "weight_decay": 0.0, "lr": 5e-3}],
+                                     lr=1e-2)
+        self.w = gt.Worker(self.model, optimizer=self.opt, coordinator=endpoint, name=name,
+                           connect_timeout_ms=20000, timeout_ms=20000)
+        self.sched = torch.optim.lr_scheduler.LambdaLR(
+            self.opt, lambda _: min(1.0, (self.w.group_step + 1) / WARMUP))
+        self.x, self.y = data(seed)
+        self.results = []
+
+    def one_step(self):
+        i = len(self.results) % 4
+        xb, yb = self.x[i * 16:(i + 1) * 16], self.y[i * 16:(i + 1) * 16]
+        loss = torch.nn.functional.cross_entropy(self.model(xb), yb)
+        loss.backward()
+        r = self.w.step(loss, batch=len(yb))
+        self.sched.step()
+        self.results.append(r)
+        return r
+
+    def run_until(self, stop):
+        """Steps until stop(group step) is true; the members of a group see the same
+        group steps, so they all stop after the same one."""
+        while True:
+            r = self.one_step()
+            assert r["pushed"], r
+            if stop(r["step"]):
+                return
+
+    def flat(self):
+        return torch.cat([p.detach().reshape(-1) for p in self.model.parameters()])
+
+    def lrs(self):
+        return [g["lr"] for g in self.opt.param_groups]
+
+
+def in_threads(fns):
+    errors = []
+
+    def guard(fn):
+        try:
+            fn()
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=guard, args=(fn,)) for fn in fns]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=240)
+    assert not any(t.is_alive() for t in threads), "a worker thread hung"
+    if errors:
+        raise errors[0]
+
+
+def assert_identical(trainers):
+    first = trainers[0].flat()
+    for t in trainers[1:]:
+        assert torch.equal(first, t.flat()), (
+            f"{t.w.worker_id} differs from {trainers[0].w.worker_id} by "
+            f"{(first - t.flat()).abs().max().item()}")
+        assert t.lrs() == trainers[0].lrs()
+        assert t.w.group_step == trainers[0].w.group_step
+
+
+def test_four_workers_with_adamw_stay_identical_through_exchanges_and_a_join(daemon, tmp_path):
+    d = daemon(*FAST, "--config", placement_config(tmp_path, "workers"), "--mode", "grouped",
+               "--groups", "1", "--workers", "4", "--exchange-period", "5", "--batch-size", "16",
+               "--max-seconds", "200")
+    trainers = []
+    in_threads([lambda i=i: trainers.append(Trainer(d.endpoint, f"w{i}", i)) for i in range(4)])
+    before = trainers[0].flat().clone()
+    in_threads([lambda t=t: t.run_until(lambda step: step >= 50) for t in trainers])
+    assert_identical(trainers)
+    assert not torch.equal(before, trainers[0].flat())  # it trained
+    results = trainers[0].results
+    assert all(r["mean_gradient"] and r["accepted"] for r in results), results[-1]
+    # Exchanges every 5 steps came back as corrections, applied by every member.
+    assert sum(r["correction"] for r in results) >= 5, [r["correction"] for r in results]
+    assert trainers[0].lrs() == [1e-2, 5e-3]  # past the warm-up, for both groups
+    assert len(trainers[0].opt.state) == 4  # AdamW's moments live on the worker
+
+    # A fifth worker joins the running group: it takes the group's parameters, and every
+    # member restarts its optimizer state with it, so all five stay identical.
+    target = {}
+    lock = threading.Lock()
+
+    def joiner():
+        t = Trainer(d.endpoint, "w4", 4)
+        trainers.append(t)
+        r = t.one_step()
+        with lock:
+            target["step"] = r["step"] + 20
+        t.run_until(lambda step: step >= target["step"])
+
+    def original(t):
+        t.run_until(lambda step: "step" in target and step >= target["step"])
+
+    in_threads([joiner] + [lambda t=t: original(t) for t in trainers[:4]])
+    assert len(trainers) == 5
+    assert_identical(trainers)
+    assert any(r["reset_optimizer"] for r in trainers[0].results[-25:])
+    # The central model moved with the group's deltas (one version per exchange).
+    assert trainers[0].results[-1]["model_version"] >= 10, trainers[0].results[-1]
+    for t in trainers:
+        t.w.close()
+    summary = d.wait(60) if d.ctl("shutdown").returncode == 0 else None
+    assert summary is None or summary["accounting_ok"], summary
+
+
+def test_a_worker_and_the_daemon_must_agree_on_the_placement(daemon, tmp_path):
+    d = daemon(*FAST, "--config", placement_config(tmp_path, "workers"), "--mode", "sync",
+               "--workers", "1", "--max-seconds", "60")
+    model = small_model()
+    with pytest.raises(RuntimeError, match="optimizer.placement workers.*optimizer=opt"):
+        gt.Worker(model, coordinator=d.endpoint, name="no-opt", connect_timeout_ms=20000)
+    # The C++ trainer (a built-in model) has no optimizer: refused with the reason.
+    builtin = daemon("--config", placement_config(tmp_path, "workers"), "--model", "softmax",
+                     "--mode", "sync", "--workers", "1", "--max-seconds", "60")
+    out = subprocess.run([WORKER, "--coordinator", builtin.endpoint, "--connect-timeout-ms",
+                          "5000"], capture_output=True, text=True, timeout=60)
+    assert out.returncode != 0
+    assert "optimizer.placement workers" in out.stderr + out.stdout, out.stderr + out.stdout
+
+    d2 = daemon(*FAST, "--mode", "sync", "--workers", "1", "--max-seconds", "60")
+    model = small_model()
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    with pytest.raises(RuntimeError, match="optimizer.placement server"):
+        gt.Worker(model, optimizer=opt, coordinator=d2.endpoint, name="opt",
+                  connect_timeout_ms=20000)
+    # An optimizer over tensors that are not the model's parameters is a caller's error.
+    stray = torch.optim.SGD([torch.nn.Parameter(torch.zeros(3))], lr=0.1)
+    with pytest.raises(ValueError, match="not a parameter of the model"):
+        gt.Worker(small_model(), optimizer=stray, coordinator=d.endpoint, name="stray",
+                  connect_timeout_ms=20000)
+
