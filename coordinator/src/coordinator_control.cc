@@ -77,6 +77,7 @@ ojson Coordinator::statusJson() const {
   s["samples_trained"] = registry_.samplesTrained();
   s["regroups"] = run_log_.regroups();
   s["test_acc"] = acc.value < 0 ? ojson() : ojson(acc.value);
+  s["test_loss"] = acc.loss < 0 ? ojson() : ojson(acc.loss);
   s["evaluation"] = evaluators_.statusJson(run_log_.uptimeS());
   s["last_checkpoint"] = last_checkpoint_ ? *last_checkpoint_ : ojson();
   s["incarnation"] = head_.start().incarnation;
