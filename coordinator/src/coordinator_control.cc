@@ -394,6 +394,7 @@ void Coordinator::updateMetrics() {
   exporter_->exportGroups(groupsInUse(), members);
   const Accuracy acc = latestAccuracy();
   if (acc.value >= 0) exporter_->exportAccuracy(acc.value);
+  if (acc.loss >= 0) exporter_->exportLoss(acc.loss);
   exporter_->exportTotals(
       {.samples_trained = registry_.samplesTrained(),
        .regroups = run_log_.regroups(),
