@@ -12,7 +12,9 @@ struct DeltaPush {
 }
 
 # Anyone -> central: send the current model (no tensors).
-struct Fetch {}
+struct Fetch {
+  evaluation @0 :Bool;  # an evaluator's: with keep_best the central PS keeps what it served
+}
 
 # Central -> sender: the current model (one float32 tensor), header.modelVersion = its
 # version. For a DeltaPush it also says whether the delta was applied.
@@ -30,7 +32,13 @@ struct CentralStatsQuery {}
 
 # Coordinator -> central: write a checkpoint of the current model now; answered with
 # CheckpointDone once the file is durable (or the write failed).
-struct CheckpointRequest {}
+struct CheckpointRequest {
+  # best (keep_best): instead, write the model of version `bestVersion` the central PS
+  # served to an evaluator to `bestPath` (same file format); refused if it holds none.
+  best @0 :Bool;
+  bestVersion @1 :UInt64;
+  bestPath @2 :Text;
+}
 
 struct CheckpointDone {
   ok @0 :Bool;            # the checkpoint is on disk (fsynced, renamed, directory fsynced)

@@ -91,6 +91,7 @@ struct Heartbeat {
                                      # last); empty from a trainer that reports only means
   speedChanged @10 :Bool;      # sent early: the first steps, or its step times shifted
   groupSlots @11 :UInt32;      # a pooled node daemon, to the front: its slots (0 = not one)
+  testLoss @12 :Float32 = -1;  # evaluator only: validation loss of evaluatedVersion (-1 = none)
 }
 
 # One step of a trainer, from its own timers.

@@ -2,7 +2,8 @@
 # Runs one benchmark: builds (scripts/build.sh), runs it, and tees the JSON lines it prints
 # into results/NAME-<UTC timestamp>.jsonl. Exits with the benchmark's status.
 #   scripts/bench.sh NAME [--quick] [extra args]
-# NAME is straggler (scripts/bench/straggler.sh), crossover (scripts/bench/crossover.py),
+# NAME is straggler (scripts/bench/straggler.sh), pytorch (scripts/bench/pytorch_bench.py),
+# lm (scripts/bench/lm_bench.py), crossover (scripts/bench/crossover.py),
 # dataplane-netns (scripts/bench/dataplane_netns.sh; root) or any program build/bench/groupsgd-bench-NAME
 # (bench/NAME_bench.cc). Set BENCH_NO_BUILD=1 to skip the build, GROUPSGD_RESULTS_DIR to
 # write the results elsewhere than results/ (the CTest smoke tests use the build tree).
@@ -15,7 +16,7 @@ export GROUPSGD_RESULTS_DIR=${GROUPSGD_RESULTS_DIR:-$root/results}
 names() {
   local f n
   {
-    printf '%s\n' straggler pytorch crossover dataplane dataplane-netns memory scale kernels trainer-step \
+    printf '%s\n' straggler pytorch lm crossover dataplane dataplane-netns memory scale kernels trainer-step \
       model-timing
     for f in "$root"/bench/*_bench.cc; do
       [[ -e $f ]] || continue
@@ -32,6 +33,7 @@ describe() {
   case "$1" in
     straggler) echo "time to target accuracy with one straggler (compute, link, erratic) per mode; plots in docs/img/" ;;
     pytorch) echo "PyTorch example: groupsgd adaptive vs DDP (gloo) with a straggler; binding overhead" ;;
+    lm) echo "char-level transformer: groupsgd vs DDP, same sample budget, with/without a straggler" ;;
     crossover) echo "jobs sharing emulated devices: one after the other, at once (policy none), at once (crossover)" ;;
     dataplane) echo "push round trips through a group PS vs plain TCP on loopback; 8-worker step latency" ;;
     dataplane-netns) echo "dataplane between two network namespaces over veth, against iperf3 (root)" ;;
@@ -51,7 +53,7 @@ usage() {
   local n
   while read -r n; do
     local note=""
-    if [[ $n != straggler && $n != pytorch && $n != crossover && $n != dataplane-netns && ! -e $root/bench/${n//-/_}_bench.cc ]]; then note=" (not in this tree yet)"; fi
+    if [[ $n != straggler && $n != pytorch && $n != lm && $n != crossover && $n != dataplane-netns && ! -e $root/bench/${n//-/_}_bench.cc ]]; then note=" (not in this tree yet)"; fi
     printf '  %-10s %s%s\n' "$n" "$(describe "$n")" "$note"
   done < <(names)
 }
@@ -79,6 +81,8 @@ elif [[ $name == crossover ]]; then
   cmd=(python3 "$root/scripts/bench/crossover.py")
 elif [[ $name == pytorch ]]; then
   cmd=(/usr/bin/python3 "$root/scripts/bench/pytorch_bench.py")
+elif [[ $name == lm ]]; then
+  cmd=(/usr/bin/python3 "$root/scripts/bench/lm_bench.py")
 else
   binary=$BUILD_DIR/bench/groupsgd-bench-$name
   if [[ ! -x $binary ]]; then

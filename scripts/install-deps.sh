@@ -3,12 +3,14 @@
 # when a package is missing. Needs root (or sudo) for apt.
 set -euo pipefail
 
+# fortunes: the text of examples/pytorch/train_char_lm.py (/usr/share/games/fortunes).
 packages=(
   build-essential cmake pkg-config python3
   libzmq3-dev cppzmq-dev capnproto libcapnp-dev
   libboost-dev nlohmann-json3-dev doctest-dev libcli11-dev
   libopenblas-dev zlib1g-dev
   dataset-fashion-mnist
+  fortunes
 )
 # The network-fault tests (tests/netns): ip netns / veth / tc tbf, nft for drops; jq and
 # bc read the control socket's JSON and do the timing arithmetic in those scripts.

@@ -127,6 +127,7 @@ void CentralServer::run(const std::atomic<bool>& stop) {
       break;
     }
     pollCheckpoint(false);
+    pollBestWrite(false);
     if ((item.revents & ZMQ_POLLIN) == 0) continue;
     auto routed = recvRouted(sock_);
     if (!routed) {
@@ -141,6 +142,7 @@ void CentralServer::run(const std::atomic<bool>& stop) {
   }
   pollCheckpoint(true);  // a periodic write may still be running: finish it...
   pollCheckpoint(true);  // ...then write the final version if it is newer
+  while (!best_writes_.empty()) pollBestWrite(true);
   GSGD_INFO("central PS stopped at version " << store_.version());
 }
 
@@ -230,6 +232,66 @@ void CentralServer::pollCheckpoint(bool wait) {
   checkpoint_.reset();
 }
 
+void CentralServer::keepServed() {
+  const std::uint64_t v = store_.version();
+  if (!served_.empty() && served_.back().first == v) return;
+  served_.emplace_back(v, currentModel());  // shares the reply's snapshot: no copy
+  if (served_.size() > kServedKept) served_.pop_front();
+}
+
+void CentralServer::onBestRequest(const zmq::message_t& from, std::uint64_t version,
+                                  const std::string& path) {
+  if (!cfg_.keep_best) return refuse(from, failedPrecondition("keep_best is off"));
+  if (path.empty()) return refuse(from, invalidArgument("a best-model request needs a path"));
+  auto it = std::find_if(served_.begin(), served_.end(),
+                         [version](const auto& s) { return s.first == version; });
+  if (it == served_.end()) {
+    return refuse(from, notFound("version " + std::to_string(version) +
+                                 " is no longer held (evaluators were served " +
+                                 std::to_string(kServedKept) + " newer ones since)"));
+  }
+  BestWrite w;
+  w.version = version;
+  w.path = path;
+  w.model = it->second;
+  w.requester = zmq::message_t(from.data(), from.size());
+  best_writes_.push_back(std::move(w));
+  if (best_writes_.size() == 1) pollBestWrite(false);  // starts it
+}
+
+void CentralServer::pollBestWrite(bool wait) {
+  if (best_writes_.empty()) return;
+  BestWrite& w = best_writes_.front();
+  if (!w.done.valid()) {  // not started: the previous write of the same path is done
+    w.started = std::chrono::steady_clock::now();
+    w.done = std::async(std::launch::async, [path = w.path, v = w.version, model = w.model] {
+      return writeCheckpointFile(path, v, *model);
+    });
+  }
+  if (!wait && w.done.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return;
+  const Status s = w.done.get();
+  const double ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - w.started)
+          .count();
+  if (s) {
+    GSGD_INFO("best model (version " << w.version << ") written to " << w.path);
+  } else {
+    GSGD_ERROR("best model (version " << w.version << ") not written: " << s.toString());
+  }
+  OutMessage out(cfg_.limits.job_id, 0);
+  out.header().setModelVersion(w.version);
+  auto d = out.header().getBody().initCheckpointDone();
+  d.setOk(s.isOk());
+  d.setError(s.isOk() ? "" : s.toString());
+  d.setVersion(w.version);
+  d.setPath(w.path);
+  d.setBytes(s.isOk() ? kCheckpointHeaderBytes + w.model->size() * sizeof(float) : 0);
+  d.setDurationMs(static_cast<float>(ms));
+  (void)replyTo(sock_, w.requester, std::move(out));
+  best_writes_.pop_front();
+  if (!best_writes_.empty()) pollBestWrite(false);  // start the next
+}
+
 void CentralServer::refuse(const zmq::message_t& from, const Status& why) {
   ++counters_.bad_messages;
   GSGD_WARN("refused a request: " << why.toString());
@@ -286,9 +348,15 @@ void CentralServer::handle(const zmq::message_t& from, std::vector<zmq::message_
     case BodyKind::DELTA_PUSH:
       return onDeltaPush(from, *msg);
     case BodyKind::FETCH:
+      if (cfg_.keep_best && msg->header().getBody().getFetch().getEvaluation()) keepServed();
       return sendModel(from, false, "", 0, 0.0f);
-    case BodyKind::CHECKPOINT_REQUEST:
+    case BodyKind::CHECKPOINT_REQUEST: {
+      auto req = msg->header().getBody().getCheckpointRequest();
+      if (req.getBest()) {
+        return onBestRequest(from, req.getBestVersion(), req.getBestPath().cStr());
+      }
       return startCheckpoint(zmq::message_t(from.data(), from.size()));
+    }
     case BodyKind::CENTRAL_STATS_QUERY: {
       OutMessage out(cfg_.limits.job_id, 0);
       out.header().setModelVersion(store_.version());

@@ -260,10 +260,9 @@ std::string checkpointFileName(std::uint64_t version) {
          std::string(kSuffix);
 }
 
-Status writeCheckpoint(const std::string& dir, std::uint64_t version, std::span<const float> params,
-                       std::size_t keep_last, CheckpointWriteInfo* info,
-                       const kernels::OptimizerSnapshot* optimizer) {
-  if (keep_last == 0) return invalidArgument("checkpoint: keep_last must be at least 1");
+namespace {
+
+Status checkWritable(std::span<const float> params, const kernels::OptimizerSnapshot* optimizer) {
   if (params.size() > std::numeric_limits<std::uint64_t>::max() / sizeof(float)) {
     return invalidArgument("checkpoint: too many parameters");
   }
@@ -288,6 +287,33 @@ Status writeCheckpoint(const std::string& dir, std::uint64_t version, std::span<
           std::to_string(bad));
     }
   }
+  return Status::ok();
+}
+
+}  // namespace
+
+Status writeCheckpointFile(const std::string& path, std::uint64_t version,
+                           std::span<const float> params) {
+  GSGD_RETURN_IF_ERROR(checkWritable(params, nullptr));
+  unsigned char header[kCheckpointHeaderBytes] = {};
+  fillHeader(header, kCheckpointFormatModelOnly, version, params);
+  AtomicWriteOptions how;
+  how.mode = 0640;
+  Status written = writeFileAtomically(
+      path,
+      {std::string_view(reinterpret_cast<const char*>(header), sizeof header),
+       std::string_view(reinterpret_cast<const char*>(params.data()), params.size_bytes())},
+      how);
+  if (!written.isOk()) return Status(written.code(), "checkpoint: " + written.message());
+  return Status::ok();
+}
+
+Status writeCheckpoint(const std::string& dir, std::uint64_t version, std::span<const float> params,
+                       std::size_t keep_last, CheckpointWriteInfo* info,
+                       const kernels::OptimizerSnapshot* optimizer) {
+  if (keep_last == 0) return invalidArgument("checkpoint: keep_last must be at least 1");
+  GSGD_RETURN_IF_ERROR(checkWritable(params, optimizer));
+  const bool with_optimizer = optimizer != nullptr && optimizer->buffers > 0;
   struct stat st {};
   if (::stat(dir.c_str(), &st) != 0) return ioError("stat directory", dir, errno);
   if (!S_ISDIR(st.st_mode)) return invalidArgument("checkpoint: " + dir + " is not a directory");

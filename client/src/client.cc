@@ -170,6 +170,7 @@ Result<HeartbeatAnswer> CoordinatorClient::heartbeat(const Assignment& a,
   hb.setWaitMs(stats.wait_ms);
   hb.setSpeedChanged(stats.speed_changed);
   hb.setGroupSlots(stats.group_slots);
+  hb.setTestLoss(stats.test_loss);
   auto steps = hb.initRecentSteps(static_cast<unsigned>(stats.recent.size()));
   for (unsigned i = 0; i < stats.recent.size(); ++i) {
     const StepTiming& t = stats.recent[i];
@@ -395,7 +396,7 @@ Result<std::uint64_t> fetchCentralModel(RpcClient& central, std::uint64_t job_id
                                         std::span<float> params,
                                         std::chrono::milliseconds timeout) {
   OutMessage out(job_id, 0);
-  out.header().getBody().initFetch();
+  out.header().getBody().initFetch().setEvaluation(true);  // kept for keep_best
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   auto reply = central.call(std::move(out), timeout);
   if (!reply) return reply.status();

@@ -294,10 +294,11 @@ void Coordinator::checkLiveness() {
 Coordinator::Accuracy Coordinator::latestAccuracy() const {
   Accuracy best;
   for (const auto& [id, w] : registry_.all()) {
-    if (w.role != WorkerRole::kEvaluator || w.test_accuracy < 0) continue;
-    if (best.value < 0 || w.evaluated_version > best.version) {
+    if (w.role != WorkerRole::kEvaluator || (w.test_accuracy < 0 && w.test_loss < 0)) continue;
+    if ((best.value < 0 && best.loss < 0) || w.evaluated_version > best.version) {
       best.value = w.test_accuracy;
       best.version = w.evaluated_version;
+      best.loss = w.test_loss;
     }
   }
   return best;
@@ -308,8 +309,14 @@ std::optional<std::string> Coordinator::stopReason() {
   const double elapsed = run_log_.trainingS();
   if (cfg_.target_acc > 0) {
     if (const Accuracy acc = latestAccuracy(); acc.value >= cfg_.target_acc) {
-      run_log_.targetReached(acc.value);
+      run_log_.targetReached(acc.value, acc.loss);
       return "target accuracy reached";
+    }
+  }
+  if (cfg_.target_loss > 0) {
+    if (const Accuracy acc = latestAccuracy(); acc.loss >= 0 && acc.loss <= cfg_.target_loss) {
+      run_log_.targetReached(acc.value, acc.loss);
+      return "target loss reached";
     }
   }
   if (cfg_.max_seconds > 0 && elapsed >= cfg_.max_seconds) return "time budget spent";
@@ -341,7 +348,8 @@ void Coordinator::printProgress() {
     steps = std::max(steps, w.steps);
     ++n;
   }
-  const double acc = latestAccuracy().value;
+  const Accuracy latest = latestAccuracy();
+  const double acc = latest.value;
   std::string stage =
       adaptive_ ? std::string("  stage ") + policy::stageName(adaptive_->stage()) : std::string();
   // The jobs of a --serve daemon share its standard output: each line names its job.
@@ -364,10 +372,13 @@ void Coordinator::printProgress() {
   const std::string acc_text =
       (acc < 0 ? std::string("  -   ") : std::to_string(acc).substr(0, 6)) +
       evaluators_.progressNote(run_log_.uptimeS());
+  // A validation loss only where an evaluator reports one (a language model's).
+  char loss_text[32] = "";
+  if (latest.loss >= 0) std::snprintf(loss_text, sizeof loss_text, "  test_loss %.4f", latest.loss);
   std::printf(
-      "[%7.1fs] step %6llu  loss %.4f  test_acc %s  groups %zu  workers %zu  samples %llu%s\n",
+      "[%7.1fs] step %6llu  loss %.4f  test_acc %s%s  groups %zu  workers %zu  samples %llu%s\n",
       run_log_.trainingS(), static_cast<unsigned long long>(steps),
-      n ? loss / static_cast<double>(n) : 0.0, acc_text.c_str(), groupsInUse(),
+      n ? loss / static_cast<double>(n) : 0.0, acc_text.c_str(), loss_text, groupsInUse(),
       registry_.activeTrainers(), static_cast<unsigned long long>(registry_.samplesTrained()),
       stage.c_str());
   std::fflush(stdout);

@@ -269,9 +269,11 @@ void Coordinator::onHeartbeat(const zmq::message_t& from, const InMessage& msg,
   w->compute_ms = hb.getComputeMs();
   w->comm_ms = hb.getCommMs();
   w->wait_ms = hb.getWaitMs();
-  if (w->role == WorkerRole::kEvaluator && hb.getTestAccuracy() >= 0) {
+  if (w->role == WorkerRole::kEvaluator && (hb.getTestAccuracy() >= 0 || hb.getTestLoss() >= 0)) {
     w->test_accuracy = hb.getTestAccuracy();
+    w->test_loss = hb.getTestLoss();
     w->evaluated_version = hb.getEvaluatedVersion();
+    noteEvaluation(*w);
   }
   // The evaluator is stopped last, after it has seen the final model (see finish()).
   // Evaluators and nodes stop last: after the final flush (nodes host the group PSes).

@@ -77,6 +77,7 @@ ojson Coordinator::statusJson() const {
   s["samples_trained"] = registry_.samplesTrained();
   s["regroups"] = run_log_.regroups();
   s["test_acc"] = acc.value < 0 ? ojson() : ojson(acc.value);
+  s["test_loss"] = acc.loss < 0 ? ojson() : ojson(acc.loss);
   s["evaluation"] = evaluators_.statusJson(run_log_.uptimeS());
   s["last_checkpoint"] = last_checkpoint_ ? *last_checkpoint_ : ojson();
   s["incarnation"] = head_.start().incarnation;
@@ -398,6 +399,7 @@ void Coordinator::updateMetrics() {
   exporter_->exportGroups(groupsInUse(), members);
   const Accuracy acc = latestAccuracy();
   if (acc.value >= 0) exporter_->exportAccuracy(acc.value);
+  if (acc.loss >= 0) exporter_->exportLoss(acc.loss);
   exporter_->exportTotals(
       {.samples_trained = registry_.samplesTrained(),
        .regroups = run_log_.regroups(),

@@ -33,6 +33,39 @@ void Coordinator::evaluatorJoined(const WorkerRecord& w) {
   }
 }
 
+void Coordinator::noteEvaluation(const WorkerRecord& w) {
+  const Evaluation e{w.test_accuracy, w.test_loss, w.evaluated_version};
+  if (best_.offer(e, cfg_.target_loss > 0) && keepingBest()) keepBest(e.version);
+}
+
+void Coordinator::keepBest(std::uint64_t version) {
+  OutMessage out(cfg_.job_id, 0);
+  auto req = out.header().getBody().initCheckpointRequest();
+  req.setBest(true);
+  req.setBestVersion(version);
+  const std::string path = cfg_.checkpoint_dir + "/best.ckpt";
+  req.setBestPath(path);
+  // Off the loop like every central call; a newer best's write is queued behind this one
+  // at the central PS, and the summary names the file only once the best's is written.
+  calls_->start("keep best", central_, std::move(out), std::chrono::milliseconds(60000),
+                [this, version](Result<InMessage> reply) {
+                  std::string why;
+                  if (!reply) {
+                    why = reply.status().toString();
+                  } else if (reply->kind() == BodyKind::CHECKPOINT_DONE) {
+                    auto d = reply->header().getBody().getCheckpointDone();
+                    if (d.getOk()) return best_.written(version, d.getPath().cStr());
+                    why = d.getError().cStr();
+                  } else if (reply->kind() == BodyKind::ERROR) {
+                    why = reply->header().getBody().getError().getMessage().cStr();
+                  } else {
+                    why = "unexpected answer";
+                  }
+                  best_.notWritten(version, why);
+                  GSGD_WARN("the best model (version " << version << ") was not kept: " << why);
+                });
+}
+
 void Coordinator::evaluatorLost(const WorkerRecord& w, const std::string& why) {
   const Accuracy last = latestAccuracy();
   const std::string text =

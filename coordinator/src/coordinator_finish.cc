@@ -24,6 +24,7 @@ nlohmann::json Coordinator::finish(const std::string& reason) {
   stats.failed_group_members = failures_.failedGroupMembers();
   queryCentral(&stats);
   const Accuracy final_acc = stopEvaluators(stats.central ? stats.central->version : 0, now);
+  calls_->finish("keep best");  // the best model's file, before the summary names it
   // The accounting (run_summary.h); trainers keep the samples it credits them with.
   const RunSummary run = summarizeRun(registry_, stats);
   for (const auto& [id, samples] : run.credited) registry_.find(id)->samples_trained = samples;
@@ -174,14 +175,20 @@ nlohmann::json Coordinator::summaryJson(const RunSummary& run, const std::string
       {"exchange_period", cfg_.exchangePeriod()},
       {"stop_reason", reason},
       {"target_acc", cfg_.target_acc},
+      {"target_loss", cfg_.target_loss},
       {"reached", run_log_.timeToTargetS().has_value()},
       {"time_to_target_s",
        run_log_.timeToTargetS() ? nlohmann::json(*run_log_.timeToTargetS()) : nlohmann::json()},
-      {"acc_at_target",
-       run_log_.timeToTargetS() ? nlohmann::json(run_log_.accAtTarget()) : nlohmann::json()},
+      {"acc_at_target", run_log_.timeToTargetS() && run_log_.accAtTarget() >= 0
+                            ? nlohmann::json(run_log_.accAtTarget())
+                            : nlohmann::json()},
+      {"loss_at_target", run_log_.timeToTargetS() && run_log_.lossAtTarget() >= 0
+                             ? nlohmann::json(run_log_.lossAtTarget())
+                             : nlohmann::json()},
       {"elapsed_s", elapsed},
       {"final_test_acc", final_acc.value < 0 ? nlohmann::json() : nlohmann::json(final_acc.value)},
       {"final_acc_version", final_acc.version},
+      {"final_test_loss", final_acc.loss < 0 ? nlohmann::json() : nlohmann::json(final_acc.loss)},
       {"stale_heartbeats", admission_.counters().stale_heartbeats},
       {"curve", curveJson()},
       {"replayed_pushes", failures_.replaysTotal()},
@@ -195,6 +202,7 @@ nlohmann::json Coordinator::summaryJson(const RunSummary& run, const std::string
       {"stage", adaptive_ ? policy::stageName(adaptive_->stage()) : "none"},
       {"events", run_log_.events()},
   });
+  summary.update(best_.summaryJson());
   return summary;
 }
 

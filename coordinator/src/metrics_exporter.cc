@@ -47,6 +47,10 @@ void MetricsExporter::exportAccuracy(double accuracy) {
   metrics_->gauge("test_accuracy", "evaluator's latest test accuracy").set(accuracy);
 }
 
+void MetricsExporter::exportLoss(double loss) {
+  metrics_->gauge("test_loss", "evaluator's latest validation loss").set(loss);
+}
+
 void MetricsExporter::exportTotals(const CoordinatorTotals& t) {
   counterTo("samples_trained_total", "samples trained by workers",
             static_cast<double>(t.samples_trained));

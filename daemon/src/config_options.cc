@@ -306,6 +306,8 @@ std::vector<OptionSpec> buildTable() {
                     kRestart, "group -> central encoding (same forms)")),
       field("target_acc", "--target-acc", "A", FIELD(target_acc), between(0, 1), kHup,
             "stop when the evaluator reports test accuracy >= A (0 = never)"),
+      field("target_loss", "--target-loss", "L", FIELD(target_loss), atLeast(0), kHup,
+            "stop when the evaluator reports validation loss <= L (0 = never)"),
       field("max_seconds", "--max-seconds", "S", FIELD(max_seconds), kAny, kHup,
             "stop after S seconds of training (0 = never)"),
       groupPs(GroupPs::kInGroupConfig,
@@ -344,6 +346,8 @@ std::vector<OptionSpec> buildTable() {
             "also checkpoint every N central versions (0 = not by versions)"),
       field("checkpoint_interval_s", "--checkpoint-interval-s", "S", FIELD(checkpoint_interval_s),
             kAny, kRestart, "and every S seconds (0 = not by time)"),
+      field("keep_best", "", "", FIELD(keep_best), kAny, kRestart,
+            "with checkpoint_dir: keep the best-evaluated model in checkpoint_dir/best.ckpt"),
       groupPs(
           GroupPs::kAtStart,
           field("quarantine_after", "--quarantine-after", "N", FIELD(quarantine_after), kAny,

@@ -158,6 +158,22 @@ void reportSummary(const daemon::DaemonConfig& cfg, nlohmann::json summary) {
       static_cast<unsigned long long>(summary["samples_applied"].get<std::uint64_t>()),
       static_cast<unsigned long long>(summary["samples_dropped"].get<std::uint64_t>()),
       summary["accounting_ok"].get<bool>() ? "ok" : "MISMATCH");
+  // A validation loss and the best version where the evaluator reported them.
+  if (summary.value("final_test_loss", nlohmann::json()).is_number()) {
+    std::printf("final test loss %.4f\n", summary["final_test_loss"].get<double>());
+  }
+  if (summary.value("best_version", nlohmann::json()).is_number()) {
+    const auto figure = [&](const char* key) {
+      return summary[key].is_number() ? std::to_string(summary[key].get<double>()).substr(0, 6)
+                                      : std::string("n/a");
+    };
+    const std::string file = summary["best_model_file"].is_string()
+                                 ? ", kept in " + summary["best_model_file"].get<std::string>()
+                                 : std::string();
+    std::printf("best: version %llu, test accuracy %s, test loss %s%s\n",
+                static_cast<unsigned long long>(summary["best_version"].get<std::uint64_t>()),
+                figure("best_test_acc").c_str(), figure("best_test_loss").c_str(), file.c_str());
+  }
 }
 
 }  // namespace

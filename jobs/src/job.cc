@@ -28,6 +28,7 @@ centralps::CentralConfig centralConfig(const DaemonConfig& cfg, const CurveKeys&
   c.checkpoint_keep = cfg.checkpoint_keep;
   c.checkpoint_every_versions = cfg.checkpoint_every_versions;
   c.checkpoint_interval_s = cfg.checkpoint_interval_s;
+  c.keep_best = cfg.keep_best && !cfg.checkpoint_dir.empty();
   return c;
 }
 

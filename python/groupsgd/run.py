@@ -18,7 +18,7 @@ seconds; a second one kills at once. The last line on stdout is the daemon's clo
 summary as one JSON object (a daemon it started; --no-summary: not printed). --log-dir DIR:
 each worker's output in DIR/NAME.log, the daemon's log in DIR/daemon.log, the summary kept
 as DIR/summary.json. Exit status: the daemon's (3 when it
-had a target accuracy it did not reach, 128+N after signal N, 1 when the trainers all
+had a target accuracy or loss it did not reach, 128+N after signal N, 1 when the trainers all
 quit, some failing, before the daemon finished); attached, 1 when any worker failed;
 2 for bad arguments.
 """
@@ -336,10 +336,12 @@ class Launcher:
             return 1
         summary = self._summary()
         if summary is not None:
-            target = (summary.get("config") or {}).get("target_acc") or 0
-            if target > 0 and not summary.get("reached", False):
-                _log(f"the target accuracy {target} was not reached")
-                return EXIT_TARGET_NOT_REACHED
+            config = summary.get("config") or {}
+            for key, what in (("target_acc", "accuracy"), ("target_loss", "loss")):
+                target = config.get(key) or 0
+                if target > 0 and not summary.get("reached", False):
+                    _log(f"the target {what} {target} was not reached")
+                    return EXIT_TARGET_NOT_REACHED
         return 0
 
 

@@ -23,6 +23,7 @@ measured accuracy never mixes one process's statistics with another's parameters
 import contextlib
 import ctypes
 import hashlib
+import math
 import os
 import struct
 import time
@@ -732,8 +733,9 @@ def accuracy(model, batches, device=None):
 
 
 class Evaluator(_Role):
-    """Measures the central model's test accuracy and reports it to the coordinator (the
-    evaluator role: the daemon's target accuracy and run summary come from it).
+    """Measures the central model's test accuracy (and, given `metrics=`, its validation
+    loss) and reports it to the coordinator (the evaluator role: the daemon's target
+    accuracy or loss, its best kept model and the run summary come from it).
 
     `test_batches`: a callable returning an iterable of (inputs, labels). For a model with
     batch-norm statistics, `calibration_batches`: a callable returning an iterable of
@@ -751,6 +753,7 @@ class Evaluator(_Role):
         super().__init__(model, "evaluator", args)
         self.version = None
         self.accuracy = None
+        self.loss = None
 
     def fetch(self):
         """Loads the newest central model into the model; returns its version."""
@@ -759,14 +762,31 @@ class Evaluator(_Role):
         self._flat.load_device()
         return version
 
-    def report(self, accuracy, version):
-        self.accuracy, self.version = accuracy, version
-        self._session.report(float(accuracy), int(version))
+    def report(self, accuracy, version, loss=None):
+        """Reports the accuracy (None: not measured) and validation loss (None: not
+        measured) of central version `version`; sent with a heartbeat at once. Raises
+        ValueError for a value that is not a finite number in range (accuracy in [0, 1],
+        loss >= 0)."""
+        if accuracy is None and loss is None:
+            raise ValueError("report() needs an accuracy or a loss")
+        acc = -1.0 if accuracy is None else float(accuracy)
+        lss = -1.0 if loss is None else float(loss)
+        if accuracy is not None and not (0.0 <= acc <= 1.0):
+            raise ValueError(f"accuracy must be in [0, 1], got {accuracy}")
+        if loss is not None and not (math.isfinite(lss) and lss >= 0.0):
+            raise ValueError(f"loss must be a finite number >= 0, got {loss}")
+        self.accuracy, self.version, self.loss = accuracy, version, loss
+        self._session.report(acc, int(version), lss)
 
-    def run(self, test_batches, calibration_batches=None, interval_s=0.5, device=None,
-            on_result=None):
+    def run(self, test_batches=None, calibration_batches=None, interval_s=0.5, device=None,
+            on_result=None, metrics=None):
         """Until the coordinator says stop: fetch the central model, measure each new
-        version, report it."""
+        version, report it. `metrics`: a callable metrics(model) returning (accuracy,
+        loss) (either may be None) instead of the top-1 accuracy over test_batches, e.g. a
+        language model's next-token accuracy and validation loss. on_result(version,
+        accuracy) after each report (self.loss holds the loss)."""
+        if test_batches is None and metrics is None:
+            raise ValueError("give Evaluator.run test_batches or metrics")
         failures = 0
         while not self.should_stop:
             started = time.monotonic()
@@ -782,8 +802,11 @@ class Evaluator(_Role):
             if version != self.version:
                 if calibration_batches is not None and _has_running_stats(self.model):
                     recalibrate_batch_norm(self.model, calibration_batches())
-                acc = accuracy(self.model, test_batches(), device)
-                self.report(acc, version)
+                if metrics is not None:
+                    acc, loss = metrics(self.model)
+                else:
+                    acc, loss = accuracy(self.model, test_batches(), device), None
+                self.report(acc, version, loss)
                 if on_result is not None:
                     on_result(version, acc)
             time.sleep(max(0.0, interval_s - (time.monotonic() - started)))

@@ -50,6 +50,14 @@ void HeartbeatThread::publish(const StepTotals& totals) {
   totals_ = totals;
 }
 
+void HeartbeatThread::sendSoon() {
+  {
+    std::lock_guard lock(mu_);
+    urgent_ = true;
+  }
+  wake_.notify_all();
+}
+
 void HeartbeatThread::loop() {
   log::setThreadTag("heartbeat");
   // A heartbeat in flight to a silent coordinator (timeout_ms, possibly minutes) must not
@@ -59,9 +67,12 @@ void HeartbeatThread::loop() {
   while (!shutdown_) {
     const auto period = std::chrono::milliseconds(assignment_ ? assignment_->heartbeat_ms : 1000);
     const std::uint64_t generation = generation_;
-    if (wake_.wait_for(lock, period, [&] { return shutdown_ || generation_ != generation; })) {
+    if (wake_.wait_for(lock, period,
+                       [&] { return shutdown_ || generation_ != generation || urgent_; }) &&
+        (shutdown_ || generation_ != generation)) {
       continue;  // shut down, or a new assignment: wait again with its period
     }
+    urgent_ = false;
     if (!assignment_ || reregister_.load()) continue;
     const client::Assignment a = *assignment_;
     const StepTotals t = totals_;
@@ -76,7 +87,9 @@ void HeartbeatThread::loop() {
                               t.batch_size,
                               meanSince(t.wait_ms, reported_.wait_ms, window),
                               {},
-                              false};
+                              false,
+                              0,
+                              t.test_loss};
     reported_ = t;
     if (!job_endpoint_.empty()) coord_.useJobCoordinator(job_endpoint_, job_id_);
     lock.unlock();  // the request may take up to the timeout; publish() must not wait

@@ -28,6 +28,7 @@ struct StepTotals {
   std::uint64_t timed_steps = 0;                    // steps in those sums
   float test_accuracy = -1;                         // evaluators
   std::uint64_t evaluated_version = 0;
+  float test_loss = -1;  // evaluators: validation loss of evaluated_version (-1 = none)
 };
 
 class HeartbeatThread {
@@ -42,6 +43,9 @@ class HeartbeatThread {
   // Stops sending (the worker is leaving or registering again) until follow().
   void pause();
   void publish(const StepTotals& totals);
+  // Sends the next heartbeat now rather than at the end of the period (an evaluator's
+  // report: every measured version reaches the coordinator, which keeps the best).
+  void sendSoon();
   // What the coordinator said: finish and leave / register again / quarantined.
   bool stopRequested() const { return stop_.load(); }
   bool reregisterRequested() const { return reregister_.load(); }
@@ -56,6 +60,7 @@ class HeartbeatThread {
   std::optional<client::Assignment> assignment_;  // none: paused
   StepTotals totals_, reported_;
   std::atomic<bool> shutdown_{false};  // set under mu_ (the wait), read by the RPC's check
+  bool urgent_ = false;                // sendSoon()
   std::uint64_t generation_ = 0;       // bumped by follow()
   std::string job_endpoint_;           // set by follow(); applied to coord_ on the thread
   std::uint64_t job_id_ = 0;

@@ -234,8 +234,12 @@ PYBIND11_MODULE(_core, m) {
       .def("step", &PySession::step, py::arg("batch"), py::arg("loss"), py::arg("params"),
            py::arg("skipped") = false)
       .def("fetch_central", &PySession::fetchCentral, py::arg("params"))
-      .def("report",
-           [](PySession& p, float acc, std::uint64_t version) { p.s().report(acc, version); })
+      .def(
+          "report",
+          [](PySession& p, float acc, std::uint64_t version, float loss) {
+            p.s().report(acc, version, loss);
+          },
+          py::arg("accuracy"), py::arg("version"), py::arg("loss") = -1.0f)
       .def("close", &PySession::close)
       .def("acquire_device", &PySession::acquireDevice)
       .def("release_device", &PySession::releaseDevice)

@@ -305,10 +305,12 @@ Result<std::uint64_t> Session::fetchCentral(std::span<float> params) {
                                    std::chrono::milliseconds(opts_.timeout_ms));
 }
 
-void Session::report(float accuracy, std::uint64_t version) {
+void Session::report(float accuracy, std::uint64_t version, float loss) {
   totals_.test_accuracy = accuracy;
   totals_.evaluated_version = version;
+  totals_.test_loss = loss;
   publish();
+  heartbeat_->sendSoon();
 }
 
 double Session::acquireDevice() {

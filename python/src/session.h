@@ -71,8 +71,9 @@ class Session {
                           std::span<float> params, bool skipped = false);
   // Evaluator: fetches the central model into params; returns its version.
   Result<std::uint64_t> fetchCentral(std::span<float> params);
-  // Evaluator: the accuracy the next heartbeat reports.
-  void report(float accuracy, std::uint64_t version);
+  // Evaluator: the accuracy and validation loss (-1 = none) of `version`, sent with a
+  // heartbeat at once.
+  void report(float accuracy, std::uint64_t version, float loss = -1);
   // Leaves with this registration's counts and stops heartbeats. Idempotent. Interruptible
   // (setInterruptCheck) like the waits above.
   Status close();

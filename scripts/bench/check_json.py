@@ -4,7 +4,7 @@ the summary is the last line and says ok, and the keys the docs promise are ther
 Checks the shape of the output, never the speed.
 
   check_json.py NAME FILE     NAME: dataplane, dataplane-netns, straggler, memory, scale,
-                              pytorch, crossover or model-timing
+                              pytorch, lm, crossover or model-timing
 Exit 0 when the output is well formed, 1 with the reasons on stderr otherwise.
 """
 import json
@@ -151,6 +151,24 @@ def check_pytorch(rows, summary, errors):
         errors.append("binding_overhead %s is not a fraction" % summary["binding_overhead"])
 
 
+def check_lm(rows, summary, errors):
+    runs = [r for r in rows if r.get("bench") == "lm_run"]
+    for system in ("groupsgd", "ddp"):
+        for straggler in (True, False):
+            if not any(r.get("system") == system and r.get("straggler") == straggler for r in runs):
+                errors.append("no %s run %s straggler" % (system, "with" if straggler else "without"))
+    for r in runs:
+        if "error" in r:
+            errors.append("%s run: %s" % (r.get("system"), r["error"]))
+    for key in ("ddp_s", "groupsgd_s", "speedup_vs_ddp", "ddp_no_straggler_s",
+                "groupsgd_no_straggler_s"):
+        if not number(summary.get(key)) or summary[key] <= 0:
+            errors.append("summary has no '%s' number > 0" % key)
+    losses = summary.get("val_loss_at_budget")
+    if not isinstance(losses, dict) or not all(number(losses.get(k)) for k in ("groupsgd", "ddp")):
+        errors.append("summary has no 'val_loss_at_budget' with groupsgd and ddp numbers")
+
+
 def check_crossover(rows, summary, errors):
     ms = summary.get("makespan_s")
     if not isinstance(ms, dict):
@@ -182,7 +200,7 @@ def check_model_timing(rows, summary, errors):
 
 CHECKS = {"dataplane": check_dataplane, "dataplane-netns": check_dataplane_netns,
           "straggler": check_straggler,
-          "memory": check_memory, "scale": check_scale, "pytorch": check_pytorch,
+          "memory": check_memory, "scale": check_scale, "pytorch": check_pytorch, "lm": check_lm,
           "crossover": check_crossover, "model-timing": check_model_timing}
 
 

@@ -11,7 +11,7 @@ name=$1
 shift
 build=${GROUPSGD_BUILD_DIR:?set by CTest}
 command -v python3 >/dev/null || { echo "bench_smoke: python3 is missing; skipped" >&2; exit 77; }
-if [[ $name == pytorch ]] && ! /usr/bin/python3 -c "import torch" 2>/dev/null; then
+if [[ $name == pytorch || $name == lm ]] && ! /usr/bin/python3 -c "import torch" 2>/dev/null; then
   echo "bench_smoke: python3-torch is not installed; skipped" >&2
   exit 77
 fi

@@ -48,6 +48,7 @@ struct WorkerRecord {
   double total_compute_ms = 0, total_comm_ms = 0, total_wait_ms = 0;
   float test_accuracy = -1;
   std::uint64_t evaluated_version = 0;
+  float test_loss = -1;  // evaluators that report a validation loss (-1 = none)
 };
 
 class Registry {

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <future>
 #include <memory>
 #include <optional>
@@ -52,6 +53,10 @@ struct CentralConfig {
   std::size_t checkpoint_keep = 3;
   std::uint64_t checkpoint_every_versions = 0;
   double checkpoint_interval_s = 0;
+  // keep_best: keep the last kServedKept models served to evaluators (shared snapshots, no
+  // copy while the version is current) so the coordinator can have the best-evaluated one
+  // written (CheckpointRequest.best).
+  bool keep_best = false;
   MessageLimits limits;  // job id and size limits
   // Set: CURVE on the socket. Then only the daemons' own key may push deltas, ask for a
   // checkpoint or read the counters; any admitted key may fetch the model (evaluators).
@@ -117,6 +122,11 @@ class CentralServer {
   // (run_samples_record.h), or 0 with a warning when unrecorded.
   void resumeRunSamples(std::uint64_t version);
   void pollCheckpoint(bool wait);
+  // keep_best: an evaluator's fetch keeps what it was served; a request writes one of
+  // those to a file, one write at a time, off the serving thread (pollBestWrite).
+  void keepServed();
+  void onBestRequest(const zmq::message_t& from, std::uint64_t version, const std::string& path);
+  void pollBestWrite(bool wait);
   Payload currentModel();
 
   zmq::socket_t sock_;
@@ -144,6 +154,17 @@ class CentralServer {
     std::vector<zmq::message_t> requesters;
   };
   std::optional<CheckpointJob> checkpoint_;
+  static constexpr std::size_t kServedKept = 4;  // an evaluator reports after its next fetch
+  std::deque<std::pair<std::uint64_t, Payload>> served_;  // oldest first
+  struct BestWrite {
+    std::uint64_t version = 0;
+    std::string path;
+    Payload model;
+    zmq::message_t requester;
+    std::chrono::steady_clock::time_point started;
+    std::future<Status> done;
+  };
+  std::deque<BestWrite> best_writes_;     // the front one is being written
   std::uint64_t checkpoint_version_ = 0;  // newest durable
   std::uint64_t checkpoint_failures_ = 0;
   // After a failed write the periodic ones back off (1 s doubling to 60 s; a full disk

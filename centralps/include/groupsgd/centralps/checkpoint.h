@@ -58,6 +58,14 @@ Status writeCheckpoint(const std::string& dir, std::uint64_t version, std::span<
                        std::size_t keep_last, CheckpointWriteInfo* info = nullptr,
                        const kernels::OptimizerSnapshot* optimizer = nullptr);
 
+// Writes params as model `version` to the one file `path` in the same format, atomically
+// (a temp file beside it, fsync, rename, directory fsync) and without pruning anything:
+// keep_best's best.ckpt. The name is free; a directory's loader ignores any name but
+// ckpt-<version>.gsgd, so this file is never resumed from. The same refusals and errors
+// as writeCheckpoint.
+Status writeCheckpointFile(const std::string& path, std::uint64_t version,
+                           std::span<const float> params);
+
 struct LoadedCheckpoint {
   std::string path;           // the file used
   std::uint64_t version = 0;  // model version from its header

@@ -67,6 +67,7 @@ struct HeartbeatStats {
   std::vector<StepTiming> recent;  // steps since the last heartbeat, newest last
   bool speed_changed = false;      // sent early (see Heartbeat.speedChanged)
   std::uint32_t group_slots = 0;   // a pooled node daemon, to the front: its slots
+  float test_loss = -1;            // evaluators: validation loss of evaluated_version
 };
 
 // A job a pooled node daemon serves group PSes for (HeartbeatReply.placements).

@@ -23,6 +23,7 @@
 #include "groupsgd/common/transport.h"
 #include "groupsgd/common/zap_handler.h"
 #include "groupsgd/coordinator/admission_book.h"
+#include "groupsgd/coordinator/best_model.h"
 #include "groupsgd/coordinator/coordinator_deps.h"
 #include "groupsgd/coordinator/evaluator_watch.h"
 #include "groupsgd/coordinator/failure_ledger.h"
@@ -222,6 +223,7 @@ class Coordinator {
   struct Accuracy {
     double value = -1;          // -1: nothing reported yet
     std::uint64_t version = 0;  // central version it was measured on
+    double loss = -1;           // validation loss of that version (-1: none reported)
   };
   // The evaluator report on the newest central version.
   Accuracy latestAccuracy() const;
@@ -243,6 +245,11 @@ class Coordinator {
   // Evaluator supervision hooks (coordinator_evaluators.cc): an evaluator registered, or
   // was lost (declared dead, or left) while training goes on.
   void evaluatorJoined(const WorkerRecord& w);
+  // An evaluator's report (coordinator_evaluators.cc): the best so far, and with
+  // keep_best the central PS writes a new best's version to checkpoint_dir/best.ckpt.
+  void noteEvaluation(const WorkerRecord& w);
+  void keepBest(std::uint64_t version);
+  bool keepingBest() const { return cfg_.keep_best && !cfg_.checkpoint_dir.empty(); }
   void evaluatorLost(const WorkerRecord& w, const std::string& why);
 
   zmq::context_t& ctx_;
@@ -275,6 +282,7 @@ class Coordinator {
   RunLog run_log_;             // timings, the target, regroups, events
   HeadRecord head_;            // this incarnation's start and the versions it saw
   FailureLedger failures_;     // failed groups, lost counts, replays, spare PSes
+  BestModel best_;             // the best evaluated version and its file (best_model.h)
   EvaluatorWatch evaluators_;  // is accuracy measured, since when not (evaluator_watch.h)
 };
 

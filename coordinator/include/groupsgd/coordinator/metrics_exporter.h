@@ -39,6 +39,7 @@ class MetricsExporter {
   // Groups in use and the members of each group slot (index = slot).
   void exportGroups(std::size_t in_use, const std::vector<std::size_t>& members);
   void exportAccuracy(double accuracy);
+  void exportLoss(double loss);  // an evaluator that reports a validation loss
   void exportTotals(const CoordinatorTotals& totals);
   void exportCentral(const centralps::CentralStats& central);
 

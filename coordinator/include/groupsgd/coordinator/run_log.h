@@ -34,12 +34,14 @@ class RunLog {
   // Seconds since training began (0 before).
   double trainingS() const { return training_started_ ? secondsSince(*training_started_) : 0.0; }
 
-  void targetReached(double acc) {
+  void targetReached(double acc, double loss = -1) {
     time_to_target_s_ = trainingS();
     acc_at_target_ = acc;
+    loss_at_target_ = loss;
   }
   std::optional<double> timeToTargetS() const { return time_to_target_s_; }
   double accAtTarget() const { return acc_at_target_; }
+  double lossAtTarget() const { return loss_at_target_; }  // -1: none reported
 
   void countRegroup() { ++regroups_; }
   std::uint64_t regroups() const { return regroups_; }
@@ -54,6 +56,7 @@ class RunLog {
   std::optional<Clock::time_point> training_started_;
   std::optional<double> time_to_target_s_;
   double acc_at_target_ = -1;  // the report that reached the target (later ones may dip)
+  double loss_at_target_ = -1;
   std::uint64_t regroups_ = 0;
   nlohmann::json events_ = nlohmann::json::array();
 };

@@ -74,6 +74,7 @@ struct DaemonConfig {
   double max_grad_norm = 1e4;
   double max_delta_norm = 1e4;
   double target_acc = 0;             // stop when the evaluator reports this (0 = never)
+  double target_loss = 0;            // stop when its validation loss is <= this (0 = never)
   double max_seconds = 0;            // stop after this long (0 = never)
   std::uint64_t max_samples = 0;     // stop after this many samples trained (0 = never)
   std::uint32_t progress_ms = 1000;  // progress line period (0 = none)
@@ -92,9 +93,11 @@ struct DaemonConfig {
   std::uint32_t checkpoint_keep = 3;
   std::uint64_t checkpoint_every_versions = 0;  // 0 = not by versions
   double checkpoint_interval_s = 60;            // 0 = not by time
-  std::string config_file;                      // set from --config (SIGHUP reloads it)
-  std::string compress_gradients = "dense";     // worker -> group encoding (CompressionSpec)
-  std::string compress_deltas = "dense";        // group -> central encoding
+  // With checkpoint_dir: the best-evaluated model goes to checkpoint_dir/best.ckpt.
+  bool keep_best = true;
+  std::string config_file;                   // set from --config (SIGHUP reloads it)
+  std::string compress_gradients = "dense";  // worker -> group encoding (CompressionSpec)
+  std::string compress_deltas = "dense";     // group -> central encoding
   adaptive::AdaptiveConfig adaptive;
   // Failure handling (docs/reliability.md).
   std::uint32_t quarantine_after = 5;  // bad updates within the window (0 = never)
