@@ -39,6 +39,14 @@ if role == "evaluator":
     ev.run(lambda: [(x, y)], interval_s=0.2,
            on_result=lambda v, a: print(f"evaluator: version {v} accuracy {a:.3f}", flush=True))
 else:
+    # Both trainers register together: under load one alone could train the whole
+    # sample budget before the other's interpreter has started.
+    import time
+    deadline = time.monotonic() + 60
+    trainers = int(os.environ.get("TEST_TRAINERS", "1"))
+    while time.monotonic() < deadline and sum(
+            n != "evaluator" for n in os.listdir(sys.argv[1])) < trainers:
+        time.sleep(0.05)
     w = gt.Worker(model, connect_timeout_ms=60000)
     rank = os.environ["GROUPSGD_LOCAL_RANK"]
     while not w.should_stop:
@@ -55,14 +63,15 @@ else:
 QUIET = "--heartbeat-ms 300 --log-level warn --progress-ms 0 --batch-size 16"
 
 
-def launch(tmp_path, *args, **popen):
+def launch(tmp_path, *args, trainers=1, **popen):
     script = tmp_path / "train.py"
     script.write_text(SCRIPT)
     pids = tmp_path / "pids"
     pids.mkdir(exist_ok=True)
     out = open(tmp_path / "launcher.out", "w")
     err = open(tmp_path / "launcher.err", "w")
-    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1",
+               TEST_TRAINERS=str(trainers))
     cmd = [sys.executable, "-m", "groupsgd.run", *args, str(script), str(pids)]
     proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, **popen)
     proc.out, proc.err, proc.pids = tmp_path / "launcher.out", tmp_path / "launcher.err", pids
@@ -96,7 +105,7 @@ def summary_of(proc):
 
 def test_a_run_with_two_workers_and_the_evaluator(tmp_path):
     proc = launch(tmp_path, "--workers", "2", "--evaluate", "--daemon", GROUPSGDD, "--daemon-args",
-                  f"{QUIET} --mode sync --max-samples 3000 --max-seconds 120")
+                  f"{QUIET} --mode sync --max-samples 3000 --max-seconds 120", trainers=2)
     try:
         rc = proc.wait(timeout=240)
     finally:
