@@ -32,7 +32,7 @@ EXAMPLE = os.path.join(ROOT, "examples", "pytorch", "train_char_lm.py")
 
 
 def workers_optimizer_available():
-    """Whether this build's groupsgd.torch.Worker takes optimizer= (branch worker-opt)."""
+    """Whether this build's groupsgd.torch.Worker takes optimizer=."""
     sys.path.insert(0, os.path.join(BUILD, "python"))
     try:
         import groupsgd.torch as gt

@@ -52,18 +52,34 @@ def lm_module():
     return train_char_lm
 
 
-def test_two_lm_workers_and_the_evaluator_reach_the_target_loss(daemon, processes, tmp_path):
-    # Momentum SGD at the group PS (--server-optimizer): what this branch's daemon steps.
+# The two places the optimizer can run: momentum SGD at the group PS (--server-optimizer),
+# or each worker's own AdamW with warm-up and cosine decay on the group's mean gradient
+# (optimizer.placement workers), the transformer's usual recipe.
+PLACEMENTS = {
+    "server": ([], ["--server-optimizer"]),
+    "workers": (["--config"], ["--optimizer", "adamw", "--lr", "1e-2", "--warmup", "10",
+                               "--steps", "400"]),
+}
+
+
+@pytest.mark.parametrize("placement", sorted(PLACEMENTS))
+def test_two_lm_workers_and_the_evaluator_reach_the_target_loss(daemon, processes, tmp_path,
+                                                                placement):
     target = 3.0
+    daemon_args, worker_args = PLACEMENTS[placement]
+    if daemon_args:
+        config = tmp_path / "config.json"
+        config.write_text(json.dumps({"optimizer": {"placement": placement}}))
+        daemon_args = [*daemon_args, config]
     d = daemon(*FAST, "--mode", "grouped", "--workers", "2", "--groups", "2", "--batch-size", "16",
                "--lr", "0.3", "--momentum", "0.9", "--target-loss", target, "--max-seconds", "45",
-               "--checkpoint-dir", tmp_path / "ckpt")
+               "--checkpoint-dir", tmp_path / "ckpt", *daemon_args)
     # Both register together once each has imported torch and read the text (a loaded
     # machine once started one so late that the other reached the target alone).
     barrier = tmp_path / "barrier"
     barrier.mkdir()
     for i in range(2):
-        processes.append(spawn_lm(tmp_path, f"w{i}", "--server-optimizer", "--coordinator", d.endpoint,
+        processes.append(spawn_lm(tmp_path, f"w{i}", *worker_args, "--coordinator", d.endpoint,
                                   "--start-barrier", barrier))
     # The evaluator measures the initial model before training starts.
     processes.append(spawn_lm(tmp_path, "evaluator", "--evaluate", "--coordinator", d.endpoint,
