@@ -198,7 +198,7 @@ def main():
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--overhead-model", default="wide10")
     p.add_argument("--overhead-steps", type=int, default=20)
-    p.add_argument("--only", default="", help="one case, e.g. ddp:straggler (no summary line)")
+    p.add_argument("--only", default="", help="one case, e.g. ddp:straggler, or overhead: the binding overhead alone (no summary line)")
     a = p.parse_args()
     if a.quick:
         # Shape only: 2 workers, a 2M-parameter model for the overhead.
@@ -222,10 +222,12 @@ def main():
                 emit(row)
                 runs.append(row)
             results[(system, straggler)] = runs
-    if a.only:
+    if a.only and a.only != "overhead":
         return 0
     ov = binding_overhead(a, tmp)
     emit(dict(bench="pytorch_overhead", model=a.overhead_model, **ov))
+    if a.only:
+        return 0
     t = {k: median_time(v, a.max_seconds) for k, v in results.items()}
     ok = all("error" not in r for runs in results.values() for r in runs)
     summary = {
