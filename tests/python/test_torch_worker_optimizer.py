@@ -5,6 +5,7 @@ this process against a real groupsgdd, so their parameters can be compared bit f
 import json
 import subprocess
 import threading
+import time
 
 import pytest
 
@@ -180,3 +181,42 @@ def test_a_worker_and_the_daemon_must_agree_on_the_placement(daemon, tmp_path):
         gt.Worker(small_model(), optimizer=stray, coordinator=d.endpoint, name="stray",
                   connect_timeout_ms=20000)
 
+
+
+def test_members_stay_identical_across_a_regroup(daemon, tmp_path):
+    # Adaptive mode with one slow worker: the controller moves it out of the others' group.
+    # Every step each worker records its parameters under (group, group step); whatever
+    # group a worker is in and however the run ends, members that completed the same step
+    # of the same group must hold the same bits.
+    d = daemon(*FAST, "--config", placement_config(tmp_path, "workers"), "--mode", "adaptive",
+               "--workers", "4", "--batch-size", "16", "--control-ms", "300",
+               "--min-regroup-interval-ms", "1000", "--step-cutoff", "0", "--max-samples", "6000",
+               "--max-seconds", "120")
+    trainers = []
+    in_threads([lambda i=i: trainers.append(Trainer(d.endpoint, f"w{i}", i)) for i in range(4)])
+    seen = {}  # (group id, group step) -> {worker: parameter bytes}
+    lock = threading.Lock()
+
+    def run(t, slow):
+        while not t.w.should_stop:
+            group = t.w._session.group_id
+            if slow:
+                time.sleep(0.06)
+            r = t.one_step()
+            if r["pushed"] and r["accepted"] and r["mean_gradient"]:
+                with lock:
+                    seen.setdefault((group, r["step"]), {})[t.w.worker_id] = \
+                        t.flat().numpy().tobytes()
+
+    in_threads([lambda t=t, i=i: run(t, i == 0) for i, t in enumerate(trainers)])
+    for t in trainers:  # told to stop: leave while the daemon still answers
+        t.w.close()
+    summary = d.wait(60)
+    assert summary["regroups"] >= 1, summary
+    groups = {g for g, _ in seen}
+    assert len(groups) >= 2, groups  # the slow worker trained in a group of its own
+    shared = {k: v for k, v in seen.items() if len(v) >= 2}
+    assert len(shared) > 50, len(shared)
+    for key, by_worker in shared.items():
+        assert len(set(by_worker.values())) == 1, f"members differ at {key}"
+    assert summary["accounting_ok"], summary
