@@ -114,16 +114,21 @@ void GroupServer::computeMeanGradient(std::span<const float> sum, float scale) {
 
 OutMessage GroupServer::meanGradientReply(std::uint64_t worker, double wait_ms) {
   OutMessage out = stepReplyHeader(worker, true, "", wait_ms);
+  addMeanGradient(out, workers_.reset_optimizer, workers_.correction);
+  return out;
+}
+
+void GroupServer::addMeanGradient(OutMessage& out, bool reset_optimizer,
+                                  const std::shared_ptr<std::vector<float>>& correction) {
   auto r = out.header().getBody().getStepReply();
   r.setContent(proto::ReplyContent::MEAN_GRADIENT);
   // The parameters are wanted at the next step's start: an exchange is due, or members
   // wait to (re)join.
   r.setAttachParameters(exchange_.steps_since_cut >= cfg_.exchange_period ||
                         !workers_.held.empty());
-  r.setResetOptimizer(workers_.reset_optimizer);
+  r.setResetOptimizer(reset_optimizer);
   out.addTensor(workers_.mean);
-  if (workers_.correction) out.addTensor(workers_.correction);
-  return out;
+  if (correction) out.addTensor(correction);
 }
 
 void GroupServer::afterWorkersStep() {
@@ -139,13 +144,7 @@ void GroupServer::answerLateWithLastMean(const zmq::message_t& from, std::uint64
                                          const std::string& reason) {
   barrier_.markActive(worker);  // waited for again from the open step on
   OutMessage out = stepReplyHeader(worker, false, reason + std::to_string(step_), 0);
-  auto r = out.header().getBody().getStepReply();
-  r.setContent(proto::ReplyContent::MEAN_GRADIENT);
-  r.setAttachParameters(exchange_.steps_since_cut >= cfg_.exchange_period ||
-                        !workers_.held.empty());
-  r.setResetOptimizer(workers_.last_reset);
-  out.addTensor(workers_.mean);
-  if (workers_.last_correction) out.addTensor(workers_.last_correction);
+  addMeanGradient(out, workers_.last_reset, workers_.last_correction);
   if (Status s = sendFrames(router_, std::move(out).toFrames(), &from); !s) {
     GSGD_WARN("could not answer a member: " << s.toString());
   }

@@ -132,8 +132,10 @@ def check_scale(rows, summary, errors):
                 errors.append("summary has no '%s'" % key)
 
 
-def check_pytorch(rows, summary, errors):
-    runs = [r for r in rows if r.get("bench") == "pytorch_run"]
+def system_runs(rows, bench, errors):
+    """The run lines of a groupsgd-against-DDP bench: one per system with and without the
+    straggler, none with an error."""
+    runs = [r for r in rows if r.get("bench") == bench]
     for system in ("groupsgd", "ddp"):
         for straggler in (True, False):
             if not any(r.get("system") == system and r.get("straggler") == straggler for r in runs):
@@ -141,7 +143,13 @@ def check_pytorch(rows, summary, errors):
     for r in runs:
         if "error" in r:
             errors.append("%s run: %s" % (r.get("system"), r["error"]))
-        elif r.get("reached") and not number(r.get("time_to_target_s")):
+    return runs
+
+
+def check_pytorch(rows, summary, errors):
+    runs = system_runs(rows, "pytorch_run", errors)
+    for r in runs:
+        if "error" not in r and r.get("reached") and not number(r.get("time_to_target_s")):
             errors.append("%s run reached but no time_to_target_s" % r.get("system"))
     for key in ("ddp_s", "groupsgd_s", "speedup_vs_ddp", "ddp_no_straggler_s",
                 "groupsgd_no_straggler_s", "binding_overhead"):
@@ -152,14 +160,7 @@ def check_pytorch(rows, summary, errors):
 
 
 def check_lm(rows, summary, errors):
-    runs = [r for r in rows if r.get("bench") == "lm_run"]
-    for system in ("groupsgd", "ddp"):
-        for straggler in (True, False):
-            if not any(r.get("system") == system and r.get("straggler") == straggler for r in runs):
-                errors.append("no %s run %s straggler" % (system, "with" if straggler else "without"))
-    for r in runs:
-        if "error" in r:
-            errors.append("%s run: %s" % (r.get("system"), r["error"]))
+    system_runs(rows, "lm_run", errors)
     for key in ("ddp_s", "groupsgd_s", "speedup_vs_ddp", "ddp_no_straggler_s",
                 "groupsgd_no_straggler_s"):
         if not number(summary.get(key)) or summary[key] <= 0:

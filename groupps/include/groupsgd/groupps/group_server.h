@@ -174,6 +174,10 @@ class GroupServer {
   // The closed step's mean gradient (sum x scale) into the buffer the replies share.
   void computeMeanGradient(std::span<const float> sum, float scale);
   OutMessage meanGradientReply(std::uint64_t worker, double wait_ms);
+  // The mean gradient (and correction, if any) into a step reply, with what the members
+  // must do before their next step.
+  void addMeanGradient(OutMessage& out, bool reset_optimizer,
+                       const std::shared_ptr<std::vector<float>>& correction);
   // A member late by one step gets that step's reply as the others had it (mean,
   // correction, reset): it takes the same step and stays identical, no restart needed.
   void answerLateWithLastMean(const zmq::message_t& from, std::uint64_t worker,
