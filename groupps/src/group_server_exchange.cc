@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include "groupsgd/codec/tensor_codec.h"
 #include "groupsgd/common/deadline.h"
@@ -47,7 +48,13 @@ bool GroupServer::residualLeft() const {
 }
 
 void GroupServer::maybeExchange(bool force) {
-  if (!have_model_ || exchange_.in_flight != CentralRequest::kNone) return;
+  if (exchange_.in_flight != CentralRequest::kNone) {
+    // The answer on its way may hold a model older than this request (a fetch or delta the
+    // central PS served before another group's merge): exchange again once it is in.
+    if (force) exchange_.force_after_answer = true;
+    return;
+  }
+  if (!have_model_) return;
   if (counters_.samples_pending == 0 && !(force && residualLeft())) {
     // Nothing to hand over; a forced exchange (regroup, flush) still resynchronises the
     // replica with the newest central model, so a group never starts from a stale base.
@@ -172,7 +179,10 @@ void GroupServer::onCentralAnswer(const InMessage* msg, const Status& failure,
   // a flush is complete now (a forced exchange with nothing to hand over would fetch the
   // model again, answer after answer).
   const bool flushing = !flush_waiters_.empty();
-  if (counters_.samples_pending > 0 || (flushing && residualLeft())) maybeExchange(flushing);
+  const bool forced = std::exchange(exchange_.force_after_answer, false);
+  if (forced || counters_.samples_pending > 0 || (flushing && residualLeft())) {
+    maybeExchange(flushing || forced);
+  }
   answerFlushWaiters();
 }
 

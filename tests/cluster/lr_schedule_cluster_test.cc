@@ -95,13 +95,17 @@ TEST_CASE(
     "lr schedule: other groups' merged samples move the position; a late group starts there") {
   testing::MiniCluster cluster(testing::smallModel(), sgdGroup());
   {
-    // Another group merges 300 samples into the central PS before this group trains.
+    // Another group merges 300 samples into the central PS before this group trains, in
+    // 15 steps of 20 like this group's: the central PS's sample weighting then merges this
+    // group's deltas at full weight, and the rebase that may land between the two steps
+    // below leaves the replica as it is (with steps = 1 it shrank the first step's delta
+    // to 20/272 and the second step read -0.003 instead of 0.184 in one run of four).
     RpcClient central(cluster.ctx, cluster.centralEndpoint(), MessageLimits{});
     OutMessage d(1, 7);
     auto body = d.header().getBody().initDeltaPush();
     body.setGroupId(7);
     body.setSamples(300);
-    body.setSteps(1);
+    body.setSteps(15);
     d.addTensor(std::make_shared<const std::vector<float>>(cluster.params, 0.0f));
     auto r = central.call(std::move(d), 5000ms);
     REQUIRE(r.isOk());

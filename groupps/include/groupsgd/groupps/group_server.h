@@ -322,7 +322,8 @@ class GroupServer {
     std::uint32_t steps_since_cut = 0;
     CentralRequest in_flight = CentralRequest::kNone;
     Clock::time_point in_flight_since;
-    PartAssembler central_parts;  // the central PS's answer arriving in parts
+    bool force_after_answer = false;  // a flush or regroup came while a request was out
+    PartAssembler central_parts;      // the central PS's answer arriving in parts
   };
   Exchange exchange_;
   std::vector<zmq::message_t> flush_waiters_;
