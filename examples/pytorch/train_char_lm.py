@@ -37,7 +37,8 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from train_fashion_mnist import Straggler, log, start_barrier  # noqa: E402  (same directory)
+from train_fashion_mnist import (Straggler, log, pad_before_allreduce,  # noqa: E402 (same dir)
+                                 start_barrier)
 
 DEFAULT_DATA = "/usr/share/games/fortunes"
 BLOCK = 4096          # the split's unit, in characters
@@ -269,23 +270,10 @@ def run_groupsgd_evaluator(args, model, val_x, val_y):
 
 def run_ddp(args, model, train_tokens, val_x, val_y):
     import torch.distributed as dist
-    from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
-
     dist.init_process_group("gloo", rank=args.rank, world_size=args.world_size)
     ddp = nn.parallel.DistributedDataParallel(model)
     opt, sched = make_optimizer(args, ddp.parameters())
-    straggler = Straggler(args.slowdown, args.device_ms)
-    # The emulated device time is spent before the gradients are communicated (as a
-    # groupsgd worker pads before its push): at the first bucket of each step.
-    state = {"t0": 0.0, "batch": args.batch_size, "padded": False}
-
-    def padding_hook(_, bucket):
-        if not state["padded"]:
-            state["padded"] = True
-            straggler.pad(state["t0"], state["batch"])
-        return allreduce_hook(None, bucket)
-
-    ddp.register_comm_hook(None, padding_hook)
+    state = pad_before_allreduce(ddp, Straggler(args.slowdown, args.device_ms), args.batch_size)
     windows = Windows(train_tokens, args.context, args.seed * 1000003 + args.rank)
     training_s, steps, loss = 0.0, 0, None
     while True:

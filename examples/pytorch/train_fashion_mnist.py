@@ -146,6 +146,27 @@ class Straggler:
             time.sleep((target - compute_ms) / 1000)
 
 
+def pad_before_allreduce(ddp, straggler, batch_size):
+    """The emulated device time goes where a slow device spends it: before the gradients
+    are communicated (as a groupsgd worker pads before its push). A comm hook pads at the
+    first gradient bucket of each step, then runs DDP's usual allreduce; the padding then
+    never includes time spent waiting for the other ranks. (Exact for one-bucket models
+    such as the mlp and cnn; for larger models later buckets' compute is not padded.)
+    Returns the step's state: update(t0=start, batch=size, padded=False) at each step."""
+    from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
+
+    step_state = {"t0": 0.0, "batch": batch_size, "padded": False}
+
+    def padding_hook(_, bucket):
+        if not step_state["padded"]:
+            step_state["padded"] = True
+            straggler.pad(step_state["t0"], step_state["batch"])
+        return allreduce_hook(None, bucket)
+
+    ddp.register_comm_hook(None, padding_hook)
+    return step_state
+
+
 def test_batches(x, y, size=1000):
     return lambda: ((x[i:i + size], y[i:i + size]) for i in range(0, len(x), size))
 
@@ -209,23 +230,8 @@ def run_ddp(args, model, train_x, train_y, test_x, test_y):
     dist.init_process_group("gloo", rank=args.rank, world_size=args.world_size)
     ddp = nn.parallel.DistributedDataParallel(model)
     opt = torch.optim.SGD(ddp.parameters(), lr=args.lr, momentum=args.momentum)
-    straggler = Straggler(args.slowdown, args.device_ms)
-    from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
-
-    # The emulated device time goes where a slow device spends it: before the gradients
-    # are communicated (as a groupsgd worker pads before its push). A comm hook pads at the
-    # first gradient bucket of each step, then runs DDP's usual allreduce; the padding then
-    # never includes time spent waiting for the other ranks. (Exact for one-bucket models
-    # such as the mlp and cnn; for ResNet-18 later buckets' compute is not padded.)
-    step_state = {"t0": 0.0, "batch": args.batch_size, "padded": False}
-
-    def padding_hook(state, bucket):
-        if not step_state["padded"]:
-            step_state["padded"] = True
-            straggler.pad(step_state["t0"], step_state["batch"])
-        return allreduce_hook(None, bucket)
-
-    ddp.register_comm_hook(None, padding_hook)
+    step_state = pad_before_allreduce(ddp, Straggler(args.slowdown, args.device_ms),
+                                      args.batch_size)
     g = torch.Generator().manual_seed(args.seed * 1000003 + args.rank)
     shard = torch.arange(args.rank, len(train_x), args.world_size)
     order, pos = shard[torch.randperm(len(shard), generator=g)], 0

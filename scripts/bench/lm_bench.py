@@ -25,7 +25,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pytorch_bench import BUILD, ENV, GROUPSGDD, emit, free_port, reap, wait_file  # noqa: E402
+from pytorch_bench import (BUILD, ENV, GROUPSGDD, emit, free_port, reap,  # noqa: E402
+                           run_cases, wait_file)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLE = os.path.join(ROOT, "examples", "pytorch", "train_char_lm.py")
@@ -184,23 +185,9 @@ def main():
     # The schedule's length: the steps a worker of an even split would take.
     a.schedule_steps = max(1, a.budget // (a.workers * a.batch_size))
     tmp = tempfile.mkdtemp(prefix="groupsgd-bench-lm-")
-    results = {}
-    for straggler in (True, False):
-        for system, fn in (("groupsgd", run_groupsgd), ("ddp", run_ddp)):
-            if a.only and a.only != f"{system}:{'straggler' if straggler else 'none'}":
-                continue
-            runs = []
-            for r in range(a.repeats):
-                row = {"bench": "lm_run", "system": system, "straggler": straggler, "repeat": r,
-                       "workers": a.workers, "slowdown": a.slowdown if straggler else 1.0,
-                       "device_ms": a.device_ms, "budget": a.budget, "optimizer": a.optimizer}
-                try:
-                    row.update(fn(a, straggler, tmp))
-                except Exception as e:  # a failed run is reported, and the summary says not ok
-                    row.update({"error": str(e), "time_s": None, "val_loss": None})
-                emit(row)
-                runs.append(row)
-            results[(system, straggler)] = runs
+    results = run_cases(a, tmp, (("groupsgd", run_groupsgd), ("ddp", run_ddp)),
+                        {"bench": "lm_run", "budget": a.budget, "optimizer": a.optimizer},
+                        {"time_s": None, "val_loss": None})
     if a.only:
         return 0
     t = {k: med(v, "time_s") for k, v in results.items()}

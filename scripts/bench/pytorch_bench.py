@@ -178,6 +178,31 @@ def binding_overhead(a, tmp):
         reap([daemon])
 
 
+def run_cases(a, tmp, systems, row_fields, failed_fields):
+    """Runs every (system, straggler or not) case a.repeats times, one JSON line a run
+    (row_fields, the case, and what the system's function returns); a run that raises is
+    reported with its error and failed_fields. --only NAME:straggler|none keeps one case.
+    Returns {(system, straggler): [rows]}."""
+    results = {}
+    for straggler in (True, False):
+        for system, fn in systems:
+            if a.only and a.only != f"{system}:{'straggler' if straggler else 'none'}":
+                continue
+            runs = []
+            for r in range(a.repeats):
+                row = dict(row_fields, system=system, straggler=straggler, repeat=r,
+                           workers=a.workers, slowdown=a.slowdown if straggler else 1.0,
+                           device_ms=a.device_ms)
+                try:
+                    row.update(fn(a, straggler, tmp))
+                except Exception as e:  # a failed run is reported, and the summary says not ok
+                    row.update(dict(failed_fields, error=str(e)))
+                emit(row)
+                runs.append(row)
+            results[(system, straggler)] = runs
+    return results
+
+
 def median_time(runs, cap):
     """Median time to target; a run that missed it counts as the time limit (censored)."""
     return statistics.median(r["time_to_target_s"] if r["reached"] else cap for r in runs)
@@ -205,23 +230,9 @@ def main():
         a.repeats, a.workers, a.target, a.max_seconds = 1, 2, 0.75, 60
         a.overhead_model, a.overhead_steps = "wide2", 5
     tmp = tempfile.mkdtemp(prefix="groupsgd-bench-pytorch-")
-    results = {}
-    for straggler in (True, False):
-        for system, fn in (("groupsgd", run_groupsgd), ("ddp", run_ddp)):
-            if a.only and a.only != f"{system}:{'straggler' if straggler else 'none'}":
-                continue
-            runs = []
-            for r in range(a.repeats):
-                row = {"bench": "pytorch_run", "system": system, "straggler": straggler, "repeat": r,
-                       "workers": a.workers, "slowdown": a.slowdown if straggler else 1.0,
-                       "device_ms": a.device_ms, "model": a.model, "target": a.target}
-                try:
-                    row.update(fn(a, straggler, tmp))
-                except Exception as e:  # a failed run is reported, and the summary says not ok
-                    row.update({"error": str(e), "reached": False, "time_to_target_s": None})
-                emit(row)
-                runs.append(row)
-            results[(system, straggler)] = runs
+    results = run_cases(a, tmp, (("groupsgd", run_groupsgd), ("ddp", run_ddp)),
+                        {"bench": "pytorch_run", "model": a.model, "target": a.target},
+                        {"reached": False, "time_to_target_s": None})
     if a.only and a.only != "overhead":
         return 0
     ov = binding_overhead(a, tmp)
