@@ -198,6 +198,8 @@ nlohmann::json Coordinator::summaryJson(const RunSummary& run, const std::string
       {"head_restart",
        head_.restartJson(cfg_.checkpoint_every_versions, cfg_.checkpoint_interval_s)},
       {"evaluation", evaluators_.summaryJson(run_log_.uptimeS())},
+      // As it is at the end: a live `set` or reload (optimizer.lr, ...) shows here.
+      {"config", toJson(cfg_)},
       {"regroups", run_log_.regroups()},
       {"stage", adaptive_ ? policy::stageName(adaptive_->stage()) : "none"},
       {"events", run_log_.events()},

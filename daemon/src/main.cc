@@ -135,7 +135,9 @@ Status startOperations(const daemon::DaemonConfig& cfg, Operations* running,
 
 // The closing summary: into summary_file if set, then one JSON line or one text line.
 void reportSummary(const daemon::DaemonConfig& cfg, nlohmann::json summary) {
-  summary["config"] = daemon::toJson(cfg);
+  // The coordinator's configuration at the end (with live settings); the start one where
+  // no coordinator reported.
+  if (!summary.contains("config")) summary["config"] = daemon::toJson(cfg);
   if (!cfg.summary_file.empty()) {
     if (Status s = writeFileAtomically(cfg.summary_file, summary.dump(2) + "\n"); !s) {
       GSGD_ERROR("cannot write the summary file: " << s.toString());

@@ -188,7 +188,7 @@ void JobHost::reapEnded() {
     } else if (rec != nullptr && !h.summary.value("suspended", false)) {
       rec->state = h.stopped_by_operator ? JobState::kStopped : JobState::kFinished;
       h.summary["job"] = {{"name", rec->name}, {"id", rec->id}};
-      h.summary["config"] = toJson(h.cfg);
+      if (!h.summary.contains("config")) h.summary["config"] = toJson(h.cfg);
       rec->summary = h.summary;
       const std::string file = h.cfg.summary_file;
       if (Status s = writeFileAtomically(file, h.summary.dump(2) + "\n"); !s) {

@@ -134,6 +134,8 @@ TEST_CASE("lr schedule: the group PS's lr follows the samples; set optimizer.lr 
   CHECK(worker->wait(20000ms) == std::optional<int>(0));
   const json s = readSummary(dir);
   CHECK(s["config"]["optimizer"]["schedule"] == "warmup_linear");
+  // The configuration as it was at the end: the live lr, not the start one.
+  CHECK(s["config"]["optimizer"]["lr"].get<double>() == doctest::Approx(0.3));
   // The summary's group row: the lr of the last step, at the run's final position.
   const json& g = s["group_stats"][0];
   CHECK(g["run_samples"].get<std::uint64_t>() >= raised.samples);
