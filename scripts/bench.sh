@@ -4,7 +4,8 @@
 #   scripts/bench.sh NAME [--quick] [extra args]
 # NAME is straggler (scripts/bench/straggler.sh), pytorch (scripts/bench/pytorch_bench.py),
 # lm (scripts/bench/lm_bench.py), crossover (scripts/bench/crossover.py),
-# dataplane-netns (scripts/bench/dataplane_netns.sh; root) or any program build/bench/groupsgd-bench-NAME
+# dataplane-netns (scripts/bench/dataplane_netns.sh; root), placement-netns
+# (scripts/bench/placement_netns.sh; root) or any program build/bench/groupsgd-bench-NAME
 # (bench/NAME_bench.cc). Set BENCH_NO_BUILD=1 to skip the build, GROUPSGD_RESULTS_DIR to
 # write the results elsewhere than results/ (the CTest smoke tests use the build tree).
 set -euo pipefail
@@ -16,7 +17,7 @@ export GROUPSGD_RESULTS_DIR=${GROUPSGD_RESULTS_DIR:-$root/results}
 names() {
   local f n
   {
-    printf '%s\n' straggler pytorch lm crossover dataplane dataplane-netns memory scale kernels trainer-step \
+    printf '%s\n' straggler pytorch lm crossover dataplane dataplane-netns placement-netns memory scale kernels trainer-step \
       model-timing
     for f in "$root"/bench/*_bench.cc; do
       [[ -e $f ]] || continue
@@ -37,6 +38,7 @@ describe() {
     crossover) echo "jobs sharing emulated devices: one after the other, at once (policy none), at once (crossover)" ;;
     dataplane) echo "push round trips through a group PS vs plain TCP on loopback; 8-worker step latency" ;;
     dataplane-netns) echo "dataplane between two network namespaces over veth, against iperf3 (root)" ;;
+    placement-netns) echo "group PS beside its members or not, two emulated hosts on shaped links (root)" ;;
     memory) echo "peak resident memory of a central PS and a group PS serving a 25M-parameter model" ;;
     scale) echo "regroup decision time and plan quality for 100 to 10,000 workers" ;;
     kernels) echo "numeric kernels against memory bandwidth" ;;
@@ -53,7 +55,7 @@ usage() {
   local n
   while read -r n; do
     local note=""
-    if [[ $n != straggler && $n != pytorch && $n != lm && $n != crossover && $n != dataplane-netns && ! -e $root/bench/${n//-/_}_bench.cc ]]; then note=" (not in this tree yet)"; fi
+    if [[ $n != straggler && $n != pytorch && $n != lm && $n != crossover && $n != dataplane-netns && $n != placement-netns && ! -e $root/bench/${n//-/_}_bench.cc ]]; then note=" (not in this tree yet)"; fi
     printf '  %-10s %s%s\n' "$n" "$(describe "$n")" "$note"
   done < <(names)
 }
@@ -77,6 +79,8 @@ if [[ $name == straggler ]]; then
   cmd=("$root/scripts/bench/straggler.sh")
 elif [[ $name == dataplane-netns ]]; then
   cmd=("$root/scripts/bench/dataplane_netns.sh")
+elif [[ $name == placement-netns ]]; then
+  cmd=("$root/scripts/bench/placement_netns.sh")
 elif [[ $name == crossover ]]; then
   cmd=(python3 "$root/scripts/bench/crossover.py")
 elif [[ $name == pytorch ]]; then

@@ -99,7 +99,9 @@ std::vector<std::vector<std::uint64_t>> AdaptiveController::currentGroups(
 std::map<std::uint64_t, SlotAssignment> AdaptiveController::place(
     const Registry& registry, const policy::GroupPlan& plan,
     std::vector<std::uint32_t>* periods) const {
-  // Largest plan groups choose first, each taking the free slot it overlaps most.
+  // Largest plan groups choose first, each taking the free slot on the host of most of its
+  // members (with slot hosts), then the one it overlaps most.
+  const bool by_host = slot_hosts_.size() == slots_;
   std::vector<std::size_t> order(plan.groups.size());
   for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
@@ -109,18 +111,22 @@ std::map<std::uint64_t, SlotAssignment> AdaptiveController::place(
   std::map<std::uint64_t, SlotAssignment> out;
   periods->assign(slots_, stages_.exchangePeriod());
   for (std::size_t gi : order) {
-    std::vector<std::size_t> overlap(slots_, 0);
+    std::vector<std::size_t> overlap(slots_, 0), local(slots_, 0);
     for (auto id : plan.groups[gi]) {
       const auto& all = registry.all();
-      if (auto it = all.find(id); it != all.end() && it->second.group < slots_) {
-        ++overlap[it->second.group];
+      auto it = all.find(id);
+      if (it == all.end()) continue;
+      if (it->second.group < slots_) ++overlap[it->second.group];
+      for (std::uint32_t s = 0; by_host && s < slots_; ++s) {
+        local[s] += !it->second.host.empty() && it->second.host == slot_hosts_[s];
       }
     }
     std::uint32_t best = 0;
     bool found = false;
     for (std::uint32_t s = 0; s < slots_; ++s) {
       if (used[s]) continue;
-      if (!found || overlap[s] > overlap[best]) {
+      if (!found || local[s] > local[best] ||
+          (local[s] == local[best] && overlap[s] > overlap[best])) {
         best = s;
         found = true;
       }

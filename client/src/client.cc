@@ -7,6 +7,7 @@
 
 #include "groupsgd/codec/parts.h"
 #include "groupsgd/codec/tensor_codec.h"
+#include "groupsgd/common/host_name.h"
 #include "groupsgd/common/log.h"
 
 namespace groupsgd::client {
@@ -16,12 +17,6 @@ MessageLimits limitsFor(std::uint64_t job_id) {
   MessageLimits l;
   l.job_id = job_id;
   return l;
-}
-
-std::string hostName() {
-  char buf[256] = {0};
-  if (::gethostname(buf, sizeof buf - 1) != 0) return "unknown";
-  return buf;
 }
 
 // leave() to a job coordinator that fell silent: long enough for the message to reach a

@@ -33,6 +33,7 @@ void Coordinator::observeSteps(WorkerRecord& w, const InMessage& msg) {
 
 void Coordinator::controlWindow() {
   if (stopping()) return;
+  adaptive_->setSlotHosts(slotHosts());
   const ControlActions act =
       adaptive_->window(registry_, Clock::now(), registry_.samplesTrained(), cfg_.max_samples);
   for (const auto& d : act.detections) {

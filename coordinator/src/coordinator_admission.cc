@@ -120,7 +120,7 @@ void Coordinator::onNewWorker(const zmq::message_t& from, const InMessage& msg,
     // Adaptive mode trains everybody in one group until a plan splits it; later joiners
     // go to the smallest group until the next window re-plans.
     const std::uint32_t slots = adaptive_ && adaptive_->oneGroup() ? 1 : cfg_.groupCount();
-    w.group = policy_->groupFor(registry_, slots);
+    w.group = localGroupFor(w.host, policy_->groupFor(registry_, slots), slots);
     if (groupFailed(w.group)) {
       auto live = liveGroupFor();
       if (!live) {

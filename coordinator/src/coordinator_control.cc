@@ -137,6 +137,7 @@ ojson Coordinator::groupsJson() const {
                     {"lr", fleet_->learningRate(g)},
                     {"run_samples", fleet_->runSamples(g)},
                     {"failed", groupFailed(g)}});
+    rows.back().update(placementJson(g));
   }
   return rows;
 }
@@ -361,6 +362,7 @@ void Coordinator::controlUnquarantine(PendingRequest& r) {
 void Coordinator::controlRegroup(PendingRequest& r) {
   if (!adaptive_) return r.fail(ControlError::kRefused, "regroup needs mode adaptive");
   const bool dry = r.params().value("dry_run", false);
+  adaptive_->setSlotHosts(slotHosts());
   auto proposal = adaptive_->operatorRegroup(registry_, !dry);
   if (!proposal) {
     return r.respond({{"applied", false}, {"reason", "no better grouping (or no estimates yet)"}});

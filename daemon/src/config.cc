@@ -158,6 +158,9 @@ Status validate(const DaemonConfig& c) {
   if (c.role != "all" && c.role != "coordinator" && c.role != "node") {
     return invalidArgument("role '" + c.role + "' is not one of all, coordinator, node");
   }
+  if (c.ps_placement != "hosts" && c.ps_placement != "order") {
+    return invalidArgument("ps_placement '" + c.ps_placement + "' is not one of hosts, order");
+  }
   // Single-option bounds come from the option table; below are the checks across options.
   GSGD_RETURN_IF_ERROR(checkRanges(c));
   if (c.role == "node" && (c.coordinator.empty() || c.node_groups == 0)) {

@@ -348,6 +348,9 @@ std::vector<OptionSpec> buildTable() {
             kAny, kRestart, "and every S seconds (0 = not by time)"),
       field("keep_best", "", "", FIELD(keep_best), kAny, kRestart,
             "with checkpoint_dir: keep the best-evaluated model in checkpoint_dir/best.ckpt"),
+      field("ps_placement", "--ps-placement", "hosts|order", FIELD(ps_placement), kAny, kSet,
+            "hosts: a group goes to the slot whose PS runs on most of its members' host; "
+            "order: slots in plan order"),
       groupPs(
           GroupPs::kAtStart,
           field("quarantine_after", "--quarantine-after", "N", FIELD(quarantine_after), kAny,

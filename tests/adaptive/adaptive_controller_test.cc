@@ -88,3 +88,23 @@ TEST_CASE("adaptive controller: another worker's recovery does not cut an onset'
   CHECK(alone(later.regroup->plan, 2));
   CHECK_FALSE(alone(later.regroup->plan, 1));
 }
+
+TEST_CASE("adaptive controller: with slot hosts a group takes the slot on its members' host") {
+  // Slots 0..3 run their PS on h0..h3; worker 2 runs on h3, the others on h0.
+  for (const bool by_host : {false, true}) {
+    CAPTURE(by_host);
+    Run r;
+    for (auto& [id, w] : r.reg.all()) r.reg.find(id)->host = id == 2 ? "h3" : "h0";
+    if (by_host) r.ctl.setSlotHosts({"h0", "h1", "h2", "h3"});
+    for (std::uint64_t w = 0; w < 3; ++w) CHECK_FALSE(r.window(w * 1000).regroup);
+    r.window(3000, {2});
+    r.window(4000, {2});
+    auto later = r.window(5000, {2});
+    REQUIRE(later.regroup);
+    REQUIRE(alone(later.regroup->plan, 2));
+    // Without hosts the split-off worker takes the first free slot; with them, its host's.
+    CHECK(later.placement.at(2).slot == (by_host ? 3u : 1u));
+    for (std::uint64_t id : {1, 3, 8}) CHECK(later.placement.at(id).slot == 0);
+    CHECK(later.periods.size() == 4);
+  }
+}

@@ -79,6 +79,10 @@ class AdaptiveController {
   std::uint32_t periodOf(std::uint32_t slot) const;
   std::size_t stragglers() const { return detector_.stragglers(); }
   void setConfig(const AdaptiveConfig& cfg);
+  // The host each slot's group PS runs on (ps_placement = hosts): a plan group then takes
+  // the free slot on the host of most of its members before the one it overlaps most.
+  // Empty (the default): slots are chosen by overlap alone.
+  void setSlotHosts(std::vector<std::string> hosts) { slot_hosts_ = std::move(hosts); }
   const AdaptiveConfig& config() const { return cfg_; }
 
  private:
@@ -91,7 +95,8 @@ class AdaptiveController {
                 const Registry& registry) const;
   std::vector<policy::WorkerSpeed> speeds(const Registry& registry, bool* complete) const;
   std::vector<std::vector<std::uint64_t>> currentGroups(const Registry& registry) const;
-  // Maps plan groups onto slots keeping as many workers in place as possible.
+  // Maps plan groups onto slots keeping as many workers beside their PS (slot hosts) and
+  // then as many in place as possible.
   std::map<std::uint64_t, SlotAssignment> place(const Registry& registry,
                                                 const policy::GroupPlan& plan,
                                                 std::vector<std::uint32_t>* periods) const;
@@ -104,6 +109,7 @@ class AdaptiveController {
   policy::StageController stages_;
   policy::RegroupDecider decider_;
   std::vector<std::uint32_t> periods_;
+  std::vector<std::string> slot_hosts_;
   std::optional<std::string> membership_change_;
   // A straggler-set change waits here until a complete, non-cooling-down window has
   // judged it: a change seen while an estimate was missing or inside the regroup interval

@@ -202,6 +202,15 @@ class Coordinator {
   void failGroupAtStop(std::uint32_t group, const std::string& why);
   std::optional<std::uint32_t> liveGroupFor() const;
   bool groupFailed(std::uint32_t g) const { return fleet_->failed(g); }
+  // PS placement (coordinator_placement.cc, ps_placement = hosts): the host group g's PS
+  // runs on (this daemon's, or its node daemon's); every slot's, for the controller (empty
+  // with ps_placement = order); a joining trainer's group: among the least-loaded like
+  // `chosen`, one whose PS is on its host; and a group's placement for `groups`.
+  std::string slotHost(std::uint32_t g) const;
+  std::vector<std::string> slotHosts() const;
+  std::uint32_t localGroupFor(const std::string& host, std::uint32_t chosen,
+                              std::uint32_t slots) const;
+  nlohmann::ordered_json placementJson(std::uint32_t g) const;
   void noteReregistration();
   // A central version seen (stats, a checkpoint): kept, and recorded in the head's state
   // file when newer than the last one recorded.
