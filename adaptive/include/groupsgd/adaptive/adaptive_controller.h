@@ -78,6 +78,7 @@ class AdaptiveController {
   bool oneGroup() const { return stages_.stage() == policy::Stage::kProfiling || !regrouped_; }
   std::uint32_t periodOf(std::uint32_t slot) const;
   std::size_t stragglers() const { return detector_.stragglers(); }
+  bool isStraggler(std::uint64_t worker) const { return detector_.isStraggler(worker); }
   void setConfig(const AdaptiveConfig& cfg);
   const AdaptiveConfig& config() const { return cfg_; }
 
