@@ -101,6 +101,15 @@ def case_check_metrics(tmp):
         for name in ("groupsgd_group_slots_in_use", "groupsgd_node_group_slots",
                      "groupsgd_control_requests_total"):
             check(f"{name} is exported", name in families(text))
+        # The job's end: its series stay, updated once more (no trainer active).
+        live.ctl("job", "stop", "mnist-a", "--drain")
+        text = live.wait_scrape("job mnist-a ended",
+                                lambda t: sample_value(t, "groupsgd_jobs_running") == 0)
+        active = sample_value(text, 'groupsgd_workers{job="mnist-a",state="active"}')
+        check("the ended job's series show no trainer active", active == 0, str(active))
+        check("the ended job's trainers lost their series",
+              'groupsgd_worker_batch{job="mnist-a"' not in text)
+        promtool_check_metrics(promtool, text, "ended --serve job's")
     finally:
         live.stop()
 
@@ -263,6 +272,12 @@ def case_grafana(tmp):
                   f'"{name[len("groupsgd_"):]}"' in source)
         else:
             check(f"{name} is in the live exposition", name in exported, expr)
+    # docs/operations.md's table lists every family (a row may name two: `a`, `b`).
+    ops_doc = open(os.path.join(ROOT, "docs/operations.md")).read()
+    table = ops_doc[ops_doc.index("\n## Metrics\n"):ops_doc.index("\n## Prometheus and Grafana\n")]
+    documented = set(re.findall(r"`(groupsgd_[a-z_]+)`", table))
+    for name in sorted(families(text)):
+        check(f"{name} is in docs/operations.md's metrics table", name in documented)
     unused = sorted(n for n in exported if n not in used and not n.endswith("_info"))
     print(f"exported, not on the board: {unused}")
 
