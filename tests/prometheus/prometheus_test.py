@@ -78,7 +78,8 @@ def case_check_metrics(tmp):
         check("counters are there from 0 (checkpoint failures, refusals)",
               sample_value(text, f"groupsgd_checkpoint_failures_total{{{j}}}") == 0 and
               sample_value(text, f"groupsgd_updates_refused_total{{{j}}}") == 0)
-        check("3 trainers active", sample_value(text, f'groupsgd_workers{{{j},state="active"}}') == 3)
+        active = sample_value(text, f'groupsgd_workers{{{j},state="active"}}')
+        check("3 trainers active", active == 3, str(active))
         check("3 workers have step-time series (the dead one none)",
               len(re.findall(r"^groupsgd_worker_compute_seconds\{", text, re.M)) == 3)
     finally:
@@ -191,6 +192,11 @@ def board_exprs():
     return exprs
 
 
+def indented_below(line, indent):
+    """A blank line or one indented deeper than `indent`: part of a YAML block scalar."""
+    return not line.strip() or len(line) - len(line.lstrip()) > indent
+
+
 def rules_file():
     """(recorded names, every expr) of the rules file; folded (>-) exprs joined."""
     records, exprs = [], []
@@ -205,8 +211,7 @@ def rules_file():
             indent, text = len(m.group(1)), m.group(2)
             if text in (">-", ">", "|", "|-"):
                 body = []
-                while i + 1 < len(lines) and (not lines[i + 1].strip() or
-                                              len(lines[i + 1]) - len(lines[i + 1].lstrip()) > indent):
+                while i + 1 < len(lines) and indented_below(lines[i + 1], indent):
                     i += 1
                     body.append(lines[i].strip())
                 text = " ".join(body)
@@ -234,6 +239,15 @@ CONDITIONAL = {
 def case_grafana(tmp):
     records, rule_exprs = rules_file()
     check("the rules record 3 series", len(records) == 3, str(records))
+    with open(BOARD) as f:
+        board = json.load(f)
+    ids = [p["id"] for p in board["panels"]]
+    check("the board's panels have distinct ids and a place",
+          len(ids) == len(set(ids)) and all("gridPos" in p for p in board["panels"]))
+    check("every panel queries the board's Prometheus variable",
+          all(p["datasource"]["uid"] == "${datasource}"
+              for p in board["panels"] if p["type"] != "row")
+          and any(v["name"] == "datasource" for v in board["templating"]["list"]))
     exprs = board_exprs()
     check("the board has expressions", len(exprs) >= 20, str(len(exprs)))
     used = {}
@@ -333,7 +347,8 @@ def case_scrape(tmp):
         started = time.monotonic()
 
         def query(q):
-            body = json.loads(http_get(f"{api}/api/v1/query?" + urllib.parse.urlencode({"query": q})))
+            url = f"{api}/api/v1/query?" + urllib.parse.urlencode({"query": q})
+            body = json.loads(http_get(url))
             if body.get("status") != "success":
                 raise AssertionError(f"query {q}: {body}")
             return body["data"]["result"]
@@ -358,7 +373,8 @@ def case_scrape(tmp):
               json.dumps(renamed))
         rate = wait_for("the recorded samples/s",
                         lambda: query(f'job:groupsgd_samples_trained:rate1m{{job="{job}"}}'), 20)
-        check("the recorded samples/s is positive", float(rate[0]["value"][1]) > 0, json.dumps(rate))
+        check("the recorded samples/s is positive", float(rate[0]["value"][1]) > 0,
+              json.dumps(rate))
         # Every board expression is valid PromQL to this prometheus ($variables filled in).
         for e in board_exprs():
             q = e.replace("$__rate_interval", "1m").replace("$job", ".+").replace("$instance", ".+")
