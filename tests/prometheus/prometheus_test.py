@@ -1,8 +1,10 @@
 """Prometheus's own tools on what groupsgd ships (ctest -L prometheus):
 
-  check_metrics  promtool check metrics on the /metrics of live daemons: a single run with
-                 a straggler flagged, a trainer and the evaluator SIGKILLed (dead, lost) and
-                 a job name that needs escaping; then a --serve daemon running a job.
+  check_metrics  promtool check metrics on a registry's exposition with a histogram and
+                 escapes (groupsgd-metrics-sample), then on the /metrics of live daemons:
+                 a single run with a straggler flagged, a trainer and the evaluator
+                 SIGKILLed (dead, lost) and a job name that needs escaping; then a --serve
+                 daemon running a job, and after that job ended.
   rules          promtool check rules and promtool test rules on ops/prometheus.
   grafana        every metric name in ops/grafana/groupsgd.json and in the rules is in the
                  exposition of a live --serve daemon (or recorded by the rules).
@@ -53,6 +55,12 @@ def promtool_check_metrics(promtool, text, where):
 
 def case_check_metrics(tmp):
     promtool = need_tool("promtool")
+    # 0. What no live daemon shows yet: a histogram, escapes, NaN and infinities.
+    sample = subprocess.run([os.environ["GROUPSGD_METRICS_SAMPLE"]], capture_output=True,
+                            text=True, check=True).stdout
+    check("the sample has a histogram and escapes",
+          "# TYPE groupsgd_group_step_seconds histogram" in sample and '\\"g\\"' in sample)
+    promtool_check_metrics(promtool, sample, "sample registry's")
     # 1. A single run: a straggler, then a dead trainer and a lost evaluator.
     job = 'lab "q" \\ b'  # a quote, a backslash and a space: escaped in every label
     live = LiveDaemon(f"{tmp}/single")
