@@ -5,11 +5,13 @@
                  a single run with a straggler flagged, a trainer and the evaluator
                  SIGKILLed (dead, lost) and a job name that needs escaping; then a --serve
                  daemon running a job, and after that job ended.
-  rules          promtool check rules and promtool test rules on ops/prometheus.
+  rules          promtool check rules, promtool test rules and promtool check config on
+                 ops/prometheus.
   grafana        every metric name in ops/grafana/groupsgd.json and in the rules is in the
                  exposition of a live --serve daemon (or recorded by the rules).
-  scrape         Debian's prometheus scrapes a live run with the rules loaded; a worker
-                 series, a recorded series and every board expression through its HTTP API.
+  scrape         Debian's prometheus, configured by ops/prometheus/prometheus.example.yml,
+                 scrapes a live run with the rules loaded; a worker series, a recorded
+                 series and every board expression through its HTTP API.
 
 usage: prometheus_test.py CASE SOURCE_DIR   (exit 77 = skipped: a tool is missing)"""
 
@@ -33,6 +35,7 @@ ROOT = sys.argv[2] if len(sys.argv) > 2 else os.path.join(os.path.dirname(__file
 RULES = os.path.join(ROOT, "ops/prometheus/groupsgd.rules.yml")
 RULES_TEST = os.path.join(ROOT, "ops/prometheus/groupsgd.rules.test.yml")
 BOARD = os.path.join(ROOT, "ops/grafana/groupsgd.json")
+EXAMPLE_CONFIG = os.path.join(ROOT, "ops/prometheus/prometheus.example.yml")
 # A --serve daemon's settings, the defaults of its jobs (FAST without the stop condition).
 SERVE_FAST = ["--heartbeat-ms", "250", "--control-ms", "500", "--step-deadline-ms", "1000"]
 
@@ -139,6 +142,10 @@ def case_rules(tmp):
     out = subprocess.run([promtool, "test", "rules", os.path.basename(RULES_TEST)],
                          cwd=os.path.dirname(RULES_TEST), capture_output=True, text=True)
     check("promtool test rules", out.returncode == 0, out.stdout + out.stderr)
+    out = subprocess.run([promtool, "check", "config", EXAMPLE_CONFIG], capture_output=True,
+                         text=True)
+    check("promtool check config on the example (the rules found from it)",
+          out.returncode == 0 and "1 rule files found" in out.stdout, out.stdout + out.stderr)
     # The unit tests are strict enough to notice a weaker rule: the straggler alert
     # without its 5 minutes must fail them.
     weak = f"{tmp}/weak"
@@ -323,18 +330,17 @@ def case_scrape(tmp):
         start_straggler_run(live, job, workers=3, mode="sync", extra=["--batch-size", "24"])
         live.wait_scrape("trainers' step times", lambda t: "groupsgd_worker_batch{" in t)
         target = live.metrics_url.split("/")[2]
-        # JSON is YAML: the scrape config as docs/operations.md gives it.
-        config = {
-            "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-            "rule_files": [os.path.abspath(RULES)],
-            "scrape_configs": [{"job_name": "groupsgd", "honor_labels": True,
-                                "static_configs": [{"targets": [target]}]},
-                               # Without honor_labels the daemon's job label is renamed.
-                               {"job_name": "groupsgd-renamed",
-                                "static_configs": [{"targets": [target]}]}],
-        }
+        # The shipped example: 1 s intervals, this daemon's port, the rules by their path,
+        # and a second scrape of the same target without honor_labels.
+        config = open(EXAMPLE_CONFIG).read()
+        for old, new in (("5s", "1s"), ("127.0.0.1:9464", target),
+                         ("- groupsgd.rules.yml", f"- {os.path.abspath(RULES)}")):
+            check(f"the example config has {old}", old in config)
+            config = config.replace(old, new)
+        config += ("  - job_name: groupsgd-renamed\n"
+                   f"    static_configs:\n      - targets: [\"{target}\"]\n")
         with open(f"{tmp}/prometheus.yml", "w") as f:
-            json.dump(config, f, indent=2)
+            f.write(config)
         port = free_port()
         api = f"http://127.0.0.1:{port}"
         with open(f"{tmp}/prometheus.log", "w") as log:
