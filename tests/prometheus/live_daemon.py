@@ -138,16 +138,18 @@ class LiveDaemon:
                         timeout_s, every_s=0.3)
 
     def stop(self):
-        procs = list(self.workers.values()) + ([self.daemon] if self.daemon else [])
-        for p in procs:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for p in procs:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+        # Workers first: they leave while the daemon still answers (a worker whose daemon
+        # is gone retries for its whole timeout).
+        for group in (list(self.workers.values()), [self.daemon] if self.daemon else []):
+            for p in group:
+                if p.poll() is None:
+                    p.send_signal(signal.SIGTERM)
+            for p in group:
+                try:
+                    p.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait()
         self.workers = {}
 
 
