@@ -17,6 +17,9 @@ packages=(
 packages+=(iproute2 nftables jq bc)
 # scripts/check-format.sh (the settings in .clang-format are for Debian's clang-format 14).
 packages+=(clang-format)
+# The Prometheus tests (tests/prometheus, label prometheus): promtool and prometheus,
+# both in Debian's prometheus package.
+packages+=(prometheus)
 # The Python package (python/: pybind11 binding of the worker library) and its tests and
 # examples: PyTorch and torchvision from Debian, run by /usr/bin/python3.
 packages+=(pybind11-dev python3-pybind11 python3-dev python3-numpy python3-torch

@@ -3,6 +3,7 @@
 // coordinator thread, between ZeroMQ polls.
 #include <algorithm>
 #include <cstdio>
+#include <set>
 
 #include "groupsgd/centralps/central_stats.h"
 #include "groupsgd/common/log.h"
@@ -394,7 +395,11 @@ void Coordinator::controlShutdown(PendingRequest& r) {
 
 void Coordinator::updateMetrics() {
   if (metrics_ == nullptr) return;
-  exporter_->exportWorkers(registry_);
+  std::set<std::uint64_t> stragglers;
+  for (const auto& [id, w] : registry_.all()) {
+    if (adaptive_ && adaptive_->isStraggler(id)) stragglers.insert(id);
+  }
+  exporter_->exportWorkers(registry_, stragglers);
   std::vector<std::size_t> members;
   for (std::uint32_t g = 0; g < fleet_->slots(); ++g)
     members.push_back(registry_.groupMembers(g).size());

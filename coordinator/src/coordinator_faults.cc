@@ -69,10 +69,7 @@ void Coordinator::markQuarantined(std::uint64_t worker, std::uint32_t group) {
   event("quarantine", "worker " + std::to_string(worker) + " (" + w->name +
                           ") quarantined by group " + std::to_string(group) +
                           " for repeated bad updates");
-  if (metrics_ != nullptr) {
-    metrics_->counter("workers_quarantined_total", "workers quarantined for repeated bad updates")
-        .inc();
-  }
+  if (exporter_ != nullptr) exporter_->countQuarantine();
   if (!was_active || w->role != WorkerRole::kTrainer) return;
   if (adaptive_) {
     adaptive_->forget(worker);

@@ -28,6 +28,10 @@ nlohmann::json Coordinator::finish(const std::string& reason) {
   // The accounting (run_summary.h); trainers keep the samples it credits them with.
   const RunSummary run = summarizeRun(registry_, stats);
   for (const auto& [id, samples] : run.credited) registry_.find(id)->samples_trained = samples;
+  // The final values: a scrape after the end (a --serve job's series stay) shows no
+  // trainer still active and the central PS's last counts, so no alert reads it as stuck.
+  updateMetrics();
+  if (exporter_ != nullptr && stats.central) exporter_->exportCentral(*stats.central);
   for (const auto& line : run.inconsistent_reports) GSGD_ERROR(line);
   return summaryJson(run, reason, elapsed, final_acc);
 }

@@ -6,33 +6,58 @@ namespace groupsgd::coordinator {
 
 using adaptive::WorkerRole;
 using adaptive::WorkerState;
+using ops::Counter;
 using ops::MetricLabels;
+
+namespace {
+
+constexpr const char* kQuarantinedName = "workers_quarantined_total";
+constexpr const char* kQuarantinedHelp = "workers quarantined for repeated bad updates";
+
+// The series each active trainer has (removed when it is no longer active).
+constexpr const char* kPerWorker[] = {"worker_compute_seconds", "worker_comm_seconds",
+                                      "worker_wait_seconds", "worker_batch", "worker_straggler"};
+
+}  // namespace
 
 void MetricsExporter::counterTo(const char* name, const char* help, double value) {
   double& last = exported_[name];
-  if (value > last) metrics_->counter(name, help).inc(value - last);
+  Counter& counter = metrics_->counter(name, help);  // created at 0 on the first call
+  if (value > last) counter.inc(value - last);
   last = std::max(last, value);
 }
 
-void MetricsExporter::exportWorkers(const Registry& registry) {
+void MetricsExporter::countQuarantine() {
+  metrics_->counter(kQuarantinedName, kQuarantinedHelp).inc();
+}
+
+void MetricsExporter::exportWorkers(const Registry& registry,
+                                    const std::set<std::uint64_t>& stragglers) {
   std::map<std::string, int> counts = {
       {"active", 0}, {"draining", 0}, {"left", 0}, {"dead", 0}, {"quarantined", 0}};
   for (const auto& [id, w] : registry.all()) {
     if (w.role != WorkerRole::kTrainer) continue;
     counts[w.draining && w.state == WorkerState::kActive ? "draining" : workerStateName(w.state)]++;
-    if (w.state == WorkerState::kActive) {
-      const MetricLabels l = {{"worker", std::to_string(id)}};
-      metrics_->gauge("worker_compute_seconds", "mean compute time per step", l)
-          .set(w.compute_ms / 1e3);
-      metrics_->gauge("worker_comm_seconds", "mean communication time per step", l)
-          .set(w.comm_ms / 1e3);
-      metrics_->gauge("worker_wait_seconds", "mean barrier wait per step", l).set(w.wait_ms / 1e3);
-      metrics_->gauge("worker_batch", "assigned batch size", l).set(w.batch_size);
+    const MetricLabels l = {{"worker", std::to_string(id)}};
+    if (w.state != WorkerState::kActive) {
+      // Gone: a dead worker's last step time or straggler flag would be read as current.
+      for (const char* name : kPerWorker) metrics_->remove(name, l);
+      continue;
     }
+    metrics_->gauge("worker_compute_seconds", "mean compute time per step", l)
+        .set(w.compute_ms / 1e3);
+    metrics_->gauge("worker_comm_seconds", "mean communication time per step", l)
+        .set(w.comm_ms / 1e3);
+    metrics_->gauge("worker_wait_seconds", "mean barrier wait per step", l).set(w.wait_ms / 1e3);
+    metrics_->gauge("worker_batch", "assigned batch size", l).set(w.batch_size);
+    metrics_
+        ->gauge("worker_straggler", "1 while the straggler detector flags the worker, else 0", l)
+        .set(stragglers.count(id) > 0 ? 1 : 0);
   }
   for (const auto& [state, n] : counts) {
     metrics_->gauge("workers", "trainers by state", {{"state", state}}).set(n);
   }
+  metrics_->counter(kQuarantinedName, kQuarantinedHelp);  // at 0 until the first one
 }
 
 void MetricsExporter::exportGroups(std::size_t in_use, const std::vector<std::size_t>& members) {
@@ -59,7 +84,7 @@ void MetricsExporter::exportTotals(const CoordinatorTotals& t) {
             static_cast<double>(t.stale_heartbeats));
   counterTo("identity_refused_total", "requests under a worker id bound to another CURVE key",
             static_cast<double>(t.identity_refused));
-  if (t.curve_clients_refused) {
+  if (t.curve_clients_refused) {  // with CURVE only
     counterTo("curve_clients_refused_total", "CURVE handshakes the ZAP handler refused",
               static_cast<double>(*t.curve_clients_refused));
   }

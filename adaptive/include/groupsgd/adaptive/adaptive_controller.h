@@ -78,6 +78,7 @@ class AdaptiveController {
   bool oneGroup() const { return stages_.stage() == policy::Stage::kProfiling || !regrouped_; }
   std::uint32_t periodOf(std::uint32_t slot) const;
   std::size_t stragglers() const { return detector_.stragglers(); }
+  bool isStraggler(std::uint64_t worker) const { return detector_.isStraggler(worker); }
   void setConfig(const AdaptiveConfig& cfg);
   // The host each slot's group PS runs on (ps_placement = hosts): a plan group then takes
   // the free slot on the host of most of its members before the one it overlaps most.

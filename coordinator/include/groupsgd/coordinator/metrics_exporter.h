@@ -1,13 +1,17 @@
 // The coordinator's metrics (docs/operations.md, "Metrics"): gauges set to the values of
 // the moment, counters advanced to the running totals the coordinator and the central PS
-// keep (a total only ever moves a counter forward). The coordinator gathers the values;
-// this class knows the series' names, help texts and labels.
+// keep (a total only ever moves a counter forward). Every counter is exported from the
+// first update on, at 0 if nothing happened yet: Prometheus's increase() sees a series'
+// first sample as its start, so a counter born at 1 would never show that first event.
+// The coordinator gathers the values; this class knows the series' names, help texts
+// and labels.
 // Thread rule: the coordinator thread; the registry it writes to has its own lock.
 #pragma once
 
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -34,8 +38,11 @@ class MetricsExporter {
  public:
   explicit MetricsExporter(MetricsRegistry* metrics) : metrics_(metrics) {}
 
-  // Trainers by state, and each active trainer's step times and batch.
-  void exportWorkers(const Registry& registry);
+  // Trainers by state, and each active trainer's step times, batch and straggler flag
+  // (1 while `stragglers` holds its id); a trainer no longer active loses its series.
+  void exportWorkers(const Registry& registry, const std::set<std::uint64_t>& stragglers);
+  // One more worker quarantined for repeated bad updates.
+  void countQuarantine();
   // Groups in use and the members of each group slot (index = slot).
   void exportGroups(std::size_t in_use, const std::vector<std::size_t>& members);
   void exportAccuracy(double accuracy);
