@@ -37,7 +37,7 @@ done
 source "$root/tests/netns/lib.sh"
 require_netns
 
-make_topology 2
+make_topology 2 >&2
 for i in 1 2; do
   in_ns rt tc qdisc add dev "r$i" root tbf rate "$rate" burst 64kb latency 400ms
   in_ns "s$i" tc qdisc add dev s0 root tbf rate "$rate" burst 64kb latency 400ms
