@@ -148,10 +148,12 @@ def _split_flat(flat, params):
 
 
 # The daemon's checkpoint file (centralps/src/checkpoint.cc; docs/operations.md,
-# "Checkpoints", "File format (version 1)"): a 64-byte little-endian header, then the
-# float32 payload.
+# "Checkpoints"): a 64-byte little-endian header, then the float32 payload; format 2 adds
+# the outer optimizer's state after it (a 24-byte section header, then the state), which
+# a model loaded here has no use for.
 _CKPT_MAGIC = b"GSGDCKPT"
-_CKPT_FORMAT = 1
+_CKPT_FORMATS = (1, 2)
+_CKPT_STATE_HEADER = 24
 _CKPT_HEADER = struct.Struct("<8sIIQQQII Q I I")  # 64 bytes
 _CKPT_FLOAT32 = 1
 
@@ -171,7 +173,7 @@ def load_checkpoint(model, path):
     checksum (CRC-32) and finite values; a damaged file raises ValueError saying which, a
     count matching neither layout raises ValueError naming the counts. The file holds no
     layout (names, shapes): a model of the same count but another layout is not
-    detected. No optimizer state. Values are copied in place (a wrapped model stays
+    detected. The outer optimizer's state of a format 2 file is not loaded. Values are copied in place (a wrapped model stays
     wrapped) and converted to each tensor's dtype and device."""
     path = os.fspath(path)
     params = list(model.parameters())
@@ -193,8 +195,8 @@ def load_checkpoint(model, path):
         raise corrupt("bad magic (not a groupsgd checkpoint)")
     if header_crc != zlib.crc32(data[:size - 4]):
         raise corrupt("header checksum mismatch")
-    if fmt != _CKPT_FORMAT:
-        raise corrupt(f"unsupported format version {fmt} (this groupsgd reads {_CKPT_FORMAT})")
+    if fmt not in _CKPT_FORMATS:
+        raise corrupt(f"unsupported format version {fmt} (this groupsgd reads 1 and 2)")
     if header_bytes != size or dtype != _CKPT_FLOAT32:
         raise corrupt(f"unsupported header size {header_bytes} or dtype {dtype}")
     if nbytes != count * 4:
@@ -207,9 +209,11 @@ def load_checkpoint(model, path):
                          f"{n_params}{with_buffers}")
     if len(data) < size + nbytes:
         raise corrupt(f"truncated: {len(data)} bytes, expected {size + nbytes}")
-    if len(data) > size + nbytes:
+    if fmt == 1 and len(data) > size + nbytes:
         raise corrupt(f"{len(data) - size - nbytes} bytes after the payload")
-    payload = memoryview(data)[size:]
+    if fmt == 2 and len(data) < size + nbytes + _CKPT_STATE_HEADER:
+        raise corrupt("truncated: format 2 without its optimizer section")
+    payload = memoryview(data)[size:size + nbytes]
     if payload_crc != zlib.crc32(payload):
         raise corrupt("payload checksum mismatch")
     flat = np.frombuffer(payload, dtype="<f4")

@@ -211,3 +211,66 @@ def test_load_checkpoint_takes_buffers_when_the_file_has_them(tmp_path):
     gt.load_checkpoint(fresh, write_checkpoint(tmp_path / "without.gsgd", values[:params]))
     assert torch.equal(buffers(fresh), buffers(bn_model()))
     assert torch.equal(fresh[4].bias.detach(), torch.from_numpy(values[params - 3:params]))
+
+
+def test_load_checkpoint_reads_a_format_2_file_with_the_outer_optimizer_state(tmp_path):
+    # An outer optimizer with state (momentum, nesterov, adam, adamw) makes the daemon write
+    # format 2: the model, then the state (docs/operations.md), which is not loaded.
+    import struct
+    import zlib
+
+    import numpy as np
+
+    model = bn_model()
+    count = sum(p.numel() for p in model.parameters()) + 8
+    values = np.arange(count, dtype="<f4") / 1000
+    payload = values.tobytes()
+
+    def write(fmt, tail):
+        head = struct.pack("<8sIIQQQIIQI", b"GSGDCKPT", fmt, 64, 9, count, len(payload), 1,
+                           zlib.crc32(payload), 0, 0)
+        path = tmp_path / f"f{fmt}-{len(tail)}.gsgd"
+        path.write_bytes(head + struct.pack("<I", zlib.crc32(head)) + payload + tail)
+        return path
+
+    state = struct.pack("<IIQII", 1, 1, 5, 0, 0) + np.zeros(count, "<f4").tobytes()
+    assert gt.load_checkpoint(model, write(2, state)) == 9
+    assert torch.equal(buffers(model), torch.from_numpy(values[-8:]))
+    with pytest.raises(ValueError, match="format 2 without its optimizer section"):
+        gt.load_checkpoint(model, write(2, b""))
+    with pytest.raises(ValueError, match="bytes after the payload"):
+        gt.load_checkpoint(model, write(1, state))
+    with pytest.raises(ValueError, match="unsupported format version 3"):
+        gt.load_checkpoint(model, write(3, state))
+
+
+def test_a_checkpoint_with_outer_momentum_state_loads_with_its_buffers(daemon, tmp_path):
+    cfg = tmp_path / "outer.json"
+    cfg.write_text(json.dumps({"outer_optimizer": {"kind": "nesterov", "lr": 0.7,
+                                                   "momentum": 0.5}}))
+    d = daemon(*FAST, "--config", cfg, "--mode", "sync", "--workers", "1", "--batch-size",
+               str(BATCH), "--max-seconds", "60", "--checkpoint-dir", tmp_path / "ckpt",
+               "--checkpoint-interval-s", "0")
+    m = Member(d.endpoint, "w0", 1)
+    try:
+        m.train(6)
+        ev = gt.Evaluator(bn_model(), coordinator=d.endpoint, connect_timeout_ms=20000)
+        try:
+            for _ in range(20):
+                before = ev.fetch()
+                out = d.ctl("--json", "--timeout-ms", "30000", "checkpoint")
+                assert out.returncode == 0, out.stdout + out.stderr
+                done = json.loads(out.stdout)
+                done = done.get("result", done)
+                if before == done["version"] == ev.fetch():
+                    break
+            with open(done["path"], "rb") as f:
+                assert f.read(12)[8:] == (2).to_bytes(4, "little")  # format 2: with state
+            fresh = bn_model()
+            assert gt.load_checkpoint(fresh, done["path"]) == done["version"]
+            assert torch.equal(buffers(fresh), buffers(ev.model))
+            assert not torch.allclose(buffers(fresh), buffers(bn_model()), atol=1e-2)
+        finally:
+            ev.close()
+    finally:
+        m.w.close()
