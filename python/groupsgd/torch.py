@@ -322,6 +322,9 @@ class _FlatModel:
             for p, view in zip(self.params, self.param_views):
                 view.copy_(p.data)
             self.device_flat[self.param_count:].copy_(host[self.param_count:])  # buffers
+        # The group's buffer values, where load_buffers reads them (views made once).
+        self._param_tail = self._buffer_views(host if self.on_host else self.device_flat)
+        self._grad_tail = []  # bind_grads
         for p, view in zip(self.params, self.param_views):
             p.data = view
         self.grad_views = []
@@ -358,16 +361,15 @@ class _FlatModel:
         carries them; the group averages them)."""
         if self.buffers:
             with torch.no_grad():
-                for i, view in enumerate(self._buffer_views(self.grad_flat)):
-                    view.copy_(self._buffer(i))
+                for (_, module, key), view in zip(self.buffers, self._grad_tail):
+                    view.copy_(module._buffers[key])
 
     def load_buffers(self):
         """The parameter buffer's tail (the group's values) into the module's buffers."""
         if self.buffers:
-            flat = self.host_flat if self.on_host else self.device_flat
             with torch.no_grad():
-                for i, view in enumerate(self._buffer_views(flat)):
-                    self._buffer(i).copy_(view)
+                for (_, module, key), view in zip(self.buffers, self._param_tail):
+                    module._buffers[key].copy_(view)
 
     def take_mean_buffers(self):
         """Optimizer on the workers: the mean gradient's tail is the members' mean buffer
@@ -430,6 +432,7 @@ class _FlatModel:
             self.grad_pinned = self.device.type == "cuda" and _page_lock(grad_np, self.device)
             self.grad_flat = torch.zeros(self.count, dtype=torch.float32, device=self.device)
         self.grad_views = self._views(self.grad_flat)
+        self._grad_tail = self._buffer_views(self.grad_flat)
         for p, view in zip(self.params, self.grad_views):
             p.grad = view
 
