@@ -173,8 +173,9 @@ def load_checkpoint(model, path):
     checksum (CRC-32) and finite values; a damaged file raises ValueError saying which, a
     count matching neither layout raises ValueError naming the counts. The file holds no
     layout (names, shapes): a model of the same count but another layout is not
-    detected. The outer optimizer's state of a format 2 file is not loaded. Values are copied in place (a wrapped model stays
-    wrapped) and converted to each tensor's dtype and device."""
+    detected. The outer optimizer's state of a format 2 file is not loaded. Values are
+    copied in place (a wrapped model stays wrapped) and converted to each tensor's dtype
+    and device."""
     path = os.fspath(path)
     params = list(model.parameters())
     buffers = [module._buffers[key] for _, module, key in synced_buffers(model)]

@@ -80,7 +80,8 @@ def in_threads(fns):
 
 def two_members(endpoint, **kwargs):
     members = []
-    in_threads([lambda i=i: members.append(Member(endpoint, f"w{i}", i, **kwargs)) for i in range(2)])
+    in_threads([lambda i=i: members.append(Member(endpoint, f"w{i}", i, **kwargs))
+                for i in range(2)])
     in_threads([lambda m=m: m.train(STEPS) for m in members])
     return members
 
