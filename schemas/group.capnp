@@ -16,6 +16,12 @@ struct Push {
   computeMs @2 :Float32;  # time spent computing it (incl. emulated device time)
   skipped @3 :Bool;       # the member skipped this step (its gradient was not finite): it
                           # counts at the barrier with batchSize 0 and a zero tensor, no weight
+  # The last bufferCount values of the tensor are not gradient but the member's current
+  # buffers (batch-norm running statistics, groupsgd.torch sync_buffers): the group PS
+  # sets the replica's range to their batch-weighted mean (placement server) instead of
+  # stepping it, and leaves the range out of the gradient norm bound. Every push to a
+  # group PS states the same count (0 = none: the C++ trainers).
+  bufferCount @4 :UInt64;
 }
 
 # Flow control of a push sent in parts (docs/protocol.md, "Flow control"): the member

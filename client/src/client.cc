@@ -323,6 +323,7 @@ OutMessage GroupClient::pushMessage(std::uint64_t step, std::uint32_t batch, flo
   p.setBatchSize(batch);
   p.setLoss(loss);
   p.setComputeMs(compute_ms);
+  p.setBufferCount(buffer_count_);
   return out;
 }
 

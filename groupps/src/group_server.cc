@@ -310,6 +310,11 @@ GroupServer::PushCheck GroupServer::validatePush(const zmq::message_t& from, con
     refuseBadUpdate(from, worker, bad);
     return PushCheck::kAnswered;
   }
+  if (Status bad = checkBufferCount(msg, elements); !bad) {
+    refuseBadUpdate(from, worker, bad);
+    return PushCheck::kAnswered;
+  }
+  if (!buffer_count_) buffer_count_ = msg.header().getBody().getPush().getBufferCount();
   return placePush(from, worker, msg.header().getStep());
 }
 
@@ -437,7 +442,9 @@ void GroupServer::onPush(const zmq::message_t& from, const InMessage& msg) {
                            invalidArgument(std::to_string(countNonFinite(*grad)) +
                                            " non-finite values in the gradient"));
   }
-  if (const double norm = std::sqrt(squares); norm > cfg_.max_grad_norm) {
+  // Buffer values (batch-norm statistics) are not a gradient: not bounded.
+  if (const double norm = std::sqrt(std::max(0.0, squares - bufferSquares(*grad)));
+      norm > cfg_.max_grad_norm) {
     return refuseBadUpdate(
         from, worker,
         invalidArgument("gradient norm " + std::to_string(norm) + " over the bound " +
@@ -573,6 +580,7 @@ void GroupServer::stepReplicaAndSend(std::vector<float>& replica, std::span<floa
     const std::size_t n = std::min<std::size_t>(part_elements_, replica.size() - off);
     if (apply) {
       optimizers_[i].step(std::span<float>(replica).subspan(off, n), sum.subspan(off, n), scale);
+      setBufferMean(std::span<float>(replica).subspan(off, n), sum.subspan(off, n), scale, off);
     }
     if (!in_parts) continue;
     for (std::size_t m = 0; m < replies.size(); ++m) {

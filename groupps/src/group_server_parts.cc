@@ -178,7 +178,8 @@ void GroupServer::takePart(std::uint64_t worker, InMessage&& msg) {
     std::size_t off = first;
     for (const auto& p : view->parts) {
       const kernels::FiniteAdd r = barrier_.addPartIfFinite(in.batch, p, off);
-      in.squares += r.squares;
+      // Buffer values (batch-norm statistics) are not a gradient: not bounded.
+      in.squares += r.squares - (r.added == p.size() ? bufferSquares(p, off) : 0.0);
       if (r.added < p.size()) {
         barrier_.removePart(in.batch, p.first(r.added), off);
         bad = invalidArgument(std::to_string(countNonFinite(*view)) +
@@ -188,7 +189,7 @@ void GroupServer::takePart(std::uint64_t worker, InMessage&& msg) {
       }
       off += p.size();
     }
-    if (bad && std::sqrt(in.squares) > cfg_.max_grad_norm) {
+    if (bad && std::sqrt(std::max(0.0, in.squares)) > cfg_.max_grad_norm) {
       bad = invalidArgument("gradient norm over the bound " + std::to_string(cfg_.max_grad_norm) +
                             " by part " + std::to_string(msg.part()->index));
     }

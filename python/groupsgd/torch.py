@@ -14,10 +14,11 @@ optimizer runs at the group parameter server and the script has no optimizer of 
 with the daemon's ``optimizer.placement`` = ``workers`` the script's own torch optimizer
 steps on the group's mean gradient instead (``Worker(model, optimizer=opt)``).
 
-Buffers (batch-norm running statistics) are not parameters and stay local to each
-process: trainers keep the statistics of their own batches; the evaluator re-estimates
-them for every model it measures from a few training batches (``Evaluator``), so a
-measured accuracy never mixes one process's statistics with another's parameters.
+Floating-point buffers (batch-norm running statistics) follow the parameters in the flat
+layout (``sync_buffers=True``, the default): each push carries the worker's current
+values, the group sets them to the members' batch-weighted mean at every step, and they
+travel to the central PS and into checkpoints with the parameters. ``sync_buffers=False``
+keeps them local to each process, as before (docs/pytorch.md, "Buffers").
 """
 
 import contextlib
@@ -46,25 +47,54 @@ __all__ = [
     "layout_text",
     "save_model_file",
     "load_checkpoint",
+    "synced_buffers",
     "recalibrate_batch_norm",
 ]
 
 
-def layout(model):
-    """(name, shape, dtype) of every parameter, in the order they are flattened."""
-    return [(n, tuple(p.shape), str(p.dtype).replace("torch.", "")) for n, p in model.named_parameters()]
+def _dtype_name(dtype):
+    return str(dtype).replace("torch.", "")
 
 
-def layout_text(model):
-    """The parameter layout as text, one "name:shape:dtype" line each (shape as 8x784):
-    what fingerprint() hashes, sent with the registration so that the daemon's refusal
-    of a mismatched model names the first parameter that differs."""
-    return "\n".join(f"{n}:{'x'.join(map(str, s))}:{d}" for n, s, d in layout(model))
+def synced_buffers(model):
+    """(name, module, key) of every buffer groupsgd averages and checkpoints with
+    sync_buffers: the persistent floating-point ones (batch-norm running_mean and
+    running_var; not num_batches_tracked, an integer, nor a buffer registered with
+    persistent=False, e.g. a constant mask), in named_buffers() order, each once."""
+    out, seen = [], set()
+    for prefix, module in model.named_modules():
+        for key, b in module._buffers.items():
+            if (b is None or not b.is_floating_point() or id(b) in seen
+                    or key in module._non_persistent_buffers_set):
+                continue
+            seen.add(id(b))
+            out.append((f"{prefix}.{key}" if prefix else key, module, key))
+    return out
 
 
-def fingerprint(model):
-    """A short hash of the parameter layout; the daemon refuses a worker whose differs."""
-    return hashlib.sha256(layout_text(model).encode()).hexdigest()[:16]
+def layout(model, buffers=True):
+    """(name, shape, dtype) of every parameter, in the order they are flattened; then,
+    with `buffers`, of every synced buffer (synced_buffers), its dtype marked
+    "<dtype> buffer"."""
+    out = [(n, tuple(p.shape), _dtype_name(p.dtype)) for n, p in model.named_parameters()]
+    if buffers:
+        for n, module, key in synced_buffers(model):
+            b = module._buffers[key]
+            out.append((n, tuple(b.shape), _dtype_name(b.dtype) + " buffer"))
+    return out
+
+
+def layout_text(model, buffers=True):
+    """The layout as text, one "name:shape:dtype" line each (shape as 8x784; a buffer's
+    dtype as "float32 buffer"): what fingerprint() hashes, sent with the registration so
+    that the daemon's refusal of a mismatched model names the first entry that differs."""
+    return "\n".join(f"{n}:{'x'.join(map(str, s))}:{d}" for n, s, d in layout(model, buffers))
+
+
+def fingerprint(model, buffers=True):
+    """A short hash of the layout; the daemon refuses a worker whose differs (a model
+    without floating-point buffers has the same fingerprint either way)."""
+    return hashlib.sha256(layout_text(model, buffers).encode()).hexdigest()[:16]
 
 
 def _session_property(name, doc=None):
@@ -93,13 +123,16 @@ def _options(coordinator, name, job_id, compress, curve_secret_key_file, curve_s
     return args + list(extra_args)
 
 
-def save_model_file(model, path):
-    """Writes the model's initial parameters for groupsgdd --external-model-file (the daemon
+def save_model_file(model, path, buffers=True):
+    """Writes the model's initial parameters (and, with `buffers`, its synced buffers: the
+    workers' sync_buffers must be the same) for groupsgdd --external-model-file (the daemon
     then starts from them instead of from the first worker's)."""
-    flat = np.concatenate([p.detach().cpu().reshape(-1).numpy().astype("<f4")
-                           for p in model.parameters()])
+    tensors = list(model.parameters())
+    if buffers:
+        tensors += [module._buffers[key] for _, module, key in synced_buffers(model)]
+    flat = np.concatenate([t.detach().cpu().reshape(-1).numpy().astype("<f4") for t in tensors])
     with open(path, "wb") as f:
-        f.write(f"groupsgd-model 1 {flat.size} {fingerprint(model)}\n".encode())
+        f.write(f"groupsgd-model 1 {flat.size} {fingerprint(model, buffers)}\n".encode())
         f.write(flat.tobytes())
 
 
@@ -115,31 +148,39 @@ def _split_flat(flat, params):
 
 
 # The daemon's checkpoint file (centralps/src/checkpoint.cc; docs/operations.md,
-# "Checkpoints", "File format (version 1)"): a 64-byte little-endian header, then the
-# float32 payload.
+# "Checkpoints"): a 64-byte little-endian header, then the float32 payload; format 2 adds
+# the outer optimizer's state after it (a 24-byte section header, then the state), which
+# a model loaded here has no use for.
 _CKPT_MAGIC = b"GSGDCKPT"
-_CKPT_FORMAT = 1
+_CKPT_FORMATS = (1, 2)
+_CKPT_STATE_HEADER = 24
 _CKPT_HEADER = struct.Struct("<8sIIQQQII Q I I")  # 64 bytes
 _CKPT_FLOAT32 = 1
 
 
 def load_checkpoint(model, path):
-    """Loads a groupsgdd checkpoint file (`ckpt-<version>.gsgd` in the daemon's
-    checkpoint_dir) into `model`'s parameters; returns the checkpoint's model version.
+    """Loads a groupsgdd checkpoint file (`ckpt-<version>.gsgd` or `best.ckpt` in the
+    daemon's checkpoint_dir) into `model`'s parameters and buffers; returns the
+    checkpoint's model version.
 
     The payload is the central model's flat float32 vector, laid out as a Worker lays out
-    the parameters (model.parameters() order, each flattened). Checked as the daemon
-    checks it: magic, header checksum, format version, header size, dtype, lengths,
-    payload checksum (CRC-32) and finite values; a damaged file raises ValueError saying
-    which, a parameter count other than the model's raises ValueError naming both. The
-    file holds no layout (names, shapes): a model of the same count but another layout is
-    not detected. Only parameters: a checkpoint holds no buffers (batch-norm statistics
-    stay as they are; re-estimate them, e.g. recalibrate_batch_norm), and no optimizer
-    state. Values are copied in place (a wrapped model stays wrapped) and converted to
-    each parameter's dtype and device."""
+    the model: the parameters (model.parameters() order, each flattened), then, when the
+    workers ran with sync_buffers (the default), the synced buffers (synced_buffers(),
+    batch-norm running statistics). A checkpoint of the parameters alone (workers with
+    sync_buffers=False, a model without floating-point buffers) leaves the buffers as
+    they are (re-estimate them, e.g. recalibrate_batch_norm). Checked as the daemon checks
+    it: magic, header checksum, format version, header size, dtype, lengths, payload
+    checksum (CRC-32) and finite values; a damaged file raises ValueError saying which, a
+    count matching neither layout raises ValueError naming the counts. The file holds no
+    layout (names, shapes): a model of the same count but another layout is not
+    detected. The outer optimizer's state of a format 2 file is not loaded. Values are
+    copied in place (a wrapped model stays wrapped) and converted to each tensor's dtype
+    and device."""
     path = os.fspath(path)
     params = list(model.parameters())
-    expected = sum(p.numel() for p in params)
+    buffers = [module._buffers[key] for _, module, key in synced_buffers(model)]
+    n_params = sum(p.numel() for p in params)
+    n_buffers = sum(b.numel() for b in buffers)
     with open(path, "rb") as f:
         data = f.read()
 
@@ -155,20 +196,25 @@ def load_checkpoint(model, path):
         raise corrupt("bad magic (not a groupsgd checkpoint)")
     if header_crc != zlib.crc32(data[:size - 4]):
         raise corrupt("header checksum mismatch")
-    if fmt != _CKPT_FORMAT:
-        raise corrupt(f"unsupported format version {fmt} (this groupsgd reads {_CKPT_FORMAT})")
+    if fmt not in _CKPT_FORMATS:
+        raise corrupt(f"unsupported format version {fmt} (this groupsgd reads 1 and 2)")
     if header_bytes != size or dtype != _CKPT_FLOAT32:
         raise corrupt(f"unsupported header size {header_bytes} or dtype {dtype}")
     if nbytes != count * 4:
         raise corrupt(f"byte length {nbytes} does not match {count} float32 values")
-    if count != expected:
+    if count == n_params + n_buffers:
+        params = params + buffers
+    elif count != n_params:
+        with_buffers = f" ({n_params + n_buffers} with its buffers)" if n_buffers else ""
         raise ValueError(f"{path}: the checkpoint holds {count} parameters, the model has "
-                         f"{expected}")
+                         f"{n_params}{with_buffers}")
     if len(data) < size + nbytes:
         raise corrupt(f"truncated: {len(data)} bytes, expected {size + nbytes}")
-    if len(data) > size + nbytes:
+    if fmt == 1 and len(data) > size + nbytes:
         raise corrupt(f"{len(data) - size - nbytes} bytes after the payload")
-    payload = memoryview(data)[size:]
+    if fmt == 2 and len(data) < size + nbytes + _CKPT_STATE_HEADER:
+        raise corrupt("truncated: format 2 without its optimizer section")
+    payload = memoryview(data)[size:size + nbytes]
     if payload_crc != zlib.crc32(payload):
         raise corrupt("payload checksum mismatch")
     flat = np.frombuffer(payload, dtype="<f4")
@@ -228,9 +274,15 @@ class _FlatModel:
     views of one flat device buffer each, and a step makes two copies in all: the gradient
     buffer device -> host and the new replica host -> device. On CUDA both go between the
     device and page-locked host memory (the parameter buffer is allocated pinned, the
-    session's gradient buffer is page-locked in place where that is safe)."""
+    session's gradient buffer is page-locked in place where that is safe).
 
-    def __init__(self, model):
+    With sync_buffers the flat buffers end with the model's synced buffers (synced_buffers):
+    the parameter buffer's tail holds the group's values (the replica's), the gradient
+    buffer's tail the module's current ones for the push (gather_grads). The module's
+    buffers stay tensors of their own, which the forward pass updates, and are set from the
+    parameter buffer's tail whenever it changes (load_device)."""
+
+    def __init__(self, model, sync_buffers=True):
         self.module = model
         self.params = list(model.parameters())
         self.names = [n for n, _ in model.named_parameters()]  # same order, same dedup
@@ -243,7 +295,11 @@ class _FlatModel:
         if any(p.device != self.device for p in self.params):
             raise ValueError("every parameter must be on the same device")
         self.sizes = [p.numel() for p in self.params]
-        self.count = sum(self.sizes)
+        self.param_count = sum(self.sizes)
+        self.buffers = synced_buffers(model) if sync_buffers else []  # (name, module, key)
+        self.buffer_shapes = [tuple(self._buffer(i).shape) for i in range(len(self.buffers))]
+        self.buffer_count = sum(math.prod(shape) for shape in self.buffer_shapes)
+        self.count = self.param_count + self.buffer_count
         self.on_host = self.device.type == "cpu"
         if self.device.type == "cuda":
             host = torch.empty(self.count, dtype=torch.float32, pin_memory=True)
@@ -255,6 +311,9 @@ class _FlatModel:
         host_views = self._views(host)
         for p, view in zip(self.params, host_views):
             view.copy_(p.data)  # the initial parameters, for the registration
+        with torch.no_grad():
+            for i, view in enumerate(self._buffer_views(host)):
+                view.copy_(self._buffer(i).reshape(view.shape))  # and buffers
         self.device_flat = None
         if self.on_host:
             self.param_views = host_views
@@ -263,6 +322,10 @@ class _FlatModel:
             self.param_views = self._views(self.device_flat)
             for p, view in zip(self.params, self.param_views):
                 view.copy_(p.data)
+            self.device_flat[self.param_count:].copy_(host[self.param_count:])  # buffers
+        # The group's buffer values, where load_buffers reads them (views made once).
+        self._param_tail = self._buffer_views(host if self.on_host else self.device_flat)
+        self._grad_tail = []  # bind_grads
         for p, view in zip(self.params, self.param_views):
             p.data = view
         self.grad_views = []
@@ -270,6 +333,52 @@ class _FlatModel:
 
     def _views(self, flat):
         return _split_flat(flat, self.params)
+
+    def _buffer(self, i):
+        _, module, key = self.buffers[i]
+        return module._buffers[key]
+
+    def _buffer_views(self, flat):
+        """Views of the tail of a flat buffer (past the parameters), one per synced buffer."""
+        views, offset = [], self.param_count
+        for shape in self.buffer_shapes:
+            n = math.prod(shape)
+            views.append(flat[offset:offset + n].view(shape))
+            offset += n
+        return views
+
+    def _check_buffers(self):
+        for i, (name, module, key) in enumerate(self.buffers):
+            b = module._buffers.get(key)
+            if b is None or tuple(b.shape) != self.buffer_shapes[i]:
+                now = "removed" if b is None else f"reshaped to {tuple(b.shape)}"
+                raise RuntimeError(
+                    f"buffer {name} (shape {self.buffer_shapes[i]}) was {now} after the model "
+                    f"was wrapped: groupsgd's flat layout has a place for it of the old shape. "
+                    f"Change the model first and wrap it afterwards (gt.Worker(model, ...))")
+
+    def gather_buffers(self):
+        """The module's current buffer values into the gradient buffer's tail (the push
+        carries them; the group averages them)."""
+        if self.buffers:
+            with torch.no_grad():
+                for (_, module, key), view in zip(self.buffers, self._grad_tail):
+                    view.copy_(module._buffers[key])
+
+    def load_buffers(self):
+        """The parameter buffer's tail (the group's values) into the module's buffers."""
+        if self.buffers:
+            with torch.no_grad():
+                for (_, module, key), view in zip(self.buffers, self._param_tail):
+                    module._buffers[key].copy_(view)
+
+    def take_mean_buffers(self):
+        """Optimizer on the workers: the mean gradient's tail is the members' mean buffer
+        values; it becomes the group's values in the parameter buffer."""
+        if self.buffers:
+            flat = self.host_flat if self.on_host else self.device_flat
+            with torch.no_grad():
+                flat[self.param_count:].copy_(self.grad_flat[self.param_count:])
 
     def check_attached(self):
         """Raises RuntimeError unless every parameter is still the view of the flat buffer
@@ -305,6 +414,7 @@ class _FlatModel:
                 f"Move or cast the model first and wrap it afterwards "
                 f"(gt.Worker(model.to(device), ...)); to set values, copy in place "
                 f"(with torch.no_grad(): param.copy_(value))")
+        self._check_buffers()
         if len(current) != len(self.params):
             name, p = current[len(self.params)]
             raise RuntimeError(
@@ -323,6 +433,7 @@ class _FlatModel:
             self.grad_pinned = self.device.type == "cuda" and _page_lock(grad_np, self.device)
             self.grad_flat = torch.zeros(self.count, dtype=torch.float32, device=self.device)
         self.grad_views = self._views(self.grad_flat)
+        self._grad_tail = self._buffer_views(self.grad_flat)
         for p, view in zip(self.params, self.grad_views):
             p.grad = view
 
@@ -336,6 +447,7 @@ class _FlatModel:
                 view.zero_()  # no gradient (unused or frozen): contributes nothing
             elif g.data_ptr() != view.data_ptr():
                 view.copy_(g)  # a script replaced the gradient (e.g. set_to_none): copy it
+        self.gather_buffers()
         # One reduction over the flat buffer, on its device (one sync on CUDA, which the
         # host copy below makes anyway): the sum is inf or NaN whenever an element is, and
         # finite elements cannot overflow it short of norms the group PS refuses anyway.
@@ -379,21 +491,25 @@ class _FlatModel:
         if not self.on_host:
             with torch.no_grad():
                 self.device_flat.copy_(self.host_flat, non_blocking=True)
+        self.load_buffers()  # after the copy above, on the same stream
 
 
 class _Role:
     """What a trainer and an evaluator share: their `_core.Session` (self._session), its
     should_stop, close() and the with-statement."""
 
-    def __init__(self, model, role, args, optimizer=False):
+    def __init__(self, model, role, args, optimizer=False, sync_buffers=True):
         """Registers `model` (flattened) as a `role` ("trainer" or "evaluator") with the
-        worker flags `args`; `optimizer`: the trainer steps its own optimizer."""
+        worker flags `args`; `optimizer`: the trainer steps its own optimizer;
+        `sync_buffers`: the synced buffers follow the parameters in the flat layout."""
         self.model = model
-        self._flat = _FlatModel(model)
-        self.fingerprint = fingerprint(model)
+        self.sync_buffers = bool(sync_buffers)
+        self._flat = _FlatModel(model, self.sync_buffers)
+        self.fingerprint = fingerprint(model, self.sync_buffers)
         self._session = _core.Session(args, role, self._flat.count, self.fingerprint,
-                                      self._flat.host, layout_text(model),
-                                      optimizer=bool(optimizer))
+                                      self._flat.host, layout_text(model, self.sync_buffers),
+                                      optimizer=bool(optimizer),
+                                      buffer_count=self._flat.buffer_count)
         self._closed = False
         self._session.start(self._flat.host)
 
@@ -422,13 +538,19 @@ class Worker(_Role):
 
     Registers with the daemon's coordinator on construction (retrying up to
     `connect_timeout_ms`), then loads the group's replica into the model. Heartbeats run
-    on a C++ thread, so a long Python step never makes the worker look dead."""
+    on a C++ thread, so a long Python step never makes the worker look dead.
+
+    `sync_buffers` (default True): the model's floating-point buffers (batch-norm running
+    statistics, synced_buffers) are pushed with every step and set to the group's
+    batch-weighted mean of them, sent to the central PS and checkpointed with the
+    parameters; False keeps them local to this process. Every trainer and the evaluator
+    of a run must agree (the layout, and so the fingerprint, differs)."""
 
     def __init__(self, model, coordinator=None, name=None, job_id=1,
                  compress=None, curve_secret_key_file=None, curve_server_key_file=None,
                  timeout_ms=None, connect_timeout_ms=None, give_up_s=None, log_level="warn",
                  extra_args=(), job="", shared_device=None, arbiter=None, device_sharing=None,
-                 optimizer=None):
+                 optimizer=None, sync_buffers=True):
         # Unset: the launcher's environment (python3 -m groupsgd.run), else the defaults.
         coordinator = coordinator or os.environ.get("GROUPSGD_COORDINATOR", "tcp://127.0.0.1:5555")
         name = os.environ.get("GROUPSGD_NAME", "") if name is None else name
@@ -446,7 +568,8 @@ class Worker(_Role):
         self.optimizer = optimizer
         if optimizer is not None:
             _check_optimizer(model, optimizer)
-        super().__init__(model, "trainer", args, optimizer=optimizer is not None)
+        super().__init__(model, "trainer", args, optimizer=optimizer is not None,
+                         sync_buffers=sync_buffers)
         self._flat.bind_grads(self._session.gradient_buffer())
         self._correction = None
         if optimizer is not None:
@@ -553,10 +676,12 @@ class Worker(_Role):
         if not result["mean_gradient"]:
             return  # nothing pushed (stopping)
         flat.load_mean_gradient()
+        flat.take_mean_buffers()  # the members' mean buffer values, then corrected as all
         with torch.no_grad():
             if result["correction"]:
                 target = flat.host_flat if flat.on_host else flat.device_flat
                 target.add_(self._correction.to(target.device, non_blocking=False))
+        flat.load_buffers()
         if result["reset_optimizer"]:
             _reset_optimizer_state(opt)
         opt.step()
@@ -739,20 +864,22 @@ class Evaluator(_Role):
     loss) and reports it to the coordinator (the evaluator role: the daemon's target
     accuracy or loss, its best kept model and the run summary come from it).
 
-    `test_batches`: a callable returning an iterable of (inputs, labels). For a model with
-    batch-norm statistics, `calibration_batches`: a callable returning an iterable of
-    training inputs used to re-estimate them for each model measured."""
+    `test_batches`: a callable returning an iterable of (inputs, labels). `sync_buffers`
+    must be the trainers' choice: with it (the default) each fetched model comes with the
+    group-averaged batch-norm statistics; `calibration_batches` (a callable returning an
+    iterable of training inputs) re-estimates them for each model measured instead (with
+    sync_buffers=False the only way to measure a model with batch norm fairly)."""
 
     def __init__(self, model, coordinator=None, name=None, job_id=1,
                  curve_secret_key_file=None, curve_server_key_file=None, timeout_ms=None,
                  connect_timeout_ms=None, give_up_s=None, log_level="warn", extra_args=(),
-                 job=""):
+                 job="", sync_buffers=True):
         coordinator = coordinator or os.environ.get("GROUPSGD_COORDINATOR", "tcp://127.0.0.1:5555")
         name = os.environ.get("GROUPSGD_NAME", "evaluator") if name is None else name
         args = _options(coordinator, name, job_id, None, curve_secret_key_file,
                         curve_server_key_file, timeout_ms, connect_timeout_ms, give_up_s,
                         log_level, extra_args, job)
-        super().__init__(model, "evaluator", args)
+        super().__init__(model, "evaluator", args, sync_buffers=sync_buffers)
         self.version = None
         self.accuracy = None
         self.loss = None

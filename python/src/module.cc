@@ -72,9 +72,13 @@ class PySession {
  public:
   PySession(const std::vector<std::string>& args, const std::string& role,
             std::uint64_t param_count, const std::string& fingerprint, const py::buffer& initial,
-            const std::string& layout, bool optimizer)
+            const std::string& layout, bool optimizer, std::uint64_t buffer_count)
       : param_count_(param_count) {
     if (param_count == 0) throw py::value_error("the model has no parameters");
+    if (buffer_count >= param_count) {
+      throw py::value_error("buffer_count " + std::to_string(buffer_count) +
+                            " leaves no parameters of " + std::to_string(param_count));
+    }
     auto opts = worker::parseWorkerOptions(args);
     if (!opts) throw py::value_error(opts.status().message());
     log::Level level;
@@ -86,6 +90,7 @@ class PySession {
     model.param_count = param_count;
     model.fingerprint = fingerprint;
     model.layout = layout;
+    model.buffer_count = buffer_count;  // the flat vector's tail: averaged, not stepped
     auto init = std::make_shared<std::vector<float>>(param_count);
     const std::span<float> src = floatSpan(initial, param_count, false, "initial parameters");
     std::memcpy(init->data(), src.data(), src.size_bytes());  // once, at construction
@@ -222,9 +227,11 @@ PYBIND11_MODULE(_core, m) {
   m.def("worker_usage", [] { return std::string(worker::workerUsage()); });
   py::class_<PySession>(m, "Session")
       .def(py::init<const std::vector<std::string>&, const std::string&, std::uint64_t,
-                    const std::string&, const py::buffer&, const std::string&, bool>(),
+                    const std::string&, const py::buffer&, const std::string&, bool,
+                    std::uint64_t>(),
            py::arg("args"), py::arg("role"), py::arg("param_count"), py::arg("fingerprint"),
-           py::arg("initial"), py::arg("layout") = "", py::arg("optimizer") = false)
+           py::arg("initial"), py::arg("layout") = "", py::arg("optimizer") = false,
+           py::arg("buffer_count") = 0)
       .def("start", &PySession::start, py::arg("params"))
       .def("gradient_buffer", &PySession::gradientBuffer)
       .def("correction_buffer", &PySession::correctionBuffer)

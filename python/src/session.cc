@@ -24,6 +24,7 @@ Session::Session(worker::WorkerOptions opts, client::Role role, client::ModelDes
     : opts_(std::move(opts)),
       role_(role),
       param_count_(model.param_count),
+      buffer_count_(model.buffer_count),
       optimizer_(optimizer),
       mean_grad_(mean_grad),
       correction_(correction),
@@ -78,9 +79,21 @@ Status Session::adopt(const client::Assignment& a) {
   if (role_ == client::Role::kTrainer) {
     auto spec = parseCompressionSpec(opts_.compress.empty() ? a.compression : opts_.compress);
     if (!spec) return spec.status();
+    if (buffer_count_ > 0 && (spec->encoding == kernels::Encoding::kTopK ||
+                              spec->encoding == kernels::Encoding::kSign)) {
+      // Top-k and sign keep a residual of what they did not send: buffer values would
+      // arrive as fragments of themselves, and their mean would be meaningless.
+      (void)coord_.leave(a, 0, 0);
+      registered_ = false;
+      return failedPrecondition(
+          "gradient compression '" + spec->toString() +
+          "' cannot carry the model's buffers (sync_buffers): use dense or fp16, or create "
+          "the Worker with sync_buffers=False");
+    }
     group_ = std::make_unique<client::GroupClient>(
         ctx_, a, coord_.jobId(), std::chrono::milliseconds(opts_.timeout_ms), *spec, opts_.curve);
     if (optimizer_) group_->setMeanGradientTargets(mean_grad_, correction_);
+    group_->setBufferCount(buffer_count_);
   } else if (!central_ || central_->endpoint() != a.central_endpoint) {
     MessageLimits limits;
     limits.job_id = coord_.jobId();

@@ -124,6 +124,7 @@ class Session {
   worker::WorkerOptions opts_;
   client::Role role_;
   std::uint64_t param_count_;
+  std::uint64_t buffer_count_ = 0;  // the last values of params are the model's buffers
   bool optimizer_ = false;
   std::span<float> mean_grad_;
   std::span<float> correction_;

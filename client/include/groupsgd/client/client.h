@@ -92,6 +92,9 @@ struct ModelDescription {
   std::string fingerprint;
   std::string layout;  // the text the fingerprint hashes (Register.modelLayout), or ""
   Payload initial;
+  // The last buffer_count of the param_count values are buffers (batch-norm statistics),
+  // averaged by the group PS instead of stepped (Push.bufferCount); 0 = none.
+  std::uint64_t buffer_count = 0;
 };
 
 class CoordinatorClient {
@@ -215,6 +218,9 @@ class GroupClient {
   // A gradient larger than this travels in parts of this size (docs/protocol.md, "Parts");
   // default kDefaultPartBytes. Replies come in whatever parts the group PS chose.
   void setPartBytes(std::uint32_t bytes) { part_bytes_ = bytes; }
+  // The last `count` values of every gradient pushed are the caller's buffers
+  // (Push.bufferCount): the group PS averages them instead of stepping them.
+  void setBufferCount(std::uint64_t count) { buffer_count_ = count; }
 
  private:
   // Sends a request (whole or in parts, the parts beyond the window once the group PS
@@ -231,6 +237,7 @@ class GroupClient {
   std::span<float> mean_target_, correction_target_;
   std::uint32_t part_bytes_ = kDefaultPartBytes;
   std::uint64_t credit_bytes_ = 0;  // granted with the last reply for the next push
+  std::uint64_t buffer_count_ = 0;  // Push.bufferCount of every push
   RpcClient rpc_;
   Assignment assignment_;
   std::uint64_t job_id_;

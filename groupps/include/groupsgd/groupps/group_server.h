@@ -187,6 +187,18 @@ class GroupServer {
   // The pending correction, allocated (zero) when none is pending.
   std::vector<float>& pendingCorrection();
 
+  // Buffers pushed with the gradients (group_server_buffers.cc, Push.bufferCount).
+  // A push's count must leave parameters and match the group's earlier pushes.
+  Status checkBufferCount(const InMessage& msg, std::uint64_t elements) const;
+  // Sum of squares of the values of `values` (which starts at flat offset `offset`) that
+  // are buffers: taken out of the gradient norm bound.
+  double bufferSquares(std::span<const float> values, std::size_t offset) const;
+  double bufferSquares(const TensorView& view) const;
+  // Placement server, after a part's optimizer step: its buffer values become the
+  // members' batch-weighted mean (sum x scale).
+  void setBufferMean(std::span<float> replica_part, std::span<const float> sum_part, float scale,
+                     std::size_t offset) const;
+
   // Exchange with the central PS.
   enum class CentralRequest { kNone, kFetch, kExchange };
   Status ensureCentral();
@@ -261,6 +273,8 @@ class GroupServer {
   // The step of each worker's newest gradient taken into a step: an older or equal step
   // pushed again is a replay, not a late gradient.
   std::unordered_map<std::uint64_t, std::uint64_t> last_step_;
+  // Push.bufferCount, as the first checked push stated it (the flat vector's last values).
+  std::optional<std::uint64_t> buffer_count_;
   QuarantinePolicy quarantine_;
   std::optional<Clock::time_point> step_opened_;
   std::uint64_t step_ = 0;
