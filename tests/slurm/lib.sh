@@ -5,6 +5,8 @@
 # file under $SLURM_DIR. slurm_stop (the EXIT trap) cancels the jobs and stops them all.
 # Root only (SlurmUser=root); skips (exit 77) with the reason otherwise.
 SLURM_NODES=(n1 n2)
+# munged, slurmctld and slurmd live in /usr/sbin, not on every PATH (su, sudo -u).
+PATH=$PATH:/usr/sbin:/sbin
 SLURM_PIDS=()
 skip() { echo "SKIP: $*"; exit 77; }
 fail() {

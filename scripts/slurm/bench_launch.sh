@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Launch overhead of Slurm (docs/benchmarks.md "Slurm launch"): the same run, grouped mode,
+# 2 groups, 4 C++ trainers (--device-ms 10) and the evaluator, target accuracy 0.85, started
+# RUNS times by scripts/demo.sh and RUNS times by sbatch scripts/slurm/groupsgd.sbatch on a
+# throwaway Slurm of this host (tests/slurm/lib.sh: slurmctld, slurmd n1 and n2; root).
+# For each run: seconds from the start command (demo.sh; sbatch) to the head's "target
+# accuracy reached" log line, and to the end (demo.sh exits; the job has left squeue).
+# Prints one line per run and the medians.   scripts/slurm/bench_launch.sh [RUNS]
+set -uo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+runs=${1:-3}
+export BUILD_DIR=${BUILD_DIR:-$root/build} BENCH_NO_BUILD=1 OPENBLAS_NUM_THREADS=1
+export GROUPSGDD=$BUILD_DIR/daemon/groupsgdd GROUPSGD_WORKER=$BUILD_DIR/worker/groupsgd-worker
+# shellcheck source=../../tests/slurm/lib.sh
+source "$root/tests/slurm/lib.sh"
+trap slurm_stop EXIT
+slurm_start
+now() { date +%s.%N; }
+target_at() { sed -n 's/^\([0-9.]*\) INFO .*stopping: target accuracy reached.*/\1/p' "$1" | head -1; }
+results=$SLURM_DIR/results
+for i in $(seq "$runs"); do
+  t0=$(now)
+  "$root/scripts/demo.sh" --mode grouped --workers 4 --groups 2 --stragglers 0 --device-ms 10 \
+    --target-acc 0.85 --max-seconds 120 --daemon-args "--log-level info" 2>"$SLURM_DIR/demo-$i.err" >/dev/null
+  t1=$(now)
+  dir=$(sed -n 's/.*logs in \(.*\)$/\1/p' "$SLURM_DIR/demo-$i.err")
+  echo "demo $i $(echo "$(target_at "$dir/daemon.log") - $t0" | bc) $(echo "$t1 - $t0" | bc)" | tee -a "$results"
+  rm -rf "$dir"
+
+  r=$SLURM_DIR/jobs/run$i
+  t0=$(now)
+  job=$(sbatch --parsable -N 2 --ntasks-per-node=2 -o "$r.out" "$root/scripts/slurm/groupsgd.sbatch" \
+    --run-dir "$r" --worker-args "--device-ms 10" -- --mode grouped --groups 2 \
+    --target-acc 0.85 --max-seconds 120)
+  while squeue -h -j "$job" 2>/dev/null | grep -q .; do sleep 0.05; done
+  t1=$(now)
+  echo "sbatch $i $(echo "$(target_at "$r/head.log") - $t0" | bc) $(echo "$t1 - $t0" | bc)" | tee -a "$results"
+done
+python3 - "$results" <<'PY'
+import statistics, sys
+rows = [l.split() for l in open(sys.argv[1])]
+med = {}
+for kind in ("demo", "sbatch"):
+    to_target = [float(r[2]) for r in rows if r[0] == kind]
+    to_end = [float(r[3]) for r in rows if r[0] == kind]
+    med[kind] = statistics.median(to_target)
+    print(f"{kind}: median to target {med[kind]:.2f} s, to the end {statistics.median(to_end):.2f} s")
+print(f"sbatch / demo to target: {med['sbatch'] / med['demo']:.2f}")
+PY
