@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
 # Launch overhead of Slurm (docs/benchmarks.md "Slurm launch"): the same run, grouped mode,
 # 2 groups, 4 C++ trainers (--device-ms 10) and the evaluator, target accuracy 0.85, started
-# RUNS times by scripts/demo.sh and RUNS times by sbatch scripts/slurm/groupsgd.sbatch on a
+# RUNS times by scripts/demo.sh and RUNS times by sbatch scripts/slurm/groupsgd.sbatch (with
+# demo.sh's daemon settings: --heartbeat-ms 250 --control-ms 500), alternating, on a
 # throwaway Slurm of this host (tests/slurm/lib.sh: slurmctld, slurmd n1 and n2; root).
 # For each run: seconds from the start command (demo.sh; sbatch) to the head's "target
-# accuracy reached" log line, and to the end (demo.sh exits; the job has left squeue).
-# Prints one line per run and the medians.   scripts/slurm/bench_launch.sh [RUNS]
+# accuracy reached" log line, to the end (demo.sh exits; the job has left squeue), and the
+# summary's time_to_target_s (from the first trainer's registration: the training alone).
+# Prints one line per run (KIND I TO_TARGET TO_END TRAINING) and the medians.
+#   scripts/slurm/bench_launch.sh [RUNS]
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 runs=${1:-3}
@@ -16,6 +19,7 @@ source "$root/tests/slurm/lib.sh"
 trap slurm_stop EXIT
 slurm_start
 now() { date +%s.%N; }
+trained() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["time_to_target_s"])' "$1"; }
 target_at() { sed -n 's/^\([0-9.]*\) INFO .*stopping: target accuracy reached.*/\1/p' "$1" | head -1; }
 results=$SLURM_DIR/results
 for i in $(seq "$runs"); do
@@ -24,17 +28,19 @@ for i in $(seq "$runs"); do
     --target-acc 0.85 --max-seconds 120 --daemon-args "--log-level info" 2>"$SLURM_DIR/demo-$i.err" >/dev/null
   t1=$(now)
   dir=$(sed -n 's/.*logs in \(.*\)$/\1/p' "$SLURM_DIR/demo-$i.err")
-  echo "demo $i $(echo "$(target_at "$dir/daemon.log") - $t0" | bc) $(echo "$t1 - $t0" | bc)" | tee -a "$results"
+  echo "demo $i $(echo "$(target_at "$dir/daemon.log") - $t0" | bc) $(echo "$t1 - $t0" | bc) $(trained "$dir/summary.json")" |
+    tee -a "$results"
   rm -rf "$dir"
 
   r=$SLURM_DIR/jobs/run$i
   t0=$(now)
   job=$(sbatch --parsable -N 2 --ntasks-per-node=2 -o "$r.out" "$root/scripts/slurm/groupsgd.sbatch" \
     --run-dir "$r" --worker-args "--device-ms 10" -- --mode grouped --groups 2 \
-    --target-acc 0.85 --max-seconds 120)
+    --target-acc 0.85 --max-seconds 120 --heartbeat-ms 250 --control-ms 500)
   while squeue -h -j "$job" 2>/dev/null | grep -q .; do sleep 0.05; done
   t1=$(now)
-  echo "sbatch $i $(echo "$(target_at "$r/head.log") - $t0" | bc) $(echo "$t1 - $t0" | bc)" | tee -a "$results"
+  echo "sbatch $i $(echo "$(target_at "$r/head.log") - $t0" | bc) $(echo "$t1 - $t0" | bc) $(trained "$r/summary.json")" |
+    tee -a "$results"
 done
 python3 - "$results" <<'PY'
 import statistics, sys
@@ -43,7 +49,9 @@ med = {}
 for kind in ("demo", "sbatch"):
     to_target = [float(r[2]) for r in rows if r[0] == kind]
     to_end = [float(r[3]) for r in rows if r[0] == kind]
+    training = [float(r[4]) for r in rows if r[0] == kind]
     med[kind] = statistics.median(to_target)
-    print(f"{kind}: median to target {med[kind]:.2f} s, to the end {statistics.median(to_end):.2f} s")
+    print(f"{kind}: median to target {med[kind]:.2f} s, to the end {statistics.median(to_end):.2f} s, "
+          f"training (time_to_target_s) {statistics.median(training):.2f} s")
 print(f"sbatch / demo to target: {med['sbatch'] / med['demo']:.2f}")
 PY

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # A throwaway Slurm cluster on this host for the slurm tests (sourced): munged with a
 # generated key, slurmctld and one slurmd per node name (n1, n2: several node names on one
 # host, each slurmd on its own port, `slurmd -N NAME`), all in the foreground (-D/-F),
