@@ -95,14 +95,18 @@ line=$(summary_line "$r2/summary.json")
 check "run 2: one node failure, target reached, accounting ok" \
   json_has "$line" "reached is True" "accounting_ok is True" "node_failures == 1"
 # 3. Trainers that all fail (a flag they refuse) do not leave the head holding the job: it
-#    is stopped --trainers-gone-s after their step ended and the job reports exit 3.
+#    is stopped --trainers-gone-s after their step ended and the job reports exit 3. With
+#    --node-groups 0 the head hosts the group PSes (--role all): no node daemon steps.
 r3=$SLURM_DIR/jobs/run3
 job=$(sbatch --parsable -N 2 --ntasks-per-node=1 -o "$r3.out" "$sbatch_script" --run-dir "$r3" \
-  --trainers-gone-s 2 --worker-args "--no-such-flag" -- "${run[@]}") || fail "sbatch refused the job"
+  --node-groups 0 --trainers-gone-s 2 --worker-args "--no-such-flag" -- "${run[@]}") ||
+  fail "sbatch refused the job"
 state=$(wait_job "$job" 60)
 check "run 3: the job ended FAILED (was $state)" test "$state" = FAILED
 code=$(scontrol show job "$job" | sed -n 's/.* ExitCode=\([0-9:]*\).*/\1/p')
 check "run 3: exit code 3:0, target not reached (was $code)" test "$code" = 3:0
+check "run 3: no node daemon (--node-groups 0)" bash -c "! ls '$r3'/node-*.log 2>/dev/null && ! grep -q 'offers' '$r3/head.log'"
+check "run 3: the head hosts both group PSes" grep -q "group PS 1 serving" "$r3/head.log"
 check "run 3: the script says why" grep -q "every trainer has gone and the head still runs after 2s" "$r3.out"
 echo "total $(echo "$(date +%s.%N) - $t0" | bc) s"
 (( fails > 0 )) && for f in "$r1.out" "$r2.out" "$r3.out" "$r1/head.log" "$r2/head.log" "$r3/head.log"; do
