@@ -4,7 +4,9 @@
 # reaches its target with its accounting kept, a worker added as a new step of the job
 # (scripts/add-worker.sh --slurm-run) registers and is drained (drain-worker.sh), and a
 # second run loses a node daemon's step (scancel --signal=KILL) mid-run and still reaches
-# its target, the lost node in its summary, the job COMPLETED. Root; skips (77) otherwise.
+# its target, the lost node in its summary, the job COMPLETED; a third whose trainers all
+# fail ends by itself (exit 3); a fourth maps each trainer task to cuda:SLURM_LOCALID when
+# GPUs are visible. Root; skips (77) otherwise.
 #   slurm_run_test.sh SOURCE_DIR     (GROUPSGDD, GROUPSGD_WORKER, GROUPSGDCTL from CTest)
 set -uo pipefail
 root=$1
@@ -108,6 +110,24 @@ check "run 3: exit code 3:0, target not reached (was $code)" test "$code" = 3:0
 check "run 3: no node daemon (--node-groups 0)" bash -c "! ls '$r3'/node-*.log 2>/dev/null && ! grep -q 'offers' '$r3/head.log'"
 check "run 3: the head hosts both group PSes" grep -q "group PS 1 serving" "$r3/head.log"
 check "run 3: the script says why" grep -q "every trainer has gone and the head still runs after 2s" "$r3.out"
+# 4. The device of each trainer task: with GPUs visible (CUDA_VISIBLE_DEVICES=0,1 passed in
+#    the job's environment; this Slurm has no GRES), task SLURM_LOCALID takes cuda:LOCALID.
+#    The trainers are a stand-in that records its flags and exits 0.
+r4=$SLURM_DIR/jobs/run4
+mkdir -p "$r4"
+cat >"$SLURM_DIR/record-worker.sh" <<'SH'
+#!/usr/bin/env bash
+echo "$SLURMD_NODENAME $SLURM_PROCID $*" >>"$RECORD"
+SH
+chmod +x "$SLURM_DIR/record-worker.sh"
+job=$(CUDA_VISIBLE_DEVICES=0,1 RECORD=$r4/record GROUPSGD_WORKER=$SLURM_DIR/record-worker.sh \
+  sbatch --parsable -N 2 --ntasks-per-node=2 -o "$r4.out" "$sbatch_script" --run-dir "$r4" \
+  --no-evaluator --trainers-gone-s 1 -- "${run[@]}") || fail "sbatch refused the job"
+state=$(wait_job "$job" 60)
+devices=$(awk '{ for (i = 3; i < NF; i++) if ($i == "--device") print $1, $2, $(i + 1) }' "$r4/record" | sort -k2n | tr '\n' ';')
+check "run 4: cuda:SLURM_LOCALID per task on each node ($devices)" \
+  test "$devices" = "n1 0 cuda:0;n1 1 cuda:1;n2 2 cuda:0;n2 3 cuda:1;"
+check "run 4: trainer names w\$SLURM_PROCID" bash -c "grep -c -- '--name w[0-3] ' '$r4/record' | grep -qx 4"
 echo "total $(echo "$(date +%s.%N) - $t0" | bc) s"
 (( fails > 0 )) && for f in "$r1.out" "$r2.out" "$r3.out" "$r1/head.log" "$r2/head.log" "$r3/head.log"; do
   echo "----- $f" >&2; tail -20 "$f" >&2
