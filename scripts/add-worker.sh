@@ -20,7 +20,7 @@ coordinator="" name="" host="" slurm_job="" timeout=60 log_dir=${TMPDIR:-/tmp}
 worker_args=()
 
 usage() {
-  sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'
   echo "options: --socket PATH --coordinator EP --name NAME [--host HOST | --slurm-run DIR] [--timeout S] [--log-dir DIR] [-- ARGS]"
 }
 while [[ $# -gt 0 ]]; do

@@ -15,7 +15,7 @@ while [[ $# -gt 0 ]]; do
     --socket) socket=$2; shift 2 ;;
     --timeout) timeout=$2; shift 2 ;;
     --slurm-run) socket=$2/control.sock; shift 2 ;;
-    --help|-h) sed -n '2,7p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --help|-h) sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "drain-worker: unknown option '$1'" >&2; exit 2 ;;
     *) worker=$1; shift ;;
   esac
