@@ -3,6 +3,7 @@
 # then it leaves and exits; waits until it has left. Idempotent: a worker that already
 # left is a success (exit 0).
 #   scripts/drain-worker.sh --socket PATH WORKER   (WORKER = id or --name)
+#   scripts/drain-worker.sh --slurm-run RUN_DIR WORKER   (a scripts/slurm/groupsgd.sbatch run)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 ctl=${GROUPSGDCTL:-${BUILD_DIR:-$root/build}/daemon/groupsgdctl}
@@ -13,6 +14,7 @@ while [[ $# -gt 0 ]]; do
   case "$1" in
     --socket) socket=$2; shift 2 ;;
     --timeout) timeout=$2; shift 2 ;;
+    --slurm-run) socket=$2/control.sock; shift 2 ;;
     --help|-h) sed -n '2,6p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     -*) echo "drain-worker: unknown option '$1'" >&2; exit 2 ;;
     *) worker=$1; shift ;;

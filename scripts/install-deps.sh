@@ -15,6 +15,8 @@ packages=(
 # The network-fault tests (tests/netns): ip netns / veth / tc tbf, nft for drops; jq and
 # bc read the control socket's JSON and do the timing arithmetic in those scripts.
 packages+=(iproute2 nftables jq bc)
+# The slurm test (tests/slurm): a throwaway Slurm cluster (slurmctld, slurmd) with munge.
+packages+=(slurm-wlm munge)
 # scripts/check-format.sh (the settings in .clang-format are for Debian's clang-format 14).
 packages+=(clang-format)
 # The Prometheus tests (tests/prometheus, label prometheus): promtool and prometheus,

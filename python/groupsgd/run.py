@@ -21,6 +21,16 @@ as DIR/summary.json. Exit status: the daemon's (3 when it
 had a target accuracy or loss it did not reach, 128+N after signal N, 1 when the trainers all
 quit, some failing, before the daemon finished); attached, 1 when any worker failed;
 2 for bad arguments.
+
+Under Slurm (inside a job step: SLURM_JOB_ID, SLURM_STEP_ID and SLURM_PROCID set, as in
+srun -n N python3 -m groupsgd.run --coordinator EP train.py) each task starts its own
+share, attached to the head the job runs (scripts/slurm/groupsgd.sbatch; --coordinator or
+$GROUPSGD_COORDINATOR, required): --workers trainers (default 1; 0 with --evaluate) named
+PREFIX(SLURM_PROCID*workers+i), and, with --evaluate, the evaluator on the task of
+SLURM_PROCID 0 only. Each also gets GROUPSGD_RANK (that global index), GROUPSGD_WORLD_SIZE
+(SLURM_NTASKS*workers), GROUPSGD_LOCAL_RANK (SLURM_LOCALID*workers+i: the index on its node,
+e.g. for cuda:N), GROUPSGD_NODE (SLURMD_NODENAME) and GROUPSGD_NODES (the job's nodes,
+comma-separated, from `scontrol show hostnames SLURM_JOB_NODELIST`).
 """
 
 import argparse
@@ -49,7 +59,8 @@ def _parser():
         prog=f"{os.path.basename(sys.executable)} -m {PROG}",
         description="Runs a training script as N groupsgd workers (and an evaluator) "
                     "against a groupsgdd it starts or one it attaches to.")
-    p.add_argument("--workers", type=int, required=True, help="trainer processes to start")
+    p.add_argument("--workers", type=int,
+                   help="trainer processes to start (required; under Slurm per task, default 1)")
     p.add_argument("--evaluate", action="store_true",
                    help="start one more copy as the evaluator (GROUPSGD_ROLE=evaluator)")
     p.add_argument("--coordinator", metavar="tcp://HOST:PORT",
@@ -112,6 +123,63 @@ class _Stop(Exception):
     pass
 
 
+class SlurmTask:
+    """This process as a task of a Slurm job step, read from the SLURM_* environment."""
+
+    def __init__(self, job_id, step_id, rank, local_rank, world_size, node, nodes):
+        self.job_id = job_id
+        self.step_id = step_id
+        self.rank = rank              # SLURM_PROCID: 0 .. world_size-1 over the step
+        self.local_rank = local_rank  # SLURM_LOCALID: its index among the step's tasks on its node
+        self.world_size = world_size  # SLURM_NTASKS (of the step)
+        self.node = node              # SLURMD_NODENAME
+        self.nodes = nodes            # the job's nodes, expanded
+
+
+def _slurm_hostnames(nodelist):
+    """A Slurm host list (n[1-3],gpu7) expanded by `scontrol show hostnames`, the one
+    expansion every Slurm version agrees with."""
+    try:
+        out = subprocess.run(["scontrol", "show", "hostnames", nodelist], check=True,
+                             capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.SubprocessError) as e:
+        raise ValueError(f"scontrol show hostnames {nodelist!r} failed: {e}") from None
+    return [h for h in out.split() if h]
+
+
+def slurm_task(environ=None):
+    """The SlurmTask this process is when it runs inside a Slurm job step, else None (also
+    in a batch script, which is not a step: no SLURM_STEP_ID). A malformed value raises
+    ValueError naming the variable."""
+    env = os.environ if environ is None else environ
+    if not all(env.get(k) for k in ("SLURM_JOB_ID", "SLURM_STEP_ID", "SLURM_PROCID")):
+        return None
+
+    def number(key, default=None, minimum=0):
+        raw = env.get(key)
+        if raw is None or raw == "":
+            if default is None:
+                raise ValueError(f"{key} is not set")
+            return default
+        try:
+            value = int(raw)
+        except ValueError:
+            raise ValueError(f"{key}={raw!r} is not a number") from None
+        if value < minimum:
+            raise ValueError(f"{key}={raw!r} is below {minimum}")
+        return value
+
+    rank = number("SLURM_PROCID")
+    world = number("SLURM_NTASKS", default=1, minimum=1)
+    if rank >= world:
+        raise ValueError(f"SLURM_PROCID={rank} is not below SLURM_NTASKS={world}")
+    nodelist = env.get("SLURM_JOB_NODELIST") or env.get("SLURM_NODELIST") or ""
+    return SlurmTask(job_id=env["SLURM_JOB_ID"], step_id=env["SLURM_STEP_ID"], rank=rank,
+                     local_rank=number("SLURM_LOCALID", default=0), world_size=world,
+                     node=env.get("SLURMD_NODENAME", ""),
+                     nodes=_slurm_hostnames(nodelist) if nodelist else [])
+
+
 class Launcher:
     def __init__(self, args):
         self.args = args
@@ -122,6 +190,7 @@ class Launcher:
         self.signal = None  # the first stop signal received
         self.killed = False  # a second signal: kill at once
         self.logs = []  # --log-dir files, closed at the end
+        self.slurm = None  # a SlurmTask when run inside a Slurm job step
 
     # -- signals ------------------------------------------------------------------------
     def _on_signal(self, signum, frame):
@@ -193,12 +262,27 @@ class Launcher:
     # -- the workers --------------------------------------------------------------------
     def _start_workers(self, endpoint):
         a = self.args
-        specs = [(f"{a.name_prefix}{i}", "trainer", i) for i in range(a.workers)]
-        if a.evaluate:
-            specs.append(("evaluator", "evaluator", a.workers))
-        for name, role, rank in specs:
+        t = self.slurm
+        # (name, role, local rank, extra environment)
+        if t is None:
+            specs = [(f"{a.name_prefix}{i}", "trainer", i, {}) for i in range(a.workers)]
+            if a.evaluate:
+                specs.append(("evaluator", "evaluator", a.workers, {}))
+        else:
+            # This task's share of the step's trainers; the evaluator on task 0.
+            where = {"GROUPSGD_WORLD_SIZE": str(t.world_size * a.workers),
+                     "GROUPSGD_NODE": t.node, "GROUPSGD_NODES": ",".join(t.nodes)}
+            specs = []
+            for i in range(a.workers):
+                rank = t.rank * a.workers + i
+                specs.append((f"{a.name_prefix}{rank}", "trainer", t.local_rank * a.workers + i,
+                              dict(where, GROUPSGD_RANK=str(rank))))
+            if a.evaluate and t.rank == 0:
+                specs.append(("evaluator", "evaluator", t.local_rank * a.workers + a.workers,
+                              dict(where)))
+        for name, role, rank, extra in specs:
             env = dict(os.environ, GROUPSGD_COORDINATOR=endpoint, GROUPSGD_NAME=name,
-                       GROUPSGD_LOCAL_RANK=str(rank), GROUPSGD_ROLE=role)
+                       GROUPSGD_LOCAL_RANK=str(rank), GROUPSGD_ROLE=role, **extra)
             log = self._log_file(name)
             proc = subprocess.Popen([sys.executable, a.script, *a.script_args], env=env,
                                     preexec_fn=_child_setup, stdout=log,
@@ -347,7 +431,28 @@ class Launcher:
 
 def main(argv=None):
     args = _parser().parse_args(argv)
-    if args.workers < 1:
+    try:
+        task = slurm_task()
+    except ValueError as e:
+        _log(f"under Slurm, but {e}")
+        return EXIT_USAGE
+    if task is not None:
+        # Under srun: the head is the job's (groupsgd.sbatch), each task adds its share.
+        args.coordinator = args.coordinator or os.environ.get("GROUPSGD_COORDINATOR")
+        if not args.coordinator:
+            _log(f"under Slurm (task {task.rank} of {task.world_size} in step "
+                 f"{task.job_id}.{task.step_id}) give --coordinator or $GROUPSGD_COORDINATOR: "
+                 "the job runs the head (scripts/slurm/groupsgd.sbatch)")
+            return EXIT_USAGE
+        if args.workers is None:
+            args.workers = 0 if args.evaluate else 1
+        if args.workers < 0 or (args.workers == 0 and not args.evaluate):
+            _log("--workers must be at least 1 (0 only with --evaluate)")
+            return EXIT_USAGE
+    elif args.workers is None:
+        _log("--workers is required (outside a Slurm job step)")
+        return EXIT_USAGE
+    elif args.workers < 1:
         _log("--workers must be at least 1")
         return EXIT_USAGE
     if not os.path.isfile(args.script):
@@ -360,6 +465,11 @@ def main(argv=None):
             _log(f"--log-dir: {e}")
             return EXIT_USAGE
     launcher = Launcher(args)
+    launcher.slurm = task
+    if task is not None:
+        _log(f"Slurm task {task.rank} of {task.world_size} (job {task.job_id}, step "
+             f"{task.step_id}, node {task.node or '?'}): {args.workers} trainer(s)"
+             + (", the evaluator" if args.evaluate and task.rank == 0 else ""))
     if not args.coordinator:
         launcher.daemon_path = _find_daemon(args.daemon)
         if launcher.daemon_path is None:
