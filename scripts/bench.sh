@@ -99,7 +99,15 @@ fi
 mkdir -p "$GROUPSGD_RESULTS_DIR"
 out="$GROUPSGD_RESULTS_DIR/$name-$(date -u +%Y%m%dT%H%M%SZ).jsonl"
 echo "bench: $name $*; JSON lines to $out" >&2
+# What it ran on (scripts/bench/machine_info.py): measured before, added to the summary
+# (the last line) with the load after.
+py=python3
+[[ -x /usr/bin/python3 ]] && py=/usr/bin/python3
+machine=$(mktemp)
+trap 'rm -f "$machine"' EXIT
+BUILD_DIR=$BUILD_DIR "$py" "$root/scripts/bench/machine_info.py" measure >"$machine" || echo '{}' >"$machine"
 status=0
-"${cmd[@]}" "$@" | tee "$out" || status=${PIPESTATUS[0]}
+"${cmd[@]}" "$@" | "$py" "$root/scripts/bench/machine_info.py" annotate "$machine" | tee "$out" ||
+  status=${PIPESTATUS[0]}
 echo "bench: $name exited $status" >&2
 exit "$status"

@@ -205,6 +205,20 @@ CHECKS = {"dataplane": check_dataplane, "dataplane-netns": check_dataplane_netns
           "crossover": check_crossover, "model-timing": check_model_timing}
 
 
+def check_machine(summary, errors):
+    """scripts/bench.sh adds what the run ran on to the summary (machine_info.py)."""
+    m = summary.get("machine")
+    if not isinstance(m, dict):
+        errors.append("summary has no 'machine' (run it through scripts/bench.sh)")
+        return
+    for key in ("cores", "load_before", "load_after", "tcp_echo_gbps"):
+        if not number(m.get(key)):
+            errors.append("machine: '%s' missing or not a number" % key)
+    for key in ("cpu_model", "commit", "date"):
+        if not isinstance(m.get(key), str) or not m[key]:
+            errors.append("machine: '%s' missing" % key)
+
+
 def main():
     if len(sys.argv) != 3 or sys.argv[1] not in CHECKS:
         sys.stderr.write("usage: check_json.py {%s} FILE\n" % ",".join(sorted(CHECKS)))
@@ -234,6 +248,7 @@ def main():
             errors.append("summary says ok=%s" % summary.get("ok"))
         else:
             CHECKS[name](rows[:-1], summary, errors)
+            check_machine(summary, errors)
     for e in errors:
         sys.stderr.write("check_json %s: %s\n" % (name, e))
     if not errors:
