@@ -47,6 +47,23 @@ std::string isoTimestamp(std::chrono::system_clock::time_point t) {
   return text;
 }
 
+double lineSeconds(const char* line) {
+  int year = 0, month = 0, day = 0, hour = 0, minute = 0, second = 0, millis = 0, used = 0;
+  if (std::sscanf(line, "%4d-%2d-%2dT%2d:%2d:%2d.%3dZ%n", &year, &month, &day, &hour, &minute,
+                  &second, &millis, &used) != 7 ||
+      used != 24) {
+    return -1;
+  }
+  std::tm utc{};
+  utc.tm_year = year - 1900;
+  utc.tm_mon = month - 1;
+  utc.tm_mday = day;
+  utc.tm_hour = hour;
+  utc.tm_min = minute;
+  utc.tm_sec = second;
+  return static_cast<double>(::timegm(&utc)) + millis / 1000.0;
+}
+
 std::string formatLine(Level l, const std::string& tag, const std::string& message, bool journal,
                        std::chrono::system_clock::time_point now) {
   static const char* kNames[] = {"DEBUG", "INFO", "WARN", "ERROR"};

@@ -44,6 +44,20 @@ TEST_CASE("log: a line: timestamp, level, tag, message; plain for the journal") 
   CHECK(log::formatLine(log::Level::kDebug, "", "x", true, t) == "<7>DEBUG x\n");
 }
 
+TEST_CASE("log: a line's time read back as Unix seconds") {
+  CHECK(log::lineSeconds("2026-11-28T05:51:09.270Z INFO x") == doctest::Approx(1795845069.270));
+  CHECK(log::lineSeconds("1970-01-01T00:00:00.000Z") == 0.0);
+  const auto now = system_clock::now();
+  const double back =
+      log::lineSeconds(log::formatLine(log::Level::kWarn, "", "m", false, now).c_str());
+  const double now_s = std::chrono::duration<double>(now.time_since_epoch()).count();
+  CHECK(back <= now_s);
+  CHECK(back > now_s - 0.001);                             // milliseconds, truncated
+  CHECK(log::lineSeconds("1795845069.270 INFO x") == -1);  // the old form
+  CHECK(log::lineSeconds("<6>INFO x") == -1);              // the journal's form
+  CHECK(log::lineSeconds("") == -1);
+}
+
 TEST_CASE("log: JOURNAL_STREAM counts only when it names the file on stderr") {
   char path[] = "/tmp/gsgd-log-test-XXXXXX";
   const int fd = ::mkstemp(path);

@@ -26,6 +26,10 @@ void write(Level level, const std::string& message);
 
 // The parts of write(), for tests. ISO 8601 UTC with milliseconds ("...T12:34:56.789Z").
 std::string isoTimestamp(std::chrono::system_clock::time_point t);
+// The time at the start of a log line (isoTimestamp's form; what follows is ignored),
+// as seconds since the Unix epoch; -1 when the text does not start with one. For tools
+// and tests that read log files.
+double lineSeconds(const char* line);
 // One whole line, newline included: with journal the "<N>" prefix, else the timestamp.
 std::string formatLine(Level level, const std::string& tag, const std::string& message,
                        bool journal, std::chrono::system_clock::time_point now);
