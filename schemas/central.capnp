@@ -3,7 +3,8 @@
 using Cxx = import "/capnp/c++.capnp";
 $Cxx.namespace("groupsgd::proto");
 
-# Group PS -> central: replica - base, one float32 tensor of paramCount elements.
+# Group PS -> central: replica - base, one tensor of paramCount elements in any encoding
+# (compress_deltas; dense and over the part size: sent in parts).
 # header.senderId = group id; header.modelVersion = central version the base came from.
 struct DeltaPush {
   groupId @0 :UInt32;   # group that produced the delta
@@ -22,7 +23,8 @@ struct ModelReply {
   applied @0 :Bool;      # DeltaPush only: the delta was merged
   reason @1 :Text;       # why not ("" when applied or for a Fetch)
   staleness @2 :UInt64;  # tau = current version - base version at arrival
-  weight @3 :Float32;    # the staleness weight f(tau) used
+  weight @3 :Float32;    # the merge weight used: f(tau) x the sample weighting (0 for a
+                         # Fetch or a refused delta)
   runSamples @4 :UInt64; # samples behind every delta merged in this run, those before a
                          # checkpoint resume included (the lr schedules' position)
 }

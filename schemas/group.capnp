@@ -7,7 +7,8 @@ $Cxx.namespace("groupsgd::proto");
 # Worker asks for the current group replica (no tensors). Also used to (re)join.
 struct Pull {}
 
-# Worker's gradient for header.step; one float32 tensor frame set of paramCount elements.
+# Worker's gradient for header.step: tensor 0, paramCount elements in any encoding (dense
+# and over the part size: sent in parts, docs/protocol.md "Parts").
 # optimizer.placement workers: a second tensor, when the last StepReply asked for it
 # (attachParameters), holds the member's parameters as they are at this step's start.
 struct Push {
@@ -82,6 +83,7 @@ struct GroupConfig {
   members @1 :List(Member);    # the full member list (replaces the previous one)
   exchangePeriod @2 :UInt32;   # K
   stepDeadlineMs @3 :UInt32;   # a step closes this long after its first push at the latest
+                               # (0 = keep the group PS's current deadline)
   flush @4 :Bool;              # send the pending delta to the central PS now (regroups)
   stepCutoff @5 :Float32;      # > 0: a step with all but floor(members x stepCutoffLateFraction)
                                # pushes in closes at its release + max(this x the median
@@ -113,7 +115,7 @@ struct LrSchedule {
 # with GroupStats once the central PS has answered (or refused).
 struct Flush {}
 
-# Coordinator -> group PS: report counters without flushing.
+# Anyone -> group PS: report counters without flushing.
 struct GroupStatsQuery {}
 
 # Group PS counters (answer to Flush and GroupStatsQuery).

@@ -54,9 +54,12 @@ struct Assignment {
   centralEndpoint @3 :Text;   # ZeroMQ endpoint of the central PS (evaluators fetch there)
   batchSize @4 :UInt32;       # samples per step for this worker
   exchangePeriod @5 :UInt32;  # K: group steps between exchanges with the central PS
+                              # (informational: the configured K; in adaptive mode a
+                              # group's own K may differ)
   shardIndex @6 :UInt32;      # this worker's shard of the training set
   shardCount @7 :UInt32;      # number of shards
-  model @8 :Text;             # model kind ("softmax" | "mlp")
+  model @8 :Text;             # model kind: "mlp" | "softmax" | "cnn" | "external" (a model
+                              # the daemon learnt from its workers: Register.paramCount)
   paramCount @9 :UInt64;      # length of the flat parameter vector
   seed @10 :UInt64;           # seed for data shuffling
   heartbeatMs @11 :UInt32;    # how often to send Heartbeat
@@ -82,7 +85,7 @@ struct Heartbeat {
   steps @1 :UInt64;            # steps pushed so far
   lastLoss @2 :Float32;        # training loss of the last batch
   computeMs @3 :Float32;       # mean compute time per step since the last heartbeat
-  commMs @4 :Float32;          # mean push+reply time per step (includes barrier wait)
+  commMs @4 :Float32;          # mean push round trip per step minus its barrier wait
   testAccuracy @5 :Float32;    # evaluator only: last measured test accuracy (-1 = none)
   evaluatedVersion @6 :UInt64; # evaluator only: central version that accuracy belongs to
   batchSize @7 :UInt32;        # batch size in use

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "groupsgd/common/deadline.h"
+#include "groupsgd/common/handshake_monitor.h"
 #include "groupsgd/common/interrupt.h"
 #include "groupsgd/common/zap_handler.h"
 
@@ -155,19 +156,37 @@ RpcClient::RpcClient(zmq::context_t& ctx, std::string endpoint, MessageLimits li
                      SocketOptions opts)
     : ctx_(ctx), endpoint_(std::move(endpoint)), limits_(limits), opts_(std::move(opts)) {}
 
+RpcClient::~RpcClient() { reset(); }
+
+void RpcClient::reset() {
+  if (sock_ && monitor_) {
+    // Stop the monitor before closing its end: libzmq then sends nothing more to it.
+    (void)zmq_socket_monitor(sock_->handle(), nullptr, 0);
+  }
+  monitor_.reset();
+  sock_.reset();
+}
+
 Status RpcClient::ensureSocket() {
   if (sock_) return Status::ok();
   auto s = makeSocket(ctx_, zmq::socket_type::dealer, opts_);
   if (!s) return s.status();
+  std::optional<zmq::socket_t> monitor;
+  if (opts_.curve_side == CurveSide::kClient) {
+    auto m = watchHandshake(ctx_, *s);
+    if (!m) return m.status();
+    monitor.emplace(std::move(*m));
+  }
   GSGD_RETURN_IF_ERROR(connectSocket(*s, endpoint_));
   sock_.emplace(std::move(*s));
+  monitor_ = std::move(monitor);
   return Status::ok();
 }
 
 Status RpcClient::send(std::vector<zmq::message_t>&& frames) {
   GSGD_RETURN_IF_ERROR(ensureSocket());
   Status sent = sendFrames(*sock_, std::move(frames));
-  if (!sent) sock_.reset();
+  if (!sent) reset();
   return sent;
 }
 
@@ -181,30 +200,39 @@ Result<InMessage> RpcClient::receiveUntil(std::chrono::steady_clock::time_point 
   while (true) {
     const auto left = timeLeft(deadline);
     if (left.count() <= 0) {
-      sock_.reset();  // a late answer must not be read as the next call's
+      reset();  // a late answer must not be read as the next call's
       return unavailable("no answer from " + endpoint_ + " " + within);
     }
     if (interruptRequested()) {
-      sock_.reset();  // the answer, if it comes, must not be read as the next call's
+      reset();  // the answer, if it comes, must not be read as the next call's
       return interruptedStatus();
     }
-    zmq::pollitem_t item{sock_->handle(), 0, ZMQ_POLLIN, 0};
+    zmq::pollitem_t items[2] = {{sock_->handle(), 0, ZMQ_POLLIN, 0},
+                                {monitor_ ? monitor_->handle() : nullptr, 0, ZMQ_POLLIN, 0}};
     try {
       // With an interrupt check (interrupt.h) in slices, so the caller hears it soon.
-      zmq::poll(&item, 1, interruptCheckInstalled() ? std::min(left, kInterruptSlice) : left);
+      zmq::poll(items, monitor_ ? 2 : 1,
+                interruptCheckInstalled() ? std::min(left, kInterruptSlice) : left);
     } catch (const zmq::error_t& e) {
       if (e.num() == EINTR) continue;
-      sock_.reset();
+      reset();
       return unavailable(std::string("poll failed: ") + e.what());
     }
-    if ((item.revents & ZMQ_POLLIN) == 0) continue;
+    if (monitor_ && (items[1].revents & ZMQ_POLLIN) != 0) {
+      Status refused = handshakeRefusal(*monitor_, endpoint_);
+      if (!refused) {
+        reset();  // the daemon closed this connection; the next call starts afresh
+        return refused;
+      }
+    }
+    if ((items[0].revents & ZMQ_POLLIN) == 0) continue;
     auto frames = recvFrames(*sock_);
     if (!frames) {
-      sock_.reset();
+      reset();
       return frames.status();
     }
     auto msg = decodeMessage(std::move(*frames), limits_);
-    if (!msg) sock_.reset();  // the rest of a bad reply must not be read as the next one
+    if (!msg) reset();  // the rest of a bad reply must not be read as the next one
     return msg;
   }
 }

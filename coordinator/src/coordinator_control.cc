@@ -101,20 +101,23 @@ ojson Coordinator::curveJson() const {
 ojson Coordinator::workersJson() const {
   ojson rows = ojson::array();
   for (const auto& [id, w] : registry_.all()) {
+    // Only a trainer has a group, a batch and step times; the others show null there.
+    const bool trainer = w.role == WorkerRole::kTrainer;
+    auto trains = [trainer](const auto& value) { return trainer ? ojson(value) : ojson(); };
     rows.push_back(
         {{"id", id},
          {"name", w.name},
          {"role", workerRoleName(w.role)},
          {"host", w.host},
          {"pid", w.pid},
-         {"group", w.group},
+         {"group", trains(w.group)},
          {"state",
           w.draining && w.state == WorkerState::kActive ? "draining" : workerStateName(w.state)},
-         {"batch", w.batch_size},
-         {"steps", w.steps},
-         {"compute_ms", w.compute_ms},
-         {"comm_ms", w.comm_ms},
-         {"wait_ms", w.wait_ms}});
+         {"batch", trains(w.batch_size)},
+         {"steps", trains(w.steps)},
+         {"compute_ms", trains(w.compute_ms)},
+         {"comm_ms", trains(w.comm_ms)},
+         {"wait_ms", trains(w.wait_ms)}});
   }
   return rows;
 }

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
@@ -285,14 +287,41 @@ bool isTable(const ojson& v) {
          std::all_of(v.begin(), v.end(), [](const ojson& e) { return e.is_object(); });
 }
 
-std::string cellText(const ojson& v) {
+bool endsWith(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+std::string printed(const char* format, double v) {
+  char text[64];
+  std::snprintf(text, sizeof text, format, v);
+  return text;
+}
+
+// A fraction (not an integer) as a person reads it; the key (its last dotted part) says
+// what it measures. --json keeps the full value.
+std::string numberText(const std::string& dotted_key, double v) {
+  const std::string key = dotted_key.substr(dotted_key.rfind('.') + 1);
+  if (endsWith(key, "_per_s") || key.find("rate") != std::string::npos ||
+      key.find("speed") != std::string::npos) {
+    return printed(std::fabs(v) >= 100 ? "%.0f" : "%.3g", v);  // rates: 3 figures or more
+  }
+  if (endsWith(key, "_ms") || endsWith(key, "_s")) return printed("%.1f", v);
+  if (key.find("acc") != std::string::npos || key.find("loss") != std::string::npos) {
+    return printed("%.4f", v);
+  }
+  // lr, ratios, anything else: 4 significant figures, no exponent for large values
+  return printed(std::fabs(v) >= 1e4 ? "%.0f" : "%.4g", v);
+}
+
+std::string cellText(const ojson& v, const std::string& key = "") {
   if (v.is_null()) return "-";
   if (v.is_string()) return v.get<std::string>();
+  if (v.is_number_float()) return numberText(key, v.get<double>());
   if (v.is_array() && std::all_of(v.begin(), v.end(), isScalar)) {
     std::string joined;
     for (const auto& e : v) {
       if (!joined.empty()) joined += ", ";
-      joined += cellText(e);
+      joined += cellText(e, key);
     }
     return joined;
   }
@@ -317,7 +346,7 @@ void flatten(const ojson& obj, const std::string& prefix,
     } else if (isTable(value) && !value.empty()) {
       tables->emplace_back(name, &value);
     } else {
-      lines->emplace_back(name, cellText(value));
+      lines->emplace_back(name, cellText(value, name));
     }
   }
 }
@@ -345,7 +374,7 @@ std::string formatTable(const ojson& rows, const std::string& indent) {
     cells.emplace_back();
     for (const auto& c : columns) {
       const auto it = row.find(c);
-      cells.back().push_back(it == row.end() ? "-" : cellText(*it));
+      cells.back().push_back(it == row.end() ? "-" : cellText(*it, c));
     }
   }
   std::vector<std::size_t> width(columns.size(), 0);

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "groupsgd/common/curve_keys.h"
+#include "groupsgd/common/handshake_monitor.h"
 #include "groupsgd/common/transport.h"
 #include "groupsgd/common/zap_handler.h"
 #include "support/temp_dir.h"
@@ -238,4 +239,52 @@ TEST_CASE("zap handler: a key removed from the live list is refused at its next 
   (void)sendFrames(*s, hello(2).toFrames());
   CHECK_FALSE(receiveOne(*router, 1500ms).has_value());
   CHECK((*zap)->refused() >= 1);
+}
+
+TEST_CASE("rpc client: a refused CURVE key is told at once, not after the timeout" *
+          doctest::skip(noCurve())) {
+  zmq::context_t ctx;
+  auto server = generateKeyPair();
+  auto good = generateKeyPair();
+  auto stranger = generateKeyPair();
+  REQUIRE(server.isOk());
+  REQUIRE(good.isOk());
+  REQUIRE(stranger.isOk());
+  auto zap = ZapHandler::start(ctx, {good->public_key});
+  REQUIRE(zap.isOk());
+  CurveKeys skeys{server->public_key, server->secret_key, ""};
+  auto router = makeSocket(ctx, zmq::socket_type::router, serverSocketOptions(skeys));
+  REQUIRE(router.isOk());
+  auto ep = bindSocket(*router, "tcp://127.0.0.1:*");
+  REQUIRE(ep.isOk());
+
+  RpcClient client(
+      ctx, *ep, MessageLimits{},
+      clientSocketOptions({stranger->public_key, stranger->secret_key, server->public_key}));
+  for (int attempt = 0; attempt < 2; ++attempt) {  // a new socket hears it again
+    const auto started = std::chrono::steady_clock::now();
+    auto reply = client.call(hello(1), 10000ms);
+    const auto took = std::chrono::steady_clock::now() - started;
+    REQUIRE_FALSE(reply.isOk());
+    CHECK(reply.status().code() == Code::kPermissionDenied);
+    CHECK(reply.status().message() ==
+          "the daemon at " + *ep + " refused this key (not in its allow-list)");
+    CHECK(took < 3000ms);  // the handshake's answer, not the 10 s timeout
+  }
+  CHECK((*zap)->refused() >= 2);
+
+  // An allowed key on the same kind of client still gets through (and is answered).
+  RpcClient allowed(ctx, *ep, MessageLimits{},
+                    clientSocketOptions({good->public_key, good->secret_key, server->public_key}));
+  REQUIRE(allowed.send(hello(2).toFrames()).isOk());
+  CHECK(receiveOne(*router, 5000ms).has_value());
+}
+
+TEST_CASE("rpc client: ZAP status codes a refused client may hear") {
+  CHECK(zapRefusalStatus(400, "tcp://h:1").code() == Code::kPermissionDenied);
+  CHECK(zapRefusalStatus(400, "tcp://h:1").message() ==
+        "the daemon at tcp://h:1 refused this key (not in its allow-list)");
+  CHECK(zapRefusalStatus(500, "tcp://h:1").message() ==
+        "the daemon at tcp://h:1 refused this key (ZAP status 500)");
+  CHECK(zapRefusalStatus(300, "tcp://h:1").code() == Code::kUnavailable);  // retry
 }

@@ -26,6 +26,10 @@ T0=$(date +%s.%N)
 
 log() { printf '[%6.1fs] %s\n' "$(echo "$(date +%s.%N) - $T0" | bc)" "$*"; }
 now() { date +%s.%N; }
+# Log lines start with an ISO 8601 UTC time with milliseconds (common/src/log.cc); these
+# convert between it and now()'s seconds. ISO times of one format compare as strings.
+iso_at() { date -u -d "@$1" +%Y-%m-%dT%H:%M:%S.%3NZ; }
+iso_seconds() { date -u -d "$1" +%s.%N; }
 fail() {
   echo "FAIL: $*" >&2
   dump_logs

@@ -52,11 +52,11 @@ log "partition: group 1 cut from the head both ways"
 
 # Deaths declared since the cut (a loaded machine may have declared one earlier).
 deaths_since_cut() {
-  awk -v t="$cut_at" '$1 >= t && $2 == "WARN" && /missed its heartbeats: declared dead/' "$WORK/daemon.log"
+  awk -v t="$(iso_at "$cut_at")" '$1 >= t && $2 == "WARN" && /missed its heartbeats: declared dead/' "$WORK/daemon.log"
 }
 all_cut_dead() { (($(deaths_since_cut | wc -l) >= ${#cut[@]})); }
 wait_for 20 "the cut workers to be declared dead" all_cut_dead
-first_dead=$(deaths_since_cut | head -n1 | awk '{print $1}')
+first_dead=$(iso_seconds "$(deaths_since_cut | head -n1 | awk '{print $1}')")
 detect_s=$(echo "$first_dead - $cut_at" | bc -l)
 during=$(ctl_status)
 dead=$(jq -r '.workers.dead' <<<"$during")

@@ -145,6 +145,56 @@ TEST_CASE("groupsgdctl: formatResult") {
   CHECK(formatResult(ordered_json::object()) == "");
 }
 
+// The precision a person reads is pinned here: a change of format must change this test.
+TEST_CASE("groupsgdctl: tables round what a person reads; --json keeps full values") {
+  const ordered_json workers = ordered_json::parse(R"({"workers": [
+      {"id": 1, "name": "w1", "role": "trainer", "group": 0, "batch": 32, "steps": 812,
+       "compute_ms": 19.21951675415039, "comm_ms": 1.25, "wait_ms": 0.04999},
+      {"id": 5, "name": "eval", "role": "evaluator", "group": null, "batch": null,
+       "steps": null, "compute_ms": null, "comm_ms": null, "wait_ms": null}]})");
+  CHECK(formatResult(workers) ==
+        "ID  NAME  ROLE       GROUP  BATCH  STEPS  COMPUTE_MS  COMM_MS  WAIT_MS\n"
+        "1   w1    trainer    0      32     812    19.2        1.2      0.0\n"
+        "5   eval  evaluator  -      -      -      -           -        -\n");
+
+  const ordered_json jobs = ordered_json::parse(R"({"jobs": [
+      {"name": "a", "id": 1, "state": "done", "groups": null,
+       "final_test_acc": 0.809499979019165},
+      {"name": "b", "id": 2, "state": "running", "groups": 2, "final_test_acc": null}]})");
+  CHECK(formatResult(jobs) ==
+        "NAME  ID  STATE    GROUPS  FINAL_TEST_ACC\n"
+        "a     1   done     -       0.8095\n"
+        "b     2   running  2       -\n");
+
+  const ordered_json status = ordered_json::parse(R"({
+      "uptime_s": 12.3456, "test_acc": 0.91234567, "test_loss": 0.3187654321,
+      "samples_per_s": 1234.5678, "speed": 3.14159, "lr": 0.0030000001,
+      "ratio": 1.23456789, "version": 12, "big": 123456.789,
+      "evaluation": {"unmeasured_for_s": 4.06}})");
+  CHECK(formatResult(status) ==
+        "uptime_s:                    12.3\n"
+        "test_acc:                    0.9123\n"
+        "test_loss:                   0.3188\n"
+        "samples_per_s:               1235\n"
+        "speed:                       3.14\n"
+        "lr:                          0.003\n"
+        "ratio:                       1.235\n"
+        "version:                     12\n"
+        "big:                         123457\n"
+        "evaluation.unmeasured_for_s: 4.1\n");
+
+  // The same reply through a daemon: the table rounds, --json carries every digit.
+  Daemon d([&](ops::PendingRequest&& req) { req.respond(workers); });
+  const CtlRun table = ctl(d.path(), {"workers"});
+  REQUIRE_MESSAGE(table.rc == 0, table.err);
+  CHECK(table.out == formatResult(workers));
+  const CtlRun full = ctl(d.path(), {"workers", "--json"});
+  REQUIRE_MESSAGE(full.rc == 0, full.err);
+  const json parsed = json::parse(full.out);
+  CHECK(parsed["workers"][0]["compute_ms"].get<double>() == 19.21951675415039);
+  CHECK(parsed["workers"][1]["group"].is_null());
+}
+
 TEST_CASE("groupsgdctl: exit 1 and the error when the daemon refuses") {
   Daemon d;
   CtlRun r = ctl(d.path(), {"drain", "999"});

@@ -60,6 +60,11 @@ TEST_CASE(
   REQUIRE(rows.is_object());
   for (const auto& w : rows["workers"]) {
     if (w["role"] == "evaluator") eval_id = std::to_string(w["id"].get<std::uint64_t>());
+    // Group, batch and step times belong to trainers: null (a "-" in the table) elsewhere.
+    const bool trainer = w["role"] == "trainer";
+    CHECK(w["group"].is_null() != trainer);
+    CHECK(w["batch"].is_null() != trainer);
+    CHECK(w["compute_ms"].is_null() != trainer);
   }
   REQUIRE(!eval_id.empty());
   const std::size_t log_at_kill = readFile(dir + "/daemon.log").size();

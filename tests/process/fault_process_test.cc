@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "daemon_harness.h"
+#include "groupsgd/common/log.h"
 #include "worker_run.h"
 
 using namespace groupsgd::testing;
@@ -28,7 +29,7 @@ double lastStampOf(const std::string& log, const std::string& text) {
   const std::size_t at = log.rfind(text);
   if (at == std::string::npos) return -1;
   const std::size_t start = log.rfind('\n', at);
-  return std::atof(log.c_str() + (start == std::string::npos ? 0 : start + 1));
+  return groupsgd::log::lineSeconds(log.c_str() + (start == std::string::npos ? 0 : start + 1));
 }
 
 // The first whole line of `log` holding `text` ("" if none).

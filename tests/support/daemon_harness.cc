@@ -12,6 +12,8 @@
 #include <filesystem>
 #include <fstream>
 
+#include "groupsgd/common/log.h"
+
 namespace groupsgd::testing {
 
 using namespace std::chrono_literals;
@@ -167,7 +169,7 @@ double stampOf(const std::string& log, const std::string& text, std::size_t from
   const std::size_t at = log.find(text, from);
   if (at == std::string::npos) return -1;
   const std::size_t start = log.rfind('\n', at);
-  return std::atof(log.c_str() + (start == std::string::npos ? 0 : start + 1));
+  return log::lineSeconds(log.c_str() + (start == std::string::npos ? 0 : start + 1));
 }
 
 }  // namespace groupsgd::testing

@@ -112,7 +112,8 @@ void reportDone(const std::string& dir);
 
 // Seconds since the epoch (the clock log lines are stamped with).
 double wallNow();
-// The log time stamp of the first line holding `text` at or after byte `from`; -1 if none.
+// The time stamp of the first log line holding `text` at or after byte `from`, as seconds
+// since the epoch (log::lineSeconds); -1 if none.
 double stampOf(const std::string& log, const std::string& text, std::size_t from = 0);
 
 }  // namespace groupsgd::testing

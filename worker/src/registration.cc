@@ -21,8 +21,14 @@ Result<client::Assignment> registerWithRetry(client::CoordinatorClient& coord, c
   const auto deadline = steady_clock::now() + patience;
   Backoff backoff(backoffPolicy(o));
   Status last;
+  const milliseconds per_call = coord.timeout();
   while (!interrupted.load()) {
+    // No one request waits past the deadline: a silent daemon costs `patience`, not
+    // patience plus a whole request timeout.
+    const auto left = duration_cast<milliseconds>(deadline - steady_clock::now());
+    coord.setTimeout(std::clamp(left, milliseconds(1), per_call));
     auto a = coord.registerAs(role, o.name);
+    coord.setTimeout(per_call);
     if (a) return a;
     last = a.status();
     // Refusals (wrong job, bad request, quarantined) will not change by retrying.

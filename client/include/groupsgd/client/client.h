@@ -138,6 +138,10 @@ class CoordinatorClient {
   void useJobCoordinator(const std::string& endpoint, std::uint64_t job_id);
   // The endpoint the next call goes to.
   const std::string& endpoint() const { return rpc_->endpoint(); }
+  // Each call's deadline (the constructor's timeout): a caller with a deadline of its
+  // own (registration within --connect-timeout-ms) shortens it, then restores it.
+  std::chrono::milliseconds timeout() const { return timeout_; }
+  void setTimeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
 
  private:
   // rpc_->call, moving on to the next endpoint of the list when nothing answered.

@@ -1,8 +1,12 @@
-// Leveled logging to stderr. Under systemd (JOURNAL_STREAM set) each line starts with a
-// syslog priority prefix "<N>" so journald keeps the level.
+// Leveled logging to stderr, one line per message:
+//   2026-11-28T12:34:56.789Z INFO [group-0] message
+// (UTC, milliseconds). When stderr is the journal (systemd's JOURNAL_STREAM names its
+// device and inode) the line starts with a syslog priority prefix "<N>" instead of the
+// time: journald keeps the level and stamps the line itself.
 // Thread rule: any thread may log; each line is written with one write(2).
 #pragma once
 
+#include <chrono>
 #include <sstream>
 #include <string>
 
@@ -19,6 +23,20 @@ void setThreadTag(const std::string& tag);
 // The calling thread's tag ("" if none); a plain read, safe in a signal handler.
 const char* threadTag();
 void write(Level level, const std::string& message);
+
+// The parts of write(), for tests. ISO 8601 UTC with milliseconds ("...T12:34:56.789Z").
+std::string isoTimestamp(std::chrono::system_clock::time_point t);
+// The time at the start of a log line (isoTimestamp's form; what follows is ignored),
+// as seconds since the Unix epoch; -1 when the text does not start with one. For tools
+// and tests that read log files.
+double lineSeconds(const char* line);
+// One whole line, newline included: with journal the "<N>" prefix, else the timestamp.
+std::string formatLine(Level level, const std::string& tag, const std::string& message,
+                       bool journal, std::chrono::system_clock::time_point now);
+// Whether journal_stream (JOURNAL_STREAM's value, "DEV:INODE"; null when unset) is the
+// file open on fd: a child whose stderr was redirected keeps the variable but not the
+// journal.
+bool journalOwnsStderr(const char* journal_stream, int fd);
 
 }  // namespace groupsgd::log
 

@@ -69,10 +69,16 @@ class RpcClient {
  public:
   RpcClient(zmq::context_t& ctx, std::string endpoint, MessageLimits limits,
             SocketOptions opts = {});
+  ~RpcClient();
+  RpcClient(RpcClient&&) = default;
+  RpcClient(const RpcClient&) = delete;
+  RpcClient& operator=(const RpcClient&) = delete;
   const std::string& endpoint() const { return endpoint_; }
   const SocketOptions& options() const { return opts_; }
   // Sends msg and waits up to timeout for one reply; an ErrorReply comes back as its
-  // Status. Any failure resets the socket.
+  // Status. Any failure resets the socket. A CURVE client hears at once when the server
+  // refuses its key (kPermissionDenied, "... refused this key ..."; handshake_monitor.h)
+  // instead of waiting out the timeout.
   Result<InMessage> call(OutMessage&& msg, std::chrono::milliseconds timeout);
   // Like call(), but an ErrorReply is returned as a message, not as a Status.
   Result<InMessage> callRaw(OutMessage&& msg, std::chrono::milliseconds timeout);
@@ -82,7 +88,7 @@ class RpcClient {
   // does reset() (a caller that stops reading a reply half way must call it).
   Status send(std::vector<zmq::message_t>&& frames);
   Result<InMessage> receive(std::chrono::steady_clock::time_point deadline);
-  void reset() { sock_.reset(); }
+  void reset();
 
  private:
   Status ensureSocket();
@@ -93,6 +99,7 @@ class RpcClient {
   MessageLimits limits_;
   SocketOptions opts_;
   std::optional<zmq::socket_t> sock_;
+  std::optional<zmq::socket_t> monitor_;  // sock_'s handshake events (CURVE clients only)
 };
 
 // Converts an ErrorReply message into its Status (kOk if msg is no error).

@@ -37,6 +37,9 @@ int runCtl(const std::vector<std::string>& args, const std::string& default_sock
 //   dotted keys, arrays of scalars joined with ", "; each array of objects follows as
 //   "key:" and an indented table; an object holding only one such array is just the table;
 // - a scalar: its text (strings without quotes).
+// Fractions are rounded by what their key measures (docs/operations.md, "groupsgdctl"):
+// *_ms and *_s to 0.1, *acc* and *loss* to 4 places, rates (*_per_s, *rate*, *speed*) to
+// 3 figures, anything else to 4 significant figures; integers are printed as they are.
 std::string formatResult(const nlohmann::ordered_json& result);
 std::string formatTable(const nlohmann::ordered_json& rows, const std::string& indent = "");
 

@@ -19,7 +19,8 @@ BackoffPolicy backoffPolicy(const WorkerOptions& o);
 
 // Registers as a new worker, retrying with back-off while the coordinator is unreachable
 // or not ready, for at most `patience` (the connect timeout at start-up, --give-up-s
-// after losing the head). Refusals (wrong job, quarantined) are returned at once.
+// after losing the head); no single request waits past that deadline. Refusals (wrong
+// job, quarantined, a CURVE key the daemon does not allow) are returned at once.
 Result<client::Assignment> registerWithRetry(client::CoordinatorClient& coord, client::Role role,
                                              const WorkerOptions& o,
                                              const std::atomic<bool>& interrupted,
