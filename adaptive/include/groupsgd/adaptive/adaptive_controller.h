@@ -78,6 +78,8 @@ class AdaptiveController {
   bool oneGroup() const { return stages_.stage() == policy::Stage::kProfiling || !regrouped_; }
   std::uint32_t periodOf(std::uint32_t slot) const;
   std::size_t stragglers() const { return detector_.stragglers(); }
+  // A trainer's fitted speed once its estimate has min_samples steps (the dashboard).
+  std::optional<policy::WorkerSpeed> speedOf(std::uint64_t worker) const;
   void setConfig(const AdaptiveConfig& cfg);
   const AdaptiveConfig& config() const { return cfg_; }
 
