@@ -42,12 +42,12 @@ void DashboardFeed::sample(DashboardPoint p) {
   }
   points_.push_back({p, rate});
   if (points_.size() < capacity_) return;
-  // Full: keep every other point (the newest stays) and sample half as often. A kept
-  // point's rate then spans two intervals: recompute it from its new predecessor.
+  // Full: keep every other point (the first and the newest stay) and sample half as
+  // often. A kept point's rate then spans two intervals: recompute it from its new
+  // predecessor.
   std::vector<Kept> kept;
-  for (std::size_t i = points_.size() % 2 == 0 ? 1 : 0; i < points_.size(); i += 2) {
-    kept.push_back(points_[i]);
-  }
+  for (std::size_t i = 0; i < points_.size(); i += 2) kept.push_back(points_[i]);
+  if (points_.size() % 2 == 0) kept.push_back(points_.back());
   for (std::size_t i = 1; i < kept.size(); ++i) {
     const double dt = kept[i].p.t_s - kept[i - 1].p.t_s;
     if (dt > 0) kept[i].samples_per_s = (kept[i].p.samples - kept[i - 1].p.samples) / dt;

@@ -3,7 +3,8 @@
 // group membership each time it changed, and each worker's straggler state as the
 // detector's last event about it said (flagged / recovered, with its text).
 // Bounded: the history keeps at most `capacity` points; when full, every other point is
-// dropped and the sampling stride doubles, so the whole run stays, ever coarser. The
+// dropped (never the first or the newest) and the sampling stride doubles, so the whole
+// run stays, ever coarser. The
 // membership timeline keeps its newest `capacity` changes.
 // Thread rule: plain data of the coordinator thread (no locks).
 #pragma once
