@@ -15,6 +15,8 @@ packages=(
 # The network-fault tests (tests/netns): ip netns / veth / tc tbf, nft for drops; jq and
 # bc read the control socket's JSON and do the timing arithmetic in those scripts.
 packages+=(iproute2 nftables jq bc)
+# The dashboard's browser test (tests/browser): headless Chromium loads the page.
+packages+=(chromium)
 # scripts/check-format.sh (the settings in .clang-format are for Debian's clang-format 14).
 packages+=(clang-format)
 # The Python package (python/: pybind11 binding of the worker library) and its tests and

@@ -2,6 +2,8 @@
 // gathered from what the control methods status/workers/groups answer, the run's events
 // and the evaluator's reports, serialized here on the coordinator thread twice a second
 // and handed to the board the metrics endpoint serves. No key material goes in.
+#include <time.h>
+
 #include <cmath>
 #include <limits>
 
@@ -16,6 +18,12 @@ constexpr std::chrono::milliseconds kPublishPeriod{500};  // the page polls as o
 constexpr std::size_t kEventsShown = 200;                 // the newest events
 
 ojson orNull(bool known, double v) { return known && std::isfinite(v) ? ojson(v) : ojson(); }
+
+double threadCpuS() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
 
 }  // namespace
 
@@ -64,6 +72,7 @@ ojson Coordinator::dashboardWorkersJson() const {
 }
 
 void Coordinator::publishDashboard() {
+  const double cpu_start = threadCpuS();
   schedule_.dashboard = Clock::now() + kPublishPeriod;
   dashboard_->readEvents(run_log_.events());
   const double t = run_log_.trainingS();
@@ -102,7 +111,10 @@ void Coordinator::publishDashboard() {
   view["history"] = dashboard_->historyJson();
   view["membership"] = dashboard_->membershipJson();
   view["events"] = std::move(events);
+  // What the page costs this thread, up to the previous view (docs/benchmarks.md).
+  view["publish_cpu_s"] = dashboard_cpu_s_;
   deps_.dashboard->publishJob(cfg_.job_name, view.dump());
+  dashboard_cpu_s_ += threadCpuS() - cpu_start;
 }
 
 }  // namespace groupsgd::coordinator

@@ -281,6 +281,7 @@ class Coordinator {
   std::unique_ptr<MetricsRegistry> metrics_;   // the job's view of deps_.metrics, or null
   std::unique_ptr<MetricsExporter> exporter_;  // set with metrics_
   std::unique_ptr<DashboardFeed> dashboard_;   // with deps_.dashboard only
+  double dashboard_cpu_s_ = 0;                 // this thread's CPU spent publishing views
   LoopSchedule schedule_;
   bool shutdown_requested_ = false;
   std::vector<std::pair<PendingRequest, std::uint64_t>> drain_waiters_;  // control: drain
