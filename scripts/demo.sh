@@ -110,6 +110,12 @@ daemon_args=(--mode "$mode" --workers "$workers" --groups "$groups" --exchange-p
   --batch-size "$batch" --listen tcp://127.0.0.1:0 --endpoint-file "$run_dir/endpoint"
   --target-acc "$target" --max-seconds "$max_seconds" --summary-file "$run_dir/summary.json"
   --heartbeat-ms 250 --control-ms 500 --log-level warn)
+# The dashboard (docs/operations.md "Watching a run") on a free loopback port, unless
+# --daemon-args names its own --metrics-listen.
+if [[ $daemon_extra != *--metrics-listen* ]]; then
+  dashboard_port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  daemon_args+=(--metrics-listen "127.0.0.1:$dashboard_port")
+fi
 [[ $json == 1 ]] && daemon_args+=(--json)
 [[ $trainer == pytorch ]] && daemon_args+=(--model external)
 [[ $max_samples != 0 ]] && daemon_args+=(--max-samples "$max_samples")
@@ -120,6 +126,7 @@ kind="${slowdown}x slower"
 [[ -n $schedule ]] && kind="schedule $schedule"
 [[ -n $erratic ]] && kind="erratic pauses $erratic"
 log "mode $mode, $workers $trainer workers ($stragglers $kind), target accuracy $target; logs in $run_dir"
+[[ -n ${dashboard_port:-} ]] && log "dashboard: http://127.0.0.1:$dashboard_port/ (metrics at /metrics)"
 if [[ $trainer == pytorch ]]; then
   # The launcher starts the daemon (adding --model external, --workers, --listen and the
   # endpoint and summary files), the trainers w0.. and the evaluator, each logging to

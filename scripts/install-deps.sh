@@ -17,6 +17,8 @@ packages=(
 packages+=(iproute2 nftables jq bc)
 # The slurm test (tests/slurm): a throwaway Slurm cluster (slurmctld, slurmd) with munge.
 packages+=(slurm-wlm munge)
+# The dashboard's browser test (tests/browser): headless Chromium loads the page.
+packages+=(chromium)
 # scripts/check-format.sh (the settings in .clang-format are for Debian's clang-format 14).
 packages+=(clang-format)
 # The Prometheus tests (tests/prometheus, label prometheus): promtool and prometheus,

@@ -63,6 +63,12 @@ policy::PlanConfig AdaptiveController::planConfig() const {
   return p;
 }
 
+std::optional<policy::WorkerSpeed> AdaptiveController::speedOf(std::uint64_t worker) const {
+  auto it = estimators_.find(worker);
+  if (it == estimators_.end() || !it->second.ready(cfg_.min_samples)) return std::nullopt;
+  return it->second.estimate(worker);
+}
+
 std::vector<policy::WorkerSpeed> AdaptiveController::speeds(const Registry& registry,
                                                             bool* complete) const {
   std::vector<policy::WorkerSpeed> out;

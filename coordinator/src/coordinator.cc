@@ -75,6 +75,7 @@ Coordinator::Coordinator(zmq::context_t& ctx, zmq::socket_t sock, std::string en
     exporter_ = std::make_unique<MetricsExporter>(metrics_.get());
     evaluators_.attachMetrics(metrics_.get());
   }
+  if (deps_.dashboard != nullptr) dashboard_ = std::make_unique<DashboardFeed>();
   if (cfg_.mode == Mode::kAdaptive) {
     adaptive_ =
         std::make_unique<AdaptiveController>(cfg_.adaptive, cfg_.batch_size, cfg_.groupCount());
@@ -111,6 +112,7 @@ nlohmann::json Coordinator::run(const std::atomic<bool>& stop_requested) {
       controlWindow();
     }
     serveControl();
+    if (dashboard_ && Clock::now() >= schedule_.dashboard) publishDashboard();
     if (deps_.reload != nullptr && deps_.reload->exchange(false)) reloadConfig();
     if (shutdown_requested_) {
       reason = "shutdown requested over the control socket";
@@ -136,6 +138,7 @@ nlohmann::json Coordinator::run(const std::atomic<bool>& stop_requested) {
     }
   }
   nlohmann::json summary = finish(reason);
+  if (dashboard_) publishDashboard();  // the page's last view: the final figures
   lingerForLateTrainers(stop_requested);
   return summary;
 }

@@ -424,7 +424,8 @@ void Coordinator::updateMetrics() {
 }
 
 void Coordinator::askCentralStats() {
-  if (calls_->inFlight("central stats") || (metrics_ == nullptr && cfg_.checkpoint_dir.empty())) {
+  if (calls_->inFlight("central stats") ||
+      (metrics_ == nullptr && !dashboard_ && cfg_.checkpoint_dir.empty())) {
     return;
   }
   OutMessage out(cfg_.job_id, 0);
@@ -444,6 +445,10 @@ void Coordinator::readCentralStats(Result<InMessage> reply) {
   if (!cfg_.checkpoint_dir.empty()) noteCheckpointFailures(s);
   if (metrics_ != nullptr) {
     exporter_->exportCentral(centralps::fromProto(s));
+  }
+  if (dashboard_) {
+    const centralps::CentralStats c = centralps::fromProto(s);
+    dashboard_->noteCentral(c.mean_staleness, c.updates_applied, c.max_staleness);
   }
 }
 

@@ -92,10 +92,12 @@ Result<jobs::ExternalIntake> takeExternalModel(zmq::context_t& ctx, const daemon
                               std::move(model->initial), std::move(model->layout)};
 }
 
-// The control socket and /metrics. They start just before the job binds its data plane:
-// the coordinator takes them at its creation (requests wait in the queue until it runs).
+// The control socket, /metrics and the dashboard page. They start just before the job binds its
+// data plane: the coordinator takes them at its creation (requests wait in the queue until it
+// runs).
 struct Operations {
   ops::MetricsRegistry metrics;
+  ops::DashboardBoard dashboard;  // what the page at / of the metrics endpoint shows
   std::unique_ptr<ops::ControlServer> control;
   std::unique_ptr<ops::MetricsServer> metrics_server;
 };
@@ -119,6 +121,7 @@ Status startOperations(const daemon::DaemonConfig& cfg, Operations* running,
     const auto colon = cfg.metrics_listen.rfind(':');
     mopts.host = cfg.metrics_listen.substr(0, colon);
     mopts.port = static_cast<std::uint16_t>(std::atoi(cfg.metrics_listen.c_str() + colon + 1));
+    mopts.dashboard = &running->dashboard;
     auto started = ops::MetricsServer::start(running->metrics, mopts);
     if (!started) {
       return Status(started.status().code(), "metrics endpoint: " + started.status().toString());
@@ -126,6 +129,7 @@ Status startOperations(const daemon::DaemonConfig& cfg, Operations* running,
     running->metrics_server = std::move(*started);
     GSGD_INFO("metrics on http://" << running->metrics_server->host() << ":"
                                    << running->metrics_server->port() << "/metrics");
+    deps->dashboard = &running->dashboard;
   }
   deps->metrics = &running->metrics;
   deps->watchdog = ops::sdWatchdogInterval();

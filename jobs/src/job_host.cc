@@ -61,6 +61,7 @@ Status JobHost::startOperations() {
     const auto colon = cfg_.metrics_listen.rfind(':');
     mopts.host = cfg_.metrics_listen.substr(0, colon);
     mopts.port = static_cast<std::uint16_t>(std::atoi(cfg_.metrics_listen.c_str() + colon + 1));
+    mopts.dashboard = &dashboard_;
     auto ms = MetricsServer::start(metrics_, mopts);
     if (!ms) return Status(ms.status().code(), "metrics endpoint: " + ms.status().toString());
     metrics_server_ = std::move(*ms);
@@ -117,6 +118,7 @@ void JobHost::run(const std::atomic<bool>& stop, std::atomic<bool>* reload) {
     metrics_.gauge("group_slots_in_use", "group PSes the running jobs use").set(slotsInUse());
     metrics_.gauge("node_group_slots", "group PS slots the node daemons in the pool offer")
         .set(pool_.total());
+    if (metrics_server_ && Clock::now() >= next_dashboard_) publishDashboard();
     if (watchdog_ && Clock::now() >= next_watchdog_) {
       (void)ops::sdNotifyWatchdog();
       next_watchdog_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(*watchdog_ / 2);

@@ -158,6 +158,13 @@ void JobHost::jobList(PendingRequest& r) {
   r.respond({{"jobs", rows}, {"group_slots", groupSlotsJson()}});
 }
 
+void JobHost::publishDashboard() {
+  next_dashboard_ = Clock::now() + std::chrono::seconds(1);
+  ojson rows = ojson::array();
+  for (const auto& rec : table_.jobs()) rows.push_back(jobRow(rec));
+  dashboard_.publishJobTable(ojson{{"jobs", rows}, {"group_slots", groupSlotsJson()}}.dump());
+}
+
 void JobHost::jobSummary(PendingRequest& r) {
   const auto it = r.params().find("job");
   if (it == r.params().end() || !it->is_string()) {

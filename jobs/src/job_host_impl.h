@@ -123,6 +123,8 @@ class JobHost {
   void jobStop(ops::PendingRequest& r);
   void jobStatus(ops::PendingRequest& r);
   void jobList(ops::PendingRequest& r);
+  // The job list and group slots for the dashboard page, once a second.
+  void publishDashboard();
   void jobSummary(ops::PendingRequest& r);
   void suspendAll();
   void reloadOnHangup();
@@ -139,6 +141,8 @@ class JobHost {
   NodePool pool_;         // node daemons registered at the front, and their slots
   std::map<std::string, std::unique_ptr<HostedJob>> running_;
   ops::MetricsRegistry metrics_;
+  ops::DashboardBoard dashboard_{/*serve=*/true};  // the page at / of the metrics endpoint
+  Clock::time_point next_dashboard_ = Clock::now();
   std::unique_ptr<ops::ControlServer> control_;
   std::unique_ptr<ops::MetricsServer> metrics_server_;
   bool shutdown_requested_ = false;

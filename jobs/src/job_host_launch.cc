@@ -50,6 +50,7 @@ coordinator::CoordinatorDeps JobHost::depsFor(HostedJob& h) {
     deps.reload_keys = [this] { return reloadAllowList(cfg_, zap_, keys_.public_key, daemons_); };
   }
   deps.metrics = &metrics_;
+  if (metrics_server_) deps.dashboard = &dashboard_;
   deps.control = &h.control;
   deps.stop_now = &h.stop_now;
   deps.suspend = &h.suspend;

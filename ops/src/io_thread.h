@@ -2,6 +2,8 @@
 // Thread rule: the thread it returns is the only one that runs io.
 #pragma once
 
+#include <pthread.h>
+
 #include <exception>
 #include <thread>
 #include <utility>  // before Asio: Boost 1.74's awaitable.hpp uses std::exchange
@@ -12,11 +14,13 @@
 
 namespace groupsgd::ops {
 
-// Runs io until it runs out of work, under the log tag `tag`; an exception a handler throws
+// Runs io until it runs out of work, under the log tag `tag` (also the thread's name, as
+// top -H and /proc/PID/task/*/comm show it; at most 15 characters); an exception a handler throws
 // is logged ("<tag>: handler threw (continuing): ...") and the loop goes on.
 inline std::thread startIoThread(boost::asio::io_context& io, const char* tag) {
   return std::thread([&io, tag] {
     log::setThreadTag(tag);
+    (void)pthread_setname_np(pthread_self(), tag);
     for (;;) {
       try {
         io.run();

@@ -79,6 +79,8 @@ class AdaptiveController {
   std::uint32_t periodOf(std::uint32_t slot) const;
   std::size_t stragglers() const { return detector_.stragglers(); }
   bool isStraggler(std::uint64_t worker) const { return detector_.isStraggler(worker); }
+  // A trainer's fitted speed once its estimate has min_samples steps (the dashboard).
+  std::optional<policy::WorkerSpeed> speedOf(std::uint64_t worker) const;
   void setConfig(const AdaptiveConfig& cfg);
   // The host each slot's group PS runs on (ps_placement = hosts): a plan group then takes
   // the free slot on the host of most of its members before the one it overlaps most.

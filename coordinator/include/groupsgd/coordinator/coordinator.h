@@ -25,6 +25,7 @@
 #include "groupsgd/coordinator/admission_book.h"
 #include "groupsgd/coordinator/best_model.h"
 #include "groupsgd/coordinator/coordinator_deps.h"
+#include "groupsgd/coordinator/dashboard_feed.h"
 #include "groupsgd/coordinator/evaluator_watch.h"
 #include "groupsgd/coordinator/failure_ledger.h"
 #include "groupsgd/coordinator/group_config_queue.h"
@@ -100,6 +101,7 @@ class Coordinator {
     std::uint32_t poll_group = 0;  // round robin
     Clock::time_point control;     // the next adaptive control window
     Clock::time_point watchdog;    // the next systemd watchdog ping
+    Clock::time_point dashboard;   // the next view published for the dashboard page
   };
 
   void serveOnce(std::chrono::milliseconds timeout);
@@ -175,6 +177,10 @@ class Coordinator {
   void reloadConfig();
   void answerDrainWaiters();
   void updateMetrics();
+  // The dashboard page's view of this job, published to deps_.dashboard
+  // (coordinator_dashboard.cc); also samples the feed's history.
+  void publishDashboard();
+  nlohmann::ordered_json dashboardWorkersJson() const;
   // The central PS's counters (its version, checkpoints, metrics), asked for on a thread
   // of its own once per progress period and read here when they come.
   void askCentralStats();
@@ -283,6 +289,8 @@ class Coordinator {
   std::unique_ptr<PendingCalls> calls_;
   std::unique_ptr<MetricsRegistry> metrics_;   // the job's view of deps_.metrics, or null
   std::unique_ptr<MetricsExporter> exporter_;  // set with metrics_
+  std::unique_ptr<DashboardFeed> dashboard_;   // with deps_.dashboard only
+  double dashboard_cpu_s_ = 0;                 // this thread's CPU spent publishing views
   LoopSchedule schedule_;
   bool shutdown_requested_ = false;
   std::vector<std::pair<PendingRequest, std::uint64_t>> drain_waiters_;  // control: drain

@@ -14,6 +14,7 @@
 #include "groupsgd/common/zap_handler.h"
 #include "groupsgd/coordinator/head_start.h"
 #include "groupsgd/ops/control_server.h"
+#include "groupsgd/ops/dashboard_board.h"
 #include "groupsgd/ops/metrics.h"
 
 namespace groupsgd::coordinator {
@@ -25,6 +26,8 @@ struct CoordinatorDeps {
   ops::ControlQueue* control = nullptr;
   // The metrics registry; every series the coordinator exports carries job="<job_name>".
   ops::MetricsRegistry* metrics = nullptr;
+  // Where the job's view for the dashboard page goes, twice a second (null: no page).
+  ops::DashboardBoard* dashboard = nullptr;
   // The systemd watchdog period (pinged from the loop at half of it).
   std::optional<std::chrono::microseconds> watchdog;
   // Set by SIGHUP: reload the configuration file (the coordinator clears it).

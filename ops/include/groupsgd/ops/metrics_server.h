@@ -1,6 +1,10 @@
 // The metrics endpoint: a minimal HTTP/1.1 server (Boost.Beast) that answers
 // GET /metrics (and HEAD) with MetricsRegistry::render() for Prometheus to scrape.
-// Anything else is 404 Not Found (405 for another method on /metrics). Keep-alive is
+// With a DashboardBoard it also serves the dashboard (docs/operations.md "Watching a
+// run"): the page at / (its script and style at /dashboard.js, /dashboard.css, compiled
+// in) and its data at /api/state (DashboardBoard::stateJson(), never cached). All of it
+// is read-only: GET and HEAD only.
+// Anything else is 404 Not Found (405 for another method on a known path). Keep-alive is
 // honoured; every connection has a 10 s deadline per request and an 8 KiB header cap.
 // Thread rule: start() and the destructor on the owning thread; the server runs its own
 // io_context on its own thread, which only reads the registry (under its mutex).
@@ -11,6 +15,7 @@
 #include <string>
 
 #include "groupsgd/common/status.h"
+#include "groupsgd/ops/dashboard_board.h"
 #include "groupsgd/ops/metrics.h"
 
 namespace groupsgd::ops {
@@ -18,6 +23,8 @@ namespace groupsgd::ops {
 struct MetricsServerOptions {
   std::string host = "127.0.0.1";  // an IPv4 or IPv6 literal; keep it on loopback
   std::uint16_t port = 0;          // 0: the kernel chooses; read port() back
+  // Borrowed; must outlive the server. Null: no dashboard (/ is 404).
+  const DashboardBoard* dashboard = nullptr;
 };
 
 class MetricsServer {
