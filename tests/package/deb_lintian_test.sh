@@ -22,6 +22,7 @@ for f in ./usr/bin/groupsgdd ./usr/bin/groupsgdctl ./usr/bin/groupsgd-worker \
          ./usr/lib/systemd/system/groupsgdd.service \
          ./usr/lib/systemd/system/groupsgd-worker@.service \
          ./usr/lib/systemd/system/groupsgd-evaluator.service \
+         ./usr/lib/systemd/system/groupsgd-node.service \
          ./usr/lib/sysusers.d/groupsgd.conf \
          ./usr/share/groupsgd/scripts/add-worker.sh ./usr/share/groupsgd/scripts/drain-worker.sh \
          ./usr/share/doc/groupsgd/operations.md ./usr/share/doc/groupsgd/copyright \

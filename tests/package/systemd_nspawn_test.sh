@@ -10,6 +10,8 @@
 #   - `systemctl reload` applies a changed setting (log_level info -> debug);
 #   - a hung daemon (SIGSTOP) is killed by the watchdog and restarted;
 #   - `systemctl stop` writes the final checkpoint and the daemon exits 0;
+#   - groupsgd-node.service serves the group PS of a head started with --role coordinator
+#     and exits 0 when the head stops;
 #   - `journalctl -u groupsgdd` holds the daemon's own log lines.
 # A drop-in shortens WatchdogSec (30 s -> 4 s) and TimeoutAbortSec so the test stays short.
 # Exit 77 (skipped, with the reason) without root, systemd-nspawn, or when the container
@@ -227,6 +229,34 @@ ct systemctl stop groupsgdd
 ckpts=$(ct sh -c 'ls /var/lib/groupsgd/checkpoints/ | grep -c gsgd' || true)
 [[ $ckpts -ge 1 ]] || fail "no checkpoint file in /var/lib/groupsgd/checkpoints"
 step "stopped with exit 0; $ckpts checkpoint file(s)"
+
+step "groupsgd-node joins a head in role coordinator (a drop-in), and stops with it"
+ct sh -c 'cat >/etc/systemd/system/groupsgdd.service.d/role.conf' <<'EOF'
+[Service]
+ExecStart=
+ExecStart=/usr/bin/groupsgdd --config /etc/groupsgd/groupsgd.json --control-socket /run/groupsgd/control.sock --role coordinator
+EOF
+ct sh -c 'cat >/etc/groupsgd/groupsgd.json' <<'EOF'
+{
+  "mode": "grouped", "workers": 1, "groups": 1, "listen": "tcp://127.0.0.1:5555",
+  "bind_host": "127.0.0.1", "checkpoint_dir": "/var/lib/groupsgd/checkpoints-nodes",
+  "heartbeat_ms": 500, "step_deadline_ms": 5000, "log_level": "info"
+}
+EOF
+printf 'COORDINATOR=tcp://127.0.0.1:5555\nNODE_ARGS=--node-groups 1\n' | ct sh -c 'cat >/etc/groupsgd/node.env'
+ct systemctl daemon-reload
+ct systemctl start groupsgdd
+[[ $(show groupsgdd ActiveState) == active ]] || fail "the coordinator-only head is not active"
+ct systemctl start groupsgd-node groupsgd-worker@w1
+node_offered() { journal_has 'offers 1 group PS'; }
+wait_for 60 "the node's group PS offer in the head's journal" node_offered
+wait_for 60 "w1 training in the node's group" trainers_active 1
+ct systemctl stop groupsgdd
+[[ $(show groupsgdd ExecMainStatus) == 0 ]] || fail "the coordinator head did not exit 0"
+node_done() { [[ $(show groupsgd-node ActiveState) == inactive ]]; }
+wait_for 60 "groupsgd-node to stop after the head" node_done
+[[ $(show groupsgd-node Result) == success && $(show groupsgd-node ExecMainStatus) == 0 ]] ||
+  fail "groupsgd-node: result $(show groupsgd-node Result), exit $(show groupsgd-node ExecMainStatus)"
 
 step "journalctl -u groupsgdd holds the daemon's log"
 own=$(ct journalctl -u groupsgdd -t groupsgdd -o cat --no-pager)
