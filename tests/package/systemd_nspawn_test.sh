@@ -119,6 +119,12 @@ fi
 ct id groupsgd >/dev/null || fail "the package did not create the user groupsgd"
 [[ $(ct stat -c '%a %G' /etc/groupsgd) == "750 groupsgd" ]] || fail "/etc/groupsgd is not 0750 root:groupsgd"
 [[ $(show groupsgdd LoadState) == loaded ]] || fail "groupsgdd.service is not loaded after the install"
+# systemd's own check of the installed units (syntax, directives, programs).
+if ! ct systemd-analyze verify groupsgdd.service groupsgd-worker@w1.service \
+    groupsgd-evaluator.service groupsgd-node.service >"$work/verify.log" 2>&1; then
+  cat "$work/verify.log" >&2
+  fail "systemd-analyze verify rejects the installed units"
+fi
 
 step "configuring: one run, two worker instances, a test drop-in"
 ct sh -c 'cat >/etc/groupsgd/groupsgd.json' <<'EOF'
