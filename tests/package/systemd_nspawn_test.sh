@@ -205,8 +205,9 @@ ct groupsgdctl status >/dev/null
 [[ $(journal_count 'control: status from') -eq 0 ]] || fail "debug lines before the reload"
 ct sed -i 's/"log_level": "info"/"log_level": "debug"/' /etc/groupsgd/groupsgd.json
 ct systemctl reload groupsgdd
-[[ $(show groupsgdd StatusText) == reloaded ]] || fail "STATUS after reload is '$(show groupsgdd StatusText)'"
-journal_has 'configuration reloaded from /etc/groupsgd/groupsgd.json' || fail "no 'configuration reloaded' in the journal"
+# (STATUS=reloaded is not checked: the next progress line replaces it within a second.)
+# (The journal is read with waits: journald takes the daemon's stderr a moment later.)
+wait_for 10 "'configuration reloaded' in the journal" journal_has 'configuration reloaded from /etc/groupsgd/groupsgd.json'
 ct groupsgdctl status >/dev/null
 wait_for 10 "a debug line after the reload" journal_has 'control: status from'
 
@@ -221,7 +222,7 @@ restarted() {
      $(show groupsgdd ActiveState) == active ]]
 }
 wait_for 40 "the watchdog restart" restarted
-journal_has 'Watchdog timeout' || fail "no 'Watchdog timeout' from systemd in the journal"
+wait_for 10 "'Watchdog timeout' from systemd in the journal" journal_has 'Watchdog timeout'
 step "restarted: pid $old_pid -> $(show groupsgdd MainPID), NRestarts $(show groupsgdd NRestarts)"
 wait_for 60 "w1 back with the restarted daemon" trainers_active 1
 
@@ -231,7 +232,8 @@ ct systemctl stop groupsgdd
 [[ $(show groupsgdd ActiveState) == inactive ]] || fail "groupsgdd is $(show groupsgdd ActiveState) after stop"
 [[ $(show groupsgdd ExecMainStatus) == 0 && $(show groupsgdd Result) == success ]] ||
   fail "stop: exit status $(show groupsgdd ExecMainStatus), result $(show groupsgdd Result)"
-[[ $(journal_count 'written in') -gt $written_before ]] || fail "no checkpoint written at the stop"
+checkpoint_logged() { [[ $(journal_count 'written in') -gt $written_before ]]; }
+wait_for 10 "a checkpoint written at the stop (journal)" checkpoint_logged
 ckpts=$(ct sh -c 'ls /var/lib/groupsgd/checkpoints/ | grep -c gsgd' || true)
 [[ $ckpts -ge 1 ]] || fail "no checkpoint file in /var/lib/groupsgd/checkpoints"
 step "stopped with exit 0; $ckpts checkpoint file(s)"
