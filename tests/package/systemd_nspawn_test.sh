@@ -79,8 +79,13 @@ leader="" state=""
 for _ in $(seq 600); do
   kill -0 "$nspawn_pid" 2>/dev/null ||
     skip "systemd-nspawn could not boot systemd here: $(tr '\n' ' ' <"$work/console.log" | tail -c 600)"
-  # The container's PID 1 as the host sees it: nspawn's child that runs systemd.
-  leader=$(ps -o pid=,comm= --ppid "$nspawn_pid" | awk '$2 == "systemd" {print $1; exit}' || true)
+  # The container's PID 1 as the host sees it: nspawn's child that runs systemd (read
+  # from /proc: a minimal Debian has no ps).
+  leader=""
+  for d in /proc/[0-9]*; do
+    [[ $(cut -d' ' -f4 "$d/stat" 2>/dev/null) == "$nspawn_pid" &&
+       $(cat "$d/comm" 2>/dev/null) == systemd ]] && leader=${d#/proc/} && break
+  done
   if [[ -n $leader ]]; then
     state=$(nsenter -t "$leader" -a systemctl is-system-running 2>/dev/null || true)
     [[ $state == running || $state == degraded ]] && break
