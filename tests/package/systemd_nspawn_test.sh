@@ -4,7 +4,8 @@
 # network is private, only basic.target is started), installs the package built by cpack
 # with apt-get, and checks through systemctl and journalctl:
 #   - `systemctl start groupsgdd` returns once the daemon sent READY=1 (Type=notify);
-#   - groupsgd-worker@ instances register with it;
+#   - groupsgd-worker@ instances register with it; groupsgd-evaluator registers, is
+#     restarted after SIGKILL and exits 0 when the run ends;
 #   - add-worker.sh / drain-worker.sh through the unit's control socket: a member of the
 #     groupsgd group adds a worker but may not drain, a non-member cannot connect, root drains;
 #   - `systemctl reload` applies a changed setting (log_level info -> debug);
@@ -182,6 +183,25 @@ ct systemctl start groupsgd-worker@w1 groupsgd-worker@w2
 wait_for 60 "two active trainers from groupsgd-worker@" trainers_active 2
 [[ $(worker_state w1) == active && $(worker_state w2) == active ]] || fail "w1/w2 are not the active trainers"
 
+step "groupsgd-evaluator registers, and is restarted when killed"
+printf 'COORDINATOR=tcp://127.0.0.1:5555\nEVALUATOR_ARGS=\n' | ct sh -c 'cat >/etc/groupsgd/evaluator.env'
+ct systemctl start groupsgd-evaluator
+evaluator_active() {
+  local n
+  n=$(ct groupsgdctl --json workers | ct python3 -c \
+    'import json,sys; print(sum(1 for r in json.load(sys.stdin)["workers"] if r["role"]=="evaluator" and r["state"]=="active"))')
+  [[ $n -ge 1 ]]
+}
+wait_for 60 "an active evaluator from groupsgd-evaluator" evaluator_active
+eval_pid=$(show groupsgd-evaluator MainPID)
+ct kill -KILL "$eval_pid"
+evaluator_restarted() {
+  [[ $(show groupsgd-evaluator NRestarts) -ge 1 && $(show groupsgd-evaluator ActiveState) == active &&
+     $(show groupsgd-evaluator MainPID) != "$eval_pid" ]]
+}
+wait_for 30 "groupsgd-evaluator restarted after SIGKILL" evaluator_restarted
+wait_for 60 "the restarted evaluator registered" evaluator_active
+
 step "socket permissions: a non-member cannot connect, a member adds a worker but may not drain"
 ct useradd --system --no-create-home -G groupsgd alice
 ct useradd --system --no-create-home bob
@@ -242,6 +262,10 @@ wait_for 10 "a checkpoint written at the stop (journal)" checkpoint_logged
 ckpts=$(ct sh -c 'ls /var/lib/groupsgd/checkpoints/ | grep -c gsgd' || true)
 [[ $ckpts -ge 1 ]] || fail "no checkpoint file in /var/lib/groupsgd/checkpoints"
 step "stopped with exit 0; $ckpts checkpoint file(s)"
+evaluator_stopped() { [[ $(show groupsgd-evaluator ActiveState) == inactive ]]; }
+wait_for 60 "groupsgd-evaluator to end with the run" evaluator_stopped
+[[ $(show groupsgd-evaluator Result) == success && $(show groupsgd-evaluator ExecMainStatus) == 0 ]] ||
+  fail "groupsgd-evaluator after the head's stop: result $(show groupsgd-evaluator Result), exit $(show groupsgd-evaluator ExecMainStatus)"
 
 step "groupsgd-node joins a head in role coordinator (a drop-in), and stops with it"
 ct sh -c 'cat >/etc/systemd/system/groupsgdd.service.d/role.conf' <<'EOF'
