@@ -12,7 +12,7 @@
 #   - a hung daemon (SIGSTOP) is killed by the watchdog and restarted;
 #   - `systemctl stop` writes the final checkpoint and the daemon exits 0;
 #   - groupsgd-node.service serves the group PS of a head started with --role coordinator
-#     and exits 0 when the head stops;
+#     and exits 0 when the head stops; with control_admin_gid set, a member drains;
 #   - `journalctl -u groupsgdd` holds the daemon's own log lines.
 # A drop-in shortens WatchdogSec (30 s -> 4 s) and TimeoutAbortSec so the test stays short.
 # Exit 77 (skipped, with the reason) without root, systemd-nspawn, or when the container
@@ -22,7 +22,13 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 build_dir=$(cd "$1" && pwd)
 skip() { echo "SKIP: $*"; exit 77; }
-fail() { echo "FAIL: $*" >&2; exit 1; }
+fail() {
+  echo "FAIL: $*" >&2
+  if [[ -n ${leader:-} ]]; then  # the units' last lines, to see why
+    nsenter -t "$leader" -a journalctl -u 'groupsgd*' --no-pager -n 40 >&2 2>/dev/null || true
+  fi
+  exit 1
+}
 trap 'echo "FAIL: line $LINENO: $BASH_COMMAND exited $?" >&2' ERR
 
 [[ $(id -u) -eq 0 ]] || skip "needs root (mounts an overlay, boots a container)"
@@ -273,11 +279,14 @@ ct sh -c 'cat >/etc/systemd/system/groupsgdd.service.d/role.conf' <<'EOF'
 ExecStart=
 ExecStart=/usr/bin/groupsgdd --config /etc/groupsgd/groupsgd.json --control-socket /run/groupsgd/control.sock --role coordinator
 EOF
-ct sh -c 'cat >/etc/groupsgd/groupsgd.json' <<'EOF'
+# control_admin_gid: members of the groupsgd group may now use admin methods (drain).
+admin_gid=$(ct getent group groupsgd | cut -d: -f3)
+ct sh -c 'cat >/etc/groupsgd/groupsgd.json' <<EOF
 {
   "mode": "grouped", "workers": 1, "groups": 1, "listen": "tcp://127.0.0.1:5555",
   "bind_host": "127.0.0.1", "checkpoint_dir": "/var/lib/groupsgd/checkpoints-nodes",
-  "heartbeat_ms": 500, "step_deadline_ms": 5000, "log_level": "info"
+  "heartbeat_ms": 500, "step_deadline_ms": 5000, "log_level": "info",
+  "control_admin_gid": $admin_gid
 }
 EOF
 printf 'COORDINATOR=tcp://127.0.0.1:5555\nNODE_ARGS=--node-groups 1\n' | ct sh -c 'cat >/etc/groupsgd/node.env'
@@ -285,9 +294,13 @@ ct systemctl daemon-reload
 ct systemctl start groupsgdd
 [[ $(show groupsgdd ActiveState) == active ]] || fail "the coordinator-only head is not active"
 ct systemctl start groupsgd-node groupsgd-worker@w1
-node_offered() { journal_has 'offers 1 group PS'; }
+node_offered() { journal_has 'offers 1 group PS(es), 1 used'; }
 wait_for 60 "the node's group PS offer in the head's journal" node_offered
 wait_for 60 "w1 training in the node's group" trainers_active 1
+ct runuser -u alice -- /usr/share/groupsgd/scripts/drain-worker.sh --timeout 60 w1 ||
+  fail "drain-worker.sh by a member of control_admin_gid failed"
+w1_stopped() { [[ $(show groupsgd-worker@w1 ActiveState) == inactive ]]; }
+wait_for 30 "groupsgd-worker@w1 to stop after its drain" w1_stopped
 ct systemctl stop groupsgdd
 [[ $(show groupsgdd ExecMainStatus) == 0 ]] || fail "the coordinator head did not exit 0"
 node_done() { [[ $(show groupsgd-node ActiveState) == inactive ]]; }
