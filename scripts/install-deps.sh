@@ -24,6 +24,9 @@ packages+=(clang-format)
 # The Prometheus tests (tests/prometheus, label prometheus): promtool and prometheus,
 # both in Debian's prometheus package.
 packages+=(prometheus)
+# The package tests (tests/package): lintian on the .deb, and systemd-nspawn to boot
+# systemd in a container where the package is installed (label systemd).
+packages+=(lintian systemd systemd-container)
 # The Python package (python/: pybind11 binding of the worker library) and its tests and
 # examples: PyTorch and torchvision from Debian, run by /usr/bin/python3.
 packages+=(pybind11-dev python3-pybind11 python3-dev python3-numpy python3-torch

@@ -6,7 +6,10 @@
 #include <dlfcn.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <mutex>
+#include <string>
+#include <system_error>
 #include <vector>
 
 #include "gpu_models_abi.h"
@@ -21,10 +24,19 @@ KernelStatus unavailable(std::string message) {
 }
 
 #ifdef GROUPSGD_GPU_MODELS_INSTALL_PATH
+// The directory of the running program ("" when /proc/self/exe cannot be read).
+std::string programDirectory() {
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string() : exe.parent_path().string();
+}
+
 // Where the library is looked for, in order: the environment override; the install tree of
-// this build (a compile definition); the plain file name (the dynamic loader's search path:
-// LD_LIBRARY_PATH, the program's RUNPATH - in the build tree that is build/kernels, set by
-// CMake and removed on install - and ld.so.cache).
+// this build (a compile definition); the same place relative to the program (bin/../lib/
+// groupsgd: a package installed under another prefix than the build was configured for);
+// the plain file name (the dynamic loader's search path: LD_LIBRARY_PATH, the program's
+// RUNPATH - in the build tree that is build/kernels, set by CMake and removed on install -
+// and ld.so.cache).
 std::vector<std::string> libraryCandidates() {
   std::vector<std::string> paths;
   if (const char* env = std::getenv("GROUPSGD_GPU_MODELS_LIB"); env != nullptr && *env) {
@@ -32,6 +44,9 @@ std::vector<std::string> libraryCandidates() {
     return paths;  // an explicit choice is not second-guessed
   }
   paths.emplace_back(GROUPSGD_GPU_MODELS_INSTALL_PATH);
+  if (const std::string dir = programDirectory(); !dir.empty()) {
+    paths.emplace_back(dir + "/" + GROUPSGD_GPU_MODELS_FROM_BINDIR);
+  }
   paths.emplace_back(kGpuModelsLibrary);
   return paths;
 }
