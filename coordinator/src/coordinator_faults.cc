@@ -108,12 +108,13 @@ std::optional<std::string> Coordinator::nodeGone(std::uint32_t group, bool judge
   return std::nullopt;
 }
 
-void Coordinator::awaitGroupNodes() {
-  // Every node that holds a live group must have been heard from lately. One that died
-  // during the drain stays silent, and after the liveness limit nodeGone() names it, so
-  // its groups fail at once instead of by a flush call that times out 15 s later. A live
-  // node heartbeats every heartbeat_ms: the wait costs it at most a period or two.
-  const auto fresh = std::chrono::milliseconds(3ull * cfg_.heartbeat_ms);
+void Coordinator::awaitGroupNodes(Clock::time_point heard_since) {
+  // Every node that holds a live group must have been heard from since the stop began.
+  // One that died before or during the drain stays silent, and after the liveness limit
+  // nodeGone() names it, so its groups fail at once instead of by a flush call that times
+  // out 15 s later. (Trainers that heartbeat while they wait on a dead PS hear "stop" and
+  // leave at once: the drain no longer lasts long enough to reveal a dead node by itself.)
+  // A live node heartbeats every heartbeat_ms: the wait costs it at most a period.
   const auto deadline = Clock::now() + livenessLimit();
   while (Clock::now() < deadline) {
     bool waiting = false;
@@ -121,8 +122,10 @@ void Coordinator::awaitGroupNodes() {
       const WorkerRecord* node = groupNode(g);
       if (groupFailed(g) || node == nullptr) continue;
       const auto silent = Clock::now() - node->last_seen;
-      // Stale but not yet past the limit: wait for its next heartbeat, or for the limit.
-      waiting = node->state == WorkerState::kActive && silent > fresh && silent < livenessLimit();
+      // Not heard since the stop, and not yet past the limit: wait for a heartbeat, or
+      // for the limit.
+      waiting = node->state == WorkerState::kActive && node->last_seen < heard_since &&
+                silent < livenessLimit();
     }
     if (!waiting) return;
     serveOnce(std::chrono::milliseconds(50));

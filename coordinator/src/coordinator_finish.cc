@@ -16,7 +16,7 @@ nlohmann::json Coordinator::finish(const std::string& reason) {
   phase_ = Phase::kStopping;
   const double elapsed = run_log_.trainingS();
   const bool now = deps_.stop_now != nullptr && deps_.stop_now->load();
-  drainTrainers(now);
+  drainTrainers(now, Clock::now());
   FinalStats stats;
   stats.coordinator_bad_messages = bad_messages_;
   flushGroups(&stats);  // may fail a group whose node is gone (failGroupAtStop)
@@ -38,7 +38,7 @@ nlohmann::json Coordinator::finish(const std::string& reason) {
 
 // Step 1: tell trainers to stop (heartbeat replies) and wait until each has left or died.
 // A job stopped without --drain does not wait: its trainers learn at their next contact.
-void Coordinator::drainTrainers(bool now) {
+void Coordinator::drainTrainers(bool now, Clock::time_point stop_began) {
   const auto drain_deadline =
       now ? Clock::now()
           : Clock::now() +
@@ -52,7 +52,7 @@ void Coordinator::drainTrainers(bool now) {
   calls_->finish("checkpoint");  // a checkpoint requested just before the stop
   // A node lost during the drain takes its groups with it: failed now, so nothing below
   // (configurations, the flush) waits on their silent PSes.
-  awaitGroupNodes();
+  awaitGroupNodes(stop_began);
   for (std::uint32_t g = 0; g < fleet_->ready(); ++g) {
     if (groupFailed(g)) continue;
     if (auto gone = nodeGone(g)) failGroupAtStop(g, *gone);

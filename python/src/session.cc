@@ -50,7 +50,14 @@ ScopedInterruptCheck Session::watchInterrupts() {
   interrupted_ = false;
   return ScopedInterruptCheck([this] {
     if (!interrupted_ && interrupt_check_ && interrupt_check_()) interrupted_ = true;
-    return interrupted_.load();
+    if (interrupted_) return true;
+    // Waiting on a group PS that may be dead: the coordinator's news (heard by the
+    // heartbeat thread) must not wait for the request's deadline.
+    if (in_group_request_ && (heartbeat_->reregisterRequested() || heartbeat_->stopRequested())) {
+      left_group_wait_ = true;
+      return true;
+    }
+    return false;
   });
 }
 
@@ -199,7 +206,15 @@ Status Session::recover(const Status& why) {
 }
 
 Status Session::onGroupFailure(const Status& why) {
-  if (interrupted_ || isInterrupted(why)) return interruptedStatus();
+  if (interrupted_) return interruptedStatus();
+  if (left_group_wait_) {
+    left_group_wait_ = false;
+    if (shouldStop()) return Status::ok();  // the caller sees the stop
+    GSGD_INFO("left the wait for group " << a_.group_id
+                                         << ": the coordinator has a new assignment for us");
+    return recover(unavailable("the coordinator has a new assignment for us"));
+  }
+  if (isInterrupted(why)) return interruptedStatus();
   if (why.code() == Code::kQuarantined) {
     quarantined_ = true;
     return why;
@@ -221,7 +236,7 @@ Status Session::pullUntilReady(std::span<float> params) {
   while (need_pull_ && !shouldStop()) {
     if (interrupted_) return interruptedStatus();
     if (heartbeat_->reregisterRequested()) GSGD_RETURN_IF_ERROR(register_(0));
-    auto pulled = group_->pull(params);
+    auto pulled = groupRequest([&] { return group_->pull(params); });
     if (!pulled) {
       GSGD_WARN("pull failed: " << pulled.status().toString());
       GSGD_RETURN_IF_ERROR(onGroupFailure(pulled.status()));
@@ -260,11 +275,13 @@ Result<StepResult> Session::step(const Payload& grad, std::uint32_t batch, float
   }
   if (!need_pull_ && !shouldStop()) {
     const auto t1 = Clock::now();
-    auto ans = skipped
-                   ? group_->pushSkipped(step_, static_cast<float>(compute_ms), params)
-                   : group_->push(
-                         step_, grad, batch, loss, static_cast<float>(compute_ms), params,
-                         attach_next_ ? std::span<const float>(params) : std::span<const float>());
+    auto ans = groupRequest([&] {
+      return skipped
+                 ? group_->pushSkipped(step_, static_cast<float>(compute_ms), params)
+                 : group_->push(
+                       step_, grad, batch, loss, static_cast<float>(compute_ms), params,
+                       attach_next_ ? std::span<const float>(params) : std::span<const float>());
+    });
     attach_next_ = false;  // the reply says whether the parameters are wanted again
     const double rtt_ms = std::chrono::duration<double, std::milli>(Clock::now() - t1).count();
     if (!ans) {

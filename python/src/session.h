@@ -115,6 +115,15 @@ class Session {
   Status leave();
   Status pullUntilReady(std::span<float> params);
   Status onGroupFailure(const Status& why);
+  // Runs one request to the group PS (push or pull) with in_group_request_ set.
+  template <typename Request>
+  auto groupRequest(Request request) {
+    in_group_request_ = true;
+    left_group_wait_ = false;
+    auto r = request();
+    in_group_request_ = false;
+    return r;
+  }
   Status recover(const Status& why);
   void publish();
   std::chrono::milliseconds giveUp() const;
@@ -132,6 +141,10 @@ class Session {
   bool params_loaded_ = false;  // a pull wrote params during this step()
   zmq::context_t ctx_{1};
   std::atomic<bool> interrupted_{false};  // registerWithRetry polls it too
+  // A group request in flight (groupRequest): the heartbeat thread's news (moved after a
+  // group failure, taken for dead, stop) ends its wait, which then sets left_group_wait_.
+  bool in_group_request_ = false;
+  bool left_group_wait_ = false;
   std::function<bool()> interrupt_check_;
   client::CoordinatorClient coord_;
   std::unique_ptr<HeartbeatThread> heartbeat_;

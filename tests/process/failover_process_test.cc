@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <sstream>
 #include <thread>
 
 #include <nlohmann/json.hpp>
@@ -43,7 +44,8 @@ struct TwoNodeRun {
   std::vector<std::unique_ptr<Process>> workers;
 };
 
-TwoNodeRun startTwoNodeRun(const std::string& dir, const std::string& node_b_groups) {
+TwoNodeRun startTwoNodeRun(const std::string& dir, const std::string& node_b_groups,
+                           const std::vector<std::string>& worker_args = kRecoveringWorker) {
   TwoNodeRun r;
   r.head = startDaemon(dir, "head.log", "tcp://127.0.0.1:0",
                        {"--progress-ms", "0", "--role", "coordinator", "--mode", "grouped",
@@ -62,7 +64,7 @@ TwoNodeRun startTwoNodeRun(const std::string& dir, const std::string& node_b_gro
   REQUIRE(waitForText(dir + "/head.log", "1 of 2 groups ready", 20000ms));
   r.node_b = node("node-b", node_b_groups);
   REQUIRE(waitForText(dir + "/head.log", "2 of 2 groups ready", 20000ms));
-  for (int i = 0; i < 4; ++i) r.workers.push_back(startWorker(dir, r.ep, i, kRecoveringWorker));
+  for (int i = 0; i < 4; ++i) r.workers.push_back(startWorker(dir, r.ep, i, worker_args));
   REQUIRE(waitForSamples(dir, 3000, 90000ms));
   // On a loaded machine one worker may still be loading its data when the others have
   // trained 3000 samples: wait until all four are placed (two per group).
@@ -252,6 +254,62 @@ TEST_CASE(
   reportDone(dir);
 }
 
+// Trainers whose group PS dies wait on a request with a deadline far beyond the liveness
+// limit (30 s against 3 s). They heartbeat while they wait, so they are not declared dead
+// before their node is; they leave the wait as soon as the coordinator has moved them
+// (not when the deadline expires), and a run stopped soon after keeps its accounting (a
+// trainer taken for dead was credited with its last report only, less than its failed
+// group had already flushed).
+TEST_CASE(
+    "failover: trainers waiting on a dead node's group PS keep heartbeating; they are moved "
+    "when the group fails, long before their request deadline; accounting holds") {
+  const std::string dir = makeTempDir();
+  TwoNodeRun run = startTwoNodeRun(dir, "1", {"--timeout-ms", "30000", "--backoff-max-ms", "1000"});
+  const std::vector<int> in_group1 = trainersIn(ctl(dir, {"workers"}), 1);
+  REQUIRE(in_group1.size() == 2);
+  const std::vector<std::size_t> log_at_kill = logSizes(dir, in_group1);
+  const std::size_t head_log_at_kill = readFile(dir + "/head.log").size();
+  const double killed_at = wallNow();
+  REQUIRE(::kill(run.node_b->pid(), SIGKILL) == 0);
+  REQUIRE(waitForText(dir + "/head.log", "group_failure: group 1 failed", 30000ms));
+  const double detected =
+      stampOf(readFile(dir + "/head.log"), "group_failure", head_log_at_kill) - killed_at;
+  double reassigned = 0;
+  for (std::size_t k = 0; k < in_group1.size(); ++k) {
+    const std::string wlog = dir + "/w" + std::to_string(in_group1[k]) + ".log";
+    waitUntil([&] { return stampOf(readFile(wlog), "assigned: group 0", log_at_kill[k]) >= 0; },
+              20000ms);
+    const double at = stampOf(readFile(wlog), "assigned: group 0", log_at_kill[k]);
+    INFO("w" << in_group1[k] << ": " << readFile(wlog));
+    REQUIRE(at > 0);
+    CHECK(readFile(wlog).find("left the wait for group 1", log_at_kill[k]) != std::string::npos);
+    reassigned = std::max(reassigned, at - killed_at);
+  }
+  // Stopped well before the 30 s deadline of the pushes the kill cut off.
+  ::kill(run.head->pid(), SIGTERM);
+  REQUIRE(run.head->wait(60000ms) == std::optional<int>(0));
+  const std::string head_log = readFile(dir + "/head.log");
+  INFO("head: " << head_log);
+  // The node was taken for dead; no trainer was.
+  CHECK(head_log.find("group 1 failed (node", head_log_at_kill) != std::string::npos);
+  std::istringstream lines(head_log.substr(head_log_at_kill));
+  for (std::string line; std::getline(lines, line);) {
+    INFO(line);
+    CHECK_FALSE((line.find("trainer") != std::string::npos &&
+                 line.find("missed its heartbeats") != std::string::npos));
+  }
+  json s = summaryAfterNodeBLost(dir, run);
+  for (const auto& w : s["worker_stats"]) CHECK(w["state"] == "left");
+  CHECK(reassigned < detected + 3.0);
+  std::printf(
+      "failover: node SIGKILL, trainers on a 30 s request deadline: group 1 declared failed "
+      "%.2f s later; its 2 trainers moved by %.2f s; none declared dead; lost %llu samples "
+      "(bound %llu)\n",
+      detected, reassigned, llu(s["samples_lost_in_failed_groups"]),
+      llu(s["node_failures"][0]["samples_lost_bound"]));
+  reportDone(dir);
+}
+
 // A node lost while the run stops (its trainers hearing "stop", the groups about to flush)
 // cannot flush its group: the head fails that group at once, counts what it held as lost
 // within its members' bound, and ends without waiting for a flush call to time out (15 s).
@@ -272,8 +330,10 @@ TEST_CASE(
   CHECK(f["why"].get<std::string>().find("while the run stopped") != std::string::npos);
   CHECK(s["samples_lost_in_failed_groups"].get<std::uint64_t>() <=
         f["samples_lost_bound"].get<std::uint64_t>());
-  // The drain (a trainer's push deadline, 1 s, then its stop) and the liveness limit
-  // (3 s): well under the 15 s a flush call to the dead node would have waited.
+  // The trainers hear "stop" at once (they heartbeat while they wait on the dead PS); the
+  // head then waits for every node to be heard from since the stop, so the dead node is
+  // named at the liveness limit (3 s), and a configuration already on its way to the dead
+  // PS ends at its 5 s deadline: well under the 15 s a flush call would have waited.
   CHECK(took < 12.0);
   std::printf(
       "failover: node SIGKILL as the run stops: head done %.2f s after the stop; "

@@ -14,6 +14,7 @@
 #include "groupsgd/dataset/idx.h"
 #include "groupsgd/kernels/model.h"
 #include "groupsgd/kernels/model_device.h"
+#include "groupsgd/worker/group_wait.h"
 #include "groupsgd/worker/registration.h"
 #include "groupsgd/worker/shared_device.h"
 #include "groupsgd/worker/step_watch.h"
@@ -124,7 +125,7 @@ class Trainer {
     std::vector<std::uint32_t> idx;
     float last_loss = 0;
   };
-  Next pullReplica();
+  Next pullReplica(Loop& loop);
   // The gradient of the next batch into the client's send buffer, emulated device time
   // and pauses included: its compute time in ms; nullopt when the model failed on its
   // device.
@@ -132,6 +133,12 @@ class Trainer {
   // Pushes the gradient and counts the step; *early: its time says to heartbeat now.
   Next pushGradient(Loop& loop, std::uint32_t batch, double compute_ms, bool* early);
   Next heartbeat(Loop& loop, std::uint32_t batch, bool early);
+  // The heartbeat's statistics since the last one; restarts the window and the period.
+  client::HeartbeatStats takeStats(Loop& loop, std::uint32_t batch, bool early);
+  // A group request's wait: heartbeats when due (GroupWait), on this thread.
+  GroupWait::End heartbeatWhileWaiting(Loop& loop);
+  // A group request that failed: a wait ended by `end` (GroupWait), or onGroupFailure.
+  Next afterFailedRequest(const Status& why, GroupWait::End end);
 
   zmq::context_t& ctx_;
   const WorkerOptions& opts_;
@@ -334,7 +341,7 @@ int Trainer::run() {
   while (!interrupted_.load() && !stop_) {
     if (opts_.max_steps != 0 && total_steps_ >= opts_.max_steps) break;
     if (need_pull_) {
-      const Next pulled = pullReplica();
+      const Next pulled = pullReplica(loop);
       if (pulled == Next::kLeave) break;
       if (pulled == Next::kRetry) continue;
     }
@@ -352,11 +359,18 @@ int Trainer::run() {
   return finish();
 }
 
-Trainer::Next Trainer::pullReplica() {
-  auto pulled = group_->pull(params_);
+Trainer::Next Trainer::pullReplica(Loop& loop) {
+  // The wait's check is uninstalled before a failure is handled (recovery waits too).
+  GroupWait::End ended = GroupWait::End::kNone;
+  auto pulled = [&] {
+    GroupWait wait(interrupted_, [&] { return heartbeatWhileWaiting(loop); });
+    auto r = group_->pull(params_);
+    ended = wait.ended();
+    return r;
+  }();
   if (!pulled) {
     GSGD_WARN("pull failed: " << pulled.status().toString());
-    return onGroupFailure(pulled.status()) ? Next::kRetry : Next::kLeave;
+    return afterFailedRequest(pulled.status(), ended);
   }
   failing_since_.reset();
   if (!follow(*pulled)) return Next::kRetry;
@@ -402,8 +416,14 @@ Trainer::Next Trainer::pushGradient(Loop& loop, std::uint32_t batch, double comp
                                     bool* early) {
   const auto t1 = Clock::now();
   sleepMs(loop.speed.link_ms);  // a slow link delays every exchange
-  auto ans = group_->push(step_, group_->gradientBuffer(), batch, loop.last_loss,
+  GroupWait::End ended = GroupWait::End::kNone;
+  auto ans = [&] {
+    GroupWait wait(interrupted_, [&] { return heartbeatWhileWaiting(loop); });
+    auto r = group_->push(step_, group_->gradientBuffer(), batch, loop.last_loss,
                           static_cast<float>(compute_ms), params_);
+    ended = wait.ended();
+    return r;
+  }();
   const double rtt_ms = msSince(t1);
   if (!ans) {
     // Refused or unanswered: not counted as trained here, but reported as unconfirmed
@@ -411,9 +431,8 @@ Trainer::Next Trainer::pushGradient(Loop& loop, std::uint32_t batch, double comp
     // is fetched again.
     GSGD_WARN("push for step " << step_ << " failed: " << ans.status().toString());
     samples_unconfirmed_ += batch;
-    if (!onGroupFailure(ans.status())) return Next::kLeave;
     need_pull_ = true;
-    return Next::kRetry;
+    return afterFailedRequest(ans.status(), ended);
   }
   failing_since_.reset();
   samples_trained_ += batch;
@@ -438,20 +457,59 @@ Trainer::Next Trainer::pushGradient(Loop& loop, std::uint32_t batch, double comp
   return Next::kGoOn;
 }
 
-Trainer::Next Trainer::heartbeat(Loop& loop, std::uint32_t batch, bool early) {
-  const client::HeartbeatStats st{.samples_trained = samples_trained_,
-                                  .steps = steps_,
-                                  .last_loss = loop.last_loss,
-                                  .compute_ms = loop.window.mean(loop.window.compute_ms),
-                                  .comm_ms = loop.window.mean(loop.window.comm_ms),
-                                  .batch_size = batch,
-                                  .wait_ms = loop.window.mean(loop.window.wait_ms),
-                                  .recent = recent_.take(),
-                                  .speed_changed = early};
+client::HeartbeatStats Trainer::takeStats(Loop& loop, std::uint32_t batch, bool early) {
+  client::HeartbeatStats st{.samples_trained = samples_trained_,
+                            .steps = steps_,
+                            .last_loss = loop.last_loss,
+                            .compute_ms = loop.window.mean(loop.window.compute_ms),
+                            .comm_ms = loop.window.mean(loop.window.comm_ms),
+                            .batch_size = batch,
+                            .wait_ms = loop.window.mean(loop.window.wait_ms),
+                            .recent = recent_.take(),
+                            .speed_changed = early};
   watch_.reported();
   loop.window = Window{};
   loop.next_heartbeat = Clock::now() + std::chrono::milliseconds(a_.heartbeat_ms);
-  auto hb = coord_.heartbeat(a_, st);
+  return st;
+}
+
+GroupWait::End Trainer::heartbeatWhileWaiting(Loop& loop) {
+  if (Clock::now() < loop.next_heartbeat) return GroupWait::End::kNone;
+  auto hb = coord_.heartbeat(a_, takeStats(loop, batch_, false));
+  if (!hb) {
+    if (hb.status().code() != Code::kQuarantined) return GroupWait::End::kNone;  // retried later
+    GSGD_ERROR("quarantined by the coordinator: " << hb.status().message());
+    quarantined_ = true;
+    return GroupWait::End::kQuarantined;
+  }
+  if (hb->stop) return GroupWait::End::kStop;
+  if (hb->reregister) return GroupWait::End::kReassigned;
+  return GroupWait::End::kNone;
+}
+
+Trainer::Next Trainer::afterFailedRequest(const Status& why, GroupWait::End end) {
+  switch (end) {
+    case GroupWait::End::kNone:
+      return onGroupFailure(why) ? Next::kRetry : Next::kLeave;
+    case GroupWait::End::kReassigned:
+      // Our group failed and we were moved, or we were taken for dead: ask where to go.
+      GSGD_INFO("left the wait for group " << a_.group_id << ": " << groupWaitEndName(end));
+      if (recover(unavailable(groupWaitEndName(end)))) return Next::kRetry;
+      if (!quarantined_ && !run_over_) exit_code_ = 1;
+      return Next::kLeave;
+    case GroupWait::End::kStop:
+      GSGD_INFO("coordinator asks us to stop");
+      stop_ = true;
+      return Next::kLeave;
+    case GroupWait::End::kInterrupted:
+    case GroupWait::End::kQuarantined:
+      return Next::kLeave;
+  }
+  return Next::kLeave;
+}
+
+Trainer::Next Trainer::heartbeat(Loop& loop, std::uint32_t batch, bool early) {
+  auto hb = coord_.heartbeat(a_, takeStats(loop, batch, early));
   if (!hb && hb.status().code() == Code::kQuarantined) {
     GSGD_ERROR("quarantined by the coordinator: " << hb.status().message());
     quarantined_ = true;

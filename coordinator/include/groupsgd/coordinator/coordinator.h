@@ -201,9 +201,9 @@ class Coordinator {
   std::optional<std::string> nodeGone(std::uint32_t group, bool judge_silence = true) const;
   // The node daemon serving a group's PS; null for a PS of this daemon's own.
   const WorkerRecord* groupNode(std::uint32_t group) const;
-  // After the drain: serves until every node holding a live group was heard from lately,
-  // or the liveness limit passed (a node that died during the drain).
-  void awaitGroupNodes();
+  // After the drain: serves until every node holding a live group was heard from since
+  // heard_since (the stop), or the liveness limit passed (a node that died meanwhile).
+  void awaitGroupNodes(Clock::time_point heard_since);
   // A group that cannot flush at the end: failed with its members, nobody reassigned.
   void failGroupAtStop(std::uint32_t group, const std::string& why);
   std::optional<std::uint32_t> liveGroupFor() const;
@@ -244,7 +244,7 @@ class Coordinator {
   Accuracy latestAccuracy() const;
   nlohmann::json finish(const std::string& reason);
   // finish()'s steps, in order. now: a stop without --drain (nobody is waited for).
-  void drainTrainers(bool now);
+  void drainTrainers(bool now, Clock::time_point stop_began);
   void flushGroups(FinalStats* stats);
   // One group's answer to the final flush (its counters), or why there is none.
   void readFlush(std::uint32_t g, Result<InMessage> reply, FinalStats* stats);
