@@ -189,9 +189,10 @@ void Coordinator::failGroup(std::uint32_t group, const std::string& why) {
       failures_.lostWith(id);
     }
   }
-  // Each member gets a new group and epoch; it learns them when its next request to the
-  // dead group fails and it asks the coordinator for its assignment again. Best: the
-  // same group again, its slot re-created on a surviving node.
+  // Each member gets a new group and epoch; it learns them from its next heartbeat (sent
+  // while it waits on the dead PS; its old epoch is told to register again) and asks the
+  // coordinator for its assignment again. Best: the same group again, its slot
+  // re-created on a surviving node.
   if (recreateGroup(group, members)) {
     const double t = run_log_.trainingS();
     nlohmann::json moved = nlohmann::json::array();
