@@ -96,9 +96,8 @@ struct DaemonConfig {
   // With checkpoint_dir: the best-evaluated model goes to checkpoint_dir/best.ckpt.
   bool keep_best = true;
   // Where a group's members go (docs/cluster.md, "Placement"): "hosts" puts a group on the
-  // slot whose PS runs on the host of most of its members; "order": slots in plan order
-  // (the default until the node-loss accounting failure seen with hosts is understood).
-  std::string ps_placement = "order";
+  // slot whose PS runs on the host of most of its members; "order": slots in plan order.
+  std::string ps_placement = "hosts";
   std::string config_file;                   // set from --config (SIGHUP reloads it)
   std::string compress_gradients = "dense";  // worker -> group encoding (CompressionSpec)
   std::string compress_deltas = "dense";     // group -> central encoding
