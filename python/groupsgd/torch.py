@@ -422,13 +422,23 @@ class _FlatModel:
                 f"was wrapped: it is not in groupsgd's flat buffer and would not be trained. "
                 f"Change the model first and wrap it afterwards (gt.Worker(model, ...))")
 
-    def bind_grads(self, grad_np):
+    def bind_grads(self, grad_np, spare_np=None):
         """Points every param.grad at its view of the flat gradient buffer (zeroed): the
-        session's buffer itself on the CPU, a device buffer of the same layout on CUDA."""
+        session's buffer itself on the CPU, a device buffer of the same layout on CUDA.
+        `spare_np` (CPU only): a second session buffer; the two then alternate, the one
+        just sent being zeroed on a C++ thread while the next gradient goes into the other
+        (after_step), so the zeroing is off the step's critical path."""
         self.grad_host = torch.from_numpy(grad_np)  # keeps the session's buffer alive
         self.grad_host.zero_()
+        self._grad_sets = None
+        self.grad_buffer = 0  # the session buffer the next push sends
         if self.on_host:
             self.grad_flat = self.grad_host
+            if spare_np is not None:
+                spare = torch.from_numpy(spare_np)
+                spare.zero_()
+                self._grad_sets = [(flat, self._views(flat), self._buffer_views(flat))
+                                   for flat in (self.grad_host, spare)]
         else:
             self.grad_pinned = self.device.type == "cuda" and _page_lock(grad_np, self.device)
             self.grad_flat = torch.zeros(self.count, dtype=torch.float32, device=self.device)
@@ -436,6 +446,12 @@ class _FlatModel:
         self._grad_tail = self._buffer_views(self.grad_flat)
         for p, view in zip(self.params, self.grad_views):
             p.grad = view
+
+    def _use_grad_buffer(self, i):
+        """Alternating buffers: the next gradient goes into session buffer i."""
+        self.grad_buffer = i
+        self.grad_flat, self.grad_views, self._grad_tail = self._grad_sets[i]
+        self.grad_host = self.grad_flat
 
     def gather_grads(self):
         """Makes the session's flat gradient buffer hold every parameter's gradient;
@@ -458,12 +474,19 @@ class _FlatModel:
             self.grad_host.copy_(self.grad_flat)  # one copy; waits for the backward pass
         return True
 
-    def after_step(self, load=True):
+    def after_step(self, load=True, zero_later=None):
         """The replica is in the flat parameter buffer (load: copy it to the device): reset
-        the gradients for the next."""
+        the gradients for the next. With two gradient buffers, `zero_later(i)` (the
+        session's) waits for the zeroing it started last, of the other buffer, and starts
+        zeroing buffer i, just sent; the next gradient goes into the other one."""
         if load:
             self.load_device()
-        self.grad_flat.zero_()
+        if self._grad_sets is not None and zero_later is not None:
+            sent = self.grad_buffer
+            zero_later(sent)
+            self._use_grad_buffer(1 - sent)
+        else:
+            self.grad_flat.zero_()
         for p, view in zip(self.params, self.grad_views):
             if p.grad is None or p.grad.data_ptr() != view.data_ptr():
                 p.grad = view
@@ -570,7 +593,11 @@ class Worker(_Role):
             _check_optimizer(model, optimizer)
         super().__init__(model, "trainer", args, optimizer=optimizer is not None,
                          sync_buffers=sync_buffers)
-        self._flat.bind_grads(self._session.gradient_buffer())
+        # On the CPU without an optimizer of its own, two gradient buffers alternate
+        # (bind_grads): 4 more bytes per parameter for a step without the zeroing in it.
+        spare = (self._session.spare_gradient_buffer()
+                 if optimizer is None and self._flat.on_host else None)
+        self._flat.bind_grads(self._session.gradient_buffer(), spare)
         self._correction = None
         if optimizer is not None:
             self._correction = torch.from_numpy(self._session.correction_buffer())
@@ -648,7 +675,7 @@ class Worker(_Role):
         t1 = time.perf_counter()
         try:
             self.last = self._session.step(int(batch or self.batch_size), value, self._flat.host,
-                                           skipped=not finite)
+                                           skipped=not finite, buffer=self._flat.grad_buffer)
         finally:
             if scaling:
                 scaler.update()  # found inf recorded by unscale_: the scale backs off
@@ -659,7 +686,7 @@ class Worker(_Role):
         self.last["skipped_nonfinite"] = not finite
         if self.optimizer is not None:
             self._step_optimizer(self.last)
-        self._flat.after_step(load=self.optimizer is None)
+        self._flat.after_step(load=self.optimizer is None, zero_later=self._session.zero_later)
         # Python-side work of this call vs the exchange in C++ (push, barrier, replica).
         self.timing = {"binding_s": (t1 - t0) + (time.perf_counter() - t2), "exchange_s": t2 - t1}
         return self.last

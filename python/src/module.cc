@@ -9,6 +9,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "background_zero.h"
 #include "groupsgd/common/log.h"
 #include "session.h"
 
@@ -119,6 +120,26 @@ class PySession {
   // The flat gradient buffer as a numpy array sharing its memory (kept alive by the array).
   py::array_t<float> gradientBuffer() { return shared(grad_); }
 
+  // A second gradient buffer, zeroed, made on the first call: step(buffer=1) sends it.
+  // (A CPU trainer without an optimizer alternates: zero_later() clears the one just sent
+  // while it computes into the other.)
+  py::array_t<float> spareGradientBuffer() {
+    if (!spare_) spare_ = std::make_shared<std::vector<float>>(param_count_, 0.0f);
+    return shared(spare_);
+  }
+
+  // Zeroes gradient buffer `buffer` (0 or 1) on a thread of its own; await_zeroed() waits.
+  void zeroLater(int buffer) {
+    auto buf = gradient(buffer);
+    py::gil_scoped_release nogil;
+    zero_.start(std::move(buf));
+  }
+
+  void awaitZeroed() {
+    py::gil_scoped_release nogil;
+    zero_.await();
+  }
+
   // A numpy array over `buf`'s memory, keeping it alive.
   py::array_t<float> shared(const std::shared_ptr<std::vector<float>>& buf) {
     auto* keep = new std::shared_ptr<std::vector<float>>(buf);
@@ -128,12 +149,15 @@ class PySession {
                               buf->data(), owner);
   }
 
-  py::dict step(std::uint32_t batch, float loss, const py::buffer& params, bool skipped) {
+  py::dict step(std::uint32_t batch, float loss, const py::buffer& params, bool skipped,
+                int buffer) {
     const std::span<float> p = floatSpan(params, param_count_, true, "params");
+    const auto grad = gradient(buffer);
     Result<python::StepResult> r = internalError("not run");
     {
       py::gil_scoped_release nogil;
-      r = session_->step(grad_, batch, loss, p, skipped);
+      zero_.await();  // never send a buffer still being zeroed
+      r = session_->step(grad, batch, loss, p, skipped);
     }
     raiseIfInterrupted(*session_);
     if (!r) raise(r.status());
@@ -200,6 +224,7 @@ class PySession {
   // Stops the heartbeat thread and closes the sockets (without leaving).
   void destroy() {
     py::gil_scoped_release nogil;
+    zero_.await();
     session_.reset();
   }
 
@@ -211,7 +236,16 @@ class PySession {
  private:
   std::uint64_t param_count_;
   std::unique_ptr<python::Session> session_;
+  std::shared_ptr<std::vector<float>> gradient(int buffer) {
+    if (buffer == 0) return grad_;
+    if (buffer == 1 && spare_) return spare_;
+    throw py::value_error("gradient buffer " + std::to_string(buffer) +
+                          " does not exist (0, or 1 after spare_gradient_buffer())");
+  }
+
   std::shared_ptr<std::vector<float>> grad_;
+  std::shared_ptr<std::vector<float>> spare_;       // spareGradientBuffer(), else null
+  python::BackgroundZero zero_;                     // joined before the buffers go
   std::shared_ptr<std::vector<float>> correction_;  // optimizer on the workers only
 };
 
@@ -234,12 +268,15 @@ PYBIND11_MODULE(_core, m) {
            py::arg("buffer_count") = 0)
       .def("start", &PySession::start, py::arg("params"))
       .def("gradient_buffer", &PySession::gradientBuffer)
+      .def("spare_gradient_buffer", &PySession::spareGradientBuffer)
+      .def("zero_later", &PySession::zeroLater, py::arg("buffer"))
+      .def("await_zeroed", &PySession::awaitZeroed)
       .def("correction_buffer", &PySession::correctionBuffer)
       .def_property_readonly("group_step", [](PySession& p) { return p.s().groupStep(); })
       .def_property_readonly("wants_parameters",
                              [](PySession& p) { return p.s().wantsParameters(); })
       .def("step", &PySession::step, py::arg("batch"), py::arg("loss"), py::arg("params"),
-           py::arg("skipped") = false)
+           py::arg("skipped") = false, py::arg("buffer") = 0)
       .def("fetch_central", &PySession::fetchCentral, py::arg("params"))
       .def(
           "report",

@@ -115,6 +115,36 @@ def test_a_non_finite_gradient_is_skipped_never_a_strike_and_the_group_goes_on(d
     assert "quarantined" not in d.log_text()
 
 
+def test_backward_after_a_step_starts_from_zero_in_alternating_gradient_buffers(daemon):
+    # A CPU worker without an optimizer of its own computes into one of two gradient
+    # buffers while the other, just sent, is zeroed on a C++ thread (the zeroing is off the
+    # step's critical path). A buffer not zeroed in time would add an old gradient to the
+    # next one: the push would differ from the reference gradient and the update show it.
+    d = daemon(*FAST, "--workers", "1", "--max-seconds", "120")
+    (model,), (w,) = start_workers(d.endpoint, 1)
+    try:
+        torch.manual_seed(1)
+        x, y = torch.randn(w.batch_size, 784), torch.randint(0, 10, (w.batch_size,))
+        buffers = set()
+        for step in range(6):
+            params = list(model.parameters())
+            assert all(float(p.grad.abs().sum()) == 0 for p in params), step
+            buffers.add(params[0].grad.data_ptr())
+            reference = torch.autograd.grad(
+                torch.nn.functional.cross_entropy(model(x), y), params)
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            for p, r in zip(params, reference):
+                assert torch.allclose(p.grad, r, atol=1e-7), step
+            before = flat(model)
+            assert w.step(loss)["accepted"]
+            expected = before - LR * torch.cat([r.reshape(-1) for r in reference])
+            assert torch.allclose(flat(model), expected, atol=1e-6), step
+        assert len(buffers) == 2  # the two buffers took turns
+    finally:
+        w.close()
+
+
 class StandInScaler:
     """torch.cuda.amp.GradScaler's interface as Worker.step uses it (is_enabled, unscale_,
     update), for the CPU: torch disables the real one without CUDA (the real one is
