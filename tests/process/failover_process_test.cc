@@ -103,6 +103,50 @@ std::vector<std::size_t> logSizes(const std::string& dir, const std::vector<int>
   return sizes;
 }
 
+// Node b SIGKILLed under a TwoNodeRun: group 1's trainers and where their logs and the
+// head's stood at the kill. Returns once the head has declared group 1 failed.
+struct NodeBLoss {
+  std::vector<int> in_group1;
+  std::vector<std::size_t> log_at_kill;  // per trainer in in_group1
+  std::size_t head_log_at_kill = 0;
+  double killed_at = 0;
+  double detected = 0;  // seconds from the kill to the group_failure event
+};
+
+NodeBLoss killNodeB(const std::string& dir, TwoNodeRun& run) {
+  NodeBLoss loss;
+  json before = ctl(dir, {"workers"});
+  REQUIRE(before.is_object());
+  loss.in_group1 = trainersIn(before, 1);
+  REQUIRE(loss.in_group1.size() == 2);
+  loss.log_at_kill = logSizes(dir, loss.in_group1);
+  loss.head_log_at_kill = readFile(dir + "/head.log").size();
+  loss.killed_at = wallNow();
+  REQUIRE(::kill(run.node_b->pid(), SIGKILL) == 0);
+  REQUIRE(waitForText(dir + "/head.log", "group_failure: group 1 failed", 30000ms));
+  loss.detected =
+      stampOf(readFile(dir + "/head.log"), "group_failure", loss.head_log_at_kill) - loss.killed_at;
+  return loss;
+}
+
+// Seconds from the kill until the last of group 1's trainers logged its move to group 0
+// (each must within `timeout`).
+double movedToGroup0(const std::string& dir, const NodeBLoss& loss,
+                     std::chrono::milliseconds timeout) {
+  double moved = 0;
+  for (std::size_t k = 0; k < loss.in_group1.size(); ++k) {
+    const std::string wlog = dir + "/w" + std::to_string(loss.in_group1[k]) + ".log";
+    const auto at = [&] {
+      return stampOf(readFile(wlog), "assigned: group 0", loss.log_at_kill[k]);
+    };
+    waitUntil([&] { return at() >= 0; }, timeout);
+    INFO("w" << loss.in_group1[k] << ": " << readFile(wlog));
+    REQUIRE(at() > 0);
+    moved = std::max(moved, at() - loss.killed_at);
+  }
+  return moved;
+}
+
 // After the head has exited: node a and the four workers exit 0, the summary keeps its
 // accounting and records one failed group, group 1 (node b's). Returns that summary.
 json summaryAfterNodeBLost(const std::string& dir, TwoNodeRun& run) {
@@ -201,29 +245,10 @@ TEST_CASE(
   // Node a hosts group 0, node b group 1.
   TwoNodeRun run = startTwoNodeRun(dir, "1");
   auto& head = run.head;
-  auto& node_b = run.node_b;
-  json before = ctl(dir, {"workers"});
-  REQUIRE(before.is_object());
-  const std::vector<int> in_group1 = trainersIn(before, 1);
-  REQUIRE(in_group1.size() == 2);
-  const std::vector<std::size_t> log_at_kill = logSizes(dir, in_group1);
-  const std::size_t head_log_at_kill = readFile(dir + "/head.log").size();
-  const double killed_at = wallNow();
-  REQUIRE(::kill(node_b->pid(), SIGKILL) == 0);
-  REQUIRE(waitForText(dir + "/head.log", "group_failure: group 1 failed", 30000ms));
-  const double detected =
-      stampOf(readFile(dir + "/head.log"), "group_failure", head_log_at_kill) - killed_at;
-  // Each moved worker learns its new group when its next request to the dead one fails.
-  double reassigned = 0;
-  for (std::size_t k = 0; k < in_group1.size(); ++k) {
-    const std::string wlog = dir + "/w" + std::to_string(in_group1[k]) + ".log";
-    waitUntil([&] { return stampOf(readFile(wlog), "assigned: group 0", log_at_kill[k]) >= 0; },
-              30000ms);
-    const double at = stampOf(readFile(wlog), "assigned: group 0", log_at_kill[k]);
-    INFO("w" << in_group1[k] << ": " << readFile(wlog));
-    REQUIRE(at > 0);
-    reassigned = std::max(reassigned, at - killed_at);
-  }
+  const NodeBLoss loss = killNodeB(dir, run);
+  const double detected = loss.detected, killed_at = loss.killed_at;
+  // Each moved worker learns its new group from its next heartbeat (its old epoch).
+  const double reassigned = movedToGroup0(dir, loss, 30000ms);
   const double training_again = trainedAgainAfter(dir, killed_at);
   json st = ctl(dir, {"status"});
   CHECK(st["failed_groups"] == json::array({1}));
@@ -265,25 +290,15 @@ TEST_CASE(
     "when the group fails, long before their request deadline; accounting holds") {
   const std::string dir = makeTempDir();
   TwoNodeRun run = startTwoNodeRun(dir, "1", {"--timeout-ms", "30000", "--backoff-max-ms", "1000"});
-  const std::vector<int> in_group1 = trainersIn(ctl(dir, {"workers"}), 1);
-  REQUIRE(in_group1.size() == 2);
-  const std::vector<std::size_t> log_at_kill = logSizes(dir, in_group1);
-  const std::size_t head_log_at_kill = readFile(dir + "/head.log").size();
-  const double killed_at = wallNow();
-  REQUIRE(::kill(run.node_b->pid(), SIGKILL) == 0);
-  REQUIRE(waitForText(dir + "/head.log", "group_failure: group 1 failed", 30000ms));
-  const double detected =
-      stampOf(readFile(dir + "/head.log"), "group_failure", head_log_at_kill) - killed_at;
-  double reassigned = 0;
-  for (std::size_t k = 0; k < in_group1.size(); ++k) {
-    const std::string wlog = dir + "/w" + std::to_string(in_group1[k]) + ".log";
-    waitUntil([&] { return stampOf(readFile(wlog), "assigned: group 0", log_at_kill[k]) >= 0; },
-              20000ms);
-    const double at = stampOf(readFile(wlog), "assigned: group 0", log_at_kill[k]);
-    INFO("w" << in_group1[k] << ": " << readFile(wlog));
-    REQUIRE(at > 0);
-    CHECK(readFile(wlog).find("left the wait for group 1", log_at_kill[k]) != std::string::npos);
-    reassigned = std::max(reassigned, at - killed_at);
+  const NodeBLoss loss = killNodeB(dir, run);
+  const double detected = loss.detected;
+  const std::size_t head_log_at_kill = loss.head_log_at_kill;
+  const double reassigned = movedToGroup0(dir, loss, 20000ms);
+  for (std::size_t k = 0; k < loss.in_group1.size(); ++k) {
+    const std::string wlog = dir + "/w" + std::to_string(loss.in_group1[k]) + ".log";
+    INFO(readFile(wlog));
+    CHECK(readFile(wlog).find("left the wait for group 1", loss.log_at_kill[k]) !=
+          std::string::npos);
   }
   // Stopped well before the 30 s deadline of the pushes the kill cut off.
   ::kill(run.head->pid(), SIGTERM);
