@@ -13,7 +13,7 @@ namespace groupsgd::adaptive {
 // Knobs of the adaptive coordinator (mode adaptive); docs/adaptive.md explains each.
 struct AdaptiveConfig {
   std::uint32_t control_ms = 1000;      // one control window
-  std::uint32_t estimator_window = 16;  // heartbeat samples per worker speed estimate
+  std::uint32_t estimator_window = 16;  // recent steps per worker speed estimate
   std::uint32_t min_samples = 3;        // samples before a worker's estimate is used
   std::uint32_t min_batch = 4;
   std::uint32_t max_batch = 512;

@@ -1,9 +1,10 @@
-// When to regroup. Three responses, cheapest first: batches are rebalanced inside groups
-// every window (batch_allocation.h); the grouping changes only when (a) membership changed
-// (join, leave, death: always re-planned), or (b) the straggler set changed or the stage
-// changed AND the new plan's useful progress beats the current grouping's by the margin
-// AND the last regroup is older than the minimum interval. Transient stalls never reach
-// here (the detector needs consecutive windows). Pure; time is passed in.
+// When to regroup. Batches are rebalanced inside groups every window (batch_allocation.h);
+// a step cutoff at the group PS drops what comes too late; the grouping changes only when
+// (a) the caller forces it (membership changed once the trainers were split into groups;
+// a stage change whose stage allows fewer groups than are in force), or (b) the straggler
+// set or the stage changed AND the new plan's useful progress beats the current
+// grouping's by the margin AND the last regroup is older than the minimum interval. Transient
+// stalls never reach here (the detector needs consecutive windows). Pure; time is passed in.
 #pragma once
 
 #include <chrono>
