@@ -164,6 +164,11 @@ void RpcClient::reset() {
     (void)zmq_socket_monitor(sock_->handle(), nullptr, 0);
   }
   monitor_.reset();
+  // A request still queued (its peer was unreachable) dies with the socket: with the usual
+  // linger libzmq still delivers it to a peer that comes up within linger_ms, after we
+  // gave it up (a registration sent to a dead head reached its restarted successor as a
+  // second registration nobody used, and the new head waited for that ghost to leave).
+  if (sock_) sock_->set(zmq::sockopt::linger, 0);
   sock_.reset();
 }
 

@@ -84,6 +84,28 @@ TEST_CASE("transport: rpc gets answers, error replies become a Status, silence t
   server.join();
 }
 
+TEST_CASE("transport: a request given up while its peer was down is never delivered later") {
+  // A registration sent to a dead head and given up after its timeout must not reach the
+  // head that restarts on the same endpoint: it would register a worker nobody runs.
+  zmq::context_t ctx;
+  std::string ep;
+  {
+    BoundRouter probe = boundRouter(ctx);  // a free port, then nobody there
+    ep = probe.ep;
+  }
+  SocketOptions opts;
+  opts.linger_ms = 5000;  // longer than the restart below: only the reset may drop it
+  RpcClient client(ctx, ep, MessageLimits{}, opts);
+  auto lost = client.call(request(3), 300ms);
+  CHECK(lost.status().code() == Code::kUnavailable);
+  auto sock = makeSocket(ctx, zmq::socket_type::router);
+  REQUIRE(sock.isOk());
+  REQUIRE(bindSocket(*sock, ep).isOk());  // the peer comes back within the linger
+  zmq::pollitem_t item{sock->handle(), 0, ZMQ_POLLIN, 0};
+  zmq::poll(&item, 1, 1000ms);  // reconnects come every 100 ms
+  CHECK((item.revents & ZMQ_POLLIN) == 0);
+}
+
 TEST_CASE("transport: a router send to a departed peer fails instead of vanishing") {
   zmq::context_t ctx;
   auto router = makeSocket(ctx, zmq::socket_type::router);
