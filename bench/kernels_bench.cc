@@ -18,6 +18,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -185,6 +186,50 @@ CpuResults benchCpu(const Settings& s) {
   return out;
 }
 
+// The sizes the servers work at: the group PS adds each pushed 1 MiB part into its sum
+// with axpyIfFinite (one pass: checked, measured, added), and aggregation runs over
+// buffers of that size. Each timing repeats the kernel over 64 MiB of work, so a call's
+// microseconds are not lost in the clock's resolution. Returns each size's ratios to
+// memcpy at the same size: {"256kib": {...}, "1mib": {...}}.
+json benchSmallBuffers(const Settings& s) {
+  json ratios = json::object();
+  for (const std::size_t bytes : {std::size_t{256} << 10, std::size_t{1} << 20}) {
+    const std::size_t n = bytes / sizeof(float);
+    const double buf = static_cast<double>(bytes);
+    std::vector<float> src = filled(n, 1.0f), dst = filled(n, 2.0f);
+    constexpr std::size_t kInputs = 8;
+    std::vector<std::vector<float>> inputs;
+    for (std::size_t i = 0; i < kInputs; ++i) inputs.push_back(filled(n, float(i)));
+    const std::vector<std::span<const float>> spans(inputs.begin(), inputs.end());
+    const std::vector<float> weights(kInputs, 1.0f / kInputs);
+    const int inner = static_cast<int>(std::max<std::size_t>(1, (std::size_t{64} << 20) / bytes));
+    auto repeated = [&](const std::function<void()>& fn) {
+      return [&, fn] {
+        for (int i = 0; i < inner; ++i) fn();
+      };
+    };
+    const int reps = s.quick ? 5 : 15;
+    const double t_copy =
+        bestSeconds(reps, repeated([&] { std::memcpy(dst.data(), src.data(), bytes); })) / inner;
+    const double t_axpy =
+        bestSeconds(reps, repeated([&] { (void)k::axpyIfFinite(1e-3f, src, dst); })) / inner;
+    const double t_sum =
+        bestSeconds(reps, repeated([&] { k::weightedSum(spans, weights, dst); })) / inner;
+    const double copy_gbps = 2 * buf / t_copy / 1e9;
+    const char* key = bytes == (std::size_t{1} << 20) ? "1mib" : "256kib";
+    for (const auto& [name, moved, t] :
+         {std::tuple{"memcpy", 2 * buf, t_copy}, std::tuple{"axpy_if_finite", 3 * buf, t_axpy},
+          std::tuple{"weighted_sum", (kInputs + 1) * buf, t_sum}}) {
+      json j = measurement(name, "cpu", moved, t);
+      j["buffer_mib"] = buf / kMiB;
+      j["vs_memcpy"] = moved / t / 1e9 / copy_gbps;
+      emit(j);
+      if (std::string_view(name) != "memcpy") ratios[key][name] = j["vs_memcpy"];
+    }
+  }
+  return ratios;
+}
+
 void benchCodecs(const Settings& s) {
   const std::size_t n = s.codec_floats;
   std::vector<float> grad(n);
@@ -318,6 +363,7 @@ int main(int argc, char** argv) {
     s.codec_reps = 2;
   }
   const CpuResults cpu = benchCpu(s);
+  const json small = benchSmallBuffers(s);
   benchCodecs(s);
   const GpuResults gpu = benchGpu(s);
 
@@ -328,7 +374,8 @@ int main(int argc, char** argv) {
                   {"buffer_mib", static_cast<double>(s.buffer_bytes) / kMiB},
                   {"memcpy_gbps", cpu.memcpy_gbps},
                   {"aggregate_gbps", cpu.aggregate_gbps},
-                  {"aggregate_vs_memcpy", cpu.aggregate_gbps / cpu.memcpy_gbps}};
+                  {"aggregate_vs_memcpy", cpu.aggregate_gbps / cpu.memcpy_gbps},
+                  {"small_buffers_vs_memcpy", small}};
   if (gpu.ran) {
     summary["gpu_memcpy_gbps"] = gpu.memcpy_gbps;
     summary["gpu_aggregate_gbps"] = gpu.aggregate_gbps;
