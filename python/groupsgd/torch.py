@@ -782,12 +782,16 @@ class ShardBatchSampler(torch.utils.data.Sampler):
             self._rng = np.random.default_rng(self.worker.seed * 1000003 + shard[0])
             self._pos = len(self._order)  # shuffle on the first draw
 
+    def _ranges(self):
+        # Any object with the Worker's shard attributes may drive the sampler.
+        return bool(getattr(self.worker, "data_ranges", False))
+
     def _range_batch(self):
         n = max(1, int(self.worker.batch_size))
         return self.worker._session.next_range_batch(self.size, n).tolist()
 
     def next_batch(self):
-        if self.worker.data_ranges:
+        if self._ranges():
             return self._range_batch()  # empty once the worker should stop
         self._reshard()
         n = max(1, int(self.worker.batch_size))
@@ -809,7 +813,7 @@ class ShardBatchSampler(torch.utils.data.Sampler):
         return order
 
     def __iter__(self):
-        if self.worker.data_ranges:
+        if self._ranges():
             for _ in range(len(self)):
                 batch = self._range_batch()
                 if not batch or self.worker.should_stop:
@@ -827,7 +831,7 @@ class ShardBatchSampler(torch.utils.data.Sampler):
             yield batch
 
     def __len__(self):
-        if self.worker.data_ranges:  # an equal share's worth: the ranges follow speed
+        if self._ranges():  # an equal share's worth: the ranges follow speed
             return max(1, -(-self.size // max(1, int(self.worker.shard_count))
                             // max(1, int(self.worker.batch_size))))
         shard = len(self._shard_indices())
