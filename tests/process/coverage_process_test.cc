@@ -100,6 +100,21 @@ TEST_CASE(
   // stopped trainers said what they trained).
   CHECK(duplicates > 0);
   CHECK(duplicates <= 2 * kChunk);
+  // Exactly what the coordinator took back from the dead trainer, as its log says.
+  const std::string log = readFile(dir + "/daemon.log");
+  const std::string said = "unacknowledged samples are issued again";
+  std::uint64_t released = 0;
+  std::size_t lines = 0;
+  for (std::size_t at = log.find(said); at != std::string::npos; at = log.find(said, at + 1)) {
+    const std::size_t its = log.rfind(" its ", at);
+    REQUIRE(its != std::string::npos);
+    released += std::stoull(log.substr(its + 5, at - its - 5));
+    ++lines;
+  }
+  INFO("daemon log: " << log.substr(log.size() > 4000 ? log.size() - 4000 : 0));
+  CHECK(lines == 1);  // the killed trainer only
+  CHECK(log.find("declared dead: its") != std::string::npos);
+  CHECK(released == duplicates);
   CHECK(returned > 0);  // the drained trainer handed back its untrained rest
   std::printf("coverage: %zu finished epochs, duplicates %llu (bound %llu), returned %llu\n",
               finished, static_cast<unsigned long long>(duplicates),
