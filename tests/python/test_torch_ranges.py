@@ -124,3 +124,32 @@ def test_shards_runs_keep_the_shard_sampler(daemon):
     assert "epochs" not in summary
     assert sorted(r[1] for r in result.values()) == [0, 1]
     assert all(r[0] is False for r in result.values())
+
+
+def test_one_worker_iterating_the_sampler_draws_the_epoch_permutation_in_order(daemon):
+    n = 600
+    d = daemon("--heartbeat-ms", "300", "--model", "external", "--log-level", "warn", "--mode",
+               "sync", "--workers", "1", "--batch-size", str(BATCH), "--max-seconds", "120",
+               "--data-allocation", "ranges", "--max-samples", str(n))
+    x, y = torch.randn(n, 20), torch.randint(0, 10, (n,))
+    model = tiny()
+    w = gt.Worker(model, coordinator=d.endpoint, name="solo", connect_timeout_ms=30000)
+    sampler = gt.ShardBatchSampler(w, n)
+    assert len(sampler) == -(-n // BATCH)  # an equal share: all of it, for one worker
+    seed, batches = w.seed, len(sampler)
+    drawn = []
+    try:
+        for idx in sampler:  # one iteration: len() batches
+            drawn.extend(idx)
+            torch.nn.functional.cross_entropy(model(x[idx]), y[idx]).backward()
+            w.step()
+    finally:
+        w.close()
+    summary = d.wait(60)
+    # Alone, the worker draws the run's permutations in order: epoch 0, then epoch 1.
+    order = _core.epoch_permutation(n, seed, 0).tolist() + \
+        _core.epoch_permutation(n, seed, 1).tolist()
+    assert len(drawn) == batches * BATCH
+    assert drawn == order[:len(drawn)]
+    assert summary["epochs"][0]["finished"] and summary["epochs"][0]["coverage"] == 1.0
+    assert summary["epochs"][0]["duplicates"] == 0
