@@ -1,7 +1,7 @@
 // data_allocation ranges on real processes (docs/protocol.md, "Sample ranges"): four
-// trainers, one 4x slower, one drained and one SIGKILLed mid-run; every epoch the run
-// finished visited every sample once, and the only duplicates are what the killed
-// trainer held unacknowledged.
+// trainers, one 4x slower, one drained and one SIGKILLed mid-run, and a fifth joining
+// after them; every epoch the run finished visited every sample once, and the only
+// duplicates are what the killed trainer held unacknowledged.
 #include <doctest/doctest.h>
 
 #include <signal.h>
@@ -73,14 +73,24 @@ TEST_CASE(
   REQUIRE(::kill(workers[3]->pid(), SIGKILL) == 0);
   REQUIRE(waitUntil([&] { return stepsOf(dir, "w2") >= 40; }, 60000ms, 100ms));
   (void)ctlJson(dir, {"drain", "w2"});
+  // A trainer joining mid-run claims ranges like the others.
+  workers.push_back(
+      std::make_unique<Process>(std::vector<std::string>{WORKER_PATH, "--coordinator", ep,
+                                                         "--device-ms", "4", "--name", "w4"},
+                                dir + "/w4.log"));
   auto rc = daemon->wait(120000ms);
   REQUIRE_MESSAGE(rc.has_value(), "the daemon did not stop in time");
   CHECK(*rc == 0);
-  for (int i = 0; i < 3; ++i) CHECK(workers[i]->wait(20000ms) == std::optional<int>(0));
+  for (int i : {0, 1, 2, 4}) CHECK(workers[i]->wait(20000ms) == std::optional<int>(0));
   const json s = readSummary(dir);
   INFO("epochs: " << s["epochs"].dump());
   INFO("events: " << s["events"].dump());
   checkAccounting(s);
+  bool joiner_trained = false;
+  for (const auto& w : s["worker_stats"]) {
+    if (w["name"] == "w4") joiner_trained = w["samples"].get<std::uint64_t>() > 0;
+  }
+  CHECK(joiner_trained);
   CHECK(s["data_allocation"] == "ranges");
   REQUIRE(s["epochs"].is_array());
   std::size_t finished = 0;
