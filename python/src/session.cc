@@ -402,7 +402,8 @@ Result<std::vector<std::uint32_t>> Session::nextRangeBatch(std::uint64_t dataset
     if (granted->empty()) return internalError("the coordinator granted no sample range");
     for (const auto& r : *granted) GSGD_RETURN_IF_ERROR(ranges_->add({r.epoch, r.begin, r.end}));
   }
-  if (ranges_) ranges_->next(batch, &out);
+  // Stopping: no batch (a short one would be stepped as a whole one).
+  if (ranges_ && !shouldStop()) ranges_->next(batch, &out);
   return out;
 }
 
