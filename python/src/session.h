@@ -70,10 +70,10 @@ class Session {
   // counts this member for the step with no weight (GroupClient::pushSkipped).
   Result<StepResult> step(const Payload& grad, std::uint32_t batch, float loss,
                           std::span<float> params, bool skipped = false);
-  // Trainer of a data_allocation ranges run: the sample indices of the next batch, drawn
-  // from the ranges the coordinator grants (claimed as needed; each claim acknowledges
-  // the ranges the steps since have trained). Every batch drawn is expected to be
-  // stepped: a step() that pushes marks it trained, one that fails draws it again.
+  // Trainer of a data_allocation ranges run: the sample indices of the next batch (none
+  // once the worker should stop), drawn from the ranges the coordinator grants (claimed as needed;
+  // each claim acknowledges the ranges the steps since have trained). Every batch drawn is expected
+  // to be stepped: a step() that pushes marks it trained, one that fails draws it again.
   // dataset_size: the caller's training set (every trainer of the run must agree).
   Result<std::vector<std::uint32_t>> nextRangeBatch(std::uint64_t dataset_size,
                                                     std::uint32_t batch);
