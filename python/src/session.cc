@@ -384,9 +384,11 @@ Result<std::vector<std::uint32_t>> Session::nextRangeBatch(std::uint64_t dataset
   const auto watch = watchInterrupts();
   std::vector<std::uint32_t> out;
   while (!shouldStop()) {
-    if (!ranges_ || ranges_of_ != a_.worker_id || ranges_->datasetSize() != dataset_size) {
+    if (!ranges_ || ranges_of_ != a_.worker_id || ranges_incarnation_ != a_.epoch >> 32 ||
+        ranges_->datasetSize() != dataset_size) {
       ranges_ = std::make_unique<dataset::RangeSampler>(dataset_size, a_.seed);
       ranges_of_ = a_.worker_id;
+      ranges_incarnation_ = a_.epoch >> 32;
       pending_acks_.clear();
     }
     if (ranges_->available() >= batch) break;
@@ -408,7 +410,7 @@ Result<std::vector<std::uint32_t>> Session::nextRangeBatch(std::uint64_t dataset
 }
 
 void Session::returnRanges() {
-  if (!ranges_ || ranges_of_ != a_.worker_id) return;
+  if (!ranges_ || ranges_of_ != a_.worker_id || ranges_incarnation_ != a_.epoch >> 32) return;
   for (const auto& r : ranges_->takeAllTrained())
     pending_acks_.push_back({r.epoch, r.begin, r.end});
   auto done = coord_.claimData(a_, ranges_->datasetSize(), pending_acks_, true);

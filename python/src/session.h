@@ -178,7 +178,8 @@ class Session {
   // data_allocation ranges: the sampler of this registration's ranges (ranges_of_: its id)
   // and the trained ranges not acknowledged yet.
   std::unique_ptr<dataset::RangeSampler> ranges_;
-  std::uint64_t ranges_of_ = 0;
+  std::uint64_t ranges_of_ = 0;           // worker id
+  std::uint64_t ranges_incarnation_ = 0;  // high 32 bits of the epoch
   std::vector<client::DataRange> pending_acks_;
   std::uint64_t total_steps_ = 0, registrations_ = 0;
   std::mt19937_64 rng_;

@@ -221,7 +221,8 @@ bool Trainer::adopt(const client::Assignment& a) {
       !sampler_ || a.shard_index != a_.shard_index || a.shard_count != a_.shard_count;
   if (!a.data_ranges) {
     ranges_.reset();
-  } else if (!ranges_ || a.worker_id != a_.worker_id) {  // ranges belong to a registration
+  } else if (!ranges_ || a.worker_id != a_.worker_id || (a.epoch >> 32) != (a_.epoch >> 32)) {
+    // Ranges belong to a registration (an id of one head incarnation).
     ranges_ = std::make_unique<dataset::RangeSampler>(data_.count, a.seed);
     pending_acks_.clear();
   }
