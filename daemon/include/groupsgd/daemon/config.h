@@ -99,14 +99,14 @@ struct DaemonConfig {
   // slot whose PS runs on the host of most of its members; "order": slots in plan order
   // (the default until the node-loss accounting failure seen with hosts is understood).
   std::string ps_placement = "order";
-  // data_allocation (docs/protocol.md, "Sample ranges"): false = "shards" (each trainer
-  // samples its own equal shard), true = "ranges" (trainers claim ranges of each epoch's
-  // permutation from the coordinator as they go).
-  bool data_ranges = false;
   std::string config_file;                   // set from --config (SIGHUP reloads it)
   std::string compress_gradients = "dense";  // worker -> group encoding (CompressionSpec)
   std::string compress_deltas = "dense";     // group -> central encoding
   adaptive::AdaptiveConfig adaptive;
+  // data_allocation (docs/protocol.md, "Sample ranges"): false = "shards" (each trainer
+  // samples its own equal shard), true = "ranges" (trainers claim ranges of each epoch's
+  // permutation from the coordinator as they go).
+  bool data_ranges = false;
   // Failure handling (docs/reliability.md).
   std::uint32_t quarantine_after = 5;  // bad updates within the window (0 = never)
   double quarantine_window_s = 60;
