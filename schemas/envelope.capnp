@@ -82,6 +82,8 @@ struct Header {
     checkpointDone @27 :C.CheckpointDone;        # central -> coordinator
     pushCredit @29 :G.PushCredit;            # group PS -> worker: send more parts
     jobRedirect @30 :W.JobRedirect;          # job front -> worker: register at your job
+    dataClaim @31 :W.DataClaim;              # trainer -> coordinator (data_allocation ranges)
+    dataGrant @32 :W.DataGrant;              # coordinator -> trainer
   }
   part @28 :PartInfo;  # present (hasPart()): this message is one part of a tensor sent in parts
 }

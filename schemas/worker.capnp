@@ -69,6 +69,8 @@ struct Assignment {
   nodePool @14 :Bool;         # a multi-job daemon's front took this node daemon into its pool:
                               # its jobs come with the heartbeat replies (placements)
   optimizerPlacement @15 :OptimizerPlacement;  # who steps the inner optimizer (optimizer.placement)
+  dataRanges @16 :Bool;       # data_allocation ranges: ignore the shard, claim sample ranges
+                              # with DataClaim (docs/protocol.md, "Sample ranges")
 }
 
 # Where a group's optimizer steps (daemon key optimizer.placement, docs/protocol.md,
@@ -130,4 +132,27 @@ struct Leave {
   samplesUnconfirmed @2 :UInt64;  # samples of pushes that got no positive answer (none in
                                   # time, or refused): not in samplesTrained, though a group
                                   # may have counted them (the coordinator reconciles)
+}
+
+# data_allocation ranges (docs/protocol.md, "Sample ranges"): positions [begin, end) of
+# epoch `epoch`'s permutation of the training set (every process computes it from the
+# run seed and the epoch; only positions travel).
+struct SampleRange {
+  epoch @0 :UInt64;
+  begin @1 :UInt64;
+  end @2 :UInt64;
+}
+
+# Trainer -> coordinator: acknowledges ranges it trained and asks for the next one.
+struct DataClaim {
+  datasetSize @0 :UInt64;          # the training set size this trainer samples from
+  acks @1 :List(SampleRange);      # trained (pushed and answered); each starts where a held
+                                   # range starts and ends at or before its end
+  done @2 :Bool;                   # the trainer stops: every range it holds beyond acks goes
+                                   # back untrained, and none is granted
+}
+
+# Coordinator -> trainer: the range to train next (none when done).
+struct DataGrant {
+  ranges @0 :List(SampleRange);
 }

@@ -146,6 +146,7 @@ Result<Assignment> CoordinatorClient::registerAs(Role role, const std::string& n
   out_a.group_server_key = a.getGroupServerKey().cStr();
   out_a.node_pool = a.getNodePool();
   out_a.optimizer_on_workers = a.getOptimizerPlacement() == proto::OptimizerPlacement::WORKERS;
+  out_a.data_ranges = a.getDataRanges();
   return out_a;
 }
 
@@ -208,6 +209,33 @@ Status CoordinatorClient::leave(const Assignment& a, std::uint64_t samples_train
   }
   auto reply = call(std::move(out));
   return reply ? Status::ok() : reply.status();
+}
+
+Result<std::vector<DataRange>> CoordinatorClient::claimData(const Assignment& a,
+                                                            std::uint64_t dataset_size,
+                                                            const std::vector<DataRange>& acks,
+                                                            bool done) {
+  OutMessage out(job_id_, a.worker_id);
+  out.header().setEpoch(a.epoch);
+  auto c = out.header().getBody().initDataClaim();
+  c.setDatasetSize(dataset_size);
+  c.setDone(done);
+  auto list = c.initAcks(static_cast<unsigned>(acks.size()));
+  for (unsigned i = 0; i < acks.size(); ++i) {
+    list[i].setEpoch(acks[i].epoch);
+    list[i].setBegin(acks[i].begin);
+    list[i].setEnd(acks[i].end);
+  }
+  auto reply = call(std::move(out));
+  if (!reply) return reply.status();
+  if (reply->kind() != BodyKind::DATA_GRANT) {
+    return invalidArgument("coordinator answered a data claim with something else");
+  }
+  std::vector<DataRange> granted;
+  for (auto r : reply->header().getBody().getDataGrant().getRanges()) {
+    granted.push_back({r.getEpoch(), r.getBegin(), r.getEnd()});
+  }
+  return granted;
 }
 
 namespace {

@@ -40,7 +40,7 @@ std::uint64_t chunkCount(std::uint64_t bytes, std::uint64_t chunk) {
 
 }  // namespace
 
-constexpr std::array<base::EnumName<BodyKind>, 23> kBodyKindNames{{
+constexpr std::array<base::EnumName<BodyKind>, 25> kBodyKindNames{{
     {BodyKind::ACK, "ack"},
     {BodyKind::ERROR, "error"},
     {BodyKind::REGISTER, "register"},
@@ -64,6 +64,8 @@ constexpr std::array<base::EnumName<BodyKind>, 23> kBodyKindNames{{
     {BodyKind::CHECKPOINT_DONE, "checkpointDone"},
     {BodyKind::PUSH_CREDIT, "pushCredit"},
     {BodyKind::JOB_REDIRECT, "jobRedirect"},
+    {BodyKind::DATA_CLAIM, "dataClaim"},
+    {BodyKind::DATA_GRANT, "dataGrant"},
 }};
 
 constexpr std::array<base::EnumName<proto::Encoding>, 4> kWireEncodingNames{{

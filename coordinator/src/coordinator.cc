@@ -62,6 +62,7 @@ Coordinator::Coordinator(zmq::context_t& ctx, zmq::socket_t sock, std::string en
       deps_(std::move(deps)),
       policy_(std::make_unique<LeastLoadedPolicy>()),
       admission_(cfg_.workers),
+      data_ledger_(16ull * cfg_.batch_size),
       run_log_(cfg_.progress_ms > 0) {
   limits_.job_id = cfg_.job_id;
   fleet_ = std::make_unique<GroupFleet>(ctx_, limits_, cfg_.groupCount(), cfg_.exchangePeriod());
@@ -185,6 +186,8 @@ void Coordinator::handle(const zmq::message_t& from, std::vector<zmq::message_t>
       return onHeartbeat(from, *msg, key);
     case BodyKind::LEAVE:
       return onLeave(from, *msg, key);
+    case BodyKind::DATA_CLAIM:
+      return onDataClaim(from, *msg, key);
     default:
       return refuse(from, invalidArgument(std::string("the coordinator does not serve '") +
                                           bodyKindName(msg->kind()) + "'"));
@@ -281,6 +284,7 @@ void Coordinator::checkLiveness() {
       evaluatorLost(*rec, "missed its heartbeats: declared dead");
     }
     if (rec->role == WorkerRole::kTrainer) {
+      releaseData(*rec, "declared dead");
       touched.push_back(rec->group);
       if (adaptive_) {
         adaptive_->forget(id);

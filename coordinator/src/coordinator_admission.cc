@@ -220,6 +220,7 @@ void Coordinator::sendAssignment(const zmq::message_t& to, const WorkerRecord& r
                                                   : cfg_.exchangePeriod());
   a.setShardIndex(rec.shard);
   a.setShardCount(cfg_.workers);
+  a.setDataRanges(cfg_.data_ranges);
   a.setModel(cfg_.external_model ? "external" : kernels::modelKindName(cfg_.model));
   a.setParamCount(topo_.param_count);
   a.setSeed(cfg_.seed);
@@ -333,6 +334,9 @@ void Coordinator::onLeave(const zmq::message_t& from, const InMessage& msg,
   // A node daemon stopped mid-run (SIGTERM, or its multi-job daemon took its slots back)
   // takes its group PSes with it: their groups fail over as for a dead node.
   if (was_active && w->role == WorkerRole::kNode && !stopping()) failNode(*w, "left");
+  // A trainer that stopped cleanly said what it trained (a final DataClaim) and holds
+  // nothing; one that did not may have trained what it held.
+  if (w->role == WorkerRole::kTrainer) releaseData(*w, "left without a final data claim");
   if (was_active && w->role == WorkerRole::kTrainer) {
     if (adaptive_) {
       adaptive_->forget(w->id);

@@ -71,6 +71,7 @@ void Coordinator::markQuarantined(std::uint64_t worker, std::uint32_t group) {
                           " for repeated bad updates");
   if (exporter_ != nullptr) exporter_->countQuarantine();
   if (!was_active || w->role != WorkerRole::kTrainer) return;
+  releaseData(*w, "quarantined");
   if (adaptive_) {
     adaptive_->forget(worker);
     adaptive_->membershipChanged("worker " + std::to_string(worker) + " quarantined");

@@ -62,6 +62,7 @@ void Coordinator::drainTrainers(bool now, Clock::time_point stop_began) {
   for (const auto& [id, w] : registry_.all()) {
     if (w.role != WorkerRole::kTrainer || w.state != WorkerState::kActive) continue;
     registry_.find(id)->state = WorkerState::kDead;
+    releaseData(w, "did not leave before the drain deadline");
     their_groups.insert(w.group);
     GSGD_WARN("worker " << id << " did not leave before the drain deadline: declared dead");
     event("death", "worker " + std::to_string(id) + " did not leave before the drain deadline");
@@ -207,7 +208,9 @@ nlohmann::json Coordinator::summaryJson(const RunSummary& run, const std::string
       {"regroups", run_log_.regroups()},
       {"stage", adaptive_ ? policy::stageName(adaptive_->stage()) : "none"},
       {"events", run_log_.events()},
+      {"data_allocation", cfg_.data_ranges ? "ranges" : "shards"},
   });
+  if (cfg_.data_ranges) summary["epochs"] = data_ledger_.summary();
   summary.update(best_.summaryJson());
   return summary;
 }

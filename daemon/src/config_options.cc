@@ -351,6 +351,16 @@ std::vector<OptionSpec> buildTable() {
       field("ps_placement", "--ps-placement", "hosts|order", FIELD(ps_placement), kAny, kSet,
             "hosts: a group goes to the slot whose PS runs on most of its members' host; "
             "order: slots in plan order"),
+      choice(
+          "data_allocation", "--data-allocation", "shards|ranges", FIELD(data_ranges),
+          [](const std::string& s, bool* ranges) {
+            if (s != "shards" && s != "ranges") return false;
+            *ranges = s == "ranges";
+            return true;
+          },
+          [](bool ranges) { return ranges ? "ranges" : "shards"; },
+          "shards: each trainer samples an equal shard; ranges: trainers claim ranges of each "
+          "epoch's permutation as they go, so an epoch visits every sample once"),
       groupPs(
           GroupPs::kAtStart,
           field("quarantine_after", "--quarantine-after", "N", FIELD(quarantine_after), kAny,

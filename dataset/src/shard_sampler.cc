@@ -4,30 +4,11 @@
 #include <utility>
 
 #include "groupsgd/dataset/batch.h"
+#include "shuffle.h"
 
 namespace groupsgd::dataset {
-namespace {
-
-// Uniform in [0, n) by rejection; std::uniform_int_distribution's algorithm differs between
-// standard libraries, and shards must shuffle identically everywhere.
-std::uint64_t uniformBelow(std::mt19937_64& rng, std::uint64_t n) {
-  const std::uint64_t reject_below = (0 - n) % n;  // 2^64 mod n
-  std::uint64_t x;
-  do {
-    x = rng();
-  } while (x < reject_below);
-  return x % n;
-}
-
-// Decorrelates the shards' shuffles when they share a seed.
-std::uint64_t mixSeed(std::uint64_t seed, std::uint64_t shard_index) {
-  std::uint64_t z = seed + 0x9e3779b97f4a7c15ull * (shard_index + 1);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
-}  // namespace
+using detail::mixSeed;
+using detail::uniformBelow;
 
 ShardSampler::ShardSampler(std::size_t dataset_size, std::size_t shard_index,
                            std::size_t shard_count, std::uint64_t seed)

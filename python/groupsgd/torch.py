@@ -618,6 +618,9 @@ class Worker(_Role):
     shard_index = _session_property("shard_index")
     shard_count = _session_property("shard_count")
     seed = _session_property("seed")
+    data_ranges = _session_property(
+        "data_ranges", "The daemon runs data_allocation ranges: batches come from sample ranges "
+        "claimed from the coordinator (ShardBatchSampler does it), not from the shard.")
     worker_id = _session_property("worker_id")
     steps = _session_property("total_steps")
     group_step = _session_property(
@@ -765,7 +768,15 @@ class ShardBatchSampler(torch.utils.data.Sampler):
     epoch (one pass over the shard, shuffled by seed and epoch; set_epoch(e) before each),
     len() is its number of batches, drop_last drops a short last batch. An epoch also ends
     when the worker should stop. next_batch() draws from an endless stream of passes
-    instead (tensor_batches uses it)."""
+    instead (tensor_batches uses it).
+
+    With the daemon's data_allocation ranges (worker.data_ranges) the batches come from
+    sample ranges the worker claims from the coordinator as it goes (docs/protocol.md,
+    "Sample ranges"): every epoch of the run visits every sample once, whatever the
+    workers' speeds, and the worker's share follows its speed. Each batch drawn must be
+    stepped (worker.step): the next claim acknowledges it as trained. An iteration then
+    draws len() batches (an equal share's worth); set_epoch and shuffle do not apply (the
+    run's seed and epoch fix the order)."""
 
     def __init__(self, worker, dataset_size, drop_last=False, shuffle=True):
         self.worker = worker
@@ -798,7 +809,17 @@ class ShardBatchSampler(torch.utils.data.Sampler):
             self._rng = np.random.default_rng(self.worker.seed * 1000003 + shard[0])
             self._pos = len(self._order)  # shuffle on the first draw
 
+    def _ranges(self):
+        # Any object with the Worker's shard attributes may drive the sampler.
+        return bool(getattr(self.worker, "data_ranges", False))
+
+    def _range_batch(self):
+        n = max(1, int(self.worker.batch_size))
+        return self.worker._session.next_range_batch(self.size, n).tolist()
+
     def next_batch(self):
+        if self._ranges():
+            return self._range_batch()  # empty once the worker should stop
         self._reshard()
         n = max(1, int(self.worker.batch_size))
         out = []
@@ -819,6 +840,13 @@ class ShardBatchSampler(torch.utils.data.Sampler):
         return order
 
     def __iter__(self):
+        if self._ranges():
+            for _ in range(len(self)):
+                batch = self._range_batch()
+                if not batch or self.worker.should_stop:
+                    return
+                yield batch
+            return
         order = self._epoch_order()
         pos = 0
         while pos < len(order) and not self.worker.should_stop:
@@ -830,6 +858,9 @@ class ShardBatchSampler(torch.utils.data.Sampler):
             yield batch
 
     def __len__(self):
+        if self._ranges():  # an equal share's worth: the ranges follow speed
+            return max(1, -(-self.size // max(1, int(self.worker.shard_count))
+                            // max(1, int(self.worker.batch_size))))
         shard = len(self._shard_indices())
         n = max(1, int(self.worker.batch_size))
         return shard // n if self.drop_last else -(-shard // n)
@@ -839,7 +870,10 @@ def tensor_batches(worker, x, y, device=None):
     """(inputs, labels) batches of in-memory tensors, following ShardBatchSampler."""
     sampler = ShardBatchSampler(worker, len(x))
     while not worker.should_stop:
-        idx = torch.as_tensor(sampler.next_batch())
+        batch = sampler.next_batch()
+        if not batch:  # ranges: the worker stopped while claiming
+            return
+        idx = torch.as_tensor(batch)
         xb, yb = x[idx], y[idx]
         if device is not None:
             xb, yb = xb.to(device), yb.to(device)

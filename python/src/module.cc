@@ -181,6 +181,18 @@ class PySession {
     return shared(correction_);
   }
 
+  // data_allocation ranges: the next batch's sample indices (claims ranges as needed).
+  py::array_t<std::uint32_t> nextRangeBatch(std::uint64_t dataset_size, std::uint32_t batch) {
+    Result<std::vector<std::uint32_t>> r = internalError("not run");
+    {
+      py::gil_scoped_release nogil;
+      r = session_->nextRangeBatch(dataset_size, batch);
+    }
+    raiseIfInterrupted(*session_);
+    if (!r) raise(r.status());
+    return py::array_t<std::uint32_t>(static_cast<py::ssize_t>(r->size()), r->data());
+  }
+
   std::uint64_t fetchCentral(const py::buffer& params) {
     const std::span<float> p = floatSpan(params, param_count_, true, "params");
     Result<std::uint64_t> v = internalError("not run");
@@ -259,6 +271,16 @@ PYBIND11_MODULE(_core, m) {
     log::setLevel(l);
   });
   m.def("worker_usage", [] { return std::string(worker::workerUsage()); });
+  // data_allocation ranges: epoch e's order of a training set of n samples, as every
+  // process of the run computes it (docs/protocol.md, "Sample ranges").
+  m.def(
+      "epoch_permutation",
+      [](std::uint64_t n, std::uint64_t seed, std::uint64_t epoch) {
+        if (n > (std::uint64_t{1} << 32)) throw std::invalid_argument("n must be <= 2^32");
+        const auto p = dataset::epochPermutation(n, seed, epoch);
+        return py::array_t<std::uint32_t>(static_cast<py::ssize_t>(p.size()), p.data());
+      },
+      py::arg("n"), py::arg("seed"), py::arg("epoch"));
   py::class_<PySession>(m, "Session")
       .def(py::init<const std::vector<std::string>&, const std::string&, std::uint64_t,
                     const std::string&, const py::buffer&, const std::string&, bool,
@@ -300,6 +322,10 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("shard_count",
                              [](PySession& p) { return p.s().assignment().shard_count; })
       .def_property_readonly("seed", [](PySession& p) { return p.s().assignment().seed; })
+      .def_property_readonly("data_ranges",
+                             [](PySession& p) { return p.s().assignment().data_ranges; })
+      .def("next_range_batch", &PySession::nextRangeBatch, py::arg("dataset_size"),
+           py::arg("batch"))
       .def_property_readonly("model", [](PySession& p) { return p.s().assignment().model; })
       .def_property_readonly("heartbeat_ms",
                              [](PySession& p) { return p.s().assignment().heartbeat_ms; })

@@ -290,9 +290,11 @@ Result<StepResult> Session::step(const Payload& grad, std::uint32_t batch, float
       GSGD_WARN("push for step " << step_ << " failed: " << ans.status().toString());
       samples_unconfirmed_ += batch;
       need_pull_ = true;
+      if (ranges_) ranges_->rewind();  // drawn again: not acknowledged as trained
       GSGD_RETURN_IF_ERROR(onGroupFailure(ans.status()));
     } else {
       failing_since_.reset();
+      if (ranges_) ranges_->pushed();
       out.pushed = true;
       out.skipped = skipped;
       out.accepted = ans->accepted;
@@ -367,8 +369,59 @@ Status Session::close() {
   return leave();
 }
 
+Result<std::vector<std::uint32_t>> Session::nextRangeBatch(std::uint64_t dataset_size,
+                                                           std::uint32_t batch) {
+  if (role_ != client::Role::kTrainer || !group_) {
+    return failedPrecondition("sample ranges need a started trainer");
+  }
+  if (!a_.data_ranges) {
+    return failedPrecondition("the daemon runs data_allocation shards: sample the shard");
+  }
+  if (dataset_size == 0 || dataset_size > (std::uint64_t{1} << 32)) {
+    return invalidArgument("a training set of " + std::to_string(dataset_size) +
+                           " samples cannot be sampled by ranges");
+  }
+  const auto watch = watchInterrupts();
+  std::vector<std::uint32_t> out;
+  while (!shouldStop()) {
+    if (!ranges_ || ranges_of_ != a_.worker_id || ranges_incarnation_ != a_.epoch >> 32 ||
+        ranges_->datasetSize() != dataset_size) {
+      ranges_ = std::make_unique<dataset::RangeSampler>(dataset_size, a_.seed);
+      ranges_of_ = a_.worker_id;
+      ranges_incarnation_ = a_.epoch >> 32;
+      pending_acks_.clear();
+    }
+    if (ranges_->available() >= batch) break;
+    for (const auto& r : ranges_->takeTrained()) pending_acks_.push_back({r.epoch, r.begin, r.end});
+    auto granted = coord_.claimData(a_, dataset_size, pending_acks_, false);
+    if (!granted) {
+      GSGD_WARN("data claim failed: " << granted.status().toString());
+      GSGD_RETURN_IF_ERROR(onGroupFailure(granted.status()));  // may register anew
+      continue;
+    }
+    failing_since_.reset();
+    pending_acks_.clear();
+    if (granted->empty()) return internalError("the coordinator granted no sample range");
+    for (const auto& r : *granted) GSGD_RETURN_IF_ERROR(ranges_->add({r.epoch, r.begin, r.end}));
+  }
+  // Stopping: no batch (a short one would be stepped as a whole one).
+  if (ranges_ && !shouldStop()) ranges_->next(batch, &out);
+  return out;
+}
+
+void Session::returnRanges() {
+  if (!ranges_ || ranges_of_ != a_.worker_id || ranges_incarnation_ != a_.epoch >> 32) return;
+  for (const auto& r : ranges_->takeAllTrained())
+    pending_acks_.push_back({r.epoch, r.begin, r.end});
+  auto done = coord_.claimData(a_, ranges_->datasetSize(), pending_acks_, true);
+  if (!done) GSGD_WARN("final data claim failed: " << done.status().toString());
+  pending_acks_.clear();
+  ranges_.reset();
+}
+
 Status Session::leave() {
   if (!registered_) return Status::ok();  // never registered, or already left
+  returnRanges();
   registered_ = false;
   return coord_.leave(a_, totals_.samples_trained, totals_.steps, samples_unconfirmed_);
 }

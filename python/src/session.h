@@ -19,6 +19,7 @@
 
 #include "groupsgd/client/client.h"
 #include "groupsgd/common/interrupt.h"
+#include "groupsgd/dataset/range_sampler.h"
 #include "groupsgd/worker/options.h"
 #include "heartbeat_thread.h"
 
@@ -69,6 +70,13 @@ class Session {
   // counts this member for the step with no weight (GroupClient::pushSkipped).
   Result<StepResult> step(const Payload& grad, std::uint32_t batch, float loss,
                           std::span<float> params, bool skipped = false);
+  // Trainer of a data_allocation ranges run: the sample indices of the next batch (none
+  // once the worker should stop), drawn from the ranges the coordinator grants (claimed as needed;
+  // each claim acknowledges the ranges the steps since have trained). Every batch drawn is expected
+  // to be stepped: a step() that pushes marks it trained, one that fails draws it again.
+  // dataset_size: the caller's training set (every trainer of the run must agree).
+  Result<std::vector<std::uint32_t>> nextRangeBatch(std::uint64_t dataset_size,
+                                                    std::uint32_t batch);
   // Evaluator: fetches the central model into params; returns its version.
   Result<std::uint64_t> fetchCentral(std::span<float> params);
   // Evaluator: the accuracy and validation loss (-1 = none) of `version`, sent with a
@@ -125,6 +133,9 @@ class Session {
     return r;
   }
   Status recover(const Status& why);
+  // Before a leave: tells the coordinator what was trained of the ranges held (the rest
+  // goes back untrained).
+  void returnRanges();
   void publish();
   std::chrono::milliseconds giveUp() const;
   // Installs the interrupt check for one call (clearing interrupted_ first).
@@ -164,6 +175,12 @@ class Session {
   std::optional<Clock::time_point> last_return_;  // compute time = time between steps
   StepTotals totals_;
   std::uint64_t samples_unconfirmed_ = 0;  // pushes without a positive answer (Leave)
+  // data_allocation ranges: the sampler of this registration's ranges (ranges_of_: its id)
+  // and the trained ranges not acknowledged yet.
+  std::unique_ptr<dataset::RangeSampler> ranges_;
+  std::uint64_t ranges_of_ = 0;           // worker id
+  std::uint64_t ranges_incarnation_ = 0;  // high 32 bits of the epoch
+  std::vector<client::DataRange> pending_acks_;
   std::uint64_t total_steps_ = 0, registrations_ = 0;
   std::mt19937_64 rng_;
   std::uniform_real_distribution<double> uniform_{0.0, 1.0};

@@ -621,3 +621,19 @@ TEST_CASE("daemon config: step needs step_samples and a gamma in (0, 1]; min_lr 
   cfg.lr_schedule.min_lr = 1;  // above lr 0.05: a `set optimizer.lr` below min_lr is refused too
   checkRefused(validate(cfg), "min_lr must be in [0, lr]");
 }
+
+TEST_CASE("daemon config: data_allocation is shards or ranges; anything else is refused") {
+  DaemonConfig cfg;
+  CHECK_FALSE(cfg.data_ranges);
+  CHECK(toJson(cfg)["data_allocation"] == "shards");
+  REQUIRE(applyJson(json{{"data_allocation", "ranges"}}, &cfg).isOk());
+  CHECK(cfg.data_ranges);
+  CHECK(toJson(cfg)["data_allocation"] == "ranges");
+  bool help = false;
+  DaemonConfig flags;
+  REQUIRE(applyFlags({"--data-allocation", "ranges"}, &flags, &help).isOk());
+  CHECK(flags.data_ranges);
+  checkRefused(applyJson(json{{"data_allocation", "chunks"}}, &cfg),
+               "data_allocation must be one of shards|ranges, got \"chunks\"");
+  checkRefused(applyFlags({"--data-allocation", "equal"}, &flags, &help), "shards|ranges");
+}

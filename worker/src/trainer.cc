@@ -12,6 +12,7 @@
 #include "groupsgd/common/log.h"
 #include "groupsgd/dataset/batch.h"
 #include "groupsgd/dataset/idx.h"
+#include "groupsgd/dataset/range_sampler.h"
 #include "groupsgd/kernels/model.h"
 #include "groupsgd/kernels/model_device.h"
 #include "groupsgd/worker/group_wait.h"
@@ -126,6 +127,12 @@ class Trainer {
     float last_loss = 0;
   };
   Next pullReplica(Loop& loop);
+  // data_allocation ranges: claims ranges (acknowledging those trained) until `batch`
+  // samples are held.
+  Next feedRanges(std::uint32_t batch);
+  // Stopping or closing this registration: tells the coordinator what was trained of the
+  // ranges held; the rest goes back untrained.
+  void returnRanges();
   // The gradient of the next batch into the client's send buffer, emulated device time
   // and pauses included: its compute time in ms; nullopt when the model failed on its
   // device.
@@ -151,6 +158,8 @@ class Trainer {
   std::unique_ptr<kernels::Model> model_;
   std::unique_ptr<client::GroupClient> group_;
   std::unique_ptr<dataset::ShardSampler> sampler_;
+  std::unique_ptr<dataset::RangeSampler> ranges_;  // data_allocation ranges (else null)
+  std::vector<client::DataRange> pending_acks_;    // trained, not acknowledged yet
   std::vector<float> params_;
   std::uint32_t batch_ = 0;
   std::uint32_t reference_batch_ = 0;  // --device-ms is given at this batch
@@ -210,6 +219,13 @@ bool Trainer::adopt(const client::Assignment& a) {
   }
   const bool new_shard =
       !sampler_ || a.shard_index != a_.shard_index || a.shard_count != a_.shard_count;
+  if (!a.data_ranges) {
+    ranges_.reset();
+  } else if (!ranges_ || a.worker_id != a_.worker_id || (a.epoch >> 32) != (a_.epoch >> 32)) {
+    // Ranges belong to a registration (an id of one head incarnation).
+    ranges_ = std::make_unique<dataset::RangeSampler>(data_.count, a.seed);
+    pending_acks_.clear();
+  }
   a_ = a;
   if (new_shard) {
     sampler_ = std::make_unique<dataset::ShardSampler>(data_.count, a.shard_index, a.shard_count,
@@ -228,14 +244,18 @@ bool Trainer::adopt(const client::Assignment& a) {
   need_pull_ = true;
   log::setThreadTag("worker-" + std::to_string(a.worker_id));
   GSGD_INFO("assigned: group " << a.group_id << " at " << a.group_endpoint << ", batch "
-                               << a.batch_size << ", shard " << a.shard_index << "/"
-                               << a.shard_count << ", epoch " << a.epoch);
+                               << a.batch_size << ", "
+                               << (a.data_ranges ? std::string("sample ranges")
+                                                 : "shard " + std::to_string(a.shard_index) + "/" +
+                                                       std::to_string(a.shard_count))
+                               << ", epoch " << a.epoch);
   return true;
 }
 
 bool Trainer::register_(std::uint64_t keep_id) {
   if (keep_id == 0 && a_.worker_id != 0) {
     // Close the old registration with its own counts so nothing is counted twice.
+    returnRanges();
     (void)coord_.leave(a_, samples_trained_, steps_, samples_unconfirmed_);
     samples_trained_ = 0;
     samples_unconfirmed_ = 0;
@@ -346,6 +366,11 @@ int Trainer::run() {
       if (pulled == Next::kRetry) continue;
     }
     const std::uint32_t batch = batch_;
+    if (ranges_) {
+      const Next fed = feedRanges(batch);
+      if (fed == Next::kLeave) break;
+      if (fed == Next::kRetry) continue;
+    }
     const std::optional<double> compute_ms = computeGradient(loop, batch);
     if (!compute_ms) return 1;
     bool early = false;
@@ -385,7 +410,11 @@ std::optional<double> Trainer::computeGradient(Loop& loop, std::uint32_t batch) 
   // (The wait for it is neither compute nor communication; it is not reported.)
   if (device_) (void)device_->acquire(a_.worker_id, step_);
   const auto t0 = Clock::now();
-  sampler_->next(batch, &loop.idx);
+  if (ranges_) {
+    ranges_->next(batch, &loop.idx);
+  } else {
+    sampler_->next(batch, &loop.idx);
+  }
   loop.x.resize(static_cast<std::size_t>(batch) * data_.featureDim());
   loop.y.resize(batch);
   dataset::gatherBatch(data_, loop.idx, loop.x.data(), loop.y.data());
@@ -432,9 +461,11 @@ Trainer::Next Trainer::pushGradient(Loop& loop, std::uint32_t batch, double comp
     GSGD_WARN("push for step " << step_ << " failed: " << ans.status().toString());
     samples_unconfirmed_ += batch;
     need_pull_ = true;
+    if (ranges_) ranges_->rewind();  // drawn again: not acknowledged as trained
     return afterFailedRequest(ans.status(), ended);
   }
   failing_since_.reset();
+  if (ranges_) ranges_->pushed();
   samples_trained_ += batch;
   ++steps_;
   ++total_steps_;
@@ -455,6 +486,41 @@ Trainer::Next Trainer::pushGradient(Loop& loop, std::uint32_t batch, double comp
   if (!ans->accepted) GSGD_DEBUG("gradient dropped: " << ans->reason);
   follow(*ans);
   return Next::kGoOn;
+}
+
+Trainer::Next Trainer::feedRanges(std::uint32_t batch) {
+  while (ranges_->available() < batch) {
+    for (const auto& r : ranges_->takeTrained()) pending_acks_.push_back({r.epoch, r.begin, r.end});
+    auto granted = coord_.claimData(a_, data_.count, pending_acks_, false);
+    if (!granted) {
+      // Kept for the next claim (a lost answer: the coordinator may not have them).
+      GSGD_WARN("data claim failed: " << granted.status().toString());
+      return onGroupFailure(granted.status()) ? Next::kRetry : Next::kLeave;
+    }
+    pending_acks_.clear();
+    if (granted->empty()) {
+      GSGD_ERROR("the coordinator granted no sample range");
+      exit_code_ = 1;
+      return Next::kLeave;
+    }
+    for (const auto& r : *granted) {
+      if (Status added = ranges_->add({r.epoch, r.begin, r.end}); !added) {
+        GSGD_ERROR("granted " << added.message());
+        exit_code_ = 1;
+        return Next::kLeave;
+      }
+    }
+  }
+  return Next::kGoOn;
+}
+
+void Trainer::returnRanges() {
+  if (!ranges_ || a_.worker_id == 0) return;
+  for (const auto& r : ranges_->takeAllTrained())
+    pending_acks_.push_back({r.epoch, r.begin, r.end});
+  auto done = coord_.claimData(a_, data_.count, pending_acks_, true);
+  if (!done) GSGD_WARN("final data claim failed: " << done.status().toString());
+  pending_acks_.clear();
 }
 
 client::HeartbeatStats Trainer::takeStats(Loop& loop, std::uint32_t batch, bool early) {
@@ -537,6 +603,7 @@ int Trainer::finish() {
     GSGD_INFO("done: " << total_steps_ << " steps (the run ended while we re-registered)");
     return 0;
   }
+  returnRanges();
   Status left = coord_.leave(a_, samples_trained_, steps_, samples_unconfirmed_);
   if (!left) GSGD_WARN("leave was not acknowledged: " << left.toString());
   if (quarantined_) {

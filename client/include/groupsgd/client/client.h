@@ -45,6 +45,15 @@ struct Assignment {
   // optimizer.placement workers: the group PS answers steps with the mean gradient and
   // the trainer steps its own optimizer (a trainer without one must refuse the run).
   bool optimizer_on_workers = false;
+  // data_allocation ranges: sample the ranges claimData() grants, not the shard.
+  bool data_ranges = false;
+};
+
+// Positions [begin, end) of one epoch's permutation of the training set (DataClaim).
+struct DataRange {
+  std::uint64_t epoch = 0;
+  std::uint64_t begin = 0;
+  std::uint64_t end = 0;
 };
 
 // One step as the trainer's timers saw it (Heartbeat.recentSteps).
@@ -118,6 +127,10 @@ class CoordinatorClient {
   // samplesUnconfirmed; the coordinator reconciles them with its groups' counts).
   Status leave(const Assignment& a, std::uint64_t samples_trained, std::uint64_t steps,
                std::uint64_t samples_unconfirmed = 0);
+  // data_allocation ranges: acknowledges `acks` (trained) and returns the next range to
+  // train (empty with done: the trainer stops; what it holds beyond acks goes back).
+  Result<std::vector<DataRange>> claimData(const Assignment& a, std::uint64_t dataset_size,
+                                           const std::vector<DataRange>& acks, bool done);
   // Sent with every later registration (external models); unset for the built-in ones.
   void describeModel(ModelDescription model) { model_ = std::move(model); }
   // The job to join by name (a daemon hosting several jobs; "" = the only one running).

@@ -26,6 +26,7 @@
 #include "groupsgd/coordinator/best_model.h"
 #include "groupsgd/coordinator/coordinator_deps.h"
 #include "groupsgd/coordinator/dashboard_feed.h"
+#include "groupsgd/coordinator/epoch_ledger.h"
 #include "groupsgd/coordinator/evaluator_watch.h"
 #include "groupsgd/coordinator/failure_ledger.h"
 #include "groupsgd/coordinator/group_config_queue.h"
@@ -115,6 +116,10 @@ class Coordinator {
   void onNewWorker(const zmq::message_t& from, const InMessage& msg, const std::string& key);
   void onHeartbeat(const zmq::message_t& from, const InMessage& msg, const std::string& key);
   void onLeave(const zmq::message_t& from, const InMessage& msg, const std::string& key);
+  // data_allocation ranges (coordinator_data.cc): a trainer's claim of its next sample
+  // range, and the ranges of a trainer gone without saying what it trained.
+  void onDataClaim(const zmq::message_t& from, const InMessage& msg, const std::string& key);
+  void releaseData(const WorkerRecord& w, const char* why);
   // Under CURVE a worker id belongs to the key that registered it; refuses and counts
   // a request under that id from another key.
   bool ownsId(const zmq::message_t& from, const WorkerRecord& w, const std::string& key);
@@ -296,6 +301,7 @@ class Coordinator {
   std::vector<std::pair<PendingRequest, std::uint64_t>> drain_waiters_;  // control: drain
   std::optional<nlohmann::ordered_json> last_checkpoint_;
   AdmissionBook admission_;    // ids, shards, quarantine, what was refused
+  EpochLedger data_ledger_;    // data_allocation ranges: who holds which sample range
   RunLog run_log_;             // timings, the target, regroups, events
   HeadRecord head_;            // this incarnation's start and the versions it saw
   FailureLedger failures_;     // failed groups, lost counts, replays, spare PSes

@@ -102,6 +102,10 @@ struct DaemonConfig {
   std::string compress_gradients = "dense";  // worker -> group encoding (CompressionSpec)
   std::string compress_deltas = "dense";     // group -> central encoding
   adaptive::AdaptiveConfig adaptive;
+  // data_allocation (docs/protocol.md, "Sample ranges"): false = "shards" (each trainer
+  // samples its own equal shard), true = "ranges" (trainers claim ranges of each epoch's
+  // permutation from the coordinator as they go).
+  bool data_ranges = false;
   // Failure handling (docs/reliability.md).
   std::uint32_t quarantine_after = 5;  // bad updates within the window (0 = never)
   double quarantine_window_s = 60;

@@ -1,0 +1,110 @@
+#include "groupsgd/coordinator/epoch_ledger.h"
+
+#include <algorithm>
+
+namespace groupsgd::coordinator {
+
+EpochLedger::EpochLedger(std::uint64_t chunk) : chunk_(std::max<std::uint64_t>(1, chunk)) {}
+
+Result<std::optional<LedgerRange>> EpochLedger::claim(std::uint64_t worker,
+                                                      std::uint64_t dataset_size,
+                                                      const std::vector<LedgerRange>& acks,
+                                                      bool done) {
+  if (dataset_size == 0) return invalidArgument("a data claim must state its training set size");
+  if (size_ == 0) size_ = dataset_size;
+  if (dataset_size != size_) {
+    return invalidArgument("data claim for a training set of " + std::to_string(dataset_size) +
+                           " samples; this run's trainers sample " + std::to_string(size_));
+  }
+  auto& held = held_[worker];
+  for (const LedgerRange& a : acks) {
+    auto it = std::find_if(held.begin(), held.end(), [&](const LedgerRange& h) {
+      return h.epoch == a.epoch && h.begin == a.begin && a.end > a.begin && a.end <= h.end;
+    });
+    if (it == held.end()) {
+      ++stale_acks_;
+      continue;
+    }
+    epochs_[a.epoch].acknowledged += a.size();
+    if (a.end == it->end) {
+      held.erase(it);
+    } else {
+      it->begin = a.end;  // the rest is still held
+    }
+  }
+  if (done) {
+    for (const LedgerRange& h : held) {
+      epochs_[h.epoch].returned += h.size();
+      giveBack(h);
+    }
+    held_.erase(worker);
+    return std::optional<LedgerRange>();
+  }
+  std::optional<LedgerRange> r = next();
+  if (r) held.push_back(*r);
+  return r;
+}
+
+std::optional<LedgerRange> EpochLedger::next() {
+  if (!reissue_.empty()) {
+    LedgerRange r = *reissue_.begin();
+    reissue_.erase(reissue_.begin());
+    return r;
+  }
+  if (size_ == 0) return std::nullopt;
+  if (cut_pos_ == size_) {  // epoch rollover: every position of this one is out
+    ++cut_epoch_;
+    cut_pos_ = 0;
+  }
+  LedgerRange r{cut_epoch_, cut_pos_, std::min(size_, cut_pos_ + chunk_)};
+  cut_pos_ = r.end;
+  epochs_[r.epoch].epoch = r.epoch;
+  return r;
+}
+
+void EpochLedger::giveBack(const LedgerRange& r) { reissue_.insert(r); }
+
+std::uint64_t EpochLedger::release(std::uint64_t worker) {
+  auto it = held_.find(worker);
+  if (it == held_.end()) return 0;
+  std::uint64_t n = 0;
+  for (const LedgerRange& h : it->second) {
+    epochs_[h.epoch].duplicates += h.size();
+    n += h.size();
+    giveBack(h);
+  }
+  held_.erase(it);
+  return n;
+}
+
+std::uint64_t EpochLedger::heldBy(std::uint64_t worker) const {
+  auto it = held_.find(worker);
+  if (it == held_.end()) return 0;
+  std::uint64_t n = 0;
+  for (const LedgerRange& h : it->second) n += h.size();
+  return n;
+}
+
+std::vector<EpochCoverage> EpochLedger::epochs() const {
+  std::vector<EpochCoverage> out;
+  for (const auto& [e, c] : epochs_) out.push_back(c);
+  return out;
+}
+
+nlohmann::json EpochLedger::summary() const {
+  nlohmann::json list = nlohmann::json::array();
+  for (const EpochCoverage& c : epochs()) {
+    list.push_back(
+        {{"epoch", c.epoch},
+         {"samples", size_},
+         {"acknowledged", c.acknowledged},
+         {"coverage",
+          size_ ? static_cast<double>(c.acknowledged) / static_cast<double>(size_) : 0.0},
+         {"duplicates", c.duplicates},
+         {"returned", c.returned},
+         {"finished", size_ > 0 && c.acknowledged == size_}});
+  }
+  return list;
+}
+
+}  // namespace groupsgd::coordinator
