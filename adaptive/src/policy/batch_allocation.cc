@@ -83,9 +83,16 @@ std::vector<std::uint32_t> allocateBatches(std::span<const WorkerSpeed> members,
     return std::pair<double, double>(s, slope);
   };
   // f(T) is non-decreasing and piecewise linear in T: find the level f(T) = total.
-  double hi = 1;
-  for (const auto& m : members) hi = std::max(hi, m.overhead_ms + bounds.max / m.samples_per_ms);
-  hi = waterLevel(filled, static_cast<double>(total), 0.0, hi, 1e-9, 50);
+  // The search starts at the level no member's bounds would clamp (exact when none is):
+  // sum of v (t - a) = total.
+  double hi = 1, sum_v = 0, sum_va = 0;
+  for (const auto& m : members) {
+    hi = std::max(hi, m.overhead_ms + bounds.max / m.samples_per_ms);
+    sum_v += m.samples_per_ms;
+    sum_va += m.samples_per_ms * m.overhead_ms;
+  }
+  const double unclamped = sum_v > 0 ? (static_cast<double>(total) + sum_va) / sum_v : -1.0;
+  hi = waterLevel(filled, static_cast<double>(total), 0.0, hi, 1e-9, 50, unclamped);
   std::vector<double> real(n);
   for (std::size_t i = 0; i < n; ++i) {
     real[i] =

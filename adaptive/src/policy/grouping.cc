@@ -36,9 +36,17 @@ double classStepMs(const SpeedClass* c, std::size_t n, double total, const Batch
     }
     return std::pair<double, double>(s, slope);
   };
-  double hi = 1;
-  for (std::size_t i = 0; i < n; ++i) hi = std::max(hi, c[i].a + b.max / c[i].v);
-  double t = waterLevel(filled, total, 0.0, hi, 1e-7, 48);
+  double hi = 1, sum_v = 0, sum_va = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    hi = std::max(hi, c[i].a + b.max / c[i].v);
+    sum_v += c[i].count * c[i].v;
+    sum_va += c[i].count * c[i].v * c[i].a;
+  }
+  // The search starts at the level no member's bounds would clamp (exact when none is):
+  // sum of count v (t - a) = total. (Measured: fewer evaluations than starting from the
+  // level of the group one class shorter.)
+  const double unclamped = sum_v > 0 ? (total + sum_va) / sum_v : -1.0;
+  double t = waterLevel(filled, total, 0.0, hi, 1e-7, 48, unclamped);
   for (std::size_t i = 0; i < n; ++i) t = std::max(t, c[i].a + b.min / c[i].v);  // clamped low
   return t;
 }

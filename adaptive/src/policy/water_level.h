@@ -13,11 +13,13 @@ namespace groupsgd::adaptive::policy {
 
 // eval(t) returns {f(t), slope of f at t}. Stops when hi - lo <= rel_tol * hi
 // or after max_iter evaluations; returns hi (f(hi) >= target when the target is
-// reachable).
+// reachable). `start`: the first point probed when it lies inside (lo, hi) (a
+// neighbouring problem's level: a Newton step from there is usually exact), else
+// the middle.
 template <class Eval>
 double waterLevel(const Eval& eval, double target, double lo, double hi, double rel_tol,
-                  int max_iter) {
-  double t = 0.5 * (lo + hi);
+                  int max_iter, double start = -1.0) {
+  double t = start > lo && start < hi ? start : 0.5 * (lo + hi);
   bool probed = false;  // the last step probed just below a point that reached the target
   for (int it = 0; it < max_iter && hi - lo > rel_tol * hi; ++it) {
     const std::pair<double, double> fs = eval(t);
