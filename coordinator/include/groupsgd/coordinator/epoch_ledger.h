@@ -16,18 +16,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "groupsgd/common/sample_range.h"
 #include "groupsgd/common/status.h"
 
 namespace groupsgd::coordinator {
 
-// Positions [begin, end) of one epoch's permutation.
-struct LedgerRange {
-  std::uint64_t epoch = 0;
-  std::uint64_t begin = 0;
-  std::uint64_t end = 0;
-  std::uint64_t size() const { return end - begin; }
-  auto operator<=>(const LedgerRange&) const = default;
-};
+using LedgerRange = SampleRange;  // positions [begin, end) of one epoch's permutation
 
 struct EpochCoverage {
   std::uint64_t epoch = 0;

@@ -11,18 +11,12 @@
 #include <map>
 #include <vector>
 
+#include "groupsgd/common/sample_range.h"
 #include "groupsgd/common/status.h"
 
 namespace groupsgd::dataset {
 
-// Positions [begin, end) of epoch `epoch`'s permutation.
-struct SampleRange {
-  std::uint64_t epoch = 0;
-  std::uint64_t begin = 0;
-  std::uint64_t end = 0;
-  std::uint64_t size() const { return end - begin; }
-  bool operator==(const SampleRange&) const = default;
-};
+using SampleRange = groupsgd::SampleRange;
 
 // Epoch `epoch`'s permutation of [0, n): the same in every process for (n, seed, epoch).
 // Requires n <= 2^32 (assert).
