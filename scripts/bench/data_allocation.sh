@@ -5,7 +5,8 @@
 # allocations so that load on the machine falls on both alike. One JSON line per run,
 # then a summary line with the medians.
 #   scripts/bench/data_allocation.sh [--repeats R] [--workers W] [--target A] [--budget N]
-#     [--mode M]
+#     [--mode M] [--quick]      (also: scripts/bench.sh data-allocation ...)
+# --quick: one run of each kind to 0.80 and 40,000 samples (checks the output, not speed).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 repeats=3 workers=4 target=0.85 budget=120000 mode=adaptive
@@ -16,6 +17,7 @@ while [[ $# -gt 0 ]]; do
     --target) target=$2; shift 2 ;;
     --budget) budget=$2; shift 2 ;;
     --mode) mode=$2; shift 2 ;;
+    --quick) repeats=1 target=0.80 budget=40000; shift ;;
     *) echo "data_allocation: unknown option '$1'" >&2; exit 2 ;;
   esac
 done
