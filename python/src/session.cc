@@ -52,10 +52,22 @@ ScopedInterruptCheck Session::watchInterrupts() {
     if (!interrupted_ && interrupt_check_ && interrupt_check_()) interrupted_ = true;
     if (interrupted_) return true;
     // Waiting on a group PS that may be dead: the coordinator's news (heard by the
-    // heartbeat thread) must not wait for the request's deadline.
-    if (in_group_request_ && (heartbeat_->reregisterRequested() || heartbeat_->stopRequested())) {
+    // heartbeat thread) must not wait for the request's deadline. A stop lets a live PS
+    // answer first (within milliseconds, confirming the push): only a PS silent for a
+    // heartbeat period after it ends the wait.
+    if (!in_group_request_) return false;
+    if (heartbeat_->reregisterRequested()) {
       left_group_wait_ = true;
       return true;
+    }
+    if (heartbeat_->stopRequested()) {
+      const auto now = Clock::now();
+      if (!stop_seen_) stop_seen_ = now;
+      if (now - *stop_seen_ >
+          std::chrono::milliseconds(std::max<std::uint32_t>(a_.heartbeat_ms, 50))) {
+        left_group_wait_ = true;
+        return true;
+      }
     }
     return false;
   });

@@ -156,6 +156,7 @@ class Session {
   // group failure, taken for dead, stop) ends its wait, which then sets left_group_wait_.
   bool in_group_request_ = false;
   bool left_group_wait_ = false;
+  std::optional<std::chrono::steady_clock::time_point> stop_seen_;  // stop heard in a wait
   std::function<bool()> interrupt_check_;
   client::CoordinatorClient coord_;
   std::unique_ptr<HeartbeatThread> heartbeat_;

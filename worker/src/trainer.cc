@@ -170,6 +170,7 @@ class Trainer {
   bool run_over_ = false;  // a registration was refused because the run has ended
   int exit_code_ = 0;
   std::optional<Clock::time_point> failing_since_;  // first of a run of failed requests
+  std::optional<Clock::time_point> stop_heard_;     // a heartbeat said stop during a wait
   // samples_trained_/steps_ count this registration (reported to the coordinator);
   // total_steps_ counts the whole process life (schedule, --max-steps).
   std::uint64_t samples_trained_ = 0, steps_ = 0, total_steps_ = 0;
@@ -394,7 +395,7 @@ Trainer::Next Trainer::pullReplica(Loop& loop) {
     return r;
   }();
   if (!pulled) {
-    GSGD_WARN("pull failed: " << pulled.status().toString());
+    if (ended == GroupWait::End::kNone) GSGD_WARN("pull failed: " << pulled.status().toString());
     return afterFailedRequest(pulled.status(), ended);
   }
   failing_since_.reset();
@@ -458,7 +459,11 @@ Trainer::Next Trainer::pushGradient(Loop& loop, std::uint32_t batch, double comp
     // Refused or unanswered: not counted as trained here, but reported as unconfirmed
     // (an answer that came too late may hide a push its group counted); the replica
     // is fetched again.
-    GSGD_WARN("push for step " << step_ << " failed: " << ans.status().toString());
+    if (ended == GroupWait::End::kNone) {
+      GSGD_WARN("push for step " << step_ << " failed: " << ans.status().toString());
+    } else {
+      GSGD_INFO("push for step " << step_ << " left unanswered: " << groupWaitEndName(ended));
+    }
     samples_unconfirmed_ += batch;
     need_pull_ = true;
     if (ranges_) ranges_->rewind();  // drawn again: not acknowledged as trained
@@ -540,6 +545,13 @@ client::HeartbeatStats Trainer::takeStats(Loop& loop, std::uint32_t batch, bool 
 }
 
 GroupWait::End Trainer::heartbeatWhileWaiting(Loop& loop) {
+  // A stop heard while the group PS still works: its answer (with the stop) normally
+  // follows within milliseconds and confirms the push; only a PS silent for a heartbeat
+  // period after the stop (its node gone) ends the wait.
+  if (stop_heard_ && Clock::now() - *stop_heard_ >
+                         std::chrono::milliseconds(std::max<std::uint32_t>(a_.heartbeat_ms, 50))) {
+    return GroupWait::End::kStop;
+  }
   if (Clock::now() < loop.next_heartbeat) return GroupWait::End::kNone;
   auto hb = coord_.heartbeat(a_, takeStats(loop, batch_, false));
   if (!hb) {
@@ -548,7 +560,10 @@ GroupWait::End Trainer::heartbeatWhileWaiting(Loop& loop) {
     quarantined_ = true;
     return GroupWait::End::kQuarantined;
   }
-  if (hb->stop) return GroupWait::End::kStop;
+  if (hb->stop) {
+    if (!stop_heard_) stop_heard_ = Clock::now();
+    return GroupWait::End::kNone;
+  }
   if (hb->reregister) return GroupWait::End::kReassigned;
   return GroupWait::End::kNone;
 }
