@@ -128,16 +128,12 @@ class PySession {
     return shared(spare_);
   }
 
-  // Zeroes gradient buffer `buffer` (0 or 1) on a thread of its own; await_zeroed() waits.
+  // Zeroes gradient buffer `buffer` (0 or 1) on a thread of its own, after the zeroing
+  // started last has ended; step() and destroy() wait for it too.
   void zeroLater(int buffer) {
     auto buf = gradient(buffer);
     py::gil_scoped_release nogil;
     zero_.start(std::move(buf));
-  }
-
-  void awaitZeroed() {
-    py::gil_scoped_release nogil;
-    zero_.await();
   }
 
   // A numpy array over `buf`'s memory, keeping it alive.
@@ -292,7 +288,6 @@ PYBIND11_MODULE(_core, m) {
       .def("gradient_buffer", &PySession::gradientBuffer)
       .def("spare_gradient_buffer", &PySession::spareGradientBuffer)
       .def("zero_later", &PySession::zeroLater, py::arg("buffer"))
-      .def("await_zeroed", &PySession::awaitZeroed)
       .def("correction_buffer", &PySession::correctionBuffer)
       .def_property_readonly("group_step", [](PySession& p) { return p.s().groupStep(); })
       .def_property_readonly("wants_parameters",
