@@ -44,6 +44,9 @@ struct ArbiterServer::State {
   std::map<Slot, Held> held;
   ArbiterCounters counters;
   std::map<std::uint64_t, JobLeaseStats> jobs;
+  std::map<std::string, DeviceLeaseStats> devices;  // served so far, by name
+  mutable std::mutex snapshot_mu;                   // guards published, read from other threads
+  ArbiterSnapshot published;
   std::mutex weights_mu;  // guards new_weights, the one thing set from other threads
   std::vector<std::pair<std::uint64_t, double>> new_weights;
 
@@ -98,7 +101,8 @@ struct ArbiterServer::State {
       send(it->second.routing_id, out, &delivered);
       JobLeaseStats& job = jobs[g.key.job];
       job.job_id = g.key.job;
-      job.wait_ms += msBetween(it->second.asked, now);
+      const double waited = msBetween(it->second.asked, now);
+      job.wait_ms += waited;
       waiting.erase(it);
       if (!delivered) {
         for (Grant& next : table.forget(g.device, g.key)) todo.push_back(std::move(next));
@@ -106,6 +110,9 @@ struct ArbiterServer::State {
       }
       ++job.grants;
       ++counters.grants;
+      DeviceLeaseStats& dev = deviceStats(g.device);
+      ++dev.grants;
+      dev.wait_ms += waited;
       held[slotOf(g.device, g.key)] = Held{now};
     }
   }
@@ -115,6 +122,7 @@ struct ArbiterServer::State {
     if (device.empty())
       return refuse(from, m.getSeq(), Code::kInvalidArgument, "acquire names no device");
     LeaseKey key{m.getJobId(), m.getWorkerId()};
+    deviceStats(device);              // listed from its first request on, granted or not
     held.erase(slotOf(device, key));  // asking again replaces an old lease
     waiting[slotOf(device, key)] = Asker{std::move(from), m.getSeq(), Clock::now()};
     const auto acquire = m.getBody().getAcquire();
@@ -137,6 +145,7 @@ struct ArbiterServer::State {
     JobLeaseStats& job = jobs[key.job];
     job.job_id = key.job;
     job.held_ms += m.getBody().getRelease().getHeldMs();
+    deviceStats(device).held_ms += m.getBody().getRelease().getHeldMs();
     deliver(std::move(granted));
   }
 
@@ -157,6 +166,27 @@ struct ArbiterServer::State {
       ++i;
     }
     send(from, out);
+  }
+
+  DeviceLeaseStats& deviceStats(const std::string& device) {
+    DeviceLeaseStats& d = devices[device];
+    d.device = device;
+    return d;
+  }
+
+  // Copies the counters and each device's holders and queue for snapshot().
+  void publish() {
+    ArbiterSnapshot snap;
+    snap.counters = counters;
+    for (const auto& [id, j] : jobs) snap.counters.jobs.push_back(j);
+    for (const auto& [name, d] : devices) {
+      DeviceLeaseStats now = d;
+      for (const LeaseKey& k : table.holders(name)) now.holder_jobs.push_back(k.job);
+      now.waiting = table.waiting(name);
+      snap.devices.push_back(std::move(now));
+    }
+    std::lock_guard<std::mutex> lock(snapshot_mu);
+    published = std::move(snap);
   }
 
   void keepalive(const std::string& device, LeaseKey key, const Asker& a) {
@@ -204,6 +234,7 @@ struct ArbiterServer::State {
                                          << " held over " << cfg.lease_timeout_ms
                                          << " ms; taken back");
       ++counters.expired;
+      ++deviceStats(device).expired;
       held.erase(slot);
       deliver(table.forget(device, LeaseKey{job, worker}));
     }
@@ -234,6 +265,11 @@ void ArbiterServer::setJobWeight(std::uint64_t job, double weight) {
   state_->new_weights.emplace_back(job, weight);
 }
 
+ArbiterSnapshot ArbiterServer::snapshot() const {
+  std::lock_guard<std::mutex> lock(state_->snapshot_mu);
+  return state_->published;
+}
+
 void ArbiterServer::run(const std::atomic<bool>& stop) {
   State& s = *state_;
   GSGD_INFO("arbiter on " << s.endpoint << ", policy " << policyName(s.cfg.policy));
@@ -259,6 +295,7 @@ void ArbiterServer::run(const std::atomic<bool>& stop) {
     }
     if (Clock::now() >= next_housekeeping) {
       s.housekeeping();
+      s.publish();
       next_housekeeping = Clock::now() + period;
     }
   }

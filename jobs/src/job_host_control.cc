@@ -155,14 +155,17 @@ void JobHost::jobStatus(PendingRequest& r) {
 void JobHost::jobList(PendingRequest& r) {
   ojson rows = ojson::array();
   for (const auto& rec : table_.jobs()) rows.push_back(jobRow(rec));
-  r.respond({{"jobs", rows}, {"group_slots", groupSlotsJson()}});
+  ojson result{{"jobs", rows}, {"group_slots", groupSlotsJson()}};
+  if (arbiter_ != nullptr) result["arbiter"] = arbiterJson();
+  r.respond(result);
 }
 
 void JobHost::publishDashboard() {
   next_dashboard_ = Clock::now() + std::chrono::seconds(1);
   ojson rows = ojson::array();
   for (const auto& rec : table_.jobs()) rows.push_back(jobRow(rec));
-  dashboard_.publishJobTable(ojson{{"jobs", rows}, {"group_slots", groupSlotsJson()}}.dump());
+  dashboard_.publishJobTable(
+      ojson{{"jobs", rows}, {"group_slots", groupSlotsJson()}, {"arbiter", arbiterJson()}}.dump());
 }
 
 void JobHost::jobSummary(PendingRequest& r) {

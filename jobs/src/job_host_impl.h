@@ -101,6 +101,8 @@ class JobHost {
   // Why a job of this many group PSes cannot have them now (job.submit's refusal), or none.
   std::optional<std::string> slotsLacking(std::uint32_t groups) const;
   nlohmann::ordered_json groupSlotsJson() const;
+  // The device arbiter's devices and per-job lease waits (null without arbiter_listen).
+  nlohmann::ordered_json arbiterJson() const;
   std::vector<FrontJob> frontJobs() const;
   Result<DaemonConfig> jobConfig(const JobRecord& rec) const;
   // Binds and starts the job of this record; on failure the record is marked failed.

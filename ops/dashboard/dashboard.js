@@ -84,7 +84,7 @@ async function poll() {
 // ---- rendering ---------------------------------------------------------------------
 
 function render(state) {
-  renderJobs(state.job_table);
+  renderJobs(state.job_table, state.jobs || {});
   const names = Object.keys(state.jobs || {});
   if (!chosenJob || !names.includes(chosenJob)) chosenJob = names[0] || null;
   renderJobChoice(names);
@@ -118,7 +118,18 @@ function renderJobChoice(names) {
   select.value = chosenJob;
 }
 
-function renderJobs(table) {
+// A running job's progress from its own view: accuracy against its target, samples, time.
+function progressText(view) {
+  if (!view || !view.status) return '-';
+  const s = view.status;
+  const known = (v) => v !== null && v !== undefined;
+  const acc = known(s.test_acc) ? 'acc ' + fixed(s.test_acc, 4) +
+      (view.target_acc ? ' / ' + view.target_acc : '') : null;
+  return [acc, known(s.samples_trained) ? s.samples_trained + ' samples' : null,
+    known(s.elapsed_s) ? seconds(s.elapsed_s) : null].filter((x) => x).join(', ') || '-';
+}
+
+function renderJobs(table, views) {
   $('jobs-section').hidden = !table;
   if (!table) return;
   const body = $('jobs').tBodies[0];
@@ -127,6 +138,7 @@ function renderJobs(table) {
     const tr = el('tr', { 'data-job': j.name, 'data-state': j.state });
     cell(tr, j.name);
     cell(tr, j.state + (j.awaiting_model ? ' (awaiting model)' : ''));
+    cell(tr, progressText(views[j.name]), 'text');
     cell(tr, dash(j.mode));
     cell(tr, dash(j.groups));
     cell(tr, dash(j.node_slots));
@@ -139,6 +151,46 @@ function renderJobs(table) {
       '/' + n.slots).join(', ');
   $('slots').textContent = 'group PS slots: ' + dash(s.in_use) + ' of ' + dash(s.max) +
       ' in use' + (nodes ? '; ' + nodes : '');
+  renderDevices(table.arbiter);
+}
+
+// ["a", "a", "b"] -> "a ×2, b": a device may have two holders (one granted ahead).
+function countedNames(names) {
+  const counts = new Map();
+  for (const n of names) counts.set(n, (counts.get(n) || 0) + 1);
+  return [...counts].map(([n, k]) => (k > 1 ? n + ' \u00d7' + k : n)).join(', ');
+}
+
+// The daemon's device arbiter (arbiter_listen): each shared device and each job's waits.
+function renderDevices(arbiter) {
+  $('devices-section').hidden = !arbiter;
+  if (!arbiter) return;
+  $('arbiter').textContent = 'device arbiter, policy ' + arbiter.policy + ': ' + arbiter.grants +
+      ' leases granted' + (arbiter.expired ? ', ' + arbiter.expired + ' taken back' : '');
+  const body = $('devices').tBodies[0];
+  body.replaceChildren();
+  for (const d of arbiter.devices) {
+    const tr = el('tr', { 'data-device': d.device, 'data-holders': d.holders.join(',') });
+    cell(tr, d.device);
+    cell(tr, d.holders.length ? countedNames(d.holders) : 'idle', 'text');
+    cell(tr, d.waiting);
+    cell(tr, d.grants);
+    cell(tr, fixed(d.mean_wait_ms, 1));
+    cell(tr, fixed(d.held_s, 1));
+    cell(tr, d.expired);
+    body.appendChild(tr);
+  }
+  const jobs = $('lease-jobs').tBodies[0];
+  jobs.replaceChildren();
+  for (const j of arbiter.jobs) {
+    const tr = el('tr', { 'data-lease-job': j.job });
+    cell(tr, j.job);
+    cell(tr, j.grants);
+    cell(tr, fixed(j.mean_wait_ms, 1));
+    cell(tr, fixed(j.wait_s, 1));
+    cell(tr, fixed(j.held_s, 1));
+    jobs.appendChild(tr);
+  }
 }
 
 function renderSummary(job) {

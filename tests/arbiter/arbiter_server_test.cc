@@ -94,6 +94,39 @@ TEST_CASE(
   CHECK(st->jobs[1].wait_ms > 0);
 }
 
+TEST_CASE("arbiter server: the snapshot shows each device's holder, queue and waits") {
+  RunningArbiter a(config(Policy::kFifo));
+  CHECK(a.server->snapshot().devices.empty());
+  zmq::context_t ctx(1);
+  LeaseClient job1(ctx, a.server->endpoint(), 1), job2(ctx, a.server->endpoint(), 2);
+  REQUIRE(job1.acquire(1, "gpu0", 0).isOk());
+  REQUIRE(job2.acquire(1, "gpu1", 0).isOk());
+  InBackground second([&] { return job2.acquire(3, "gpu0", 0); });
+  const auto device = [&](const std::string& name) {
+    for (const auto& d : a.server->snapshot().devices) {
+      if (d.device == name) return d;
+    }
+    return DeviceLeaseStats{};
+  };
+  // Published each keepalive period: job 1 holds gpu0 while job 2 waits for it.
+  REQUIRE(eventually([&] { return device("gpu0").waiting == 1; }));
+  CHECK(device("gpu0").holder_jobs == std::vector<std::uint64_t>{1});
+  CHECK(device("gpu1").holder_jobs == std::vector<std::uint64_t>{2});
+  CHECK(device("gpu0").grants == 1);
+  std::this_thread::sleep_for(100ms);
+  REQUIRE(job1.release(1, "gpu0", 40.0).isOk());
+  CHECK(eventually([&] { return second.done.load(); }));
+  second.thread.join();
+  REQUIRE(eventually([&] {
+    const auto d = device("gpu0");
+    return d.grants == 2 && d.waiting == 0 && d.holder_jobs == std::vector<std::uint64_t>{2};
+  }));
+  const auto gpu0 = device("gpu0");
+  CHECK(gpu0.wait_ms >= 100);  // job 2 waited out the sleep above
+  CHECK(gpu0.held_ms == doctest::Approx(40.0));
+  CHECK(a.server->snapshot().counters.grants == 3);
+}
+
 TEST_CASE(
     "arbiter server: keepalives let a worker wait longer than its answer "
     "timeout") {

@@ -13,6 +13,9 @@
    stand-in that answers api/state once with the daemon's last state and then drops every
    connection, as a dead daemon's port does: the page must show "disconnected" with the
    last figures kept, never a blank page. A second screenshot shows it.
+4. A multi-job daemon (--serve) with its device arbiter: two jobs whose workers take turns on
+   one shared device. The page must list both jobs with their progress, and the device with
+   its holder, queue and leases, and each job's lease waits. A third screenshot shows it.
 
 Exit 77 (CTest: skipped) with the reason when chromium is not installed.
 """
@@ -300,12 +303,121 @@ def check_disconnected_page(dom):
     log(f"disconnected page: banner {text.strip()[:120]!r}, {len(rows)} rows kept")
 
 
+# ---- a multi-job daemon ----------------------------------------------------------------------
+
+SERVE_JOBS = ("left", "right")
+
+
+def start_serve(work, port):
+    """groupsgdd --serve with its arbiter, two softmax jobs, two workers each on device dev0."""
+    daemon_bin, worker_bin = os.environ["GROUPSGDD"], os.environ["GROUPSGD_WORKER"]
+    ctl_bin = os.environ["GROUPSGDCTL"]
+    sock, endpoint_file = os.path.join(work, "ctl.sock"), os.path.join(work, "endpoint")
+    arbiter = f"tcp://127.0.0.1:{free_port()}"
+    procs = [subprocess.Popen(
+        [daemon_bin, "--serve", "--state-dir", os.path.join(work, "state"), "--control-socket",
+         sock, "--listen", "tcp://127.0.0.1:0", "--endpoint-file", endpoint_file,
+         "--max-group-slots", "4", "--heartbeat-ms", "250", "--metrics-listen",
+         f"127.0.0.1:{port}", "--arbiter-listen", arbiter, "--arbiter-policy", "crossover",
+         "--log-level", "warn"], stdout=open(os.path.join(work, "serve.out"), "w"),
+        stderr=open(os.path.join(work, "serve.log"), "w"))]
+    deadline = time.monotonic() + 15
+    while not (os.path.exists(endpoint_file) and os.path.getsize(endpoint_file) > 0):
+        if procs[0].poll() is not None or time.monotonic() > deadline:
+            fail("the --serve daemon did not start: " + open(os.path.join(work, "serve.log")).read())
+        time.sleep(0.05)
+    endpoint = open(endpoint_file).read().strip()
+    for job in SERVE_JOBS:
+        path = os.path.join(work, job + ".json")
+        with open(path, "w") as f:
+            json.dump({"name": job, "mode": "sync", "workers": 2, "model": "softmax",
+                       "batch_size": 64, "optimizer": {"lr": 0.1}, "max_seconds": 120}, f)
+        r = subprocess.run([ctl_bin, "--socket", sock, "job", "submit", path],
+                           capture_output=True, text=True, timeout=30)
+        if r.returncode != 0:
+            fail(f"job submit {job}: {r.stdout} {r.stderr}")
+        for i in (1, 2):
+            procs.append(subprocess.Popen(
+                [worker_bin, "--coordinator", endpoint, "--job", job, "--name", f"{job}{i}",
+                 "--device-ms", "10", "--shared-device", "dev0", "--arbiter", arbiter,
+                 "--device-lock-dir", os.path.join(work, "locks"), "--log-level", "warn"],
+                stderr=open(os.path.join(work, f"{job}{i}.log"), "w")))
+    return procs
+
+
+def wait_for_shared_device(base):
+    deadline = time.monotonic() + 60
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            last = json.loads(http_get(base + "/api/state"))
+            arbiter = (last.get("job_table") or {}).get("arbiter") or {}
+            leased = {j["job"] for j in arbiter.get("jobs", []) if j["grants"] >= 10}
+            if leased == set(SERVE_JOBS) and set(SERVE_JOBS) <= set(last["jobs"]):
+                return last
+        except (OSError, ValueError, KeyError):
+            pass
+        time.sleep(0.5)
+    fail("the two jobs never both held the shared device 10 times; last state: " +
+         json.dumps(last)[:3000])
+
+
+def check_serve_page(dom):
+    jobs = {r.attrs["data-job"]: r for r in dom.find(lambda n: n.tag == "tr" and "data-job" in n.attrs)}
+    if sorted(jobs) != sorted(SERVE_JOBS):
+        fail(f"job rows {sorted(jobs)}, expected {list(SERVE_JOBS)}")
+    for name, row in jobs.items():
+        cells = [c.all_text().strip() for c in row.children if c.tag == "td"]
+        if row.attrs.get("data-state") != "running" or "samples" not in cells[2]:
+            fail(f"job {name}'s row shows no running progress: {cells}")
+    section = dom.find(lambda n: n.attrs.get("id") == "devices-section")
+    if not section or "hidden" in section[0].attrs:
+        fail("the shared-devices section is hidden")
+    devices = dom.find(lambda n: n.tag == "tr" and n.attrs.get("data-device") == "dev0")
+    if len(devices) != 1:
+        fail("no row for the shared device dev0")
+    cells = [c.all_text().strip() for c in devices[0].children if c.tag == "td"]
+    holders = devices[0].attrs.get("data-holders", "")
+    if any(h and h not in SERVE_JOBS for h in holders.split(",")) or int(cells[3]) < 10:
+        fail(f"dev0's row: holders {holders!r}, cells {cells}")
+    lease_jobs = {r.attrs["data-lease-job"]: [c.all_text().strip() for c in r.children if c.tag == "td"]
+                  for r in dom.find(lambda n: n.tag == "tr" and "data-lease-job" in n.attrs)}
+    if sorted(lease_jobs) != sorted(SERVE_JOBS):
+        fail(f"lease rows {lease_jobs}, expected one per job")
+    log(f"serve page: jobs {sorted(jobs)}, dev0 {cells}, lease waits {lease_jobs}")
+
+
+def serve_part(browser, out_dir):
+    work = tempfile.mkdtemp(prefix="gsgd-browser-serve-")
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    procs = start_serve(work, port)
+    try:
+        wait_for_shared_device(base)
+        dom_text = chromium(browser, base + "/", "--dump-dom")
+        with open(os.path.join(out_dir, "dashboard-serve.html"), "w") as f:
+            f.write(dom_text)
+        check_serve_page(parse_dom(dom_text))
+        shot = os.path.join(out_dir, "dashboard-serve.png")
+        chromium(browser, base + "/", f"--screenshot={shot}")
+        check_png(shot)
+    finally:
+        for p in procs[1:] + procs[:1]:  # the workers first, then the daemon
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+    shutil.rmtree(work, ignore_errors=True)
+
+
 def main():
     browser = find_chromium()
     if browser is None:
         print("SKIP: chromium is not installed (scripts/install-deps.sh installs it)")
         return SKIP
-    for var in ("GROUPSGDD", "GROUPSGD_WORKER"):
+    for var in ("GROUPSGDD", "GROUPSGD_WORKER", "GROUPSGDCTL"):
         if not os.environ.get(var):
             fail(f"set {var}")
     out_dir = os.environ.get("GROUPSGD_TEST_OUTPUT_DIR") or tempfile.mkdtemp(prefix="gsgd-browser-")
@@ -378,6 +490,7 @@ def main():
     finally:
         server.shutdown()
     shutil.rmtree(work, ignore_errors=True)
+    serve_part(browser, out_dir)
     log(f"PASS (screenshots in {out_dir})")
     return 0
 

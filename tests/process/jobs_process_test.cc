@@ -356,3 +356,52 @@ TEST_CASE("jobs: a job file's arbiter_weight reaches the daemon's arbiter, refus
   ::kill(daemon->pid(), SIGTERM);
   CHECK(daemon->wait(30000ms) == std::optional<int>(0));
 }
+
+TEST_CASE("jobs: job list shows the daemon's shared devices: holder, queue and lease waits") {
+  const std::string dir = makeTempDir();
+  auto daemon = startDaemon(dir, "daemon.log", 0, 3,
+                            {"--arbiter-listen", "tcp://127.0.0.1:" + std::to_string(freePort()),
+                             "--arbiter-policy", "fifo"});
+  CHECK(ctlJson(dir, {"job", "list"})["arbiter"]["devices"].empty());
+  ctlJson(dir, {"job", "submit", writeJob(dir, "shared.json", softmaxJob("shared", "sync", 0))});
+  const std::string log = readFile(dir + "/daemon.log");
+  const auto at = log.find("arbiter on ") + 11;
+  REQUIRE(at > 11);
+  const std::string arbiter = log.substr(at, log.find(',', at) - at);
+  std::vector<std::unique_ptr<Process>> workers;
+  for (const char* name : {"a", "b"}) {
+    workers.push_back(std::make_unique<Process>(
+        std::vector<std::string>{WORKER_PATH, "--coordinator", frontEndpoint(dir), "--job",
+                                 "shared", "--name", name, "--device-ms", "5", "--give-up-s", "60",
+                                 "--shared-device", "dev0", "--arbiter", arbiter,
+                                 "--device-lock-dir", dir + "/locks"},
+        dir + "/" + name + ".log"));
+  }
+  // Both workers of job "shared" take turns on dev0: its leases name the job, not its id.
+  json view;
+  REQUIRE(waitUntil(
+      [&] {
+        view = ctlJson(dir, {"job", "list"})["arbiter"];
+        return view["devices"].size() == 1 && view["devices"][0]["grants"].get<int>() >= 20;
+      },
+      60000ms, 300ms));
+  INFO(view.dump());
+  CHECK(view["policy"] == "fifo");
+  const json& dev = view["devices"][0];
+  CHECK(dev["device"] == "dev0");
+  CHECK(dev["held_s"].get<double>() > 0);
+  CHECK(dev["mean_wait_ms"].get<double>() >= 0);
+  for (const auto& holder : dev["holders"]) CHECK(holder == "shared");
+  REQUIRE(view["jobs"].size() == 1);
+  CHECK(view["jobs"][0]["job"] == "shared");
+  CHECK(view["jobs"][0]["grants"].get<int>() >= 20);
+  // The table a person reads: the devices' table under the job list.
+  const Ctl table = ctl(dir, {"job", "list"});
+  CHECK(table.out.find("arbiter.devices:") != std::string::npos);
+  CHECK(table.out.find("dev0") != std::string::npos);
+  ctlJson(dir, {"job", "stop", "shared"});
+  REQUIRE(waitUntil([&] { return jobIs(dir, "shared", "stopped"); }, 60000ms, 200ms));
+  for (auto& w : workers) CHECK(w->wait(60000ms).has_value());
+  ::kill(daemon->pid(), SIGTERM);
+  CHECK(daemon->wait(30000ms) == std::optional<int>(0));
+}

@@ -6,7 +6,7 @@
 // holding it); a grant that cannot be delivered (the worker is gone) passes to
 // the next waiter. Thread rule: create() on any thread, then run() on exactly
 // one thread, which owns the socket and all state from then on; endpoint() is
-// immutable after create().
+// immutable after create(); setJobWeight() and snapshot() from any thread.
 #pragma once
 
 #include <atomic>
@@ -16,6 +16,7 @@
 
 #include <zmq.hpp>
 
+#include "groupsgd/arbiter/arbiter_stats.h"
 #include "groupsgd/arbiter/lease_table.h"
 #include "groupsgd/common/curve_keys.h"
 #include "groupsgd/common/status.h"
@@ -42,6 +43,9 @@ class ArbiterServer {
   // A job's crossover weight (> 0), e.g. from a submitted job's own configuration; any
   // thread: run() applies it within 50 ms, to the job's next rounds.
   void setJobWeight(std::uint64_t job, double weight);
+  // The counters and devices as run() last published them (every keepalive_ms); any
+  // thread. Empty before run() starts.
+  ArbiterSnapshot snapshot() const;
 
  private:
   struct State;

@@ -23,6 +23,8 @@ class ArbiterHost {
   ~ArbiterHost();
   // A job's crossover weight (its job file's arbiter_weight); any thread.
   void setJobWeight(std::uint64_t job, double weight) { server_->setJobWeight(job, weight); }
+  // Its counters and devices, at most keepalive_ms old; any thread.
+  arbiter::ArbiterSnapshot snapshot() const { return server_->snapshot(); }
 
  private:
   std::unique_ptr<arbiter::ArbiterServer> server_;
