@@ -28,6 +28,25 @@ Status checkImageDims(const std::string& path, std::size_t count, std::size_t ro
 
 }  // namespace
 
+ImageBytes ImageBytes::owning(std::vector<std::uint8_t> bytes) {
+  auto held = std::make_shared<const std::vector<std::uint8_t>>(std::move(bytes));
+  ImageBytes b;
+  b.data_ = held->data();
+  b.size_ = held->size();
+  b.keeper_ = std::move(held);
+  return b;
+}
+
+ImageBytes ImageBytes::viewing(std::shared_ptr<const void> keeper, const std::uint8_t* data,
+                               std::size_t size) {
+  ImageBytes b;
+  b.keeper_ = std::move(keeper);
+  b.data_ = data;
+  b.size_ = size;
+  b.mapped_ = true;
+  return b;
+}
+
 Result<Dataset> loadIdx(const std::string& images_path, const std::string& labels_path,
                         std::size_t classes) {
   Result<detail::IdxFile> images = detail::IdxFile::open(images_path);
@@ -48,7 +67,8 @@ Result<Dataset> loadIdx(const std::string& images_path, const std::string& label
                            labels_path + " holds " + std::to_string(label_dims[0]) + " labels");
   }
 
-  GSGD_RETURN_IF_ERROR(images->readBody(d.count * d.featureDim(), &d.images));
+  // A plain file (the dataset cache's copy or an uncompressed one) is mapped, not read.
+  GSGD_RETURN_IF_ERROR(images->mapOrReadBody(d.count * d.featureDim(), &d.images));
   GSGD_RETURN_IF_ERROR(labels->readBody(d.count, &d.labels));
   for (std::size_t i = 0; i < d.count; ++i) {
     if (d.labels[i] >= classes) {

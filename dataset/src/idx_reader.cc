@@ -9,6 +9,10 @@
 #include <cstring>
 #include <filesystem>
 
+#include "groupsgd/common/log.h"
+#include "mapped_file.h"
+#include "unpacked_cache.h"
+
 namespace groupsgd::dataset::detail {
 namespace {
 
@@ -22,8 +26,13 @@ std::string describe(std::uint64_t n) { return std::to_string(n) + " bytes"; }
 
 void IdxFile::Closer::operator()(void* f) const { gzclose(asGz(f)); }
 
-IdxFile::IdxFile(std::string path, bool gzipped, std::uint64_t file_size, void* gz)
-    : path_(std::move(path)), gzipped_(gzipped), file_size_(file_size), gz_(gz) {}
+IdxFile::IdxFile(std::string path, std::string read_path, bool gzipped, std::uint64_t file_size,
+                 void* gz)
+    : path_(std::move(path)),
+      read_path_(std::move(read_path)),
+      gzipped_(gzipped),
+      file_size_(file_size),
+      gz_(gz) {}
 
 Result<IdxFile> IdxFile::open(const std::string& path) {
   std::error_code ec;
@@ -45,11 +54,23 @@ Result<IdxFile> IdxFile::open(const std::string& path) {
   const long size = std::ftell(f);
   std::fclose(f);
   const bool gzipped = got == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
+  if (gzipped) {
+    // A verified plain copy from the host's dataset cache reads without inflating.
+    if (auto copy = unpackedCopy(path)) {
+      std::error_code size_ec;
+      const auto copy_size = std::filesystem::file_size(*copy, size_ec);
+      gzFile plain = size_ec ? nullptr : gzopen(copy->c_str(), "rb");
+      if (plain != nullptr) {
+        gzbuffer(plain, 1 << 17);
+        return IdxFile(path, *copy, false, copy_size, plain);
+      }
+    }
+  }
 
   gzFile gz = gzopen(path.c_str(), "rb");
   if (gz == nullptr) return unavailable("cannot open " + path + " with zlib");
   gzbuffer(gz, 1 << 17);
-  return IdxFile(path, gzipped, size < 0 ? 0 : static_cast<std::uint64_t>(size), gz);
+  return IdxFile(path, path, gzipped, size < 0 ? 0 : static_cast<std::uint64_t>(size), gz);
 }
 
 Result<std::size_t> IdxFile::readSome(std::uint8_t* dst, std::size_t n) {
@@ -118,6 +139,30 @@ Status IdxFile::readBody(std::size_t n, std::vector<std::uint8_t>* out) {
     return dataLoss(path_ + ": trailing data after the " + describe(header_bytes_ + n) +
                     " the header describes");
   }
+  return Status::ok();
+}
+
+Status IdxFile::mapOrReadBody(std::size_t n, ImageBytes* out) {
+  if (!gzipped_) {
+    if (file_size_ < header_bytes_ + n) {
+      return dataLoss(path_ + ": truncated, header promises " + describe(header_bytes_ + n) +
+                      " but the file has " + describe(file_size_));
+    }
+    if (file_size_ > header_bytes_ + n) {
+      return dataLoss(path_ + ": trailing data after the " + describe(header_bytes_ + n) +
+                      " the header describes");
+    }
+    auto mapping = MappedFile::open(read_path_);
+    if (mapping) {
+      const std::uint8_t* body = (*mapping)->data() + header_bytes_;
+      *out = ImageBytes::viewing(std::move(*mapping), body, n);
+      return Status::ok();
+    }
+    GSGD_DEBUG(read_path_ << ": not mapped (" << mapping.status().toString() << "); reading it");
+  }
+  std::vector<std::uint8_t> bytes;
+  GSGD_RETURN_IF_ERROR(readBody(n, &bytes));
+  *out = ImageBytes::owning(std::move(bytes));
   return Status::ok();
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "groupsgd/common/status.h"
+#include "groupsgd/dataset/idx.h"
 
 namespace groupsgd::dataset::detail {
 
@@ -21,6 +22,8 @@ class IdxFile {
   Status readHeader(std::uint32_t expected_magic, std::vector<std::uint32_t>* dims);
   // Reads exactly n body bytes into *out and checks nothing follows them.
   Status readBody(std::size_t n, std::vector<std::uint8_t>* out);
+  // The same checks; a plain file's body is mapped read-only instead of read.
+  Status mapOrReadBody(std::size_t n, ImageBytes* out);
 
   const std::string& path() const { return path_; }
   bool gzipped() const { return gzipped_; }
@@ -29,12 +32,13 @@ class IdxFile {
   struct Closer {
     void operator()(void* f) const;
   };
-  IdxFile(std::string path, bool gzipped, std::uint64_t file_size, void* gz);
+  IdxFile(std::string path, std::string read_path, bool gzipped, std::uint64_t file_size, void* gz);
   // Reads up to n bytes; fails with kDataLoss on a zlib error.
   Result<std::size_t> readSome(std::uint8_t* dst, std::size_t n);
 
-  std::string path_;
-  bool gzipped_ = false;
+  std::string path_;                // the file asked for: every message names it
+  std::string read_path_;           // the file read: path_, or its unpacked copy from the cache
+  bool gzipped_ = false;            // of the file read
   std::uint64_t file_size_ = 0;     // on disk, compressed or not
   std::uint64_t header_bytes_ = 0;  // consumed by readHeader
   std::unique_ptr<void, Closer> gz_;

@@ -19,6 +19,7 @@
 #include "groupsgd/worker/registration.h"
 #include "groupsgd/worker/shared_device.h"
 #include "groupsgd/worker/step_watch.h"
+#include "startup_phases.h"
 
 namespace groupsgd::worker {
 namespace {
@@ -85,13 +86,15 @@ struct Window {
 class Trainer {
  public:
   Trainer(zmq::context_t& ctx, const WorkerOptions& opts, const std::atomic<bool>& interrupted,
-          dataset::Dataset data, SpeedSchedule schedule, std::unique_ptr<SharedDevice> device)
+          dataset::Dataset data, SpeedSchedule schedule, std::unique_ptr<SharedDevice> device,
+          StartupPhases startup)
       : ctx_(ctx),
         opts_(opts),
         interrupted_(interrupted),
         data_(std::move(data)),
         schedule_(std::move(schedule)),
         device_(std::move(device)),
+        startup_(startup),
         coord_(ctx, opts.coordinator, opts.job_id, std::chrono::milliseconds(opts.timeout_ms),
                opts.curve) {
     coord_.joinJob(opts.job);
@@ -153,6 +156,7 @@ class Trainer {
   dataset::Dataset data_;
   SpeedSchedule schedule_;
   std::unique_ptr<SharedDevice> device_;  // --shared-device (null: a device of its own)
+  StartupPhases startup_;
   client::CoordinatorClient coord_;
   client::Assignment a_;
   std::unique_ptr<kernels::Model> model_;
@@ -357,6 +361,7 @@ bool Trainer::follow(const client::StepAnswer& ans) {
 
 int Trainer::run() {
   if (!register_(0)) return quarantined_ ? kQuarantinedExit : run_over_ ? 0 : 1;
+  startup_.mark(StartupPhases::kRegistration);
   Loop loop;
   loop.next_heartbeat = Clock::now() + std::chrono::milliseconds(a_.heartbeat_ms);
   while (!interrupted_.load() && !stop_) {
@@ -365,6 +370,7 @@ int Trainer::run() {
       const Next pulled = pullReplica(loop);
       if (pulled == Next::kLeave) break;
       if (pulled == Next::kRetry) continue;
+      startup_.mark(StartupPhases::kFirstPull);
     }
     const std::uint32_t batch = batch_;
     if (ranges_) {
@@ -378,6 +384,7 @@ int Trainer::run() {
     const Next pushed = pushGradient(loop, batch, *compute_ms, &early);
     if (pushed == Next::kLeave) break;
     if (pushed == Next::kRetry) continue;
+    startup_.mark(StartupPhases::kFirstStep);
     if (!stop_ && (early || Clock::now() >= loop.next_heartbeat)) {
       if (heartbeat(loop, batch, early) == Next::kLeave) break;
     }
@@ -640,18 +647,21 @@ int runTrainer(zmq::context_t& ctx, const WorkerOptions& opts,
     GSGD_ERROR(schedule.status().message());
     return 2;
   }
+  StartupPhases startup;
   const std::string dir = opts.data_dir.empty() ? dataset::kDefaultFashionMnistDir : opts.data_dir;
   auto data = dataset::loadMnistDir(dir, dataset::Split::kTrain);
   if (!data) {
     GSGD_ERROR("cannot load the training set: " << data.status().toString());
     return 2;
   }
+  startup.mark(StartupPhases::kDataset);
   auto device = SharedDevice::open(ctx, opts);
   if (!device) {
     GSGD_ERROR("shared device: " << device.status().toString());
     return 2;
   }
-  Trainer t(ctx, opts, interrupted, std::move(*data), std::move(*schedule), std::move(*device));
+  Trainer t(ctx, opts, interrupted, std::move(*data), std::move(*schedule), std::move(*device),
+            startup);
   return t.run();
 }
 

@@ -5,6 +5,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -12,10 +14,37 @@
 
 namespace groupsgd::dataset {
 
+// A dataset's image bytes: held in memory, or mapped read-only from a plain IDX file (the
+// host's dataset cache, or an uncompressed file given), so that every process on the host
+// shares one copy in the page cache. The mapped file is only ever replaced by a rename,
+// never written in place, so a mapping stays valid. Copies share the bytes.
+class ImageBytes {
+ public:
+  ImageBytes() = default;
+  ImageBytes(std::initializer_list<std::uint8_t> bytes)
+      : ImageBytes(owning(std::vector<std::uint8_t>(bytes))) {}
+  // Holds these bytes.
+  static ImageBytes owning(std::vector<std::uint8_t> bytes);
+  // `size` bytes at `data`, kept alive by `keeper` (the mapping's owner).
+  static ImageBytes viewing(std::shared_ptr<const void> keeper, const std::uint8_t* data,
+                            std::size_t size);
+
+  const std::uint8_t* data() const { return data_; }
+  std::size_t size() const { return size_; }
+  std::uint8_t operator[](std::size_t i) const { return data_[i]; }
+  bool mapped() const { return mapped_; }
+
+ private:
+  std::shared_ptr<const void> keeper_;  // the owned vector or the mapping
+  const std::uint8_t* data_ = nullptr;
+  std::size_t size_ = 0;
+  bool mapped_ = false;
+};
+
 struct Dataset {
   std::size_t count = 0;
   std::size_t rows = 0, cols = 0;
-  std::vector<std::uint8_t> images;  // count*rows*cols, row-major per image
+  ImageBytes images;                 // count*rows*cols, row-major per image
   std::vector<std::uint8_t> labels;  // count
   std::size_t featureDim() const { return rows * cols; }
 };
