@@ -93,6 +93,12 @@ std::string dataCacheDir() {
     const std::string dir = env;
     return dir == "off" ? "" : dir;
   }
+  // systemd's CacheDirectory= (the units set it: a writable /var/cache/groupsgd under
+  // ProtectSystem=strict); several paths are colon-separated, the first is ours.
+  if (const char* unit = std::getenv("CACHE_DIRECTORY"); unit != nullptr && *unit == '/') {
+    const std::string first = std::string(unit).substr(0, std::string(unit).find(':'));
+    return first + "/datasets";
+  }
   if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg != nullptr && *xdg == '/') {
     return std::string(xdg) + "/groupsgd/datasets";
   }

@@ -18,6 +18,7 @@
 namespace groupsgd::dataset::detail {
 
 // The cache directory: $GROUPSGD_DATA_CACHE ("off" or "" disables it), else
+// $CACHE_DIRECTORY/datasets (systemd's CacheDirectory=), else
 // $XDG_CACHE_HOME/groupsgd/datasets, else $HOME/.cache/groupsgd/datasets; "" if none.
 std::string dataCacheDir();
 

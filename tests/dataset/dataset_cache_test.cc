@@ -21,20 +21,32 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Sets GROUPSGD_DATA_CACHE for one test case, restoring what was there.
-struct CacheEnv {
-  explicit CacheEnv(const std::string& value) {
-    if (const char* old = std::getenv("GROUPSGD_DATA_CACHE")) saved = old;
-    ::setenv("GROUPSGD_DATA_CACHE", value.c_str(), 1);
-  }
-  ~CacheEnv() {
-    if (saved.empty()) {
-      ::unsetenv("GROUPSGD_DATA_CACHE");
+// Sets (or, with nullptr, unsets) one environment variable for a test case.
+struct ScopedEnv {
+  ScopedEnv(const char* name, const char* value) : name(name) {
+    if (const char* old = std::getenv(name)) saved = old;
+    had = std::getenv(name) != nullptr;
+    if (value == nullptr) {
+      ::unsetenv(name);
     } else {
-      ::setenv("GROUPSGD_DATA_CACHE", saved.c_str(), 1);
+      ::setenv(name, value, 1);
     }
   }
+  ~ScopedEnv() {
+    if (had) {
+      ::setenv(name, saved.c_str(), 1);
+    } else {
+      ::unsetenv(name);
+    }
+  }
+  const char* name;
   std::string saved;
+  bool had = false;
+};
+
+// GROUPSGD_DATA_CACHE for one test case.
+struct CacheEnv : ScopedEnv {
+  explicit CacheEnv(const std::string& value) : ScopedEnv("GROUPSGD_DATA_CACHE", value.c_str()) {}
 };
 
 std::size_t filesIn(const std::string& dir) {
@@ -191,4 +203,18 @@ TEST_CASE("dataset cache: an error in a cached file names the source, not the co
   REQUIRE_FALSE(loaded.isOk());
   CHECK(loaded.status().code() == Code::kDataLoss);
   CHECK(loaded.status().message().starts_with(t.file("img.gz") + ": truncated"));
+}
+
+TEST_CASE("dataset cache: under systemd, CacheDirectory= ($CACHE_DIRECTORY) holds the copies") {
+  TempDir t;
+  ScopedEnv no_override("GROUPSGD_DATA_CACHE", nullptr);
+  const std::string unit_dirs = t.file("unit") + ":" + t.file("second");
+  ScopedEnv unit("CACHE_DIRECTORY", unit_dirs.c_str());
+  writeGz(t.file("img.gz"), imagesIdx(8, 2, 2));
+  writeGz(t.file("lbl.gz"), labelsIdx(8));
+  auto loaded = loadIdx(t.file("img.gz"), t.file("lbl.gz"));
+  REQUIRE(loaded.isOk());
+  CHECK(loaded->images.mapped());
+  CHECK(filesIn(t.file("unit") + "/datasets") == 2);
+  CHECK_FALSE(fs::exists(t.file("second")));
 }
