@@ -113,6 +113,9 @@ struct HeartbeatReply {
   stop @0 :Bool;        # finish the current step, send Leave, exit
   reregister @1 :Bool;  # the coordinator does not know this worker/epoch: register again
   placements @2 :List(NodePlacement);  # a pooled node daemon: the jobs it serves group PSes for
+  measureNow @3 :Bool;  # evaluators: the run is over and waits for its final reading: fetch
+                        # and measure the newest central model and report it at once, without
+                        # waiting out the evaluation interval (older evaluators ignore it)
 }
 
 # A multi-job daemon's front to a node daemon of its pool: serve `slots` group PSes for

@@ -182,7 +182,7 @@ Result<HeartbeatAnswer> CoordinatorClient::heartbeat(const Assignment& a,
     return invalidArgument("coordinator answered a heartbeat with something else");
   }
   auto r = reply->header().getBody().getHeartbeatReply();
-  HeartbeatAnswer answer{r.getStop(), r.getReregister(), {}};
+  HeartbeatAnswer answer{r.getStop(), r.getReregister(), {}, r.getMeasureNow()};
   for (auto p : r.getPlacements()) {
     answer.placements.push_back(NodePlacement{p.getJob().cStr(), p.getJobId(),
                                               p.getCoordinator().cStr(), p.getSlots(),

@@ -153,6 +153,8 @@ void Coordinator::readCentralFinal(Result<InMessage> reply, FinalStats* stats) {
 // Step 4: let the evaluator measure the final model, then stop it (and the nodes).
 Coordinator::Accuracy Coordinator::stopEvaluators(std::uint64_t final_version, bool now) {
   const auto eval_deadline = Clock::now() + std::chrono::milliseconds(now ? 0 : 5000);
+  final_version_ = final_version;
+  phase_ = Phase::kFinalReading;  // their heartbeat answers say "measure now"
   while (registry_.activeOfRole(WorkerRole::kEvaluator) > 0 &&
          latestAccuracy().version < final_version && Clock::now() < eval_deadline) {
     serveOnce(std::chrono::milliseconds(50));

@@ -944,6 +944,7 @@ class Evaluator(_Role):
         self.version = None
         self.accuracy = None
         self.loss = None
+        self._hurried = False  # the coordinator's measure_now was obeyed
 
     def fetch(self):
         """Loads the newest central model into the model; returns its version."""
@@ -999,5 +1000,14 @@ class Evaluator(_Role):
                 self.report(acc, version, loss)
                 if on_result is not None:
                     on_result(version, acc)
-            time.sleep(max(0.0, interval_s - (time.monotonic() - started)))
+            self._wait_interval(started + interval_s)
         self.close()
+
+    def _wait_interval(self, until):
+        """Sleeps until `until` (time.monotonic()), or less once the run is over and its
+        final model waits for a reading (the coordinator's measure_now) or stops."""
+        while time.monotonic() < until and not self.should_stop:
+            if self._session.measure_now and not self._hurried:
+                self._hurried = True  # once: the next fetch is the final model
+                return
+            time.sleep(min(0.02, max(0.0, until - time.monotonic())))

@@ -105,11 +105,13 @@ void HeartbeatThread::loop() {
         GSGD_WARN("heartbeat failed: " << hb.status().toString());
       }
     } else if (hb->stop) {
+      measure_now_.store(false);
       GSGD_INFO("coordinator asks us to stop");
       stop_.store(true);
     } else if (hb->reregister && assignment_ && assignment_->epoch == a.epoch) {
       reregister_.store(true);  // the owner registers again and calls follow()
     }
+    if (hb && !hb->stop) measure_now_.store(hb->measure_now);
   }
 }
 

@@ -48,6 +48,8 @@ class HeartbeatThread {
   void sendSoon();
   // What the coordinator said: finish and leave / register again / quarantined.
   bool stopRequested() const { return stop_.load(); }
+  // Evaluators: the run is over and its final model waits for a reading (measure now).
+  bool measureNowRequested() const { return measure_now_.load(); }
   bool reregisterRequested() const { return reregister_.load(); }
   bool quarantined() const { return quarantined_.load(); }
   std::uint64_t sent() const { return sent_.load(); }
@@ -64,7 +66,7 @@ class HeartbeatThread {
   std::uint64_t generation_ = 0;       // bumped by follow()
   std::string job_endpoint_;           // set by follow(); applied to coord_ on the thread
   std::uint64_t job_id_ = 0;
-  std::atomic<bool> stop_{false}, reregister_{false}, quarantined_{false};
+  std::atomic<bool> stop_{false}, reregister_{false}, quarantined_{false}, measure_now_{false};
   std::atomic<std::uint64_t> sent_{0};
   std::thread thread_;
 };

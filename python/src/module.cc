@@ -308,6 +308,7 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("holds_device", [](PySession& p) { return p.s().holdsDevice(); })
       .def("destroy", &PySession::destroy)
       .def_property_readonly("should_stop", [](PySession& p) { return p.s().shouldStop(); })
+      .def_property_readonly("measure_now", [](PySession& p) { return p.s().measureNow(); })
       .def_property_readonly("quarantined", [](PySession& p) { return p.s().quarantined(); })
       .def_property_readonly("batch_size", [](PySession& p) { return p.s().batchSize(); })
       .def_property_readonly("worker_id", [](PySession& p) { return p.s().assignment().worker_id; })

@@ -106,6 +106,8 @@ class Session {
   std::uint64_t groupStep() const { return step_; }
 
   bool shouldStop() const { return stop_ || heartbeat_->stopRequested(); }
+  // An evaluator: the final model waits for its reading; measure without waiting.
+  bool measureNow() const { return heartbeat_->measureNowRequested(); }
   bool quarantined() const { return quarantined_ || heartbeat_->quarantined(); }
   const client::Assignment& assignment() const { return a_; }
   std::uint32_t batchSize() const { return batch_; }

@@ -90,6 +90,24 @@ TEST_CASE(
   checkAccounting(s);
 }
 
+TEST_CASE("process: the final model is measured at once, whatever the evaluator's interval") {
+  // The evaluator measures every 20 s: without the coordinator's "measure now" the run
+  // would wait up to 5 s for a final reading and end with an older version's accuracy.
+  Cluster c({"--mode", "sync", "--workers", "2", "--max-samples", "6000", "--max-seconds", "60",
+             "--log-level", "info"});
+  for (int i = 0; i < 2; ++i) c.addWorker({"--device-ms", "1"});
+  c.addWorker({"--evaluate", "--eval-interval-ms", "20000"});
+  REQUIRE(waitForText(c.dir + "/daemon.log", "stopping:", 60000ms));
+  const double stopping = wallNow();
+  const json s = c.finish(30000ms);
+  const double ended = wallNow() - stopping;
+  INFO(s.dump());
+  CHECK(s["accounting_ok"] == true);
+  CHECK(s["final_test_acc"].is_number());
+  CHECK(s["final_acc_version"] == s["central_version"]);
+  CHECK(ended < 4.0);  // 5 s of waiting for a reading, and the interval, are gone
+}
+
 TEST_CASE("process: a worker given a missing data directory exits 2 with a clear message") {
   const std::string dir = makeTempDir();
   Process w({WORKER_PATH, "--coordinator", "tcp://127.0.0.1:1", "--data", dir + "/nowhere"},

@@ -218,3 +218,31 @@ def test_a_daemon_checkpoint_loads_into_a_fresh_model(daemon, tmp_path):
     finally:
         ev.close()
         w.close()
+
+
+def test_the_final_model_is_measured_at_once_by_a_slow_python_evaluator(daemon, tmp_path):
+    # The evaluator measures every 20 s; the coordinator's "measure now" at the end of the
+    # run cuts its wait, so the final reading is of the final model and comes at once.
+    d = daemon(*FAST, "--mode", "sync", "--workers", "1", "--max-samples", "3000",
+               "--max-seconds", "60")
+    model = tiny(8)
+    w = gt.Worker(model, coordinator=d.endpoint, name="trains", connect_timeout_ms=20000)
+    ev = gt.Evaluator(tiny(8), coordinator=d.endpoint, connect_timeout_ms=20000)
+    x, y = torch.randn(64, 784), torch.randint(0, 10, (64,))
+    reader = threading.Thread(target=ev.run, kwargs=dict(test_batches=lambda: [(x, y)],
+                                                          interval_s=20))
+    reader.start()
+    try:
+        while not w.should_stop:
+            xb, yb = torch.randn(w.batch_size, 784), torch.randint(0, 10, (w.batch_size,))
+            torch.nn.functional.cross_entropy(model(xb), yb).backward()
+            w.step()
+        stopped = time.monotonic()
+    finally:
+        w.close()
+    summary = d.wait(30)
+    reader.join(timeout=30)
+    assert not reader.is_alive()
+    assert time.monotonic() - stopped < 4.0, "the final reading waited out the interval"
+    assert summary["final_acc_version"] == summary["central_version"], summary
+    assert summary["accounting_ok"]

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <thread>
@@ -69,20 +70,29 @@ int runEvaluator(zmq::context_t& ctx, const WorkerOptions& opts,
   client::HeartbeatStats st;
   std::uint64_t evaluated = ~0ull;
   int failures = 0;
+  // It measures every --eval-interval-ms and heartbeats every heartbeat period between, so
+  // it hears "measure now" (the run is over; its final model waits for this reading: it
+  // is measured at once, once) and "stop" within a heartbeat period, not an interval.
+  auto next_eval = std::chrono::steady_clock::now();
+  bool measure_now = false, hurried = false;
   while (!interrupted.load()) {
     const auto t0 = std::chrono::steady_clock::now();
-    auto version = client::fetchCentralModel(*central, coord.jobId(), params, timeout);
-    if (!version) {
-      GSGD_WARN("cannot fetch the central model: " << version.status().toString());
-      if (++failures > 20) return 1;
-    } else {
-      failures = 0;
-    }
-    if (version && *version != evaluated) {
-      evaluated = *version;
-      st.test_accuracy = static_cast<float>(testAccuracy(*model, *test, params));
-      st.evaluated_version = evaluated;
-      GSGD_DEBUG("central version " << evaluated << ": test accuracy " << st.test_accuracy);
+    if (t0 >= next_eval || measure_now) {
+      next_eval = t0 + std::chrono::milliseconds(opts.eval_interval_ms);
+      measure_now = false;
+      auto version = client::fetchCentralModel(*central, coord.jobId(), params, timeout);
+      if (!version) {
+        GSGD_WARN("cannot fetch the central model: " << version.status().toString());
+        if (++failures > 20) return 1;
+      } else {
+        failures = 0;
+      }
+      if (version && *version != evaluated) {
+        evaluated = *version;
+        st.test_accuracy = static_cast<float>(testAccuracy(*model, *test, params));
+        st.evaluated_version = evaluated;
+        GSGD_DEBUG("central version " << evaluated << ": test accuracy " << st.test_accuracy);
+      }
     }
     auto hb = coord.heartbeat(a, st);
     if (hb && hb->stop) break;
@@ -98,7 +108,14 @@ int runEvaluator(zmq::context_t& ctx, const WorkerOptions& opts,
                                               clientSocketOptions(opts.curve));
       }
     }
-    std::this_thread::sleep_until(t0 + std::chrono::milliseconds(opts.eval_interval_ms));
+    if (hb && hb->measure_now && !hurried) {
+      hurried = true;
+      measure_now = true;
+      continue;
+    }
+    const auto next_heartbeat =
+        t0 + std::chrono::milliseconds(std::max<std::uint32_t>(a.heartbeat_ms, 10));
+    std::this_thread::sleep_until(std::min(next_eval, next_heartbeat));
   }
   (void)coord.leave(a, 0, 0);
   return 0;

@@ -92,6 +92,7 @@ struct HeartbeatAnswer {
   bool stop = false;
   bool reregister = false;
   std::vector<NodePlacement> placements;  // pooled node daemons only
+  bool measure_now = false;               // evaluators: the final model waits for a reading
 };
 
 // A model the daemon learns from its workers (daemon model "external"): stated with every

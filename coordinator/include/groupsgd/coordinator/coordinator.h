@@ -94,7 +94,8 @@ class Coordinator {
               Topology topo, CurveKeys curve, CoordinatorDeps deps);
   // Where the run is: training, stopping (trainers told to leave, groups flushed), and at
   // last the evaluators and nodes told to stop too (after the final model is measured).
-  enum class Phase { kTraining, kStopping, kStoppingEvaluators };
+  // kFinalReading: the model is final; the evaluators are asked to measure it at once.
+  enum class Phase { kTraining, kStopping, kFinalReading, kStoppingEvaluators };
   bool stopping() const { return phase_ != Phase::kTraining; }
   // When the loop's periodic duties are next due.
   struct LoopSchedule {
@@ -286,6 +287,7 @@ class Coordinator {
   CallTarget central_;                 // the central PS, asked through calls_
   std::uint64_t epoch_ = 0;
   Phase phase_ = Phase::kTraining;
+  std::uint64_t final_version_ = 0;  // the central version the final reading must reach
   std::uint64_t bad_messages_ = 0;
   std::unique_ptr<AdaptiveController> adaptive_;  // mode adaptive only
   std::unique_ptr<GroupConfigQueue> configs_;     // group PS configurations on their way
