@@ -4,7 +4,7 @@ the summary is the last line and says ok, and the keys the docs promise are ther
 Checks the shape of the output, never the speed.
 
   check_json.py NAME FILE     NAME: dataplane, dataplane-netns, straggler, memory, scale,
-                              pytorch, lm, crossover or model-timing
+                              pytorch, lm, crossover, model-timing or startup
 Exit 0 when the output is well formed, 1 with the reasons on stderr otherwise.
 """
 import json
@@ -199,10 +199,28 @@ def check_model_timing(rows, summary, errors):
                       ("median_ms", "min_ms", "max_ms"), "median_ms")
 
 
+def check_startup(rows, summary, errors):
+    """A run line per repeat and cache setting; the summary's medians per setting."""
+    keys = ("daemon_ready_s", "first_step_after_last_start_s", "trainer_dataset_ms",
+            "trainer_registration_ms", "trainer_first_step_ms", "target_to_all_exit_s")
+    for setting in ("on", "off"):
+        runs = [r for r in rows if r.get("bench") == "startup" and r.get("cache") == setting]
+        if not runs:
+            errors.append("no run line with the dataset cache %s" % setting)
+        case = (summary.get("cases") or {}).get(setting)
+        if not isinstance(case, dict):
+            errors.append("summary has no case for the cache %s" % setting)
+            continue
+        for key in keys:
+            if not number(case.get(key)) or case[key] < 0:
+                errors.append("cache %s: '%s' missing or not a number >= 0" % (setting, key))
+
+
 CHECKS = {"dataplane": check_dataplane, "dataplane-netns": check_dataplane_netns,
           "straggler": check_straggler,
           "memory": check_memory, "scale": check_scale, "pytorch": check_pytorch, "lm": check_lm,
-          "crossover": check_crossover, "model-timing": check_model_timing}
+          "crossover": check_crossover, "model-timing": check_model_timing,
+          "startup": check_startup}
 
 
 def check_machine(summary, errors):
