@@ -299,7 +299,9 @@ def main(argv=None):
     p.add_argument("--device-ms", type=float, default=0.0, help="emulated device time per step at the first batch")
     p.add_argument("--max-steps", type=int, default=0)
     p.add_argument("--json", action="store_true")
-    p.add_argument("--eval-interval-s", type=float, default=0.5, help="groupsgd evaluator: seconds between fetches")
+    p.add_argument("--eval-interval-s", type=float, default=None,
+                   help="groupsgd evaluator: seconds between fetches (default: paced by what a "
+                        "measurement costs, at most about a quarter of a core)")
     p.add_argument("--eval-every-steps", type=int, default=20, help="DDP: rank 0 measures every N steps (off the clock)")
     # groupsgd
     # Unset: the launcher's environment (GROUPSGD_COORDINATOR, GROUPSGD_NAME), else

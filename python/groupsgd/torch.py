@@ -920,6 +920,13 @@ def accuracy(model, batches, device=None):
     return correct / max(1, total)
 
 
+# Evaluator.run(interval_s=None): the wait after a round is this many times the round's
+# own time (fetch and measurement), so evaluating takes at most 1/(1+3) of a core; never
+# under the minimum (an idle loop of fetches would only cost the central PS).
+AUTO_EVAL_WAIT_PER_WORK = 3.0
+AUTO_EVAL_MIN_WAIT_S = 0.05
+
+
 class Evaluator(_Role):
     """Measures the central model's test accuracy (and, given `metrics=`, its validation
     loss) and reports it to the coordinator (the evaluator role: the daemon's target
@@ -969,16 +976,23 @@ class Evaluator(_Role):
         self.accuracy, self.version, self.loss = accuracy, version, loss
         self._session.report(acc, int(version), lss)
 
-    def run(self, test_batches=None, calibration_batches=None, interval_s=0.5, device=None,
+    def run(self, test_batches=None, calibration_batches=None, interval_s=None, device=None,
             on_result=None, metrics=None):
         """Until the coordinator says stop: fetch the central model, measure each new
         version, report it. `metrics`: a callable metrics(model) returning (accuracy,
         loss) (either may be None) instead of the top-1 accuracy over test_batches, e.g. a
         language model's next-token accuracy and validation loss. on_result(version,
-        accuracy) after each report (self.loss holds the loss)."""
+        accuracy) after each report (self.loss holds the loss). interval_s: seconds from
+        one fetch to the next; None (the default) paces itself by what a round costs: it
+        waits three times the last fetch and measurement (at least 50 ms), so the
+        evaluator takes at most about a quarter of a core and sees the target soon after
+        the model reaches it."""
         if test_batches is None and metrics is None:
             raise ValueError("give Evaluator.run test_batches or metrics")
+        if interval_s is not None and not interval_s >= 0:
+            raise ValueError(f"interval_s must be a number >= 0 or None, got {interval_s}")
         failures = 0
+        wait_s = interval_s if interval_s is not None else AUTO_EVAL_MIN_WAIT_S
         while not self.should_stop:
             started = time.monotonic()
             try:
@@ -988,7 +1002,7 @@ class Evaluator(_Role):
                 failures += 1  # the central PS may be restarting; give up after 20 in a row
                 if failures > 20:
                     raise
-                time.sleep(interval_s)
+                time.sleep(max(wait_s, AUTO_EVAL_MIN_WAIT_S))
                 continue
             if version != self.version:
                 if calibration_batches is not None and _has_running_stats(self.model):
@@ -1000,7 +1014,11 @@ class Evaluator(_Role):
                 self.report(acc, version, loss)
                 if on_result is not None:
                     on_result(version, acc)
-            self._wait_interval(started + interval_s)
+            if interval_s is None:  # a quarter of a core at most
+                wait_s = max(AUTO_EVAL_MIN_WAIT_S, AUTO_EVAL_WAIT_PER_WORK * (time.monotonic() - started))
+                self._wait_interval(time.monotonic() + wait_s)
+            else:
+                self._wait_interval(started + interval_s)
         self.close()
 
     def _wait_interval(self, until):

@@ -61,10 +61,8 @@ ScopedInterruptCheck Session::watchInterrupts() {
       return true;
     }
     if (heartbeat_->stopRequested()) {
-      const auto now = Clock::now();
-      if (!stop_seen_) stop_seen_ = now;
-      if (now - *stop_seen_ >
-          std::chrono::milliseconds(std::max<std::uint32_t>(a_.heartbeat_ms, 50))) {
+      stop_grace_.heard();
+      if (stop_grace_.over(a_.heartbeat_ms)) {
         left_group_wait_ = true;
         return true;
       }

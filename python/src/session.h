@@ -20,6 +20,7 @@
 #include "groupsgd/client/client.h"
 #include "groupsgd/common/interrupt.h"
 #include "groupsgd/dataset/range_sampler.h"
+#include "groupsgd/worker/group_wait.h"
 #include "groupsgd/worker/options.h"
 #include "heartbeat_thread.h"
 
@@ -158,7 +159,7 @@ class Session {
   // group failure, taken for dead, stop) ends its wait, which then sets left_group_wait_.
   bool in_group_request_ = false;
   bool left_group_wait_ = false;
-  std::optional<std::chrono::steady_clock::time_point> stop_seen_;  // stop heard in a wait
+  worker::StopGrace stop_grace_;  // a stop heard during a group wait (the worker lib's rule)
   std::function<bool()> interrupt_check_;
   client::CoordinatorClient coord_;
   std::unique_ptr<HeartbeatThread> heartbeat_;

@@ -86,9 +86,10 @@ def run_groupsgd(a, straggler, tmp):
                 [sys.executable, EXAMPLE, "--coordinator", ep, "--name", f"w{i}", "--start-barrier", barrier,
                  *worker_args(a, i, straggler)],
                 stdout=subprocess.DEVNULL, stderr=open(os.path.join(d, f"w{i}.log"), "w"), env=ENV))
+        interval = [] if a.eval_interval_s is None else ["--eval-interval-s", str(a.eval_interval_s)]
         procs.append(subprocess.Popen(
             [sys.executable, EXAMPLE, "--coordinator", ep, "--evaluate", "--model", a.model,
-             "--eval-interval-s", "0.5"], stdout=subprocess.DEVNULL,
+             *interval], stdout=subprocess.DEVNULL,
             stderr=open(os.path.join(d, "evaluator.log"), "w"), env=ENV))
         # Every worker has loaded its data: let them register together (DDP's clock, too,
         # starts once every rank has joined).
@@ -221,6 +222,9 @@ def main():
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--lr", type=float, default=0.05)
     p.add_argument("--momentum", type=float, default=0.9)
+    p.add_argument("--eval-interval-s", type=float, default=None,
+                   help="the groupsgd evaluator's interval (how late it may see the target); "
+                        "default: the example's own pacing")
     p.add_argument("--overhead-model", default="wide10")
     p.add_argument("--overhead-steps", type=int, default=20)
     p.add_argument("--only", default="", help="one case, e.g. ddp:straggler, or overhead: the binding overhead alone (no summary line)")

@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -113,3 +114,38 @@ def processes():
         if p.poll() is None:
             p.kill()
             p.wait()
+
+
+def in_threads(fns, timeout=240):
+    """Runs each of fns on a thread of its own and joins them; the first exception any
+    raised is raised here, and a thread still running after `timeout` s fails the test."""
+    errors = []
+
+    def guard(fn):
+        try:
+            fn()
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=guard, args=(fn,)) for fn in fns]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=timeout)
+    assert not any(t.is_alive() for t in threads), "a worker thread hung"
+    if errors:
+        raise errors[0]
+
+
+def checkpoint_of_evaluators_version(d, ev, tries=20):
+    """Asks daemon d for a checkpoint until it is of the central version evaluator ev also
+    holds (training may still move the model between the two); the checkpoint's result."""
+    for _ in range(tries):
+        before = ev.fetch()
+        out = d.ctl("--json", "--timeout-ms", "30000", "checkpoint")
+        assert out.returncode == 0, out.stdout + out.stderr
+        done = json.loads(out.stdout)
+        done = done.get("result", done)
+        if before == done["version"] == ev.fetch():
+            break
+    return done

@@ -5,12 +5,13 @@ checkpoints hold them; with sync_buffers=False they stay each worker's own. Two 
 run as threads of this process against a real groupsgdd so their buffers can be compared."""
 
 import json
-import threading
 
 import pytest
 
 torch = pytest.importorskip("torch")
 import groupsgd.torch as gt  # noqa: E402
+
+from conftest import checkpoint_of_evaluators_version, in_threads  # noqa: E402
 
 FAST = ["--heartbeat-ms", "300", "--model", "external", "--log-level", "warn"]
 STEPS = 12
@@ -59,25 +60,6 @@ class Member:
                 self.after[pushed_for] = buffers(self.model)
 
 
-def in_threads(fns):
-    errors = []
-
-    def guard(fn):
-        try:
-            fn()
-        except BaseException as e:  # noqa: BLE001 - reported below
-            errors.append(e)
-
-    threads = [threading.Thread(target=guard, args=(fn,)) for fn in fns]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    assert not any(t.is_alive() for t in threads), "a worker thread hung"
-    if errors:
-        raise errors[0]
-
-
 def two_members(endpoint, **kwargs):
     members = []
     in_threads([lambda i=i: members.append(Member(endpoint, f"w{i}", i, **kwargs))
@@ -120,14 +102,7 @@ def test_buffers_are_the_group_mean_after_every_step_and_in_checkpoints(daemon, 
         # group's, not a fresh model's defaults, and load into a fresh model with them.
         ev = gt.Evaluator(bn_model(), coordinator=d.endpoint, connect_timeout_ms=20000)
         try:
-            for _ in range(20):
-                before = ev.fetch()
-                out = d.ctl("--json", "--timeout-ms", "30000", "checkpoint")
-                assert out.returncode == 0, out.stdout + out.stderr
-                done = json.loads(out.stdout)
-                done = done.get("result", done)
-                if before == done["version"] == ev.fetch():
-                    break
+            done = checkpoint_of_evaluators_version(d, ev)
             assert done["version"] >= 2, done
             fresh = bn_model()
             defaults = buffers(fresh)
@@ -257,14 +232,7 @@ def test_a_checkpoint_with_outer_momentum_state_loads_with_its_buffers(daemon, t
         m.train(6)
         ev = gt.Evaluator(bn_model(), coordinator=d.endpoint, connect_timeout_ms=20000)
         try:
-            for _ in range(20):
-                before = ev.fetch()
-                out = d.ctl("--json", "--timeout-ms", "30000", "checkpoint")
-                assert out.returncode == 0, out.stdout + out.stderr
-                done = json.loads(out.stdout)
-                done = done.get("result", done)
-                if before == done["version"] == ev.fetch():
-                    break
+            done = checkpoint_of_evaluators_version(d, ev)
             with open(done["path"], "rb") as f:
                 assert f.read(12)[8:] == (2).to_bytes(4, "little")  # format 2: with state
             fresh = bn_model()

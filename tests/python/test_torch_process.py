@@ -6,13 +6,12 @@ import subprocess
 import threading
 import time
 
-import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
 import groupsgd.torch as gt  # noqa: E402
 
-from conftest import WORKER, spawn_example, wait_for  # noqa: E402
+from conftest import WORKER, checkpoint_of_evaluators_version, spawn_example, wait_for  # noqa: E402
 
 # Small and quick on two loaded cores: the 100k-parameter MLP of the example.
 SMALL = ["--model", "mlp", "--train-limit", "12000"]  # reading 60k images costs more than training
@@ -179,8 +178,6 @@ def test_a_worker_refused_because_the_run_is_over_stops_cleanly(daemon, tmp_path
 
 
 def test_a_daemon_checkpoint_loads_into_a_fresh_model(daemon, tmp_path):
-    import json
-
     ckpt = tmp_path / "ckpt"
     d = daemon(*FAST, "--mode", "sync", "--workers", "1", "--max-seconds", "120",
                "--checkpoint-dir", ckpt, "--checkpoint-interval-s", "0")
@@ -196,14 +193,7 @@ def test_a_daemon_checkpoint_loads_into_a_fresh_model(daemon, tmp_path):
             w.step()
             steps += 1
         # The training has stopped: a checkpoint of the version the evaluator also holds.
-        for _ in range(20):
-            before = ev.fetch()
-            out = d.ctl("--json", "--timeout-ms", "30000", "checkpoint")
-            assert out.returncode == 0, out.stdout + out.stderr
-            done = json.loads(out.stdout)
-            done = done.get("result", done)
-            if before == done["version"] == ev.fetch():
-                break
+        done = checkpoint_of_evaluators_version(d, ev)
         assert done["version"] >= 3, done
         fresh = tiny(8)
         assert gt.load_checkpoint(fresh, done["path"]) == done["version"]

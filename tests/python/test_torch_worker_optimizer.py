@@ -12,7 +12,7 @@ import pytest
 torch = pytest.importorskip("torch")
 import groupsgd.torch as gt  # noqa: E402
 
-from conftest import WORKER  # noqa: E402
+from conftest import WORKER, in_threads  # noqa: E402
 
 FAST = ["--heartbeat-ms", "300", "--model", "external", "--log-level", "warn"]
 WARMUP = 10
@@ -79,25 +79,6 @@ class Trainer:
 
     def lrs(self):
         return [g["lr"] for g in self.opt.param_groups]
-
-
-def in_threads(fns):
-    errors = []
-
-    def guard(fn):
-        try:
-            fn()
-        except BaseException as e:  # noqa: BLE001 - reported below
-            errors.append(e)
-
-    threads = [threading.Thread(target=guard, args=(fn,)) for fn in fns]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=240)
-    assert not any(t.is_alive() for t in threads), "a worker thread hung"
-    if errors:
-        raise errors[0]
 
 
 def assert_identical(trainers):
@@ -180,7 +161,6 @@ def test_a_worker_and_the_daemon_must_agree_on_the_placement(daemon, tmp_path):
     with pytest.raises(ValueError, match="not a parameter of the model"):
         gt.Worker(small_model(), optimizer=stray, coordinator=d.endpoint, name="stray",
                   connect_timeout_ms=20000)
-
 
 
 def test_members_stay_identical_across_a_regroup(daemon, tmp_path):

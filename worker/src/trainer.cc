@@ -174,7 +174,7 @@ class Trainer {
   bool run_over_ = false;  // a registration was refused because the run has ended
   int exit_code_ = 0;
   std::optional<Clock::time_point> failing_since_;  // first of a run of failed requests
-  std::optional<Clock::time_point> stop_heard_;     // a heartbeat said stop during a wait
+  StopGrace stop_grace_;                            // a heartbeat said stop during a wait
   // samples_trained_/steps_ count this registration (reported to the coordinator);
   // total_steps_ counts the whole process life (schedule, --max-steps).
   std::uint64_t samples_trained_ = 0, steps_ = 0, total_steps_ = 0;
@@ -552,13 +552,7 @@ client::HeartbeatStats Trainer::takeStats(Loop& loop, std::uint32_t batch, bool 
 }
 
 GroupWait::End Trainer::heartbeatWhileWaiting(Loop& loop) {
-  // A stop heard while the group PS still works: its answer (with the stop) normally
-  // follows within milliseconds and confirms the push; only a PS silent for a heartbeat
-  // period after the stop (its node gone) ends the wait.
-  if (stop_heard_ && Clock::now() - *stop_heard_ >
-                         std::chrono::milliseconds(std::max<std::uint32_t>(a_.heartbeat_ms, 50))) {
-    return GroupWait::End::kStop;
-  }
+  if (stop_grace_.over(a_.heartbeat_ms)) return GroupWait::End::kStop;  // its PS is silent
   if (Clock::now() < loop.next_heartbeat) return GroupWait::End::kNone;
   auto hb = coord_.heartbeat(a_, takeStats(loop, batch_, false));
   if (!hb) {
@@ -568,7 +562,7 @@ GroupWait::End Trainer::heartbeatWhileWaiting(Loop& loop) {
     return GroupWait::End::kQuarantined;
   }
   if (hb->stop) {
-    if (!stop_heard_) stop_heard_ = Clock::now();
+    stop_grace_.heard();
     return GroupWait::End::kNone;
   }
   if (hb->reregister) return GroupWait::End::kReassigned;

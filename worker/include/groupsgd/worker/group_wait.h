@@ -9,8 +9,12 @@
 // heartbeat `beat` sends runs on that thread, unwatched (no nested beat).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <cstdint>
 #include <functional>
+#include <optional>
 
 #include "groupsgd/common/interrupt.h"
 
@@ -35,5 +39,26 @@ class GroupWait {
 };
 
 const char* groupWaitEndName(GroupWait::End e);
+
+// The rule for a stop heard while a group request waits, shared by the reference trainer
+// and groupsgd.torch: a live group PS answers within milliseconds (its answer, with the
+// stop, confirms the push), so the wait ends for the stop only once the PS has stayed
+// silent for a heartbeat period (at least 50 ms) after it was heard.
+// Thread rule: the waiting thread's.
+class StopGrace {
+ public:
+  using Clock = std::chrono::steady_clock;
+  // The first call counts; later ones (the same stop heard again) change nothing.
+  void heard(Clock::time_point now = Clock::now()) {
+    if (!heard_) heard_ = now;
+  }
+  bool over(std::uint32_t heartbeat_ms, Clock::time_point now = Clock::now()) const {
+    return heard_ &&
+           now - *heard_ > std::chrono::milliseconds(std::max<std::uint32_t>(heartbeat_ms, 50));
+  }
+
+ private:
+  std::optional<Clock::time_point> heard_;
+};
 
 }  // namespace groupsgd::worker
