@@ -1,5 +1,6 @@
 #include "standby_follower.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "groupsgd/centralps/replication.h"
@@ -23,8 +24,9 @@ class Follower {
   // Until a takeover (its reason) or stop (nullopt).
   std::optional<std::string> run(const std::atomic<bool>& stop, ops::ControlServer* control) {
     hello();
+    // A tenth of the bound (at most 50 ms: the control socket is answered between polls).
     const auto tick =
-        std::chrono::milliseconds(std::max<std::uint32_t>(cfg_.standby_takeover_ms / 10, 2));
+        std::chrono::milliseconds(std::clamp<std::uint32_t>(cfg_.standby_takeover_ms / 10, 2, 50));
     while (!stop.load()) {
       if (auto why = serveControl(control)) return why;
       zmq::pollitem_t item{sock_.handle(), 0, ZMQ_POLLIN, 0};

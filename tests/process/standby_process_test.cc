@@ -177,3 +177,38 @@ TEST_CASE(
   else
     std::printf("kept %s\n", dir.c_str());
 }
+
+TEST_CASE(
+    "faults: `groupsgdctl failover` promotes a following standby at once; the primary it "
+    "followed is superseded and exits 75") {
+  const std::string dir = makeTempDir();
+  const std::string sdir = dir + "/standby";
+  std::filesystem::create_directories(sdir);
+  const std::string replication = "tcp://127.0.0.1:" + std::to_string(freePort());
+  const std::string standby_ep = "tcp://127.0.0.1:" + std::to_string(freePort());
+  // A long bound: only the command can promote the standby within this test.
+  const std::vector<std::string> slow = {"--standby-takeover-ms", "60000"};
+  auto primary =
+      startDaemon(dir, "primary.log", "tcp://127.0.0.1:0",
+                  withArgs(headArgs(), withArgs(slow, {"--replication-listen", replication})));
+  auto standby = startDaemon(
+      sdir, "standby.log",
+      withArgs(headArgs(), withArgs(slow, {"--role", "standby", "--primary", replication})),
+      DaemonFiles{standby_ep, true});
+  const auto incarnation = ctlJson(dir, {"status"})["incarnation"].get<std::uint64_t>();
+  // A head refuses the standby's method; the standby answers it.
+  CHECK(ctl(dir, {"failover"}).is_null());
+  const json promoted = ctlJson(sdir, {"failover"});
+  CHECK(promoted["taking_over"] == true);
+  CHECK(promoted["incarnation"].get<std::uint64_t>() == incarnation + 1);
+  CHECK(primary->wait(15000ms) == std::optional<int>(75));
+  CHECK(readFile(dir + "/primary.log").find("stepping down") != std::string::npos);
+  json st = waitForStatus(
+      sdir, [](const json& s) { return s.contains("incarnation"); }, 15000ms);
+  CHECK(st["incarnation"].get<std::uint64_t>() == incarnation + 1);
+  CHECK(readFile(sdir + "/standby.log").find("TAKING OVER: groupsgdctl failover") !=
+        std::string::npos);
+  (void)ctl(sdir, {"shutdown"});
+  CHECK(standby->wait(30000ms) == std::optional<int>(0));
+  reportDone(dir);
+}
