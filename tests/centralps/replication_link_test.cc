@@ -83,8 +83,10 @@ struct ScriptedStandby {
 
 std::unique_ptr<ReplicationLink> makeLink(zmq::context_t& ctx, std::uint32_t loss_ms,
                                           std::uint32_t alone_ms,
-                                          std::function<void(const std::string&)> superseded = {}) {
+                                          std::function<void(const std::string&)> superseded = {},
+                                          bool sync = true) {
   ReplicationConfig cfg;
+  cfg.sync = sync;
   cfg.listen = "tcp://127.0.0.1:*";
   cfg.loss_ms = loss_ms;
   cfg.alone_ms = alone_ms;
@@ -169,4 +171,19 @@ TEST_CASE("replication link: a Superseded notice calls on_superseded") {
     std::this_thread::sleep_for(5ms);
   }
   CHECK(why == "the head at tcp://x took over");
+}
+
+TEST_CASE("replication link: asynchronous updates commit without waiting; the lag is reported") {
+  zmq::context_t ctx;
+  auto link = makeLink(ctx, 2000, 0, {}, /*sync=*/false);
+  ScriptedStandby standby(ctx, link->endpoint());
+  attach(*link, standby, 0);
+  standby.acking.store(false);  // a standby that never answers costs the primary nothing
+  const auto started = std::chrono::steady_clock::now();
+  for (std::uint64_t v = 1; v <= 5; ++v) {
+    REQUIRE(link->replicate(updateTo(v), [v] { return snapshotAt(v - 1); }));
+  }
+  CHECK(std::chrono::steady_clock::now() - started < 1s);
+  CHECK(link->json()["max_lag_versions"] == 5);
+  CHECK(link->json()["sync"] == false);
 }
