@@ -537,7 +537,14 @@ void CentralServer::onDeltaPush(const zmq::message_t& from, const InMessage& msg
     if (Status s = replicateMerge(*delta, w.weight, samples, tau); !s) {
       ++counters_.updates_refused;
       counters_.samples_refused += samples;
-      GSGD_WARN("delta of group " << body.getGroupId() << " not applied: " << s.message());
+      // Once a second at most: groups retry every step while no standby is attached.
+      ++uncommitted_;
+      const auto now = std::chrono::steady_clock::now();
+      if (now - last_uncommitted_log_ >= std::chrono::seconds(1)) {
+        GSGD_WARN("delta of group " << body.getGroupId() << " not applied: " << s.message() << " ("
+                                    << uncommitted_ << " so far)");
+        last_uncommitted_log_ = now;
+      }
       return sendModel(from, false, s.message(), tau, 0.0f);
     }
   }

@@ -212,3 +212,75 @@ TEST_CASE(
   CHECK(standby->wait(30000ms) == std::optional<int>(0));
   reportDone(dir);
 }
+
+TEST_CASE(
+    "faults: the standby SIGKILLed: the primary commits nothing without it (no split "
+    "possible), then a new standby joins the running primary (snapshot) and training "
+    "resumes to the budget; accounting holds") {
+  const std::string dir = makeTempDir();
+  const std::string sdir = dir + "/standby", s2dir = dir + "/standby2";
+  std::filesystem::create_directories(sdir);
+  std::filesystem::create_directories(s2dir);
+  const std::string replication = "tcp://127.0.0.1:" + std::to_string(freePort());
+  const std::string standby_args_ep = "tcp://127.0.0.1:" + std::to_string(freePort());
+  const std::vector<std::string> as_standby = {"--role", "standby", "--primary", replication};
+  // A larger budget: the groups train on (their deltas refused) while no standby is there.
+  auto primary = startDaemon(
+      dir, "primary.log", "tcp://127.0.0.1:0",
+      withArgs(headArgs(), {"--replication-listen", replication, "--max-samples", "80000"}));
+  const std::string primary_ep = endpointIn(dir);
+  auto standby = startDaemon(sdir, "standby.log", withArgs(headArgs(), as_standby),
+                             DaemonFiles{standby_args_ep, true});
+  auto node = std::make_unique<Process>(
+      std::vector<std::string>{groupsgddPath(), "--role", "node", "--coordinator", primary_ep,
+                               "--node-groups", "2", "--mode", "grouped", "--workers", "2",
+                               "--groups", "2", "--step-deadline-ms", "1000", "--give-up-s", "60"},
+      dir + "/node.log");
+  std::vector<std::unique_ptr<Process>> workers;
+  for (int i = 0; i < 2; ++i) workers.push_back(startWorker(dir, primary_ep, i, kRecoveringWorker));
+  json st = waitForStatus(
+      dir, [](const json& s) { return s["central_version"].get<std::uint64_t>() >= 20; }, 60000ms);
+  REQUIRE(st["central_version"].get<std::uint64_t>() >= 20);
+
+  killHard(*standby);
+  // Lost within standby_takeover_ms (500 ms); from then on nothing commits.
+  REQUIRE(waitUntil(
+      [&] {
+        return readFile(dir + "/primary.log").find("the standby is LOST") != std::string::npos;
+      },
+      10000ms));
+  std::this_thread::sleep_for(1500ms);  // the coordinator's view of the version catches up
+  const auto stalled = ctlJson(dir, {"status"})["central_version"].get<std::uint64_t>();
+  std::this_thread::sleep_for(1500ms);
+  CHECK(ctlJson(dir, {"status"})["central_version"].get<std::uint64_t>() == stalled);
+  CHECK(readFile(dir + "/primary.log").find("not committed") != std::string::npos);
+
+  // A new standby joins the running primary: a snapshot, then the stream; training goes on.
+  auto again = startDaemon(s2dir, "standby2.log", withArgs(headArgs(), as_standby),
+                           DaemonFiles{"tcp://127.0.0.1:" + std::to_string(freePort()), true});
+  st = waitForStatus(
+      dir, [&](const json& s) { return s["central_version"].get<std::uint64_t>() >= stalled + 20; },
+      30000ms);
+  CHECK(st["central_version"].get<std::uint64_t>() >= stalled + 20);
+  json sst = ctl(s2dir, {"status"});
+  CHECK(sst["following"] == true);
+  CHECK(sst["central_version"].get<std::uint64_t>() >= stalled);
+
+  REQUIRE(primary->wait(120000ms) == std::optional<int>(0));
+  CHECK(node->wait(30000ms) == std::optional<int>(0));
+  checkWorkersExit(dir, workers, 30000ms);
+  json s = readSummary(dir);
+  checkAccounting(s);
+  CHECK(s["stop_reason"] == "sample budget spent");
+  const std::string plog = readFile(dir + "/primary.log");
+  CHECK(plog.find("\"snapshots_sent\":2") != std::string::npos);
+  (void)ctl(s2dir, {"shutdown"});  // a standby not promoted stops on a signal
+  ::kill(again->pid(), SIGTERM);
+  CHECK(again->wait(15000ms) == std::optional<int>(0));
+  std::printf(
+      "faults: standby SIGKILL: the primary stalled at version %llu (nothing committed "
+      "without a standby); a new standby joined and training reached the budget, "
+      "accounting ok %d\n",
+      static_cast<unsigned long long>(stalled), s["accounting_ok"].get<bool>() ? 1 : 0);
+  reportDone(dir);
+}

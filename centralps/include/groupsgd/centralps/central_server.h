@@ -157,6 +157,8 @@ class CentralServer {
   std::chrono::steady_clock::time_point last_fence_{};
   std::uint64_t term_ = 0;
   bool promoted_ = false, first_applied_logged_ = false;
+  std::uint64_t uncommitted_ = 0;  // deltas refused for want of a standby
+  std::chrono::steady_clock::time_point last_uncommitted_log_{};
   // What the server counts as it goes (the version and the checkpoint fields are filled
   // in when it answers), plus the sum the mean staleness is taken from.
   struct Counters : CentralStats {
