@@ -469,6 +469,16 @@ void CentralServer::handle(const zmq::message_t& from, std::vector<zmq::message_
       st.version = store_.version();
       st.checkpoint_version = checkpoint_version_;
       st.checkpoint_failures = checkpoint_failures_;
+      if (link_) {
+        st.standby_configured = true;
+        st.standby_attached = link_->attached();
+        st.standby_acked_version = link_->ackedVersion();
+        st.standby_losses = link_->losses();
+        st.standby_max_lag = link_->maxLag();
+        st.standby_ack_wait_ms = static_cast<float>(link_->meanAckWaitMs());
+        st.standby_alone = link_->alone();
+        st.uncommitted_deltas = uncommitted_;
+      }
       st.mean_staleness = counters_.updates_applied == 0
                               ? 0.0f
                               : static_cast<float>(counters_.staleness_sum /

@@ -274,6 +274,11 @@ TEST_CASE(
   CHECK(s["stop_reason"] == "sample budget spent");
   const std::string plog = readFile(dir + "/primary.log");
   CHECK(plog.find("\"snapshots_sent\":2") != std::string::npos);
+  const json& link = s["central"]["standby"];
+  CHECK(link["attached"] == true);
+  CHECK(link["losses"] == 1);
+  CHECK(link["uncommitted_deltas"].get<std::uint64_t>() > 0);
+  CHECK(link["acked_version"].get<std::uint64_t>() == s["central_version"].get<std::uint64_t>());
   (void)ctl(s2dir, {"shutdown"});  // a standby not promoted stops on a signal
   ::kill(again->pid(), SIGTERM);
   CHECK(again->wait(15000ms) == std::optional<int>(0));

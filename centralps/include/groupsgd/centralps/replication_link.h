@@ -51,6 +51,14 @@ class ReplicationLink {
 
   // Counters for the log and the stats: attached, updates shipped, max async lag, ...
   nlohmann::json json() const;
+  bool attached() const { return standby_.has_value(); }
+  bool alone() const { return alone_; }
+  std::uint64_t ackedVersion() const { return acked_; }
+  std::uint64_t losses() const { return losses_; }
+  std::uint64_t maxLag() const { return max_lag_; }
+  double meanAckWaitMs() const {
+    return shipped_ == 0 || !cfg_.sync ? 0.0 : ack_wait_ms_sum_ / static_cast<double>(shipped_);
+  }
 
  private:
   ReplicationLink(zmq::socket_t sock, std::string endpoint, ReplicationConfig cfg)
