@@ -62,4 +62,13 @@ struct CentralStats {
   meanStaleness @7 :Float32;   # mean tau over merged deltas
   checkpointVersion @8 :UInt64;  # version of the newest durable checkpoint (0 = none)
   checkpointFailures @9 :UInt64; # checkpoint writes that failed
+  # Standby head (replication_listen; docs/reliability.md): all 0/false without one.
+  standbyConfigured @10 :Bool;     # this head accepts a standby
+  standbyAttached @11 :Bool;       # one follows it now
+  standbyAckedVersion @12 :UInt64; # newest version the standby acknowledged
+  standbyLosses @13 :UInt64;       # times a standby was lost (silent past the bound)
+  standbyMaxLag @14 :UInt64;       # standby_async: most versions shipped but not acknowledged
+  standbyAckWaitMs @15 :Float32;   # synchronous: mean wait for an acknowledgement per update
+  standbyAlone @16 :Bool;          # committing alone (standby_alone_ms passed)
+  uncommittedDeltas @17 :UInt64;   # deltas refused for want of a standby
 }

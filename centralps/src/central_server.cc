@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <functional>
 
@@ -19,7 +20,9 @@ namespace groupsgd::centralps {
 Result<std::unique_ptr<CentralServer>> CentralServer::create(zmq::context_t& ctx, CentralConfig cfg,
                                                              const std::string& bind_endpoint) {
   std::vector<float> initial;
-  if (!cfg.initial.empty()) {
+  if (cfg.replica) {
+    initial = cfg.replica->params;  // a promoted standby: its replica, never a checkpoint
+  } else if (!cfg.initial.empty()) {
     initial = std::move(cfg.initial);
   } else if (cfg.param_count != 0) {
     initial.assign(cfg.param_count, 0.0f);
@@ -36,7 +39,8 @@ Result<std::unique_ptr<CentralServer>> CentralServer::create(zmq::context_t& ctx
       return unavailable("cannot create checkpoint directory " + cfg.checkpoint_dir + ": " +
                          ec.message());
     }
-    auto loaded = loadNewestCheckpoint(cfg.checkpoint_dir, initial.size());
+    auto loaded = cfg.replica ? Result<LoadedCheckpoint>(notFound("replica"))
+                              : loadNewestCheckpoint(cfg.checkpoint_dir, initial.size());
     if (loaded) {
       resume = std::move(*loaded);
     } else if (loaded.status().code() != Code::kNotFound) {
@@ -47,8 +51,27 @@ Result<std::unique_ptr<CentralServer>> CentralServer::create(zmq::context_t& ctx
   if (!sock) return sock.status();
   auto ep = bindSocket(*sock, bind_endpoint);
   if (!ep) return ep.status();
+  std::unique_ptr<ReplicationLink> link;
+  if (!cfg.replication.listen.empty()) {
+    auto made = ReplicationLink::create(ctx, cfg.replication, cfg.curve);
+    if (!made) return made.status();
+    link = std::move(*made);
+  }
+  std::optional<zmq::socket_t> fence;
+  if (!cfg.fence_endpoint.empty()) {
+    SocketOptions o = clientSocketOptions(cfg.curve);
+    o.linger_ms = 0;
+    auto made = makeSocket(ctx, zmq::socket_type::dealer, o);
+    if (!made) return made.status();
+    made->set(zmq::sockopt::immediate, 1);  // nothing queued for a primary that is gone
+    GSGD_RETURN_IF_ERROR(connectSocket(*made, cfg.fence_endpoint));
+    fence = std::move(*made);
+  }
   std::unique_ptr<CentralServer> server(
       new CentralServer(std::move(*sock), *ep, cfg, std::move(initial)));
+  server->link_ = std::move(link);
+  server->fence_ = std::move(fence);
+  if (server->cfg_.replica) server->startFromReplica(*server->cfg_.replica);
   if (resume) {
     GSGD_RETURN_IF_ERROR(server->store_.restore(resume->params, resume->version));
     server->restoreOuterOptimizer(*resume);
@@ -75,6 +98,81 @@ CentralServer::CentralServer(zmq::socket_t sock, std::string endpoint, CentralCo
       cfg_(std::move(cfg)),
       store_(std::move(initial), cfg_.outer, cfg_.shards, cfg_.outer_no_decay),
       sample_staleness_(cfg_.staleness.max_staleness) {}
+
+void CentralServer::startFromReplica(const ReplicaState& replica) {
+  (void)store_.restore(replica.params, replica.version);  // sizes equal: built from it
+  if (replica.optimizer.buffers > 0) {
+    if (Status s = store_.restoreOptimizerState(replica.optimizer); !s) {
+      GSGD_WARN("the replica's outer optimizer state does not fit: " << s.message());
+    } else {
+      outer_state_restored_ = true;
+    }
+  }
+  sample_staleness_.restart(replica.version);
+  resumed_samples_ = replica.run_samples;
+  mean_samples_ = replica.mean_samples;
+  checkpoint_version_ = 0;
+  promoted_ = true;
+  resumed_from_ = "standby replica of incarnation " + std::to_string(replica.term);
+  cfg_.replica.reset();  // the copy is in the store now
+  GSGD_INFO("central PS promoted from its standby replica at version "
+            << replica.version << " (" << replica.run_samples << " samples behind it)");
+}
+
+void CentralServer::setTerm(std::uint64_t term) {
+  term_ = term;
+  if (link_) link_->setTerm(term);
+}
+
+ReplicationMessage CentralServer::replicationSnapshot() {
+  ReplicationMessage m;
+  m.kind = ReplicationKind::kSnapshot;
+  m.term = term_;
+  m.version = store_.version();
+  m.run_samples = resumed_samples_ + counters_.samples_applied;
+  m.mean_samples = mean_samples_;
+  m.param_count = store_.paramCount();
+  m.tensor.resize(store_.paramCount());
+  store_.snapshotInto(m.tensor);
+  m.optimizer = store_.optimizerState();
+  m.text = cfg_.head_role;
+  return m;
+}
+
+Status CentralServer::replicateMerge(const TensorView& delta, float weight, std::uint64_t samples,
+                                     std::uint64_t tau) {
+  ReplicationMessage m;
+  m.kind = ReplicationKind::kUpdate;
+  m.version = store_.version() + 1;
+  m.run_samples = resumed_samples_ + counters_.samples_applied + samples;
+  m.samples = samples;
+  m.tau = tau;
+  m.weight = weight;
+  m.mean_samples = mean_samples_;
+  m.param_count = store_.paramCount();
+  m.tensor.resize(delta.size);
+  delta.copyRange(0, m.tensor);
+  return link_->replicate(std::move(m), [this] { return replicationSnapshot(); });
+}
+
+void CentralServer::pollFence() {
+  if (!fence_) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (now - last_fence_ < std::chrono::milliseconds(500)) return;
+  last_fence_ = now;
+  ReplicationMessage m;
+  m.kind = ReplicationKind::kSuperseded;
+  m.term = term_;
+  m.version = store_.version();
+  m.text = "the head at " + endpoint_ + " took over";
+  (void)sendFrames(*fence_, encodeReplication(m));  // not connected: dropped, tried again
+  while (true) {                                    // answers (a refusal) are only drained
+    zmq::pollitem_t item{fence_->handle(), 0, ZMQ_POLLIN, 0};
+    zmq::poll(&item, 1, std::chrono::milliseconds(0));
+    if ((item.revents & ZMQ_POLLIN) == 0) break;
+    (void)recvFrames(*fence_);
+  }
+}
 
 void CentralServer::restoreOuterOptimizer(const LoadedCheckpoint& resume) {
   const kernels::OptimizerSnapshot& saved = resume.optimizer;
@@ -117,10 +215,16 @@ void CentralServer::resumeRunSamples(std::uint64_t version) {
 void CentralServer::run(const std::atomic<bool>& stop) {
   log::setThreadTag("central");
   GSGD_INFO("central PS serving " << store_.paramCount() << " parameters on " << endpoint_);
+  // The standby's heartbeats go out every quarter of its loss bound.
+  const auto tick = std::chrono::milliseconds(
+      link_ ? std::clamp<std::uint32_t>(cfg_.replication.loss_ms / 4, 5, 100) : 100);
+  const auto snapshot = [this] { return replicationSnapshot(); };
   while (!stop.load()) {
+    if (link_) link_->poll(store_.version(), snapshot);
+    pollFence();
     zmq::pollitem_t item{sock_.handle(), 0, ZMQ_POLLIN, 0};
     try {
-      zmq::poll(&item, 1, std::chrono::milliseconds(100));
+      zmq::poll(&item, 1, tick);
     } catch (const zmq::error_t& e) {
       if (e.num() == EINTR) continue;
       GSGD_ERROR("poll failed: " << e.what());
@@ -143,6 +247,7 @@ void CentralServer::run(const std::atomic<bool>& stop) {
   pollCheckpoint(true);  // a periodic write may still be running: finish it...
   pollCheckpoint(true);  // ...then write the final version if it is newer
   while (!best_writes_.empty()) pollBestWrite(true);
+  if (link_) GSGD_INFO("standby link at the end: " << link_->json().dump());
   GSGD_INFO("central PS stopped at version " << store_.version());
 }
 
@@ -364,6 +469,16 @@ void CentralServer::handle(const zmq::message_t& from, std::vector<zmq::message_
       st.version = store_.version();
       st.checkpoint_version = checkpoint_version_;
       st.checkpoint_failures = checkpoint_failures_;
+      if (link_) {
+        st.standby_configured = true;
+        st.standby_attached = link_->attached();
+        st.standby_acked_version = link_->ackedVersion();
+        st.standby_losses = link_->losses();
+        st.standby_max_lag = link_->maxLag();
+        st.standby_ack_wait_ms = static_cast<float>(link_->meanAckWaitMs());
+        st.standby_alone = link_->alone();
+        st.uncommitted_deltas = uncommitted_;
+      }
       st.mean_staleness = counters_.updates_applied == 0
                               ? 0.0f
                               : static_cast<float>(counters_.staleness_sum /
@@ -427,6 +542,22 @@ void CentralServer::onDeltaPush(const zmq::message_t& from, const InMessage& msg
     return sendModel(from, false, reason, tau, 0.0f);
   }
   const MergeWeight w = mergeWeight(h.getModelVersion(), tau, samples, body.getSteps());
+  if (link_) {
+    // Synchronous: the standby has this version before anyone is told it is committed.
+    if (Status s = replicateMerge(*delta, w.weight, samples, tau); !s) {
+      ++counters_.updates_refused;
+      counters_.samples_refused += samples;
+      // Once a second at most: groups retry every step while no standby is attached.
+      ++uncommitted_;
+      const auto now = std::chrono::steady_clock::now();
+      if (now - last_uncommitted_log_ >= std::chrono::seconds(1)) {
+        GSGD_WARN("delta of group " << body.getGroupId() << " not applied: " << s.message() << " ("
+                                    << uncommitted_ << " so far)");
+        last_uncommitted_log_ = now;
+      }
+      return sendModel(from, false, s.message(), tau, 0.0f);
+    }
+  }
   const bool in_parts =
       cfg_.part_bytes > 0 && store_.paramCount() * sizeof(float) > cfg_.part_bytes;
   Status applied = in_parts ? mergeAndStreamReply(from, *delta, w.weight, tau)
@@ -436,6 +567,15 @@ void CentralServer::onDeltaPush(const zmq::message_t& from, const InMessage& msg
   GSGD_DEBUG("applied delta of group " << body.getGroupId() << " tau=" << tau << " (weighted as "
                                        << w.tau << ") weight=" << w.weight
                                        << " v=" << store_.version());
+  if (promoted_ && !first_applied_logged_) {
+    first_applied_logged_ = true;
+    const double wall =
+        std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+    char at[32];
+    std::snprintf(at, sizeof at, "%.3f", wall);
+    GSGD_INFO("takeover: first update applied on the promoted head at unix time "
+              << at << " (version " << store_.version() << ")");
+  }
   if (!in_parts) sendModel(from, true, "", tau, w.weight);
 }
 

@@ -59,6 +59,27 @@ Result<InMessage> CoordinatorClient::call(OutMessage&& out) {
   return reply;
 }
 
+Status CoordinatorClient::checkIncarnation(std::uint64_t epoch) {
+  // Epochs carry the head's incarnation in their high 32 bits. Only a single run's head
+  // list: a --serve daemon's jobs each count their own.
+  if (endpoints_.size() < 2 || redirected_) return Status::ok();
+  const std::uint64_t incarnation = epoch >> 32;
+  if (incarnation >= newest_incarnation_) {
+    newest_incarnation_ = incarnation;
+    return Status::ok();
+  }
+  const std::string from = rpc_->endpoint();
+  at_ = (at_ + 1) % endpoints_.size();
+  rpc_ = std::make_unique<RpcClient>(ctx_, endpoints_[at_], limitsFor(job_id_),
+                                     clientSocketOptions(curve_));
+  GSGD_WARN("the head at " << from << " is of incarnation " << incarnation
+                           << ", older than incarnation " << newest_incarnation_
+                           << " this client followed: a superseded head, refused; trying "
+                           << endpoints_[at_]);
+  return unavailable("superseded head at " + from + " (incarnation " + std::to_string(incarnation) +
+                     " < " + std::to_string(newest_incarnation_) + ")");
+}
+
 OutMessage CoordinatorClient::registration(Role role, const std::string& name,
                                            std::uint64_t worker_id,
                                            const std::vector<std::string>& endpoints,
@@ -126,6 +147,7 @@ Result<Assignment> CoordinatorClient::registerAs(Role role, const std::string& n
     return invalidArgument(std::string("coordinator answered '") + bodyKindName(reply->kind()) +
                            "' to a registration");
   }
+  GSGD_RETURN_IF_ERROR(checkIncarnation(reply->header().getEpoch()));
   auto a = reply->header().getBody().getAssignment();
   Assignment out_a;
   out_a.worker_id = a.getWorkerId();

@@ -40,7 +40,12 @@ nlohmann::json HeadRecord::restartJson(std::uint64_t checkpoint_every_versions,
                    ? *start_.previous_version_seen - start_.resumed_version
                    : 0;
   }
+  nlohmann::json lost_bound =
+      checkpoint_every_versions > 0 ? nlohmann::json(checkpoint_every_versions) : nlohmann::json();
+  if (start_.took_over_from && start_.standby_sync) lost_bound = 0;  // every ack is here
   return {{"incarnation", start_.incarnation},
+          {"took_over_from_incarnation",
+           start_.took_over_from ? nlohmann::json(*start_.took_over_from) : nlohmann::json()},
           {"resumed_from", start_.resumed_from},
           {"resumed_version", start_.resumed_version},
           {"skipped_checkpoints", start_.skipped_checkpoints},
@@ -48,9 +53,7 @@ nlohmann::json HeadRecord::restartJson(std::uint64_t checkpoint_every_versions,
                                         ? nlohmann::json(*start_.previous_version_seen)
                                         : nlohmann::json()},
           {"versions_lost_at_least", at_least},
-          {"versions_lost_bound", checkpoint_every_versions > 0
-                                      ? nlohmann::json(checkpoint_every_versions)
-                                      : nlohmann::json()},
+          {"versions_lost_bound", lost_bound},
           {"checkpoint_every_versions", checkpoint_every_versions},
           {"checkpoint_interval_s", checkpoint_interval_s},
           {"time_to_reregister_s",

@@ -1,5 +1,6 @@
 #include "groupsgd/coordinator/incarnation.h"
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -11,13 +12,14 @@
 
 namespace groupsgd::coordinator {
 
-Result<HeadStart> startIncarnation(const std::string& checkpoint_dir) {
+Result<HeadStart> startIncarnation(const std::string& checkpoint_dir, std::uint64_t at_least) {
   HeadStart h;
   if (checkpoint_dir.empty()) {
     const auto now = std::chrono::system_clock::now().time_since_epoch();
     h.incarnation =
         static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::seconds>(now).count()) &
         0x7fffffffu;
+    if (at_least > 0) h.incarnation = at_least;  // a promoted standby: its primary's + 1
     return h;
   }
   h.state_file = checkpoint_dir + "/head.json";
@@ -40,7 +42,7 @@ Result<HeadStart> startIncarnation(const std::string& checkpoint_dir) {
   }
   if (previous >= 0x7fffffffu)
     return dataLoss("head incarnation " + std::to_string(previous) + " is out of range");
-  h.incarnation = previous + 1;
+  h.incarnation = std::max(previous + 1, at_least);
   nlohmann::json j = {{"incarnation", h.incarnation}};
   if (h.previous_version_seen) j["central_version_seen"] = *h.previous_version_seen;
   GSGD_RETURN_IF_ERROR(writeFileAtomically(h.state_file, j.dump() + "\n"));

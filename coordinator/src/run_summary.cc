@@ -34,7 +34,18 @@ nlohmann::json groupJson(const GroupFlush& f) {
 }
 
 nlohmann::json centralJson(const centralps::CentralStats& c) {
+  nlohmann::json standby;  // null: no replication_listen
+  if (c.standby_configured) {
+    standby = {{"attached", c.standby_attached},
+               {"acked_version", c.standby_acked_version},
+               {"losses", c.standby_losses},
+               {"max_lag_versions", c.standby_max_lag},
+               {"mean_ack_wait_ms", c.standby_ack_wait_ms},
+               {"alone", c.standby_alone},
+               {"uncommitted_deltas", c.uncommitted_deltas}};
+  }
   return {{"version", c.version},
+          {"standby", standby},
           {"updates_applied", c.updates_applied},
           {"updates_refused", c.updates_refused},
           {"samples_refused", c.samples_refused},

@@ -155,8 +155,22 @@ Status applyFlags(const std::vector<std::string>& given, DaemonConfig* cfg, bool
 }
 
 Status validate(const DaemonConfig& c) {
-  if (c.role != "all" && c.role != "coordinator" && c.role != "node") {
-    return invalidArgument("role '" + c.role + "' is not one of all, coordinator, node");
+  if (c.role != "all" && c.role != "coordinator" && c.role != "node" && c.role != "standby") {
+    return invalidArgument("role '" + c.role + "' is not one of all, coordinator, node, standby");
+  }
+  if (c.role == "standby" && c.primary.empty()) {
+    return invalidArgument(
+        "role standby needs --primary ENDPOINT (the primary's replication_listen)");
+  }
+  if (c.role == "standby" && (c.serve || c.external_model)) {
+    return invalidArgument(
+        "role standby follows a single-run head of a built-in model (not serve, "
+        "not model external)");
+  }
+  if (!c.replication_listen.empty() && (c.role == "node" || c.serve)) {
+    return invalidArgument(
+        "replication_listen is for the head of a single run (role all, "
+        "coordinator or standby)");
   }
   if (c.ps_placement != "hosts" && c.ps_placement != "order") {
     return invalidArgument("ps_placement '" + c.ps_placement + "' is not one of hosts, order");

@@ -181,13 +181,30 @@ std::vector<OptionSpec> buildTable() {
             "daemons')"),
       field("role", "--role", "R", FIELD(role), kAny, kRestart,
             "all (one machine: coordinator, central PS, group PSes), coordinator (coordinator"
-            " + central PS; group PSes come from nodes) or node (hosts group PSes for the"
-            " coordinator at --coordinator)"),
+            " + central PS; group PSes come from nodes), node (hosts group PSes for the"
+            " coordinator at --coordinator) or standby (follows the head at --primary and"
+            " takes over)"),
       field("coordinator", "--coordinator", "EP", FIELD(coordinator), kAny, kRestart,
             "role node: the coordinator's endpoint, or a comma-separated list tried in turn (a "
             "head that may restart elsewhere)"),
       field("node_groups", "--node-groups", "N", FIELD(node_groups), kAny, kRestart,
             "role node: how many group PSes this node hosts"),
+      field("coordinator_timeout_ms", "--coordinator-timeout-ms", "MS",
+            FIELD(coordinator_timeout_ms), between(50, 600000), kRestart,
+            "role node: a call to the head unanswered this long tries the next endpoint"),
+      field("replication_listen", "--replication-listen", "EP", FIELD(replication_listen), kAny,
+            kRestart, "role all/coordinator: accept a standby head at this endpoint (\"\" = none)"),
+      field("primary", "--primary", "EP", FIELD(primary), kAny, kRestart,
+            "role standby: the primary head's replication_listen endpoint"),
+      field("standby_async", "--standby-async", "", FIELD(standby_async), kAny, kRestart,
+            "ship updates to the standby without waiting for its acknowledgement"),
+      field("standby_takeover_ms", "--standby-takeover-ms", "MS", FIELD(standby_takeover_ms),
+            between(20, 600000), kRestart,
+            "a primary silent this long is taken over by its standby; a standby silent this "
+            "long is lost to the primary"),
+      field("standby_alone_ms", "--standby-alone-ms", "MS", FIELD(standby_alone_ms), kAny, kRestart,
+            "a head that lost its standby commits again, alone, after this long (0 = never: "
+            "no split possible)"),
       groupPs(GroupPs::kBoth, choice("mode", "--mode", "sync|async|grouped|adaptive", FIELD(mode),
                                      parseMode, modeName, "how trainers are grouped")),
       field("workers", "--workers", "N", FIELD(workers), atLeast(1), kRestart,

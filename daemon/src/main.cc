@@ -23,6 +23,7 @@
 #include "groupsgd/ops/metrics_server.h"
 #include "groupsgd/ops/sd_notify.h"
 #include "groupsgd/ops/version.h"
+#include "standby_follower.h"
 
 namespace {
 
@@ -108,6 +109,7 @@ Status startOperations(const daemon::DaemonConfig& cfg, Operations* running,
   if (!cfg.control_socket.empty()) {
     ops::ControlServerOptions copts;
     copts.path = cfg.control_socket;
+    if (cfg.role == "standby") copts.methods = ops::standbyControlMethods();
     if (cfg.control_admin_gid >= 0) copts.admin_gid = static_cast<gid_t>(cfg.control_admin_gid);
     copts.metrics = &running->metrics;
     auto started = ops::ControlServer::start(copts);
@@ -220,8 +222,22 @@ int main(int argc, char** argv) {
   }
   Operations ops;
   if (Status s = startOperations(cfg, &ops, &deps); !s) return fail(s.message());
-  auto job =
-      jobs::Job::create(ctx, cfg, curve->keys, std::move(intake), std::nullopt, std::move(deps));
+  // Role standby: follow the primary until it falls silent, then become the head it was.
+  std::optional<centralps::ReplicaState> replica;
+  if (cfg.role == "standby") {
+    auto followed =
+        daemon::followPrimary(ctx, cfg, curve->keys, g_stop_requested, ops.control.get());
+    if (!followed) return fail(followed.status().message());
+    if (!*followed) {
+      GSGD_INFO("standby stopped before any takeover");
+      return 0;
+    }
+    replica = std::move(**followed);
+    cfg.role = replica->head_role;   // all | coordinator, as the primary ran
+    cfg.replication_listen.clear();  // the promoted head runs without a standby
+  }
+  auto job = jobs::Job::create(ctx, cfg, curve->keys, std::move(intake), std::nullopt,
+                               std::move(deps), std::move(replica));
   if (!job) return fail(job.status().message());
   coordinator::Coordinator& coordinator = (*job)->coordinator();
   if (!published) {

@@ -1,6 +1,8 @@
 #include "groupsgd/jobs/job.h"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 
 #include "groupsgd/common/log.h"
 #include "groupsgd/coordinator/incarnation.h"
@@ -10,9 +12,8 @@
 namespace groupsgd::jobs {
 
 using coordinator::startIncarnation;
-namespace {
 
-centralps::CentralConfig centralConfig(const DaemonConfig& cfg, const CurveKeys& keys) {
+centralps::CentralConfig centralConfigFor(const DaemonConfig& cfg, const CurveKeys& keys) {
   centralps::CentralConfig c;
   c.model = cfg.model;
   c.seed = cfg.seed;
@@ -29,19 +30,36 @@ centralps::CentralConfig centralConfig(const DaemonConfig& cfg, const CurveKeys&
   c.checkpoint_every_versions = cfg.checkpoint_every_versions;
   c.checkpoint_interval_s = cfg.checkpoint_interval_s;
   c.keep_best = cfg.keep_best && !cfg.checkpoint_dir.empty();
+  c.head_role = cfg.role;
+  c.replication.listen = cfg.replication_listen;
+  c.replication.sync = !cfg.standby_async;
+  c.replication.loss_ms = cfg.standby_takeover_ms;
+  c.replication.alone_ms = cfg.standby_alone_ms;
+  c.replication.on_superseded = [](const std::string& why) {
+    // Fenced: a newer head runs this job. Nothing more is committed or written here.
+    GSGD_ERROR("superseded (" << why << "): exiting " << kSupersededExitCode);
+    std::fflush(nullptr);
+    std::_Exit(kSupersededExitCode);
+  };
   return c;
 }
-
-}  // namespace
 
 Result<std::unique_ptr<Job>> Job::create(zmq::context_t& ctx, const DaemonConfig& cfg,
                                          const CurveKeys& keys,
                                          std::optional<ExternalIntake> intake,
                                          std::optional<std::uint32_t> local_groups,
-                                         coordinator::CoordinatorDeps deps) {
+                                         coordinator::CoordinatorDeps deps,
+                                         std::optional<centralps::ReplicaState> replica) {
   std::unique_ptr<Job> job(new Job(cfg));
-  centralps::CentralConfig ccfg = centralConfig(cfg, keys);
+  centralps::CentralConfig ccfg = centralConfigFor(cfg, keys);
   if (intake) ccfg.initial = std::move(intake->initial);
+  std::uint64_t at_least = 0;
+  if (replica) {
+    // A promoted standby: its replica, and its old primary told to step down.
+    at_least = replica->term + 1;
+    ccfg.fence_endpoint = cfg.primary;
+    ccfg.replica = std::move(replica);
+  }
   auto central = centralps::CentralServer::create(ctx, ccfg, "tcp://" + cfg.bind_host + ":*");
   if (!central)
     return Status(central.status().code(), "central PS: " + central.status().toString());
@@ -56,8 +74,9 @@ Result<std::unique_ptr<Job>> Job::create(zmq::context_t& ctx, const DaemonConfig
   const std::uint32_t local = local_groups ? std::min(*local_groups, cfg.groupCount())
                                            : (cfg.role == "coordinator" ? 0 : cfg.groupCount());
   GSGD_RETURN_IF_ERROR(job->startGroups(ctx, keys, local, &topo));
-  auto head = job->startHead();
+  auto head = job->startHead(at_least);
   if (!head) return head.status();
+  job->central_->setTerm(head->incarnation);
   deps.head = std::move(*head);
   if (intake) {
     job->coordinator_ = Coordinator::createOn(ctx, std::move(intake->socket), intake->endpoint, cfg,
@@ -92,16 +111,20 @@ Status Job::startGroups(zmq::context_t& ctx, const CurveKeys& keys, std::uint32_
 
 // A restarted head: workers and nodes of the previous incarnation re-register on their
 // own (their old epochs are refused); the summary reports what was lost.
-Result<coordinator::HeadStart> Job::startHead() {
+Result<coordinator::HeadStart> Job::startHead(std::uint64_t at_least) {
   if (!central_->resumedFrom().empty()) {
     GSGD_INFO("resumed from checkpoint " << central_->resumedFrom() << " (central version "
                                          << central_->version() << ")");
   }
-  auto head = startIncarnation(cfg_.checkpoint_dir);
+  auto head = startIncarnation(cfg_.checkpoint_dir, at_least);
   if (!head) return Status(head.status().code(), "head state: " + head.status().toString());
   head->resumed_from = central_->resumedFrom();
   head->resumed_version = central_->version();
   head->skipped_checkpoints = central_->skippedCheckpoints();
+  if (at_least > 0) {
+    head->took_over_from = at_least - 1;
+    head->standby_sync = !cfg_.standby_async;
+  }
   GSGD_INFO("head incarnation " << head->incarnation);
   return std::move(*head);
 }

@@ -177,7 +177,8 @@ int runNode(const DaemonConfig& cfg, const std::atomic<bool>& stop_requested,
     GSGD_ERROR(arbiter.status().toString());
     return 1;
   }
-  client::CoordinatorClient coord(ctx, cfg.coordinator, cfg.job_id, std::chrono::milliseconds(5000),
+  client::CoordinatorClient coord(ctx, cfg.coordinator, cfg.job_id,
+                                  std::chrono::milliseconds(cfg.coordinator_timeout_ms),
                                   curve->keys);
   // At a multi-job daemon's front this offer puts the node into the daemon's pool; a
   // single run's coordinator ignores it.

@@ -57,6 +57,12 @@ std::vector<ControlMethod> defaultControlMethods() {
   };
 }
 
+std::vector<ControlMethod> standbyControlMethods() {
+  std::vector<ControlMethod> methods = defaultControlMethods();
+  methods.push_back({"failover", true});
+  return methods;
+}
+
 std::vector<ControlMethod> jobControlMethods() {
   return {{"job.list", false},
           {"job.status", false},

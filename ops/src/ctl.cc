@@ -51,6 +51,9 @@ constexpr CommandSpec kCommands[] = {
      "Each VALUE is read as JSON when it parses (numbers, true/false, null, quoted\n"
      "strings, objects), otherwise as a plain string: set log_level=debug step_deadline_ms=2000\n"},
     {"checkpoint", "checkpoint", "write a checkpoint of the central model now (admin)", ""},
+    {"failover", "failover", "a standby head: take over from the primary now (admin)",
+     "Sent to a daemon started with --role standby once it follows its primary: it promotes\n"
+     "itself at once (docs/reliability.md, \"Standby head\").\n"},
     {"shutdown", "shutdown", "drain, checkpoint and stop the daemon (admin)",
      "The reply comes when shutdown has begun, not when the daemon has exited.\n"},
     {"reload-keys", "reload-keys", "re-read the CURVE allow-list now (admin)",
@@ -210,7 +213,7 @@ std::optional<Invocation> buildInvocation(const std::string& cmd,
     return true;
   };
   if (cmd == "version" || cmd == "status" || cmd == "workers" || cmd == "groups" ||
-      cmd == "checkpoint" || cmd == "shutdown") {
+      cmd == "checkpoint" || cmd == "shutdown" || cmd == "failover") {
     if (!expectCount(0, 0)) return std::nullopt;
     return inv;
   }

@@ -21,6 +21,14 @@ TEST_CASE("central stats: every field survives a round trip through Cap'n Proto"
   in.mean_staleness = 8.5f;
   in.checkpoint_version = 9;
   in.checkpoint_failures = 10;
+  in.standby_configured = true;
+  in.standby_attached = true;
+  in.standby_acked_version = 11;
+  in.standby_losses = 12;
+  in.standby_max_lag = 13;
+  in.standby_ack_wait_ms = 14.5f;
+  in.standby_alone = true;
+  in.uncommitted_deltas = 15;
 
   capnp::MallocMessageBuilder message;
   auto builder = message.initRoot<proto::CentralStats>();
@@ -38,4 +46,12 @@ TEST_CASE("central stats: every field survives a round trip through Cap'n Proto"
   CHECK(out.mean_staleness == 8.5f);
   CHECK(out.checkpoint_version == 9);
   CHECK(out.checkpoint_failures == 10);
+  CHECK(out.standby_configured);
+  CHECK(out.standby_attached);
+  CHECK(out.standby_acked_version == 11);
+  CHECK(out.standby_losses == 12);
+  CHECK(out.standby_max_lag == 13);
+  CHECK(out.standby_ack_wait_ms == 14.5f);
+  CHECK(out.standby_alone);
+  CHECK(out.uncommitted_deltas == 15);
 }

@@ -4,8 +4,12 @@
 
 #include <doctest/doctest.h>
 
+#include <atomic>
+
 #include "groupsgd/client/client.h"
+#include "groupsgd/common/message.h"
 #include "groupsgd/worker/options.h"
+#include "support/fake_server.h"
 
 using namespace groupsgd;
 using namespace groupsgd::client;
@@ -59,4 +63,55 @@ TEST_CASE(
   CoordinatorClient single(ctx, "tcp://127.0.0.1:1", 0, std::chrono::milliseconds(100));
   CHECK_FALSE(single.registerAs(Role::kTrainer, "w").isOk());
   CHECK(single.endpoint() == "tcp://127.0.0.1:1");
+}
+
+namespace {
+
+// A coordinator stand-in that answers a registration with an assignment of epoch
+// incarnation << 32 | 1 while `answering` holds (and never otherwise).
+struct FakeHead {
+  std::atomic<bool> answering{true};
+  std::uint64_t incarnation;
+  testing::FakeServer server;
+  FakeHead(zmq::context_t& ctx, std::uint64_t inc)
+      : incarnation(inc), server(ctx, [this](const InMessage&) {
+          testing::FakeServer::Reply r;
+          if (!answering.load()) return r;
+          OutMessage out(1, 0);  // job 1: the FakeServer's default limits
+          out.header().setEpoch((incarnation << 32) | 1);
+          auto a = out.header().getBody().initAssignment();
+          a.setWorkerId(7);
+          a.setShardCount(1);
+          r.message = std::move(out);
+          return r;
+        }) {}
+};
+
+}  // namespace
+
+TEST_CASE(
+    "coordinator client: a head of an older incarnation than one it followed (a superseded "
+    "primary still running) is refused, and the next call tries the next endpoint") {
+  zmq::context_t ctx(1);
+  FakeHead promoted(ctx, 6), old_primary(ctx, 5);
+  CoordinatorClient coord(ctx, promoted.server.endpoint() + "," + old_primary.server.endpoint(), 1,
+                          std::chrono::milliseconds(300));
+  auto first = coord.registerAs(Role::kTrainer, "w");
+  REQUIRE_MESSAGE(first.isOk(), first.status().toString());
+  CHECK((first->epoch >> 32) == 6);
+  // The promoted head falls silent: the client moves on and finds the old primary.
+  promoted.answering.store(false);
+  CHECK_FALSE(coord.registerAs(Role::kTrainer, "w").isOk());
+  CHECK(coord.endpoint() == old_primary.server.endpoint());
+  auto refused = coord.registerAs(Role::kTrainer, "w");
+  REQUIRE_FALSE(refused.isOk());
+  CHECK(refused.status().message().find("superseded head") != std::string::npos);
+  CHECK(coord.endpoint() == promoted.server.endpoint());
+  // Back: accepted again; a newer incarnation is always accepted.
+  promoted.answering.store(true);
+  CHECK(coord.registerAs(Role::kTrainer, "w").isOk());
+  old_primary.incarnation = 7;
+  promoted.answering.store(false);
+  CHECK_FALSE(coord.registerAs(Role::kTrainer, "w").isOk());
+  CHECK(coord.registerAs(Role::kTrainer, "w").isOk());
 }

@@ -19,7 +19,9 @@
 #include "groupsgd/centralps/central_stats.h"
 #include "groupsgd/centralps/central_store.h"
 #include "groupsgd/centralps/checkpoint.h"
+#include "groupsgd/centralps/replication_link.h"
 #include "groupsgd/centralps/staleness.h"
+#include "groupsgd/centralps/standby_replica.h"
 #include "groupsgd/codec/parts.h"
 #include "groupsgd/common/curve_keys.h"
 #include "groupsgd/common/message.h"
@@ -63,6 +65,14 @@ struct CentralConfig {
   CurveKeys curve;
   // Models larger than this are sent in parts of this size (docs/protocol.md, "Parts").
   std::uint32_t part_bytes = kDefaultPartBytes;
+  // Standby head (docs/reliability.md): with replication.listen set, a standby follows
+  // this central PS and (sync) every delta is acknowledged by it before it is applied.
+  ReplicationConfig replication;
+  std::string head_role = "all";  // sent in the snapshot: what a promoted standby becomes
+  // A promoted standby: start from its replica (no checkpoint is read), and tell the old
+  // primary's replication endpoint `fence_endpoint` it is superseded, twice a second.
+  std::optional<ReplicaState> replica;
+  std::string fence_endpoint;
 };
 
 class CentralServer {
@@ -72,6 +82,8 @@ class CentralServer {
   // The endpoint actually bound (port resolved).
   const std::string& endpoint() const { return endpoint_; }
   std::size_t paramCount() const { return store_.paramCount(); }
+  // This head's incarnation: the replication stream's term (before run()).
+  void setTerm(std::uint64_t term);
   // Serves until stop becomes true (checked at least every 100 ms); waits for a
   // checkpoint being written before returning.
   void run(const std::atomic<bool>& stop);
@@ -128,11 +140,25 @@ class CentralServer {
   void onBestRequest(const zmq::message_t& from, std::uint64_t version, const std::string& path);
   void pollBestWrite(bool wait);
   Payload currentModel();
+  // Standby head: the snapshot a standby starts from; the update shipped before a merge;
+  // the Superseded notice a promoted head keeps sending its old primary.
+  ReplicationMessage replicationSnapshot();
+  Status replicateMerge(const TensorView& delta, float weight, std::uint64_t samples,
+                        std::uint64_t tau);
+  void pollFence();
+  void startFromReplica(const ReplicaState& replica);
 
   zmq::socket_t sock_;
   std::string endpoint_;
   CentralConfig cfg_;
   CentralStore store_;
+  std::unique_ptr<ReplicationLink> link_;  // a standby follows this head
+  std::optional<zmq::socket_t> fence_;     // a promoted standby: to its old primary
+  std::chrono::steady_clock::time_point last_fence_{};
+  std::uint64_t term_ = 0;
+  bool promoted_ = false, first_applied_logged_ = false;
+  std::uint64_t uncommitted_ = 0;  // deltas refused for want of a standby
+  std::chrono::steady_clock::time_point last_uncommitted_log_{};
   // What the server counts as it goes (the version and the checkpoint fields are filled
   // in when it answers), plus the sum the mean staleness is taken from.
   struct Counters : CentralStats {

@@ -21,6 +21,15 @@ struct CentralStats {
   float mean_staleness = 0;               // mean tau over merged deltas (a Float32 on the wire)
   std::uint64_t checkpoint_version = 0;   // newest durable checkpoint (0 = none)
   std::uint64_t checkpoint_failures = 0;  // checkpoint writes that failed
+  // Standby head (all zero without replication_listen).
+  bool standby_configured = false;
+  bool standby_attached = false;
+  std::uint64_t standby_acked_version = 0;
+  std::uint64_t standby_losses = 0;
+  std::uint64_t standby_max_lag = 0;
+  float standby_ack_wait_ms = 0;
+  bool standby_alone = false;
+  std::uint64_t uncommitted_deltas = 0;
 };
 
 void toProto(const CentralStats& stats, proto::CentralStats::Builder out);

@@ -164,6 +164,10 @@ class CoordinatorClient {
                           const std::vector<std::string>& endpoints, std::uint64_t epoch) const;
   // Talks to the job's coordinator from now on (a JobRedirect).
   Status followRedirect(const InMessage& reply);
+  // Fencing (a head list): an assignment from a head of an older incarnation than one
+  // this client already followed comes from a superseded head (a primary partitioned from
+  // the standby that took over): refused, and the next call tries the next endpoint.
+  Status checkIncarnation(std::uint64_t epoch);
 
   zmq::context_t& ctx_;
   std::vector<std::string> endpoints_;
@@ -179,6 +183,7 @@ class CoordinatorClient {
   // still closed there (leave()), not at the front, which does not know it.
   std::string fell_back_from_;
   std::chrono::milliseconds timeout_;
+  std::uint64_t newest_incarnation_ = 0;  // of the heads of endpoints_ this client followed
 };
 
 // What the group PS answered to a pull or a push; the replica went into the caller's span.

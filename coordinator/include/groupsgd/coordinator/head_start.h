@@ -16,6 +16,10 @@ struct HeadStart {
   std::vector<std::string> skipped_checkpoints;        // newer files unusable, with the reason
   std::optional<std::uint64_t> previous_version_seen;  // newest version the last head saw
   std::string state_file;  // where this head records what it sees ("" = none)
+  // A promoted standby: the incarnation it took over from, and whether its replication
+  // was synchronous (then no acknowledged version can be lost).
+  std::optional<std::uint64_t> took_over_from;
+  bool standby_sync = true;
 };
 
 }  // namespace groupsgd::coordinator

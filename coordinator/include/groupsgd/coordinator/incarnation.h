@@ -14,6 +14,7 @@ namespace groupsgd::coordinator {
 // Reads the previous incarnation, records the next one at once and returns it. Without
 // a checkpoint directory the incarnation is the start time in seconds (still growing
 // across restarts, nothing to report). A corrupt state file is an error, not a reset.
-Result<HeadStart> startIncarnation(const std::string& checkpoint_dir);
+// at_least: a promoted standby's floor (its primary's incarnation + 1).
+Result<HeadStart> startIncarnation(const std::string& checkpoint_dir, std::uint64_t at_least = 0);
 
 }  // namespace groupsgd::coordinator

@@ -43,9 +43,19 @@ struct DaemonConfig {
   bool serve = false;
   std::string state_dir;
   std::uint32_t max_group_slots = 16;  // serve: group PSes of all jobs together
-  std::string role = "all";            // all | coordinator | node
+  std::string role = "all";            // all | coordinator | node | standby
   std::string coordinator;             // role node: the coordinator's endpoint
   std::uint32_t node_groups = 1;       // role node: group PSes this node hosts
+  // role node: a call to the head unanswered this long tries the next --coordinator endpoint
+  std::uint32_t coordinator_timeout_ms = 5000;
+  // Standby head (docs/reliability.md, "Standby head"). A head with replication_listen
+  // accepts one standby there; role standby follows the head whose replication_listen is
+  // `primary` and takes over (on its own --listen) when it is silent standby_takeover_ms.
+  std::string replication_listen;            // "" = no standby
+  std::string primary;                       // role standby: the primary's replication_listen
+  bool standby_async = false;                // ship updates without waiting for the ack
+  std::uint32_t standby_takeover_ms = 1000;  // silence that promotes / loses the standby
+  std::uint32_t standby_alone_ms = 0;  // a head without its standby commits after this (0 = never)
   Mode mode = Mode::kGrouped;
   std::uint32_t workers = 4;          // expected trainers: number of data shards (async: groups)
   std::uint32_t groups = 2;           // grouped mode: G

@@ -39,6 +39,11 @@ struct ExternalIntake {
   std::string layout;  // the fingerprint's text, when the worker stated it ("" = none)
 };
 
+// The central PS's configuration from the daemon's (a standby builds its replica from it).
+centralps::CentralConfig centralConfigFor(const DaemonConfig& cfg, const CurveKeys& keys);
+// A head superseded by its promoted standby exits with this code at once.
+inline constexpr int kSupersededExitCode = 75;
+
 class Job {
  public:
   // Binds the central PS (resuming from cfg.checkpoint_dir's newest checkpoint), the
@@ -47,11 +52,14 @@ class Job {
   // yet. Errors name the part that failed. local_groups (a multi-job daemon): how many
   // of the job's group PSes run here; node daemons offer the rest to its coordinator.
   // deps: what the coordinator borrows from the process (its head start is filled here).
+  // replica: a promoted standby's state (the central PS starts from it, not a checkpoint;
+  // the incarnation is above the primary's, and the old primary is told to step down).
   static Result<std::unique_ptr<Job>> create(
       zmq::context_t& ctx, const DaemonConfig& cfg, const CurveKeys& keys,
       std::optional<ExternalIntake> intake = std::nullopt,
       std::optional<std::uint32_t> local_groups = std::nullopt,
-      coordinator::CoordinatorDeps deps = {});
+      coordinator::CoordinatorDeps deps = {},
+      std::optional<centralps::ReplicaState> replica = std::nullopt);
   ~Job();  // stops the servers if they still run
   Job(const Job&) = delete;
   Job& operator=(const Job&) = delete;
@@ -73,7 +81,7 @@ class Job {
   Status startGroups(zmq::context_t& ctx, const CurveKeys& keys, std::uint32_t count,
                      Topology* topo);
   // The head incarnation and what the central PS resumed from.
-  Result<coordinator::HeadStart> startHead();
+  Result<coordinator::HeadStart> startHead(std::uint64_t at_least);
 
   DaemonConfig cfg_;
   std::unique_ptr<centralps::CentralServer> central_;

@@ -77,6 +77,9 @@ struct ControlMethod {
 std::vector<ControlMethod> defaultControlMethods();
 // A daemon hosting several jobs (groupsgdd --serve, docs/jobs.md) also accepts these:
 // job.list, job.status, job.summary (read-only); job.submit, job.stop (admin).
+// A standby head's (role standby): the default ones and `failover` (admin), which
+// promotes it now; once promoted its coordinator answers `failover` method_not_found.
+std::vector<ControlMethod> standbyControlMethods();
 std::vector<ControlMethod> jobControlMethods();
 
 // What decodeControlRequest() found wrong with a line: the reply's id (null when none

@@ -1,0 +1,188 @@
+#include "standby_follower.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "groupsgd/centralps/replication.h"
+#include "groupsgd/common/atomic_file.h"
+#include "groupsgd/common/log.h"
+#include "groupsgd/common/transport.h"
+#include "groupsgd/jobs/job.h"
+
+namespace groupsgd::daemon {
+namespace {
+
+using centralps::ReplicationKind;
+using centralps::ReplicationMessage;
+using Clock = std::chrono::steady_clock;
+
+class Follower {
+ public:
+  Follower(zmq::socket_t sock, const DaemonConfig& cfg, centralps::StandbyReplica replica)
+      : sock_(std::move(sock)), cfg_(cfg), replica_(std::move(replica)) {}
+
+  // Until a takeover (its reason) or stop (nullopt).
+  std::optional<std::string> run(const std::atomic<bool>& stop, ops::ControlServer* control) {
+    hello();
+    // A tenth of the bound (at most 50 ms: the control socket is answered between polls).
+    const auto tick =
+        std::chrono::milliseconds(std::clamp<std::uint32_t>(cfg_.standby_takeover_ms / 10, 2, 50));
+    while (!stop.load()) {
+      if (auto why = serveControl(control)) return why;
+      zmq::pollitem_t item{sock_.handle(), 0, ZMQ_POLLIN, 0};
+      try {
+        zmq::poll(&item, 1, tick);
+      } catch (const zmq::error_t& e) {
+        if (e.num() == EINTR) continue;
+        GSGD_ERROR("poll failed: " << e.what());
+        return std::nullopt;
+      }
+      if ((item.revents & ZMQ_POLLIN) != 0) receive();
+      const auto now = Clock::now();
+      if (!replica_.ready()) {
+        if (now - last_hello_ > std::chrono::seconds(1)) hello();  // the primary is not up yet
+        continue;
+      }
+      const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(now - last_heard_);
+      if (silent.count() > cfg_.standby_takeover_ms) {
+        return "the primary has been silent " + std::to_string(silent.count()) +
+               " ms (standby_takeover_ms " + std::to_string(cfg_.standby_takeover_ms) + ")";
+      }
+    }
+    return std::nullopt;
+  }
+
+  const centralps::StandbyReplica& replica() const { return replica_; }
+
+ private:
+  void send(const ReplicationMessage& m) {
+    if (Status s = sendFrames(sock_, centralps::encodeReplication(m)); !s) {
+      GSGD_WARN("standby: could not send a " << centralps::replicationKindName(m.kind) << ": "
+                                             << s.toString());
+    }
+  }
+  void hello() {
+    ReplicationMessage m;
+    m.kind = ReplicationKind::kHello;
+    m.term = replica_.term();
+    send(m);
+    last_hello_ = Clock::now();
+  }
+  void ack() {
+    ReplicationMessage m;
+    m.kind = ReplicationKind::kAck;
+    m.term = replica_.term();
+    m.version = replica_.version();
+    send(m);
+  }
+  // A refused message: the primary is told why, and this standby asks for a new snapshot.
+  void refuse(const Status& why) {
+    GSGD_ERROR("standby: refused replication: " << why.message());
+    ReplicationMessage m;
+    m.kind = ReplicationKind::kRefused;
+    m.term = replica_.term();
+    m.version = replica_.version();
+    m.text = why.message();
+    send(m);
+    hello();
+  }
+
+  void receive() {
+    auto frames = recvFrames(sock_);
+    if (!frames) return;
+    auto m = centralps::decodeReplication(*frames);
+    if (!m) return refuse(m.status());
+    switch (m->kind) {
+      case ReplicationKind::kSnapshot: {
+        const bool first = !replica_.ready();
+        if (Status s = replica_.applySnapshot(*m); !s) return refuse(s);
+        last_heard_ = Clock::now();
+        ack();
+        GSGD_INFO("standby: following the primary (incarnation "
+                  << m->term << ", role " << m->text << ") from version " << m->version << ", "
+                  << m->param_count << " parameters");
+        if (first && !cfg_.endpoint_file.empty()) {
+          // Where this standby will serve once promoted (its port may still be 0 here).
+          (void)writeFileAtomically(cfg_.endpoint_file, cfg_.listen + "\n");
+        }
+        return;
+      }
+      case ReplicationKind::kUpdate:
+        if (Status s = replica_.applyUpdate(*m); !s) return refuse(s);
+        last_heard_ = Clock::now();
+        return ack();
+      case ReplicationKind::kHeartbeat:
+        if (Status s = replica_.checkTerm(m->term); !s) return refuse(s);
+        if (!replica_.ready()) return;
+        last_heard_ = Clock::now();
+        return ack();
+      default:
+        GSGD_WARN("standby: unexpected " << centralps::replicationKindName(m->kind));
+    }
+  }
+
+  std::optional<std::string> serveControl(ops::ControlServer* control) {
+    if (control == nullptr) return std::nullopt;
+    while (auto req = control->tryPop()) {
+      if (req->method() == "failover") {
+        if (!replica_.ready()) {
+          req->fail(ops::ControlError::kRefused,
+                    "this standby has no snapshot of the primary yet: nothing to take over");
+          continue;
+        }
+        nlohmann::ordered_json r = {{"taking_over", true},
+                                    {"version", replica_.version()},
+                                    {"incarnation", replica_.term() + 1}};
+        req->respond(r);
+        return std::string("groupsgdctl failover");
+      }
+      if (req->method() == "status") {
+        nlohmann::ordered_json r = {{"role", "standby"},
+                                    {"primary", cfg_.primary},
+                                    {"following", replica_.ready()},
+                                    {"primary_incarnation", replica_.term()},
+                                    {"central_version", replica_.version()},
+                                    {"run_samples", replica_.runSamples()}};
+        req->respond(r);
+        continue;
+      }
+      req->fail(ops::ControlError::kRefused,
+                "a standby head answers status and failover only (until it takes over)");
+    }
+    return std::nullopt;
+  }
+
+  zmq::socket_t sock_;
+  const DaemonConfig& cfg_;
+  centralps::StandbyReplica replica_;
+  Clock::time_point last_heard_{}, last_hello_{};
+};
+
+}  // namespace
+
+Result<std::optional<centralps::ReplicaState>> followPrimary(zmq::context_t& ctx,
+                                                             const DaemonConfig& cfg,
+                                                             const CurveKeys& keys,
+                                                             const std::atomic<bool>& stop,
+                                                             ops::ControlServer* control) {
+  SocketOptions opts = clientSocketOptions(keys);
+  opts.linger_ms = 0;
+  auto sock = makeSocket(ctx, zmq::socket_type::dealer, opts);
+  if (!sock) return Status(sock.status().code(), "standby: " + sock.status().toString());
+  GSGD_RETURN_IF_ERROR(connectSocket(*sock, cfg.primary));
+  const centralps::CentralConfig central = jobs::centralConfigFor(cfg, keys);
+  Follower follower(
+      std::move(*sock), cfg,
+      centralps::StandbyReplica(central.outer, central.outer_no_decay, central.shards));
+  GSGD_INFO("standby: following the primary at " << cfg.primary << "; taking over on " << cfg.listen
+                                                 << " after " << cfg.standby_takeover_ms
+                                                 << " ms of silence");
+  const auto why = follower.run(stop, control);
+  if (!why) return std::optional<centralps::ReplicaState>();
+  centralps::ReplicaState state = follower.replica().state();
+  GSGD_WARN("TAKING OVER: " << *why << "; promoting at version " << state.version
+                            << " (primary incarnation " << state.term << ")");
+  return std::optional<centralps::ReplicaState>(std::move(state));
+}
+
+}  // namespace groupsgd::daemon

@@ -1,0 +1,189 @@
+// The primary's end of the standby link over loopback, with a scripted standby (a DEALER on
+// a thread): a synchronous update commits only once acknowledged; without a standby
+// nothing commits (standby_alone_ms 0) until the alone bound passes; a standby that stops
+// acknowledging is lost within the bound; a Superseded notice calls on_superseded.
+#include "groupsgd/centralps/replication_link.h"
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "groupsgd/centralps/replication.h"
+#include "groupsgd/common/transport.h"
+
+using namespace groupsgd;
+using namespace groupsgd::centralps;
+using namespace std::chrono_literals;
+
+namespace {
+
+ReplicationMessage snapshotAt(std::uint64_t version) {
+  ReplicationMessage m;
+  m.kind = ReplicationKind::kSnapshot;
+  m.version = version;
+  m.param_count = 4;
+  m.tensor = {1, 2, 3, 4};
+  return m;
+}
+
+ReplicationMessage updateTo(std::uint64_t version) {
+  ReplicationMessage m;
+  m.kind = ReplicationKind::kUpdate;
+  m.version = version;
+  m.param_count = 4;
+  m.tensor = {0.5f, 0.5f, 0.5f, 0.5f};
+  m.weight = 1;
+  return m;
+}
+
+zmq::socket_t dealer(zmq::context_t& ctx) {
+  auto s = makeSocket(ctx, zmq::socket_type::dealer);
+  REQUIRE(s);
+  return std::move(*s);
+}
+
+// A standby that says hello, then acknowledges what it receives while `acking` holds.
+struct ScriptedStandby {
+  zmq::socket_t sock;
+  std::atomic<bool> acking{true}, stop{false};
+  std::atomic<std::uint64_t> updates{0}, snapshots{0};
+  std::thread thread;
+
+  ScriptedStandby(zmq::context_t& ctx, const std::string& ep) : sock(dealer(ctx)) {
+    REQUIRE(connectSocket(sock, ep));
+    ReplicationMessage hello;
+    hello.kind = ReplicationKind::kHello;
+    REQUIRE(sendFrames(sock, encodeReplication(hello)));
+    thread = std::thread([this] {
+      while (!stop.load()) {
+        zmq::pollitem_t item{sock.handle(), 0, ZMQ_POLLIN, 0};
+        zmq::poll(&item, 1, 10ms);
+        if ((item.revents & ZMQ_POLLIN) == 0) continue;
+        auto frames = recvFrames(sock);
+        if (!frames) continue;
+        auto m = decodeReplication(*frames);
+        if (!m) continue;
+        if (m->kind == ReplicationKind::kUpdate) ++updates;
+        if (m->kind == ReplicationKind::kSnapshot) ++snapshots;
+        if (!acking.load()) continue;
+        ReplicationMessage ack;
+        ack.kind = ReplicationKind::kAck;
+        ack.version = m->version;
+        (void)sendFrames(sock, encodeReplication(ack));
+      }
+    });
+  }
+  ~ScriptedStandby() {
+    stop.store(true);
+    thread.join();
+  }
+};
+
+std::unique_ptr<ReplicationLink> makeLink(zmq::context_t& ctx, std::uint32_t loss_ms,
+                                          std::uint32_t alone_ms,
+                                          std::function<void(const std::string&)> superseded = {},
+                                          bool sync = true) {
+  ReplicationConfig cfg;
+  cfg.sync = sync;
+  cfg.listen = "tcp://127.0.0.1:*";
+  cfg.loss_ms = loss_ms;
+  cfg.alone_ms = alone_ms;
+  cfg.on_superseded = std::move(superseded);
+  auto link = ReplicationLink::create(ctx, cfg, {});
+  REQUIRE(link);
+  (*link)->setTerm(5);
+  return std::move(*link);
+}
+
+// Polls the link until the standby has its snapshot.
+void attach(ReplicationLink& link, ScriptedStandby& standby, std::uint64_t version) {
+  const auto until = std::chrono::steady_clock::now() + 5s;
+  while (standby.snapshots.load() == 0 && std::chrono::steady_clock::now() < until) {
+    link.poll(version, [version] { return snapshotAt(version); });
+    std::this_thread::sleep_for(5ms);
+  }
+  REQUIRE(standby.snapshots.load() == 1);
+}
+
+}  // namespace
+
+TEST_CASE("replication link: no standby, nothing commits; an acknowledged update commits") {
+  zmq::context_t ctx;
+  auto link = makeLink(ctx, 300, 0);
+  const auto snap = [] { return snapshotAt(7); };
+  auto refused = link->replicate(updateTo(8), snap);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.message().find("no standby attached") != std::string::npos);
+
+  ScriptedStandby standby(ctx, link->endpoint());
+  attach(*link, standby, 7);
+  CHECK(link->replicate(updateTo(8), snap));
+  CHECK(standby.updates.load() == 1);
+  CHECK(link->json()["acked_version"] == 8);
+  CHECK(link->json()["attached"] == true);
+}
+
+TEST_CASE("replication link: a standby that stops acknowledging is lost within the bound") {
+  zmq::context_t ctx;
+  auto link = makeLink(ctx, 200, 0);
+  ScriptedStandby standby(ctx, link->endpoint());
+  attach(*link, standby, 1);
+  standby.acking.store(false);
+  const auto started = std::chrono::steady_clock::now();
+  auto s = link->replicate(updateTo(2), [] { return snapshotAt(1); });
+  const auto waited = std::chrono::steady_clock::now() - started;
+  REQUIRE_FALSE(s);
+  CHECK(s.message().find("did not acknowledge version 2") != std::string::npos);
+  CHECK(waited >= 200ms);
+  CHECK(waited < 2s);
+  CHECK(link->json()["attached"] == false);
+  CHECK(link->json()["standby_losses"] == 1);
+  // Lost: the next update is refused at once, not after another wait.
+  CHECK_FALSE(link->replicate(updateTo(2), [] { return snapshotAt(1); }));
+}
+
+TEST_CASE("replication link: with standby_alone_ms the head commits alone after the bound") {
+  zmq::context_t ctx;
+  auto link = makeLink(ctx, 100, 150);
+  CHECK_FALSE(link->replicate(updateTo(1), [] { return snapshotAt(0); }));
+  std::this_thread::sleep_for(200ms);
+  CHECK(link->replicate(updateTo(1), [] { return snapshotAt(0); }));
+  CHECK(link->json()["alone"] == true);
+}
+
+TEST_CASE("replication link: a Superseded notice calls on_superseded") {
+  zmq::context_t ctx;
+  std::string why;
+  auto link = makeLink(ctx, 300, 0, [&](const std::string& w) { why = w; });
+  auto fence = makeSocket(ctx, zmq::socket_type::dealer);
+  REQUIRE(fence);
+  REQUIRE(connectSocket(*fence, link->endpoint()));
+  ReplicationMessage m;
+  m.kind = ReplicationKind::kSuperseded;
+  m.term = 6;
+  m.text = "the head at tcp://x took over";
+  REQUIRE(sendFrames(*fence, encodeReplication(m)));
+  const auto until = std::chrono::steady_clock::now() + 5s;
+  while (why.empty() && std::chrono::steady_clock::now() < until) {
+    link->poll(0, [] { return snapshotAt(0); });
+    std::this_thread::sleep_for(5ms);
+  }
+  CHECK(why == "the head at tcp://x took over");
+}
+
+TEST_CASE("replication link: asynchronous updates commit without waiting; the lag is reported") {
+  zmq::context_t ctx;
+  auto link = makeLink(ctx, 2000, 0, {}, /*sync=*/false);
+  ScriptedStandby standby(ctx, link->endpoint());
+  attach(*link, standby, 0);
+  standby.acking.store(false);  // a standby that never answers costs the primary nothing
+  const auto started = std::chrono::steady_clock::now();
+  for (std::uint64_t v = 1; v <= 5; ++v) {
+    REQUIRE(link->replicate(updateTo(v), [v] { return snapshotAt(v - 1); }));
+  }
+  CHECK(std::chrono::steady_clock::now() - started < 1s);
+  CHECK(link->json()["max_lag_versions"] == 5);
+  CHECK(link->json()["sync"] == false);
+}
