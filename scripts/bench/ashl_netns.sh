@@ -57,6 +57,7 @@ log "trainer w4's link shaped to $rate each way" >&2
 run_once() {  # run_once MODE REPEAT: one JSON line
   local mode=$1 repeat=$2 i
   rm -f "$WORK/summary.json" "$WORK/endpoint"
+  # shellcheck disable=SC2034  # read by lib.sh's wait_finish
   WORKER_PIDS=()
   # shellcheck disable=SC2046  # the mode's flags are meant to be word-split
   start_daemon --mode adaptive --workers 4 --data-allocation ranges --target-acc "$target" \
