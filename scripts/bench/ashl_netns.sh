@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # ASHL's stage and compression ablation over a bandwidth-limited link (docs/seeds.md):
 # the head (coordinator, central PS, group PSes) and the evaluator in one network
-# namespace, four trainers each in its own, behind a router; trainer w4's link shaped to
-# RATE each way (tc tbf, as placement_netns.sh does), the other three unshaped. A
-# bandwidth straggler: unlike straggler.sh's link straggler (a fixed delay per exchange),
-# its delay shrinks with the bytes sent, so compression can pay.
+# namespace, four trainers each in its own, behind a router; the links of the last
+# --shaped trainers (default 1: w4 alone, a bandwidth straggler; 4: every trainer) shaped
+# to RATE each way (tc tbf, as placement_netns.sh does), the others unshaped. Unlike
+# straggler.sh's link straggler (a fixed delay per exchange), the delay shrinks with the
+# bytes sent, so compression can pay.
 #
-#   ashl_netns.sh [--quick] [--repeats R] [--rate 20mbit] [--target 0.85] [--modes "M..."]
+#   ashl_netns.sh [--quick] [--repeats R] [--rate 20mbit] [--shaped N] [--target 0.85]
+#                 [--modes "M..."]
 #
 # Modes as straggler.sh's: adaptive, with +nostages, +fp16, +topk. One JSON line per run,
 # then {"bench": "ashl_netns", ...} with the median time to target per mode and its ratio
@@ -17,13 +19,14 @@ build=${BUILD_DIR:-$root/build}
 export GROUPSGDD=${GROUPSGDD:-$build/daemon/groupsgdd}
 export GROUPSGD_WORKER=${GROUPSGD_WORKER:-$build/worker/groupsgd-worker}
 export GROUPSGDCTL=${GROUPSGDCTL:-$build/daemon/groupsgdctl}
-repeats=3 rate=20mbit target=0.85 max_s=120
+repeats=3 rate=20mbit target=0.85 max_s=120 shaped=1
 modes="adaptive adaptive+nostages adaptive+fp16 adaptive+topk adaptive+nostages+fp16 adaptive+nostages+topk"
 while [[ $# -gt 0 ]]; do
   case $1 in
     --quick) repeats=1 target=0.78 max_s=60 modes="adaptive adaptive+fp16" ;;
     --repeats) repeats=$2; shift ;;
     --rate) rate=$2; shift ;;
+    --shaped) shaped=$2; shift ;;
     --target) target=$2; shift ;;
     --modes) modes=$2; shift ;;
     *) echo "ashl_netns: unknown argument $1" >&2; exit 2 ;;
@@ -50,9 +53,12 @@ mode_flags() {  # the daemon flags of adaptive+SUFFIX+...
 for m in $modes; do mode_flags "$m" >/dev/null || exit 2; done
 
 make_topology 4 >&2
-in_ns rt tc qdisc add dev r4 root tbf rate "$rate" burst 64kb latency 400ms
-in_ns s4 tc qdisc add dev s0 root tbf rate "$rate" burst 64kb latency 400ms
-log "trainer w4's link shaped to $rate each way" >&2
+[[ $shaped =~ ^[1-4]$ ]] || { echo "ashl_netns: --shaped is 1 to 4, not '$shaped'" >&2; exit 2; }
+for ((i = 5 - shaped; i <= 4; i++)); do
+  in_ns rt tc qdisc add dev "r$i" root tbf rate "$rate" burst 64kb latency 400ms
+  in_ns "s$i" tc qdisc add dev s0 root tbf rate "$rate" burst 64kb latency 400ms
+done
+log "the links of trainers w$((5 - shaped))..w4 shaped to $rate each way" >&2
 
 run_once() {  # run_once MODE REPEAT: one JSON line
   local mode=$1 repeat=$2 i
@@ -65,8 +71,9 @@ run_once() {  # run_once MODE REPEAT: one JSON line
   start_evaluator
   for i in 1 2 3 4; do start_worker "$i" "w$i" --device-ms 10; done
   wait_finish "$((max_s + 30))"
-  jq -c --arg m "$mode" --argjson r "$repeat" --arg rate "$rate" \
-    '{bench: "ashl_netns_run", mode: $m, repeat: $r, rate: $rate, reached, time_to_target_s,
+  jq -c --arg m "$mode" --argjson r "$repeat" --arg rate "$rate" --argjson shaped "$shaped" \
+    '{bench: "ashl_netns_run", mode: $m, repeat: $r, rate: $rate, shaped: $shaped, reached,
+      time_to_target_s,
       elapsed_s, samples_trained, final_test_acc, regroups, stop_reason, accounting_ok,
       comm_ms: ([.worker_stats[] | select(.comm_ms != null) | .comm_ms] | add / length)}' \
     "$SUMMARY"
@@ -93,7 +100,8 @@ res = {m: {"time_to_target_s": stats([r["time_to_target_s"] for r in rows if r["
            "reached": sum(bool(r["reached"]) for r in rows if r["mode"] == m)} for m in modes}
 meds = {m: e["time_to_target_s"]["median"] for m, e in res.items() if e["time_to_target_s"]["median"]}
 d = meds.get("adaptive")
-s = {"bench": "ashl_netns", "rate": rows[0]["rate"], "repeats": max(r["repeat"] for r in rows),
+s = {"bench": "ashl_netns", "rate": rows[0]["rate"], "shaped_trainers": rows[0]["shaped"],
+     "repeats": max(r["repeat"] for r in rows),
      "results": res, "fastest": min(meds, key=meds.get) if meds else None,
      "vs_default": {m: round(v / d, 3) for m, v in meds.items()} if d else None,
      "ok": all(r["accounting_ok"] for r in rows)}
