@@ -37,7 +37,8 @@ usage: scripts/bench/straggler.sh [options]
                      with the step cutoff off) adaptive-versions (adaptive with staleness
                      counted in versions, not samples) (default "sync adaptive"); any
                      adaptive mode may add +nostages (the fine stage from the start: the
-                     coarse stage's K and group limit set to the fine one's), +fp16 or
+                     coarse stage's K and group limit set to the fine one's), +coarsek1
+                     (only the coarse stage's K set to 1), +fp16 or
                      +topk (compress_gradients and compress_deltas fp16 / topk:0.1), e.g.
                      adaptive+nostages+fp16
   --targets "A..."   target test accuracies; each run goes to the highest (default "0.85 0.88")
@@ -102,6 +103,10 @@ runs=$run_dir/runs.jsonl
 # fine_max_groups at their defaults, 1 and 2).
 nostages_config=$run_dir/nostages.json
 echo '{"adaptive": {"coarse_period": 1, "coarse_max_groups": 2}}' >"$nostages_config"
+# +coarsek1: the coarse stage exchanges every step (K = 1, the fine stage's); its group
+# limit stays.
+coarsek1_config=$run_dir/coarsek1.json
+echo '{"adaptive": {"coarse_period": 1}}' >"$coarsek1_config"
 : >"$runs"
 log() { echo "straggler: $*" >&2; }
 command -v python3 >/dev/null || { log "needs python3 (scripts/install-deps.sh --extra)"; exit 1; }
@@ -136,9 +141,10 @@ mode_extra_args() {
   for suffix in $(tr '+' ' ' <<<"${1#adaptive+}"); do
     case "$suffix" in
       nostages) echo "--config $nostages_config" ;;
+      coarsek1) echo "--config $coarsek1_config" ;;
       fp16) echo "--compress-gradients fp16 --compress-deltas fp16" ;;
       topk) echo "--compress-gradients topk:0.1 --compress-deltas topk:0.1" ;;
-      *) log "unknown ablation '+$suffix' in mode '$1' (nostages, fp16, topk)"; return 1 ;;
+      *) log "unknown ablation '+$suffix' in mode '$1' (nostages, coarsek1, fp16, topk)"; return 1 ;;
     esac
   done
 }
