@@ -137,13 +137,14 @@ def main():
                 continue
             s["figures"] = basu_figures(s) if p == "basu" else ashl_figures(s)
             if p == "ashl":
-                netns = read(os.path.join(a.dir, "ashl-netns.jsonl"))
-                for r in netns[:-1]:
-                    emit(dict(r, paper=p))
-                if netns:
-                    s["netns"] = netns[-1]
-                else:
-                    s["netns"] = {"skipped": "not run (needs root, and not with --quick)"}
+                # ashl_netns.sh: one trainer of four on a slow link, then all four.
+                for key, name in (("netns", "ashl-netns.jsonl"),
+                                  ("netns_all_slow", "ashl-netns-all.jsonl")):
+                    netns = read(os.path.join(a.dir, name))
+                    for r in netns[:-1]:
+                        emit(dict(r, paper=p))
+                    s[key] = netns[-1] if netns else {
+                        "skipped": "not run (needs root, and not with --quick)"}
         elif p == "chao":
             s = rows[-1] if rows[-1].get("summary") else None
             for r in rows[:-1] if s else rows:
