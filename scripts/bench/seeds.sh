@@ -5,8 +5,9 @@
 #              grouped2, grouped4, async, adaptive: time to 0.85, accuracy at a sample budget
 #   ashl       straggler.sh: adaptive with stages on/off x compression dense/fp16/top-k
 #              (+nostages, +fp16, +topk) under a link straggler; then, as root, the same
-#              ablation over a rate-limited link between network namespaces (ashl_netns.sh;
-#              skipped with a message otherwise)
+#              ablation with one trainer of four behind a rate-limited link between network
+#              namespaces, and dense/fp16/top-k with every trainer behind one
+#              (ashl_netns.sh; skipped with a message otherwise)
 #   chao       chao.py: equal vs static-proportional vs self-adaptive allocation with a 4x and
 #              a 2x trainer; a trainer added mid-run; a slow trainer replaced mid-run
 #   crossover  crossover.py: two equal jobs, and a heavy job beside a light one
@@ -19,7 +20,7 @@ quick=0 repeats=3 papers="basu ashl chao crossover" budget=200000 max_seconds=15
 slowdowns="2 4 8" basu_modes="sync grouped2 grouped4 async adaptive"
 ashl_cases="link-4x-1of8"
 ashl_modes="adaptive adaptive+nostages adaptive+fp16 adaptive+topk adaptive+nostages+fp16 adaptive+nostages+topk"
-netns_rate=20mbit img_dir=""
+netns_rate=20mbit netns_all_rate=200mbit img_dir=""
 usage() {
   cat <<USAGE
 usage: scripts/bench/seeds.sh [options]     (or scripts/bench.sh seeds [options])
@@ -33,7 +34,8 @@ usage: scripts/bench/seeds.sh [options]     (or scripts/bench.sh seeds [options]
   --basu-modes "M..." (default "$basu_modes")
   --ashl-cases "C..." straggler.sh cases of the ablation (default "$ashl_cases")
   --ashl-modes "M..." (default "$ashl_modes")
-  --netns-rate R      ashl over namespaces: the shaped link's rate (default $netns_rate)
+  --netns-rate R      ashl over namespaces: one trainer's shaped link (default $netns_rate)
+  --netns-all-rate R  ... then every trainer's link (default $netns_all_rate)
   --img-dir DIR       where the PNGs go (default docs/img; --quick: the results directory)
   --no-plots          skip gnuplot
 USAGE
@@ -54,6 +56,7 @@ while [[ $# -gt 0 ]]; do
     --ashl-cases) ashl_cases=$2; shift 2 ;;
     --ashl-modes) ashl_modes=$2; shift 2 ;;
     --netns-rate) netns_rate=$2; shift 2 ;;
+    --netns-all-rate) netns_all_rate=$2; shift 2 ;;
     --img-dir) img_dir=$2; shift 2 ;;
     --no-plots) plots=0; shift ;;
     --help|-h) usage; exit 0 ;;
@@ -101,8 +104,13 @@ for p in $papers; do
         "$root/scripts/bench/straggler.sh" "${straggler_common[@]}" --cases "$ashl_cases" \
           --modes "$ashl_modes" --plot-prefix seeds-ashl >"$out" || rc=$?
         if [[ $(id -u) == 0 ]]; then
+          # One trainer of four on a slow link (a bandwidth straggler), then every trainer
+          # on a faster but still slow link (where compression can pay for everyone).
           "$root/scripts/bench/ashl_netns.sh" --repeats "$repeats" --rate "$netns_rate" \
             --modes "$ashl_modes" >"$run_dir/ashl-netns.jsonl" || log "ashl over namespaces exited $?"
+          "$root/scripts/bench/ashl_netns.sh" --repeats "$repeats" --rate "$netns_all_rate" \
+            --shaped 4 --modes "adaptive adaptive+fp16 adaptive+topk" >"$run_dir/ashl-netns-all.jsonl" ||
+            log "ashl over namespaces, every link slow, exited $?"
         else
           log "ashl over network namespaces skipped: it needs root (tc, ip netns); run as root for it"
         fi
@@ -115,7 +123,8 @@ for p in $papers; do
       if [[ $quick == 1 ]]; then
         python3 "$root/scripts/bench/crossover.py" --quick >"$out" || rc=$?
       else
-        python3 "$root/scripts/bench/crossover.py" --repeats "$repeats" --cases two,heavy >"$out" || rc=$?
+        python3 "$root/scripts/bench/crossover.py" --repeats "$repeats" --extra-repeats "$repeats" \
+          --cases two,heavy >"$out" || rc=$?
       fi ;;
   esac
   log "$p exited $rc"
