@@ -6,7 +6,9 @@
 # lm (scripts/bench/lm_bench.py), crossover (scripts/bench/crossover.py),
 # dataplane-netns (scripts/bench/dataplane_netns.sh; root), placement-netns
 # (scripts/bench/placement_netns.sh; root), data-allocation
-# (scripts/bench/data_allocation.sh), startup (scripts/bench/startup.py) or any program build/bench/groupsgd-bench-NAME
+# (scripts/bench/data_allocation.sh), startup (scripts/bench/startup.py), seeds
+# (scripts/bench/seeds.sh: the four papers' experiments, docs/seeds.md) or any program
+# build/bench/groupsgd-bench-NAME
 # (bench/NAME_bench.cc). Set BENCH_NO_BUILD=1 to skip the build, GROUPSGD_RESULTS_DIR to
 # write the results elsewhere than results/ (the CTest smoke tests use the build tree).
 set -euo pipefail
@@ -18,7 +20,7 @@ export GROUPSGD_RESULTS_DIR=${GROUPSGD_RESULTS_DIR:-$root/results}
 names() {
   local f n
   {
-    printf '%s\n' straggler pytorch lm crossover dataplane dataplane-netns placement-netns data-allocation startup memory scale kernels trainer-step \
+    printf '%s\n' straggler pytorch lm crossover dataplane dataplane-netns placement-netns data-allocation startup seeds memory scale kernels trainer-step \
       model-timing
     for f in "$root"/bench/*_bench.cc; do
       [[ -e $f ]] || continue
@@ -42,6 +44,7 @@ describe() {
     placement-netns) echo "group PS beside its members or not, two emulated hosts on shaped links (root)" ;;
     data-allocation) echo "data_allocation shards vs ranges with a 4x straggler: time to target, accuracy at a budget" ;;
     startup) echo "a short run's fixed costs: launch to first step, target to exit; dataset cache on/off" ;;
+    seeds) echo "the four papers' experiments (Basu, ASHL, Chao, CrossoverScheduler); docs/seeds.md" ;;
     memory) echo "peak resident memory of a central PS and a group PS serving a 25M-parameter model" ;;
     scale) echo "regroup decision time and plan quality for 100 to 10,000 workers" ;;
     kernels) echo "numeric kernels against memory bandwidth" ;;
@@ -58,7 +61,7 @@ usage() {
   local n
   while read -r n; do
     local note=""
-    if [[ $n != straggler && $n != pytorch && $n != lm && $n != crossover && $n != dataplane-netns && $n != placement-netns && $n != data-allocation && $n != startup && ! -e $root/bench/${n//-/_}_bench.cc ]]; then note=" (not in this tree yet)"; fi
+    if [[ $n != straggler && $n != pytorch && $n != lm && $n != crossover && $n != dataplane-netns && $n != placement-netns && $n != data-allocation && $n != startup && $n != seeds && ! -e $root/bench/${n//-/_}_bench.cc ]]; then note=" (not in this tree yet)"; fi
     printf '  %-10s %s%s\n' "$n" "$(describe "$n")" "$note"
   done < <(names)
 }
@@ -88,6 +91,8 @@ elif [[ $name == data-allocation ]]; then
   cmd=("$root/scripts/bench/data_allocation.sh")
 elif [[ $name == startup ]]; then
   cmd=(python3 "$root/scripts/bench/startup.py")
+elif [[ $name == seeds ]]; then
+  cmd=("$root/scripts/bench/seeds.sh")
 elif [[ $name == crossover ]]; then
   cmd=(python3 "$root/scripts/bench/crossover.py")
 elif [[ $name == pytorch ]]; then

@@ -7,7 +7,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 mode=adaptive workers=8 stragglers=1 slowdown=4 device_ms=10 target=0.85 groups=2 period=1
 max_seconds=300 json=0 quick=0 batch=32 link_ms=0 schedule="" erratic="" max_samples=0 daemon_extra=""
-device=cpu trainer=cpp torch_model=mlp
+device=cpu trainer=cpp torch_model=mlp slowdowns="" add_at=() drain_at=()
 usage() {
   cat <<USAGE
 usage: scripts/demo.sh [options]
@@ -17,6 +17,11 @@ usage: scripts/demo.sh [options]
   --exchange-period K  grouped mode: steps between central exchanges (default 1)
   --stragglers K    how many workers are slowed down (default 1)
   --slowdown F      their slowdown factor (default 4)
+  --slowdowns "F.." one factor per straggler, w1 first (sets --stragglers; e.g. "4 2")
+  --add-at T[:F]    start one more trainer T seconds after the trainers (F times slower;
+                    default 1); repeatable; it joins the running job (cpp trainers only)
+  --drain-at T:NAME drain trainer NAME (w1 ..) T seconds after the trainers start
+                    (groupsgdctl drain); repeatable (cpp trainers only)
   --device-ms D     emulated device time per step at the base batch, every worker (default 10)
   --link-ms L       stragglers: extra delay on every exchange instead of a slowdown
   --erratic P:S     stragglers: random pauses instead (probability P per step, mean S ms)
@@ -47,6 +52,9 @@ while [[ $# -gt 0 ]]; do
     --exchange-period) period=$2; shift 2 ;;
     --stragglers) stragglers=$2; shift 2 ;;
     --slowdown) slowdown=$2; shift 2 ;;
+    --slowdowns) slowdowns=$2; shift 2 ;;
+    --add-at) add_at+=("$2"); shift 2 ;;
+    --drain-at) drain_at+=("$2"); shift 2 ;;
     --device-ms) device_ms=$2; shift 2 ;;
     --link-ms) link_ms=$2; shift 2 ;;
     --erratic) erratic=$2; shift 2 ;;
@@ -73,6 +81,19 @@ if [[ $trainer != cpp && $trainer != pytorch ]]; then echo "demo: --trainer is c
 if [[ $trainer == pytorch && ( $link_ms != 0 || -n $schedule || -n $erratic ) ]]; then
   echo "demo: --trainer pytorch emulates stragglers by --slowdown only" >&2; exit 2
 fi
+if [[ -n $slowdowns ]]; then
+  read -r -a per_straggler <<<"$slowdowns"
+  stragglers=${#per_straggler[@]}
+fi
+if [[ $trainer == pytorch && ( -n $slowdowns || ${#add_at[@]} -gt 0 || ${#drain_at[@]} -gt 0 ) ]]; then
+  echo "demo: --slowdowns, --add-at and --drain-at need the cpp trainers" >&2; exit 2
+fi
+for e in "${add_at[@]}"; do
+  [[ $e =~ ^[0-9.]+(:[0-9.]+)?$ ]] || { echo "demo: --add-at T[:F], not '$e'" >&2; exit 2; }
+done
+for e in "${drain_at[@]}"; do
+  [[ $e =~ ^[0-9.]+:[A-Za-z0-9_-]+$ ]] || { echo "demo: --drain-at T:NAME, not '$e'" >&2; exit 2; }
+done
 if (( stragglers > workers )); then echo "demo: more stragglers than workers" >&2; exit 2; fi
 if [[ $mode == grouped ]] && (( groups > workers )); then groups=$workers; fi
 
@@ -119,9 +140,12 @@ fi
 [[ $json == 1 ]] && daemon_args+=(--json)
 [[ $trainer == pytorch ]] && daemon_args+=(--model external)
 [[ $max_samples != 0 ]] && daemon_args+=(--max-samples "$max_samples")
+# A drain goes through the control socket (groupsgdctl).
+(( ${#drain_at[@]} > 0 )) && daemon_args+=(--control-socket "$run_dir/control.sock")
 # shellcheck disable=SC2206  # word splitting is the point of --daemon-args
 [[ -n $daemon_extra ]] && daemon_args+=($daemon_extra)
 kind="${slowdown}x slower"
+[[ -n $slowdowns ]] && kind="${slowdowns// /x, }x slower"
 [[ $link_ms != 0 ]] && kind="+${link_ms} ms per exchange"
 [[ -n $schedule ]] && kind="schedule $schedule"
 [[ -n $erratic ]] && kind="erratic pauses $erratic"
@@ -168,6 +192,7 @@ for i in $(seq 1 "$workers"); do
     if [[ -n $schedule ]]; then speed=(--schedule "$schedule")
     elif [[ -n $erratic ]]; then speed=(--stall-prob "${erratic%%:*}" --stall-ms "${erratic##*:}")
     elif [[ $link_ms != 0 ]]; then speed=(--link-ms "$link_ms")
+    elif [[ -n $slowdowns ]]; then speed=(--slowdown "${per_straggler[$((i - 1))]}")
     else speed=(--slowdown "$slowdown"); fi
   fi
   if [[ $trainer == pytorch ]]; then
@@ -180,6 +205,25 @@ for i in $(seq 1 "$workers"); do
       --device "$device" "${speed[@]}" --name "w$i" --log-level ${DEMO_WORKER_LOG_LEVEL:-warn} 2>"$run_dir/worker-$i.log" &
   fi
   pids+=("$!")
+done
+# Mid-run changes (--add-at, --drain-at): each a subshell that sleeps, then execs the
+# trainer or groupsgdctl, so that its pid is the process that cleanup stops.
+n_added=0
+for e in "${add_at[@]}"; do
+  n_added=$((n_added + 1))
+  name="w$((workers + n_added))" factor=1
+  [[ $e == *:* ]] && factor=${e#*:}
+  (sleep "${e%%:*}"; exec "$BUILD_DIR/worker/groupsgd-worker" --coordinator "$endpoint" \
+    --device-ms "$device_ms" --device "$device" --slowdown "$factor" --name "$name" \
+    --log-level ${DEMO_WORKER_LOG_LEVEL:-warn} 2>"$run_dir/worker-added-$n_added.log") &
+  pids+=("$!")
+  log "trainer $name (${factor}x slower) joins at ${e%%:*} s"
+done
+for e in "${drain_at[@]}"; do
+  (sleep "${e%%:*}"; exec "$BUILD_DIR/daemon/groupsgdctl" --socket "$run_dir/control.sock" \
+    drain "${e#*:}" --wait >>"$run_dir/drain.log" 2>&1) &
+  pids+=("$!")
+  log "trainer ${e#*:} is drained at ${e%%:*} s"
 done
 # The evaluator (C++ or PyTorch, like the trainers), in place of the subshell it runs in.
 run_evaluator() {

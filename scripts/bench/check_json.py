@@ -4,7 +4,7 @@ the summary is the last line and says ok, and the keys the docs promise are ther
 Checks the shape of the output, never the speed.
 
   check_json.py NAME FILE     NAME: dataplane, dataplane-netns, straggler, memory, scale,
-                              pytorch, lm, crossover, model-timing or startup
+                              pytorch, lm, crossover, model-timing, startup or seeds
 Exit 0 when the output is well formed, 1 with the reasons on stderr otherwise.
 """
 import json
@@ -194,6 +194,50 @@ def check_crossover(rows, summary, errors):
             errors.append("run %s/%s of job %s: accounting not ok" % (r.get("case"), r.get("mode"), r.get("job")))
 
 
+def check_seeds(rows, summary, errors):
+    """scripts/bench/seeds.sh: run lines and one summary line per paper, each tagged with
+    its paper; the basu and ashl ones in straggler.sh's shape, crossover's in its own."""
+    papers = summary.get("papers")
+    if not isinstance(papers, list) or not papers:
+        errors.append("summary has no 'papers' list")
+        return
+    figures = summary.get("figures")
+    if not isinstance(figures, dict):
+        errors.append("summary has no 'figures' object")
+        figures = {}
+    for p in papers:
+        mine = [r for r in rows if r.get("paper") == p]
+        sums = [r for r in mine if r.get("summary") is True]
+        runs = [r for r in mine if r.get("summary") is not True]
+        if len(sums) != 1:
+            errors.append("%s: %d summary lines, want 1" % (p, len(sums)))
+            continue
+        if not runs:
+            errors.append("%s: no run lines" % p)
+        if sums[0].get("ok") is not True:
+            errors.append("%s: its summary says ok=%s" % (p, sums[0].get("ok")))
+        if not isinstance(figures.get(p), dict) or "targets_met" not in figures[p]:
+            errors.append("%s: no figures with 'targets_met'" % p)
+        if p in ("basu", "ashl"):
+            # straggler.sh's run lines (ashl also has ashl_netns.sh's, without a case).
+            cased = [r for r in runs if "case" in r]
+            check_straggler(cased, dict(sums[0], runs=len(cased)), errors)
+        elif p == "crossover":
+            check_crossover(runs, sums[0], errors)
+        elif p == "chao":
+            for r in runs:
+                if "error" in r:
+                    errors.append("chao %s/%s: %s" % (r.get("experiment"), r.get("case"), r["error"]))
+                elif r.get("reached") and not number(r.get("time_to_target_s")):
+                    errors.append("chao %s: reached but no time_to_target_s" % r.get("case"))
+            if not isinstance(sums[0].get("results"), dict):
+                errors.append("chao: summary has no 'results' object")
+    for r in rows:
+        if "paper" not in r:
+            errors.append("a line without 'paper': %.80s" % json.dumps(r))
+            break
+
+
 def check_model_timing(rows, summary, errors):
     check_named_lines(rows, summary, errors, "model", ("mlp", "cnn"), "model",
                       ("median_ms", "min_ms", "max_ms"), "median_ms")
@@ -220,7 +264,7 @@ CHECKS = {"dataplane": check_dataplane, "dataplane-netns": check_dataplane_netns
           "straggler": check_straggler,
           "memory": check_memory, "scale": check_scale, "pytorch": check_pytorch, "lm": check_lm,
           "crossover": check_crossover, "model-timing": check_model_timing,
-          "startup": check_startup}
+          "startup": check_startup, "seeds": check_seeds}
 
 
 def check_machine(summary, errors):

@@ -20,7 +20,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 quick=0 kinds="" slowdowns="4" modes="sync adaptive"
 cases="none-1x-0of8 compute-4x-1of8 link-4x-1of8 erratic-4x-1of8 midrun-4x-1of8 compute-4x-2of8 compute-4x-4of8 none-1x-0of16 compute-4x-2of16"
 targets="0.85 0.88" budget=0 max_seconds=300 device_ms=10 step_ms=12 stall_prob=0.1
-midrun="2 12" repeats=3 plots=1 img_dir=""
+midrun="2 12" repeats=3 plots=1 img_dir="" plot_prefix=straggler
 usage() {
   cat <<USAGE
 usage: scripts/bench/straggler.sh [options]
@@ -35,7 +35,12 @@ usage: scripts/bench/straggler.sh [options]
   --slowdowns "F..." with --kinds (default "4")
   --modes "M..."     of sync async grouped2 grouped4 adaptive adaptive-nocut (adaptive
                      with the step cutoff off) adaptive-versions (adaptive with staleness
-                     counted in versions, not samples) (default "sync adaptive")
+                     counted in versions, not samples) (default "sync adaptive"); any
+                     adaptive mode may add +nostages (the fine stage from the start: the
+                     coarse stage's K and group limit set to the fine one's), +coarsek1
+                     (only the coarse stage's K set to 1), +fp16 or
+                     +topk (compress_gradients and compress_deltas fp16 / topk:0.1), e.g.
+                     adaptive+nostages+fp16
   --targets "A..."   target test accuracies; each run goes to the highest (default "0.85 0.88")
   --target A         one target (same as --targets A)
   --repeats R        runs per case and mode (default 3; --quick 1)
@@ -46,6 +51,7 @@ usage: scripts/bench/straggler.sh [options]
   --stall-prob P     erratic: chance of a pause per step (default 0.1)
   --midrun "ON OFF"  midrun: slow from ON to OFF seconds of the worker's life (default "2 12")
   --img-dir DIR      where the PNGs go (default docs/img; with --quick the results dir)
+  --plot-prefix P    the PNGs' names start with P (default straggler)
   --no-plots         skip gnuplot
 USAGE
 }
@@ -72,6 +78,7 @@ while [[ $# -gt 0 ]]; do
     --stall-prob) stall_prob=$2; shift 2 ;;
     --repeats) repeats=$2; shift 2 ;;
     --img-dir) img_dir=$2; shift 2 ;;
+    --plot-prefix) plot_prefix=$2; shift 2 ;;
     --no-plots) plots=0; shift ;;
     --help|-h) usage; exit 0 ;;
     *) echo "straggler: unknown option '$1' (see --help)" >&2; exit 2 ;;
@@ -92,6 +99,14 @@ if [[ -z $img_dir ]]; then
   [[ $quick == 1 ]] && img_dir=$run_dir
 fi
 runs=$run_dir/runs.jsonl
+# +nostages: no stage change, the coarse stage made the fine one (adaptive.fine_period and
+# fine_max_groups at their defaults, 1 and 2).
+nostages_config=$run_dir/nostages.json
+echo '{"adaptive": {"coarse_period": 1, "coarse_max_groups": 2}}' >"$nostages_config"
+# +coarsek1: the coarse stage exchanges every step (K = 1, the fine stage's); its group
+# limit stays.
+coarsek1_config=$run_dir/coarsek1.json
+echo '{"adaptive": {"coarse_period": 1}}' >"$coarsek1_config"
 : >"$runs"
 log() { echo "straggler: $*" >&2; }
 command -v python3 >/dev/null || { log "needs python3 (scripts/install-deps.sh --extra)"; exit 1; }
@@ -113,9 +128,25 @@ mode_args() {
   case "$1" in
     sync|async|adaptive) echo "--mode $1" ;;
     adaptive-nocut|adaptive-versions) echo "--mode adaptive" ;;  # one change off: its effect alone
+    adaptive+*) echo "--mode adaptive" ;;  # the ablations: mode_extra_args adds the rest
     grouped*) echo "--mode grouped --groups ${1#grouped}" ;;
     *) log "unknown mode '$1'"; return 1 ;;
   esac
+}
+
+# The daemon flags of an ablation mode's +suffixes (adaptive+nostages+fp16).
+mode_extra_args() {
+  local suffix
+  [[ $1 == adaptive+* ]] || return 0
+  for suffix in $(tr '+' ' ' <<<"${1#adaptive+}"); do
+    case "$suffix" in
+      nostages) echo "--config $nostages_config" ;;
+      coarsek1) echo "--config $coarsek1_config" ;;
+      fp16) echo "--compress-gradients fp16 --compress-deltas fp16" ;;
+      topk) echo "--compress-gradients topk:0.1 --compress-deltas topk:0.1" ;;
+      *) log "unknown ablation '+$suffix' in mode '$1' (nostages, coarsek1, fp16, topk)"; return 1 ;;
+    esac
+  done
 }
 
 # One demo run; appends its JSON line to $runs and prints it.
@@ -129,6 +160,7 @@ run_one() {
   local daemon_args="--progress-ms 250"
   [[ $mode == adaptive-nocut ]] && daemon_args+=" --step-cutoff 0"
   [[ $mode == adaptive-versions ]] && daemon_args+=" --staleness-measure versions"
+  daemon_args+=" $(mode_extra_args "$mode" | tr "\n" " ")"
   local args=(--workers "$w" --stragglers "$n" --device-ms "$device_ms" --json
     --daemon-args "$daemon_args")
   # shellcheck disable=SC2207  # the helpers print flags meant to be word-split
@@ -147,6 +179,9 @@ run_one() {
     --wall "$(awk -v a="$started" -v b="$(date +%s.%N)" 'BEGIN { print b - a }')" | tee -a "$runs"
 }
 
+for m in $modes; do
+  mode_args "$m" >/dev/null && mode_extra_args "$m" >/dev/null || exit 2
+done
 for c in $cases; do
   [[ $c =~ ^(none|compute|link|erratic|midrun)-[0-9.]+x-[0-9]+of[0-9]+$ ]] ||
     { log "bad case '$c' (KIND-Fx-NofW, e.g. compute-4x-1of8)"; exit 2; }
@@ -164,7 +199,7 @@ for rep in $(seq 1 "$repeats"); do
 done
 
 summary_args=(summary --runs "$runs" --dir "$run_dir" --targets "$targets" --budget "$budget"
-  --img-dir "$img_dir")
+  --img-dir "$img_dir" --plot-prefix "$plot_prefix")
 [[ $quick == 1 ]] && summary_args+=(--quick)
 [[ $plots == 0 ]] && summary_args+=(--no-plots)
 status=0

@@ -180,7 +180,7 @@ def gnuplot(script, png):
     return True
 
 
-def plot_accuracy(series, d, img_dir, name, title):
+def plot_accuracy(series, d, img_dir, name, title, prefix="straggler"):
     """test accuracy vs seconds, one line per mode."""
     if not series:
         return None
@@ -191,7 +191,7 @@ def plot_accuracy(series, d, img_dir, name, title):
             for t, acc in pts:
                 f.write("%.1f %.4f\n" % (t, acc))
         parts.append("'%s' using 1:2 with lines title '%s'" % (dat, m))
-    png = os.path.join(img_dir, "straggler-accuracy-%s.png" % name)
+    png = os.path.join(img_dir, "%s-accuracy-%s.png" % (prefix, name))
     script = "\n".join([
         "set terminal pngcairo size 800,500" if has_cairo() else "set terminal png size 800,500",
         "set output '%s'" % png, "set title '%s'" % title,
@@ -393,12 +393,14 @@ def cmd_summary(a):
     plots = []
     if not a.no_plots:
         os.makedirs(a.img_dir, exist_ok=True)
+        p = a.plot_prefix
         for t in targets:  # straggler-cases.png: the highest target
-            name = "straggler-cases.png" if t == top else "straggler-cases-%s.png" % t
+            name = "%s-cases.png" % p if t == top else "%s-cases-%s.png" % (p, t)
             png = plot_cases(cases, modes, results, t, a.dir, a.img_dir, name)
             if png:
                 plots.append(png)
-        acc_case = next((c for c in cases if c.startswith("compute-4x")), cases[0] if cases else None)
+        acc_case = next((c for c in cases if c.startswith("compute-4x")),
+                        next((c for c in cases if not c.startswith("none")), cases[0] if cases else None))
         series = {}
         for r in target_runs:
             if r["case"] == acc_case and r["repeat"] == 1:
@@ -409,7 +411,7 @@ def cmd_summary(a):
                 if pts:
                     series[r["mode"]] = pts
         png = plot_accuracy(series, a.dir, a.img_dir, acc_case or "none",
-                            "Test accuracy against time, %s" % acc_case)
+                            "Test accuracy against time, %s" % acc_case, p)
         if png:
             plots.append(png)
         if shutil.which("gnuplot") is None:
@@ -458,6 +460,7 @@ def main():
     s.add_argument("--img-dir", required=True)
     s.add_argument("--quick", action="store_true")
     s.add_argument("--no-plots", action="store_true")
+    s.add_argument("--plot-prefix", default="straggler", help="the PNGs' names start with this")
     a = p.parse_args()
     if a.cmd == "run":
         return cmd_run(a)
