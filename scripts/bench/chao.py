@@ -29,6 +29,9 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from straggler_summary import last_json_in  # noqa: E402  (one parser for the demo's summary line)
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 ALLOCATION = {
@@ -48,17 +51,6 @@ def elastic_cases(at):
     }
 
 
-def last_json(text):
-    for line in reversed(text.splitlines()):
-        line = line.strip()
-        if line.startswith("{"):
-            try:
-                return json.loads(line)
-            except ValueError:
-                return None
-    return None
-
-
 def run(experiment, case, args, repeat, a):
     common = ["--workers", "8", "--json", "--target-acc", str(a.target),
               "--max-seconds", str(a.max_seconds)]
@@ -67,7 +59,7 @@ def run(experiment, case, args, repeat, a):
     started = time.time()
     p = subprocess.run(cmd, capture_output=True, text=True,
                        env=dict(os.environ, BENCH_NO_BUILD="1"))
-    s = last_json(p.stdout)
+    s = last_json_in(p.stdout)
     rec = {"paper": "chao", "experiment": experiment, "case": case, "repeat": repeat,
            "exit": p.returncode, "wall_s": round(time.time() - started, 2),
            "command": "scripts/demo.sh " + " ".join(

@@ -38,13 +38,9 @@ def ideal_fraction(kind, f, n, w):
     return (w - n + n / float(f)) / w
 
 
-def last_json(path):
-    try:
-        with open(path) as f:
-            lines = f.read().splitlines()
-    except OSError:
-        return None
-    for line in reversed(lines):
+def last_json_in(text):
+    """The last line of `text` that starts with "{", parsed; None if none or not JSON."""
+    for line in reversed(text.splitlines()):
         line = line.strip()
         if line.startswith("{"):
             try:
@@ -52,6 +48,14 @@ def last_json(path):
             except ValueError:
                 return None
     return None
+
+
+def last_json(path):
+    try:
+        with open(path) as f:
+            return last_json_in(f.read())
+    except OSError:
+        return None
 
 
 def progress_readings(path):
