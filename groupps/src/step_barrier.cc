@@ -5,8 +5,13 @@
 #include "groupsgd/kernels/ops.h"
 
 namespace groupsgd::groupps {
+namespace {
+constexpr std::size_t kStreamSumBytes = std::size_t{16} << 20;
+}  // namespace
 
-StepBarrier::StepBarrier(std::size_t param_count) : sum_(param_count, 0.0f) {}
+StepBarrier::StepBarrier(std::size_t param_count) : sum_(param_count, 0.0f) {
+  unwritten_.reset(sum_.size());
+}
 
 void StepBarrier::configure(const std::vector<MemberInfo>& members) {
   std::unordered_map<std::uint64_t, MemberInfo> next;
@@ -63,17 +68,35 @@ Status StepBarrier::checkAdd(std::uint64_t worker_id, std::uint32_t batch_size,
 
 void StepBarrier::ensureClear() {
   if (!dirty_) return;
-  std::fill(sum_.begin(), sum_.end(), 0.0f);
+  unwritten_.reset(sum_.size());  // nothing to clear: written ranges are stored into
   dirty_ = false;
 }
 
 void StepBarrier::clearAfterClose() { ensureClear(); }
 
+bool StepBarrier::takeRange(std::size_t offset, std::size_t size) {
+  ensureClear();
+  return unwritten_.take(offset, offset + size, [this](std::size_t lo, std::size_t hi) {
+    std::fill(sum_.begin() + static_cast<std::ptrdiff_t>(lo),
+              sum_.begin() + static_cast<std::ptrdiff_t>(hi), 0.0f);
+  });
+}
+
+void StepBarrier::zeroUnwritten() {
+  unwritten_.takeAll([this](std::size_t lo, std::size_t hi) {
+    std::fill(sum_.begin() + static_cast<std::ptrdiff_t>(lo),
+              sum_.begin() + static_cast<std::ptrdiff_t>(hi), 0.0f);
+  });
+}
+
 void StepBarrier::accumulate(std::uint32_t batch_size, std::span<const float> part,
                              std::size_t offset) {
-  ensureClear();
-  kernels::axpy(static_cast<float>(batch_size), part,
-                std::span<float>(sum_).subspan(offset, part.size()));
+  const auto into = std::span<float>(sum_).subspan(offset, part.size());
+  if (takeRange(offset, part.size())) {
+    kernels::scaleInto(static_cast<float>(batch_size), part, into);
+  } else {
+    kernels::axpy(static_cast<float>(batch_size), part, into);
+  }
 }
 
 void StepBarrier::addPart(std::uint32_t batch_size, std::span<const float> part,
@@ -83,9 +106,19 @@ void StepBarrier::addPart(std::uint32_t batch_size, std::span<const float> part,
 
 kernels::FiniteAdd StepBarrier::addPartIfFinite(std::uint32_t batch_size,
                                                 std::span<const float> part, std::size_t offset) {
-  ensureClear();
-  return kernels::axpyIfFinite(static_cast<float>(batch_size), part,
-                               std::span<float>(sum_).subspan(offset, part.size()));
+  const auto into = std::span<float>(sum_).subspan(offset, part.size());
+  if (!takeRange(offset, part.size())) {
+    return kernels::axpyIfFinite(static_cast<float>(batch_size), part, into);
+  }
+  // A sum larger than the cache is read from memory by the optimizer anyway: stored
+  // around the cache, saving the read of every line before it is overwritten.
+  const bool stream = sum_.size() * sizeof(float) >= kStreamSumBytes;
+  const kernels::FiniteAdd r =
+      kernels::storeIfFinite(static_cast<float>(batch_size), part, into, stream);
+  // Not stored past a non-finite block: that rest holds an older step's values, and is
+  // written now, so it must read zero.
+  std::fill(into.begin() + static_cast<std::ptrdiff_t>(r.added), into.end(), 0.0f);
+  return r;
 }
 
 void StepBarrier::removePart(std::uint32_t batch_size, std::span<const float> part,
@@ -105,7 +138,7 @@ Status StepBarrier::skip(std::uint64_t worker_id) {
     return failedPrecondition("worker " + std::to_string(worker_id) +
                               " already pushed for this step");
   }
-  ensureClear();  // a step of skips only closes with a zero sum, not the last mean
+  ensureClear();  // a step of skips closes with a zero sum (zeroed at the close)
   arrived_.push_back(worker_id);
   markActive(worker_id);
   return Status::ok();
@@ -160,7 +193,13 @@ StepBarrier::Closed StepBarrier::closeUnscaled(std::span<float>* sum, float* sca
   c.mean_loss =
       samples_ == 0 ? 0.0f : static_cast<float>(loss_sum_ / static_cast<double>(samples_));
   c.reported = std::move(arrived_);
-  if (c.reported.empty()) std::fill(sum_.begin(), sum_.end(), 0.0f);  // nothing arrived
+  ensureClear();  // a close right after the last close: all of it unwritten
+  if (c.reported.empty()) {
+    std::fill(sum_.begin(), sum_.end(), 0.0f);  // nothing arrived
+    unwritten_.reset(0);
+  } else {
+    zeroUnwritten();  // what nobody's gradient covered sums to zero
+  }
   *scale = samples_ > 0 ? 1.0f / static_cast<float>(samples_) : 1.0f;
   *sum = sum_;
   dirty_ = true;  // the next add() clears the buffer first

@@ -123,6 +123,15 @@ void scale(std::span<float> x, float a) {
   });
 }
 
+void scaleInto(float a, std::span<const float> x, std::span<float> y) {
+  GSGD_KERNEL_REQUIRE(x.size() == y.size());
+  const float* xp = x.data();
+  float* yp = y.data();
+  parallelFor(y.size(), [=](std::size_t b, std::size_t e) {
+    for (std::size_t i = b; i < e; ++i) yp[i] = a * xp[i];
+  });
+}
+
 void axpy(float a, std::span<const float> x, std::span<float> y) {
   GSGD_KERNEL_REQUIRE(x.size() == y.size());
   const float* xp = x.data();
@@ -232,9 +241,25 @@ std::size_t countNonFinite(std::span<const float> x) {
 
 double sumSquares(std::span<const float> x) { return sumOverBlocks<double>(x, sumSquaresBlock); }
 
-FiniteAdd axpyIfFinite(float a, std::span<const float> x, std::span<float> y) {
+namespace {
+
+// axpyIfFinite and storeIfFinite: blocks of sumSquares' own size and order, so the
+// squares match it bit for bit; each block checked, then written while still in cache.
+// y[0, n) = a * x[0, n) with stores that bypass the cache (no read for ownership of y's
+// lines); the caller fences.
+void storeAround(float a, const float* __restrict x, float* __restrict y, std::size_t n) {
+  std::size_t i = 0;
+#if defined(__SSE2__)
+  for (; i < n && reinterpret_cast<std::uintptr_t>(y + i) % 16 != 0; ++i) y[i] = a * x[i];
+  const __m128 av = _mm_set1_ps(a);
+  for (; i + 4 <= n; i += 4) _mm_stream_ps(y + i, _mm_mul_ps(av, _mm_loadu_ps(x + i)));
+#endif
+  for (; i < n; ++i) y[i] = a * x[i];
+}
+
+template <bool kStore>
+FiniteAdd finiteBlocks(float a, std::span<const float> x, std::span<float> y, bool stream) {
   GSGD_KERNEL_REQUIRE(x.size() == y.size());
-  // Blocks of sumSquares' own size and order, so the squares match it bit for bit.
   FiniteAdd out;
   for (std::size_t lo = 0; lo < x.size(); lo += kSquaresBlock) {
     const std::size_t n = std::min(x.size() - lo, kSquaresBlock);
@@ -242,11 +267,32 @@ FiniteAdd axpyIfFinite(float a, std::span<const float> x, std::span<float> y) {
     if (!std::isfinite(block)) return out;  // a NaN or an infinity in this block
     const float* __restrict xp = x.data() + lo;
     float* __restrict yp = y.data() + lo;
-    for (std::size_t i = 0; i < n; ++i) yp[i] += a * xp[i];
+    if constexpr (kStore) {
+      if (stream) {
+        storeAround(a, xp, yp, n);
+      } else {
+        for (std::size_t i = 0; i < n; ++i) yp[i] = a * xp[i];
+      }
+    } else {
+      for (std::size_t i = 0; i < n; ++i) yp[i] += a * xp[i];
+    }
     out.squares += block;
     out.added = lo + n;
   }
+#if defined(__SSE2__)
+  if (stream) _mm_sfence();  // the streamed stores before whatever reads y next
+#endif
   return out;
+}
+
+}  // namespace
+
+FiniteAdd axpyIfFinite(float a, std::span<const float> x, std::span<float> y) {
+  return finiteBlocks<false>(a, x, y, false);
+}
+
+FiniteAdd storeIfFinite(float a, std::span<const float> x, std::span<float> y, bool stream) {
+  return finiteBlocks<true>(a, x, y, stream);
 }
 
 }  // namespace groupsgd::kernels

@@ -189,6 +189,35 @@ TEST_CASE(
   }
 }
 
+TEST_CASE("ops: storeIfFinite and scaleInto give axpy into zeros without reading y") {
+  for (std::size_t n : {std::size_t{0}, std::size_t{7}, std::size_t{65537}, kBig + 5}) {
+    CAPTURE(n);
+    auto x = randomVector(n, 100 + n);
+    std::vector<float> want(n, 0.0f);
+    axpy(3.0f, x, want);
+    std::vector<float> y(n, std::numeric_limits<float>::quiet_NaN());  // never read
+    scaleInto(3.0f, x, y);
+    CHECK(y == want);
+    std::vector<float> z(n, std::numeric_limits<float>::quiet_NaN());
+    FiniteAdd r = storeIfFinite(3.0f, x, z);
+    CHECK(r.added == n);
+    CHECK(r.squares == sumSquares(x));
+    CHECK(z == want);
+    std::vector<float> s(n + 1, std::numeric_limits<float>::quiet_NaN());  // odd alignment too
+    r = storeIfFinite(3.0f, x, std::span<float>(s).subspan(1), /*stream=*/true);
+    CHECK(r.added == n);
+    CHECK(std::equal(want.begin(), want.end(), s.begin() + 1));
+  }
+  const std::size_t n = 2 * 65536 + 3;
+  auto x = randomVector(n, 111);
+  x[65536 + 1] = std::numeric_limits<float>::infinity();
+  std::vector<float> y(n, -5.0f);
+  FiniteAdd r = storeIfFinite(2.0f, x, y);
+  CHECK(r.added == 65536);
+  CHECK(y[0] == 2.0f * x[0]);
+  CHECK(std::all_of(y.begin() + 65536, y.end(), [](float v) { return v == -5.0f; }));
+}
+
 TEST_CASE("ops: buffers over the threading threshold give the same results") {
   auto x = randomVector(kBig, 11);
   auto y = randomVector(kBig, 12);

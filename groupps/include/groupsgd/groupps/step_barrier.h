@@ -12,6 +12,7 @@
 
 #include "groupsgd/common/status.h"
 #include "groupsgd/common/tensor_view.h"
+#include "groupsgd/groupps/unwritten_ranges.h"
 #include "groupsgd/kernels/ops.h"
 
 namespace groupsgd::groupps {
@@ -87,12 +88,15 @@ class StepBarrier {
   // makes it the mean; the caller scales it part by part (the group PS does, fused with
   // the optimizer and the reply). Valid until clearAfterClose() or the next add.
   Closed closeUnscaled(std::span<float>* sum, float* scale);
-  // Zeroes the sum for the next step (otherwise the next add does it).
+  // Opens the next step's sum (otherwise the next add does it): marks it all unwritten,
+  // without touching the buffer.
   void clearAfterClose();
 
  private:
-  // The sum is zero while a step is open (b * g added into zero is b * g exactly); a
-  // closed step's mean lives in the same buffer until it is cleared.
+  // The open step's sum is what was written into it: a range nothing was written into yet
+  // holds an older step's values and is stored into (b * g, what adding into zero gives
+  // exactly), or zeroed at the close. A closed step's sum lives in the same buffer until
+  // the next add.
   Status checkAdd(std::uint64_t worker_id, std::uint32_t batch_size, std::size_t size) const;
   void accumulate(std::uint32_t batch_size, std::span<const float> part, std::size_t offset);
   void recordAdd(std::uint64_t worker_id, std::uint32_t batch_size, float loss);
@@ -101,8 +105,13 @@ class StepBarrier {
   std::unordered_map<std::uint64_t, bool> active_;
   std::vector<std::uint64_t> arrived_;
   void ensureClear();
-  std::vector<float> sum_;  // the open step's sum, or the closed step's mean (no arrivals)
-  bool dirty_ = false;      // sum_ holds a closed step's mean
+  // Marks [offset, offset + size) of the sum written: true when it was all unwritten (store
+  // into it); otherwise its unwritten pieces were zeroed (add into it).
+  bool takeRange(std::size_t offset, std::size_t size);
+  void zeroUnwritten();
+  std::vector<float> sum_;     // the open step's sum, or the closed step's mean (no arrivals)
+  UnwrittenRanges unwritten_;  // of sum_ in the open step
+  bool dirty_ = false;         // sum_ holds a closed step's mean
   std::uint64_t samples_ = 0;
   double loss_sum_ = 0;
 };

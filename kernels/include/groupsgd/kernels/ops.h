@@ -15,6 +15,9 @@ namespace groupsgd::kernels {
 // x *= a
 void scale(std::span<float> x, float a);
 
+// y = a*x (y is only written: what axpy would give into a zero y)
+void scaleInto(float a, std::span<const float> x, std::span<float> y);
+
 // y += a*x
 void axpy(float a, std::span<const float> x, std::span<float> y);
 
@@ -55,5 +58,9 @@ struct FiniteAdd {
   std::size_t added = 0;
 };
 FiniteAdd axpyIfFinite(float a, std::span<const float> x, std::span<float> y);
+// The same storing y = a*x (y only written, never read): a sum's first contribution.
+// Where added < x.size(), y[added, size) is left as it was. stream: store around the
+// cache (no read for ownership), for a y in a buffer too large to stay cached until read.
+FiniteAdd storeIfFinite(float a, std::span<const float> x, std::span<float> y, bool stream = false);
 
 }  // namespace groupsgd::kernels
