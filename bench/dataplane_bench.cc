@@ -29,6 +29,7 @@
 // publishes their endpoints (dataplane_remote.h) until SIGINT/SIGTERM; `--connect
 // FILE|JSON` runs the pushing clients, the exchanges and the TCP round trips against them,
 // and prints what the one-process run prints, plus "remote". One --connect per server.
+#include <pthread.h>
 #include <signal.h>
 
 #include <algorithm>
@@ -37,6 +38,7 @@
 #include <cerrno>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <memory>
 #include <set>
 
@@ -48,6 +50,7 @@
 #include "groupsgd/common/log.h"
 #include "groupsgd/groupps/group_server.h"
 #include "tcp_echo.h"
+#include "thread_cpu.h"
 
 using namespace groupsgd;
 using namespace groupsgd::bench;
@@ -63,7 +66,8 @@ constexpr const char* kLoopback = "127.0.0.1";
 constexpr std::size_t kLatencyParams = (1u << 20) / sizeof(float);  // the 1 MiB model
 
 struct Timing {
-  std::vector<double> seconds;  // one per round trip
+  std::vector<double> seconds;        // one per round trip
+  std::map<std::string, double> cpu;  // CPU seconds over those trips, by thread name
   double gbps(std::uint64_t bytes_per_trip) const {
     const double median = percentile(seconds, 0.5);
     return median > 0 ? static_cast<double>(bytes_per_trip) / median / 1e9 : 0.0;
@@ -85,9 +89,12 @@ std::vector<Timing> timeInterleaved(const std::vector<std::function<bool()>>& tr
   for (int round = 0; round < min_rounds || secondsSince(start) < min_seconds; ++round) {
     for (std::size_t k = 0; k < trips.size(); ++k) {
       if (!alive[k]) continue;
+      // The CPU snapshots stay outside the timed interval.
+      const ThreadCpuSnapshot cpu0 = threadCpuNow();
       const auto t0 = Clock::now();
       alive[k] = trips[k]();
       out[k].seconds.push_back(secondsSince(t0));
+      addThreadCpu(cpu0, threadCpuNow(), &out[k].cpu);
     }
     if (std::none_of(alive.begin(), alive.end(), [](bool a) { return a; })) break;
   }
@@ -98,6 +105,18 @@ std::vector<Timing> timeInterleaved(const std::vector<std::function<bool()>>& tr
 }
 
 // ---- groupsgd ---------------------------------------------------------------------------
+
+// ZeroMQ I/O threads are named "<prefix>/ZMQbg/IO/<n>": 1 the pushing worker's, 2 the
+// servers' (groupsgdd's two), 3 the exchanging client's (a group PS's link to central).
+constexpr int kWorkerThreads = 1;
+constexpr int kServerThreads = 2;
+constexpr int kExchangeThreads = 3;
+
+zmq::context_t namedContext(int prefix) {
+  zmq::context_t ctx(1);
+  ctx.set(zmq::ctxopt::thread_name_prefix, prefix);
+  return ctx;
+}
 
 // A central PS serving `params` zero-initialised parameters and one group PS (group 0)
 // on named threads, both on `host` (an address of this machine; 127.0.0.1 in one
@@ -110,6 +129,7 @@ struct Servers : testbed::InProcessCluster {
     ccfg.part_bytes = g_part_bytes;
     groupps::GroupServerConfig gcfg = benchGroupConfig();
     gcfg.part_bytes = g_part_bytes;
+    ctx.set(zmq::ctxopt::thread_name_prefix, kServerThreads);  // before its first socket
     return InProcessCluster::start(ccfg, gcfg, /*thread_names=*/true, host);
   }
 };
@@ -149,7 +169,7 @@ class PushTrips {
   }
 
  private:
-  zmq::context_t ctx_{1};  // as in groupsgd-worker
+  zmq::context_t ctx_ = namedContext(kWorkerThreads);  // as in groupsgd-worker: one I/O thread
   client::GroupClient client_;
   std::vector<float> replica_;
   std::set<const float*> filled_;  // send buffers that hold the gradient already
@@ -195,7 +215,7 @@ class ExchangeTrips {
     return false;
   }
   static constexpr std::uint32_t kGroup = 7;
-  zmq::context_t ctx_{1};
+  zmq::context_t ctx_ = namedContext(kExchangeThreads);
   RpcClient rpc_;
   Payload delta_;
   std::vector<float> model_;
@@ -214,6 +234,22 @@ struct Selection {
     return {has("tcp"), has("push"), has("k1"), has("exchange")};
   }
 };
+
+// CPU seconds per GB moved, by thread, over a kind's timed trips ("total": all threads):
+// where a round trip's time goes, whatever else runs on the machine.
+json cpuPerGb(const Timing& t, std::uint64_t bytes_per_trip) {
+  const double gb =
+      static_cast<double>(bytes_per_trip) * static_cast<double>(t.seconds.size()) / 1e9;
+  json out = json::object();
+  if (gb <= 0) return out;
+  double total = 0;
+  for (const auto& [name, seconds] : t.cpu) {
+    if (seconds / gb >= 0.001) out[name] = seconds / gb;
+    total += seconds;
+  }
+  out["total"] = total / gb;
+  return out;
+}
 
 // The measurements of one size against servers of that size, wherever they are. Each
 // Target takes one run: the group is configured at epochs 1 and 2.
@@ -269,7 +305,8 @@ json measureAgainst(const Target& target, std::size_t mib, const Selection& only
           {"trips", t->seconds.size()},
           {"p50_ms", percentile(t->seconds, 0.5) * 1e3},
           {"p90_ms", percentile(t->seconds, 0.9) * 1e3},
-          {"gbps", t->gbps(trip_bytes)}});
+          {"gbps", t->gbps(trip_bytes)},
+          {"cpu_s_per_gb", cpuPerGb(*t, trip_bytes)}});
   }
   row["groupsgd_gbps"] = push.gbps(trip_bytes);
   row["tcp_gbps"] = tcp.gbps(trip_bytes);
@@ -281,6 +318,8 @@ json measureAgainst(const Target& target, std::size_t mib, const Selection& only
   row["exchange_ratio"] = row["tcp_gbps"].get<double>() > 0
                               ? row["exchange_gbps"].get<double>() / row["tcp_gbps"].get<double>()
                               : 0.0;
+  row["tcp_cpu_s_per_gb"] = cpuPerGb(tcp, trip_bytes).value("total", 0.0);
+  row["push_cpu_s_per_gb"] = cpuPerGb(push, trip_bytes).value("total", 0.0);
   row["part_kib"] = g_part_bytes >> 10;
   return row;
 }
@@ -603,6 +642,8 @@ json measureAll(const MeasurePlan& plan, const DataplaneOptions& o, const Select
 }  // namespace
 
 int main(int argc, char** argv) {
+  // The pushing client and the TCP client run on this thread: named for the CPU figures.
+  pthread_setname_np(pthread_self(), "bench-client");
   DataplaneOptions o;
   if (auto rc = parseOptions(argc, argv, o)) return *rc;
   const Selection only = Selection::of(o.only_list);
