@@ -36,7 +36,7 @@ constexpr std::size_t kSquaresBlock = std::size_t{1} << 16;
 // order; FMA rounds each square-and-add once, so the last bits may differ between machines
 // (never between sumSquares and axpyIfFinite on one machine).
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
-__attribute__((target_clones("arch=x86-64-v3", "default")))
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #endif
 double
 sumSquaresBlock(const float* __restrict x, std::size_t n) {
@@ -243,6 +243,16 @@ double sumSquares(std::span<const float> x) { return sumOverBlocks<double>(x, su
 
 namespace {
 
+// y[0, n) += a * x[0, n), or = with kStore, vectorised as wide as the CPU allows (picked once
+// at load time). Never fused into a multiply-add: the same bits as axpy's multiply, then add.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"),
+               optimize("fp-contract=off")))
+#endif
+void addScaledBlock(float a, const float* __restrict x, float* __restrict y, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) y[i] += a * x[i];
+}
+
 // axpyIfFinite and storeIfFinite: blocks of sumSquares' own size and order, so the
 // squares match it bit for bit; each block checked, then written while still in cache.
 // y[0, n) = a * x[0, n) with stores that bypass the cache (no read for ownership of y's
@@ -274,7 +284,7 @@ FiniteAdd finiteBlocks(float a, std::span<const float> x, std::span<float> y, bo
         for (std::size_t i = 0; i < n; ++i) yp[i] = a * xp[i];
       }
     } else {
-      for (std::size_t i = 0; i < n; ++i) yp[i] += a * xp[i];
+      addScaledBlock(a, xp, yp, n);
     }
     out.squares += block;
     out.added = lo + n;
