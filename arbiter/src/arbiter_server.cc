@@ -10,6 +10,7 @@
 #include "arbiter_codec.h"
 #include "groupsgd/arbiter/arbiter_stats.h"
 #include "groupsgd/common/log.h"
+#include "groupsgd/common/socket_poll.h"
 #include "groupsgd/common/transport.h"
 
 namespace groupsgd::arbiter {
@@ -280,16 +281,13 @@ void ArbiterServer::run(const std::atomic<bool>& stop) {
     const auto now = Clock::now();
     const auto until =
         std::min(next_housekeeping - now, Clock::duration(std::chrono::milliseconds(50)));
-    zmq::pollitem_t item{s.sock.handle(), 0, ZMQ_POLLIN, 0};
-    try {
-      zmq::poll(&item, 1,
-                std::chrono::duration_cast<std::chrono::milliseconds>(
-                    std::max(until, Clock::duration::zero())));
-    } catch (const zmq::error_t& e) {
-      if (e.num() != EINTR) GSGD_WARN("arbiter: poll: " << e.what());
+    auto readable = pollReadable(s.sock, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                             std::max(until, Clock::duration::zero())));
+    if (!readable) {
+      GSGD_WARN("arbiter: " << readable.status().message());
       continue;
     }
-    if (item.revents & ZMQ_POLLIN) {
+    if (*readable) {
       // Serve what is queued (bounded, so housekeeping still runs under load).
       for (int i = 0; i < 64 && (s.sock.get(zmq::sockopt::events) & ZMQ_POLLIN); ++i) s.serveOne();
     }

@@ -5,6 +5,7 @@
 #include "arbiter_codec.h"
 #include "groupsgd/common/deadline.h"
 #include "groupsgd/common/interrupt.h"
+#include "groupsgd/common/socket_poll.h"
 #include "groupsgd/common/transport.h"
 
 namespace groupsgd::arbiter {
@@ -49,15 +50,11 @@ Result<ArbiterIn> awaitAnswer(zmq::socket_t& sock, std::uint64_t seq, Clock::tim
     const auto left = timeLeft(deadline);
     if (left.count() <= 0) return unavailable("no answer from the arbiter");
     if (interruptRequested()) return interruptedStatus();
-    zmq::pollitem_t item{sock.handle(), 0, ZMQ_POLLIN, 0};
-    try {
-      // In slices while an interrupt check is installed (interrupt.h).
-      zmq::poll(&item, 1, interruptCheckInstalled() ? std::min(left, kInterruptSlice) : left);
-    } catch (const zmq::error_t& e) {
-      if (e.num() == EINTR) continue;
-      return unavailable(std::string("poll: ") + e.what());
-    }
-    if (!(item.revents & ZMQ_POLLIN)) continue;
+    // In slices while an interrupt check is installed (interrupt.h).
+    auto readable =
+        pollReadable(sock, interruptCheckInstalled() ? std::min(left, kInterruptSlice) : left);
+    if (!readable) return readable.status();
+    if (!*readable) continue;
     auto frames = recvFrames(sock);
     if (!frames) return frames.status();
     if (frames->size() != 1) continue;

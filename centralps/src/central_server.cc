@@ -11,6 +11,7 @@
 #include "groupsgd/codec/tensor_codec.h"
 #include "groupsgd/common/allow_list.h"
 #include "groupsgd/common/log.h"
+#include "groupsgd/common/socket_poll.h"
 #include "groupsgd/common/transport.h"
 #include "groupsgd/common/zap_handler.h"
 #include "groupsgd/kernels/ops.h"
@@ -222,17 +223,14 @@ void CentralServer::run(const std::atomic<bool>& stop) {
   while (!stop.load()) {
     if (link_) link_->poll(store_.version(), snapshot);
     pollFence();
-    zmq::pollitem_t item{sock_.handle(), 0, ZMQ_POLLIN, 0};
-    try {
-      zmq::poll(&item, 1, tick);
-    } catch (const zmq::error_t& e) {
-      if (e.num() == EINTR) continue;
-      GSGD_ERROR("poll failed: " << e.what());
+    auto readable = pollReadable(sock_, tick);
+    if (!readable) {
+      GSGD_ERROR(readable.status().message());
       break;
     }
     pollCheckpoint(false);
     pollBestWrite(false);
-    if ((item.revents & ZMQ_POLLIN) == 0) continue;
+    if (!*readable) continue;
     auto routed = recvRouted(sock_);
     if (!routed) {
       ++counters_.bad_messages;

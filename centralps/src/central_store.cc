@@ -42,16 +42,15 @@ Status CentralStore::applyDelta(const TensorView& delta, float weight,
     return internalError("delta of " + std::to_string(delta.size) + " elements for a model of " +
                          std::to_string(count_));
   }
-  scratch_.resize(std::min(count_, Shard::kPieceElements));
   for (auto& s : shards_) {
     for (std::size_t p = 0; p < s.pieces.size(); ++p) {
       const std::size_t begin = p * Shard::kPieceElements;
       const std::size_t n = std::min(Shard::kPieceElements, s.params.size() - begin);
-      auto g = std::span<float>(scratch_).first(n);
-      // The outer optimizer descends along g = -weight * delta (a pseudo-gradient).
-      delta.copyRange(s.offset + begin, g);
-      kernels::scale(g, -weight);
-      s.pieces[p]->step(std::span<float>(s.params).subspan(begin, n), g);
+      // The outer optimizer descends along g = -weight * delta (a pseudo-gradient), read
+      // where the delta lies (its message's parts) and scaled inside the step.
+      grad_pieces_.clear();
+      delta.rangePieces(s.offset + begin, n, &grad_pieces_);
+      s.pieces[p]->step(std::span<float>(s.params).subspan(begin, n), grad_pieces_, -weight);
       if (applied) applied(s.offset + begin, n);
     }
   }

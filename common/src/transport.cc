@@ -5,6 +5,7 @@
 #include "groupsgd/common/deadline.h"
 #include "groupsgd/common/handshake_monitor.h"
 #include "groupsgd/common/interrupt.h"
+#include "groupsgd/common/socket_poll.h"
 #include "groupsgd/common/zap_handler.h"
 
 namespace groupsgd {
@@ -212,25 +213,21 @@ Result<InMessage> RpcClient::receiveUntil(std::chrono::steady_clock::time_point 
       reset();  // the answer, if it comes, must not be read as the next call's
       return interruptedStatus();
     }
-    zmq::pollitem_t items[2] = {{sock_->handle(), 0, ZMQ_POLLIN, 0},
-                                {monitor_ ? monitor_->handle() : nullptr, 0, ZMQ_POLLIN, 0}};
-    try {
-      // With an interrupt check (interrupt.h) in slices, so the caller hears it soon.
-      zmq::poll(items, monitor_ ? 2 : 1,
-                interruptCheckInstalled() ? std::min(left, kInterruptSlice) : left);
-    } catch (const zmq::error_t& e) {
-      if (e.num() == EINTR) continue;
+    // With an interrupt check (interrupt.h) in slices, so the caller hears it soon.
+    auto ready = pollReadable(*sock_, monitor_ ? &*monitor_ : nullptr,
+                              interruptCheckInstalled() ? std::min(left, kInterruptSlice) : left);
+    if (!ready) {
       reset();
-      return unavailable(std::string("poll failed: ") + e.what());
+      return ready.status();
     }
-    if (monitor_ && (items[1].revents & ZMQ_POLLIN) != 0) {
+    if ((*ready & 2u) != 0) {
       Status refused = handshakeRefusal(*monitor_, endpoint_);
       if (!refused) {
         reset();  // the daemon closed this connection; the next call starts afresh
         return refused;
       }
     }
-    if ((items[0].revents & ZMQ_POLLIN) == 0) continue;
+    if ((*ready & 1u) == 0) continue;
     auto frames = recvFrames(*sock_);
     if (!frames) {
       reset();

@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "groupsgd/common/log.h"
+#include "groupsgd/common/socket_poll.h"
 #include "groupsgd/common/transport.h"
 
 namespace groupsgd {
@@ -66,14 +67,9 @@ void ZapHandler::run() {
   std::string failure;
   try {
     while (!stop_.load()) {
-      zmq::pollitem_t item{sock_.handle(), 0, ZMQ_POLLIN, 0};
-      try {
-        zmq::poll(&item, 1, std::chrono::milliseconds(100));
-      } catch (const zmq::error_t& e) {
-        if (e.num() == EINTR) continue;
-        throw;
-      }
-      if ((item.revents & ZMQ_POLLIN) == 0) continue;
+      auto readable = pollReadable(sock_, std::chrono::milliseconds(100));
+      if (!readable) throw std::runtime_error(readable.status().message());
+      if (!*readable) continue;
       auto request = recvFrames(sock_);
       if (!request) throw std::runtime_error(request.status().message());
       answer(*request);

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "groupsgd/common/log.h"
+#include "groupsgd/common/socket_poll.h"
 #include "groupsgd/coordinator/external_model.h"
 #include "groupsgd/coordinator/run_summary.h"
 #include "groupsgd/daemon/group_server_setup.h"
@@ -18,14 +19,9 @@ constexpr int kMaxMessagesPerPass = 1000;
 
 // Waits up to timeout for a message on sock (false on a signal or a poll error).
 bool readable(zmq::socket_t& sock, std::chrono::milliseconds timeout) {
-  zmq::pollitem_t item{sock.handle(), 0, ZMQ_POLLIN, 0};
-  try {
-    zmq::poll(&item, 1, timeout);
-  } catch (const zmq::error_t& e) {
-    if (e.num() != EINTR) GSGD_ERROR("poll failed: " << e.what());
-    return false;
-  }
-  return (item.revents & ZMQ_POLLIN) != 0;
+  auto ready = pollReadable(sock, timeout);
+  if (!ready) GSGD_ERROR(ready.status().message());
+  return ready && *ready;
 }
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "groupsgd/common/atomic_file.h"
 #include "groupsgd/common/log.h"
 #include "groupsgd/common/message.h"
+#include "groupsgd/common/socket_poll.h"
 #include "groupsgd/common/transport.h"
 
 namespace groupsgd::coordinator {
@@ -97,14 +98,9 @@ Result<ExternalModel> awaitExternalModel(zmq::socket_t& sock, const DaemonConfig
   limits.job_id = cfg.job_id;
   GSGD_INFO("model external: waiting for the first worker to bring its model");
   while (!stopped()) {
-    zmq::pollitem_t item{sock.handle(), 0, ZMQ_POLLIN, 0};
-    try {
-      zmq::poll(&item, 1, std::chrono::milliseconds(100));
-    } catch (const zmq::error_t& e) {
-      if (e.num() != EINTR) return unavailable(std::string("poll failed: ") + e.what());
-      continue;
-    }
-    if ((item.revents & ZMQ_POLLIN) == 0) continue;
+    auto readable = pollReadable(sock, std::chrono::milliseconds(100));
+    if (!readable) return readable.status();
+    if (!*readable) continue;
     auto routed = recvRouted(sock);
     if (!routed) continue;
     auto msg = decodeMessage(std::move(routed->frames), limits);

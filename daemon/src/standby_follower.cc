@@ -6,6 +6,7 @@
 #include "groupsgd/centralps/replication.h"
 #include "groupsgd/common/atomic_file.h"
 #include "groupsgd/common/log.h"
+#include "groupsgd/common/socket_poll.h"
 #include "groupsgd/common/transport.h"
 #include "groupsgd/jobs/job.h"
 
@@ -29,15 +30,12 @@ class Follower {
         std::chrono::milliseconds(std::clamp<std::uint32_t>(cfg_.standby_takeover_ms / 10, 2, 50));
     while (!stop.load()) {
       if (auto why = serveControl(control)) return why;
-      zmq::pollitem_t item{sock_.handle(), 0, ZMQ_POLLIN, 0};
-      try {
-        zmq::poll(&item, 1, tick);
-      } catch (const zmq::error_t& e) {
-        if (e.num() == EINTR) continue;
-        GSGD_ERROR("poll failed: " << e.what());
+      auto readable = pollReadable(sock_, tick);
+      if (!readable) {
+        GSGD_ERROR(readable.status().message());
         return std::nullopt;
       }
-      if ((item.revents & ZMQ_POLLIN) != 0) receive();
+      if (*readable) receive();
       const auto now = Clock::now();
       if (!replica_.ready()) {
         if (now - last_hello_ > std::chrono::seconds(1)) hello();  // the primary is not up yet

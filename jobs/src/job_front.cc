@@ -2,6 +2,7 @@
 
 #include "groupsgd/common/log.h"
 #include "groupsgd/common/message.h"
+#include "groupsgd/common/socket_poll.h"
 #include "groupsgd/common/transport.h"
 #include "groupsgd/common/zap_handler.h"
 
@@ -47,11 +48,8 @@ Result<JobFront> JobFront::bind(zmq::context_t& ctx, const std::string& listen,
 }
 
 void JobFront::serve(std::chrono::milliseconds timeout, const std::vector<FrontJob>& jobs) {
-  zmq::pollitem_t item{sock_.handle(), 0, ZMQ_POLLIN, 0};
-  try {
-    zmq::poll(&item, 1, timeout);
-  } catch (const zmq::error_t& e) {
-    if (e.num() != EINTR) GSGD_ERROR("job front: poll failed: " << e.what());
+  if (auto ready = pollReadable(sock_, timeout); !ready) {
+    GSGD_ERROR("job front: " << ready.status().message());
     return;
   }
   while (true) {

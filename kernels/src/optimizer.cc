@@ -126,35 +126,55 @@ bool Optimizer::setState(std::span<const float> state, std::uint64_t steps) {
 
 void Optimizer::step(std::span<float> params, std::span<const float> grad, float grad_scale) {
   GSGD_KERNEL_REQUIRE(params.size() == n_ && grad.size() == n_);
+  const std::span<const float> whole[] = {grad};
+  step(params, std::span<const std::span<const float>>(whole), grad_scale);
+}
+
+void Optimizer::step(std::span<float> params, std::span<const std::span<const float>> grad_pieces,
+                     float grad_scale) {
+  std::size_t total = 0;
+  for (const auto& piece : grad_pieces) total += piece.size();
+  GSGD_KERNEL_REQUIRE(params.size() == n_ && total == n_);
   ++steps_;
   float* p = params.data();
-  const float* g = grad.data();
   float* s = state_.data();
   const float lr = cfg_.lr, mu = cfg_.momentum, wd = cfg_.weight_decay, gs = grad_scale;
   const OptimizerKind kind = cfg_.kind;
   const auto& no_decay = no_decay_;
   const std::size_t n = n_;
   const detail::AdamStep adam = detail::adamStepFor(cfg_, steps_);
-  detail::parallelFor(n_, [&](std::size_t b, std::size_t e) {
-    forEachDecaySpan(no_decay, b, e, [&](std::size_t sb, std::size_t se, bool decay) {
-      const float w = decay ? wd : 0.0f;
-      switch (kind) {
-        case OptimizerKind::kSgd:
-          sgdRange(p, g, sb, se, lr, w, gs);
-          break;
-        case OptimizerKind::kMomentum:
-        case OptimizerKind::kNesterov:
-          momentumRange(p, g, s, sb, se, lr, mu, w, gs, kind == OptimizerKind::kNesterov);
-          break;
-        case OptimizerKind::kAdam:
-          adamRange(p, g, s, s + n, sb, se, adam, 1.0f, w, gs);
-          break;
-        case OptimizerKind::kAdamW:
-          adamRange(p, g, s, s + n, sb, se, adam, decay ? adam.keep : 1.0f, 0.0f, gs);
-          break;
-      }
+  // [sb, se) of the model with its gradient at g (g[0] is element sb's): every kernel
+  // runs on pointers moved to sb, with indices from 0.
+  auto apply = [&](std::size_t sb, std::size_t se, const float* g, bool decay) {
+    const float w = decay ? wd : 0.0f;
+    const std::size_t len = se - sb;
+    switch (kind) {
+      case OptimizerKind::kSgd:
+        sgdRange(p + sb, g, 0, len, lr, w, gs);
+        break;
+      case OptimizerKind::kMomentum:
+      case OptimizerKind::kNesterov:
+        momentumRange(p + sb, g, s + sb, 0, len, lr, mu, w, gs, kind == OptimizerKind::kNesterov);
+        break;
+      case OptimizerKind::kAdam:
+        adamRange(p + sb, g, s + sb, s + n + sb, 0, len, adam, 1.0f, w, gs);
+        break;
+      case OptimizerKind::kAdamW:
+        adamRange(p + sb, g, s + sb, s + n + sb, 0, len, adam, decay ? adam.keep : 1.0f, 0.0f, gs);
+        break;
+    }
+  };
+  std::size_t offset = 0;
+  for (const auto& piece : grad_pieces) {
+    const float* g = piece.data();
+    const std::size_t at = offset;
+    detail::parallelFor(piece.size(), [&](std::size_t b, std::size_t e) {
+      forEachDecaySpan(no_decay, at + b, at + e, [&](std::size_t sb, std::size_t se, bool decay) {
+        apply(sb, se, g + (sb - at), decay);
+      });
     });
-  });
+    offset += piece.size();
+  }
 }
 
 }  // namespace groupsgd::kernels

@@ -67,6 +67,29 @@ TEST_CASE("tensor view: copyRange crosses part boundaries") {
   for (std::size_t i = 0; i < tail.size(); ++i) CHECK(tail[i] == (*src)[990 + i]);
 }
 
+TEST_CASE("tensor view: rangePieces sees a range across parts in place") {
+  auto src = ramp(1000);
+  auto msg = roundTrip(src, 1024);
+  REQUIRE(msg.isOk());
+  auto view = msg->viewTensor(0, 1000);
+  REQUIRE(view.isOk());
+  std::vector<std::span<const float>> pieces;
+  view->rangePieces(200, 400, &pieces);  // 56 of part 0, all 256 of part 1, 88 of part 2
+  REQUIRE(pieces.size() == 3);
+  CHECK(pieces[0].size() == 56);
+  CHECK(pieces[1].size() == 256);
+  CHECK(pieces[2].size() == 88);
+  CHECK(pieces[1].data() == view->parts[1].data());  // no copy
+  std::size_t at = 200;
+  for (const auto& piece : pieces) {
+    for (float v : piece) CHECK(v == (*src)[at++]);
+  }
+  pieces.clear();
+  view->rangePieces(990, 10, &pieces);
+  REQUIRE(pieces.size() == 1);
+  CHECK(pieces[0][9] == (*src)[999]);
+}
+
 TEST_CASE("tensor view: chunks that split a float are reassembled, not misread") {
   auto src = ramp(100);
   auto msg = roundTrip(src, 6);  // 6-byte chunks: floats straddle frames

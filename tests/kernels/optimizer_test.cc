@@ -2,7 +2,9 @@
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstring>
+#include <span>
 #include <vector>
 
 #include "groupsgd/kernels/ops.h"
@@ -100,6 +102,34 @@ TEST_CASE("optimizer: grad_scale gives bit for bit the step on a gradient scaled
     }
     CHECK(std::memcmp(pf.data(), pt.data(), n * sizeof(float)) == 0);
     CHECK(pf != p0);  // it moved
+  }
+}
+
+TEST_CASE("optimizer: a gradient in pieces steps bit for bit as the whole, decay ranges across") {
+  // The central PS steps on a received delta's parts where they lie.
+  const std::size_t n = 10007;
+  std::vector<float> g(n), p0(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    g[i] = static_cast<float>((i * 7919) % 1000) * 0.37f - 180.0f;
+    p0[i] = static_cast<float>((i * 104729) % 997) * 0.01f - 5.0f;
+  }
+  // Pieces of 3000, 1, 4000 and 3006; a no-decay range straddles the first two boundaries.
+  const std::vector<ElementRange> no_decay = {{2990, 3005}, {9000, 9100}};
+  const std::span<const float> all(g);
+  const std::span<const float> pieces[] = {all.subspan(0, 3000), all.subspan(3000, 1),
+                                           all.subspan(3001, 4000), all.subspan(7001)};
+  for (OptimizerKind kind : kAllKinds) {
+    CAPTURE(optimizerKindName(kind));
+    OptimizerConfig cfg{kind, 0.05f, 0.9f, 1e-2f};
+    Optimizer in_pieces(cfg, n, no_decay), whole(cfg, n, no_decay);
+    std::vector<float> pp = p0, pw = p0;
+    for (int step = 0; step < 3; ++step) {
+      in_pieces.step(pp, std::span<const std::span<const float>>(pieces), -0.5f);
+      whole.step(pw, g, -0.5f);
+    }
+    CHECK(std::memcmp(pp.data(), pw.data(), n * sizeof(float)) == 0);
+    CHECK(pp != p0);
+    CHECK(std::equal(in_pieces.state().begin(), in_pieces.state().end(), whole.state().begin()));
   }
 }
 

@@ -66,7 +66,7 @@ class CentralStore {
   std::size_t count_ = 0;
   std::uint64_t version_ = 0;
   std::vector<Shard> shards_;
-  std::vector<float> scratch_;  // the outer "gradient" of one piece
+  std::vector<std::span<const float>> grad_pieces_;  // where one piece's delta lies
   kernels::OptimizerKind outer_kind_;
 };
 

@@ -18,6 +18,10 @@ struct TensorView {
 
   // Copies elements [offset, offset + out.size()) into out (caller keeps it in range).
   void copyRange(std::size_t offset, std::span<float> out) const;
+  // The pieces of the parts that hold elements [offset, offset + n), in order, appended to
+  // *out: the range seen in place, without the copy (caller keeps it in range).
+  void rangePieces(std::size_t offset, std::size_t n,
+                   std::vector<std::span<const float>>* out) const;
 };
 
 }  // namespace groupsgd

@@ -52,6 +52,11 @@ class Optimizer {
   // gradients becomes their mean without a separate scaling pass over it); the result
   // is bit for bit that of scaling grad first.
   void step(std::span<float> params, std::span<const float> grad, float grad_scale = 1.0f);
+  // The same with the gradient in consecutive pieces (together n elements), e.g. the parts
+  // of a received message, stepped where they lie instead of copied together first; the
+  // same bits as step() on their concatenation.
+  void step(std::span<float> params, std::span<const std::span<const float>> grad_pieces,
+            float grad_scale);
   // Zeroes the state and the step count.
   void reset();
   const OptimizerConfig& config() const { return cfg_; }
