@@ -1,6 +1,8 @@
 #include "groupsgd/centralps/replication.h"
 
+#include <cstdint>
 #include <cstring>
+#include <span>
 
 namespace groupsgd::centralps {
 namespace {
@@ -92,7 +94,9 @@ const char* replicationKindName(ReplicationKind kind) {
   return "unknown";
 }
 
-std::vector<zmq::message_t> encodeReplication(const ReplicationMessage& m) {
+namespace {
+
+zmq::message_t headerFrame(const ReplicationMessage& m) {
   Writer w(kHeaderBytes);
   w.put(kMagic);
   w.put(kFormat);
@@ -108,14 +112,37 @@ std::vector<zmq::message_t> encodeReplication(const ReplicationMessage& m) {
   w.put(static_cast<std::uint32_t>(m.optimizer.kind));
   w.put(m.optimizer.buffers);
   w.put(m.optimizer.steps);
+  return w.done();
+}
+
+}  // namespace
+
+std::vector<zmq::message_t> encodeReplication(const ReplicationMessage& m) {
   std::vector<zmq::message_t> frames;
-  frames.push_back(w.done());
+  frames.push_back(headerFrame(m));
   if (m.kind == ReplicationKind::kSnapshot) {
     frames.push_back(floatFrame(m.tensor));
     frames.push_back(floatFrame(m.optimizer.values));
   } else if (m.kind == ReplicationKind::kUpdate) {
     frames.push_back(floatFrame(m.tensor));
   }
+  frames.emplace_back(m.text.data(), m.text.size());
+  return frames;
+}
+
+std::vector<zmq::message_t> encodeReplication(const ReplicationMessage& m,
+                                              const TensorView& delta) {
+  std::vector<zmq::message_t> frames;
+  frames.push_back(headerFrame(m));
+  zmq::message_t tensor(delta.size * sizeof(float));
+  if (reinterpret_cast<std::uintptr_t>(tensor.data()) % alignof(float) == 0) {
+    delta.copyRange(0, std::span<float>(static_cast<float*>(tensor.data()), delta.size));
+  } else {  // a tiny message kept inside zmq's own struct: through an aligned buffer
+    std::vector<float> values(delta.size);
+    delta.copyRange(0, values);
+    if (!values.empty()) std::memcpy(tensor.data(), values.data(), tensor.size());
+  }
+  frames.push_back(std::move(tensor));
   frames.emplace_back(m.text.data(), m.text.size());
   return frames;
 }

@@ -34,6 +34,14 @@ Status StandbyReplica::applySnapshot(const ReplicationMessage& m) {
 }
 
 Status StandbyReplica::applyUpdate(const ReplicationMessage& m) {
+  GSGD_RETURN_IF_ERROR(checkUpdate(m));
+  GSGD_RETURN_IF_ERROR(store_->applyDelta(m.tensor, m.weight));
+  run_samples_ = m.run_samples;
+  mean_samples_ = m.mean_samples;
+  return Status::ok();
+}
+
+Status StandbyReplica::checkUpdate(const ReplicationMessage& m) const {
   if (m.kind != ReplicationKind::kUpdate) return invalidArgument("not an update");
   if (!store_) return failedPrecondition("an update before any snapshot");
   if (m.term != term_) {
@@ -49,9 +57,6 @@ Status StandbyReplica::applyUpdate(const ReplicationMessage& m) {
     return invalidArgument("update of " + std::to_string(m.tensor.size()) + " values for " +
                            std::to_string(store_->paramCount()) + " parameters");
   }
-  GSGD_RETURN_IF_ERROR(store_->applyDelta(m.tensor, m.weight));
-  run_samples_ = m.run_samples;
-  mean_samples_ = m.mean_samples;
   return Status::ok();
 }
 

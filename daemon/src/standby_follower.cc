@@ -68,11 +68,12 @@ class Follower {
     send(m);
     last_hello_ = Clock::now();
   }
-  void ack() {
+  void ack() { ack(replica_.version()); }
+  void ack(std::uint64_t version) {
     ReplicationMessage m;
     m.kind = ReplicationKind::kAck;
     m.term = replica_.term();
-    m.version = replica_.version();
+    m.version = version;
     send(m);
   }
   // A refused message: the primary is told why, and this standby asks for a new snapshot.
@@ -108,9 +109,14 @@ class Follower {
         return;
       }
       case ReplicationKind::kUpdate:
-        if (Status s = replica_.applyUpdate(*m); !s) return refuse(s);
+        if (Status s = replica_.checkUpdate(*m); !s) return refuse(s);
         last_heard_ = Clock::now();
-        return ack();
+        // Held here, checked: acknowledged before the optimizer step (which cannot fail
+        // now), so the primary's wait does not include it. A takeover runs on this
+        // thread, after the step.
+        ack(m->version);
+        if (Status s = replica_.applyUpdate(*m); !s) return refuse(s);
+        return;
       case ReplicationKind::kHeartbeat:
         if (Status s = replica_.checkTerm(m->term); !s) return refuse(s);
         if (!replica_.ready()) return;

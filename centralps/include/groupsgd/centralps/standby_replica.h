@@ -43,6 +43,9 @@ class StandbyReplica {
   // The next version. Refused (nothing changed): no snapshot yet, a term other than the
   // snapshot's, a version other than version() + 1, a delta of the wrong size.
   Status applyUpdate(const ReplicationMessage& m);
+  // applyUpdate's checks alone: once they pass, applyUpdate(m) cannot fail, so a standby
+  // may acknowledge m before its optimizer step (it holds the update either way).
+  Status checkUpdate(const ReplicationMessage& m) const;
   // A heartbeat's term check (older terms are refused).
   Status checkTerm(std::uint64_t term) const;
 
