@@ -147,7 +147,8 @@ std::vector<zmq::message_t> encodeReplication(const ReplicationMessage& m,
   return frames;
 }
 
-Result<ReplicationMessage> decodeReplication(const std::vector<zmq::message_t>& frames) {
+Result<ReplicationMessage> decodeReplication(const std::vector<zmq::message_t>& frames,
+                                             TensorView* in_place) {
   if (frames.empty() || frames[0].size() != kHeaderBytes) {
     return invalidArgument("replication: header frame of " +
                            std::to_string(frames.empty() ? 0 : frames[0].size()) +
@@ -190,7 +191,20 @@ Result<ReplicationMessage> decodeReplication(const std::vector<zmq::message_t>& 
     return invalidArgument("replication: implausible parameter count " +
                            std::to_string(m.param_count));
   }
-  if (m.kind == ReplicationKind::kSnapshot || m.kind == ReplicationKind::kUpdate) {
+  if (in_place != nullptr) *in_place = TensorView{};
+  if (m.kind == ReplicationKind::kUpdate && in_place != nullptr &&
+      reinterpret_cast<std::uintptr_t>(frames[1].data()) % alignof(float) == 0) {
+    if (frames[1].size() != m.param_count * sizeof(float)) {
+      return invalidArgument("replication: tensor frame of " + std::to_string(frames[1].size()) +
+                             " bytes, expected " + std::to_string(m.param_count * sizeof(float)) +
+                             " (truncated or mis-sized)");
+    }
+    in_place->size = m.param_count;
+    in_place->parts.clear();
+    if (m.param_count > 0) {
+      in_place->parts.emplace_back(static_cast<const float*>(frames[1].data()), m.param_count);
+    }
+  } else if (m.kind == ReplicationKind::kSnapshot || m.kind == ReplicationKind::kUpdate) {
     auto tensor = readFloats(frames[1], m.param_count, "tensor");
     if (!tensor) return tensor.status();
     m.tensor = std::move(*tensor);

@@ -111,6 +111,25 @@ TEST_CASE("replication: a snapshot and an update round-trip through the encoding
   CHECK(v->version == 2);
   CHECK(v->weight == 0.25f);
   CHECK(bitIdentical(v->tensor, up.tensor));
+
+  // Decoded in place (the standby's way): m.tensor empty, the delta seen in its frame.
+  const std::vector<zmq::message_t> frames = encodeReplication(up);
+  TensorView seen;
+  auto w = decodeReplication(frames, &seen);
+  REQUIRE(w);
+  CHECK(w->tensor.empty());
+  REQUIRE(seen.size == up.tensor.size());
+  std::vector<float> copied(seen.size);
+  seen.copyRange(0, copied);
+  CHECK(bitIdentical(copied, up.tensor));
+  // A snapshot is still copied (it outlives its frames), and a short delta refused.
+  CHECK_FALSE(decodeReplication(encodeReplication(snap), &seen)->tensor.empty());
+  CHECK(seen.size == 0);
+  std::vector<zmq::message_t> short_frames = copyOf(frames);
+  short_frames[1] = zmq::message_t(frames[1].data(), frames[1].size() - 4);
+  auto refused = decodeReplication(short_frames, &seen);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.status().message().find("mis-sized") != std::string::npos);
 }
 
 TEST_CASE("replication: truncated, mis-sized and unknown messages are refused by name") {

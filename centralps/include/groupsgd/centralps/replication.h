@@ -52,6 +52,10 @@ std::vector<zmq::message_t> encodeReplication(const ReplicationMessage& m);
 std::vector<zmq::message_t> encodeReplication(const ReplicationMessage& m, const TensorView& delta);
 // The message, or InvalidArgument naming what is wrong (bad magic or format, unknown
 // kind, a frame missing, truncated or of the wrong size).
-Result<ReplicationMessage> decodeReplication(const std::vector<zmq::message_t>& frames);
+// With in_place, a kUpdate's delta is not copied into m.tensor (left empty) but seen in
+// its frame through *in_place, valid while `frames` live (a frame zmq left unaligned for
+// floats is copied: *in_place empty, m.tensor filled).
+Result<ReplicationMessage> decodeReplication(const std::vector<zmq::message_t>& frames,
+                                             TensorView* in_place = nullptr);
 
 }  // namespace groupsgd::centralps

@@ -46,6 +46,10 @@ class StandbyReplica {
   // applyUpdate's checks alone: once they pass, applyUpdate(m) cannot fail, so a standby
   // may acknowledge m before its optimizer step (it holds the update either way).
   Status checkUpdate(const ReplicationMessage& m) const;
+  // The same with the delta seen in place in its frame (decodeReplication's in_place),
+  // not in m.tensor: no copy of it.
+  Status applyUpdate(const ReplicationMessage& m, const TensorView& delta);
+  Status checkUpdate(const ReplicationMessage& m, const TensorView& delta) const;
   // A heartbeat's term check (older terms are refused).
   Status checkTerm(std::uint64_t term) const;
 
