@@ -78,7 +78,7 @@ struct Standby {
           last_delta = m->tensor;
           ++updates;
         }
-        if (!acking.load() || m->kind == ReplicationKind::kHeartbeat) continue;
+        if (!acking.load()) continue;  // heartbeats too: silence is a loss
         ReplicationMessage ack;
         ack.kind = ReplicationKind::kAck;
         ack.term = m->term;
@@ -167,6 +167,8 @@ TEST_CASE(
     std::this_thread::sleep_for(10ms);  // the server's loop serves the hello
   }
   REQUIRE(standby.snapshots.load() == 1);
+  // Longer than the loss bound: the acknowledged heartbeats keep it attached.
+  std::this_thread::sleep_for(500ms);
   const std::vector<float> delta = smallDelta(primary.params, 2);
   auto ok = primary.push(0, delta);
   REQUIRE(ok.isOk());
