@@ -30,7 +30,7 @@ done
 [[ -z $other || -x $other ]] || { echo "standby_cost.sh: --other-daemon '$other' is not an executable" >&2; exit 2; }
 dir=$(mktemp -d "${TMPDIR:-/tmp}/groupsgd-standby-cost.XXXXXX")
 pids=()
-cleanup() { kill "${pids[@]}" 2>/dev/null; wait 2>/dev/null; rm -rf "$dir"; }
+cleanup() { kill "${pids[@]}" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$dir"; }
 trap cleanup EXIT
 export OPENBLAS_NUM_THREADS=1
 # CPU seconds (user + system) a live process has used so far, from /proc.
