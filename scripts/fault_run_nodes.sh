@@ -6,7 +6,8 @@
 # trainers started.
 #
 #   scripts/fault_run_nodes.sh --fault none|node-kill|node-kill-spare|serve-node-kill|
-#                              head-restart|head-move|full-disk [--at S] [--target-acc A]
+#                              head-restart|head-move|full-disk|primary-kill [--at S]
+#                              [--target-acc A]
 #
 #   none          the baseline: one daemon (--role all) checkpointing every 20 versions,
 #                 no fault
@@ -23,9 +24,17 @@
 #   full-disk     the baseline with its checkpoint directory a 1.5 MiB tmpfs (room for one
 #                 checkpoint of the MLP) in a private mount namespace: every later write
 #                 fails with ENOSPC while training goes on (root only; exit 1 otherwise)
+#   primary-kill  a primary head (--role coordinator, synchronous standby link), its
+#                 standby (--role standby) and a node daemon with both group PSes, node
+#                 and trainers given PRIMARY,STANDBY; the primary is SIGKILLed and the
+#                 standby takes over (standby_takeover_ms 500, the node's
+#                 coordinator_timeout_ms 500)
 # Last line: one JSON object: the fault, reached, acc_at_target, final_test_acc,
 # time_to_target_s (of the run that reached it), accounting_ok,
-# samples_lost_in_failed_groups, node_failures, resumed_version, checkpoint_failures. Exit status 0 when the
+# samples_lost_in_failed_groups, node_failures, resumed_version, checkpoint_failures; with
+# primary-kill also versions_lost (the last version the primary applied, from its debug
+# log, minus the promoted head's resumed_version, at least 0) and takeover_s (the kill to
+# the first update applied on the promoted head). Exit status 0 when the
 # run reached its target, 3 when not, 1 when it could not run.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -41,8 +50,8 @@ while [[ $# -gt 0 ]]; do
   esac
 done
 case $fault in
-  none|node-kill|node-kill-spare|serve-node-kill|head-restart|head-move|full-disk) ;;
-  *) echo "fault_run_nodes.sh: --fault takes none, node-kill, node-kill-spare, serve-node-kill, head-restart, head-move or full-disk, not '$fault'" >&2
+  none|node-kill|node-kill-spare|serve-node-kill|head-restart|head-move|full-disk|primary-kill) ;;
+  *) echo "fault_run_nodes.sh: --fault takes none, node-kill, node-kill-spare, serve-node-kill, head-restart, head-move, full-disk or primary-kill, not '$fault'" >&2
      exit 2 ;;
 esac
 if [[ $fault == full-disk ]] && ! unshare -m true 2>/dev/null; then
@@ -105,6 +114,22 @@ elif [[ $fault == serve-node-kill ]]; then
   "$ctl" --socket "$dir/ctl.sock" job submit "$dir/g.json" >"$dir/submit.log" 2>&1 ||
     { echo "fault_run_nodes.sh: the job was refused: $(cat "$dir/submit.log")" >&2; exit 1; }
   job_args=(--job g)
+elif [[ $fault == primary-kill ]]; then
+  # The standby gets the primary's flags (it becomes this head) and its own endpoint.
+  replication=tcp://127.0.0.1:$(free_port)
+  pair=(--role coordinator "${run[@]}" --standby-takeover-ms 500)
+  "$daemon" "${pair[@]}" --listen "$ep1" --replication-listen "$replication" --log-level debug \
+    2>"$dir/head1.log" & head=$!
+  wait_for "$dir/head1.log" "waiting for a standby" || exit 1
+  "$daemon" "${pair[@]}" --role standby --primary "$replication" --listen "$ep2" \
+    --summary-file "$dir/s2.json" 2>"$dir/standby.log" & standby=$!
+  pids+=("$standby")
+  wait_for "$dir/head1.log" "standby attached" || exit 1
+  trainers_at=$ep1,$ep2
+  "$daemon" --role node --coordinator "$trainers_at" --node-groups 2 --mode grouped --workers 4 \
+    --groups 2 --step-deadline-ms 1000 --coordinator-timeout-ms 500 --give-up-s 90 \
+    2>"$dir/node.log" & pids+=($!)
+  wait_for "$dir/head1.log" "2 of 2 groups ready" || exit 1
 elif [[ $fault == full-disk ]]; then
   mkdir -p "$dir/ck"
   # The daemon in its own mount namespace, over a tmpfs only it sees (gone with it).
@@ -118,6 +143,7 @@ else
 fi
 pids+=("$head")
 back_off=(--timeout-ms 1500 --backoff-max-ms 1000 --give-up-s 90)
+[[ $fault == primary-kill ]] && back_off=(--timeout-ms 500 --backoff-max-ms 300 --give-up-s 90)
 for i in 1 2 3 4; do
   "$worker" --coordinator "$trainers_at" ${job_args[@]+"${job_args[@]}"} --device-ms 10 --name "w$i" \
     "${back_off[@]}" 2>"$dir/w$i.log" &
@@ -130,6 +156,10 @@ sleep "$at"
 summary=$dir/s.json
 if [[ $fault == node-kill || $fault == node-kill-spare || $fault == serve-node-kill ]]; then
   kill -KILL "$victim"
+elif [[ $fault == primary-kill ]]; then
+  killed_at=$(date +%s.%N)
+  kill -KILL "$head"; wait "$head" 2>/dev/null
+  head=$standby summary=$dir/s2.json
 elif [[ $fault == none || $fault == full-disk ]]; then
   :  # the baseline; full-disk's fault is the tmpfs filling up on its own
 else
@@ -149,14 +179,25 @@ if [[ $fault == serve-node-kill ]]; then
 fi
 wait "$head"
 [[ -s $summary ]] || { echo "fault_run_nodes.sh: no summary; the head's log:" >&2; tail -20 "$dir"/head*.log >&2; exit 1; }
-python3 - "$summary" "$fault" "$at" <<'PY'
-import json, sys
+python3 - "$summary" "$fault" "$at" "$dir" "${killed_at:-0}" <<'PY'
+import json, re, sys
 s = json.load(open(sys.argv[1]))
+extra = {}
+if sys.argv[2] == "primary-kill":
+    # The primary's debug lines "applied delta ... v=N"; the promoted head's
+    # "takeover: first update applied on the promoted head at unix time T".
+    applied = [int(v) for v in re.findall(r"applied delta .* v=(\d+)", open(sys.argv[4] + "/head1.log").read())]
+    first = re.search(r"takeover: first update applied on the promoted head at unix time ([0-9.]+)",
+                      open(sys.argv[4] + "/standby.log").read())
+    resumed = (s.get("head_restart") or {}).get("resumed_version")
+    extra = {"versions_lost": None if resumed is None else max(0, max(applied, default=0) - resumed),
+             "primary_last_applied": max(applied, default=None),
+             "takeover_s": round(float(first.group(1)) - float(sys.argv[5]), 3) if first else None}
 keys = ("reached", "acc_at_target", "final_test_acc", "time_to_target_s", "accounting_ok",
         "samples_lost_in_failed_groups")
 print(json.dumps({"fault": sys.argv[2], "at_s": float(sys.argv[3]), **{k: s.get(k) for k in keys},
                   "node_failures": len(s.get("node_failures") or []),
                   "resumed_version": (s.get("head_restart") or {}).get("resumed_version"),
-                  "checkpoint_failures": (s.get("central") or {}).get("checkpoint_failures")}))
+                  "checkpoint_failures": (s.get("central") or {}).get("checkpoint_failures"), **extra}))
 sys.exit(0 if s.get("reached") else 3)
 PY

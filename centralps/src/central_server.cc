@@ -130,7 +130,7 @@ ReplicationMessage CentralServer::replicationSnapshot() {
   m.kind = ReplicationKind::kSnapshot;
   m.term = term_;
   m.version = store_.version();
-  m.run_samples = resumed_samples_ + counters_.samples_applied;
+  m.run_samples = resumed_samples_ + counters_.samples_applied + pending_samples_;
   m.mean_samples = mean_samples_;
   m.param_count = store_.paramCount();
   m.tensor.resize(store_.paramCount());
@@ -141,7 +141,8 @@ ReplicationMessage CentralServer::replicationSnapshot() {
 }
 
 Status CentralServer::replicateMerge(const TensorView& delta, float weight, std::uint64_t samples,
-                                     std::uint64_t tau) {
+                                     std::uint64_t tau, bool in_parts, bool* applied) {
+  *applied = false;
   ReplicationMessage m;
   m.kind = ReplicationKind::kUpdate;
   m.version = store_.version() + 1;
@@ -151,9 +152,31 @@ Status CentralServer::replicateMerge(const TensorView& delta, float weight, std:
   m.weight = weight;
   m.mean_samples = mean_samples_;
   m.param_count = store_.paramCount();
-  m.tensor.resize(delta.size);
-  delta.copyRange(0, m.tensor);
-  return link_->replicate(std::move(m), [this] { return replicationSnapshot(); });
+  const auto snapshot = [this] { return replicationSnapshot(); };
+  GSGD_RETURN_IF_ERROR(link_->ship(std::move(m), &delta, snapshot));
+  if (!link_->awaiting()) return Status::ok();  // asynchronous or alone: nothing to wait for
+  // While the standby receives and acknowledges the update, apply it here, where an
+  // apply can be undone cheaply: a stateless outer optimizer (a copy of the model undoes
+  // it) and a reply in one message (sent only after the acknowledgement). Otherwise
+  // wait first, then apply (the reply in parts goes out while the model is merged).
+  if (in_parts || kernels::optimizerStateBuffers(cfg_.outer.kind) > 0) {
+    return link_->awaitAck(snapshot);
+  }
+  undo_.resize(store_.paramCount());
+  store_.snapshotInto(undo_);
+  const kernels::OptimizerSnapshot steps = store_.optimizerState();  // no buffers: its step count
+  GSGD_RETURN_IF_ERROR(store_.applyDelta(delta, weight, {}));
+  pending_samples_ = samples;  // a snapshot taken during the wait includes this version
+  Status acked = link_->awaitAck(snapshot);
+  pending_samples_ = 0;
+  if (!acked) {
+    // Not committed: the model goes back to the version before (no standby has this one).
+    if (Status s = store_.restore(undo_, store_.version() - 1); !s) return s;
+    if (Status s = store_.restoreOptimizerState(steps); !s) return s;
+    return acked;
+  }
+  *applied = true;
+  return Status::ok();
 }
 
 void CentralServer::pollFence() {
@@ -540,9 +563,12 @@ void CentralServer::onDeltaPush(const zmq::message_t& from, const InMessage& msg
     return sendModel(from, false, reason, tau, 0.0f);
   }
   const MergeWeight w = mergeWeight(h.getModelVersion(), tau, samples, body.getSteps());
+  const bool in_parts =
+      cfg_.part_bytes > 0 && store_.paramCount() * sizeof(float) > cfg_.part_bytes;
+  bool applied_here = false;  // by replicateMerge, while the standby took the update
   if (link_) {
     // Synchronous: the standby has this version before anyone is told it is committed.
-    if (Status s = replicateMerge(*delta, w.weight, samples, tau); !s) {
+    if (Status s = replicateMerge(*delta, w.weight, samples, tau, in_parts, &applied_here); !s) {
       ++counters_.updates_refused;
       counters_.samples_refused += samples;
       // Once a second at most: groups retry every step while no standby is attached.
@@ -556,10 +582,9 @@ void CentralServer::onDeltaPush(const zmq::message_t& from, const InMessage& msg
       return sendModel(from, false, s.message(), tau, 0.0f);
     }
   }
-  const bool in_parts =
-      cfg_.part_bytes > 0 && store_.paramCount() * sizeof(float) > cfg_.part_bytes;
-  Status applied = in_parts ? mergeAndStreamReply(from, *delta, w.weight, tau)
-                            : store_.applyDelta(*delta, w.weight, {});
+  Status applied = applied_here ? Status::ok()
+                   : in_parts   ? mergeAndStreamReply(from, *delta, w.weight, tau)
+                                : store_.applyDelta(*delta, w.weight, {});
   if (!applied) return refuse(from, applied);
   countMerged(samples, tau);
   GSGD_DEBUG("applied delta of group " << body.getGroupId() << " tau=" << tau << " (weighted as "

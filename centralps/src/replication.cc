@@ -1,6 +1,8 @@
 #include "groupsgd/centralps/replication.h"
 
+#include <cstdint>
 #include <cstring>
+#include <span>
 
 namespace groupsgd::centralps {
 namespace {
@@ -92,7 +94,9 @@ const char* replicationKindName(ReplicationKind kind) {
   return "unknown";
 }
 
-std::vector<zmq::message_t> encodeReplication(const ReplicationMessage& m) {
+namespace {
+
+zmq::message_t headerFrame(const ReplicationMessage& m) {
   Writer w(kHeaderBytes);
   w.put(kMagic);
   w.put(kFormat);
@@ -108,8 +112,14 @@ std::vector<zmq::message_t> encodeReplication(const ReplicationMessage& m) {
   w.put(static_cast<std::uint32_t>(m.optimizer.kind));
   w.put(m.optimizer.buffers);
   w.put(m.optimizer.steps);
+  return w.done();
+}
+
+}  // namespace
+
+std::vector<zmq::message_t> encodeReplication(const ReplicationMessage& m) {
   std::vector<zmq::message_t> frames;
-  frames.push_back(w.done());
+  frames.push_back(headerFrame(m));
   if (m.kind == ReplicationKind::kSnapshot) {
     frames.push_back(floatFrame(m.tensor));
     frames.push_back(floatFrame(m.optimizer.values));
@@ -120,7 +130,25 @@ std::vector<zmq::message_t> encodeReplication(const ReplicationMessage& m) {
   return frames;
 }
 
-Result<ReplicationMessage> decodeReplication(const std::vector<zmq::message_t>& frames) {
+std::vector<zmq::message_t> encodeReplication(const ReplicationMessage& m,
+                                              const TensorView& delta) {
+  std::vector<zmq::message_t> frames;
+  frames.push_back(headerFrame(m));
+  zmq::message_t tensor(delta.size * sizeof(float));
+  if (reinterpret_cast<std::uintptr_t>(tensor.data()) % alignof(float) == 0) {
+    delta.copyRange(0, std::span<float>(static_cast<float*>(tensor.data()), delta.size));
+  } else {  // a tiny message kept inside zmq's own struct: through an aligned buffer
+    std::vector<float> values(delta.size);
+    delta.copyRange(0, values);
+    if (!values.empty()) std::memcpy(tensor.data(), values.data(), tensor.size());
+  }
+  frames.push_back(std::move(tensor));
+  frames.emplace_back(m.text.data(), m.text.size());
+  return frames;
+}
+
+Result<ReplicationMessage> decodeReplication(const std::vector<zmq::message_t>& frames,
+                                             TensorView* in_place) {
   if (frames.empty() || frames[0].size() != kHeaderBytes) {
     return invalidArgument("replication: header frame of " +
                            std::to_string(frames.empty() ? 0 : frames[0].size()) +
@@ -163,7 +191,20 @@ Result<ReplicationMessage> decodeReplication(const std::vector<zmq::message_t>& 
     return invalidArgument("replication: implausible parameter count " +
                            std::to_string(m.param_count));
   }
-  if (m.kind == ReplicationKind::kSnapshot || m.kind == ReplicationKind::kUpdate) {
+  if (in_place != nullptr) *in_place = TensorView{};
+  if (m.kind == ReplicationKind::kUpdate && in_place != nullptr &&
+      reinterpret_cast<std::uintptr_t>(frames[1].data()) % alignof(float) == 0) {
+    if (frames[1].size() != m.param_count * sizeof(float)) {
+      return invalidArgument("replication: tensor frame of " + std::to_string(frames[1].size()) +
+                             " bytes, expected " + std::to_string(m.param_count * sizeof(float)) +
+                             " (truncated or mis-sized)");
+    }
+    in_place->size = m.param_count;
+    in_place->parts.clear();
+    if (m.param_count > 0) {
+      in_place->parts.emplace_back(static_cast<const float*>(frames[1].data()), m.param_count);
+    }
+  } else if (m.kind == ReplicationKind::kSnapshot || m.kind == ReplicationKind::kUpdate) {
     auto tensor = readFloats(frames[1], m.param_count, "tensor");
     if (!tensor) return tensor.status();
     m.tensor = std::move(*tensor);

@@ -25,8 +25,13 @@ Result<std::unique_ptr<ReplicationLink>> ReplicationLink::create(zmq::context_t&
 
 void ReplicationLink::send(const ReplicationMessage& m) {
   if (!standby_) return;
-  if (Status s = sendFrames(sock_, encodeReplication(m), &*standby_); !s) {
-    GSGD_WARN("standby link: could not send a " << replicationKindName(m.kind) << ": "
+  sendEncoded(encodeReplication(m), m.kind);
+}
+
+void ReplicationLink::sendEncoded(std::vector<zmq::message_t> frames, ReplicationKind kind) {
+  if (!standby_) return;
+  if (Status s = sendFrames(sock_, std::move(frames), &*standby_); !s) {
+    GSGD_WARN("standby link: could not send a " << replicationKindName(kind) << ": "
                                                 << s.toString());
   }
 }
@@ -137,8 +142,14 @@ void ReplicationLink::poll(std::uint64_t version, const Snapshot& snapshot) {
 }
 
 Status ReplicationLink::replicate(ReplicationMessage update, const Snapshot& snapshot) {
-  const std::uint64_t before = update.version - 1;
-  poll(before, snapshot);
+  GSGD_RETURN_IF_ERROR(ship(std::move(update), nullptr, snapshot));
+  return awaitAck(snapshot);
+}
+
+Status ReplicationLink::ship(ReplicationMessage update, const TensorView* delta,
+                             const Snapshot& snapshot) {
+  awaiting_.reset();
+  poll(update.version - 1, snapshot);
   if (!standby_) {
     if (alone_) return Status::ok();
     return unavailable(
@@ -147,15 +158,25 @@ Status ReplicationLink::replicate(ReplicationMessage update, const Snapshot& sna
   }
   update.term = term_;
   const std::uint64_t v = update.version;
-  send(update);
+  sendEncoded(delta != nullptr ? encodeReplication(update, *delta) : encodeReplication(update),
+              update.kind);
   ++shipped_;
-  last_heartbeat_ = Clock::now();  // an update is a heartbeat too
+  shipped_at_ = last_heartbeat_ = Clock::now();  // an update is a heartbeat too
   if (!cfg_.sync) {
     max_lag_ = std::max(max_lag_, v - std::min(v, acked_));
     return Status::ok();
   }
+  awaiting_ = v;
+  return Status::ok();
+}
+
+Status ReplicationLink::awaitAck(const Snapshot& snapshot) {
+  if (!awaiting_) return Status::ok();  // asynchronous, or running alone
+  const std::uint64_t v = *awaiting_;
+  awaiting_.reset();
   const auto started = Clock::now();
-  const auto deadline = started + std::chrono::milliseconds(cfg_.loss_ms);
+  // The bound counts from the shipping: the primary's own apply is part of the wait.
+  const auto deadline = shipped_at_ + std::chrono::milliseconds(cfg_.loss_ms);
   while (standby_ && acked_ < v) {
     const auto now = Clock::now();
     if (now >= deadline) {
@@ -165,7 +186,7 @@ Status ReplicationLink::replicate(ReplicationMessage update, const Snapshot& sna
     }
     receiveOne(std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now) +
                    std::chrono::milliseconds(1),
-               before, snapshot);
+               v - 1, snapshot);
   }
   ack_wait_ms_sum_ += std::chrono::duration<double, std::milli>(Clock::now() - started).count();
   if (acked_ >= v) return Status::ok();

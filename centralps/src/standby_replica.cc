@@ -33,7 +33,34 @@ Status StandbyReplica::applySnapshot(const ReplicationMessage& m) {
   return Status::ok();
 }
 
+namespace {
+
+TensorView viewOf(const std::vector<float>& v) {
+  TensorView view;
+  view.size = v.size();
+  if (!v.empty()) view.parts.push_back(v);
+  return view;
+}
+
+}  // namespace
+
 Status StandbyReplica::applyUpdate(const ReplicationMessage& m) {
+  return applyUpdate(m, viewOf(m.tensor));
+}
+
+Status StandbyReplica::checkUpdate(const ReplicationMessage& m) const {
+  return checkUpdate(m, viewOf(m.tensor));
+}
+
+Status StandbyReplica::applyUpdate(const ReplicationMessage& m, const TensorView& delta) {
+  GSGD_RETURN_IF_ERROR(checkUpdate(m, delta));
+  GSGD_RETURN_IF_ERROR(store_->applyDelta(delta, m.weight));
+  run_samples_ = m.run_samples;
+  mean_samples_ = m.mean_samples;
+  return Status::ok();
+}
+
+Status StandbyReplica::checkUpdate(const ReplicationMessage& m, const TensorView& delta) const {
   if (m.kind != ReplicationKind::kUpdate) return invalidArgument("not an update");
   if (!store_) return failedPrecondition("an update before any snapshot");
   if (m.term != term_) {
@@ -45,13 +72,10 @@ Status StandbyReplica::applyUpdate(const ReplicationMessage& m) {
                               " out of order: this standby is at version " +
                               std::to_string(store_->version()));
   }
-  if (m.tensor.size() != store_->paramCount() || m.param_count != store_->paramCount()) {
-    return invalidArgument("update of " + std::to_string(m.tensor.size()) + " values for " +
+  if (delta.size != store_->paramCount() || m.param_count != store_->paramCount()) {
+    return invalidArgument("update of " + std::to_string(delta.size) + " values for " +
                            std::to_string(store_->paramCount()) + " parameters");
   }
-  GSGD_RETURN_IF_ERROR(store_->applyDelta(m.tensor, m.weight));
-  run_samples_ = m.run_samples;
-  mean_samples_ = m.mean_samples;
   return Status::ok();
 }
 

@@ -66,11 +66,12 @@ class Follower {
     send(m);
     last_hello_ = Clock::now();
   }
-  void ack() {
+  void ack() { ack(replica_.version()); }
+  void ack(std::uint64_t version) {
     ReplicationMessage m;
     m.kind = ReplicationKind::kAck;
     m.term = replica_.term();
-    m.version = replica_.version();
+    m.version = version;
     send(m);
   }
   // A refused message: the primary is told why, and this standby asks for a new snapshot.
@@ -88,7 +89,8 @@ class Follower {
   void receive() {
     auto frames = recvFrames(sock_);
     if (!frames) return;
-    auto m = centralps::decodeReplication(*frames);
+    TensorView in_place;  // an update's delta, seen in its frame (no copy)
+    auto m = centralps::decodeReplication(*frames, &in_place);
     if (!m) return refuse(m.status());
     switch (m->kind) {
       case ReplicationKind::kSnapshot: {
@@ -105,10 +107,17 @@ class Follower {
         }
         return;
       }
-      case ReplicationKind::kUpdate:
-        if (Status s = replica_.applyUpdate(*m); !s) return refuse(s);
+      case ReplicationKind::kUpdate: {
+        if (!m->tensor.empty()) in_place = TensorView{{m->tensor}, m->tensor.size()};
+        if (Status s = replica_.checkUpdate(*m, in_place); !s) return refuse(s);
         last_heard_ = Clock::now();
-        return ack();
+        // Held here, checked: acknowledged before the optimizer step (which cannot fail
+        // now), so the primary's wait does not include it. A takeover runs on this
+        // thread, after the step.
+        ack(m->version);
+        if (Status s = replica_.applyUpdate(*m, in_place); !s) return refuse(s);
+        return;
+      }
       case ReplicationKind::kHeartbeat:
         if (Status s = replica_.checkTerm(m->term); !s) return refuse(s);
         if (!replica_.ready()) return;

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <span>
 #include <thread>
 
 #include "groupsgd/centralps/replication.h"
@@ -142,6 +143,51 @@ TEST_CASE("replication link: a standby that stops acknowledging is lost within t
   CHECK(link->json()["standby_losses"] == 1);
   // Lost: the next update is refused at once, not after another wait.
   CHECK_FALSE(link->replicate(updateTo(2), [] { return snapshotAt(1); }));
+}
+
+TEST_CASE(
+    "replication link: ship then awaitAck: the update goes out at once, the wait comes later "
+    "and its bound counts from the shipping") {
+  zmq::context_t ctx;
+  auto link = makeLink(ctx, 200, 0);
+  const auto snap = [] { return snapshotAt(1); };
+  const std::vector<float> delta = {0.25f, 0.5f, 0.75f, 1.0f};
+  TensorView view;
+  view.size = delta.size();
+  view.parts = {std::span<const float>(delta)};
+  ReplicationMessage header = updateTo(2);
+  header.tensor.clear();
+  // No standby: refused at the shipping, nothing awaited.
+  CHECK_FALSE(link->ship(header, &view, snap));
+  CHECK_FALSE(link->awaiting());
+
+  ScriptedStandby standby(ctx, link->endpoint());
+  attach(*link, standby, 1);
+  REQUIRE(link->ship(header, &view, snap));
+  CHECK(link->awaiting());
+  const auto until = std::chrono::steady_clock::now() + 5s;
+  while (standby.updates.load() == 0 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(1ms);  // it arrives while the primary would merge it
+  }
+  CHECK(standby.updates.load() == 1);
+  CHECK(link->awaitAck(snap));
+  CHECK_FALSE(link->awaiting());
+  CHECK(link->json()["acked_version"] == 2);
+
+  // No acknowledgement: lost at 200 ms after the shipping, however long the caller took.
+  standby.acking.store(false);
+  header.version = 3;
+  const auto shipped = std::chrono::steady_clock::now();
+  REQUIRE(link->ship(header, &view, snap));
+  std::this_thread::sleep_for(150ms);
+  const auto waiting = std::chrono::steady_clock::now();
+  auto s = link->awaitAck(snap);
+  const auto now = std::chrono::steady_clock::now();
+  REQUIRE_FALSE(s);
+  CHECK(s.message().find("did not acknowledge version 3") != std::string::npos);
+  CHECK(now - shipped >= 200ms);
+  CHECK(now - waiting < 200ms);
+  CHECK(link->json()["attached"] == false);
 }
 
 TEST_CASE("replication link: with standby_alone_ms the head commits alone after the bound") {

@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -96,6 +97,39 @@ TEST_CASE("replication: a snapshot and an update round-trip through the encoding
   CHECK(u->weight == 0.25f);
   CHECK(u->samples == 64);
   CHECK(bitIdentical(u->tensor, up.tensor));
+
+  // The same update with its delta seen in place in two chunks (as in a group's message):
+  // the same frames, the delta copied once straight into its frame.
+  ReplicationMessage header = up;
+  header.tensor.clear();
+  TensorView view;
+  view.size = up.tensor.size();
+  view.parts = {std::span<const float>(up.tensor).first(333),
+                std::span<const float>(up.tensor).subspan(333)};
+  auto v = decodeReplication(encodeReplication(header, view));
+  REQUIRE(v);
+  CHECK(v->version == 2);
+  CHECK(v->weight == 0.25f);
+  CHECK(bitIdentical(v->tensor, up.tensor));
+
+  // Decoded in place (the standby's way): m.tensor empty, the delta seen in its frame.
+  const std::vector<zmq::message_t> frames = encodeReplication(up);
+  TensorView seen;
+  auto w = decodeReplication(frames, &seen);
+  REQUIRE(w);
+  CHECK(w->tensor.empty());
+  REQUIRE(seen.size == up.tensor.size());
+  std::vector<float> copied(seen.size);
+  seen.copyRange(0, copied);
+  CHECK(bitIdentical(copied, up.tensor));
+  // A snapshot is still copied (it outlives its frames), and a short delta refused.
+  CHECK_FALSE(decodeReplication(encodeReplication(snap), &seen)->tensor.empty());
+  CHECK(seen.size == 0);
+  std::vector<zmq::message_t> short_frames = copyOf(frames);
+  short_frames[1] = zmq::message_t(frames[1].data(), frames[1].size() - 4);
+  auto refused = decodeReplication(short_frames, &seen);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.status().message().find("mis-sized") != std::string::npos);
 }
 
 TEST_CASE("replication: truncated, mis-sized and unknown messages are refused by name") {
@@ -185,6 +219,12 @@ TEST_CASE(
   CHECK(old_term.message().find("term 2") != std::string::npos);
   auto short_delta = replica.applyUpdate(updateOf(3, 1, randomVector(299, rng), 1.0f));
   REQUIRE_FALSE(short_delta);
+  // checkUpdate (what a standby checks before acknowledging) refuses the same ones and
+  // passes the next version.
+  CHECK_FALSE(replica.checkUpdate(updateOf(3, 2, randomVector(300, rng), 1.0f)));
+  CHECK_FALSE(replica.checkUpdate(updateOf(2, 1, randomVector(300, rng), 1.0f)));
+  CHECK_FALSE(replica.checkUpdate(updateOf(3, 1, randomVector(299, rng), 1.0f)));
+  CHECK(replica.checkUpdate(updateOf(3, 1, randomVector(300, rng), 1.0f)));
 
   const ReplicaState after = replica.state();
   CHECK(after.version == before.version);

@@ -289,3 +289,68 @@ TEST_CASE(
       static_cast<unsigned long long>(stalled), s["accounting_ok"].get<bool>() ? 1 : 0);
   reportDone(dir);
 }
+
+TEST_CASE(
+    "faults: the primary and its standby both SIGKILLed: a head restarted on the primary's "
+    "endpoint resumes from the primary's checkpoints (as without a standby), the node and "
+    "the workers come back, the run reaches its budget and accounting holds") {
+  const std::string dir = makeTempDir();
+  const std::string sdir = dir + "/standby";
+  std::filesystem::create_directories(sdir);
+  const std::string replication = "tcp://127.0.0.1:" + std::to_string(freePort());
+  const std::string primary_ep = "tcp://127.0.0.1:" + std::to_string(freePort());
+  const std::string standby_ep = "tcp://127.0.0.1:" + std::to_string(freePort());
+  // The pair checkpoints every 20 versions into DIR/ck (the standby only once promoted).
+  const std::vector<std::string> pair = withArgs(
+      checkpointedHeadArgs(dir), {"--role", "coordinator", "--standby-takeover-ms", "500"});
+  auto primary = startDaemon(dir, "primary.log", primary_ep,
+                             withArgs(pair, {"--replication-listen", replication}));
+  auto standby = startDaemon(sdir, "standby.log",
+                             withArgs(pair, {"--role", "standby", "--primary", replication}),
+                             DaemonFiles{standby_ep, true});
+  const std::string list = primary_ep + "," + standby_ep;
+  auto node = startNode(dir, list);
+  std::vector<std::unique_ptr<Process>> workers;
+  for (int i = 0; i < 2; ++i) workers.push_back(startWorker(dir, list, i, kRecoveringWorker));
+  json st = waitForStatus(
+      dir, [](const json& s) { return s["central_version"].get<std::uint64_t>() >= 40; }, 90000ms);
+  REQUIRE(st["central_version"].get<std::uint64_t>() >= 40);
+  const auto seen = st["central_version"].get<std::uint64_t>();
+  const auto primary_incarnation = st["incarnation"].get<std::uint64_t>();
+
+  // Both gone: the replica with the standby; what is left is the primary's checkpoints.
+  killHard(*standby);
+  const HeadRestart restart =
+      restartHead(dir, *primary, primary_ep,
+                  withArgs(pair, {"--max-samples", "30000", "--max-seconds", "120"}), 1000ms);
+  st = waitForStatus(
+      dir,
+      [](const json& s) {
+        return s["workers"]["active"] == 2 && s["samples_trained"].get<std::uint64_t>() > 0;
+      },
+      60000ms);
+  const double back_at = wallNow() - restart.killed_at;
+  INFO("head2: " << readFile(dir + "/head2.log"));
+  INFO("node: " << readFile(dir + "/node.log"));
+  CHECK(st["incarnation"].get<std::uint64_t>() == primary_incarnation + 1);
+  REQUIRE(restart.head->wait(150000ms) == std::optional<int>(0));
+  CHECK(node->wait(30000ms) == std::optional<int>(0));
+  checkWorkersExit(dir, workers, 30000ms);
+  json s = readSummary(dir);
+  checkAccounting(s);
+  CHECK(s["stop_reason"] == "sample budget spent");
+  const json& hr = s["head_restart"];
+  const auto resumed = hr["resumed_version"].get<std::uint64_t>();
+  CHECK(resumed > 0);
+  CHECK(seen <= resumed + 2 * 20);         // the checkpoint policy's bound (+ one write's slack)
+  CHECK(hr["versions_lost_bound"] == 20);  // no replica: the checkpoint policy bounds it
+  std::printf(
+      "faults: primary and standby both SIGKILLed at version >= %llu; a head restarted %.2f s "
+      "later on the primary's endpoint resumed from checkpoint version %llu "
+      "(versions_lost_bound %llu); node and workers training on it %.2f s after the kills; "
+      "%llu samples after the restart, accounting ok %d\n",
+      static_cast<unsigned long long>(seen), restart.restarted_at - restart.killed_at,
+      static_cast<unsigned long long>(resumed), llu(hr["versions_lost_bound"]), back_at,
+      llu(s["samples_trained"]), s["accounting_ok"].get<bool>() ? 1 : 0);
+  reportDone(dir);
+}

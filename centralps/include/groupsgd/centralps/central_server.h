@@ -140,11 +140,12 @@ class CentralServer {
   void onBestRequest(const zmq::message_t& from, std::uint64_t version, const std::string& path);
   void pollBestWrite(bool wait);
   Payload currentModel();
-  // Standby head: the snapshot a standby starts from; the update shipped before a merge;
+  // Standby head: the snapshot a standby starts from; the update shipped before a merge
+  // (ok: committed; *applied when it was merged here while the standby took it);
   // the Superseded notice a promoted head keeps sending its old primary.
   ReplicationMessage replicationSnapshot();
   Status replicateMerge(const TensorView& delta, float weight, std::uint64_t samples,
-                        std::uint64_t tau);
+                        std::uint64_t tau, bool in_parts, bool* applied);
   void pollFence();
   void startFromReplica(const ReplicaState& replica);
 
@@ -157,7 +158,9 @@ class CentralServer {
   std::chrono::steady_clock::time_point last_fence_{};
   std::uint64_t term_ = 0;
   bool promoted_ = false, first_applied_logged_ = false;
-  std::uint64_t uncommitted_ = 0;  // deltas refused for want of a standby
+  std::uint64_t uncommitted_ = 0;      // deltas refused for want of a standby
+  std::vector<float> undo_;            // the model before a merge awaiting its acknowledgement
+  std::uint64_t pending_samples_ = 0;  // that merge's samples (not yet counted)
   std::chrono::steady_clock::time_point last_uncommitted_log_{};
   // What the server counts as it goes (the version and the checkpoint fields are filled
   // in when it answers), plus the sum the mean staleness is taken from.

@@ -14,6 +14,7 @@
 #include <zmq.hpp>
 
 #include "groupsgd/common/status.h"
+#include "groupsgd/common/tensor_view.h"
 #include "groupsgd/kernels/optimizer_snapshot.h"
 
 namespace groupsgd::centralps {
@@ -46,8 +47,15 @@ struct ReplicationMessage {
 
 // Frames of one message (the ROUTER's routing id not included).
 std::vector<zmq::message_t> encodeReplication(const ReplicationMessage& m);
+// The same for a kUpdate whose delta is `delta` (seen in place in the group's message)
+// rather than m.tensor: the delta is copied once, straight into its frame.
+std::vector<zmq::message_t> encodeReplication(const ReplicationMessage& m, const TensorView& delta);
 // The message, or InvalidArgument naming what is wrong (bad magic or format, unknown
 // kind, a frame missing, truncated or of the wrong size).
-Result<ReplicationMessage> decodeReplication(const std::vector<zmq::message_t>& frames);
+// With in_place, a kUpdate's delta is not copied into m.tensor (left empty) but seen in
+// its frame through *in_place, valid while `frames` live (a frame zmq left unaligned for
+// floats is copied: *in_place empty, m.tensor filled).
+Result<ReplicationMessage> decodeReplication(const std::vector<zmq::message_t>& frames,
+                                             TensorView* in_place = nullptr);
 
 }  // namespace groupsgd::centralps

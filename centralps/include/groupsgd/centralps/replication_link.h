@@ -47,7 +47,19 @@ class ReplicationLink {
   // The update for update.version, before the primary applies it. Ok: commit it (the
   // standby acknowledged it, or asynchronous, or running alone). An error: do not apply
   // it; the message says why (no standby attached, or it was lost waiting for the ack).
+  // ship() then awaitAck().
   Status replicate(ReplicationMessage update, const Snapshot& snapshot);
+  // The two halves, so the primary can apply the update while the standby receives it:
+  // ship() sends it (its delta `delta`, copied once into the frame; m.tensor when null)
+  // without waiting. An error: do not apply it (no standby attached). Ok: apply it, but
+  // tell no one it is committed before awaitAck() is ok (synchronous: the standby
+  // acknowledged it; at once when asynchronous or running alone). awaitAck()'s error (the
+  // standby lost waiting, or it refused): the update is not committed, and the caller
+  // undoes what it applied. At most one update awaits its acknowledgement at a time.
+  Status ship(ReplicationMessage update, const TensorView* delta, const Snapshot& snapshot);
+  Status awaitAck(const Snapshot& snapshot);
+  // Whether a shipped update awaits its acknowledgement (synchronous, a standby attached).
+  bool awaiting() const { return awaiting_.has_value(); }
 
   // Counters for the log and the stats: attached, updates shipped, max async lag, ...
   nlohmann::json json() const;
@@ -67,6 +79,7 @@ class ReplicationLink {
   void onMessage(const zmq::message_t& from, const std::vector<zmq::message_t>& frames,
                  std::uint64_t version, const Snapshot& snapshot);
   void send(const ReplicationMessage& m);
+  void sendEncoded(std::vector<zmq::message_t> frames, ReplicationKind kind);
   void checkLost(Clock::time_point now);
   bool receiveOne(std::chrono::milliseconds wait, std::uint64_t version, const Snapshot& snapshot);
 
@@ -81,7 +94,9 @@ class ReplicationLink {
   bool alone_ = false;
   std::uint64_t acked_ = 0;  // newest version the standby acknowledged
   std::uint64_t shipped_ = 0, snapshots_ = 0, losses_ = 0, max_lag_ = 0;
-  double ack_wait_ms_sum_ = 0;
+  double ack_wait_ms_sum_ = 0;  // time awaitAck() blocked (after the primary's own apply)
+  std::optional<std::uint64_t> awaiting_;  // shipped (synchronous), not yet acknowledged
+  Clock::time_point shipped_at_{};
 };
 
 }  // namespace groupsgd::centralps

@@ -43,6 +43,13 @@ class StandbyReplica {
   // The next version. Refused (nothing changed): no snapshot yet, a term other than the
   // snapshot's, a version other than version() + 1, a delta of the wrong size.
   Status applyUpdate(const ReplicationMessage& m);
+  // applyUpdate's checks alone: once they pass, applyUpdate(m) cannot fail, so a standby
+  // may acknowledge m before its optimizer step (it holds the update either way).
+  Status checkUpdate(const ReplicationMessage& m) const;
+  // The same with the delta seen in place in its frame (decodeReplication's in_place),
+  // not in m.tensor: no copy of it.
+  Status applyUpdate(const ReplicationMessage& m, const TensorView& delta);
+  Status checkUpdate(const ReplicationMessage& m, const TensorView& delta) const;
   // A heartbeat's term check (older terms are refused).
   Status checkTerm(std::uint64_t term) const;
 
