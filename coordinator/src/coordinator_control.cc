@@ -142,6 +142,7 @@ ojson Coordinator::groupsJson() const {
                     {"run_samples", fleet_->runSamples(g)},
                     {"failed", groupFailed(g)}});
     rows.back().update(placementJson(g));
+    rows.back().update(ojson(compressionJson(g)));
   }
   return rows;
 }

@@ -181,6 +181,7 @@ nlohmann::json Coordinator::summaryJson(const RunSummary& run, const std::string
       {"groups", cfg_.groupCount()},
       {"exchange_period", cfg_.exchangePeriod()},
       {"stop_reason", reason},
+      {"gradient_compression", compressionSummaryJson()},
       {"target_acc", cfg_.target_acc},
       {"target_loss", cfg_.target_loss},
       {"reached", run_log_.timeToTargetS().has_value()},
