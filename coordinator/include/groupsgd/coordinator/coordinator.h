@@ -142,6 +142,10 @@ class Coordinator {
   void onNodeRegister(const zmq::message_t& from, const InMessage& msg, WorkerRecord& rec);
   void sendAssignment(const zmq::message_t& to, const WorkerRecord& rec);
   void controlWindow();
+  // data_allocation ranges with checkpoints (coordinator_data.cc): the ledger of the
+  // checkpoint this head resumed from, and the ledger kept with each new checkpoint.
+  void resumeLedger();
+  void recordLedgerAt(std::uint64_t checkpoint_version);
   // A trainer's heartbeat, before its step count is updated: adds its step times to its
   // totals and, in adaptive mode, feeds the controller its steps one by one (or the
   // heartbeat's means); an early heartbeat (a speed change) brings the next window forward
@@ -317,6 +321,10 @@ class Coordinator {
   std::optional<nlohmann::ordered_json> last_checkpoint_;
   AdmissionBook admission_;  // ids, shards, quarantine, what was refused
   EpochLedger data_ledger_;  // data_allocation ranges: who holds which sample range
+  // A restarted head: the ledger record it went on from ({version, acknowledged,
+  // held_reissued}, or {error}); null for a fresh start (coordinator_data.cc).
+  nlohmann::json ledger_resumed_;
+  std::uint64_t ledger_recorded_version_ = 0;  // the newest checkpoint its ledger is kept with
   RunLog run_log_;                             // timings, the target, regroups, events
   HeadRecord head_;                            // this incarnation's start and the versions it saw
   FailureLedger failures_;                     // failed groups, lost counts, replays, spare PSes
