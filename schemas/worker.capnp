@@ -116,6 +116,8 @@ struct HeartbeatReply {
   measureNow @3 :Bool;  # evaluators: the run is over and waits for its final reading: fetch
                         # and measure the newest central model and report it at once, without
                         # waiting out the evaluation interval (older evaluators ignore it)
+  compression @4 :Text; # trainers, compress_gradients auto: encode gradients so from the next
+                        # push on (its group's choice; "" = as assigned)
 }
 
 # A multi-job daemon's front to a node daemon of its pool: serve `slots` group PSes for

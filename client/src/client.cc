@@ -204,7 +204,8 @@ Result<HeartbeatAnswer> CoordinatorClient::heartbeat(const Assignment& a,
     return invalidArgument("coordinator answered a heartbeat with something else");
   }
   auto r = reply->header().getBody().getHeartbeatReply();
-  HeartbeatAnswer answer{r.getStop(), r.getReregister(), {}, r.getMeasureNow()};
+  HeartbeatAnswer answer{
+      r.getStop(), r.getReregister(), {}, r.getMeasureNow(), r.getCompression().cStr()};
   for (auto p : r.getPlacements()) {
     answer.placements.push_back(NodePlacement{p.getJob().cStr(), p.getJobId(),
                                               p.getCoordinator().cStr(), p.getSlots(),
@@ -279,8 +280,13 @@ GroupClient::GroupClient(zmq::context_t& ctx, const Assignment& a, std::uint64_t
       assignment_(a),
       job_id_(job_id),
       timeout_(timeout) {
+  setCompression(compression);
+}
+
+void GroupClient::setCompression(CompressionSpec compression) {
+  compressor_.reset();
   if (compression.encoding != kernels::Encoding::kDense) {
-    compressor_.emplace(compression.encoding, a.param_count, compression.ratio);
+    compressor_.emplace(compression.encoding, assignment_.param_count, compression.ratio);
   }
 }
 

@@ -66,6 +66,7 @@ Coordinator::Coordinator(zmq::context_t& ctx, zmq::socket_t sock, std::string en
   // head is older than any of this one: its pushes, heartbeats and leaves are refused.
   head_.setStart(std::move(deps_.head));
   epoch_ = head_.start().incarnation << 32;
+  resumeLedger();
   if (deps_.metrics != nullptr) {  // every series the coordinator exports carries its job
     metrics_ =
         std::make_unique<MetricsRegistry>(deps_.metrics, MetricLabels{{"job", cfg_.job_name}});

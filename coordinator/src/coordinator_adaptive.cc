@@ -50,6 +50,7 @@ void Coordinator::controlWindow() {
     event("stage", std::string("-> ") + policy::stageName(act.stage_change->to) + " (" +
                        act.stage_change->cause + ")");
   }
+  chooseCompressions();
   if (act.regroup) return applyRegroup(act);
   std::vector<bool> touched(fleet_->slots(), false);
   for (std::uint32_t g = 0; g < fleet_->slots() && g < act.periods.size(); ++g) {

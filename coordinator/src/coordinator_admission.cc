@@ -225,7 +225,7 @@ void Coordinator::sendAssignment(const zmq::message_t& to, const WorkerRecord& r
   a.setParamCount(topo_.param_count);
   a.setSeed(cfg_.seed);
   a.setHeartbeatMs(cfg_.heartbeat_ms);
-  a.setCompression(cfg_.compress_gradients);
+  a.setCompression(gradientCompressionFor(rec.group));
   a.setOptimizerPlacement(cfg_.optimizer_placement == groupps::OptimizerPlacement::kWorkers
                               ? proto::OptimizerPlacement::WORKERS
                               : proto::OptimizerPlacement::SERVER);
@@ -288,6 +288,9 @@ void Coordinator::onHeartbeat(const zmq::message_t& from, const InMessage& msg,
                 w->draining);
   reply.setMeasureNow(w->role == WorkerRole::kEvaluator && phase_ == Phase::kFinalReading &&
                       !final_reading);
+  if (w->role == WorkerRole::kTrainer && !moving && cfg_.compress_gradients == "auto") {
+    reply.setCompression(gradientCompressionFor(w->group));
+  }
   (void)replyTo(sock_, from, std::move(out));
 }
 

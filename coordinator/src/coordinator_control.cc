@@ -142,6 +142,7 @@ ojson Coordinator::groupsJson() const {
                     {"run_samples", fleet_->runSamples(g)},
                     {"failed", groupFailed(g)}});
     rows.back().update(placementJson(g));
+    rows.back().update(ojson(compressionJson(g)));
   }
   return rows;
 }
@@ -442,6 +443,7 @@ void Coordinator::readCentralStats(Result<InMessage> reply) {
       (!last_checkpoint_ || (*last_checkpoint_)["version"] != s.getCheckpointVersion())) {
     last_checkpoint_ = ojson{{"version", s.getCheckpointVersion()}};  // periodic ones too
   }
+  recordLedgerAt(s.getCheckpointVersion());
   if (!cfg_.checkpoint_dir.empty()) noteCheckpointFailures(s);
   if (metrics_ != nullptr) {
     exporter_->exportCentral(centralps::fromProto(s));

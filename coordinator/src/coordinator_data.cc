@@ -4,6 +4,7 @@
 // again.
 #include "groupsgd/common/log.h"
 #include "groupsgd/coordinator/coordinator.h"
+#include "groupsgd/coordinator/ledger_record.h"
 
 namespace groupsgd::coordinator {
 
@@ -51,6 +52,47 @@ void Coordinator::releaseData(const WorkerRecord& w, const char* why) {
   if (const std::uint64_t n = data_ledger_.release(w.id); n > 0) {
     GSGD_INFO("worker " << w.id << " " << why << ": its " << n
                         << " unacknowledged samples are issued again");
+  }
+}
+
+void Coordinator::resumeLedger() {
+  const HeadStart& start = head_.start();
+  if (!cfg_.data_ranges || cfg_.checkpoint_dir.empty() || start.resumed_from.empty()) return;
+  auto record = ledgerAt(cfg_.checkpoint_dir, start.resumed_version);
+  auto ledger = record ? EpochLedger::fromState(record->ledger, data_ledger_.chunk())
+                       : Result<EpochLedger>(record.status());
+  if (!ledger) {
+    // A checkpoint of an older head (no record) or a damaged record: the epochs start over.
+    GSGD_WARN("epoch ledger not resumed (" << ledger.status().toString()
+                                           << "): epochs start again from 0");
+    ledger_resumed_ = {{"error", ledger.status().toString()}};
+    return;
+  }
+  std::uint64_t acknowledged = 0, held = 0;
+  for (const auto& e : ledger->epochs()) acknowledged += e.acknowledged;
+  for (const auto& h : record->ledger["held"])
+    held += h[2].get<std::uint64_t>() - h[1].get<std::uint64_t>();
+  data_ledger_ = std::move(*ledger);
+  ledger_recorded_version_ = record->version;
+  ledger_resumed_ = {
+      {"version", record->version}, {"acknowledged", acknowledged}, {"held_reissued", held}};
+  GSGD_INFO("epoch ledger resumed from checkpoint version "
+            << record->version << ": " << acknowledged << " positions acknowledged, " << held
+            << " held by the previous head's trainers issued again");
+}
+
+void Coordinator::recordLedgerAt(std::uint64_t checkpoint_version) {
+  if (!cfg_.data_ranges || cfg_.checkpoint_dir.empty() ||
+      checkpoint_version <= ledger_recorded_version_) {
+    return;
+  }
+  ledger_recorded_version_ = checkpoint_version;
+  // A small file, written on this thread like the head's state file.
+  if (Status s = recordLedger(cfg_.checkpoint_dir, checkpoint_version, data_ledger_.state(),
+                              cfg_.checkpoint_keep);
+      !s) {
+    GSGD_WARN("checkpoint version " << checkpoint_version
+                                    << ": its epoch ledger not recorded: " << s.toString());
   }
 }
 

@@ -181,6 +181,7 @@ nlohmann::json Coordinator::summaryJson(const RunSummary& run, const std::string
       {"groups", cfg_.groupCount()},
       {"exchange_period", cfg_.exchangePeriod()},
       {"stop_reason", reason},
+      {"gradient_compression", compressionSummaryJson()},
       {"target_acc", cfg_.target_acc},
       {"target_loss", cfg_.target_loss},
       {"reached", run_log_.timeToTargetS().has_value()},
@@ -212,7 +213,10 @@ nlohmann::json Coordinator::summaryJson(const RunSummary& run, const std::string
       {"events", run_log_.events()},
       {"data_allocation", cfg_.data_ranges ? "ranges" : "shards"},
   });
-  if (cfg_.data_ranges) summary["epochs"] = data_ledger_.summary();
+  if (cfg_.data_ranges) {
+    summary["epochs"] = data_ledger_.summary();
+    summary["epoch_ledger_resumed"] = ledger_resumed_;
+  }
   summary.update(best_.summaryJson());
   return summary;
 }

@@ -107,4 +107,75 @@ nlohmann::json EpochLedger::summary() const {
   return list;
 }
 
+namespace {
+
+nlohmann::json rangeJson(const LedgerRange& r) { return {r.epoch, r.begin, r.end}; }
+
+bool readRange(const nlohmann::json& j, std::uint64_t size, LedgerRange* r) {
+  if (!j.is_array() || j.size() != 3) return false;
+  for (const auto& x : j)
+    if (!x.is_number_unsigned()) return false;
+  *r = {j[0].get<std::uint64_t>(), j[1].get<std::uint64_t>(), j[2].get<std::uint64_t>()};
+  return r->begin < r->end && r->end <= size;
+}
+
+}  // namespace
+
+nlohmann::json EpochLedger::state() const {
+  nlohmann::json reissue = nlohmann::json::array(), held = nlohmann::json::array(),
+                 epochs = nlohmann::json::array();
+  for (const LedgerRange& r : reissue_) reissue.push_back(rangeJson(r));
+  for (const auto& [worker, ranges] : held_) {
+    for (const LedgerRange& r : ranges) held.push_back(rangeJson(r));
+  }
+  for (const auto& [e, c] : epochs_) {
+    epochs.push_back({c.epoch, c.acknowledged, c.duplicates, c.returned});
+  }
+  return {{"samples", size_},
+          {"cut_epoch", cut_epoch_},
+          {"cut_pos", cut_pos_},
+          {"reissue", reissue},
+          {"held", held},
+          {"epochs", epochs},
+          {"stale_acks", stale_acks_}};
+}
+
+Result<EpochLedger> EpochLedger::fromState(const nlohmann::json& s, std::uint64_t chunk) {
+  const auto bad = [](const std::string& what) { return dataLoss("epoch ledger state: " + what); };
+  for (const char* k : {"samples", "cut_epoch", "cut_pos", "stale_acks"}) {
+    if (!s.contains(k) || !s[k].is_number_unsigned()) return bad(std::string(k) + " missing");
+  }
+  for (const char* k : {"reissue", "held", "epochs"}) {
+    if (!s.contains(k) || !s[k].is_array()) return bad(std::string(k) + " missing");
+  }
+  EpochLedger l(chunk);
+  l.size_ = s["samples"].get<std::uint64_t>();
+  l.cut_epoch_ = s["cut_epoch"].get<std::uint64_t>();
+  l.cut_pos_ = s["cut_pos"].get<std::uint64_t>();
+  l.stale_acks_ = s["stale_acks"].get<std::uint64_t>();
+  if (l.cut_pos_ > l.size_) return bad("cut_pos beyond the training set");
+  for (const auto& e : s["epochs"]) {
+    if (!e.is_array() || e.size() != 4) return bad("an epoch is not [epoch, acked, dup, ret]");
+    for (const auto& x : e)
+      if (!x.is_number_unsigned()) return bad("an epoch count is not a count");
+    EpochCoverage c{e[0].get<std::uint64_t>(), e[1].get<std::uint64_t>(), e[2].get<std::uint64_t>(),
+                    e[3].get<std::uint64_t>()};
+    if (c.acknowledged > l.size_ || c.epoch > l.cut_epoch_) return bad("an epoch out of range");
+    l.epochs_[c.epoch] = c;
+  }
+  LedgerRange r;
+  for (const auto& j : s["reissue"]) {
+    if (!readRange(j, l.size_, &r)) return bad("a range to issue again is malformed");
+    l.reissue_.insert(r);
+  }
+  // The previous head's trainers held these: they may have trained them without saying.
+  for (const auto& j : s["held"]) {
+    if (!readRange(j, l.size_, &r)) return bad("a held range is malformed");
+    l.epochs_[r.epoch].epoch = r.epoch;
+    l.epochs_[r.epoch].duplicates += r.size();
+    l.reissue_.insert(r);
+  }
+  return l;
+}
+
 }  // namespace groupsgd::coordinator

@@ -197,7 +197,12 @@ Status validate(const DaemonConfig& c) {
                            ")");
   }
   for (const auto* spec : {&c.compress_gradients, &c.compress_deltas}) {
+    if (spec == &c.compress_gradients && *spec == "auto") continue;  // chosen per group
     if (auto parsed = parseCompressionSpec(*spec); !parsed) return parsed.status();
+  }
+  if (c.compress_gradients == "auto" && c.mode != Mode::kAdaptive) {
+    return invalidArgument(
+        "compress_gradients auto needs mode adaptive (its controller measures the links)");
   }
   if (const std::string p = groupps::lrScheduleProblem(lrScheduleOf(c)); !p.empty()) {
     return invalidArgument("optimizer: " + p);

@@ -10,15 +10,12 @@
 #   ashl_netns.sh [--quick] [--repeats R] [--rate 20mbit] [--shaped N] [--target 0.85]
 #                 [--modes "M..."]
 #
-# Modes as straggler.sh's: adaptive, with +nostages, +fp16, +topk. One JSON line per run,
+# Modes as straggler.sh's: adaptive, with +nostages, +fp16, +topk, +auto (compress_gradients
+# auto; the run line's `compression` lists each group's final choice). One JSON line per run,
 # then {"bench": "ashl_netns", ...} with the median time to target per mode and its ratio
 # to adaptive's. Needs root: exits 77 (skipped) otherwise. Binaries from BUILD_DIR.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-build=${BUILD_DIR:-$root/build}
-export GROUPSGDD=${GROUPSGDD:-$build/daemon/groupsgdd}
-export GROUPSGD_WORKER=${GROUPSGD_WORKER:-$build/worker/groupsgd-worker}
-export GROUPSGDCTL=${GROUPSGDCTL:-$build/daemon/groupsgdctl}
 repeats=3 rate=20mbit target=0.85 max_s=120 shaped=1
 modes="adaptive adaptive+nostages adaptive+fp16 adaptive+topk adaptive+nostages+fp16 adaptive+nostages+topk"
 while [[ $# -gt 0 ]]; do
@@ -33,9 +30,9 @@ while [[ $# -gt 0 ]]; do
   esac
   shift
 done
-# shellcheck source=../../tests/netns/lib.sh
-source "$root/tests/netns/lib.sh"
-require_netns
+[[ $shaped =~ ^[1-4]$ ]] || { echo "ashl_netns: --shaped is 1 to 4, not '$shaped'" >&2; exit 2; }
+# shellcheck source=netns_links.sh
+source "$root/scripts/bench/netns_links.sh"
 
 echo '{"adaptive": {"coarse_period": 1, "coarse_max_groups": 2}}' >"$WORK/nostages.json"
 mode_flags() {  # the daemon flags of adaptive+SUFFIX+...
@@ -46,6 +43,7 @@ mode_flags() {  # the daemon flags of adaptive+SUFFIX+...
       nostages) echo "--config $WORK/nostages.json" ;;
       fp16) echo "--compress-gradients fp16 --compress-deltas fp16" ;;
       topk) echo "--compress-gradients topk:0.1 --compress-deltas topk:0.1" ;;
+      auto) echo "--compress-gradients auto" ;;
       *) echo "ashl_netns: unknown ablation '+$s'" >&2; return 1 ;;
     esac
   done
@@ -53,11 +51,7 @@ mode_flags() {  # the daemon flags of adaptive+SUFFIX+...
 for m in $modes; do mode_flags "$m" >/dev/null || exit 2; done
 
 make_topology 4 >&2
-[[ $shaped =~ ^[1-4]$ ]] || { echo "ashl_netns: --shaped is 1 to 4, not '$shaped'" >&2; exit 2; }
-for ((i = 5 - shaped; i <= 4; i++)); do
-  in_ns rt tc qdisc add dev "r$i" root tbf rate "$rate" burst 64kb latency 400ms
-  in_ns "s$i" tc qdisc add dev s0 root tbf rate "$rate" burst 64kb latency 400ms
-done
+shape_links "$rate" $(seq $((5 - shaped)) 4)
 log "the links of trainers w$((5 - shaped))..w4 shaped to $rate each way" >&2
 
 run_once() {  # run_once MODE REPEAT: one JSON line
@@ -75,6 +69,8 @@ run_once() {  # run_once MODE REPEAT: one JSON line
     '{bench: "ashl_netns_run", mode: $m, repeat: $r, rate: $rate, shaped: $shaped, reached,
       time_to_target_s,
       elapsed_s, samples_trained, final_test_acc, regroups, stop_reason, accounting_ok,
+      compression: [.gradient_compression.groups[]? |
+                    {phase: (.compression_phase // .compression), link_mbit}],
       comm_ms: ([.worker_stats[] | select(.comm_ms != null) | .comm_ms] | add / length)}' \
     "$SUMMARY"
 }

@@ -18,10 +18,6 @@
 # (skipped) otherwise. Binaries from BUILD_DIR (default build/).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-build=${BUILD_DIR:-$root/build}
-export GROUPSGDD=${GROUPSGDD:-$build/daemon/groupsgdd}
-export GROUPSGD_WORKER=${GROUPSGD_WORKER:-$build/worker/groupsgd-worker}
-export GROUPSGDCTL=${GROUPSGDCTL:-$build/daemon/groupsgdctl}
 repeats=3 rate=100mbit target=0.80 budget=120000 max_s=150
 while [[ $# -gt 0 ]]; do
   case $1 in
@@ -33,15 +29,11 @@ while [[ $# -gt 0 ]]; do
   esac
   shift
 done
-# shellcheck source=../../tests/netns/lib.sh
-source "$root/tests/netns/lib.sh"
-require_netns
+# shellcheck source=netns_links.sh
+source "$root/scripts/bench/netns_links.sh"
 
 make_topology 2 >&2
-for i in 1 2; do
-  in_ns rt tc qdisc add dev "r$i" root tbf rate "$rate" burst 64kb latency 400ms
-  in_ns "s$i" tc qdisc add dev s0 root tbf rate "$rate" burst 64kb latency 400ms
-done
+shape_links "$rate" 1 2
 log "both hosts' links shaped to $rate each way" >&2
 
 active_trainers() { ctl_status | jq -r '.workers.active'; }

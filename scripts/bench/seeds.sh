@@ -133,5 +133,6 @@ done
 
 summary_args=(--dir "$run_dir" --papers "$papers" --command "scripts/bench.sh seeds ${args[*]}")
 [[ $quick == 1 ]] && summary_args+=(--quick)
+[[ $plots == 1 ]] && summary_args+=(--img-dir "$img_dir")
 python3 "$root/scripts/bench/seeds_summary.py" "${summary_args[@]}" || status=1
 exit "$status"

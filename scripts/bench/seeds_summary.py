@@ -19,6 +19,9 @@ import json
 import os
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from straggler_summary import gnuplot, has_cairo  # noqa: E402  (one way to draw)
+
 
 def read(path):
     if not os.path.exists(path):
@@ -39,23 +42,36 @@ def emit(obj):
     print(json.dumps(obj), flush=True)
 
 
-def straggler_paper(paper, rows):
-    """Re-emits straggler.sh's lines; returns its summary (None when it has none)."""
-    summary = rows[-1] if rows and rows[-1].get("bench") == "straggler" else None
+def split_runs(paper, rows, is_summary):
+    """Re-emits a benchmark's run lines tagged with the paper; returns its last line when
+    is_summary(last line), else None (every line was a run)."""
+    summary = rows[-1] if rows and is_summary(rows[-1]) else None
     for r in rows[:-1] if summary else rows:
         emit(dict(r, paper=paper))
-    if summary is None:
-        return None
-    summary = dict(summary, paper=paper, summary=True, source="straggler")
-    summary.pop("bench")
     return summary
+
+
+def tagged(summary, paper, source):
+    """A benchmark's summary as this paper's ("bench" becomes "source")."""
+    out = dict(summary, paper=paper, summary=True, source=source)
+    out.pop("bench", None)
+    return out
+
+
+def top_target(s):
+    """The target the runs went to, spelled as in the summary's keys (0.85, not 0.850)."""
+    return next((t for t in s.get("targets") or [] if float(t) == s.get("target_acc")),
+                str(s.get("target_acc")))
+
+
+def picked(s, keys):
+    return {k: s.get(k) for k in keys}
 
 
 def basu_figures(s):
     out, ok = {}, True
     results, ratios = s.get("results") or {}, s.get("ratios") or {}
-    top = str(s.get("target_acc"))
-    top = next((t for t in s.get("targets") or [] if float(t) == s.get("target_acc")), top)
+    top = top_target(s)
     for case in s.get("cases") or []:
         if case.startswith("none"):
             continue
@@ -87,8 +103,7 @@ def basu_figures(s):
 def ashl_figures(s, default="adaptive"):
     out = {}
     results = s.get("results") or {}
-    top = next((t for t in s.get("targets") or [] if float(t) == s.get("target_acc")),
-               str(s.get("target_acc")))
+    top = top_target(s)
     for case, modes in results.items():
         times = {m: (e.get("time_to_%s_s" % top) or {}) for m, e in modes.items()}
         meds = {m: t.get("median") for m, t in times.items() if t.get("median") is not None}
@@ -114,69 +129,112 @@ def ashl_figures(s, default="adaptive"):
             "targets_met": None if not met or None in met else all(met)}
 
 
+def plot_medians(rows, png, title, data_dir):
+    """Bars: median seconds to the target per (group, case), min-max error bars; the data
+    file goes to data_dir (the results directory)."""
+    rows = [r for r in rows if r[2] and r[2].get("median") is not None]
+    if not rows or not png:
+        return None
+    dat = os.path.join(data_dir, os.path.basename(png)[:-4] + ".dat")
+    with open(dat, "w") as f:
+        for i, (group, case, st) in enumerate(rows):
+            f.write("%d %s:%s %.3f %.3f %.3f\n" % (i, group, case, st["median"],
+                                                  st.get("min") or st["median"],
+                                                  st.get("max") or st["median"]))
+    script = "\n".join([
+        "set terminal pngcairo size 900,500" if has_cairo() else "set terminal png size 900,500",
+        "set output '%s'" % png, "set title '%s'" % title, "set ylabel 'seconds'",
+        "set style fill solid 0.5", "set boxwidth 0.6", "set xtics rotate by 20 right",
+        "set bmargin 6", "set grid ytics", "set yrange [0:*]", "set key off",
+        "plot '%s' using 1:3:xtic(2) with boxes, '' using 1:3:4:5 with yerrorbars lc black pt 0"
+        % dat, ""])
+    return png if gnuplot(script, png) else None
+
+
+def chao_plot(s, img_dir, data_dir):
+    results = s.get("results") or {}
+    rows = [(exp, case, e.get("time_to_target_s"))
+            for exp in ("allocation", "elastic") for case, e in (results.get(exp) or {}).items()]
+    return plot_medians(rows, img_dir and os.path.join(img_dir, "seeds-chao.png"),
+                        "Chao: time to %s test accuracy (median, min-max)" % s.get("target_acc"),
+                        data_dir)
+
+
+def netns_plot(key, s, img_dir, data_dir):
+    rows = [(s.get("rate", ""), m, e.get("time_to_target_s"))
+            for m, e in (s.get("results") or {}).items()]
+    name = "seeds-ashl-%s.png" % key.replace("_", "-")
+    return plot_medians(rows, img_dir and os.path.join(img_dir, name),
+                        "ASHL over shaped links (%s each way, %s of 4 trainers): time to target"
+                        % (s.get("rate"), s.get("shaped_trainers")), data_dir)
+
+
+def paper_summary(p, rows, a, plots):
+    """One paper's summary line (None when its benchmark printed none), runs re-emitted."""
+    if p in ("basu", "ashl"):
+        s = split_runs(p, rows, lambda r: r.get("bench") == "straggler")
+        if s is None:
+            return None
+        s = tagged(s, p, "straggler")
+        s["figures"] = basu_figures(s) if p == "basu" else ashl_figures(s)
+        if p == "ashl":
+            # ashl_netns.sh: one trainer of four on a slow link, then all four.
+            for key, name in (("netns", "ashl-netns.jsonl"), ("netns_all_slow", "ashl-netns-all.jsonl")):
+                netns = split_runs(p, read(os.path.join(a.dir, name)),
+                                   lambda r: r.get("bench") == "ashl_netns")
+                s[key] = netns or {"skipped": "not run (needs root, and not with --quick)"}
+                if netns:
+                    plots.append(netns_plot(key, netns, a.img_dir, a.dir))
+        return s
+    if p == "chao":
+        s = split_runs(p, rows, lambda r: r.get("summary"))
+        if s is None:
+            return None
+        s["figures"] = picked(s, ("self_vs_equal", "static_vs_equal", "self_vs_static",
+                                  "add_vs_fixed", "replace_vs_fixed", "self_saving_vs_equal",
+                                  "target_met", "coverage_min"))
+        s["figures"]["targets_met"] = s.get("target_met")
+        plots.append(chao_plot(s, a.img_dir, a.dir))
+        return s
+    s = split_runs(p, rows, lambda r: r.get("bench") == "crossover")
+    if s is None:
+        return None
+    s = tagged(s, p, "crossover")
+    s["figures"] = picked(s, ("makespan_s", "gain_vs_sequential", "gain_vs_none",
+                              "accuracy_ok", "cases"))
+    s["figures"]["targets_met"] = None
+    return s
+
+
+SOURCES = {"basu": "straggler.sh", "ashl": "straggler.sh", "chao": "chao.py",
+           "crossover": "crossover.py"}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--dir", required=True)
     ap.add_argument("--papers", required=True)
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--command", default="")
+    ap.add_argument("--img-dir", default="",
+                    help="draw Chao's and the namespace runs' plots here (gnuplot); '' = none")
     a = ap.parse_args()
     papers = a.papers.split()
-    figures, oks, errors = {}, {}, []
+    figures, oks, errors, plots = {}, {}, [], []
     for p in papers:
         rows = read(os.path.join(a.dir, p + ".jsonl"))
-        if not rows:
-            errors.append("%s: no output" % p)
+        s = paper_summary(p, rows, a, plots) if rows else None
+        if s is None:
+            errors.append("%s: %s" % (p, "%s printed no summary" % SOURCES.get(p, p)
+                                      if rows else "no output"))
             oks[p] = False
             continue
-        if p in ("basu", "ashl"):
-            s = straggler_paper(p, rows)
-            if s is None:
-                errors.append("%s: straggler.sh printed no summary" % p)
-                oks[p] = False
-                continue
-            s["figures"] = basu_figures(s) if p == "basu" else ashl_figures(s)
-            if p == "ashl":
-                # ashl_netns.sh: one trainer of four on a slow link, then all four.
-                for key, name in (("netns", "ashl-netns.jsonl"),
-                                  ("netns_all_slow", "ashl-netns-all.jsonl")):
-                    netns = read(os.path.join(a.dir, name))
-                    for r in netns[:-1]:
-                        emit(dict(r, paper=p))
-                    s[key] = netns[-1] if netns else {
-                        "skipped": "not run (needs root, and not with --quick)"}
-        elif p == "chao":
-            s = rows[-1] if rows[-1].get("summary") else None
-            for r in rows[:-1] if s else rows:
-                emit(dict(r, paper=p))
-            if s is None:
-                errors.append("chao: chao.py printed no summary")
-                oks[p] = False
-                continue
-            s["figures"] = {k: s.get(k) for k in ("self_vs_equal", "static_vs_equal",
-                                                   "self_vs_static", "add_vs_fixed",
-                                                   "replace_vs_fixed", "self_saving_vs_equal",
-                                                   "target_met", "coverage_min")}
-            s["figures"]["targets_met"] = s.get("target_met")
-        else:  # crossover
-            s = rows[-1] if rows[-1].get("bench") == "crossover" else None
-            for r in rows[:-1] if s else rows:
-                emit(dict(r, paper=p))
-            if s is None:
-                errors.append("crossover: crossover.py printed no summary")
-                oks[p] = False
-                continue
-            s = dict(s, paper=p, summary=True, source="crossover")
-            s.pop("bench")
-            s["figures"] = {k: s.get(k) for k in ("makespan_s", "gain_vs_sequential",
-                                                   "gain_vs_none", "accuracy_ok")}
-            s["figures"]["cases"] = s.get("cases")
-            s["figures"]["targets_met"] = None
         emit(s)
         oks[p] = s.get("ok") is True
         figures[p] = s["figures"]
     final = {"bench": "seeds", "quick": a.quick, "command": a.command, "papers": papers,
              "figures": figures, "papers_ok": oks, "errors": errors,
+             "plots": [p for p in plots if p],
              "ok": not errors and all(oks.get(p) for p in papers)}
     emit(final)
     return 0 if final["ok"] else 1

@@ -2,10 +2,17 @@
 
 #include <doctest/doctest.h>
 
+#include <fstream>
 #include <set>
 
+#include "groupsgd/coordinator/ledger_record.h"
+#include "support/temp_dir.h"
+
 using groupsgd::coordinator::EpochLedger;
+using groupsgd::coordinator::kEpochLedgerFile;
+using groupsgd::coordinator::ledgerAt;
 using groupsgd::coordinator::LedgerRange;
+using groupsgd::coordinator::recordLedger;
 
 namespace {
 
@@ -107,4 +114,79 @@ TEST_CASE("EpochLedger: many workers at different speeds cover each epoch exactl
     for (std::uint64_t p = 0; p < 100; ++p) CHECK(trained.count({e[i].epoch, p}) == 1);
   }
   CHECK(e[0].acknowledged == 100);
+}
+
+TEST_CASE("EpochLedger state round-trips; what was held comes back as duplicates, issued first") {
+  EpochLedger l(30);
+  CHECK(claimOne(l, 1) == LedgerRange{0, 0, 30});
+  CHECK(claimOne(l, 2) == LedgerRange{0, 30, 60});
+  CHECK(claimOne(l, 1, {{0, 0, 30}}) == LedgerRange{0, 60, 90});
+  auto restored = EpochLedger::fromState(nlohmann::json::parse(l.state().dump()), 30);
+  REQUIRE(restored);
+  EpochLedger& m = *restored;
+  CHECK(m.datasetSize() == 100);
+  auto e = m.epochs();
+  REQUIRE(e.size() == 1);
+  CHECK(e[0].acknowledged == 30);
+  CHECK(e[0].duplicates == 60);  // 30..90 was held by the previous head's trainers
+  // New trainers (new ids) get the held ranges again first, then the rest of the epoch.
+  CHECK(claimOne(m, 7) == LedgerRange{0, 30, 60});
+  CHECK(claimOne(m, 8) == LedgerRange{0, 60, 90});
+  CHECK(claimOne(m, 7, {{0, 30, 60}}) == LedgerRange{0, 90, 100});
+  CHECK(claimOne(m, 8, {{0, 60, 90}}) == LedgerRange{1, 0, 30});
+  CHECK(claimOne(m, 7, {{0, 90, 100}}) == LedgerRange{1, 30, 60});
+  auto s = m.summary();
+  CHECK(s[0]["coverage"].get<double>() == doctest::Approx(1.0));
+  CHECK(s[0]["finished"] == true);
+  CHECK(s[0]["acknowledged"] == 100);
+}
+
+TEST_CASE("EpochLedger::fromState refuses a malformed state with DataLoss") {
+  EpochLedger l(30);
+  (void)claimOne(l, 1);
+  const nlohmann::json good = l.state();
+  CHECK(EpochLedger::fromState(good, 30));
+  auto broken = [&](const char* key, nlohmann::json value) {
+    nlohmann::json j = good;
+    j[key] = std::move(value);
+    auto r = EpochLedger::fromState(j, 30);
+    CHECK_FALSE(r);
+    if (!r) CHECK(r.status().code() == groupsgd::Code::kDataLoss);
+  };
+  broken("samples", "many");
+  broken("cut_pos", 1000);                                   // beyond the training set
+  broken("held", nlohmann::json::array({{0, 20, 10}}));      // end before begin
+  broken("reissue", nlohmann::json::array({{0, 90, 200}}));  // beyond the training set
+  broken("epochs", nlohmann::json::array({{0, 1, 2}}));      // three numbers, not four
+  broken("epochs", nlohmann::json::array({{5, 0, 0, 0}}));   // an epoch not yet begun
+  nlohmann::json missing = good;
+  missing.erase("held");
+  CHECK_FALSE(EpochLedger::fromState(missing, 30));
+}
+
+TEST_CASE("epoch ledger record: by checkpoint version, the newest older one, keep_last") {
+  groupsgd::testing::TempDir tmp;
+  const std::string dir = tmp.path();
+  CHECK(ledgerAt(dir, 10).status().code() == groupsgd::Code::kNotFound);  // older heads
+  for (std::uint64_t v : {10, 20, 30}) {
+    REQUIRE(recordLedger(dir, v, nlohmann::json{{"at", v}}, 2));
+  }
+  auto at25 = ledgerAt(dir, 25);
+  REQUIRE(at25);
+  CHECK(at25->version == 20);
+  CHECK(at25->ledger["at"] == 20);
+  CHECK(ledgerAt(dir, 30)->version == 30);
+  CHECK(ledgerAt(dir, 15).status().code() == groupsgd::Code::kNotFound);  // 10 was pruned
+  {
+    std::ofstream f(dir + "/" + kEpochLedgerFile);
+    f << R"({"format": 99, "checkpoints": []})";
+  }
+  CHECK(ledgerAt(dir, 30).status().code() == groupsgd::Code::kDataLoss);
+  {
+    std::ofstream f(dir + "/" + kEpochLedgerFile);
+    f << "not json";
+  }
+  CHECK(ledgerAt(dir, 30).status().code() == groupsgd::Code::kDataLoss);
+  REQUIRE(recordLedger(dir, 40, nlohmann::json{{"at", 40}}, 2));  // replaces a broken file
+  CHECK(ledgerAt(dir, 40)->ledger["at"] == 40);
 }

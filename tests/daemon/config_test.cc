@@ -637,3 +637,26 @@ TEST_CASE("daemon config: data_allocation is shards or ranges; anything else is 
                "data_allocation must be one of shards|ranges, got \"chunks\"");
   checkRefused(applyFlags({"--data-allocation", "equal"}, &flags, &help), "shards|ranges");
 }
+
+TEST_CASE("daemon config: compress_gradients auto needs mode adaptive; its threshold a range") {
+  DaemonConfig cfg;
+  cfg.mode = Mode::kAdaptive;
+  cfg.compress_gradients = "auto";
+  CHECK(validate(cfg).isOk());
+  cfg.mode = Mode::kGrouped;
+  checkRefused(validate(cfg), "auto needs mode adaptive");
+  cfg.compress_gradients = "autox";  // not a spec either
+  CHECK(validate(cfg).code() == Code::kInvalidArgument);
+  DaemonConfig t;
+  t.mode = Mode::kAdaptive;
+  REQUIRE(applyJson(json{{"compression_auto_mbit", 0}}, &t).isOk());
+  checkRefused(validate(t), "compression_auto_mbit");
+  REQUIRE(applyJson(json{{"compression_auto_mbit", 200}}, &t).isOk());
+  CHECK(validate(t).isOk());
+  CHECK(t.compression_auto_mbit == 200);
+  // compress_deltas is chosen by nobody: auto is not one of its forms.
+  DaemonConfig d;
+  d.mode = Mode::kAdaptive;
+  d.compress_deltas = "auto";
+  CHECK(validate(d).code() == Code::kInvalidArgument);
+}

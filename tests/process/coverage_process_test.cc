@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "daemon_harness.h"
+#include "head_restart.h"
 
 using namespace groupsgd::testing;
 using namespace std::chrono_literals;
@@ -130,5 +131,76 @@ TEST_CASE(
               finished, static_cast<unsigned long long>(duplicates),
               static_cast<unsigned long long>(2 * kChunk),
               static_cast<unsigned long long>(returned));
+  reportDone(dir);
+}
+
+namespace {
+
+// The newest record of DIR/ck/epoch_ledger.json (ledger_record.h), or null.
+json newestLedgerRecord(const std::string& dir) {
+  std::ifstream in(dir + "/ck/epoch_ledger.json");
+  if (!in) return json();
+  const json j = json::parse(in, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object() || !j.contains("checkpoints") || j["checkpoints"].empty()) return json();
+  return j["checkpoints"].back();
+}
+
+// Epoch 0's acknowledged positions in a ledger record (0 when it has none).
+std::uint64_t epoch0Acknowledged(const json& record) {
+  if (!record.is_object()) return 0;
+  for (const auto& e : record["ledger"]["epochs"]) {
+    if (e[0] == 0) return e[1].get<std::uint64_t>();
+  }
+  return 0;
+}
+
+}  // namespace
+
+TEST_CASE("coverage: a head killed mid-epoch and restarted goes on with the epoch's ledger") {
+  const std::string dir = makeTempDir();
+  const std::vector<std::string> args =
+      withArgs(checkpointedHeadArgs(dir, 4, 10),
+               {"--batch-size", std::to_string(kBatch), "--data-allocation", "ranges"});
+  auto head = startDaemon(dir, "head1.log", "tcp://127.0.0.1:0", args);
+  const std::string ep = endpointIn(dir);
+  std::vector<std::unique_ptr<Process>> workers;
+  for (int i = 0; i < 4; ++i) workers.push_back(startWorker(dir, ep, i, kRecoveringWorker));
+  // A checkpoint's ledger record with a sixth of epoch 0 acknowledged, the epoch unfinished.
+  json record;
+  REQUIRE(waitUntil(
+      [&] {
+        record = newestLedgerRecord(dir);
+        return epoch0Acknowledged(record) >= 10000;
+      },
+      90000ms, 100ms));
+  REQUIRE(record["ledger"]["cut_epoch"] == 0);
+  const HeadRestart restart = restartHead(
+      dir, *head, ep, withArgs(args, {"--max-samples", "100000", "--max-seconds", "120"}), 1000ms);
+  REQUIRE(waitForText(dir + "/head2.log", "resumed from", 10000ms));
+  REQUIRE(restart.head->wait(150000ms) == std::optional<int>(0));
+  checkWorkersExit(dir, workers, 30000ms);
+  const json s = readSummary(dir);
+  INFO("epochs: " << s["epochs"].dump());
+  INFO("ledger: " << s["epoch_ledger_resumed"].dump());
+  INFO("head2: " << readFile(dir + "/head2.log"));
+  checkAccounting(s);
+  // The restarted head took the ledger recorded with a checkpoint it could resume from,
+  // not a fresh one: epoch 0 went on from what was acknowledged before the kill.
+  const json& resumed = s["epoch_ledger_resumed"];
+  REQUIRE(resumed.is_object());
+  CHECK(resumed["version"].get<std::uint64_t>() <=
+        s["head_restart"]["resumed_version"].get<std::uint64_t>());
+  CHECK(resumed["acknowledged"].get<std::uint64_t>() >= 10000);
+  REQUIRE(s["epochs"].is_array());
+  REQUIRE(!s["epochs"].empty());
+  const json& e0 = s["epochs"][0];
+  CHECK(e0["epoch"] == 0);
+  CHECK(e0["finished"] == true);
+  CHECK(e0["coverage"].get<double>() == 1.0);
+  CHECK(e0["acknowledged"] == 60000);
+  // Duplicates: what the old head's four trainers held when the ledger was recorded (a
+  // range each and at most one more), issued again after the restart.
+  CHECK(e0["duplicates"].get<std::uint64_t>() <= 4 * 2 * kChunk);
+  CHECK(e0["duplicates"].get<std::uint64_t>() == resumed["held_reissued"].get<std::uint64_t>());
   reportDone(dir);
 }

@@ -103,7 +103,9 @@ class Trainer {
   int run();
 
  private:
-  bool adopt(const client::Assignment& a);     // new group client, sampler, batch
+  bool adopt(const client::Assignment& a);  // new group client, sampler, batch
+  // Between steps: switch the gradient encoding the coordinator chose (compress auto).
+  void followCompression(const std::string& chosen);
   bool register_(std::uint64_t keep_id);       // (re)register; keep_id 0 = as a new worker
   bool follow(const client::StepAnswer& ans);  // obey a directive; false = stop training
   // The group PS did not answer: ask the coordinator where to go (a failed group's
@@ -605,8 +607,24 @@ Trainer::Next Trainer::heartbeat(Loop& loop, std::uint32_t batch, bool early) {
   } else if (hb->reregister && !register_(0)) {
     if (!quarantined_ && !run_over_) exit_code_ = 1;
     return Next::kLeave;
+  } else {
+    followCompression(hb->compression);
   }
   return Next::kGoOn;
+}
+
+void Trainer::followCompression(const std::string& chosen) {
+  // --compress overrides the daemon's choice; "" = keep the assignment's.
+  if (chosen.empty() || !opts_.compress.empty() || chosen == a_.compression || !group_) return;
+  auto spec = parseCompressionSpec(chosen);
+  if (!spec) {
+    GSGD_WARN("ignoring the coordinator's compression: " << spec.status().message());
+    return;
+  }
+  GSGD_INFO("gradient compression " << a_.compression << " -> " << chosen
+                                    << " (chosen by the coordinator)");
+  group_->setCompression(*spec);
+  a_.compression = chosen;
 }
 
 int Trainer::finish() {

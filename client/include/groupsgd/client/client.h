@@ -93,6 +93,7 @@ struct HeartbeatAnswer {
   bool reregister = false;
   std::vector<NodePlacement> placements;  // pooled node daemons only
   bool measure_now = false;               // evaluators: the final model waits for a reading
+  std::string compression;                // trainers: encode gradients so now ("" = as assigned)
 };
 
 // A model the daemon learns from its workers (daemon model "external"): stated with every
@@ -212,6 +213,9 @@ class GroupClient {
   GroupClient(zmq::context_t& ctx, const Assignment& a, std::uint64_t job_id,
               std::chrono::milliseconds timeout, CompressionSpec compression = {},
               const CurveKeys& curve = {});
+  // Encodes the next pushes so (compress_gradients auto); any error-feedback residual of
+  // the previous encoding is dropped.
+  void setCompression(CompressionSpec compression);
   // Fetches the current replica into params (size must equal the model's).
   Result<StepAnswer> pull(std::span<float> params);
   // Pushes a gradient for step; waits for the step to close and returns the next replica.

@@ -19,6 +19,7 @@
 #include <zmq.hpp>
 
 #include "groupsgd/adaptive/adaptive_controller.h"
+#include "groupsgd/adaptive/policy/compression_choice.h"
 #include "groupsgd/adaptive/registry.h"
 #include "groupsgd/common/transport.h"
 #include "groupsgd/common/zap_handler.h"
@@ -141,12 +142,23 @@ class Coordinator {
   void onNodeRegister(const zmq::message_t& from, const InMessage& msg, WorkerRecord& rec);
   void sendAssignment(const zmq::message_t& to, const WorkerRecord& rec);
   void controlWindow();
+  // data_allocation ranges with checkpoints (coordinator_data.cc): the ledger of the
+  // checkpoint this head resumed from, and the ledger kept with each new checkpoint.
+  void resumeLedger();
+  void recordLedgerAt(std::uint64_t checkpoint_version);
   // A trainer's heartbeat, before its step count is updated: adds its step times to its
   // totals and, in adaptive mode, feeds the controller its steps one by one (or the
   // heartbeat's means); an early heartbeat (a speed change) brings the next window forward
   // (coordinator_adaptive.cc).
   void observeSteps(WorkerRecord& w, const InMessage& msg);
   void applyRegroup(const ControlActions& act);
+  // compress_gradients auto (coordinator_compression.cc): each window, fp16 or dense per
+  // group from its members' measured links; the encoding a member of `group` must use; the
+  // choices for groupsJson and the summary.
+  void chooseCompressions();
+  std::string gradientCompressionFor(std::uint32_t group) const;
+  nlohmann::json compressionJson(std::uint32_t group) const;
+  nlohmann::json compressionSummaryJson() const;
   // An event of the run (run_log.h); the entry may take more fields.
   nlohmann::json& event(const std::string& kind, const std::string& text,
                         double predicted_gain = 0) {
@@ -290,7 +302,12 @@ class Coordinator {
   std::uint64_t final_version_ = 0;  // the central version the final reading must reach
   std::uint64_t bad_messages_ = 0;
   std::unique_ptr<AdaptiveController> adaptive_;  // mode adaptive only
-  std::unique_ptr<GroupConfigQueue> configs_;     // group PS configurations on their way
+  struct GroupCompression {
+    adaptive::policy::GroupCompressionState state;
+    std::uint32_t switches = 0;
+  };
+  std::map<std::uint32_t, GroupCompression> compression_;  // compress_gradients auto only
+  std::unique_ptr<GroupConfigQueue> configs_;              // group PS configurations on their way
   // Questions to servers on threads of their own (polls, stats, checkpoints, flushes),
   // each with the continuation that reads its answer on this thread.
   std::unique_ptr<PendingCalls> calls_;
@@ -302,11 +319,15 @@ class Coordinator {
   bool shutdown_requested_ = false;
   std::vector<std::pair<PendingRequest, std::uint64_t>> drain_waiters_;  // control: drain
   std::optional<nlohmann::ordered_json> last_checkpoint_;
-  AdmissionBook admission_;    // ids, shards, quarantine, what was refused
-  EpochLedger data_ledger_;    // data_allocation ranges: who holds which sample range
-  RunLog run_log_;             // timings, the target, regroups, events
-  HeadRecord head_;            // this incarnation's start and the versions it saw
-  FailureLedger failures_;     // failed groups, lost counts, replays, spare PSes
+  AdmissionBook admission_;  // ids, shards, quarantine, what was refused
+  EpochLedger data_ledger_;  // data_allocation ranges: who holds which sample range
+  // A restarted head: the ledger record it went on from ({version, acknowledged,
+  // held_reissued}, or {error}); null for a fresh start (coordinator_data.cc).
+  nlohmann::json ledger_resumed_;
+  std::uint64_t ledger_recorded_version_ = 0;  // the newest checkpoint its ledger is kept with
+  RunLog run_log_;                             // timings, the target, regroups, events
+  HeadRecord head_;                            // this incarnation's start and the versions it saw
+  FailureLedger failures_;                     // failed groups, lost counts, replays, spare PSes
   BestModel best_;             // the best evaluated version and its file (best_model.h)
   EvaluatorWatch evaluators_;  // is accuracy measured, since when not (evaluator_watch.h)
 };

@@ -58,6 +58,14 @@ class EpochLedger {
   // returned, finished}] (finished: every position acknowledged).
   nlohmann::json summary() const;
 
+  // What a checkpoint keeps (ledger_record.h): the training set size, where fresh ranges
+  // are cut, the ranges to issue again, what is held, and each epoch's counts.
+  nlohmann::json state() const;
+  // A restarted head's ledger from state(): what the previous head's trainers held is
+  // issued again first and counted as duplicates (they may have trained it). DataLoss when
+  // the state is malformed. chunk as the constructor's.
+  static Result<EpochLedger> fromState(const nlohmann::json& state, std::uint64_t chunk);
+
  private:
   std::optional<LedgerRange> next();
   void giveBack(const LedgerRange& r);

@@ -109,7 +109,9 @@ struct DaemonConfig {
   // slot whose PS runs on the host of most of its members; "order": slots in plan order.
   std::string ps_placement = "hosts";
   std::string config_file;                   // set from --config (SIGHUP reloads it)
-  std::string compress_gradients = "dense";  // worker -> group encoding (CompressionSpec)
+  std::string compress_gradients = "dense";  // worker -> group encoding (CompressionSpec, or
+                                             // "auto": fp16 per group on slow links)
+  double compression_auto_mbit = 1000;       // auto: fp16 below this measured link speed
   std::string compress_deltas = "dense";     // group -> central encoding
   adaptive::AdaptiveConfig adaptive;
   // data_allocation (docs/protocol.md, "Sample ranges"): false = "shards" (each trainer
