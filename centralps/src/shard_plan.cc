@@ -51,6 +51,21 @@ Result<std::vector<ShardRange>> planShards(std::span<const std::size_t> tensor_s
   return out;
 }
 
+Result<std::vector<ShardRange>> planEvenShards(std::size_t total, std::size_t shards) {
+  if (shards == 0 || shards > total) {
+    return invalidArgument("central_shards " + std::to_string(shards) +
+                           " does not fit a model of " + std::to_string(total) + " parameters");
+  }
+  std::vector<ShardRange> out;
+  std::size_t at = 0;
+  for (std::size_t k = 0; k < shards; ++k) {
+    const std::size_t n = total / shards + (k < total % shards ? 1 : 0);
+    out.push_back({at, at + n});
+    at += n;
+  }
+  return out;
+}
+
 std::vector<kernels::ElementRange> rangesWithin(const std::vector<kernels::ElementRange>& ranges,
                                                 ShardRange shard) {
   std::vector<kernels::ElementRange> out;

@@ -158,6 +158,10 @@ namespace {
 
 // central_shards across options (docs/shards.md).
 Status validateCentralShards(const DaemonConfig& c) {
+  if (c.central_shard_split != "tensors" && c.central_shard_split != "even") {
+    return invalidArgument("central_shard_split '" + c.central_shard_split +
+                           "' is not one of tensors, even");
+  }
   if (c.central_shards == 1 && c.role != "central-shard") {
     if (!c.central_shard_endpoints.empty()) {
       return invalidArgument("central_shard_endpoints needs central_shards > 1");

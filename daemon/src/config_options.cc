@@ -191,6 +191,10 @@ std::vector<OptionSpec> buildTable() {
       field("central_shard_endpoints", "--central-shard-endpoints", "EPS",
             FIELD(central_shard_endpoints), kAny, kRestart,
             "central_shards > 1: comma-separated endpoints of shards 1..S-1"),
+      field("central_shard_split", "--central-shard-split", "HOW", FIELD(central_shard_split), kAny,
+            kRestart,
+            "tensors (whole tensors per shard, balanced by bytes) or even (equal element "
+            "ranges); the same on the head and every shard"),
       field("shard_index", "--shard-index", "K", FIELD(shard_index), kAny, kRestart,
             "role central-shard: which shard this process serves (1..S-1)"),
       field("coordinator", "--coordinator", "EP", FIELD(coordinator), kAny, kRestart,

@@ -288,6 +288,7 @@ void GroupServer::checkExchangeTimeout() {
   if (Clock::now() - exchange_.in_flight_since <
       std::chrono::milliseconds(cfg_.exchange_timeout_ms))
     return;
+  if (sharded()) return timeOutShards();
   GSGD_WARN("no answer from the central PS within " << cfg_.exchange_timeout_ms
                                                     << " ms; reconnecting");
   if (exchange_.in_flight == CentralRequest::kExchange) {

@@ -97,6 +97,20 @@ void GroupServer::handleShard(std::size_t k, std::vector<zmq::message_t>&& frame
   }
 }
 
+void GroupServer::timeOutShards() {
+  for (std::size_t k = 0; k < shards_.size(); ++k) {
+    ShardLink& shard = shards_[k];
+    if (shard.answered) continue;
+    GSGD_WARN("no answer from central shard " << k << " (" << shard.where.endpoint << ") within "
+                                              << cfg_.exchange_timeout_ms << " ms");
+    shard.parts.clear();
+    shard.failure =
+        unavailable("no answer within " + std::to_string(cfg_.exchange_timeout_ms) + " ms");
+    shard.answered = true;
+  }
+  onShardAnswers();
+}
+
 void GroupServer::onShardAnswers() {
   const CentralRequest was = exchange_.in_flight;
   exchange_.in_flight = CentralRequest::kNone;
@@ -182,6 +196,9 @@ void GroupServer::onShardAnswers() {
   } else if (!have_model_) {
     GSGD_WARN("could not get the model from the central shards: " << outcome.reason);
   }
+  // A shard without a model (down, restarted at another version, refusing our base) is
+  // resynchronised first: every range fetched anew before the next delta goes out.
+  if (have_model_ && missing != why.end()) requestModel();
   afterCentralAnswer();
 }
 

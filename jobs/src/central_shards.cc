@@ -15,6 +15,11 @@ namespace groupsgd::jobs {
 
 Result<std::vector<centralps::ShardRange>> centralShardRanges(const daemon::DaemonConfig& cfg) {
   const auto sizes = centralps::modelTensorSizes(cfg.model);
+  if (cfg.central_shard_split == "even") {
+    std::size_t total = 0;
+    for (std::size_t n : sizes) total += n;
+    return centralps::planEvenShards(total, cfg.central_shards);
+  }
   return centralps::planShards(sizes, cfg.central_shards);
 }
 

@@ -79,3 +79,15 @@ TEST_CASE("central shard map: one endpoint is one shard; a map round-trips and i
   CHECK_FALSE(parseCentralShards("shards:0-0@a,0-10@b", 10).isOk());            // empty range
   CHECK_FALSE(parseCentralShards("", 10).isOk());
 }
+
+TEST_CASE("shard plan: even split cuts equal element ranges, inside tensors") {
+  auto even = planEvenShards(10, 3);
+  REQUIRE(even.isOk());
+  REQUIRE(even->size() == 3);
+  CHECK((*even)[0].end == 4);
+  CHECK((*even)[1].begin == 4);
+  CHECK((*even)[1].end == 7);
+  CHECK((*even)[2].end == 10);
+  CHECK_FALSE(planEvenShards(2, 3).isOk());
+  CHECK_FALSE(planEvenShards(5, 0).isOk());
+}

@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -28,6 +29,7 @@ namespace {
 struct Shards {
   std::vector<std::unique_ptr<Process>> procs;
   std::vector<std::string> endpoints;  // shards 1..S-1
+  std::vector<std::vector<std::string>> argvs;
 
   Shards(const std::string& dir, std::size_t count, const std::vector<std::string>& extra = {}) {
     for (std::size_t k = 1; k < count; ++k) {
@@ -44,6 +46,7 @@ struct Shards {
                                        "--endpoint-file",
                                        ep_file};
       argv.insert(argv.end(), extra.begin(), extra.end());
+      argvs.push_back(argv);
       procs.push_back(
           std::make_unique<Process>(argv, dir + "/shard-" + std::to_string(k) + ".log"));
       REQUIRE_MESSAGE(waitForFile(ep_file, 20000ms),
@@ -53,6 +56,15 @@ struct Shards {
       endpoints.push_back(ep);
     }
   }
+  // Shard k (1..S-1) started again on the endpoint it had (its log: shard-K-again.log).
+  void restart(const std::string& dir, std::size_t k) {
+    std::vector<std::string> argv = argvs[k - 1];
+    for (std::size_t i = 0; i + 1 < argv.size(); ++i) {
+      if (argv[i] == "--listen") argv[i + 1] = endpoints[k - 1];
+    }
+    procs[k - 1] =
+        std::make_unique<Process>(argv, dir + "/shard-" + std::to_string(k) + "-again.log");
+  }
   std::vector<std::string> headFlags() const {
     std::string list;
     for (const auto& ep : endpoints) list += (list.empty() ? "" : ",") + ep;
@@ -61,7 +73,13 @@ struct Shards {
   }
 };
 
-std::vector<centralps::ShardRange> mlpRanges(std::size_t shards) {
+std::vector<centralps::ShardRange> mlpRanges(std::size_t shards, bool even = false) {
+  if (even) {
+    auto ranges = centralps::planEvenShards(
+        kernels::makeModel(kernels::ModelKind::kMlp)->paramCount(), shards);
+    REQUIRE(ranges.isOk());
+    return *ranges;
+  }
   auto ranges =
       centralps::planShards(centralps::modelTensorSizes(kernels::ModelKind::kMlp), shards);
   REQUIRE(ranges.isOk());
@@ -80,13 +98,14 @@ std::uint64_t shardVersion(zmq::context_t& ctx, const std::string& endpoint, std
   return *v;
 }
 
-void trainsToTarget(std::size_t shards) {
+void trainsToTarget(std::size_t shards, const std::string& split = "tensors") {
   WorkerRun run;
-  Shards sh(run.dir, shards);
+  Shards sh(run.dir, shards, {"--central-shard-split", split});
   std::vector<std::string> args = {
       "--progress-ms", "0", "--heartbeat-ms", "300",  "--mode",        "grouped", "--workers", "4",
       "--groups",      "2", "--target-acc",   "0.80", "--max-seconds", "90"};
   for (const auto& f : sh.headFlags()) args.push_back(f);
+  args.insert(args.end(), {"--central-shard-split", split});
   run.start(args, DaemonFiles{.control_socket = false});
   for (int i = 0; i < 4; ++i) run.addWorker({"--device-ms", "2"});
   run.addWorker({"--evaluate", "--eval-interval-ms", "200"});
@@ -97,7 +116,7 @@ void trainsToTarget(std::size_t shards) {
   checkAccounting(s);
   // Every shard merged the groups' deltas (each has its own version; the head's shard 0
   // is the summary's central version): none was left behind.
-  const auto ranges = mlpRanges(shards);
+  const auto ranges = mlpRanges(shards, split == "even");
   const std::uint64_t central = s["central_version"].get<std::uint64_t>();
   REQUIRE(central > 10);
   zmq::context_t ctx(1);
@@ -111,9 +130,10 @@ void trainsToTarget(std::size_t shards) {
 
 }  // namespace
 
-TEST_CASE("central shards: 2 and 3 shards train to the demo target, every shard merging") {
+TEST_CASE("central shards: 2, 3 and 4 shards train to the demo target, every shard merging") {
   SUBCASE("2 shards") { trainsToTarget(2); }
   SUBCASE("3 shards") { trainsToTarget(3); }
+  SUBCASE("4 shards, even split (inside tensors)") { trainsToTarget(4, "even"); }
 }
 
 TEST_CASE("central shards: the model an evaluator assembles is the shards' models in order") {
@@ -213,4 +233,47 @@ TEST_CASE("central shards: bad input is refused with a clear error") {
           std::string::npos);
   }
   removeTestDir(dir);
+}
+
+TEST_CASE("central shards: with central_shards 1 the assignment names one central PS, as before") {
+  WorkerRun run;
+  run.start({"--progress-ms", "0", "--workers", "2", "--groups", "1", "--max-seconds", "60"},
+            DaemonFiles{.control_socket = false});
+  zmq::context_t ctx(1);
+  client::CoordinatorClient probe(ctx, run.endpoint, 1, 5000ms);
+  auto a = probe.registerAs(client::Role::kTool, "one-central-probe");
+  REQUIRE_MESSAGE(a.isOk(), a.status().toString());
+  CHECK_FALSE(isCentralShardMap(a->central_endpoint));
+  CHECK(a->central_endpoint.rfind("tcp://", 0) == 0);
+}
+
+TEST_CASE(
+    "central shards: a shard SIGKILLed mid-run and restarted on its endpoint: the groups "
+    "resynchronise, the run reaches the target and the accounting holds") {
+  WorkerRun run;
+  Shards sh(run.dir, 2);
+  std::vector<std::string> args = {
+      "--progress-ms", "0", "--heartbeat-ms", "300",  "--mode",        "grouped", "--workers", "4",
+      "--groups",      "2", "--target-acc",   "0.80", "--max-seconds", "120"};
+  for (const auto& f : sh.headFlags()) args.push_back(f);
+  run.start(args, DaemonFiles{.control_socket = false});
+  for (int i = 0; i < 4; ++i) run.addWorker({"--device-ms", "3"});
+  run.addWorker({"--evaluate", "--eval-interval-ms", "200"});
+  const auto ranges = mlpRanges(2);
+  const std::size_t size = ranges[1].end - ranges[1].begin;
+  zmq::context_t ctx(1);
+  REQUIRE(
+      waitUntil([&] { return shardVersion(ctx, sh.endpoints[0], size) >= 10; }, 60000ms, 100ms));
+  sh.procs[0].reset();  // SIGKILL: its range goes back to where it started
+  std::this_thread::sleep_for(500ms);
+  sh.restart(run.dir, 1);
+  json s = run.finish(180000ms);
+  INFO("summary: " << s.dump());
+  CHECK(s["reached"].get<bool>());
+  checkAccounting(s);
+  // The groups noticed and came back to the restarted shard, which merged again.
+  const std::string head_log = readFile(run.dir + "/daemon.log");
+  CHECK((head_log.find("no answer from central shard 1") != std::string::npos ||
+         head_log.find("central shard 1 did not apply") != std::string::npos));
+  CHECK(shardVersion(ctx, sh.endpoints[0], size) > 0);
 }

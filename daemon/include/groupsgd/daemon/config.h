@@ -59,6 +59,7 @@ struct DaemonConfig {
   // 1..S-1 listen (comma-separated); role central-shard serves shard `shard_index` at listen.
   std::uint32_t central_shards = 1;
   std::string central_shard_endpoints;
+  std::string central_shard_split = "tensors";  // tensors | even (docs/shards.md)
   std::uint32_t shard_index = 0;
   std::uint32_t standby_alone_ms = 0;  // a head without its standby commits after this (0 = never)
   Mode mode = Mode::kGrouped;

@@ -258,6 +258,9 @@ class GroupServer {
   Status sendToShards(bool fetch, const std::vector<float>* delta);
   void handleShard(std::size_t k, std::vector<zmq::message_t>&& frames);
   void onShardAnswers();
+  // exchange_timeout_ms passed: the shards that answered are taken, the others count as
+  // failed (their ranges rolled out, their sockets reset).
+  void timeOutShards();
   std::vector<ShardLink> shards_;
   void finishExchange(const CentralOutcome& outcome);
   void checkExchangeTimeout();
