@@ -9,18 +9,19 @@
 # shards S links carry 1/S each. No evaluator (its fetches would share the links).
 #
 #   shards_netns.sh [--quick] [--repeats R] [--rate 20mbit] [--seconds 20] [--shards "1 2 4"]
-#                   [--split even|tensors]
+#                   [--split even|tensors] [--check]
 #
 # One JSON line per run, then a summary {"bench": "shards_netns", ...} with the median
-# exchanges per second at each S and their ratio to S = 1. Needs root: exits 77 (skipped)
-# otherwise. Binaries from BUILD_DIR (default build/).
+# exchanges per second at each S and their ratio to S = 1. --check (the CTest smoke,
+# tests/bench): exit 1 unless every run's accounting held and 2 shards exchanged at least
+# 1.3x as often as one. Needs root: exits 77 (skipped) otherwise. Binaries from BUILD_DIR (default build/).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=${BUILD_DIR:-$root/build}
 export GROUPSGDD=${GROUPSGDD:-$build/daemon/groupsgdd}
 export GROUPSGD_WORKER=${GROUPSGD_WORKER:-$build/worker/groupsgd-worker}
 export GROUPSGDCTL=${GROUPSGDCTL:-$build/daemon/groupsgdctl}
-repeats=3 rate=20mbit seconds=20 shard_counts="1 2 4" split=even
+repeats=3 rate=20mbit seconds=20 shard_counts="1 2 4" split=even check=0
 while [[ $# -gt 0 ]]; do
   case $1 in
     --quick) repeats=1 seconds=10 ;;
@@ -29,6 +30,7 @@ while [[ $# -gt 0 ]]; do
     --seconds) seconds=$2; shift ;;
     --shards) shard_counts=$2; shift ;;
     --split) split=$2; shift ;;
+    --check) check=1 ;;
     *) echo "shards_netns: unknown argument $1" >&2; exit 2 ;;
   esac
   shift
@@ -98,8 +100,8 @@ for ((r = 0; r < repeats; r++)); do
     results+=("$line")
   done
 done
-printf '%s\n' "${results[@]}" | python3 -c '
-import json, statistics, sys
+printf '%s\n' "${results[@]}" | CHECK=$check python3 -c '
+import json, os, statistics, sys
 rows = [json.loads(l) for l in sys.stdin if l.strip()]
 counts = sorted({r["shards"] for r in rows})
 s = {"bench": "shards_netns", "rate": rows[0]["rate"], "split": rows[0]["split"],
@@ -114,4 +116,6 @@ for c in counts:
 s["targets_met"] = {"speedup_2_ge_1_8": s.get("speedup_2", 0) >= 1.8,
                     "speedup_4_ge_3_2": s.get("speedup_4", 0) >= 3.2}
 print(json.dumps(s))
+if os.environ.get("CHECK") == "1" and not (s["ok"] and s.get("speedup_2", 0) >= 1.3):
+    sys.exit("shards_netns --check: accounting broken or 2 shards under 1.3x one")
 '
