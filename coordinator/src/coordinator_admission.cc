@@ -214,7 +214,7 @@ void Coordinator::sendAssignment(const zmq::message_t& to, const WorkerRecord& r
   a.setWorkerId(rec.id);
   a.setGroupId(rec.group);
   a.setGroupEndpoint(fleet_->endpoint(rec.group));
-  a.setCentralEndpoint(topo_.central_endpoint);
+  a.setCentralEndpoint(topo_.central_map.empty() ? topo_.central_endpoint : topo_.central_map);
   a.setBatchSize(rec.batch_size);
   a.setExchangePeriod(rec.group < fleet_->slots() ? fleet_->period(rec.group)
                                                   : cfg_.exchangePeriod());

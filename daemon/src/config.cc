@@ -154,10 +154,58 @@ Status applyFlags(const std::vector<std::string>& given, DaemonConfig* cfg, bool
   return applyJson(patch, cfg);
 }
 
-Status validate(const DaemonConfig& c) {
-  if (c.role != "all" && c.role != "coordinator" && c.role != "node" && c.role != "standby") {
-    return invalidArgument("role '" + c.role + "' is not one of all, coordinator, node, standby");
+namespace {
+
+// central_shards across options (docs/shards.md).
+Status validateCentralShards(const DaemonConfig& c) {
+  if (c.central_shard_split != "tensors" && c.central_shard_split != "even") {
+    return invalidArgument("central_shard_split '" + c.central_shard_split +
+                           "' is not one of tensors, even");
   }
+  if (c.central_shards == 1 && c.role != "central-shard") {
+    if (!c.central_shard_endpoints.empty()) {
+      return invalidArgument("central_shard_endpoints needs central_shards > 1");
+    }
+    return Status::ok();
+  }
+  if (c.external_model || c.serve || c.role == "standby" || c.role == "node") {
+    return invalidArgument(
+        "central_shards > 1 (or role central-shard) is for a single run of a built-in model "
+        "headed by role all or coordinator (not model external, serve, standby or node)");
+  }
+  if (!c.replication_listen.empty()) {
+    return invalidArgument("central_shards > 1 runs without a standby head (replication_listen)");
+  }
+  if (!c.compress_deltas.empty() && c.compress_deltas != "none" && c.compress_deltas != "dense") {
+    return invalidArgument("central_shards > 1 sends dense deltas (compress_deltas none)");
+  }
+  if (c.role == "central-shard") {
+    if (c.shard_index == 0 || c.shard_index >= c.central_shards) {
+      return invalidArgument(
+          "role central-shard needs --shard-index between 1 and central_shards-1");
+    }
+    return Status::ok();
+  }
+  std::size_t listed = c.central_shard_endpoints.empty() ? 0 : 1;
+  for (char ch : c.central_shard_endpoints) listed += ch == ',';
+  if (listed != c.central_shards - 1) {
+    return invalidArgument("central_shards " + std::to_string(c.central_shards) + " needs " +
+                           std::to_string(c.central_shards - 1) +
+                           " central_shard_endpoints (shards 1..S-1), got " +
+                           std::to_string(listed));
+  }
+  return Status::ok();
+}
+
+}  // namespace
+
+Status validate(const DaemonConfig& c) {
+  if (c.role != "all" && c.role != "coordinator" && c.role != "node" && c.role != "standby" &&
+      c.role != "central-shard") {
+    return invalidArgument("role '" + c.role +
+                           "' is not one of all, coordinator, node, standby, central-shard");
+  }
+  GSGD_RETURN_IF_ERROR(validateCentralShards(c));
   if (c.role == "standby" && c.primary.empty()) {
     return invalidArgument(
         "role standby needs --primary ENDPOINT (the primary's replication_listen)");

@@ -183,7 +183,20 @@ std::vector<OptionSpec> buildTable() {
             "all (one machine: coordinator, central PS, group PSes), coordinator (coordinator"
             " + central PS; group PSes come from nodes), node (hosts group PSes for the"
             " coordinator at --coordinator) or standby (follows the head at --primary and"
-            " takes over)"),
+            " takes over), or central-shard (serves central shard --shard-index at --listen)"),
+      field("central_shards", "--central-shards", "S", FIELD(central_shards), between(1, 64),
+            kRestart,
+            "central PS shards: the head serves shard 0, processes of role "
+            "central-shard the others (docs/shards.md)"),
+      field("central_shard_endpoints", "--central-shard-endpoints", "EPS",
+            FIELD(central_shard_endpoints), kAny, kRestart,
+            "central_shards > 1: comma-separated endpoints of shards 1..S-1"),
+      field("central_shard_split", "--central-shard-split", "HOW", FIELD(central_shard_split), kAny,
+            kRestart,
+            "tensors (whole tensors per shard, balanced by bytes) or even (equal element "
+            "ranges); the same on the head and every shard"),
+      field("shard_index", "--shard-index", "K", FIELD(shard_index), kAny, kRestart,
+            "role central-shard: which shard this process serves (1..S-1)"),
       field("coordinator", "--coordinator", "EP", FIELD(coordinator), kAny, kRestart,
             "role node: the coordinator's endpoint, or a comma-separated list tried in turn (a "
             "head that may restart elsewhere)"),

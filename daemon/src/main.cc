@@ -15,6 +15,7 @@
 #include "groupsgd/daemon/arbiter_host.h"
 #include "groupsgd/daemon/config.h"
 #include "groupsgd/daemon/curve_setup.h"
+#include "groupsgd/jobs/central_shards.h"
 #include "groupsgd/jobs/job.h"
 #include "groupsgd/jobs/job_host.h"
 #include "groupsgd/node/node.h"
@@ -199,6 +200,10 @@ int main(int argc, char** argv) {
   if (!curve) return fail("CURVE: " + curve.status().toString());
   auto arbiter = daemon::startArbiter(ctx, cfg, curve->keys);  // arbiter_listen, or nothing
   if (!arbiter) return fail(arbiter.status().message());
+  if (cfg.role == "central-shard") {
+    Status served = jobs::serveCentralShard(ctx, cfg, curve->keys, g_stop_requested);
+    return served ? 0 : fail(served.message());
+  }
   if (cfg.serve) {
     return jobs::runJobHost(ctx, cfg, curve->keys, curve->zap.get(), curve->daemons.get(),
                             g_stop_requested, &g_reload_requested, arbiter->get());

@@ -1,6 +1,7 @@
 #include "groupsgd/groupps/group_server.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 
@@ -19,6 +20,16 @@ Result<std::unique_ptr<GroupServer>> GroupServer::create(zmq::context_t& ctx, Gr
                                                          const std::string& bind_endpoint) {
   if (param_count == 0) return invalidArgument("a group PS needs a model with parameters");
   if (cfg.central_endpoint.empty()) return invalidArgument("a group PS needs the central endpoint");
+  if (isCentralShardMap(cfg.central_endpoint)) {
+    auto shards = parseCentralShards(cfg.central_endpoint, param_count);
+    if (!shards) return shards.status();
+    if (shards->size() > kMaxCentralShards) {
+      return invalidArgument("more than " + std::to_string(kMaxCentralShards) + " central shards");
+    }
+    if (cfg.delta_compression.encoding != kernels::Encoding::kDense) {
+      return invalidArgument("a sharded central PS takes dense deltas (compress_deltas none)");
+    }
+  }
   auto sock = makeSocket(ctx, zmq::socket_type::router, serverSocketOptions(cfg.curve));
   if (!sock) return sock.status();
   auto ep = bindSocket(*sock, bind_endpoint);
@@ -48,6 +59,10 @@ GroupServer::GroupServer(zmq::context_t& ctx, zmq::socket_t router, std::string 
     optimizers_.emplace_back(cfg_.optimizer, n, kernels::clipRanges(cfg_.no_decay, off, n));
   }
   counters_.learning_rate = cfg_.optimizer.lr;
+  if (isCentralShardMap(cfg_.central_endpoint)) {
+    auto shards = parseCentralShards(cfg_.central_endpoint, param_count);  // checked in create
+    for (auto& where : *shards) shards_.emplace_back().where = std::move(where);
+  }
 }
 
 void GroupServer::run(const std::atomic<bool>& stop) {
@@ -59,10 +74,17 @@ void GroupServer::run(const std::atomic<bool>& stop) {
     if (step_opened_) {
       timeout = std::min(timeLeft(stepDeadline()), timeout);
     }
-    zmq::pollitem_t items[2] = {{router_.handle(), 0, ZMQ_POLLIN, 0},
-                                {central_ ? central_->handle() : nullptr, 0, ZMQ_POLLIN, 0}};
+    // The router, then the central PS's socket or (sharded) each shard's.
+    std::array<zmq::pollitem_t, 1 + kMaxCentralShards> items{};
+    items[0] = {router_.handle(), 0, ZMQ_POLLIN, 0};
+    items[1] = {central_ ? central_->handle() : nullptr, 0, ZMQ_POLLIN, 0};
+    std::size_t polled = central_ ? 2 : 1;
+    for (std::size_t k = 0; k < shards_.size(); ++k) {
+      items[1 + k] = {shards_[k].sock ? shards_[k].sock->handle() : nullptr, 0, ZMQ_POLLIN, 0};
+      polled = 1 + shards_.size();
+    }
     try {
-      zmq::poll(items, central_ ? 2 : 1, timeout);
+      zmq::poll(items.data(), polled, timeout);
     } catch (const zmq::error_t& e) {
       if (e.num() == EINTR) continue;
       GSGD_ERROR("poll failed: " << e.what());
@@ -84,6 +106,11 @@ void GroupServer::run(const std::atomic<bool>& stop) {
       if (central_ && (items[1].revents & ZMQ_POLLIN)) {
         auto frames = recvFrames(*central_);
         if (frames) handleCentral(std::move(*frames));
+      }
+      for (std::size_t k = 0; k < shards_.size(); ++k) {
+        if (!shards_[k].sock || !(items[1 + k].revents & ZMQ_POLLIN)) continue;
+        auto frames = recvFrames(*shards_[k].sock);
+        if (frames) handleShard(k, std::move(*frames));
       }
       if (step_opened_ && Clock::now() >= stepDeadline()) maybeCloseStep(true);
       checkExchangeTimeout();

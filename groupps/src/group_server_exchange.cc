@@ -28,6 +28,16 @@ Status GroupServer::ensureCentral() {
 
 void GroupServer::requestModel() {
   if (exchange_.in_flight != CentralRequest::kNone) return;
+  if (sharded()) {
+    if (Status s = sendToShards(true, nullptr); !s) {
+      GSGD_WARN("cannot ask the central shards for the model: " << s.toString());
+      resetShards();
+      return;
+    }
+    exchange_.in_flight = CentralRequest::kFetch;
+    exchange_.in_flight_since = Clock::now();
+    return;
+  }
   Status s = ensureCentral();
   if (s) {
     OutMessage out(cfg_.limits.job_id, cfg_.group_id);
@@ -70,6 +80,7 @@ void GroupServer::maybeExchange(bool force) {
   if (Status s = sendDelta(std::move(delta)); !s) {
     GSGD_WARN("cannot send the delta to the central PS: " << s.toString());
     central_.reset();
+    resetShards();
     return;  // stays pending; tried again after the next step
   }
   exchange_.cut_delta = std::move(cut);
@@ -112,6 +123,7 @@ GroupServer::OutgoingDelta GroupServer::cutDelta(bool force) {
 }
 
 Status GroupServer::sendDelta(OutgoingDelta&& delta) {
+  if (sharded()) return sendToShards(false, delta.dense.get());  // dense only (config)
   GSGD_RETURN_IF_ERROR(ensureCentral());
   OutMessage out(cfg_.limits.job_id, cfg_.group_id);
   out.header().setModelVersion(exchange_.base_version);
@@ -175,6 +187,10 @@ void GroupServer::onCentralAnswer(const InMessage* msg, const Status& failure,
   } else if (!have_model_) {
     GSGD_WARN("could not get the model from the central PS: " << outcome.reason);
   }
+  afterCentralAnswer();
+}
+
+void GroupServer::afterCentralAnswer() {
   // Forced only to hand over pending samples or, for a flush, the residual; with neither,
   // a flush is complete now (a forced exchange with nothing to hand over would fetch the
   // model again, answer after answer).
@@ -212,17 +228,24 @@ GroupServer::CentralOutcome GroupServer::loseAnswer(CentralRequest was, std::str
 }
 
 void GroupServer::rebaseOn(const TensorView& central, const std::vector<float>* cut_delta) {
+  rebaseRange(central, cut_delta, 0, have_model_);
+  have_model_ = true;
+  replica_payload_.reset();
+}
+
+void GroupServer::rebaseRange(const TensorView& central, const std::vector<float>* cut_delta,
+                              std::size_t offset, bool had_model) {
   // replica = central + (replica - since), since = the cut = base + delta (exchange) or
   // the base (resync): the local steps taken meanwhile are kept. Part by part, in place.
   // Workers placement: the members hold the replica, so the rebase goes into the
   // correction they add at their next step (correction = central + (correction - since)).
-  const bool into_correction = workersPlacement() && have_model_;
+  const bool into_correction = workersPlacement() && had_model;
   std::vector<float>& replica = into_correction ? pendingCorrection() : writableReplica();
-  std::size_t off = 0;
+  std::size_t off = offset;
   for (const auto& part : central.parts) {
     auto rep = std::span<float>(replica).subspan(off, part.size());
     auto base = std::span<float>(exchange_.base).subspan(off, part.size());
-    if (have_model_) {
+    if (had_model) {
       const auto cut = cut_delta != nullptr
                            ? std::span<const float>(*cut_delta).subspan(off, part.size())
                            : std::span<const float>();
@@ -233,8 +256,6 @@ void GroupServer::rebaseOn(const TensorView& central, const std::vector<float>* 
     kernels::copy(part, base);
     off += part.size();
   }
-  have_model_ = true;
-  replica_payload_.reset();
 }
 
 void GroupServer::finishExchange(const CentralOutcome& outcome) {
@@ -267,6 +288,7 @@ void GroupServer::checkExchangeTimeout() {
   if (Clock::now() - exchange_.in_flight_since <
       std::chrono::milliseconds(cfg_.exchange_timeout_ms))
     return;
+  if (sharded()) return timeOutShards();
   GSGD_WARN("no answer from the central PS within " << cfg_.exchange_timeout_ms
                                                     << " ms; reconnecting");
   if (exchange_.in_flight == CentralRequest::kExchange) {
@@ -279,6 +301,7 @@ void GroupServer::checkExchangeTimeout() {
   }
   exchange_.in_flight = CentralRequest::kNone;
   central_.reset();  // a late answer must not be taken for the next request's
+  resetShards();
   exchange_.central_parts.clear();
   requestModel();
 }

@@ -7,6 +7,7 @@
 #include "groupsgd/common/log.h"
 #include "groupsgd/coordinator/incarnation.h"
 #include "groupsgd/daemon/group_server_setup.h"
+#include "groupsgd/jobs/central_shards.h"
 #include "groupsgd/kernels/model.h"
 
 namespace groupsgd::jobs {
@@ -53,6 +54,14 @@ Result<std::unique_ptr<Job>> Job::create(zmq::context_t& ctx, const DaemonConfig
   std::unique_ptr<Job> job(new Job(cfg));
   centralps::CentralConfig ccfg = centralConfigFor(cfg, keys);
   if (intake) ccfg.initial = std::move(intake->initial);
+  std::vector<centralps::ShardRange> shard_ranges;
+  if (cfg.central_shards > 1) {
+    // This head serves shard 0; processes of role central-shard the others (docs/shards.md).
+    auto ranges = centralShardRanges(cfg);
+    if (!ranges) return Status(ranges.status().code(), "central PS: " + ranges.status().message());
+    shard_ranges = std::move(*ranges);
+    ccfg = narrowToShard(std::move(ccfg), cfg, shard_ranges, 0);
+  }
   std::uint64_t at_least = 0;
   if (replica) {
     // A promoted standby: its replica, and its old primary told to step down.
@@ -67,6 +76,12 @@ Result<std::unique_ptr<Job>> Job::create(zmq::context_t& ctx, const DaemonConfig
   Topology topo;
   topo.central_endpoint = job->central_->endpoint();
   topo.param_count = job->central_->paramCount();
+  if (!shard_ranges.empty()) {
+    auto map = connectCentralShards(ctx, cfg, keys, shard_ranges, topo.central_endpoint);
+    if (!map) return map.status();
+    topo.central_map = std::move(*map);
+    topo.param_count = shard_ranges.back().end;
+  }
   if (intake) {
     topo.model_fingerprint = intake->fingerprint;
     topo.model_layout = intake->layout;
@@ -96,9 +111,11 @@ Job::~Job() { stopServers(); }
 Status Job::startGroups(zmq::context_t& ctx, const CurveKeys& keys, std::uint32_t count,
                         Topology* topo) {
   for (std::uint32_t g = 0; g < count; ++g) {
-    auto server =
-        groupps::GroupServer::create(ctx, groupServerConfig(cfg_, g, topo->central_endpoint, keys),
-                                     topo->param_count, "tcp://" + cfg_.bind_host + ":*");
+    auto server = groupps::GroupServer::create(
+        ctx,
+        groupServerConfig(
+            cfg_, g, topo->central_map.empty() ? topo->central_endpoint : topo->central_map, keys),
+        topo->param_count, "tcp://" + cfg_.bind_host + ":*");
     if (!server) {
       return Status(server.status().code(),
                     "group PS " + std::to_string(g) + ": " + server.status().toString());

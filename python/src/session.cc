@@ -114,8 +114,8 @@ Status Session::adopt(const client::Assignment& a) {
   } else if (!central_ || central_->endpoint() != a.central_endpoint) {
     MessageLimits limits;
     limits.job_id = coord_.jobId();
-    central_ = std::make_unique<RpcClient>(ctx_, a.central_endpoint, limits,
-                                           clientSocketOptions(opts_.curve));
+    central_ = std::make_unique<client::CentralModelClient>(
+        ctx_, a.central_endpoint, a.param_count, limits, clientSocketOptions(opts_.curve));
   }
   log::setThreadTag((role_ == client::Role::kTrainer ? "worker-" : "evaluator-") +
                     std::to_string(a.worker_id));
@@ -343,8 +343,7 @@ Result<std::uint64_t> Session::fetchCentral(std::span<float> params) {
   if (params.size() != param_count_) return invalidArgument("params has the wrong size");
   const auto watch = watchInterrupts();
   if (heartbeat_->reregisterRequested() && !shouldStop()) GSGD_RETURN_IF_ERROR(register_(0));
-  return client::fetchCentralModel(*central_, coord_.jobId(), params,
-                                   std::chrono::milliseconds(opts_.timeout_ms));
+  return central_->fetch(coord_.jobId(), params, std::chrono::milliseconds(opts_.timeout_ms));
 }
 
 void Session::report(float accuracy, std::uint64_t version, float loss) {

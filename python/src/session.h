@@ -17,6 +17,7 @@
 
 #include <zmq.hpp>
 
+#include "groupsgd/client/central_model_client.h"
 #include "groupsgd/client/client.h"
 #include "groupsgd/common/interrupt.h"
 #include "groupsgd/dataset/range_sampler.h"
@@ -167,7 +168,7 @@ class Session {
   bool device_held_ = false;
   client::Assignment a_;
   std::unique_ptr<client::GroupClient> group_;
-  std::unique_ptr<RpcClient> central_;  // evaluator
+  std::unique_ptr<client::CentralModelClient> central_;  // evaluator (every shard)
   std::uint32_t batch_ = 0;
   std::uint64_t step_ = 0;
   bool need_pull_ = true;

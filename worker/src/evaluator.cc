@@ -3,6 +3,7 @@
 #include <memory>
 #include <thread>
 
+#include "groupsgd/client/central_model_client.h"
 #include "groupsgd/common/log.h"
 #include "groupsgd/dataset/batch.h"
 #include "groupsgd/dataset/idx.h"
@@ -64,8 +65,8 @@ int runEvaluator(zmq::context_t& ctx, const WorkerOptions& opts,
   }
   MessageLimits limits;
   limits.job_id = coord.jobId();
-  auto central =
-      std::make_unique<RpcClient>(ctx, a.central_endpoint, limits, clientSocketOptions(opts.curve));
+  auto central = std::make_unique<client::CentralModelClient>(
+      ctx, a.central_endpoint, a.param_count, limits, clientSocketOptions(opts.curve));
   std::vector<float> params(a.param_count);
   client::HeartbeatStats st;
   std::uint64_t evaluated = ~0ull;
@@ -80,7 +81,7 @@ int runEvaluator(zmq::context_t& ctx, const WorkerOptions& opts,
     if (t0 >= next_eval || measure_now) {
       next_eval = t0 + std::chrono::milliseconds(opts.eval_interval_ms);
       measure_now = false;
-      auto version = client::fetchCentralModel(*central, coord.jobId(), params, timeout);
+      auto version = central->fetch(coord.jobId(), params, timeout);
       if (!version) {
         GSGD_WARN("cannot fetch the central model: " << version.status().toString());
         if (++failures > 20) return 1;
@@ -104,8 +105,8 @@ int runEvaluator(zmq::context_t& ctx, const WorkerOptions& opts,
       a = *again;
       // A restarted head has its central PS on a new endpoint.
       if (a.central_endpoint != central->endpoint()) {
-        central = std::make_unique<RpcClient>(ctx, a.central_endpoint, limits,
-                                              clientSocketOptions(opts.curve));
+        central = std::make_unique<client::CentralModelClient>(
+            ctx, a.central_endpoint, a.param_count, limits, clientSocketOptions(opts.curve));
       }
     }
     if (hb && hb->measure_now && !hurried) {

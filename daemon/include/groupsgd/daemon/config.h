@@ -43,7 +43,7 @@ struct DaemonConfig {
   bool serve = false;
   std::string state_dir;
   std::uint32_t max_group_slots = 16;  // serve: group PSes of all jobs together
-  std::string role = "all";            // all | coordinator | node | standby
+  std::string role = "all";            // all | coordinator | node | standby | central-shard
   std::string coordinator;             // role node: the coordinator's endpoint
   std::uint32_t node_groups = 1;       // role node: group PSes this node hosts
   // role node: a call to the head unanswered this long tries the next --coordinator endpoint
@@ -55,6 +55,12 @@ struct DaemonConfig {
   std::string primary;                       // role standby: the primary's replication_listen
   bool standby_async = false;                // ship updates without waiting for the ack
   std::uint32_t standby_takeover_ms = 1000;  // silence that promotes / loses the standby
+  // Central shards (docs/shards.md): the head serves shard 0 and is told where shards
+  // 1..S-1 listen (comma-separated); role central-shard serves shard `shard_index` at listen.
+  std::uint32_t central_shards = 1;
+  std::string central_shard_endpoints;
+  std::string central_shard_split = "tensors";  // tensors | even (docs/shards.md)
+  std::uint32_t shard_index = 0;
   std::uint32_t standby_alone_ms = 0;  // a head without its standby commits after this (0 = never)
   Mode mode = Mode::kGrouped;
   std::uint32_t workers = 4;          // expected trainers: number of data shards (async: groups)

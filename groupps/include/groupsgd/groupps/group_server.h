@@ -2,7 +2,8 @@
 // deadline, batch-weighted mean, group optimizer step on the replica) and, every K steps,
 // ships replica - base to the central PS in the background and rebases on the answer.
 // Serves Pull / Push from workers and GroupConfig / Flush / GroupStatsQuery from the
-// coordinator on one ROUTER socket; talks to the central PS through one DEALER.
+// coordinator on one ROUTER socket; talks to the central PS through one DEALER (one per
+// shard when central_endpoint is a shard map: docs/shards.md).
 // Thread rule: create() on any thread, then run() on exactly one thread, which owns both
 // sockets and all state. Other threads reach it only by messages.
 #pragma once
@@ -19,6 +20,7 @@
 
 #include "groupsgd/codec/compression_spec.h"
 #include "groupsgd/codec/parts.h"
+#include "groupsgd/common/central_shard_map.h"
 #include "groupsgd/common/curve_keys.h"
 #include "groupsgd/common/message.h"
 #include "groupsgd/common/payload.h"
@@ -35,7 +37,7 @@ namespace groupsgd::groupps {
 
 struct GroupServerConfig {
   std::uint32_t group_id = 0;
-  std::string central_endpoint;        // where the central PS listens
+  std::string central_endpoint;        // where the central PS listens, or its shard map
   kernels::OptimizerConfig optimizer;  // the group (inner) optimizer
   // Flat ranges the group optimizer does not decay (optimizer.decay_1d false: the biases).
   std::vector<kernels::ElementRange> no_decay;
@@ -231,6 +233,35 @@ class GroupServer {
   CentralOutcome loseAnswer(CentralRequest was, std::string reason);
   // replica = central + (replica - base - cut_delta), base = central (cut_delta may be null).
   void rebaseOn(const TensorView& central, const std::vector<float>* cut_delta);
+  // The same for the range starting at `offset` that `central` covers; had_model: whether
+  // the replica held a model before this answer (else the range is copied).
+  void rebaseRange(const TensorView& central, const std::vector<float>* cut_delta,
+                   std::size_t offset, bool had_model);
+  // After an answer was taken: the exchange a flush or new samples want, the flush waiters.
+  void afterCentralAnswer();
+
+  // A sharded central PS (group_server_shards.cc): one DEALER per shard, a request goes to
+  // every shard (the delta cut by range), and the answers are taken together once every
+  // shard has answered, range by range.
+  struct ShardLink {
+    CentralShard where;
+    std::optional<zmq::socket_t> sock;
+    std::uint64_t base_version = 0;   // this shard's version the base range descends from
+    PartAssembler parts;              // its answer arriving in parts
+    std::optional<InMessage> answer;  // its whole answer (not in parts)
+    Status failure = Status::ok();    // no readable answer: why
+    bool answered = false;
+  };
+  bool sharded() const { return !shards_.empty(); }
+  Status ensureShards();
+  void resetShards();
+  Status sendToShards(bool fetch, const std::vector<float>* delta);
+  void handleShard(std::size_t k, std::vector<zmq::message_t>&& frames);
+  void onShardAnswers();
+  // exchange_timeout_ms passed: the shards that answered are taken, the others count as
+  // failed (their ranges rolled out, their sockets reset).
+  void timeOutShards();
+  std::vector<ShardLink> shards_;
   void finishExchange(const CentralOutcome& outcome);
   void checkExchangeTimeout();
   void rollOutLostDelta();

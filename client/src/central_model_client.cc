@@ -1,0 +1,43 @@
+#include "groupsgd/client/central_model_client.h"
+
+#include "groupsgd/client/client.h"
+
+namespace groupsgd::client {
+
+CentralModelClient::CentralModelClient(zmq::context_t& ctx, std::string endpoint,
+                                       std::uint64_t param_count, MessageLimits limits,
+                                       SocketOptions opts)
+    : endpoint_(std::move(endpoint)) {
+  auto shards = parseCentralShards(endpoint_, param_count);
+  if (!shards) {
+    bad_map_ = shards.status();
+    return;
+  }
+  shards_ = std::move(*shards);
+  for (const auto& s : shards_) {
+    rpcs_.push_back(std::make_unique<RpcClient>(ctx, s.endpoint, limits, opts));
+  }
+}
+
+Result<std::uint64_t> CentralModelClient::fetch(std::uint64_t job_id, std::span<float> params,
+                                                std::chrono::milliseconds timeout) {
+  GSGD_RETURN_IF_ERROR(bad_map_);
+  if (params.size() != shards_.back().end) {
+    return invalidArgument("the central model has " + std::to_string(shards_.back().end) +
+                           " parameters, not " + std::to_string(params.size()));
+  }
+  std::uint64_t version = 0;
+  for (std::size_t k = 0; k < shards_.size(); ++k) {
+    auto v = fetchCentralModel(*rpcs_[k], job_id,
+                               params.subspan(shards_[k].begin, shards_[k].size()), timeout);
+    if (!v) {
+      if (shards_.size() == 1) return v.status();
+      return Status(v.status().code(), "central shard " + std::to_string(k) + " (" +
+                                           shards_[k].endpoint + "): " + v.status().message());
+    }
+    if (k == 0) version = *v;
+  }
+  return version;
+}
+
+}  // namespace groupsgd::client

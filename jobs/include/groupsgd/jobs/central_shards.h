@@ -1,0 +1,42 @@
+// A head with central_shards > 1 (docs/shards.md): its own central PS narrowed to shard 0,
+// and the shards 1..S-1 that processes of role central-shard serve, checked before the
+// run starts; and the process of role central-shard. Plain functions; the caller's thread.
+#pragma once
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include <zmq.hpp>
+
+#include "groupsgd/centralps/central_server.h"
+#include "groupsgd/centralps/shard_plan.h"
+#include "groupsgd/common/curve_keys.h"
+#include "groupsgd/daemon/config.h"
+
+namespace groupsgd::jobs {
+
+// The S ranges of cfg's model (centralps::planShards over its tensors).
+Result<std::vector<centralps::ShardRange>> centralShardRanges(const daemon::DaemonConfig& cfg);
+
+// c narrowed to shard `index`: its slice of the seeded initial model, the outer optimizer's
+// no-decay ranges within it, its own checkpoint folder (checkpoint_dir/shard-K for K > 0),
+// no best-model copies (a slice is not a model).
+centralps::CentralConfig narrowToShard(centralps::CentralConfig c, const daemon::DaemonConfig& cfg,
+                                       const std::vector<centralps::ShardRange>& ranges,
+                                       std::size_t index);
+
+// The shard map the head hands out (central_shard_map.h): shard 0 at shard0_endpoint, the
+// others at cfg.central_shard_endpoints, each asked for its model until it answers (within
+// give_up_s) with exactly its range's size.
+Result<std::string> connectCentralShards(zmq::context_t& ctx, const daemon::DaemonConfig& cfg,
+                                         const CurveKeys& keys,
+                                         const std::vector<centralps::ShardRange>& ranges,
+                                         const std::string& shard0_endpoint);
+
+// Role central-shard: serves shard cfg.shard_index at cfg.listen (its endpoint written to
+// endpoint_file) until stop, then returns (errors name what failed).
+Status serveCentralShard(zmq::context_t& ctx, const daemon::DaemonConfig& cfg,
+                         const CurveKeys& keys, const std::atomic<bool>& stop);
+
+}  // namespace groupsgd::jobs

@@ -1,0 +1,129 @@
+#include "groupsgd/jobs/central_shards.h"
+
+#include <chrono>
+#include <thread>
+
+#include "groupsgd/client/client.h"
+#include "groupsgd/common/atomic_file.h"
+#include "groupsgd/common/central_shard_map.h"
+#include "groupsgd/common/log.h"
+#include "groupsgd/common/transport.h"
+#include "groupsgd/jobs/job.h"
+#include "groupsgd/kernels/model.h"
+
+namespace groupsgd::jobs {
+
+Result<std::vector<centralps::ShardRange>> centralShardRanges(const daemon::DaemonConfig& cfg) {
+  const auto sizes = centralps::modelTensorSizes(cfg.model);
+  if (cfg.central_shard_split == "even") {
+    std::size_t total = 0;
+    for (std::size_t n : sizes) total += n;
+    return centralps::planEvenShards(total, cfg.central_shards);
+  }
+  return centralps::planShards(sizes, cfg.central_shards);
+}
+
+centralps::CentralConfig narrowToShard(centralps::CentralConfig c, const daemon::DaemonConfig& cfg,
+                                       const std::vector<centralps::ShardRange>& ranges,
+                                       std::size_t index) {
+  const centralps::ShardRange r = ranges.at(index);
+  auto model = kernels::makeModel(cfg.model);
+  std::vector<float> whole(model->paramCount());
+  model->init(whole, cfg.seed);
+  c.initial.assign(whole.begin() + static_cast<std::ptrdiff_t>(r.begin),
+                   whole.begin() + static_cast<std::ptrdiff_t>(r.end));
+  c.outer_no_decay = centralps::rangesWithin(c.outer_no_decay, r);
+  if (index > 0 && !c.checkpoint_dir.empty()) {
+    c.checkpoint_dir += "/shard-" + std::to_string(index);
+  }
+  c.keep_best = false;
+  return c;
+}
+
+namespace {
+
+std::vector<std::string> splitEndpoints(const std::string& list) {
+  std::vector<std::string> out;
+  std::size_t at = 0;
+  while (at <= list.size()) {
+    const auto comma = list.find(',', at);
+    out.push_back(list.substr(at, comma == std::string::npos ? std::string::npos : comma - at));
+    if (comma == std::string::npos) break;
+    at = comma + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<std::string> connectCentralShards(zmq::context_t& ctx, const daemon::DaemonConfig& cfg,
+                                         const CurveKeys& keys,
+                                         const std::vector<centralps::ShardRange>& ranges,
+                                         const std::string& shard0_endpoint) {
+  const auto endpoints = splitEndpoints(cfg.central_shard_endpoints);
+  if (endpoints.size() + 1 != ranges.size()) {
+    return invalidArgument("central_shards " + std::to_string(ranges.size()) + " needs " +
+                           std::to_string(ranges.size() - 1) + " central_shard_endpoints");
+  }
+  std::vector<CentralShard> shards{{shard0_endpoint, ranges[0].begin, ranges[0].end}};
+  MessageLimits limits;
+  limits.job_id = cfg.job_id;
+  const auto give_up = std::chrono::steady_clock::now() +
+                       std::chrono::milliseconds(static_cast<std::int64_t>(cfg.give_up_s * 1000));
+  for (std::size_t k = 1; k < ranges.size(); ++k) {
+    const std::string& ep = endpoints[k - 1];
+    if (ep.empty()) return invalidArgument("central shard " + std::to_string(k) + ": no endpoint");
+    RpcClient rpc(ctx, ep, limits, clientSocketOptions(keys));
+    std::vector<float> slice(ranges[k].end - ranges[k].begin);
+    Status last = unavailable("not asked");
+    for (;;) {
+      auto version =
+          client::fetchCentralModel(rpc, cfg.job_id, slice, std::chrono::milliseconds(1000));
+      last = version ? Status::ok() : version.status();
+      // A size mismatch is final: that process serves another model or cut.
+      if (last.isOk() || last.code() == Code::kInvalidArgument) break;
+      if (std::chrono::steady_clock::now() >= give_up) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    if (last.code() == Code::kInvalidArgument) {
+      return invalidArgument("central shard " + std::to_string(k) + " at " + ep +
+                             " does not serve range " + std::to_string(ranges[k].begin) + "-" +
+                             std::to_string(ranges[k].end) +
+                             " (same model, seed and central_shards there?): " + last.toString());
+    }
+    if (!last.isOk()) {
+      return unavailable("central shard " + std::to_string(k) + " at " + ep +
+                         " did not answer within give_up_s (" + std::to_string(cfg.give_up_s) +
+                         " s): " + last.toString());
+    }
+    GSGD_INFO("central shard " << k << " at " << ep << " serves " << ranges[k].begin << "-"
+                               << ranges[k].end);
+    shards.push_back({ep, ranges[k].begin, ranges[k].end});
+  }
+  return formatCentralShards(shards);
+}
+
+Status serveCentralShard(zmq::context_t& ctx, const daemon::DaemonConfig& cfg,
+                         const CurveKeys& keys, const std::atomic<bool>& stop) {
+  auto ranges = centralShardRanges(cfg);
+  if (!ranges) return ranges.status();
+  const std::size_t k = cfg.shard_index;
+  centralps::CentralConfig c = narrowToShard(centralConfigFor(cfg, keys), cfg, *ranges, k);
+  c.replication = {};
+  auto server = centralps::CentralServer::create(ctx, std::move(c), cfg.listen);
+  if (!server)
+    return Status(server.status().code(), "central shard: " + server.status().toString());
+  if (!cfg.endpoint_file.empty()) {
+    GSGD_RETURN_IF_ERROR(writeFileAtomically(cfg.endpoint_file, (*server)->endpoint() + "\n"));
+  }
+  GSGD_INFO("central shard " << k << " of " << cfg.central_shards << " (parameters "
+                             << (*ranges)[k].begin << "-" << (*ranges)[k].end << ") on "
+                             << (*server)->endpoint()
+                             << ((*server)->resumedFrom().empty()
+                                     ? std::string()
+                                     : ", resumed from " + (*server)->resumedFrom()));
+  (*server)->run(stop);
+  return Status::ok();
+}
+
+}  // namespace groupsgd::jobs
