@@ -73,7 +73,7 @@ Status JobHost::launchExternal(HostedJob& h) {
   if (!model) return Status(model.status().code(), "model external: " + model.status().toString());
   auto job = Job::create(ctx_, h.cfg, keys_,
                          ExternalIntake{std::move(*sock), *ep, std::move(model->fingerprint),
-                                        std::move(model->initial)},
+                                        std::move(model->initial), std::move(model->layout)},
                          h.local_slots, depsFor(h));
   if (!job) return job.status();
   h.job = std::move(*job);
