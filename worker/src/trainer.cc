@@ -7,6 +7,7 @@
 #include <optional>
 #include <random>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "groupsgd/common/log.h"
@@ -172,6 +173,7 @@ class Trainer {
   std::uint64_t step_ = 0;
   bool need_pull_ = true;
   bool stop_ = false;
+  std::string pending_compression_;  // the coordinator's choice heard during a wait
   bool quarantined_ = false;
   bool run_over_ = false;  // a registration was refused because the run has ended
   int exit_code_ = 0;
@@ -390,6 +392,8 @@ int Trainer::run() {
     if (!stop_ && (early || Clock::now() >= loop.next_heartbeat)) {
       if (heartbeat(loop, batch, early) == Next::kLeave) break;
     }
+    // A heartbeat answered during the push's wait (the usual case on a slow link).
+    if (!pending_compression_.empty()) followCompression(std::exchange(pending_compression_, {}));
   }
   return finish();
 }
@@ -568,6 +572,8 @@ GroupWait::End Trainer::heartbeatWhileWaiting(Loop& loop) {
     return GroupWait::End::kNone;
   }
   if (hb->reregister) return GroupWait::End::kReassigned;
+  // Not while a request is in flight: the encoder changes between steps (run's loop).
+  if (!hb->compression.empty()) pending_compression_ = hb->compression;
   return GroupWait::End::kNone;
 }
 
