@@ -122,17 +122,22 @@ GroupServer::OutgoingDelta GroupServer::cutDelta(bool force) {
   return out;
 }
 
-Status GroupServer::sendDelta(OutgoingDelta&& delta) {
-  if (sharded()) return sendToShards(false, delta.dense.get());  // dense only (config)
-  GSGD_RETURN_IF_ERROR(ensureCentral());
+OutMessage GroupServer::deltaPushMessage(std::uint64_t base_version) const {
   OutMessage out(cfg_.limits.job_id, cfg_.group_id);
-  out.header().setModelVersion(exchange_.base_version);
+  out.header().setModelVersion(base_version);
   out.header().setStep(step_);
   out.header().setEpoch(epoch_);
   auto d = out.header().getBody().initDeltaPush();
   d.setGroupId(cfg_.group_id);
   d.setSamples(counters_.samples_pending);
   d.setSteps(exchange_.steps_since_cut);
+  return out;
+}
+
+Status GroupServer::sendDelta(OutgoingDelta&& delta) {
+  if (sharded()) return sendToShards(false, delta.dense.get());  // dense only (config)
+  GSGD_RETURN_IF_ERROR(ensureCentral());
+  OutMessage out = deltaPushMessage(exchange_.base_version);
   if (delta.encoded) {
     out.addEncodedTensor(std::move(delta.encoded), toWire(exchange_.compressor->encoding()),
                          replica().size());

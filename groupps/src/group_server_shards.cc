@@ -50,13 +50,7 @@ Status GroupServer::sendToShards(bool fetch, const std::vector<float>* delta) {
       GSGD_RETURN_IF_ERROR(sendFrames(*shard.sock, std::move(out).toFrames()));
       continue;
     }
-    out.header().setModelVersion(shard.base_version);
-    out.header().setStep(step_);
-    out.header().setEpoch(epoch_);
-    auto d = out.header().getBody().initDeltaPush();
-    d.setGroupId(cfg_.group_id);
-    d.setSamples(counters_.samples_pending);
-    d.setSteps(exchange_.steps_since_cut);
+    out = deltaPushMessage(shard.base_version);
     auto slice = send_pool_.acquire(shard.where.size());
     kernels::copy(std::span<const float>(*delta).subspan(shard.where.begin, shard.where.size()),
                   *slice);

@@ -214,6 +214,9 @@ class GroupServer {
     std::shared_ptr<std::vector<std::uint8_t>> encoded;
   };
   OutgoingDelta cutDelta(bool force);
+  // The DeltaPush header of this group's pending progress, on `base_version` (the central
+  // PS's, or one shard's); the caller adds the tensor.
+  OutMessage deltaPushMessage(std::uint64_t base_version) const;
   Status sendDelta(OutgoingDelta&& delta);
   // Error-feedback progress not yet sent (top-k and sign delta compression): a flush is
   // answered only once it is handed over, like pending samples.
