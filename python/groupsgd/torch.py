@@ -615,6 +615,10 @@ class Worker(_Role):
     # What the daemon assigned and the session counted, read from the C++ session.
     batch_size = _session_property(
         "batch_size", "Samples per step the daemon assigns to this worker (it changes as it adapts).")
+    compression = _session_property(
+        "compression", "How this worker encodes its gradients now (dense, fp16, ...): compress=, "
+        "else the daemon's choice for its group, which compress_gradients auto changes as it "
+        "measures the group's link; the worker follows it between steps.")
     shard_index = _session_property("shard_index")
     shard_count = _session_property("shard_count")
     seed = _session_property("seed")

@@ -34,7 +34,8 @@ void HeartbeatThread::follow(const client::Assignment& a, const std::string& job
     assignment_ = a;
     job_endpoint_ = job_endpoint;
     job_id_ = job_id;
-    ++generation_;  // the thread restarts its wait with this assignment's period
+    chosen_compression_.clear();  // another group's choice does not carry over
+    ++generation_;                // the thread restarts its wait with this assignment's period
     reregister_.store(false);
   }
   wake_.notify_all();
@@ -112,7 +113,13 @@ void HeartbeatThread::loop() {
       reregister_.store(true);  // the owner registers again and calls follow()
     }
     if (hb && !hb->stop) measure_now_.store(hb->measure_now);
+    if (hb && !hb->compression.empty()) chosen_compression_ = hb->compression;
   }
+}
+
+std::string HeartbeatThread::chosenCompression() {
+  std::lock_guard lock(mu_);
+  return chosen_compression_;
 }
 
 }  // namespace groupsgd::python

@@ -53,6 +53,9 @@ class HeartbeatThread {
   bool reregisterRequested() const { return reregister_.load(); }
   bool quarantined() const { return quarantined_.load(); }
   std::uint64_t sent() const { return sent_.load(); }
+  // The gradient encoding the coordinator chose for this worker's group in its last
+  // heartbeat reply since follow() ("" = none heard: keep the assignment's).
+  std::string chosenCompression();
 
  private:
   void loop();
@@ -66,6 +69,7 @@ class HeartbeatThread {
   std::uint64_t generation_ = 0;       // bumped by follow()
   std::string job_endpoint_;           // set by follow(); applied to coord_ on the thread
   std::uint64_t job_id_ = 0;
+  std::string chosen_compression_;  // guarded by mu_; cleared by follow()
   std::atomic<bool> stop_{false}, reregister_{false}, quarantined_{false}, measure_now_{false};
   std::atomic<std::uint64_t> sent_{0};
   std::thread thread_;

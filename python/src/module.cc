@@ -311,6 +311,7 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("measure_now", [](PySession& p) { return p.s().measureNow(); })
       .def_property_readonly("quarantined", [](PySession& p) { return p.s().quarantined(); })
       .def_property_readonly("batch_size", [](PySession& p) { return p.s().batchSize(); })
+      .def_property_readonly("compression", [](PySession& p) { return p.s().compression(); })
       .def_property_readonly("worker_id", [](PySession& p) { return p.s().assignment().worker_id; })
       .def_property_readonly("group_id", [](PySession& p) { return p.s().assignment().group_id; })
       .def_property_readonly("shard_index",

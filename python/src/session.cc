@@ -109,6 +109,7 @@ Status Session::adopt(const client::Assignment& a) {
     }
     group_ = std::make_unique<client::GroupClient>(
         ctx_, a, coord_.jobId(), std::chrono::milliseconds(opts_.timeout_ms), *spec, opts_.curve);
+    compression_ = spec->toString();
     if (optimizer_) group_->setMeanGradientTargets(mean_grad_, correction_);
     group_->setBufferCount(buffer_count_);
   } else if (!central_ || central_->endpoint() != a.central_endpoint) {
@@ -127,6 +128,30 @@ Status Session::adopt(const client::Assignment& a) {
   heartbeat_->follow(a_, coord_.redirected() ? coord_.endpoint() : "", coord_.jobId());
   if (device_) device_->setJobId(coord_.jobId());  // leases keyed by the job joined
   return Status::ok();
+}
+
+void Session::followCompression() {
+  // --compress (compress=) overrides the coordinator's choice, as for groupsgd-worker.
+  if (!opts_.compress.empty() || !group_) return;
+  const std::string chosen = heartbeat_->chosenCompression();
+  if (chosen.empty() || chosen == a_.compression) return;
+  auto spec = parseCompressionSpec(chosen);
+  if (!spec) {
+    GSGD_WARN("ignoring the coordinator's compression: " << spec.status().message());
+    return;
+  }
+  if (buffer_count_ > 0 &&
+      (spec->encoding == kernels::Encoding::kTopK || spec->encoding == kernels::Encoding::kSign)) {
+    // The same rule as at registration: the buffers' mean would be of fragments.
+    GSGD_WARN("ignoring the coordinator's compression " << chosen
+                                                        << ": it cannot carry the model's buffers");
+    return;
+  }
+  GSGD_INFO("gradient compression " << a_.compression << " -> " << chosen
+                                    << " (chosen by the coordinator)");
+  group_->setCompression(*spec);
+  a_.compression = chosen;
+  compression_ = spec->toString();
 }
 
 // The head finished while this worker was away (or before it came): a clean stop, as
@@ -283,6 +308,7 @@ Result<StepResult> Session::step(const Payload& grad, std::uint32_t batch, float
     GSGD_INFO("the coordinator does not know us; registering again");
     GSGD_RETURN_IF_ERROR(register_(0));
   }
+  followCompression();
   if (!need_pull_ && !shouldStop()) {
     const auto t1 = Clock::now();
     auto ans = groupRequest([&] {

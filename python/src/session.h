@@ -113,6 +113,9 @@ class Session {
   bool quarantined() const { return quarantined_ || heartbeat_->quarantined(); }
   const client::Assignment& assignment() const { return a_; }
   std::uint32_t batchSize() const { return batch_; }
+  // How this trainer encodes its gradients now: --compress, else the coordinator's choice
+  // for its group (the assignment's, then what heartbeats said: compress_gradients auto).
+  const std::string& compression() const { return compression_; }
   std::uint64_t totalSteps() const { return total_steps_; }
   std::uint64_t heartbeatsSent() const { return heartbeat_->sent(); }
   std::uint64_t registrations() const { return registrations_; }
@@ -137,6 +140,8 @@ class Session {
     return r;
   }
   Status recover(const Status& why);
+  // Between steps: switches the gradient encoding to the coordinator's latest choice.
+  void followCompression();
   // Before a leave: tells the coordinator what was trained of the ranges held (the rest
   // goes back untrained).
   void returnRanges();
@@ -170,6 +175,7 @@ class Session {
   std::unique_ptr<client::GroupClient> group_;
   std::unique_ptr<client::CentralModelClient> central_;  // evaluator (every shard)
   std::uint32_t batch_ = 0;
+  std::string compression_;  // the encoding in use (spec text), set by adopt()
   std::uint64_t step_ = 0;
   bool need_pull_ = true;
   bool stop_ = false;
