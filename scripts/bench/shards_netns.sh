@@ -21,7 +21,7 @@ build=${BUILD_DIR:-$root/build}
 export GROUPSGDD=${GROUPSGDD:-$build/daemon/groupsgdd}
 export GROUPSGD_WORKER=${GROUPSGD_WORKER:-$build/worker/groupsgd-worker}
 export GROUPSGDCTL=${GROUPSGDCTL:-$build/daemon/groupsgdctl}
-repeats=3 rate=20mbit seconds=20 shard_counts="1 2 4" split=even check=0
+repeats=3 rate=20mbit seconds=20 shard_counts="1 2 4" split=even check=0 target=
 while [[ $# -gt 0 ]]; do
   case $1 in
     --quick) repeats=1 seconds=10 ;;
@@ -30,6 +30,7 @@ while [[ $# -gt 0 ]]; do
     --seconds) seconds=$2; shift ;;
     --shards) shard_counts=$2; shift ;;
     --split) split=$2; shift ;;
+    --target) target=$2; shift ;;
     --check) check=1 ;;
     *) echo "shards_netns: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -70,8 +71,10 @@ run_once() {  # run_once SHARDS REPEAT: one JSON line
   local shard_args=()
   ((shards > 1)) && shard_args=(--central-shards "$shards" --central-shard-split "$split"
     --central-shard-endpoints "$eps")
+  local stop_args=(--max-samples 100000000 --max-seconds "$seconds")
+  [[ -n $target ]] && stop_args+=(--target-acc "$target")
   start_daemon --role coordinator --mode grouped --workers 4 --groups 2 --exchange-period 1 \
-    --max-samples 100000000 --max-seconds "$seconds" "${shard_args[@]}"
+    "${stop_args[@]}" "${shard_args[@]}"
   ip netns exec "${NS}-s1" "$GROUPSGDD" --role node --coordinator "$ENDPOINT" --bind-host 10.77.1.1 \
     --node-groups 2 --mode grouped --workers 4 --groups 2 --progress-ms 0 \
     >"$WORK/node-$shards-$repeat.log" 2>&1 &
@@ -81,13 +84,18 @@ run_once() {  # run_once SHARDS REPEAT: one JSON line
   for ((n = 0; n < 4; n++)); do
     start_worker 1 "w$n" --device-ms 2
   done
+  if [[ -n $target ]]; then
+    ip netns exec "${NS}-head" "$GROUPSGD_WORKER" --coordinator "$ENDPOINT" --name eval --evaluate \
+      --eval-interval-ms 1000 >"$WORK/eval-$shards-$repeat.log" 2>&1 &
+    PIDS+=("$!")
+  fi
   wait_finish "$((seconds + 60))"
   kill -TERM "$node_pid" ${shard_pids[@]+"${shard_pids[@]}"} 2>/dev/null || true
   wait "$node_pid" ${shard_pids[@]+"${shard_pids[@]}"} 2>/dev/null || true
   jq -c --argjson s "$shards" --argjson r "$repeat" --arg rate "$rate" --arg split "$split" \
     '{bench: "shards_netns_run", shards: $s, split: $split, repeat: $r, rate: $rate,
       exchanges: ([.group_stats[] | .exchanges] | add), elapsed_s, samples_trained, accounting_ok,
-      central_version,
+      central_version, reached, time_to_target_s, final_test_acc,
       exchanges_per_s: (([.group_stats[] | .exchanges] | add) / .elapsed_s),
       samples_per_s: (.samples_trained / .elapsed_s)}' "$SUMMARY"
 }
@@ -109,6 +117,18 @@ s = {"bench": "shards_netns", "rate": rows[0]["rate"], "split": rows[0]["split"]
 for c in counts:
     s[f"exchanges_per_s_{c}"] = statistics.median(
         r["exchanges_per_s"] for r in rows if r["shards"] == c)
+if rows[0].get("time_to_target_s") is not None or any(r["reached"] for r in rows):
+    # --target: medians over the runs that reached it; a run that did not counts as missing.
+    for c in counts:
+        times = [r["time_to_target_s"] for r in rows if r["shards"] == c and r["reached"]]
+        runs = sum(1 for r in rows if r["shards"] == c)
+        s[f"reached_{c}"] = f"{len(times)}/{runs}"
+        s[f"time_to_target_s_{c}"] = statistics.median(times) if times else None
+    t1 = s.get("time_to_target_s_1")
+    for c in counts:
+        tc = s.get(f"time_to_target_s_{c}")
+        if t1 and tc and c != 1:
+            s[f"time_ratio_{c}"] = tc / t1
 base = s.get("exchanges_per_s_1")
 for c in counts:
     if base and c != 1:
