@@ -288,7 +288,7 @@ void Coordinator::onHeartbeat(const zmq::message_t& from, const InMessage& msg,
                 w->draining);
   reply.setMeasureNow(w->role == WorkerRole::kEvaluator && phase_ == Phase::kFinalReading &&
                       !final_reading);
-  if (w->role == WorkerRole::kTrainer && !moving && cfg_.compress_gradients == "auto") {
+  if (w->role == WorkerRole::kTrainer && !moving && gradientCompressionChosenPerGroup(cfg_)) {
     reply.setCompression(gradientCompressionFor(w->group));
   }
   (void)replyTo(sock_, from, std::move(out));

@@ -9,7 +9,7 @@
 namespace groupsgd::coordinator {
 
 namespace {
-bool autoCompression(const DaemonConfig& cfg) { return cfg.compress_gradients == "auto"; }
+bool autoCompression(const DaemonConfig& cfg) { return gradientCompressionChosenPerGroup(cfg); }
 }  // namespace
 
 void Coordinator::chooseCompressions() {
@@ -39,7 +39,7 @@ void Coordinator::chooseCompressions() {
 }
 
 std::string Coordinator::gradientCompressionFor(std::uint32_t group) const {
-  if (!autoCompression(cfg_)) return cfg_.compress_gradients;
+  if (!autoCompression(cfg_)) return fixedGradientCompression(cfg_);
   auto it = compression_.find(group);
   return it != compression_.end() && it->second.state.fp16() ? "fp16" : "dense";
 }
@@ -64,7 +64,7 @@ nlohmann::json Coordinator::compressionSummaryJson() const {
     row["group"] = g;
     groups.push_back(std::move(row));
   }
-  return {{"mode", autoCompression(cfg_) ? "auto" : cfg_.compress_gradients},
+  return {{"mode", autoCompression(cfg_) ? "auto" : fixedGradientCompression(cfg_)},
           {"threshold_mbit", cfg_.compression_auto_mbit},
           {"groups", std::move(groups)}};
 }

@@ -199,6 +199,14 @@ Status validateCentralShards(const DaemonConfig& c) {
 
 }  // namespace
 
+bool gradientCompressionChosenPerGroup(const DaemonConfig& cfg) {
+  return cfg.compress_gradients == "auto" && cfg.mode == Mode::kAdaptive;
+}
+
+std::string fixedGradientCompression(const DaemonConfig& cfg) {
+  return cfg.compress_gradients == "auto" ? "dense" : cfg.compress_gradients;
+}
+
 Status validate(const DaemonConfig& c) {
   if (c.role != "all" && c.role != "coordinator" && c.role != "node" && c.role != "standby" &&
       c.role != "central-shard") {
@@ -247,10 +255,6 @@ Status validate(const DaemonConfig& c) {
   for (const auto* spec : {&c.compress_gradients, &c.compress_deltas}) {
     if (spec == &c.compress_gradients && *spec == "auto") continue;  // chosen per group
     if (auto parsed = parseCompressionSpec(*spec); !parsed) return parsed.status();
-  }
-  if (c.compress_gradients == "auto" && c.mode != Mode::kAdaptive) {
-    return invalidArgument(
-        "compress_gradients auto needs mode adaptive (its controller measures the links)");
   }
   if (const std::string p = groupps::lrScheduleProblem(lrScheduleOf(c)); !p.empty()) {
     return invalidArgument("optimizer: " + p);

@@ -11,7 +11,8 @@
 #                 [--modes "M..."]
 #
 # Modes as straggler.sh's: adaptive, with +nostages, +fp16, +topk, +auto (compress_gradients
-# auto; the run line's `compression` lists each group's final choice). One JSON line per run,
+# auto, the default: plain adaptive is the same; the run line's `compression` lists each
+# group's final choice), +dense (compress_gradients dense). One JSON line per run,
 # then {"bench": "ashl_netns", ...} with the median time to target per mode and its ratio
 # to adaptive's. Needs root: exits 77 (skipped) otherwise. Binaries from BUILD_DIR.
 set -euo pipefail
@@ -43,7 +44,8 @@ mode_flags() {  # the daemon flags of adaptive+SUFFIX+...
       nostages) echo "--config $WORK/nostages.json" ;;
       fp16) echo "--compress-gradients fp16 --compress-deltas fp16" ;;
       topk) echo "--compress-gradients topk:0.1 --compress-deltas topk:0.1" ;;
-      auto) echo "--compress-gradients auto" ;;
+      auto) echo "--compress-gradients auto" ;;  # the default since 2026-11-29
+      dense) echo "--compress-gradients dense" ;;  # adaptive as it ran before that
       *) echo "ashl_netns: unknown ablation '+$s'" >&2; return 1 ;;
     esac
   done

@@ -3,8 +3,8 @@
 # benchmark that already measures its kind of thing:
 #   basu       straggler.sh: one of 8 trainers 1x/2x/4x/8x slower (compute) x modes sync,
 #              grouped2, grouped4, async, adaptive: time to 0.85, accuracy at a sample budget
-#   ashl       straggler.sh: adaptive with stages on/off x compression dense/fp16/top-k
-#              (+nostages, +fp16, +topk) under a link straggler; then, as root, the same
+#   ashl       straggler.sh: adaptive (compression auto, the default) with stages on/off x
+#              compression dense/fp16/top-k (+dense, +nostages, +fp16, +topk) under a link straggler; then, as root, the same
 #              ablation with one trainer of four behind a rate-limited link between network
 #              namespaces, and dense/fp16/top-k with every trainer behind one
 #              (ashl_netns.sh; skipped with a message otherwise)
@@ -19,7 +19,8 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 quick=0 repeats=3 papers="basu ashl chao crossover" budget=200000 max_seconds=150 plots=1
 slowdowns="2 4 8" basu_modes="sync grouped2 grouped4 async adaptive"
 ashl_cases="link-4x-1of8"
-ashl_modes="adaptive adaptive+nostages adaptive+fp16 adaptive+topk adaptive+nostages+fp16 adaptive+nostages+topk"
+# adaptive is the default (compress_gradients auto); +dense is compression off.
+ashl_modes="adaptive adaptive+dense adaptive+nostages adaptive+fp16 adaptive+topk adaptive+nostages+fp16 adaptive+nostages+topk"
 netns_rate=20mbit netns_all_rate=200mbit img_dir=""
 usage() {
   cat <<USAGE
@@ -109,7 +110,7 @@ for p in $papers; do
           "$root/scripts/bench/ashl_netns.sh" --repeats "$repeats" --rate "$netns_rate" \
             --modes "$ashl_modes" >"$run_dir/ashl-netns.jsonl" || log "ashl over namespaces exited $?"
           "$root/scripts/bench/ashl_netns.sh" --repeats "$repeats" --rate "$netns_all_rate" \
-            --shaped 4 --modes "adaptive adaptive+fp16 adaptive+topk" >"$run_dir/ashl-netns-all.jsonl" ||
+            --shaped 4 --modes "adaptive adaptive+dense adaptive+fp16 adaptive+topk" >"$run_dir/ashl-netns-all.jsonl" ||
             log "ashl over namespaces, every link slow, exited $?"
         else
           log "ashl over network namespaces skipped: it needs root (tc, ip netns); run as root for it"

@@ -40,7 +40,8 @@ usage: scripts/bench/straggler.sh [options]
                      coarse stage's K and group limit set to the fine one's), +coarsek1
                      (only the coarse stage's K set to 1), +fp16 or
                      +topk (compress_gradients and compress_deltas fp16 / topk:0.1), +auto
-                     (compress_gradients auto: fp16 per group where the link is slow), e.g.
+                     (compress_gradients auto: fp16 per group where the link is slow; the
+                     default), +dense (compress_gradients dense), e.g.
                      adaptive+nostages+fp16
   --targets "A..."   target test accuracies; each run goes to the highest (default "0.85 0.88")
   --target A         one target (same as --targets A)
@@ -145,8 +146,9 @@ mode_extra_args() {
       coarsek1) echo "--config $coarsek1_config" ;;
       fp16) echo "--compress-gradients fp16 --compress-deltas fp16" ;;
       topk) echo "--compress-gradients topk:0.1 --compress-deltas topk:0.1" ;;
-      auto) echo "--compress-gradients auto" ;;
-      *) log "unknown ablation '+$suffix' in mode '$1' (nostages, coarsek1, fp16, topk, auto)"; return 1 ;;
+      auto) echo "--compress-gradients auto" ;;  # the default since 2026-11-29
+      dense) echo "--compress-gradients dense" ;;  # adaptive as it ran before that
+      *) log "unknown ablation '+$suffix' in mode '$1' (nostages, coarsek1, fp16, topk, auto, dense)"; return 1 ;;
     esac
   done
 }

@@ -638,13 +638,24 @@ TEST_CASE("daemon config: data_allocation is shards or ranges; anything else is 
   checkRefused(applyFlags({"--data-allocation", "equal"}, &flags, &help), "shards|ranges");
 }
 
-TEST_CASE("daemon config: compress_gradients auto needs mode adaptive; its threshold a range") {
+TEST_CASE("daemon config: compress_gradients auto (the default) is chosen per group in mode "
+          "adaptive and dense elsewhere; its threshold a range") {
   DaemonConfig cfg;
+  CHECK(cfg.compress_gradients == "auto");
   cfg.mode = Mode::kAdaptive;
-  cfg.compress_gradients = "auto";
   CHECK(validate(cfg).isOk());
-  cfg.mode = Mode::kGrouped;
-  checkRefused(validate(cfg), "auto needs mode adaptive");
+  CHECK(gradientCompressionChosenPerGroup(cfg));
+  CHECK(fixedGradientCompression(cfg) == "dense");
+  for (Mode m : {Mode::kGrouped, Mode::kSync, Mode::kAsync}) {
+    cfg.mode = m;  // no controller to measure the links: dense
+    CHECK(validate(cfg).isOk());
+    CHECK_FALSE(gradientCompressionChosenPerGroup(cfg));
+    CHECK(fixedGradientCompression(cfg) == "dense");
+  }
+  cfg.mode = Mode::kAdaptive;
+  cfg.compress_gradients = "fp16";  // a fixed encoding is never chosen over
+  CHECK_FALSE(gradientCompressionChosenPerGroup(cfg));
+  CHECK(fixedGradientCompression(cfg) == "fp16");
   cfg.compress_gradients = "autox";  // not a spec either
   CHECK(validate(cfg).code() == Code::kInvalidArgument);
   DaemonConfig t;

@@ -114,11 +114,11 @@ struct DaemonConfig {
   // Where a group's members go (docs/cluster.md, "Placement"): "hosts" puts a group on the
   // slot whose PS runs on the host of most of its members; "order": slots in plan order.
   std::string ps_placement = "hosts";
-  std::string config_file;                   // set from --config (SIGHUP reloads it)
-  std::string compress_gradients = "dense";  // worker -> group encoding (CompressionSpec, or
-                                             // "auto": fp16 per group on slow links)
-  double compression_auto_mbit = 1000;       // auto: fp16 below this measured link speed
-  std::string compress_deltas = "dense";     // group -> central encoding
+  std::string config_file;                  // set from --config (SIGHUP reloads it)
+  std::string compress_gradients = "auto";  // worker -> group encoding (CompressionSpec, or
+                                            // "auto": fp16 per group on slow links)
+  double compression_auto_mbit = 1000;      // auto: fp16 below this measured link speed
+  std::string compress_deltas = "dense";    // group -> central encoding
   adaptive::AdaptiveConfig adaptive;
   // data_allocation (docs/protocol.md, "Sample ranges"): false = "shards" (each trainer
   // samples its own equal shard), true = "ranges" (trainers claim ranges of each epoch's
@@ -150,6 +150,11 @@ Status loadConfigFile(const std::string& path, DaemonConfig* cfg);
 // Applies command-line flags; sets *help when --help was given.
 Status applyFlags(const std::vector<std::string>& args, DaemonConfig* cfg, bool* help);
 Status validate(const DaemonConfig& cfg);
+// compress_gradients auto in mode adaptive: its controller chooses each group's encoding.
+// Other modes have no controller: there auto means dense.
+bool gradientCompressionChosenPerGroup(const DaemonConfig& cfg);
+// The encoding every trainer uses when it is not chosen per group.
+std::string fixedGradientCompression(const DaemonConfig& cfg);
 nlohmann::json toJson(const DaemonConfig& cfg);
 const char* daemonUsage();
 
