@@ -638,8 +638,9 @@ TEST_CASE("daemon config: data_allocation is shards or ranges; anything else is 
   checkRefused(applyFlags({"--data-allocation", "equal"}, &flags, &help), "shards|ranges");
 }
 
-TEST_CASE("daemon config: compress_gradients auto (the default) is chosen per group in mode "
-          "adaptive and dense elsewhere; its threshold a range") {
+TEST_CASE(
+    "daemon config: compress_gradients auto (the default) is chosen per group in mode "
+    "adaptive and dense elsewhere; its threshold a range") {
   DaemonConfig cfg;
   CHECK(cfg.compress_gradients == "auto");
   cfg.mode = Mode::kAdaptive;
