@@ -323,6 +323,11 @@ std::vector<OptionSpec> buildTable() {
       groupPs(GroupPs::kBoth,
               field("step_deadline_ms", "--step-deadline-ms", "MS", FIELD(step_deadline_ms),
                     atLeast(1), kHup, "a group step closes this long after its first push")),
+      groupPs(GroupPs::kAtStart,
+              field("exchange_timeout_ms", "--exchange-timeout-ms", "MS",
+                    FIELD(exchange_timeout_ms), between(100, 600000), kRestart,
+                    "a group PS's exchange unanswered this long is given up and resynchronised "
+                    "(a central shard with a standby: its next endpoint is tried)")),
       field("heartbeat_ms", "--heartbeat-ms", "MS", FIELD(heartbeat_ms), atLeast(1), kRestart,
             "worker heartbeat period"),
       field("heartbeat_misses", "--heartbeat-misses", "N", FIELD(heartbeat_misses), atLeast(1),

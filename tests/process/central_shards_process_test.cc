@@ -367,24 +367,12 @@ TEST_CASE(
                   run.dir + "/standby.log");
   REQUIRE_MESSAGE(waitForFile(standby_file, 20000ms), readFile(run.dir + "/standby.log"));
   const std::string primary_ep = sh.endpoints[0];
-  std::vector<std::string> args = {"--progress-ms",
-                                   "0",
-                                   "--heartbeat-ms",
-                                   "300",
-                                   "--mode",
-                                   "grouped",
-                                   "--workers",
-                                   "4",
-                                   "--groups",
-                                   "2",
-                                   "--target-acc",
-                                   "0.80",
-                                   "--max-seconds",
-                                   "150",
-                                   "--central-shards",
-                                   "2",
-                                   "--central-shard-endpoints",
-                                   primary_ep + "|" + standby_ep};
+  std::vector<std::string> args = {"--progress-ms", "0", "--heartbeat-ms", "300", "--mode",
+                                   "grouped", "--workers", "4", "--groups", "2", "--target-acc",
+                                   "0.80", "--max-seconds", "150", "--central-shards", "2",
+                                   "--central-shard-endpoints", primary_ep + "|" + standby_ep,
+                                   // Groups give up on a silent shard after 2 s (default 10).
+                                   "--exchange-timeout-ms", "2000"};
   run.start(args, DaemonFiles{.control_socket = false});
   for (int i = 0; i < 4; ++i) run.addWorker({"--device-ms", "3"});
   run.addWorker({"--evaluate", "--eval-interval-ms", "200"});
@@ -436,7 +424,7 @@ TEST_CASE(
   std::printf(
       "faults: shard 1 primary SIGKILL at version %llu, its standby promoted at %llu (versions "
       "lost 0: %d); takeover %.2f s after the kill (standby_takeover_ms 1000), first group delta "
-      "merged there %.2f s after it (the groups' exchange_timeout_ms 10 s), shard version %llu "
+      "merged there %.2f s after it (the groups' exchange_timeout_ms 2 s), shard version %llu "
       "at the end; run reached %d, accounting ok %d; old primary back: exit 75\n",
       static_cast<unsigned long long>(primary_applied), static_cast<unsigned long long>(resumed),
       resumed >= primary_applied ? 1 : 0, took_over - killed_at, first_update - killed_at,
