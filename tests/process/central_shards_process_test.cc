@@ -178,6 +178,23 @@ TEST_CASE("central shards: the model an evaluator assembles is the shards' model
   std::vector<float> seeded_model(model->paramCount());
   model->init(seeded_model, 7);
   CHECK(whole == seeded_model);
+  // A shard named by a failover list whose first endpoint is silent: the reader asks the
+  // next one, and keeps it (the second fetch does not wait on the silent one again).
+  std::string listed = a->central_endpoint;
+  const std::string at_shard1 = "@" + seeded.endpoints[0];
+  const auto where = listed.find(at_shard1);
+  REQUIRE(where != std::string::npos);
+  listed.replace(where, at_shard1.size(),
+                 "@tcp://127.0.0.1:" + std::to_string(freePort()) + "|" + seeded.endpoints[0]);
+  client::CentralModelClient failing_over(ctx, listed, a->param_count, limits, {});
+  std::vector<float> again(a->param_count);
+  auto first = failing_over.fetch(probe.jobId(), again, 1000ms);
+  REQUIRE_MESSAGE(first.isOk(), first.status().toString());
+  CHECK(again == whole);
+  const auto before = std::chrono::steady_clock::now();
+  auto second = failing_over.fetch(probe.jobId(), again, 1000ms);
+  REQUIRE_MESSAGE(second.isOk(), second.status().toString());
+  CHECK(std::chrono::steady_clock::now() - before < 900ms);
   // A map whose last shard stops short of the model is refused on every fetch.
   client::CentralModelClient short_map(ctx, a->central_endpoint, a->param_count + 1, limits, {});
   auto refused = short_map.fetch(probe.jobId(), whole, 1000ms);
