@@ -7,7 +7,7 @@ namespace groupsgd::client {
 CentralModelClient::CentralModelClient(zmq::context_t& ctx, std::string endpoint,
                                        std::uint64_t param_count, MessageLimits limits,
                                        SocketOptions opts)
-    : endpoint_(std::move(endpoint)) {
+    : endpoint_(std::move(endpoint)), ctx_(&ctx), limits_(limits), opts_(opts) {
   auto shards = parseCentralShards(endpoint_, param_count);
   if (!shards) {
     bad_map_ = shards.status();
@@ -15,7 +15,8 @@ CentralModelClient::CentralModelClient(zmq::context_t& ctx, std::string endpoint
   }
   shards_ = std::move(*shards);
   for (const auto& s : shards_) {
-    rpcs_.push_back(std::make_unique<RpcClient>(ctx, s.endpoint, limits, opts));
+    rpcs_.push_back(std::make_unique<RpcClient>(ctx, s.alternatives().front(), limits, opts));
+    at_.push_back(0);
   }
 }
 
@@ -28,12 +29,23 @@ Result<std::uint64_t> CentralModelClient::fetch(std::uint64_t job_id, std::span<
   }
   std::uint64_t version = 0;
   for (std::size_t k = 0; k < shards_.size(); ++k) {
+    const auto alternatives = shards_[k].alternatives();
     auto v = fetchCentralModel(*rpcs_[k], job_id,
                                params.subspan(shards_[k].begin, shards_[k].size()), timeout);
+    // Silent (not a refusal): the shard's standby may serve it now; each other endpoint of
+    // its list is asked once.
+    for (std::size_t tried = 1;
+         !v && v.status().code() != Code::kInvalidArgument && tried < alternatives.size();
+         ++tried) {
+      at_[k] = (at_[k] + 1) % alternatives.size();
+      rpcs_[k] = std::make_unique<RpcClient>(*ctx_, alternatives[at_[k]], limits_, opts_);
+      v = fetchCentralModel(*rpcs_[k], job_id, params.subspan(shards_[k].begin, shards_[k].size()),
+                            timeout);
+    }
     if (!v) {
       if (shards_.size() == 1) return v.status();
       return Status(v.status().code(), "central shard " + std::to_string(k) + " (" +
-                                           shards_[k].endpoint + "): " + v.status().message());
+                                           alternatives[at_[k]] + "): " + v.status().message());
     }
     if (k == 0) version = *v;
   }

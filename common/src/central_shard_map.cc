@@ -18,6 +18,16 @@ bool parseNumber(std::string_view text, std::uint64_t* out) {
 
 bool isCentralShardMap(std::string_view text) { return text.starts_with(kPrefix); }
 
+std::vector<std::string> CentralShard::splitFailoverList(std::string_view list) {
+  std::vector<std::string> out;
+  for (;;) {
+    const auto bar = list.find('|');
+    out.emplace_back(list.substr(0, bar));
+    if (bar == std::string_view::npos) return out;
+    list.remove_prefix(bar + 1);
+  }
+}
+
 Result<std::vector<CentralShard>> parseCentralShards(std::string_view text,
                                                      std::uint64_t param_count) {
   if (!isCentralShardMap(text)) {
@@ -40,6 +50,12 @@ Result<std::vector<CentralShard>> parseCentralShards(std::string_view text,
                              "' is not BEGIN-END@ENDPOINT");
     }
     s.endpoint = std::string(item.substr(at + 1));
+    for (const auto& alternative : s.alternatives()) {
+      if (alternative.empty()) {
+        return invalidArgument("central shard map: '" + std::string(item) +
+                               "' has an empty endpoint in its failover list (EP|EP)");
+      }
+    }
     const std::uint64_t expected = shards.empty() ? 0 : shards.back().end;
     if (s.begin != expected || s.end <= s.begin) {
       return invalidArgument("central shard map: range " + std::to_string(s.begin) + "-" +

@@ -173,13 +173,25 @@ Status validateCentralShards(const DaemonConfig& c) {
         "central_shards > 1 (or role central-shard) is for a single run of a built-in model "
         "headed by role all or coordinator (not model external, serve, standby or node)");
   }
-  if (!c.replication_listen.empty()) {
-    return invalidArgument("central_shards > 1 runs without a standby head (replication_listen)");
+  if (!c.replication_listen.empty() && c.role != "central-shard") {
+    return invalidArgument(
+        "central_shards > 1 runs without a standby head (replication_listen); a shard 1..S-1 "
+        "may have a standby (role central-shard with replication_listen)");
   }
   if (!c.compress_deltas.empty() && c.compress_deltas != "none" && c.compress_deltas != "dense") {
     return invalidArgument("central_shards > 1 sends dense deltas (compress_deltas none)");
   }
   if (c.role == "central-shard") {
+    if (!c.primary.empty() && c.shard_index == 0) {
+      return invalidArgument(
+          "role central-shard with --primary (a shard's standby) needs --shard-index between 1 "
+          "and central_shards-1: shard 0 is the head's, and a sharded head has no standby");
+    }
+    if (!c.primary.empty() && !c.replication_listen.empty()) {
+      return invalidArgument(
+          "a shard's standby (role central-shard with --primary) takes over without a standby "
+          "of its own: no replication_listen");
+    }
     if (c.shard_index == 0 || c.shard_index >= c.central_shards) {
       return invalidArgument(
           "role central-shard needs --shard-index between 1 and central_shards-1");

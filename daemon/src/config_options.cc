@@ -190,7 +190,8 @@ std::vector<OptionSpec> buildTable() {
             "central-shard the others (docs/shards.md)"),
       field("central_shard_endpoints", "--central-shard-endpoints", "EPS",
             FIELD(central_shard_endpoints), kAny, kRestart,
-            "central_shards > 1: comma-separated endpoints of shards 1..S-1"),
+            "central_shards > 1: comma-separated endpoints of shards 1..S-1 (a shard with a "
+            "standby: PRIMARY|STANDBY)"),
       field("central_shard_split", "--central-shard-split", "HOW", FIELD(central_shard_split), kAny,
             kRestart,
             "tensors (whole tensors per shard, balanced by bytes) or even (equal element "
@@ -206,9 +207,11 @@ std::vector<OptionSpec> buildTable() {
             FIELD(coordinator_timeout_ms), between(50, 600000), kRestart,
             "role node: a call to the head unanswered this long tries the next endpoint"),
       field("replication_listen", "--replication-listen", "EP", FIELD(replication_listen), kAny,
-            kRestart, "role all/coordinator: accept a standby head at this endpoint (\"\" = none)"),
+            kRestart,
+            "role all/coordinator (or central-shard): accept a standby head (shard) at this "
+            "endpoint (\"\" = none)"),
       field("primary", "--primary", "EP", FIELD(primary), kAny, kRestart,
-            "role standby: the primary head's replication_listen endpoint"),
+            "role standby (or central-shard, its standby): the primary's replication_listen"),
       field("standby_async", "--standby-async", "", FIELD(standby_async), kAny, kRestart,
             "ship updates to the standby without waiting for its acknowledgement"),
       field("standby_takeover_ms", "--standby-takeover-ms", "MS", FIELD(standby_takeover_ms),
@@ -320,6 +323,11 @@ std::vector<OptionSpec> buildTable() {
       groupPs(GroupPs::kBoth,
               field("step_deadline_ms", "--step-deadline-ms", "MS", FIELD(step_deadline_ms),
                     atLeast(1), kHup, "a group step closes this long after its first push")),
+      groupPs(GroupPs::kAtStart,
+              field("exchange_timeout_ms", "--exchange-timeout-ms", "MS",
+                    FIELD(exchange_timeout_ms), between(100, 600000), kRestart,
+                    "a group PS's exchange unanswered this long is given up and resynchronised "
+                    "(a central shard with a standby: its next endpoint is tried)")),
       field("heartbeat_ms", "--heartbeat-ms", "MS", FIELD(heartbeat_ms), atLeast(1), kRestart,
             "worker heartbeat period"),
       field("heartbeat_misses", "--heartbeat-misses", "N", FIELD(heartbeat_misses), atLeast(1),

@@ -21,6 +21,7 @@ groupps::GroupServerConfig groupServerConfig(const DaemonConfig& cfg, std::uint3
   g.placement = cfg.optimizer_placement;
   g.exchange_period = cfg.exchangePeriod();
   g.step_deadline_ms = cfg.step_deadline_ms;
+  g.exchange_timeout_ms = cfg.exchange_timeout_ms;
   g.max_grad_norm = cfg.max_grad_norm;
   g.quarantine_after = cfg.quarantine_after;
   g.quarantine_window_ms = static_cast<std::uint32_t>(cfg.quarantine_window_s * 1000);

@@ -201,7 +201,22 @@ int main(int argc, char** argv) {
   auto arbiter = daemon::startArbiter(ctx, cfg, curve->keys);  // arbiter_listen, or nothing
   if (!arbiter) return fail(arbiter.status().message());
   if (cfg.role == "central-shard") {
-    Status served = jobs::serveCentralShard(ctx, cfg, curve->keys, g_stop_requested);
+    auto shard = jobs::centralShardSetup(cfg, curve->keys);
+    if (!shard) return fail("central shard: " + shard.status().message());
+    // With --primary: a standby of that shard, serving once it took over (docs/shards.md).
+    std::optional<centralps::ReplicaState> replica;
+    if (!cfg.primary.empty()) {
+      auto followed = daemon::followPrimary(ctx, cfg, curve->keys, shard->central, shard->role,
+                                            g_stop_requested, nullptr);
+      if (!followed) return fail(followed.status().message());
+      if (!*followed) {
+        GSGD_INFO("shard standby stopped before any takeover");
+        return 0;
+      }
+      replica = std::move(**followed);
+    }
+    Status served =
+        jobs::serveCentralShard(ctx, cfg, std::move(*shard), g_stop_requested, std::move(replica));
     return served ? 0 : fail(served.message());
   }
   if (cfg.serve) {
@@ -231,7 +246,8 @@ int main(int argc, char** argv) {
   std::optional<centralps::ReplicaState> replica;
   if (cfg.role == "standby") {
     auto followed =
-        daemon::followPrimary(ctx, cfg, curve->keys, g_stop_requested, ops.control.get());
+        daemon::followPrimary(ctx, cfg, curve->keys, jobs::centralConfigFor(cfg, curve->keys), "",
+                              g_stop_requested, ops.control.get());
     if (!followed) return fail(followed.status().message());
     if (!*followed) {
       GSGD_INFO("standby stopped before any takeover");

@@ -19,16 +19,20 @@ using Clock = std::chrono::steady_clock;
 
 class Follower {
  public:
-  Follower(zmq::socket_t sock, const DaemonConfig& cfg, centralps::StandbyReplica replica)
-      : sock_(std::move(sock)), cfg_(cfg), replica_(std::move(replica)) {}
+  Follower(zmq::socket_t sock, const DaemonConfig& cfg, centralps::StandbyReplica replica,
+           std::string expected_role)
+      : sock_(std::move(sock)),
+        cfg_(cfg),
+        replica_(std::move(replica)),
+        expected_role_(std::move(expected_role)) {}
 
-  // Until a takeover (its reason) or stop (nullopt).
+  // Until a takeover (its reason), stop or a wrong primary (nullopt; wrongPrimary() says).
   std::optional<std::string> run(const std::atomic<bool>& stop, ops::ControlServer* control) {
     hello();
     // A tenth of the bound (at most 50 ms: the control socket is answered between polls).
     const auto tick =
         std::chrono::milliseconds(std::clamp<std::uint32_t>(cfg_.standby_takeover_ms / 10, 2, 50));
-    while (!stop.load()) {
+    while (!stop.load() && wrong_primary_.isOk()) {
       if (auto why = serveControl(control)) return why;
       auto readable = pollReadable(sock_, tick);
       if (!readable) {
@@ -51,6 +55,7 @@ class Follower {
   }
 
   const centralps::StandbyReplica& replica() const { return replica_; }
+  const Status& wrongPrimary() const { return wrong_primary_; }
 
  private:
   void send(const ReplicationMessage& m) {
@@ -95,6 +100,10 @@ class Follower {
     switch (m->kind) {
       case ReplicationKind::kSnapshot: {
         const bool first = !replica_.ready();
+        if (Status s = checkRole(m->text); !s) {
+          wrong_primary_ = s;  // final: following it would take over the wrong thing
+          return refuse(s);
+        }
         if (Status s = replica_.applySnapshot(*m); !s) return refuse(s);
         last_heard_ = Clock::now();
         ack();
@@ -126,6 +135,18 @@ class Follower {
       default:
         GSGD_WARN("standby: unexpected " << centralps::replicationKindName(m->kind));
     }
+  }
+
+  // A head's standby follows a head (all, coordinator); a shard's, exactly its shard.
+  Status checkRole(const std::string& role) const {
+    const bool shard = role.rfind("central-shard", 0) == 0;
+    if (expected_role_.empty() ? !shard : role == expected_role_) return Status::ok();
+    return failedPrecondition(
+        "the primary at " + cfg_.primary + " is " + (shard ? role : "a head (role " + role + ")") +
+        "; this standby follows " +
+        (expected_role_.empty() ? std::string("a head (role all or coordinator)")
+                                : expected_role_) +
+        " (same role, central_shards, shard_index, central_shard_split, model and seed?)");
   }
 
   std::optional<std::string> serveControl(ops::ControlServer* control) {
@@ -162,29 +183,33 @@ class Follower {
   zmq::socket_t sock_;
   const DaemonConfig& cfg_;
   centralps::StandbyReplica replica_;
+  std::string expected_role_;
+  Status wrong_primary_ = Status::ok();
   Clock::time_point last_heard_{}, last_hello_{};
 };
 
 }  // namespace
 
-Result<std::optional<centralps::ReplicaState>> followPrimary(zmq::context_t& ctx,
-                                                             const DaemonConfig& cfg,
-                                                             const CurveKeys& keys,
-                                                             const std::atomic<bool>& stop,
-                                                             ops::ControlServer* control) {
+Result<std::optional<centralps::ReplicaState>> followPrimary(
+    zmq::context_t& ctx, const DaemonConfig& cfg, const CurveKeys& keys,
+    const centralps::CentralConfig& central, const std::string& expected_role,
+    const std::atomic<bool>& stop, ops::ControlServer* control) {
   SocketOptions opts = clientSocketOptions(keys);
   opts.linger_ms = 0;
   auto sock = makeSocket(ctx, zmq::socket_type::dealer, opts);
   if (!sock) return Status(sock.status().code(), "standby: " + sock.status().toString());
   GSGD_RETURN_IF_ERROR(connectSocket(*sock, cfg.primary));
-  const centralps::CentralConfig central = jobs::centralConfigFor(cfg, keys);
   Follower follower(
       std::move(*sock), cfg,
-      centralps::StandbyReplica(central.outer, central.outer_no_decay, central.shards));
+      centralps::StandbyReplica(central.outer, central.outer_no_decay, central.shards),
+      expected_role);
   GSGD_INFO("standby: following the primary at " << cfg.primary << "; taking over on " << cfg.listen
                                                  << " after " << cfg.standby_takeover_ms
                                                  << " ms of silence");
   const auto why = follower.run(stop, control);
+  if (!follower.wrongPrimary().isOk()) {
+    return Status(follower.wrongPrimary().code(), "standby: " + follower.wrongPrimary().message());
+  }
   if (!why) return std::optional<centralps::ReplicaState>();
   centralps::ReplicaState state = follower.replica().state();
   GSGD_WARN("TAKING OVER: " << *why << "; promoting at version " << state.version

@@ -10,6 +10,7 @@
 
 #include <zmq.hpp>
 
+#include "groupsgd/centralps/central_server.h"
 #include "groupsgd/centralps/standby_replica.h"
 #include "groupsgd/common/curve_keys.h"
 #include "groupsgd/daemon/config.h"
@@ -18,12 +19,14 @@
 namespace groupsgd::daemon {
 
 // The replica to take over with, or nullopt when stopped (a signal) first. Errors: the
-// socket could not be made. endpoint_file (if set) gets cfg.listen once the standby has
-// its first snapshot.
-Result<std::optional<centralps::ReplicaState>> followPrimary(zmq::context_t& ctx,
-                                                             const DaemonConfig& cfg,
-                                                             const CurveKeys& keys,
-                                                             const std::atomic<bool>& stop,
-                                                             ops::ControlServer* control);
+// socket could not be made; the primary is not the one expected (its snapshot names
+// another role: a head's standby follows role all or coordinator, a shard's standby
+// exactly `expected_role`). endpoint_file (if set) gets cfg.listen once the standby has
+// its first snapshot. central: the primary's central PS as this process's flags make it
+// (outer optimizer, no-decay ranges, store shards).
+Result<std::optional<centralps::ReplicaState>> followPrimary(
+    zmq::context_t& ctx, const DaemonConfig& cfg, const CurveKeys& keys,
+    const centralps::CentralConfig& central, const std::string& expected_role,
+    const std::atomic<bool>& stop, ops::ControlServer* control);
 
 }  // namespace groupsgd::daemon

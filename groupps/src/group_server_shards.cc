@@ -20,7 +20,7 @@ Status GroupServer::ensureShards() {
     if (shard.sock) continue;
     auto s = makeSocket(ctx_, zmq::socket_type::dealer, clientSocketOptions(cfg_.curve));
     if (!s) return s.status();
-    GSGD_RETURN_IF_ERROR(connectSocket(*s, shard.where.endpoint));
+    GSGD_RETURN_IF_ERROR(connectSocket(*s, shard.where.alternatives()[shard.at]));
     shard.sock.emplace(std::move(*s));
   }
   return Status::ok();
@@ -95,8 +95,14 @@ void GroupServer::timeOutShards() {
   for (std::size_t k = 0; k < shards_.size(); ++k) {
     ShardLink& shard = shards_[k];
     if (shard.answered) continue;
-    GSGD_WARN("no answer from central shard " << k << " (" << shard.where.endpoint << ") within "
+    const auto alternatives = shard.where.alternatives();
+    GSGD_WARN("no answer from central shard " << k << " (" << alternatives[shard.at] << ") within "
                                               << cfg_.exchange_timeout_ms << " ms");
+    if (alternatives.size() > 1) {
+      // Its standby may have taken over: the next request goes to the next in its list.
+      shard.at = (shard.at + 1) % alternatives.size();
+      GSGD_WARN("central shard " << k << ": moving to " << alternatives[shard.at]);
+    }
     shard.parts.clear();
     shard.failure =
         unavailable("no answer within " + std::to_string(cfg_.exchange_timeout_ms) + " ms");
@@ -163,6 +169,16 @@ void GroupServer::onShardAnswers() {
         rebaseRange(*models[k], cut, shard.where.begin, had_model);
         const InMessage& msg = shard.answer ? *shard.answer : shard.parts.first();
         shard.base_version = msg.header().getModelVersion();
+        if (shard.base_version < shard.answered_version) {
+          // A shard back at an older version (restarted from a checkpoint, no standby):
+          // what it had answered us since is gone.
+          GSGD_WARN("central shard "
+                    << k << " (" << shard.where.alternatives()[shard.at] << ") is back at version "
+                    << shard.base_version << ", below the " << shard.answered_version
+                    << " it answered: " << shard.answered_version - shard.base_version
+                    << " acknowledged versions lost");
+        }
+        shard.answered_version = shard.base_version;
         auto r = msg.header().getBody().getModelReply();
         if (k == 0) central_run_samples_ = r.getRunSamples();
         if (!r.getApplied()) lost = r.getReason().cStr();

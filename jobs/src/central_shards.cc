@@ -1,6 +1,7 @@
 #include "groupsgd/jobs/central_shards.h"
 
 #include <chrono>
+#include <memory>
 #include <thread>
 
 #include "groupsgd/client/client.h"
@@ -73,12 +74,21 @@ Result<std::string> connectCentralShards(zmq::context_t& ctx, const daemon::Daem
   for (std::size_t k = 1; k < ranges.size(); ++k) {
     const std::string& ep = endpoints[k - 1];
     if (ep.empty()) return invalidArgument("central shard " + std::to_string(k) + ": no endpoint");
-    RpcClient rpc(ctx, ep, limits, clientSocketOptions(keys));
+    // A failover list (PRIMARY|STANDBY): asked in turn; a standby answers once promoted.
+    std::vector<std::unique_ptr<RpcClient>> rpcs;
+    for (const auto& alternative : CentralShard::splitFailoverList(ep)) {
+      if (alternative.empty()) {
+        return invalidArgument("central shard " + std::to_string(k) + ": an empty endpoint in '" +
+                               ep + "'");
+      }
+      rpcs.push_back(
+          std::make_unique<RpcClient>(ctx, alternative, limits, clientSocketOptions(keys)));
+    }
     std::vector<float> slice(ranges[k].end - ranges[k].begin);
     Status last = unavailable("not asked");
-    for (;;) {
-      auto version =
-          client::fetchCentralModel(rpc, cfg.job_id, slice, std::chrono::milliseconds(1000));
+    for (std::size_t attempt = 0;; ++attempt) {
+      auto version = client::fetchCentralModel(*rpcs[attempt % rpcs.size()], cfg.job_id, slice,
+                                               std::chrono::milliseconds(1000));
       last = version ? Status::ok() : version.status();
       // A size mismatch is final: that process serves another model or cut.
       if (last.isOk() || last.code() == Code::kInvalidArgument) break;
@@ -103,25 +113,51 @@ Result<std::string> connectCentralShards(zmq::context_t& ctx, const daemon::Daem
   return formatCentralShards(shards);
 }
 
-Status serveCentralShard(zmq::context_t& ctx, const daemon::DaemonConfig& cfg,
-                         const CurveKeys& keys, const std::atomic<bool>& stop) {
+Result<CentralShardSetup> centralShardSetup(const daemon::DaemonConfig& cfg,
+                                            const CurveKeys& keys) {
   auto ranges = centralShardRanges(cfg);
   if (!ranges) return ranges.status();
   const std::size_t k = cfg.shard_index;
-  centralps::CentralConfig c = narrowToShard(centralConfigFor(cfg, keys), cfg, *ranges, k);
-  c.replication = {};
+  CentralShardSetup setup{narrowToShard(centralConfigFor(cfg, keys), cfg, *ranges, k), ""};
+  setup.role = "central-shard " + std::to_string(k) + " of " + std::to_string(cfg.central_shards) +
+               ", parameters " + std::to_string((*ranges)[k].begin) + "-" +
+               std::to_string((*ranges)[k].end) + " of " + kernels::modelKindName(cfg.model) +
+               ", seed " + std::to_string(cfg.seed);
+  setup.central.head_role = setup.role;
+  return setup;
+}
+
+Status serveCentralShard(zmq::context_t& ctx, const daemon::DaemonConfig& cfg,
+                         CentralShardSetup shard, const std::atomic<bool>& stop,
+                         std::optional<centralps::ReplicaState> replica) {
+  centralps::CentralConfig c = std::move(shard.central);
+  // The term of this shard's replication stream: the start time in seconds (it grows
+  // across restarts, as a head's without a checkpoint directory); a promoted standby's is
+  // its primary's + 1, so the old primary, back, is fenced.
+  std::uint64_t term =
+      static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::seconds>(
+                                     std::chrono::system_clock::now().time_since_epoch())
+                                     .count());
+  if (replica) {
+    term = replica->term + 1;
+    c.replication = {};  // a promoted standby runs without one
+    c.fence_endpoint = cfg.primary;
+    c.replica = std::move(replica);
+  }
   auto server = centralps::CentralServer::create(ctx, std::move(c), cfg.listen);
   if (!server)
     return Status(server.status().code(), "central shard: " + server.status().toString());
+  (*server)->setTerm(term);
   if (!cfg.endpoint_file.empty()) {
     GSGD_RETURN_IF_ERROR(writeFileAtomically(cfg.endpoint_file, (*server)->endpoint() + "\n"));
   }
-  GSGD_INFO("central shard " << k << " of " << cfg.central_shards << " (parameters "
-                             << (*ranges)[k].begin << "-" << (*ranges)[k].end << ") on "
-                             << (*server)->endpoint()
-                             << ((*server)->resumedFrom().empty()
-                                     ? std::string()
-                                     : ", resumed from " + (*server)->resumedFrom()));
+  GSGD_INFO(shard.role << " on " << (*server)->endpoint() << ", term " << term
+                       << (cfg.replication_listen.empty()
+                               ? std::string()
+                               : ", its standby at " + cfg.replication_listen)
+                       << ((*server)->resumedFrom().empty()
+                               ? std::string()
+                               : ", resumed from " + (*server)->resumedFrom()));
   (*server)->run(stop);
   return Status::ok();
 }

@@ -80,6 +80,17 @@ TEST_CASE("central shard map: one endpoint is one shard; a map round-trips and i
   CHECK_FALSE(parseCentralShards("", 10).isOk());
 }
 
+TEST_CASE("central shard map: a shard's failover list keeps its order; an empty entry is refused") {
+  auto map = parseCentralShards("shards:0-10@tcp://a:1,10-42@tcp://b:2|tcp://c:3", 42);
+  REQUIRE(map.isOk());
+  CHECK((*map)[0].alternatives() == std::vector<std::string>{"tcp://a:1"});
+  CHECK((*map)[1].alternatives() == std::vector<std::string>{"tcp://b:2", "tcp://c:3"});
+  CHECK(formatCentralShards(*map) == "shards:0-10@tcp://a:1,10-42@tcp://b:2|tcp://c:3");
+  auto empty = parseCentralShards("shards:0-10@tcp://a:1,10-42@tcp://b:2|", 42);
+  REQUIRE_FALSE(empty.isOk());
+  CHECK(empty.status().message().find("empty endpoint in its failover list") != std::string::npos);
+}
+
 TEST_CASE("shard plan: even split cuts equal element ranges, inside tensors") {
   auto even = planEvenShards(10, 3);
   REQUIRE(even.isOk());

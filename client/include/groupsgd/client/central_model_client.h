@@ -23,7 +23,9 @@ class CentralModelClient {
                      MessageLimits limits, SocketOptions opts);
   const std::string& endpoint() const { return endpoint_; }
   // The model into params (param_count elements); its version (shard 0's when sharded:
-  // each shard counts its own). Shards are read one after the other.
+  // each shard counts its own). Shards are read one after the other; a shard with a
+  // failover list (EP|EP) that does not answer is asked at the next endpoint of its list,
+  // which is kept for later fetches (its standby took over).
   Result<std::uint64_t> fetch(std::uint64_t job_id, std::span<float> params,
                               std::chrono::milliseconds timeout);
 
@@ -32,6 +34,10 @@ class CentralModelClient {
   Status bad_map_ = Status::ok();
   std::vector<CentralShard> shards_;
   std::vector<std::unique_ptr<RpcClient>> rpcs_;
+  std::vector<std::size_t> at_;  // per shard: the endpoint of its failover list in use
+  zmq::context_t* ctx_;
+  MessageLimits limits_;
+  SocketOptions opts_;
 };
 
 }  // namespace groupsgd::client

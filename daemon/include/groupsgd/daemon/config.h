@@ -85,6 +85,7 @@ struct DaemonConfig {
   bool outer_optimizer_decay_1d = true;
   centralps::StalenessConfig staleness;
   std::uint32_t step_deadline_ms = 5000;
+  std::uint32_t exchange_timeout_ms = 10000;  // a group PS's unanswered exchange: resynchronise
   std::uint32_t heartbeat_ms = 1000;
   std::uint32_t heartbeat_misses = 3;
   double max_grad_norm = 1e4;

@@ -249,10 +249,12 @@ class GroupServer {
   struct ShardLink {
     CentralShard where;
     std::optional<zmq::socket_t> sock;
-    std::uint64_t base_version = 0;   // this shard's version the base range descends from
-    PartAssembler parts;              // its answer arriving in parts
-    std::optional<InMessage> answer;  // its whole answer (not in parts)
-    Status failure = Status::ok();    // no readable answer: why
+    std::size_t at = 0;                  // which of where's failover list sock talks to
+    std::uint64_t answered_version = 0;  // the newest version this shard answered us with
+    std::uint64_t base_version = 0;      // this shard's version the base range descends from
+    PartAssembler parts;                 // its answer arriving in parts
+    std::optional<InMessage> answer;     // its whole answer (not in parts)
+    Status failure = Status::ok();       // no readable answer: why
     bool answered = false;
   };
   bool sharded() const { return !shards_.empty(); }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <atomic>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -34,9 +35,21 @@ Result<std::string> connectCentralShards(zmq::context_t& ctx, const daemon::Daem
                                          const std::vector<centralps::ShardRange>& ranges,
                                          const std::string& shard0_endpoint);
 
-// Role central-shard: serves shard cfg.shard_index at cfg.listen (its endpoint written to
-// endpoint_file) until stop, then returns (errors name what failed).
+// Role central-shard: shard cfg.shard_index's central PS configuration (narrowed, with
+// its replication_listen if any), and the role its replication snapshot names, which a
+// standby of this shard checks ("central-shard K of S, parameters B-E of MODEL, seed N").
+struct CentralShardSetup {
+  centralps::CentralConfig central;
+  std::string role;
+};
+Result<CentralShardSetup> centralShardSetup(const daemon::DaemonConfig& cfg, const CurveKeys& keys);
+
+// Role central-shard: serves the shard at cfg.listen (its endpoint written to endpoint_file)
+// until stop, then returns (errors name what failed). With replica: a promoted standby of
+// the shard (docs/shards.md, "Shard standbys"): it starts from the replica, at the primary's
+// term + 1, and tells the old primary (cfg.primary) it is superseded.
 Status serveCentralShard(zmq::context_t& ctx, const daemon::DaemonConfig& cfg,
-                         const CurveKeys& keys, const std::atomic<bool>& stop);
+                         CentralShardSetup shard, const std::atomic<bool>& stop,
+                         std::optional<centralps::ReplicaState> replica);
 
 }  // namespace groupsgd::jobs
