@@ -103,25 +103,34 @@ Result<std::string> connectCentralShards(zmq::context_t& ctx, const daemon::Daem
   return formatCentralShards(shards);
 }
 
-Status serveCentralShard(zmq::context_t& ctx, const daemon::DaemonConfig& cfg,
-                         const CurveKeys& keys, const std::atomic<bool>& stop) {
+Result<std::unique_ptr<centralps::CentralServer>> startCentralShard(zmq::context_t& ctx,
+                                                                    const daemon::DaemonConfig& cfg,
+                                                                    const CurveKeys& keys,
+                                                                    std::size_t index,
+                                                                    const std::string& listen) {
   auto ranges = centralShardRanges(cfg);
   if (!ranges) return ranges.status();
-  const std::size_t k = cfg.shard_index;
-  centralps::CentralConfig c = narrowToShard(centralConfigFor(cfg, keys), cfg, *ranges, k);
+  centralps::CentralConfig c = narrowToShard(centralConfigFor(cfg, keys), cfg, *ranges, index);
   c.replication = {};
-  auto server = centralps::CentralServer::create(ctx, std::move(c), cfg.listen);
+  auto server = centralps::CentralServer::create(ctx, std::move(c), listen);
   if (!server)
     return Status(server.status().code(), "central shard: " + server.status().toString());
-  if (!cfg.endpoint_file.empty()) {
-    GSGD_RETURN_IF_ERROR(writeFileAtomically(cfg.endpoint_file, (*server)->endpoint() + "\n"));
-  }
-  GSGD_INFO("central shard " << k << " of " << cfg.central_shards << " (parameters "
-                             << (*ranges)[k].begin << "-" << (*ranges)[k].end << ") on "
+  GSGD_INFO("central shard " << index << " of " << cfg.central_shards << " (parameters "
+                             << (*ranges)[index].begin << "-" << (*ranges)[index].end << ") on "
                              << (*server)->endpoint()
                              << ((*server)->resumedFrom().empty()
                                      ? std::string()
                                      : ", resumed from " + (*server)->resumedFrom()));
+  return std::move(*server);
+}
+
+Status serveCentralShard(zmq::context_t& ctx, const daemon::DaemonConfig& cfg,
+                         const CurveKeys& keys, const std::atomic<bool>& stop) {
+  auto server = startCentralShard(ctx, cfg, keys, cfg.shard_index, cfg.listen);
+  if (!server) return server.status();
+  if (!cfg.endpoint_file.empty()) {
+    GSGD_RETURN_IF_ERROR(writeFileAtomically(cfg.endpoint_file, (*server)->endpoint() + "\n"));
+  }
   (*server)->run(stop);
   return Status::ok();
 }

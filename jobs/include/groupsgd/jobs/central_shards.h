@@ -1,9 +1,11 @@
 // A head with central_shards > 1 (docs/shards.md): its own central PS narrowed to shard 0,
-// and the shards 1..S-1 that processes of role central-shard serve, checked before the
-// run starts; and the process of role central-shard. Plain functions; the caller's thread.
+// and the shards 1..S-1 that processes of role central-shard (or node daemons) serve,
+// checked before the run starts; and the server of one shard. Plain functions; the
+// caller's thread.
 #pragma once
 
 #include <atomic>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -33,6 +35,15 @@ Result<std::string> connectCentralShards(zmq::context_t& ctx, const daemon::Daem
                                          const CurveKeys& keys,
                                          const std::vector<centralps::ShardRange>& ranges,
                                          const std::string& shard0_endpoint);
+
+// Shard `index` of cfg's cut (its slice of the seeded model, or its own newest checkpoint),
+// bound at listen, not running yet: role central-shard's server, and a node daemon's
+// (node_central_shard).
+Result<std::unique_ptr<centralps::CentralServer>> startCentralShard(zmq::context_t& ctx,
+                                                                    const daemon::DaemonConfig& cfg,
+                                                                    const CurveKeys& keys,
+                                                                    std::size_t index,
+                                                                    const std::string& listen);
 
 // Role central-shard: serves shard cfg.shard_index at cfg.listen (its endpoint written to
 // endpoint_file) until stop, then returns (errors name what failed).
