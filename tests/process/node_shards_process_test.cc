@@ -2,7 +2,8 @@
 // central_shards S and no central_shard_endpoints waits for node daemons started with
 // --node-central-shard K to offer shards 1..S-1, builds the shard map from their offers,
 // and trains; offers of another cut, model or seed, an index outside 1..S-1 and a shard
-// offered twice are refused with an error naming what differs.
+// offered twice are refused with an error naming what differs; a head restarted on its
+// endpoint is offered the same shards again by the nodes that kept serving them.
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -233,6 +234,72 @@ TEST_CASE("node shards: bad offers are refused with a clear error") {
       const std::string log = headGivesUp(c.name, *head);
       CHECK_MESSAGE(log.find(c.says) != std::string::npos, c.name << ": " << log);
     }
+  }
+  removeTestDir(dir);
+}
+
+TEST_CASE("node shards: a head restarted on its endpoint is offered the same shards again") {
+  const std::string dir = makeTempDir();
+  const std::string listen = "tcp://127.0.0.1:" + std::to_string(freePort());
+  const std::vector<std::string> head_args = {"--central-shards", "3",   "--progress-ms", "0",
+                                              "--heartbeat-ms",   "200", "--workers",     "2",
+                                              "--groups",         "1",   "--give-up-s",   "30"};
+  std::filesystem::create_directories(dir + "/first");
+  std::filesystem::create_directories(dir + "/second");
+  auto first =
+      startDaemon(dir + "/first", "daemon.log", withArgs(head_args, {"--max-seconds", "120"}),
+                  DaemonFiles{.listen = listen, .control_socket = false});
+  std::vector<std::unique_ptr<Process>> nodes;
+  for (std::size_t k = 1; k <= 2; ++k) {
+    nodes.push_back(shardNode(dir, "node-" + std::to_string(k), listen, 3, k));
+  }
+  // The map of a head, once it runs.
+  zmq::context_t ctx(1);
+  const auto mapOfHead = [&] {
+    client::CoordinatorClient probe(ctx, listen, 1, 2000ms);
+    Result<client::Assignment> a = unavailable("not asked");
+    REQUIRE(waitUntil(
+        [&] {
+          a = probe.registerAs(client::Role::kTool, "restart-probe");
+          return a.isOk();
+        },
+        60000ms, 200ms));
+    (void)probe.leave(*a, 0, 0);
+    return a->central_endpoint;
+  };
+  const std::string map_before = mapOfHead();
+  REQUIRE(isCentralShardMap(map_before));
+  first.reset();  // SIGKILL
+  // The nodes' heartbeats meet the new head gathering its shards: they register again and
+  // offer the shards they kept serving.
+  auto second =
+      startDaemon(dir + "/second", "daemon.log", withArgs(head_args, {"--max-seconds", "3"}),
+                  DaemonFiles{.listen = listen, .control_socket = false});
+  const std::string map_after = mapOfHead();
+  const auto shard_part = [](const std::string& map) {  // the map past shard 0's endpoint
+    return map.substr(map.find(','));
+  };
+  CHECK(shard_part(map_after) == shard_part(map_before));
+  // Two trainers train with the shards for its 3 s (the clock starts with training).
+  std::vector<std::unique_ptr<Process>> workers;
+  for (int i = 0; i < 2; ++i) {
+    workers.push_back(std::make_unique<Process>(
+        std::vector<std::string>{WORKER_PATH, "--coordinator", listen, "--device-ms", "2"},
+        dir + "/worker-" + std::to_string(i) + ".log"));
+  }
+  auto rc = second->wait(60000ms);
+  CHECK_MESSAGE(rc == std::optional<int>(0), readFile(dir + "/second/daemon.log"));
+  const json summary = readSummary(dir + "/second");
+  INFO("summary: " << summary.dump());
+  CHECK(summary["central_version"].get<std::uint64_t>() > 0);
+  checkAccounting(summary);
+  const std::string log = readFile(dir + "/second/daemon.log");
+  CHECK_MESSAGE(log.find("central shard 1 (parameters") != std::string::npos, log);
+  CHECK_MESSAGE(log.find("central shard 2 (parameters") != std::string::npos, log);
+  for (std::size_t k = 1; k <= 2; ++k) {  // stopped by the second head at its end
+    auto node_rc = nodes[k - 1]->wait(30000ms);
+    CHECK_MESSAGE(node_rc == std::optional<int>(0),
+                  readFile(dir + "/node-" + std::to_string(k) + ".log"));
   }
   removeTestDir(dir);
 }
