@@ -25,7 +25,7 @@ Result<client::Assignment> registerNode(client::CoordinatorClient& coord, client
   while (!stop.load() && std::chrono::steady_clock::now() < deadline) {
     auto a = coord.registerAs(role, "node", 0, endpoints);
     if (a || a.status().code() != Code::kUnavailable) return a;
-    GSGD_WARN("coordinator not reachable (" << a.status().message() << "); retrying");
+    GSGD_WARN("coordinator not reachable or not ready (" << a.status().message() << "); retrying");
     std::this_thread::sleep_for(backoff.next());
   }
   return unavailable(stop.load() ? "stopped before registering" : "gave up registering");
