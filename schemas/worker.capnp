@@ -35,6 +35,21 @@ struct Register {
   # (shape as 8x784), so a refusal can name the first parameter that differs. "" = not
   # stated (the refusal then gives the two fingerprints only).
   modelLayout @10 :Text;
+  # A node daemon hosting a central shard (node_central_shard, docs/shards.md): what it
+  # serves, for a head that gathers shards 1..S-1 from node daemons (index 0 = none).
+  centralShard @11 :CentralShardOffer;
+}
+
+# The shard a node daemon serves and the cut it computed it from: a head takes it only
+# when it is this head's shard `index` (same count, range, model and seed).
+struct CentralShardOffer {
+  index @0 :UInt32;     # K, 1..S-1 (0 = no shard)
+  count @1 :UInt32;     # S, the central_shards it was cut for
+  begin @2 :UInt64;     # its range of the flat parameter vector, [begin, end)
+  end @3 :UInt64;
+  endpoint @4 :Text;    # where it listens
+  model @5 :Text;       # model kind ("mlp", ...)
+  seed @6 :UInt64;      # the seed of its initial slice
 }
 
 # A multi-job daemon's front (its `listen` endpoint) answers Register with this: the job's

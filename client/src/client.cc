@@ -99,6 +99,16 @@ OutMessage CoordinatorClient::registration(Role role, const std::string& name,
   r.setWorkerId(worker_id);
   r.setJob(job_);
   r.setGroupSlots(group_slots_);
+  if (central_shard_.index != 0) {
+    auto offer = r.initCentralShard();
+    offer.setIndex(central_shard_.index);
+    offer.setCount(central_shard_.count);
+    offer.setBegin(central_shard_.begin);
+    offer.setEnd(central_shard_.end);
+    offer.setEndpoint(central_shard_.endpoint);
+    offer.setModel(central_shard_.model);
+    offer.setSeed(central_shard_.seed);
+  }
   if (model_) {
     r.setParamCount(model_->param_count);
     r.setModelFingerprint(model_->fingerprint);

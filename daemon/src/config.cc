@@ -162,16 +162,34 @@ Status validateCentralShards(const DaemonConfig& c) {
     return invalidArgument("central_shard_split '" + c.central_shard_split +
                            "' is not one of tensors, even");
   }
+  if (c.node_central_shard != 0 && c.role != "node") {
+    return invalidArgument("node_central_shard is for role node");
+  }
   if (c.central_shards == 1 && c.role != "central-shard") {
     if (!c.central_shard_endpoints.empty()) {
       return invalidArgument("central_shard_endpoints needs central_shards > 1");
     }
+    if (c.node_central_shard != 0) {
+      return invalidArgument("node_central_shard needs central_shards > 1");
+    }
     return Status::ok();
   }
-  if (c.external_model || c.serve || c.role == "standby" || c.role == "node") {
+  // A node without a shard takes the shard map from the head whatever its central_shards.
+  if (c.role == "node" && c.node_central_shard == 0) return Status::ok();
+  if (c.role == "node" && c.node_central_shard >= c.central_shards) {
+    return invalidArgument("node_central_shard " + std::to_string(c.node_central_shard) +
+                           " is not between 1 and central_shards-1 (" +
+                           std::to_string(c.central_shards - 1) + ")");
+  }
+  if (c.role == "node" && !c.curve_server_key_file.empty()) {
+    return invalidArgument(
+        "node_central_shard: the shard map names no key, so a node hosting a shard serves it "
+        "with the head's key pair (no curve.server_key_file)");
+  }
+  if (c.external_model || c.serve || c.role == "standby") {
     return invalidArgument(
         "central_shards > 1 (or role central-shard) is for a single run of a built-in model "
-        "headed by role all or coordinator (not model external, serve, standby or node)");
+        "headed by role all or coordinator (not model external, serve or standby)");
   }
   if (!c.replication_listen.empty() && c.role != "central-shard") {
     return invalidArgument(
@@ -181,6 +199,7 @@ Status validateCentralShards(const DaemonConfig& c) {
   if (!c.compress_deltas.empty() && c.compress_deltas != "none" && c.compress_deltas != "dense") {
     return invalidArgument("central_shards > 1 sends dense deltas (compress_deltas none)");
   }
+  if (c.role == "node") return Status::ok();  // hosting node_central_shard
   if (c.role == "central-shard") {
     if (!c.primary.empty() && c.shard_index == 0) {
       return invalidArgument(
@@ -198,9 +217,10 @@ Status validateCentralShards(const DaemonConfig& c) {
     }
     return Status::ok();
   }
+  // None listed: the head gathers them from node daemons hosting them (node_central_shard).
   std::size_t listed = c.central_shard_endpoints.empty() ? 0 : 1;
   for (char ch : c.central_shard_endpoints) listed += ch == ',';
-  if (listed != c.central_shards - 1) {
+  if (listed != 0 && listed != c.central_shards - 1) {
     return invalidArgument("central_shards " + std::to_string(c.central_shards) + " needs " +
                            std::to_string(c.central_shards - 1) +
                            " central_shard_endpoints (shards 1..S-1), got " +
@@ -245,8 +265,11 @@ Status validate(const DaemonConfig& c) {
   }
   // Single-option bounds come from the option table; below are the checks across options.
   GSGD_RETURN_IF_ERROR(checkRanges(c));
-  if (c.role == "node" && (c.coordinator.empty() || c.node_groups == 0)) {
-    return invalidArgument("role node needs --coordinator ENDPOINT and --node-groups >= 1");
+  if (c.role == "node" &&
+      (c.coordinator.empty() || (c.node_groups == 0 && c.node_central_shard == 0))) {
+    return invalidArgument(
+        "role node needs --coordinator ENDPOINT and --node-groups >= 1 (0 only with "
+        "--node-central-shard)");
   }
   if (c.serve && (c.state_dir.empty() || c.control_socket.empty() || c.role != "all")) {
     return invalidArgument("serve needs state_dir and control_socket, and role all");

@@ -187,17 +187,21 @@ std::vector<OptionSpec> buildTable() {
       field("central_shards", "--central-shards", "S", FIELD(central_shards), between(1, 64),
             kRestart,
             "central PS shards: the head serves shard 0, processes of role "
-            "central-shard the others (docs/shards.md)"),
+            "central-shard or node daemons (node_central_shard) the others (docs/shards.md)"),
       field("central_shard_endpoints", "--central-shard-endpoints", "EPS",
             FIELD(central_shard_endpoints), kAny, kRestart,
             "central_shards > 1: comma-separated endpoints of shards 1..S-1 (a shard with a "
-            "standby: PRIMARY|STANDBY)"),
+            "standby: PRIMARY|STANDBY; \"\" = gathered from node daemons hosting them)"),
       field("central_shard_split", "--central-shard-split", "HOW", FIELD(central_shard_split), kAny,
             kRestart,
             "tensors (whole tensors per shard, balanced by bytes) or even (equal element "
             "ranges); the same on the head and every shard"),
       field("shard_index", "--shard-index", "K", FIELD(shard_index), kAny, kRestart,
             "role central-shard: which shard this process serves (1..S-1)"),
+      field("node_central_shard", "--node-central-shard", "K", FIELD(node_central_shard), kAny,
+            kRestart,
+            "role node: also serve central shard K (1..S-1) and offer it to the head (0 = "
+            "none; docs/shards.md)"),
       field("coordinator", "--coordinator", "EP", FIELD(coordinator), kAny, kRestart,
             "role node: the coordinator's endpoint, or a comma-separated list tried in turn (a "
             "head that may restart elsewhere)"),

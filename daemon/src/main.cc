@@ -18,6 +18,7 @@
 #include "groupsgd/jobs/central_shards.h"
 #include "groupsgd/jobs/job.h"
 #include "groupsgd/jobs/job_host.h"
+#include "groupsgd/jobs/node_shard_intake.h"
 #include "groupsgd/node/node.h"
 #include "groupsgd/ops/control_server.h"
 #include "groupsgd/ops/metrics.h"
@@ -73,11 +74,11 @@ Status writeEndpointFile(const std::string& path, const std::string& endpoint) {
   return writeFileAtomically(path, endpoint + "\n");
 }
 
-// Model external: the coordinator's socket is bound (and published) first, and the first
-// registering worker's model (or external_model_file) sizes the central PS and the group
-// PSes. The bound socket is handed to the coordinator afterwards.
-Result<jobs::ExternalIntake> takeExternalModel(zmq::context_t& ctx, const daemon::DaemonConfig& cfg,
-                                               const CurveKeys& keys) {
+// The coordinator's socket bound (and published) before the job: the intake below talks
+// on it first, then hands it to the coordinator.
+Result<jobs::ExternalIntake> bindCoordinatorEarly(zmq::context_t& ctx,
+                                                  const daemon::DaemonConfig& cfg,
+                                                  const CurveKeys& keys) {
   auto sock = makeSocket(ctx, zmq::socket_type::router, serverSocketOptions(keys));
   if (!sock) return Status(sock.status().code(), "coordinator: " + sock.status().toString());
   auto ep = bindSocket(*sock, cfg.listen);
@@ -85,13 +86,41 @@ Result<jobs::ExternalIntake> takeExternalModel(zmq::context_t& ctx, const daemon
   if (Status s = writeEndpointFile(cfg.endpoint_file, *ep); !s) {
     return Status(s.code(), "cannot write the endpoint file: " + s.toString());
   }
-  auto model =
-      cfg.external_model_file.empty()
-          ? coordinator::awaitExternalModel(*sock, cfg, [] { return g_stop_requested.load(); })
-          : coordinator::loadExternalModelFile(cfg.external_model_file);
+  return jobs::ExternalIntake{std::move(*sock), *ep, "", {}, ""};
+}
+
+// central_shards > 1 with no central_shard_endpoints: node daemons hosting shards 1..S-1
+// offer them at the coordinator's endpoint (jobs/node_shard_intake.h); their endpoints
+// become cfg's central_shard_endpoints, checked by the job as listed ones are.
+Result<jobs::ExternalIntake> takeNodeShards(zmq::context_t& ctx, daemon::DaemonConfig& cfg,
+                                            const CurveKeys& keys) {
+  auto ranges = jobs::centralShardRanges(cfg);
+  if (!ranges) return Status(ranges.status().code(), "central PS: " + ranges.status().message());
+  auto intake = bindCoordinatorEarly(ctx, cfg, keys);
+  if (!intake) return intake.status();
+  auto endpoints =
+      jobs::awaitNodeShards(intake->socket, cfg, *ranges, [] { return g_stop_requested.load(); });
+  if (!endpoints) return endpoints.status();
+  cfg.central_shard_endpoints = *endpoints;
+  return intake;
+}
+
+// Model external: the coordinator's socket is bound (and published) first, and the first
+// registering worker's model (or external_model_file) sizes the central PS and the group
+// PSes. The bound socket is handed to the coordinator afterwards.
+Result<jobs::ExternalIntake> takeExternalModel(zmq::context_t& ctx, const daemon::DaemonConfig& cfg,
+                                               const CurveKeys& keys) {
+  auto intake = bindCoordinatorEarly(ctx, cfg, keys);
+  if (!intake) return intake.status();
+  auto model = cfg.external_model_file.empty()
+                   ? coordinator::awaitExternalModel(intake->socket, cfg,
+                                                     [] { return g_stop_requested.load(); })
+                   : coordinator::loadExternalModelFile(cfg.external_model_file);
   if (!model) return Status(model.status().code(), "model external: " + model.status().toString());
-  return jobs::ExternalIntake{std::move(*sock), *ep, std::move(model->fingerprint),
-                              std::move(model->initial), std::move(model->layout)};
+  intake->fingerprint = std::move(model->fingerprint);
+  intake->initial = std::move(model->initial);
+  intake->layout = std::move(model->layout);
+  return intake;
 }
 
 // The control socket, /metrics and the dashboard page. They start just before the job binds its
@@ -201,7 +230,7 @@ int main(int argc, char** argv) {
   auto arbiter = daemon::startArbiter(ctx, cfg, curve->keys);  // arbiter_listen, or nothing
   if (!arbiter) return fail(arbiter.status().message());
   if (cfg.role == "central-shard") {
-    auto shard = jobs::centralShardSetup(cfg, curve->keys);
+    auto shard = jobs::centralShardSetup(cfg, curve->keys, cfg.shard_index);
     if (!shard) return fail("central shard: " + shard.status().message());
     // With --primary: a standby of that shard, serving once it took over (docs/shards.md).
     std::optional<centralps::ReplicaState> replica;
@@ -228,6 +257,10 @@ int main(int argc, char** argv) {
   std::optional<jobs::ExternalIntake> intake;
   if (cfg.external_model) {
     auto taken = takeExternalModel(ctx, cfg, curve->keys);
+    if (!taken) return fail(taken.status().message());
+    intake = std::move(*taken);
+  } else if (cfg.central_shards > 1 && cfg.central_shard_endpoints.empty()) {
+    auto taken = takeNodeShards(ctx, cfg, curve->keys);
     if (!taken) return fail(taken.status().message());
     intake = std::move(*taken);
   }

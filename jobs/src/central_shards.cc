@@ -113,23 +113,22 @@ Result<std::string> connectCentralShards(zmq::context_t& ctx, const daemon::Daem
   return formatCentralShards(shards);
 }
 
-Result<CentralShardSetup> centralShardSetup(const daemon::DaemonConfig& cfg,
-                                            const CurveKeys& keys) {
+Result<CentralShardSetup> centralShardSetup(const daemon::DaemonConfig& cfg, const CurveKeys& keys,
+                                            std::size_t index) {
   auto ranges = centralShardRanges(cfg);
   if (!ranges) return ranges.status();
-  const std::size_t k = cfg.shard_index;
-  CentralShardSetup setup{narrowToShard(centralConfigFor(cfg, keys), cfg, *ranges, k), ""};
-  setup.role = "central-shard " + std::to_string(k) + " of " + std::to_string(cfg.central_shards) +
-               ", parameters " + std::to_string((*ranges)[k].begin) + "-" +
-               std::to_string((*ranges)[k].end) + " of " + kernels::modelKindName(cfg.model) +
-               ", seed " + std::to_string(cfg.seed);
+  CentralShardSetup setup{narrowToShard(centralConfigFor(cfg, keys), cfg, *ranges, index), ""};
+  setup.role = "central-shard " + std::to_string(index) + " of " +
+               std::to_string(cfg.central_shards) + ", parameters " +
+               std::to_string((*ranges)[index].begin) + "-" + std::to_string((*ranges)[index].end) +
+               " of " + kernels::modelKindName(cfg.model) + ", seed " + std::to_string(cfg.seed);
   setup.central.head_role = setup.role;
   return setup;
 }
 
-Status serveCentralShard(zmq::context_t& ctx, const daemon::DaemonConfig& cfg,
-                         CentralShardSetup shard, const std::atomic<bool>& stop,
-                         std::optional<centralps::ReplicaState> replica) {
+Result<std::unique_ptr<centralps::CentralServer>> startCentralShard(
+    zmq::context_t& ctx, const daemon::DaemonConfig& cfg, CentralShardSetup shard,
+    const std::string& listen, std::optional<centralps::ReplicaState> replica) {
   centralps::CentralConfig c = std::move(shard.central);
   // The term of this shard's replication stream: the start time in seconds (it grows
   // across restarts, as a head's without a checkpoint directory); a promoted standby's is
@@ -144,13 +143,10 @@ Status serveCentralShard(zmq::context_t& ctx, const daemon::DaemonConfig& cfg,
     c.fence_endpoint = cfg.primary;
     c.replica = std::move(replica);
   }
-  auto server = centralps::CentralServer::create(ctx, std::move(c), cfg.listen);
+  auto server = centralps::CentralServer::create(ctx, std::move(c), listen);
   if (!server)
     return Status(server.status().code(), "central shard: " + server.status().toString());
   (*server)->setTerm(term);
-  if (!cfg.endpoint_file.empty()) {
-    GSGD_RETURN_IF_ERROR(writeFileAtomically(cfg.endpoint_file, (*server)->endpoint() + "\n"));
-  }
   GSGD_INFO(shard.role << " on " << (*server)->endpoint() << ", term " << term
                        << (cfg.replication_listen.empty()
                                ? std::string()
@@ -158,6 +154,17 @@ Status serveCentralShard(zmq::context_t& ctx, const daemon::DaemonConfig& cfg,
                        << ((*server)->resumedFrom().empty()
                                ? std::string()
                                : ", resumed from " + (*server)->resumedFrom()));
+  return std::move(*server);
+}
+
+Status serveCentralShard(zmq::context_t& ctx, const daemon::DaemonConfig& cfg,
+                         CentralShardSetup shard, const std::atomic<bool>& stop,
+                         std::optional<centralps::ReplicaState> replica) {
+  auto server = startCentralShard(ctx, cfg, std::move(shard), cfg.listen, std::move(replica));
+  if (!server) return server.status();
+  if (!cfg.endpoint_file.empty()) {
+    GSGD_RETURN_IF_ERROR(writeFileAtomically(cfg.endpoint_file, (*server)->endpoint() + "\n"));
+  }
   (*server)->run(stop);
   return Status::ok();
 }

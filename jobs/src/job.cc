@@ -53,10 +53,11 @@ Result<std::unique_ptr<Job>> Job::create(zmq::context_t& ctx, const DaemonConfig
                                          std::optional<centralps::ReplicaState> replica) {
   std::unique_ptr<Job> job(new Job(cfg));
   centralps::CentralConfig ccfg = centralConfigFor(cfg, keys);
-  if (intake) ccfg.initial = std::move(intake->initial);
+  if (intake && !intake->initial.empty()) ccfg.initial = std::move(intake->initial);
   std::vector<centralps::ShardRange> shard_ranges;
   if (cfg.central_shards > 1) {
-    // This head serves shard 0; processes of role central-shard the others (docs/shards.md).
+    // This head serves shard 0; processes of role central-shard or node daemons the others
+    // (docs/shards.md).
     auto ranges = centralShardRanges(cfg);
     if (!ranges) return Status(ranges.status().code(), "central PS: " + ranges.status().message());
     shard_ranges = std::move(*ranges);

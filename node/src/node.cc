@@ -10,6 +10,7 @@
 #include "groupsgd/daemon/curve_setup.h"
 #include "groupsgd/daemon/group_server_setup.h"
 #include "groupsgd/groupps/group_server.h"
+#include "node_central_shard.h"
 #include "node_head.h"
 #include "node_pool_member.h"
 
@@ -24,7 +25,7 @@ Result<client::Assignment> registerNode(client::CoordinatorClient& coord, client
   while (!stop.load() && std::chrono::steady_clock::now() < deadline) {
     auto a = coord.registerAs(role, "node", 0, endpoints);
     if (a || a.status().code() != Code::kUnavailable) return a;
-    GSGD_WARN("coordinator not reachable (" << a.status().message() << "); retrying");
+    GSGD_WARN("coordinator not reachable or not ready (" << a.status().message() << "); retrying");
     std::this_thread::sleep_for(backoff.next());
   }
   return unavailable(stop.load() ? "stopped before registering" : "gave up registering");
@@ -117,7 +118,8 @@ HeadEnd heartbeatAsNode(const DaemonConfig& cfg, client::CoordinatorClient& coor
 
 HeadEnd serveHead(const DaemonConfig& cfg, zmq::context_t& ctx, client::CoordinatorClient& coord,
                   const CurveKeys& curve_keys, const std::atomic<bool>& stop_requested,
-                  const std::function<void()>& between_heartbeats, client::Assignment* pooled) {
+                  const std::function<void()>& between_heartbeats, client::Assignment* pooled,
+                  const NodeCentralShard* shard) {
   // 1. Where is the central PS, and how big is the model? (asked as a tool, then left)
   auto probe = registerNode(coord, client::Role::kTool, {}, stop_requested, cfg.give_up_s);
   if (!probe) {
@@ -126,9 +128,22 @@ HeadEnd serveHead(const DaemonConfig& cfg, zmq::context_t& ctx, client::Coordina
       GSGD_INFO("the run is over (" << probe.status().message() << ")");
       return HeadEnd::kStopped;
     }
-    GSGD_ERROR("cannot reach the coordinator at " << cfg.coordinator << ": "
-                                                  << probe.status().toString());
+    if (probe.status().code() == Code::kUnavailable) {
+      GSGD_ERROR("cannot reach the coordinator at " << cfg.coordinator << ": "
+                                                    << probe.status().toString());
+    } else {
+      GSGD_ERROR("the coordinator at " << cfg.coordinator
+                                       << " refused this node: " << probe.status().toString());
+    }
     return HeadEnd::kFailed;
+  }
+  if (shard != nullptr && !probe->node_pool) {
+    // The head took another node's offer for this shard, or runs another cut.
+    if (Status s = shard->checkInMap(probe->central_endpoint, probe->param_count); !s) {
+      GSGD_ERROR(s.message());
+      (void)coord.leave(*probe, 0, 0);
+      return HeadEnd::kFailed;
+    }
   }
   if (probe->node_pool) {
     // A multi-job daemon's front: its jobs are placed on this node (node_pool_member.h).
@@ -150,7 +165,10 @@ HeadEnd serveHead(const DaemonConfig& cfg, zmq::context_t& ctx, client::Coordina
     return stop_requested.load() || me.status().code() == Code::kFinished ? HeadEnd::kStopped
                                                                           : HeadEnd::kFailed;
   }
-  GSGD_INFO("node " << me->worker_id << " offers " << endpoints.size() << " group PS(es)");
+  GSGD_INFO("node " << me->worker_id << " offers " << endpoints.size() << " group PS(es)"
+                    << (shard != nullptr
+                            ? " and serves central shard " + std::to_string(shard->offer().index)
+                            : std::string()));
   const HeadEnd end = heartbeatAsNode(cfg, coord, *me, stop_requested, between_heartbeats);
   if (end != HeadEnd::kHeadLost) (void)coord.leave(*me, 0, 0);
   return end;  // the group PSes stop with `servers`
@@ -180,6 +198,18 @@ int runNode(const DaemonConfig& cfg, const std::atomic<bool>& stop_requested,
   client::CoordinatorClient coord(ctx, cfg.coordinator, cfg.job_id,
                                   std::chrono::milliseconds(cfg.coordinator_timeout_ms),
                                   curve->keys);
+  // node_central_shard: the shard serves from now until the node exits, whichever heads
+  // come and go; every registration offers it (a head gathering its shards takes it).
+  std::unique_ptr<NodeCentralShard> shard;
+  if (cfg.node_central_shard != 0) {
+    auto started = NodeCentralShard::start(ctx, cfg, curve->keys);
+    if (!started) {
+      GSGD_ERROR(started.status().toString());
+      return 1;
+    }
+    shard = std::move(*started);
+    coord.offerCentralShard(shard->offer());
+  }
   // At a multi-job daemon's front this offer puts the node into the daemon's pool; a
   // single run's coordinator ignores it.
   coord.offerGroupSlots(cfg.node_groups);
@@ -198,7 +228,8 @@ int runNode(const DaemonConfig& cfg, const std::atomic<bool>& stop_requested,
   };
   while (true) {
     client::Assignment pooled;
-    switch (serveHead(cfg, ctx, coord, curve->keys, stop_requested, between_heartbeats, &pooled)) {
+    switch (serveHead(cfg, ctx, coord, curve->keys, stop_requested, between_heartbeats, &pooled,
+                      shard.get())) {
       case HeadEnd::kStopped:
         return 0;
       case HeadEnd::kFailed:
@@ -206,6 +237,12 @@ int runNode(const DaemonConfig& cfg, const std::atomic<bool>& stop_requested,
       case HeadEnd::kHeadLost:
         break;  // serve the new head with fresh group PSes
       case HeadEnd::kPooled:
+        if (shard) {
+          GSGD_ERROR(
+              "node_central_shard is for a single run's head, not a multi-job daemon's "
+              "pool");
+          return 1;
+        }
         return servePool(cfg, ctx, coord, pooled, curve->keys, stop_requested, between_heartbeats);
     }
     log::setThreadTag("node");

@@ -25,6 +25,8 @@ Result<client::Assignment> registerNode(client::CoordinatorClient& coord, client
                                         const std::vector<std::string>& endpoints,
                                         const std::atomic<bool>& stop, double give_up_s);
 
+class NodeCentralShard;
+
 enum class HeadEnd { kStopped, kHeadLost, kFailed, kPooled };
 
 // Serves one head incarnation: learns the central PS and the model's size, binds
@@ -32,9 +34,11 @@ enum class HeadEnd { kStopped, kHeadLost, kFailed, kPooled };
 // when a restarted head does not know this node (its group PSes point at the old central
 // PS, so they are rebuilt from scratch), and kPooled when the endpoint is a multi-job
 // daemon's front that took this node into its pool (the probe's assignment in *pooled).
+// shard: the central shard this node hosts (node_central_shard): kFailed when the run's
+// shard map does not have it here.
 HeadEnd serveHead(const DaemonConfig& cfg, zmq::context_t& ctx, client::CoordinatorClient& coord,
                   const CurveKeys& curve_keys, const std::atomic<bool>& stop_requested,
                   const std::function<void()>& between_heartbeats,
-                  client::Assignment* pooled = nullptr);
+                  client::Assignment* pooled = nullptr, const NodeCentralShard* shard = nullptr);
 
 }  // namespace groupsgd::node

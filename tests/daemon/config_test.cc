@@ -672,3 +672,37 @@ TEST_CASE(
   d.compress_deltas = "auto";
   CHECK(validate(d).code() == Code::kInvalidArgument);
 }
+
+TEST_CASE("daemon config: node_central_shard is for a node of a sharded run, within 1..S-1") {
+  DaemonConfig node;
+  node.role = "node";
+  node.coordinator = "tcp://127.0.0.1:5555";
+  node.central_shards = 3;
+  node.node_central_shard = 2;
+  node.node_groups = 0;  // a node hosting the shard only
+  CHECK(validate(node).isOk());
+  DaemonConfig c = node;
+  c.node_central_shard = 3;
+  checkRefused(validate(c), "node_central_shard 3 is not between 1 and central_shards-1 (2)");
+  c = node;
+  c.central_shards = 1;
+  checkRefused(validate(c), "node_central_shard needs central_shards > 1");
+  c = node;
+  c.node_central_shard = 0;  // no shard: group PSes, and at least one
+  checkRefused(validate(c), "--node-groups >= 1");
+  c.node_groups = 1;
+  CHECK(validate(c).isOk());  // a plain node of a sharded run takes the map from the head
+  c = node;
+  c.role = "all";
+  checkRefused(validate(c), "node_central_shard is for role node");
+  c = node;
+  c.curve_secret_key_file = "node.key";
+  c.curve_server_key_file = "head.pub";
+  checkRefused(validate(c), "with the head's key pair");
+  // A head of 3 shards without endpoints gathers them from nodes; a partial list is refused.
+  DaemonConfig head;
+  head.central_shards = 3;
+  CHECK(validate(head).isOk());
+  head.central_shard_endpoints = "tcp://127.0.0.1:7001";
+  checkRefused(validate(head), "central_shards 3 needs 2 central_shard_endpoints");
+}

@@ -6,7 +6,8 @@
 # second run loses a node daemon's step (scancel --signal=KILL) mid-run and still reaches
 # its target, the lost node in its summary, the job COMPLETED; a third whose trainers all
 # fail ends by itself (exit 3); a fourth maps each trainer task to cuda:SLURM_LOCALID when
-# GPUs are visible. Root; skips (77) otherwise.
+# GPUs are visible; a fifth runs central shards 1 and 2 on the node daemons. Root; skips (77)
+# otherwise.
 #   slurm_run_test.sh SOURCE_DIR     (GROUPSGDD, GROUPSGD_WORKER, GROUPSGDCTL from CTest)
 set -uo pipefail
 root=$1
@@ -128,8 +129,20 @@ devices=$(awk '{ for (i = 3; i < NF; i++) if ($i == "--device") print $1, $2, $(
 check "run 4: cuda:SLURM_LOCALID per task on each node ($devices)" \
   test "$devices" = "n1 0 cuda:0;n1 1 cuda:1;n2 2 cuda:0;n2 3 cuda:1;"
 check "run 4: trainer names w\$SLURM_PROCID" bash -c "grep -c -- '--name w[0-3] ' '$r4/record' | grep -qx 4"
+# 5. Central shards on node daemons (--central-shards 3): shard 1 on n2, shard 2 on n1, each
+#    a node daemon step of its own; the head gathers them and the run reaches its target.
+r5=$SLURM_DIR/jobs/run5
+job=$(sbatch --parsable -N 2 --ntasks-per-node=2 -o "$r5.out" "$sbatch_script" --run-dir "$r5" \
+  --central-shards 3 --worker-args "--device-ms 10" -- "${run[@]}") || fail "sbatch refused the job"
+state=$(wait_job "$job" 90)
+check "run 5: the job COMPLETED (was $state)" test "$state" = COMPLETED
+line=$(summary_line "$r5/summary.json")
+check "run 5: target reached, accounting ok" json_has "$line" "reached is True" "accounting_ok is True"
+check "run 5: shard 1 on n2, shard 2 on n1" bash -c "grep -q 'central shard 1 of 3: a node daemon on n2' '$r5.out' && grep -q 'central shard 2 of 3: a node daemon on n1' '$r5.out'"
+check "run 5: the head took both shards from node daemons" bash -c "grep -c 'offered by node' '$r5/head.log' | grep -qx 2"
+check "run 5: each shard node served its shard" bash -c "grep -q 'central shard 1 of 3 (parameters' '$r5/shard-1.log' && grep -q 'central shard 2 of 3 (parameters' '$r5/shard-2.log'"
 echo "total $(echo "$(date +%s.%N) - $t0" | bc) s"
-(( fails > 0 )) && for f in "$r1.out" "$r2.out" "$r3.out" "$r1/head.log" "$r2/head.log" "$r3/head.log"; do
+(( fails > 0 )) && for f in "$r1.out" "$r2.out" "$r3.out" "$r5.out" "$r1/head.log" "$r2/head.log" "$r3/head.log" "$r5/head.log"; do
   echo "----- $f" >&2; tail -20 "$f" >&2
 done
 finish slurm_run

@@ -108,6 +108,16 @@ struct ModelDescription {
   std::uint64_t buffer_count = 0;
 };
 
+// A node daemon hosting a central shard (Register.centralShard, docs/shards.md).
+struct CentralShardOffer {
+  std::uint32_t index = 0;  // K, 1..S-1
+  std::uint32_t count = 0;  // S
+  std::uint64_t begin = 0, end = 0;
+  std::string endpoint;
+  std::string model;
+  std::uint64_t seed = 0;
+};
+
 class CoordinatorClient {
  public:
   // curve: this process's keys (empty = plain link). endpoint: one endpoint or a
@@ -144,6 +154,9 @@ class CoordinatorClient {
   // daemon's front takes the node into its pool (Assignment.node_pool); a coordinator
   // ignores the field.
   void offerGroupSlots(std::uint32_t slots) { group_slots_ = slots; }
+  // A node daemon hosting a central shard: offer it with every registration (a head
+  // gathering its shards takes it; a running coordinator ignores the field).
+  void offerCentralShard(CentralShardOffer offer) { central_shard_ = std::move(offer); }
   // The job id in this client's headers: the constructor's, or the redirect's.
   std::uint64_t jobId() const { return job_id_; }
   // Whether calls go to a job's coordinator learnt from a redirect.
@@ -179,7 +192,8 @@ class CoordinatorClient {
   std::uint64_t job_id_;
   std::string job_;
   std::uint32_t group_slots_ = 0;
-  bool redirected_ = false;  // rpc_ goes to a job's coordinator, not to endpoints_[at_]
+  CentralShardOffer central_shard_;  // index 0: none
+  bool redirected_ = false;          // rpc_ goes to a job's coordinator, not to endpoints_[at_]
   // The job coordinator this client fell back from (silent): a registration there is
   // still closed there (leave()), not at the front, which does not know it.
   std::string fell_back_from_;

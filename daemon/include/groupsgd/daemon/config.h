@@ -56,11 +56,13 @@ struct DaemonConfig {
   bool standby_async = false;                // ship updates without waiting for the ack
   std::uint32_t standby_takeover_ms = 1000;  // silence that promotes / loses the standby
   // Central shards (docs/shards.md): the head serves shard 0 and is told where shards
-  // 1..S-1 listen (comma-separated); role central-shard serves shard `shard_index` at listen.
+  // 1..S-1 listen (comma-separated), or gathers them from node daemons hosting them; role
+  // central-shard serves shard `shard_index` at listen.
   std::uint32_t central_shards = 1;
   std::string central_shard_endpoints;
   std::string central_shard_split = "tensors";  // tensors | even (docs/shards.md)
   std::uint32_t shard_index = 0;
+  std::uint32_t node_central_shard = 0;  // role node: the central shard it hosts (0 = none)
   std::uint32_t standby_alone_ms = 0;  // a head without its standby commits after this (0 = never)
   Mode mode = Mode::kGrouped;
   std::uint32_t workers = 4;          // expected trainers: number of data shards (async: groups)

@@ -1,9 +1,11 @@
 // A head with central_shards > 1 (docs/shards.md): its own central PS narrowed to shard 0,
-// and the shards 1..S-1 that processes of role central-shard serve, checked before the
-// run starts; and the process of role central-shard. Plain functions; the caller's thread.
+// and the shards 1..S-1 that processes of role central-shard (or node daemons) serve,
+// checked before the run starts; and the server of one shard. Plain functions; the
+// caller's thread.
 #pragma once
 
 #include <atomic>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -35,19 +37,27 @@ Result<std::string> connectCentralShards(zmq::context_t& ctx, const daemon::Daem
                                          const std::vector<centralps::ShardRange>& ranges,
                                          const std::string& shard0_endpoint);
 
-// Role central-shard: shard cfg.shard_index's central PS configuration (narrowed, with
-// its replication_listen if any), and the role its replication snapshot names, which a
-// standby of this shard checks ("central-shard K of S, parameters B-E of MODEL, seed N").
+// Shard `index`'s central PS configuration (narrowed, with cfg's replication_listen if
+// any), and the role its replication snapshot names, which a standby of this shard checks
+// ("central-shard K of S, parameters B-E of MODEL, seed N").
 struct CentralShardSetup {
   centralps::CentralConfig central;
   std::string role;
 };
-Result<CentralShardSetup> centralShardSetup(const daemon::DaemonConfig& cfg, const CurveKeys& keys);
+Result<CentralShardSetup> centralShardSetup(const daemon::DaemonConfig& cfg, const CurveKeys& keys,
+                                            std::size_t index);
 
-// Role central-shard: serves the shard at cfg.listen (its endpoint written to endpoint_file)
-// until stop, then returns (errors name what failed). With replica: a promoted standby of
-// the shard (docs/shards.md, "Shard standbys"): it starts from the replica, at the primary's
-// term + 1, and tells the old primary (cfg.primary) it is superseded.
+// The shard's server (its slice of the seeded model, or its own newest checkpoint, or with
+// replica: a promoted standby's state), bound at listen, not running yet: role
+// central-shard's server, and a node daemon's (node_central_shard). With replica it runs at
+// the primary's term + 1 and tells the old primary (cfg.primary) it is superseded.
+Result<std::unique_ptr<centralps::CentralServer>> startCentralShard(
+    zmq::context_t& ctx, const daemon::DaemonConfig& cfg, CentralShardSetup shard,
+    const std::string& listen, std::optional<centralps::ReplicaState> replica = std::nullopt);
+
+// Role central-shard: serves shard cfg.shard_index at cfg.listen (its endpoint written to
+// endpoint_file) until stop, then returns (errors name what failed). With replica: a
+// promoted standby of the shard (docs/shards.md, "Shard standbys").
 Status serveCentralShard(zmq::context_t& ctx, const daemon::DaemonConfig& cfg,
                          CentralShardSetup shard, const std::atomic<bool>& stop,
                          std::optional<centralps::ReplicaState> replica);

@@ -30,7 +30,8 @@ using coordinator::Topology;
 using daemon::DaemonConfig;
 
 // Model external: the coordinator's socket, already bound and published, and the model
-// the first worker (or external_model_file) brought.
+// the first worker (or external_model_file) brought. A head that gathered its central
+// shards from node daemons (node_shard_intake.h) hands over the socket only (no model).
 struct ExternalIntake {
   zmq::socket_t socket;
   std::string endpoint;
