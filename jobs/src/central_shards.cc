@@ -8,6 +8,7 @@
 #include "groupsgd/common/central_shard_map.h"
 #include "groupsgd/common/log.h"
 #include "groupsgd/common/transport.h"
+#include "groupsgd/jobs/central_cut.h"
 #include "groupsgd/jobs/job.h"
 #include "groupsgd/kernels/model.h"
 
@@ -110,6 +111,9 @@ Status serveCentralShard(zmq::context_t& ctx, const daemon::DaemonConfig& cfg,
   const std::size_t k = cfg.shard_index;
   centralps::CentralConfig c = narrowToShard(centralConfigFor(cfg, keys), cfg, *ranges, k);
   c.replication = {};
+  auto resume = cutResumeFor(cfg, *ranges, k);  // the head's manifest, when it is here
+  if (!resume) return resume.status();
+  c.cut_resume = std::move(*resume);
   auto server = centralps::CentralServer::create(ctx, std::move(c), cfg.listen);
   if (!server)
     return Status(server.status().code(), "central shard: " + server.status().toString());
