@@ -52,10 +52,11 @@ struct CheckpointRequest {
   bestPath @2 :Text;
   # A consistent cut across central shards (docs/shards.md): 1 freeze (queue deltas,
   # answer with the marks), 2 commit (take queued deltas up to `cutMarks`, snapshot,
-  # unfreeze, answer once the cut file is durable), 3 release (unfreeze, drop the cut).
+  # unfreeze, answer once the cut file is durable), 3 release (unfreeze, drop the cut),
+  # 4 restore (a restarted head: load this shard's file of cut `cutNumber`, take `cutMarks`).
   cutPhase @3 :UInt8;
-  cutMarks @4 :List(ExchangeMark);  # commit: the marks to reach before the snapshot
-  cutNumber @5 :UInt64;             # commit: this cut's number (names the file cut-N.gsgd)
+  cutMarks @4 :List(ExchangeMark);  # commit: the marks to reach; restore: the cut's marks
+  cutNumber @5 :UInt64;             # commit, restore: the cut's number (file cut-N.gsgd)
   cutKeep @6 :UInt64;               # commit: the cut the manifest names now (its file kept)
 }
 

@@ -80,10 +80,45 @@ void CentralServer::onCutRequest(const zmq::message_t& from, const InMessage& ms
       }
       (void)replyTo(sock_, from, cutAnswer(Status::ok()));
       return;
+    case 4:  // restore: a restarted head brings this shard back to the manifest's cut
+      return onCutRestore(from, req.getCutNumber(), req.getCutMarks());
     default:
       return refuse(from, invalidArgument("unknown cut phase " +
                                           std::to_string(unsigned{req.getCutPhase()})));
   }
+}
+
+void CentralServer::onCutRestore(const zmq::message_t& from, std::uint64_t number,
+                                 capnp::List<proto::ExchangeMark>::Reader marks) {
+  if (cut_) return refuse(from, failedPrecondition("a cut is under way"));
+  if (cfg_.checkpoint_dir.empty()) {
+    return refuse(from, failedPrecondition("checkpoints are off (no checkpoint_dir)"));
+  }
+  const std::string path = cfg_.checkpoint_dir + "/" + cutFileName(number);
+  auto loaded = readCheckpointFile(path, store_.paramCount());
+  if (!loaded) {
+    return refuse(from, Status(loaded.status().code(), "cannot return to shard cut " +
+                                                           std::to_string(number) + ": " +
+                                                           loaded.status().message()));
+  }
+  if (Status s = store_.restore(loaded->params, loaded->version); !s) return refuse(from, s);
+  restoreOuterOptimizer(*loaded);
+  sample_staleness_.restart(loaded->version);
+  cached_.reset();  // a snapshot of the version given up must never be served for this one
+  cached_version_ = ~0ull;
+  inbound_.clear();
+  checkpoint_version_ = loaded->version;
+  marks_.clear();
+  for (auto m : marks) marks_[m.getGroupId()] = m.getSeq();
+  cut_keep_ = number;
+  resumed_from_ = path;
+  GSGD_INFO("central PS returned to shard cut " << number << ": " << path << " at version "
+                                                << loaded->version);
+  OutMessage out = cutAnswer(Status::ok());
+  auto d = out.header().getBody().getCheckpointDone();
+  d.setVersion(loaded->version);
+  d.setPath(path);
+  (void)replyTo(sock_, from, std::move(out));
 }
 
 void CentralServer::holdDelta(const zmq::message_t& from, std::optional<InMessage> whole,

@@ -185,28 +185,41 @@ Result<std::optional<centralps::CentralConfig::CutResume>> cutResumeFor(
   return std::optional<centralps::CentralConfig::CutResume>(std::move(resume));
 }
 
-Status checkShardsAtCut(zmq::context_t& ctx, const daemon::DaemonConfig& cfg, const CurveKeys& keys,
-                        const std::vector<std::string>& endpoints, const centralps::ShardCut& cut) {
+Status restoreShardsToCut(zmq::context_t& ctx, const daemon::DaemonConfig& cfg,
+                          const CurveKeys& keys, const std::vector<std::string>& endpoints,
+                          const centralps::ShardCut& cut) {
   MessageLimits limits;
   limits.job_id = cfg.job_id;
   for (std::size_t k = 1; k < cut.shards.size() && k <= endpoints.size(); ++k) {
+    const std::string who = "central shard " + std::to_string(k) + " at " + endpoints[k - 1];
     RpcClient rpc(ctx, endpoints[k - 1], limits, clientSocketOptions(keys));
-    std::vector<float> slice(cut.shards[k].end - cut.shards[k].begin);
-    auto version =
-        client::fetchCentralModel(rpc, cfg.job_id, slice, std::chrono::milliseconds(5000));
-    if (!version) {
-      return Status(version.status().code(), "central shard " + std::to_string(k) + " at " +
-                                                 endpoints[k - 1] + ": " +
-                                                 version.status().toString());
+    OutMessage out(cfg.job_id, 0);
+    auto req = out.header().getBody().initCheckpointRequest();
+    req.setCutPhase(4);
+    req.setCutNumber(cut.number);
+    auto list = req.initCutMarks(static_cast<unsigned>(cut.marks.size()));
+    std::size_t i = 0;
+    for (const auto& [group, seq] : cut.marks) {
+      list[i].setGroupId(group);
+      list[i].setSeq(seq);
+      ++i;
     }
-    if (*version != cut.shards[k].version) {
-      return failedPrecondition(
-          "central shard " + std::to_string(k) + " at " + endpoints[k - 1] + " serves version " +
-          std::to_string(*version) + ", shard cut " + std::to_string(cut.number) + " names " +
-          std::to_string(cut.shards[k].version) +
-          ": start every shard with the checkpoint_dir that holds the manifest "
-          "(docs/shards.md, \"Consistent cut\")");
+    auto answer = rpc.callRaw(std::move(out), std::chrono::milliseconds(30000));
+    if (!answer) {
+      return Status(answer.status().code(), who + ": " + answer.status().toString());
     }
+    auto done = doneOf(*answer);
+    if (!done) {
+      return Status(done.status().code(),
+                    who + ": " + done.status().message() + " (nothing was deleted)");
+    }
+    if (done->getVersion() != cut.shards[k].version) {
+      return failedPrecondition(who + " holds version " + std::to_string(done->getVersion()) +
+                                " in its file of shard cut " + std::to_string(cut.number) +
+                                ", the manifest names " + std::to_string(cut.shards[k].version));
+    }
+    GSGD_INFO(who << " is back at shard cut " << cut.number << " (version " << done->getVersion()
+                  << ")");
   }
   return Status::ok();
 }

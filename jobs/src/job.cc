@@ -62,7 +62,8 @@ Result<std::unique_ptr<Job>> Job::create(zmq::context_t& ctx, const DaemonConfig
     if (!ranges) return Status(ranges.status().code(), "central PS: " + ranges.status().message());
     shard_ranges = std::move(*ranges);
     ccfg = narrowToShard(std::move(ccfg), cfg, shard_ranges, 0);
-    // A consistent cut in checkpoint_dir: shard 0 resumes from it, the others must too.
+    // A consistent cut in checkpoint_dir: shard 0 resumes from it; once the others answer
+    // they are brought back to it too (restoreShardsToCut).
     auto resume = cutResumeFor(cfg, shard_ranges, 0, &job->resume_cut_);
     if (!resume) return resume.status();
     ccfg.cut_resume = std::move(*resume);
@@ -89,7 +90,7 @@ Result<std::unique_ptr<Job>> Job::create(zmq::context_t& ctx, const DaemonConfig
     std::vector<std::string> endpoints;
     for (const auto& s : *shards) endpoints.push_back(s.endpoint);
     if (ccfg.cut_resume) {
-      GSGD_RETURN_IF_ERROR(checkShardsAtCut(
+      GSGD_RETURN_IF_ERROR(restoreShardsToCut(
           ctx, cfg, keys, std::vector<std::string>(endpoints.begin() + 1, endpoints.end()),
           job->resume_cut_));
     }

@@ -250,6 +250,29 @@ TEST_CASE("central server cut: a delta is held while frozen, taken up to the mar
   auto next = group.call(deltaPush(job, 1, 7, 2), kTimeout);
   REQUIRE(next.isOk());
   CHECK(next->header().getBody().getModelReply().getApplied());
+  // A restore (a restarted head's) brings the model back to the cut's version and marks.
+  OutMessage restore(job, 0);
+  auto back = restore.header().getBody().initCheckpointRequest();
+  back.setCutPhase(4);
+  back.setCutNumber(1);
+  auto cut_marks = back.initCutMarks(1);
+  cut_marks[0].setGroupId(1);
+  cut_marks[0].setSeq(6);
+  auto restored = head.call(std::move(restore), kTimeout);
+  REQUIRE_MESSAGE(restored.isOk(), restored.status().toString());
+  CHECK(restored->header().getBody().getCheckpointDone().getVersion() == 2);
+  OutMessage fetch(job, 0);
+  fetch.header().getBody().initFetch();
+  auto model = group.call(std::move(fetch), kTimeout);
+  REQUIRE(model.isOk());
+  CHECK(model->header().getModelVersion() == 2);  // not 3: the cut's
+  OutMessage missing(job, 0);
+  auto gone = missing.header().getBody().initCheckpointRequest();
+  gone.setCutPhase(4);
+  gone.setCutNumber(9);
+  auto refused = head.call(std::move(missing), kTimeout);
+  REQUIRE_FALSE(refused.isOk());
+  CHECK(refused.status().message().find("cannot return to shard cut 9") != std::string::npos);
   // A commit without a freeze is refused; a release is always answered.
   OutMessage stray(job, 0);
   stray.header().getBody().initCheckpointRequest().setCutPhase(2);

@@ -660,3 +660,17 @@ TEST_CASE("daemon config: compress_gradients auto needs mode adaptive; its thres
   d.compress_deltas = "auto";
   CHECK(validate(d).code() == Code::kInvalidArgument);
 }
+
+TEST_CASE("daemon config: central_cut_interval_s is >= 0 and needs checkpoint_dir") {
+  DaemonConfig cfg;
+  cfg.central_cut_interval_s = -1;
+  Status s = validate(cfg);
+  CHECK(s.code() == Code::kInvalidArgument);
+  CHECK(s.message().find("central_cut_interval_s must be >= 0") != std::string::npos);
+  cfg.central_cut_interval_s = 5;
+  s = validate(cfg);
+  CHECK(s.code() == Code::kInvalidArgument);
+  CHECK(s.message().find("central_cut_interval_s needs checkpoint_dir") != std::string::npos);
+  cfg.checkpoint_dir = "/tmp/cuts";
+  CHECK(validate(cfg).isOk());
+}

@@ -529,6 +529,7 @@ TEST_CASE(
     CHECK_MESSAGE(
         log.find("shard cut 4, shard 1 (" + gone + "): file missing") != std::string::npos, log);
     std::filesystem::rename(dir + "/moved-away", gone);
+    CHECK(filesUnder(ckpt) == before);
   }
   SUBCASE("the head's own file missing") {
     const std::string gone = ckpt + "/" + cut.shards[0].file;
@@ -537,6 +538,7 @@ TEST_CASE(
     CHECK_MESSAGE(log.find("central shard 0 cannot resume") != std::string::npos, log);
     CHECK_MESSAGE(log.find("file missing") != std::string::npos, log);
     std::filesystem::rename(dir + "/moved-away", gone);
+    CHECK(filesUnder(ckpt) == before);
   }
   SUBCASE("a tampered manifest") {
     const std::string path = ckpt + "/" + centralps::kShardCutFile;
@@ -555,17 +557,40 @@ TEST_CASE(
     CHECK(filesUnder(ckpt) == edited);
     REQUIRE(centralps::writeShardCut(ckpt, cut).isOk());
   }
-  SUBCASE("a shard started without the manifest, at another version: the head refuses it") {
+  SUBCASE("a shard started without the manifest: the head brings it back to the cut") {
+    const std::string elsewhere = dir + "/elsewhere";
+    std::filesystem::create_directories(elsewhere + "/shard-1");
+    std::filesystem::copy_file(ckpt + "/" + cut.shards[1].file,
+                               elsewhere + "/" + cut.shards[1].file);
+    Process shard(shardArgv(elsewhere, dir + "/e.ep"), dir + "/e.log");
+    REQUIRE_MESSAGE(waitForFile(dir + "/e.ep", 20000ms), readFile(dir + "/e.log"));
+    std::string ep = readFile(dir + "/e.ep");
+    ep.erase(ep.find_last_not_of("\n") + 1);
+    zmq::context_t ctx(1);
+    CHECK(shardVersion(ctx, ep, ranges[1].end - ranges[1].begin) == 0);  // its initial slice
+    Process head(headArgv(ep), dir + "/head-back.log");
+    CHECK_MESSAGE(
+        waitForText(dir + "/head-back.log", "is back at shard cut 4 (version 11)", 20000ms),
+        readFile(dir + "/head-back.log"));
+    CHECK(shardVersion(ctx, ep, ranges[1].end - ranges[1].begin) == 11);
+    CHECK(shardMarks(ctx, ep) == cut.marks);
+  }
+  SUBCASE("a shard without its file of the cut: the head refuses it") {
     const std::string elsewhere = dir + "/elsewhere";
     Process shard(shardArgv(elsewhere, dir + "/e.ep"), dir + "/e.log");
     REQUIRE_MESSAGE(waitForFile(dir + "/e.ep", 20000ms), readFile(dir + "/e.log"));
     std::string ep = readFile(dir + "/e.ep");
     ep.erase(ep.find_last_not_of("\n") + 1);
     const std::string log = refused("head-other", headArgv(ep));
-    CHECK_MESSAGE(log.find("central shard 1 at " + ep +
-                           " serves version 0, shard cut 4 names 11") != std::string::npos,
-                  log);
+    CHECK_MESSAGE(log.find("central shard 1 at " + ep + ": ") != std::string::npos, log);
+    CHECK_MESSAGE(log.find("cannot return to shard cut 4") != std::string::npos, log);
+    CHECK(filesUnder(ckpt) == before);
   }
-  CHECK(filesUnder(ckpt) == before);  // nothing deleted, nothing written
+  // Nothing the cut names was deleted or changed (a head that ran wrote its own state).
+  const auto after = filesUnder(ckpt);
+  for (const auto& [file, size] : before) {
+    CHECK_MESSAGE(after.count(file) == 1, file);
+    if (after.count(file) == 1) CHECK(after.at(file) == size);
+  }
   removeTestDir(dir);
 }

@@ -162,6 +162,8 @@ class CentralServer {
   // A consistent cut across shards (central_cut.cc, docs/shards.md): freeze (deltas held),
   // commit (held deltas up to the target marks taken, snapshot, unfreeze, write), release.
   void onCutRequest(const zmq::message_t& from, const InMessage& msg);
+  void onCutRestore(const zmq::message_t& from, std::uint64_t number,
+                    capnp::List<proto::ExchangeMark>::Reader marks);
   bool holdingDeltas() const { return cut_ && cut_->frozen; }
   void holdDelta(const zmq::message_t& from, std::optional<InMessage> whole,
                  std::optional<PartAssembler> parts);

@@ -54,9 +54,12 @@ Result<std::optional<centralps::CentralConfig::CutResume>> cutResumeFor(
     const daemon::DaemonConfig& cfg, const std::vector<centralps::ShardRange>& ranges,
     std::size_t k, centralps::ShardCut* cut = nullptr);
 
-// The head, once the shards answered: each of shards 1..S-1 (endpoints[k-1]) serves the
-// version the cut names for it (a shard that started without the manifest is refused).
-Status checkShardsAtCut(zmq::context_t& ctx, const daemon::DaemonConfig& cfg, const CurveKeys& keys,
-                        const std::vector<std::string>& endpoints, const centralps::ShardCut& cut);
+// The head, once the shards answered: each of shards 1..S-1 (endpoints[k-1]) loads its
+// own file of the cut (a shard that started without the manifest, or that ran on while
+// the head was down) and must then hold the version the manifest names for it. Errors
+// name the shard and delete nothing.
+Status restoreShardsToCut(zmq::context_t& ctx, const daemon::DaemonConfig& cfg,
+                          const CurveKeys& keys, const std::vector<std::string>& endpoints,
+                          const centralps::ShardCut& cut);
 
 }  // namespace groupsgd::jobs
