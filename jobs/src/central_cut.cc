@@ -149,9 +149,15 @@ void CentralCutTaker::run(const std::atomic<bool>& stop) {
       continue;
     }
     auto cut = takeCut();
-    if (!cut)
-      GSGD_WARN(cut.status().toString() << " (the manifest still names cut " << last_cut_ << ")");
-    next = std::chrono::steady_clock::now() + every;
+    // A cut that keeps failing (a stalled group's marks never agree) is tried less often:
+    // each try holds the shards' deltas for up to 5 s.
+    failed_in_a_row_ = cut ? 0 : std::min<std::size_t>(failed_in_a_row_ + 1, 6);
+    if (!cut) {
+      GSGD_WARN(cut.status().toString()
+                << " (the manifest still names cut " << last_cut_ << "; next try in "
+                << (every * (1u << failed_in_a_row_)).count() / 1000.0 << " s)");
+    }
+    next = std::chrono::steady_clock::now() + every * (1u << failed_in_a_row_);
   }
   std::vector<double> sorted = pauses_ms_;
   std::sort(sorted.begin(), sorted.end());

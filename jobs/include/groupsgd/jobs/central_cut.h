@@ -45,6 +45,7 @@ class CentralCutTaker {
   std::uint64_t next_cut_ = 1;     // numbers are never reused, a failed cut's included
   std::vector<double> pauses_ms_;  // each cut's longest hold (freeze to unfreeze)
   std::size_t failed_ = 0;
+  std::size_t failed_in_a_row_ = 0;  // backs the next try off: interval x 2^n, n <= 6
 };
 
 // Restart: the cut in cfg.checkpoint_dir (the head's; a shard's parent folder) that shard
