@@ -321,10 +321,9 @@ std::map<std::string, std::uintmax_t> filesUnder(const std::string& dir) {
   return files;
 }
 
-// Every "deltas held at most X ms" of a head's log.
-std::vector<double> cutPauses(const std::string& log) {
+// Every figure after `key` in a head's log ("deltas held at most X ms", "the whole cut X").
+std::vector<double> figuresAfter(const std::string& log, const std::string& key) {
   std::vector<double> out;
-  const std::string key = "deltas held at most ";
   for (auto at = log.find(key); at != std::string::npos; at = log.find(key, at + 1)) {
     out.push_back(std::stod(log.substr(at + key.size(), 16)));
   }
@@ -430,17 +429,21 @@ TEST_CASE(
   auto last = centralps::readShardCut(ckpt);
   REQUIRE(last.isOk());
   CHECK(last->number > cut->number);
-  std::vector<double> pauses = cutPauses(first_log + log);
+  std::vector<double> pauses = figuresAfter(first_log + log, "deltas held at most ");
+  std::vector<double> wholes = figuresAfter(first_log + log, "the whole cut ");
   REQUIRE(!pauses.empty());
+  REQUIRE(wholes.size() == pauses.size());
   std::sort(pauses.begin(), pauses.end());
+  std::sort(wholes.begin(), wholes.end());
   std::printf(
       "consistent cut: %zu shards, cut %llu resumed at versions %llu/%llu/%llu; deltas held per "
-      "cut (freeze to unfreeze, the longest shard) median %.2f ms, max %.2f ms over %zu cuts\n",
+      "cut (freeze to unfreeze, the longest shard) median %.2f ms, max %.2f ms over %zu cuts; "
+      "the whole cut (files durable, manifest written) median %.1f ms, max %.1f ms\n",
       kShards, static_cast<unsigned long long>(cut->number),
       static_cast<unsigned long long>(cut->shards[0].version),
       static_cast<unsigned long long>(cut->shards[1].version),
       static_cast<unsigned long long>(cut->shards[2].version), pauses[pauses.size() / 2],
-      pauses.back(), pauses.size());
+      pauses.back(), pauses.size(), wholes[wholes.size() / 2], wholes.back());
   workers.clear();
   head.reset();
   sh.procs.clear();
