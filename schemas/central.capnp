@@ -10,6 +10,16 @@ struct DeltaPush {
   groupId @0 :UInt32;   # group that produced the delta
   samples @1 :UInt64;   # samples trained into this delta
   steps @2 :UInt32;     # group steps in this delta
+  # The group's exchange number (docs/shards.md, "Consistent cut"): one per exchange, the
+  # same to every shard, counted up from the group PS's start time in microseconds so a
+  # restarted group PS goes on above its predecessor. 0: not numbered (not recorded).
+  exchangeSeq @3 :UInt64;
+}
+
+# The newest exchange a central PS has taken from one group (a consistent cut's mark).
+struct ExchangeMark {
+  groupId @0 :UInt32;
+  seq @1 :UInt64;
 }
 
 # Anyone -> central: send the current model (no tensors).
@@ -40,6 +50,14 @@ struct CheckpointRequest {
   best @0 :Bool;
   bestVersion @1 :UInt64;
   bestPath @2 :Text;
+  # A consistent cut across central shards (docs/shards.md): 1 freeze (queue deltas,
+  # answer with the marks), 2 commit (take queued deltas up to `cutMarks`, snapshot,
+  # unfreeze, answer once the cut file is durable), 3 release (unfreeze, drop the cut),
+  # 4 restore (a restarted head: load this shard's file of cut `cutNumber`, take `cutMarks`).
+  cutPhase @3 :UInt8;
+  cutMarks @4 :List(ExchangeMark);  # commit: the marks to reach; restore: the cut's marks
+  cutNumber @5 :UInt64;             # commit, restore: the cut's number (file cut-N.gsgd)
+  cutKeep @6 :UInt64;               # commit: the cut the manifest names now (its file kept)
 }
 
 struct CheckpointDone {
@@ -49,6 +67,9 @@ struct CheckpointDone {
   path @3 :Text;          # the file
   bytes @4 :UInt64;       # file size
   durationMs @5 :Float32; # time the write took
+  cutMarks @6 :List(ExchangeMark);  # a cut's freeze or commit: the marks at that moment
+  pauseMs @7 :Float32;    # a cut's commit: how long deltas were held (freeze to unfreeze)
+  runSamples @8 :UInt64;  # a cut's commit: the run's samples at the cut (ModelReply's)
 }
 
 struct CentralStats {

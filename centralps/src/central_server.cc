@@ -40,8 +40,13 @@ Result<std::unique_ptr<CentralServer>> CentralServer::create(zmq::context_t& ctx
       return unavailable("cannot create checkpoint directory " + cfg.checkpoint_dir + ": " +
                          ec.message());
     }
-    auto loaded = cfg.replica ? Result<LoadedCheckpoint>(notFound("replica"))
-                              : loadNewestCheckpoint(cfg.checkpoint_dir, initial.size());
+    auto loaded = cfg.replica      ? Result<LoadedCheckpoint>(notFound("replica"))
+                  : cfg.cut_resume ? readCheckpointFile(cfg.cut_resume->file, initial.size())
+                                   : loadNewestCheckpoint(cfg.checkpoint_dir, initial.size());
+    if (!loaded && cfg.cut_resume) {
+      return Status(loaded.status().code(),
+                    "cannot resume from the shard cut: " + loaded.status().message());
+    }
     if (loaded) {
       resume = std::move(*loaded);
     } else if (loaded.status().code() != Code::kNotFound) {
@@ -87,7 +92,14 @@ Result<std::unique_ptr<CentralServer>> CentralServer::create(zmq::context_t& ctx
                 << "good one, " << resume->path << " (version " << resume->version << ")");
     }
     GSGD_INFO("central PS resumed from " << resume->path << " at version " << resume->version);
-    server->resumeRunSamples(resume->version);
+    if (server->cfg_.cut_resume) {
+      // The cut's own record: the run's samples at the cut, the marks all shards share.
+      server->resumed_samples_ = server->cfg_.cut_resume->run_samples;
+      server->marks_ = server->cfg_.cut_resume->marks;
+      server->cut_keep_ = server->cfg_.cut_resume->number;
+    } else {
+      server->resumeRunSamples(resume->version);
+    }
   }
   return server;
 }
@@ -253,6 +265,7 @@ void CentralServer::run(const std::atomic<bool>& stop) {
     }
     pollCheckpoint(false);
     pollBestWrite(false);
+    pollCut(false);
     if (!*readable) continue;
     auto routed = recvRouted(sock_);
     if (!routed) {
@@ -268,6 +281,7 @@ void CentralServer::run(const std::atomic<bool>& stop) {
   pollCheckpoint(true);  // a periodic write may still be running: finish it...
   pollCheckpoint(true);  // ...then write the final version if it is newer
   while (!best_writes_.empty()) pollBestWrite(true);
+  pollCut(true);
   if (link_) GSGD_INFO("standby link at the end: " << link_->json().dump());
   GSGD_INFO("central PS stopped at version " << store_.version());
 }
@@ -472,12 +486,14 @@ void CentralServer::handle(const zmq::message_t& from, std::vector<zmq::message_
   if (msg->part()) return onPart(from, std::move(*msg));
   switch (msg->kind()) {
     case BodyKind::DELTA_PUSH:
+      if (holdingDeltas()) return holdDelta(from, std::move(*msg), std::nullopt);
       return onDeltaPush(from, *msg);
     case BodyKind::FETCH:
       if (cfg_.keep_best && msg->header().getBody().getFetch().getEvaluation()) keepServed();
       return sendModel(from, false, "", 0, 0.0f);
     case BodyKind::CHECKPOINT_REQUEST: {
       auto req = msg->header().getBody().getCheckpointRequest();
+      if (req.getCutPhase() != 0) return onCutRequest(from, *msg);
       if (req.getBest()) {
         return onBestRequest(from, req.getBestVersion(), req.getBestPath().cStr());
       }
@@ -541,6 +557,7 @@ void CentralServer::onPart(const zmq::message_t& from, InMessage&& msg) {
   if (!it->second.complete()) return;
   PartAssembler whole = std::move(it->second);
   inbound_.erase(it);
+  if (holdingDeltas()) return holdDelta(from, std::nullopt, std::move(whole));
   const TensorView delta = whole.view();
   onDeltaPush(from, whole.first(), &delta, whole.sumSquares());
 }
@@ -549,6 +566,7 @@ void CentralServer::onDeltaPush(const zmq::message_t& from, const InMessage& msg
                                 const TensorView* assembled, double assembled_squares) {
   auto h = msg.header();
   auto body = h.getBody().getDeltaPush();
+  noteExchange(body.getGroupId(), body.getExchangeSeq());
   // Checked and applied in place in the received frames: no model-sized copy.
   Result<TensorView> delta = checkDelta(msg, assembled);
   if (!delta) return refuse(from, delta.status());

@@ -293,16 +293,28 @@ Status checkWritable(std::span<const float> params, const kernels::OptimizerSnap
 }  // namespace
 
 Status writeCheckpointFile(const std::string& path, std::uint64_t version,
-                           std::span<const float> params) {
-  GSGD_RETURN_IF_ERROR(checkWritable(params, nullptr));
+                           std::span<const float> params,
+                           const kernels::OptimizerSnapshot* optimizer) {
+  GSGD_RETURN_IF_ERROR(checkWritable(params, optimizer));
+  const bool with_optimizer = optimizer != nullptr && optimizer->buffers > 0;
   unsigned char header[kCheckpointHeaderBytes] = {};
-  fillHeader(header, kCheckpointFormatModelOnly, version, params);
+  fillHeader(header, with_optimizer ? kCheckpointFormatVersion : kCheckpointFormatModelOnly,
+             version, params);
+  unsigned char section[kCheckpointOptimizerSectionBytes] = {};
+  std::string_view section_bytes, state_bytes;
+  if (with_optimizer) {
+    fillOptimizerSection(section, *optimizer);
+    section_bytes = std::string_view(reinterpret_cast<const char*>(section), sizeof section);
+    state_bytes = std::string_view(reinterpret_cast<const char*>(optimizer->values.data()),
+                                   optimizer->values.size() * sizeof(float));
+  }
   AtomicWriteOptions how;
   how.mode = 0640;
   Status written = writeFileAtomically(
       path,
       {std::string_view(reinterpret_cast<const char*>(header), sizeof header),
-       std::string_view(reinterpret_cast<const char*>(params.data()), params.size_bytes())},
+       std::string_view(reinterpret_cast<const char*>(params.data()), params.size_bytes()),
+       section_bytes, state_bytes},
       how);
   if (!written.isOk()) return Status(written.code(), "checkpoint: " + written.message());
   return Status::ok();

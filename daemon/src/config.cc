@@ -165,6 +165,12 @@ Status validateCentralShards(const DaemonConfig& c) {
   if (c.node_central_shard != 0 && c.role != "node") {
     return invalidArgument("node_central_shard is for role node");
   }
+  if (!(c.central_cut_interval_s >= 0)) {
+    return invalidArgument("central_cut_interval_s must be >= 0 (0 = no cuts)");
+  }
+  if (c.central_cut_interval_s > 0 && c.checkpoint_dir.empty()) {
+    return invalidArgument("central_cut_interval_s needs checkpoint_dir (the cut's files)");
+  }
   if (c.central_shards == 1 && c.role != "central-shard") {
     if (!c.central_shard_endpoints.empty()) {
       return invalidArgument("central_shard_endpoints needs central_shards > 1");

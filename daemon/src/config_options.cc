@@ -196,6 +196,10 @@ std::vector<OptionSpec> buildTable() {
             kRestart,
             "tensors (whole tensors per shard, balanced by bytes) or even (equal element "
             "ranges); the same on the head and every shard"),
+      field("central_cut_interval_s", "--central-cut-interval-s", "S",
+            FIELD(central_cut_interval_s), kAny, kRestart,
+            "central_shards > 1 with checkpoint_dir: take a consistent cut of every shard's "
+            "model every S seconds (0 = never; docs/shards.md)"),
       field("shard_index", "--shard-index", "K", FIELD(shard_index), kAny, kRestart,
             "role central-shard: which shard this process serves (1..S-1)"),
       field("node_central_shard", "--node-central-shard", "K", FIELD(node_central_shard), kAny,

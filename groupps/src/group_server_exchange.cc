@@ -131,10 +131,12 @@ OutMessage GroupServer::deltaPushMessage(std::uint64_t base_version) const {
   d.setGroupId(cfg_.group_id);
   d.setSamples(counters_.samples_pending);
   d.setSteps(exchange_.steps_since_cut);
+  d.setExchangeSeq(exchange_.seq);
   return out;
 }
 
 Status GroupServer::sendDelta(OutgoingDelta&& delta) {
+  ++exchange_.seq;  // one number per delta, the same to every shard
   if (sharded()) return sendToShards(false, delta.dense.get());  // dense only (config)
   GSGD_RETURN_IF_ERROR(ensureCentral());
   OutMessage out = deltaPushMessage(exchange_.base_version);

@@ -9,6 +9,7 @@
 #include "groupsgd/common/central_shard_map.h"
 #include "groupsgd/common/log.h"
 #include "groupsgd/common/transport.h"
+#include "groupsgd/jobs/central_cut.h"
 #include "groupsgd/jobs/job.h"
 #include "groupsgd/kernels/model.h"
 
@@ -123,6 +124,9 @@ Result<CentralShardSetup> centralShardSetup(const daemon::DaemonConfig& cfg, con
                std::to_string((*ranges)[index].begin) + "-" + std::to_string((*ranges)[index].end) +
                " of " + kernels::modelKindName(cfg.model) + ", seed " + std::to_string(cfg.seed);
   setup.central.head_role = setup.role;
+  auto resume = cutResumeFor(cfg, *ranges, index);  // the head's manifest, when it is here
+  if (!resume) return resume.status();
+  setup.central.cut_resume = std::move(*resume);
   return setup;
 }
 
@@ -142,6 +146,7 @@ Result<std::unique_ptr<centralps::CentralServer>> startCentralShard(
     c.replication = {};  // a promoted standby runs without one
     c.fence_endpoint = cfg.primary;
     c.replica = std::move(replica);
+    c.cut_resume.reset();  // the replica is newer than any cut
   }
   auto server = centralps::CentralServer::create(ctx, std::move(c), listen);
   if (!server)

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstdlib>
 
+#include "groupsgd/common/central_shard_map.h"
 #include "groupsgd/common/log.h"
 #include "groupsgd/coordinator/incarnation.h"
 #include "groupsgd/daemon/group_server_setup.h"
@@ -62,6 +63,11 @@ Result<std::unique_ptr<Job>> Job::create(zmq::context_t& ctx, const DaemonConfig
     if (!ranges) return Status(ranges.status().code(), "central PS: " + ranges.status().message());
     shard_ranges = std::move(*ranges);
     ccfg = narrowToShard(std::move(ccfg), cfg, shard_ranges, 0);
+    // A consistent cut in checkpoint_dir: shard 0 resumes from it; once the others answer
+    // they are brought back to it too (restoreShardsToCut).
+    auto resume = cutResumeFor(cfg, shard_ranges, 0, &job->resume_cut_);
+    if (!resume) return resume.status();
+    ccfg.cut_resume = std::move(*resume);
   }
   std::uint64_t at_least = 0;
   if (replica) {
@@ -80,6 +86,19 @@ Result<std::unique_ptr<Job>> Job::create(zmq::context_t& ctx, const DaemonConfig
   if (!shard_ranges.empty()) {
     auto map = connectCentralShards(ctx, cfg, keys, shard_ranges, topo.central_endpoint);
     if (!map) return map.status();
+    auto shards = parseCentralShards(*map, shard_ranges.back().end);
+    if (!shards) return shards.status();
+    std::vector<std::string> endpoints;
+    for (const auto& s : *shards) endpoints.push_back(s.endpoint);
+    if (ccfg.cut_resume) {
+      GSGD_RETURN_IF_ERROR(restoreShardsToCut(
+          ctx, cfg, keys, std::vector<std::string>(endpoints.begin() + 1, endpoints.end()),
+          job->resume_cut_));
+    }
+    if (cfg.central_cut_interval_s > 0) {
+      job->cut_taker_ = std::make_unique<CentralCutTaker>(ctx, cfg, keys, std::move(endpoints),
+                                                          shard_ranges, job->resume_cut_.number);
+    }
     topo.central_map = std::move(*map);
     topo.param_count = shard_ranges.back().end;
   }
@@ -151,6 +170,10 @@ void Job::startServers() {
   if (!threads_.empty()) return;
   servers_stop_.store(false);
   threads_.emplace_back([this] { central_->run(servers_stop_); });
+  if (cut_taker_) {
+    cut_stop_.store(false);
+    cut_thread_ = std::thread([this] { cut_taker_->run(cut_stop_); });
+  }
   for (auto& g : groups_) threads_.emplace_back([this, gp = g.get()] { gp->run(servers_stop_); });
 }
 
@@ -159,6 +182,9 @@ nlohmann::json Job::runCoordinator(const std::atomic<bool>& stop_requested) {
 }
 
 void Job::stopServers() {
+  // A cut under way finishes first, while every shard still answers.
+  cut_stop_.store(true);
+  if (cut_thread_.joinable()) cut_thread_.join();
   servers_stop_.store(true);  // the central PS writes its final checkpoint before it returns
   for (auto& t : threads_) t.join();
   threads_.clear();

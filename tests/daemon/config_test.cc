@@ -706,3 +706,17 @@ TEST_CASE("daemon config: node_central_shard is for a node of a sharded run, wit
   head.central_shard_endpoints = "tcp://127.0.0.1:7001";
   checkRefused(validate(head), "central_shards 3 needs 2 central_shard_endpoints");
 }
+
+TEST_CASE("daemon config: central_cut_interval_s is >= 0 and needs checkpoint_dir") {
+  DaemonConfig cfg;
+  cfg.central_cut_interval_s = -1;
+  Status s = validate(cfg);
+  CHECK(s.code() == Code::kInvalidArgument);
+  CHECK(s.message().find("central_cut_interval_s must be >= 0") != std::string::npos);
+  cfg.central_cut_interval_s = 5;
+  s = validate(cfg);
+  CHECK(s.code() == Code::kInvalidArgument);
+  CHECK(s.message().find("central_cut_interval_s needs checkpoint_dir") != std::string::npos);
+  cfg.checkpoint_dir = "/tmp/cuts";
+  CHECK(validate(cfg).isOk());
+}

@@ -1,10 +1,17 @@
 // Central shards (docs/shards.md) across real processes on TCP loopback: shards 1..S-1 are
 // groupsgdd --role central-shard processes, the head serves shard 0 and hands out the
-// shard map; group PSes exchange with every shard and evaluators read every shard.
+// shard map; group PSes exchange with every shard and evaluators read every shard; a
+// restart of the head and every shard resumes from the newest consistent cut.
 #include <doctest/doctest.h>
 
+#include <algorithm>
+#include <csignal>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -12,6 +19,8 @@
 #include <nlohmann/json.hpp>
 
 #include "daemon_harness.h"
+#include "groupsgd/centralps/checkpoint.h"
+#include "groupsgd/centralps/shard_cut.h"
 #include "groupsgd/centralps/shard_plan.h"
 #include "groupsgd/client/central_model_client.h"
 #include "groupsgd/client/client.h"
@@ -447,4 +456,314 @@ TEST_CASE(
       resumed >= primary_applied ? 1 : 0, took_over - killed_at, first_update - killed_at,
       static_cast<unsigned long long>(after), s["reached"].get<bool>() ? 1 : 0,
       s["accounting_ok"].get<bool>() ? 1 : 0);
+}
+
+namespace {
+
+// Shard k's exchange marks, read by freezing it and releasing it at once (the cut
+// protocol's first and last steps; docs/shards.md, "Consistent cut").
+centralps::ExchangeMarks shardMarks(zmq::context_t& ctx, const std::string& endpoint) {
+  MessageLimits limits;
+  limits.job_id = 1;
+  RpcClient rpc(ctx, endpoint, limits);
+  const auto phase = [&](int p) {
+    OutMessage out(1, 0);
+    out.header().getBody().initCheckpointRequest().setCutPhase(static_cast<std::uint8_t>(p));
+    auto r = rpc.call(std::move(out), 5000ms);
+    REQUIRE_MESSAGE(r.isOk(), r.status().toString());
+    return std::move(*r);
+  };
+  const InMessage frozen = phase(1);
+  centralps::ExchangeMarks marks;
+  for (auto m : frozen.header().getBody().getCheckpointDone().getCutMarks()) {
+    marks[m.getGroupId()] = m.getSeq();
+  }
+  (void)phase(3);
+  return marks;
+}
+
+// Every file under dir with its size (what a refused restart must leave as it was).
+std::map<std::string, std::uintmax_t> filesUnder(const std::string& dir) {
+  std::map<std::string, std::uintmax_t> files;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(dir)) {
+    if (e.is_regular_file()) files[e.path().string()] = e.file_size();
+  }
+  return files;
+}
+
+// Every figure after `key` in a head's log ("deltas held at most X ms", "the whole cut X").
+std::vector<double> figuresAfter(const std::string& log, const std::string& key) {
+  std::vector<double> out;
+  for (auto at = log.find(key); at != std::string::npos; at = log.find(key, at + 1)) {
+    out.push_back(std::stod(log.substr(at + key.size(), 16)));
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "central shards: the head and every shard SIGKILLed after a consistent cut and restarted "
+    "resume at the cut, with equal marks, and reach the target with the accounting intact") {
+  const std::string dir = makeTempDir();
+  const std::string ckpt = dir + "/ckpt";
+  constexpr std::size_t kShards = 3;
+  // Each shard also writes its own checkpoints, often: a restart must not take those.
+  Shards sh(dir, kShards, {"--checkpoint-dir", ckpt, "--checkpoint-interval-s", "0.2"});
+  const auto headArgs = [&](std::vector<std::string> more) {
+    std::vector<std::string> a = {"--progress-ms",
+                                  "0",
+                                  "--heartbeat-ms",
+                                  "300",
+                                  "--mode",
+                                  "grouped",
+                                  "--workers",
+                                  "4",
+                                  "--groups",
+                                  "2",
+                                  "--checkpoint-dir",
+                                  ckpt,
+                                  "--checkpoint-interval-s",
+                                  "0.2",
+                                  "--central-cut-interval-s",
+                                  "0.3"};
+    for (const auto& f : sh.headFlags()) a.push_back(f);
+    a.insert(a.end(), more.begin(), more.end());
+    return a;
+  };
+  const auto worker = [&](const std::string& name, std::vector<std::string> extra) {
+    std::vector<std::string> argv = {WORKER_PATH, "--coordinator", endpointIn(dir)};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    return std::make_unique<Process>(argv, dir + "/" + name + ".log");
+  };
+  std::string first_log;
+  {
+    auto head = startDaemon(dir, "head-1.log", headArgs({"--max-seconds", "120"}),
+                            DaemonFiles{.control_socket = false});
+    std::vector<std::unique_ptr<Process>> workers;
+    for (int i = 0; i < 4; ++i)
+      workers.push_back(worker("w" + std::to_string(i), {"--device-ms", "2"}));
+    REQUIRE_MESSAGE(waitUntil(
+                        [&] {
+                          auto c = centralps::readShardCut(ckpt);
+                          return c.isOk() && c->number >= 2;
+                        },
+                        60000ms),
+                    readFile(dir + "/head-1.log"));
+    std::this_thread::sleep_for(300ms);  // mid-run: between cuts, deltas flowing
+    REQUIRE(::kill(head->pid(), SIGKILL) == 0);
+    CHECK(head->wait(10000ms) == std::optional<int>(-SIGKILL));
+    first_log = readFile(dir + "/head-1.log");
+  }                                    // the workers are SIGKILLed with it
+  for (auto& p : sh.procs) p.reset();  // and every shard
+  auto cut = centralps::readShardCut(ckpt);
+  REQUIRE_MESSAGE(cut.isOk(), cut.status().toString());
+  REQUIRE(cut->shards.size() == kShards);
+  CHECK(cut->marks.size() == 2);  // both groups' exchanges are in it
+  for (std::size_t k = 0; k < kShards; ++k) {
+    CHECK(std::filesystem::exists(ckpt + "/" + cut->shards[k].file));
+  }
+  // Restarted shards resume at the cut's version for them, not their own newest file.
+  const auto ranges = mlpRanges(kShards);
+  zmq::context_t ctx(1);
+  for (std::size_t k = 1; k < kShards; ++k) sh.restart(dir, k);
+  for (std::size_t k = 1; k < kShards; ++k) {
+    const std::size_t size = ranges[k].end - ranges[k].begin;
+    CHECK(shardVersion(ctx, sh.endpoints[k - 1], size) == cut->shards[k].version);
+    CHECK(shardMarks(ctx, sh.endpoints[k - 1]) == cut->marks);
+    const std::string log = readFile(dir + "/shard-" + std::to_string(k) + "-again.log");
+    CHECK_MESSAGE(log.find("resumed from " + ckpt + "/" + cut->shards[k].file) != std::string::npos,
+                  log);
+  }
+  auto head =
+      startDaemon(dir, "head-2.log", headArgs({"--target-acc", "0.85", "--max-seconds", "120"}),
+                  DaemonFiles{.control_socket = false});
+  std::vector<std::unique_ptr<Process>> workers;
+  for (int i = 0; i < 4; ++i)
+    workers.push_back(worker("v" + std::to_string(i), {"--device-ms", "2"}));
+  workers.push_back(worker("evaluator", {"--evaluate", "--eval-interval-ms", "200"}));
+  auto rc = head->wait(150000ms);
+  const std::string log = readFile(dir + "/head-2.log");
+  INFO("head: " << log);
+  REQUIRE(rc == std::optional<int>(0));
+  for (auto& w : workers) CHECK(w->wait(30000ms) == std::optional<int>(0));
+  const json s = json::parse(readFile(dir + "/summary.json"));
+  INFO("summary: " << s.dump());
+  CHECK(s["reached"] == true);
+  checkAccounting(s);
+  const json& restart = s["head_restart"];
+  REQUIRE(restart.is_object());
+  CHECK(restart["resumed_version"] == cut->shards[0].version);
+  CHECK(restart["resumed_from"] == ckpt + "/" + cut->shards[0].file);
+  // Cuts went on from the resumed one's number; the manifest names a later one now.
+  auto last = centralps::readShardCut(ckpt);
+  REQUIRE(last.isOk());
+  CHECK(last->number > cut->number);
+  std::vector<double> pauses = figuresAfter(first_log + log, "deltas held at most ");
+  std::vector<double> wholes = figuresAfter(first_log + log, "the whole cut ");
+  REQUIRE(!pauses.empty());
+  REQUIRE(wholes.size() == pauses.size());
+  std::sort(pauses.begin(), pauses.end());
+  std::sort(wholes.begin(), wholes.end());
+  std::printf(
+      "consistent cut: %zu shards, cut %llu resumed at versions %llu/%llu/%llu; deltas held per "
+      "cut (freeze to unfreeze, the longest shard) median %.2f ms, max %.2f ms over %zu cuts; "
+      "the whole cut (files durable, manifest written) median %.1f ms, max %.1f ms\n",
+      kShards, static_cast<unsigned long long>(cut->number),
+      static_cast<unsigned long long>(cut->shards[0].version),
+      static_cast<unsigned long long>(cut->shards[1].version),
+      static_cast<unsigned long long>(cut->shards[2].version), pauses[pauses.size() / 2],
+      pauses.back(), pauses.size(), wholes[wholes.size() / 2], wholes.back());
+  workers.clear();
+  head.reset();
+  sh.procs.clear();
+  reportDone(dir);
+}
+
+TEST_CASE(
+    "central shards: a restart refuses a cut that is incomplete, tampered or not the shards', "
+    "naming the shard and deleting nothing") {
+  const std::string dir = makeTempDir();
+  const std::string ckpt = dir + "/ckpt";
+  const auto ranges = mlpRanges(2);
+  // A cut of both shards of the mlp (seed 1), written as the head and a shard would.
+  auto model = kernels::makeModel(kernels::ModelKind::kMlp);
+  std::vector<float> whole(model->paramCount());
+  model->init(whole, 1);
+  centralps::ShardCut cut;
+  cut.number = 4;
+  cut.model = "mlp";
+  cut.split = "tensors";
+  cut.seed = 1;
+  cut.marks = {{0, 1000}, {1, 2000}};
+  const std::uint64_t versions[] = {12, 11};
+  std::filesystem::create_directories(ckpt + "/shard-1");
+  for (std::size_t k = 0; k < 2; ++k) {
+    cut.shards.push_back(
+        {ranges[k].begin, ranges[k].end, versions[k], centralps::cutFileFor(k, cut.number)});
+    REQUIRE(centralps::writeCheckpointFile(ckpt + "/" + cut.shards[k].file, versions[k],
+                                           std::span<const float>(whole).subspan(
+                                               ranges[k].begin, ranges[k].end - ranges[k].begin))
+                .isOk());
+  }
+  REQUIRE(centralps::writeShardCut(ckpt, cut).isOk());
+  const auto shardArgv = [&](const std::string& checkpoint_dir, const std::string& ep_file) {
+    return std::vector<std::string>{GROUPSGDD_PATH,
+                                    "--role",
+                                    "central-shard",
+                                    "--central-shards",
+                                    "2",
+                                    "--shard-index",
+                                    "1",
+                                    "--listen",
+                                    "tcp://127.0.0.1:0",
+                                    "--endpoint-file",
+                                    ep_file,
+                                    "--checkpoint-dir",
+                                    checkpoint_dir};
+  };
+  const auto refused = [&](const std::string& name, std::vector<std::string> argv) {
+    Process p(argv, dir + "/" + name + ".log");
+    auto rc = p.wait(30000ms);
+    REQUIRE_MESSAGE(rc.has_value(), name << " did not exit");
+    CHECK(*rc != 0);
+    return readFile(dir + "/" + name + ".log");
+  };
+  const auto headArgv = [&](const std::string& shard_ep) {
+    return std::vector<std::string>{GROUPSGDD_PATH,
+                                    "--listen",
+                                    "tcp://127.0.0.1:0",
+                                    "--progress-ms",
+                                    "0",
+                                    "--checkpoint-dir",
+                                    ckpt,
+                                    "--central-shards",
+                                    "2",
+                                    "--central-shard-endpoints",
+                                    shard_ep,
+                                    "--give-up-s",
+                                    "5"};
+  };
+  const auto before = filesUnder(ckpt);
+  SUBCASE("the cut as written: the shard serves its version") {
+    Process shard(shardArgv(ckpt, dir + "/ok.ep"), dir + "/ok.log");
+    REQUIRE_MESSAGE(waitForFile(dir + "/ok.ep", 20000ms), readFile(dir + "/ok.log"));
+    std::string ep = readFile(dir + "/ok.ep");
+    ep.erase(ep.find_last_not_of("\n") + 1);
+    zmq::context_t ctx(1);
+    CHECK(shardVersion(ctx, ep, ranges[1].end - ranges[1].begin) == 11);
+    CHECK(shardMarks(ctx, ep) == cut.marks);
+  }
+  SUBCASE("a shard's file missing") {
+    const std::string gone = ckpt + "/" + cut.shards[1].file;
+    std::filesystem::rename(gone, dir + "/moved-away");
+    const std::string log = refused("missing", shardArgv(ckpt, dir + "/missing.ep"));
+    CHECK_MESSAGE(log.find("central shard 1 cannot resume") != std::string::npos, log);
+    CHECK_MESSAGE(
+        log.find("shard cut 4, shard 1 (" + gone + "): file missing") != std::string::npos, log);
+    std::filesystem::rename(dir + "/moved-away", gone);
+    CHECK(filesUnder(ckpt) == before);
+  }
+  SUBCASE("the head's own file missing") {
+    const std::string gone = ckpt + "/" + cut.shards[0].file;
+    std::filesystem::rename(gone, dir + "/moved-away");
+    const std::string log = refused("head-missing", headArgv("tcp://127.0.0.1:9"));
+    CHECK_MESSAGE(log.find("central shard 0 cannot resume") != std::string::npos, log);
+    CHECK_MESSAGE(log.find("file missing") != std::string::npos, log);
+    std::filesystem::rename(dir + "/moved-away", gone);
+    CHECK(filesUnder(ckpt) == before);
+  }
+  SUBCASE("a tampered manifest") {
+    const std::string path = ckpt + "/" + centralps::kShardCutFile;
+    std::string text = readFile(path);
+    const auto at = text.find("\"version\": 11");
+    REQUIRE(at != std::string::npos);
+    text.replace(at, 13, "\"version\": 12");
+    { std::ofstream(path) << text; }
+    const auto edited = filesUnder(ckpt);
+    std::string log = refused("tampered-shard", shardArgv(ckpt, dir + "/t.ep"));
+    CHECK_MESSAGE(log.find("central shard 1 cannot resume") != std::string::npos, log);
+    CHECK_MESSAGE(log.find("crc32 does not match") != std::string::npos, log);
+    log = refused("tampered-head", headArgv("tcp://127.0.0.1:9"));
+    CHECK_MESSAGE(log.find("central shard 0 cannot resume") != std::string::npos, log);
+    CHECK_MESSAGE(log.find("crc32 does not match") != std::string::npos, log);
+    CHECK(filesUnder(ckpt) == edited);
+    REQUIRE(centralps::writeShardCut(ckpt, cut).isOk());
+  }
+  SUBCASE("a shard started without the manifest: the head brings it back to the cut") {
+    const std::string elsewhere = dir + "/elsewhere";
+    std::filesystem::create_directories(elsewhere + "/shard-1");
+    std::filesystem::copy_file(ckpt + "/" + cut.shards[1].file,
+                               elsewhere + "/" + cut.shards[1].file);
+    Process shard(shardArgv(elsewhere, dir + "/e.ep"), dir + "/e.log");
+    REQUIRE_MESSAGE(waitForFile(dir + "/e.ep", 20000ms), readFile(dir + "/e.log"));
+    std::string ep = readFile(dir + "/e.ep");
+    ep.erase(ep.find_last_not_of("\n") + 1);
+    zmq::context_t ctx(1);
+    CHECK(shardVersion(ctx, ep, ranges[1].end - ranges[1].begin) == 0);  // its initial slice
+    Process head(headArgv(ep), dir + "/head-back.log");
+    CHECK_MESSAGE(
+        waitForText(dir + "/head-back.log", "is back at shard cut 4 (version 11)", 20000ms),
+        readFile(dir + "/head-back.log"));
+    CHECK(shardVersion(ctx, ep, ranges[1].end - ranges[1].begin) == 11);
+    CHECK(shardMarks(ctx, ep) == cut.marks);
+  }
+  SUBCASE("a shard without its file of the cut: the head refuses it") {
+    const std::string elsewhere = dir + "/elsewhere";
+    Process shard(shardArgv(elsewhere, dir + "/e.ep"), dir + "/e.log");
+    REQUIRE_MESSAGE(waitForFile(dir + "/e.ep", 20000ms), readFile(dir + "/e.log"));
+    std::string ep = readFile(dir + "/e.ep");
+    ep.erase(ep.find_last_not_of("\n") + 1);
+    const std::string log = refused("head-other", headArgv(ep));
+    CHECK_MESSAGE(log.find("central shard 1 at " + ep + ": ") != std::string::npos, log);
+    CHECK_MESSAGE(log.find("cannot return to shard cut 4") != std::string::npos, log);
+    CHECK(filesUnder(ckpt) == before);
+  }
+  // Nothing the cut names was deleted or changed (a head that ran wrote its own state).
+  const auto after = filesUnder(ckpt);
+  for (const auto& [file, size] : before) {
+    CHECK_MESSAGE(after.count(file) == 1, file);
+    if (after.count(file) == 1) CHECK(after.at(file) == size);
+  }
+  removeTestDir(dir);
 }

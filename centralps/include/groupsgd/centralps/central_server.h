@@ -20,6 +20,7 @@
 #include "groupsgd/centralps/central_store.h"
 #include "groupsgd/centralps/checkpoint.h"
 #include "groupsgd/centralps/replication_link.h"
+#include "groupsgd/centralps/shard_cut.h"
 #include "groupsgd/centralps/staleness.h"
 #include "groupsgd/centralps/standby_replica.h"
 #include "groupsgd/codec/parts.h"
@@ -73,6 +74,16 @@ struct CentralConfig {
   // primary's replication endpoint `fence_endpoint` it is superseded, twice a second.
   std::optional<ReplicaState> replica;
   std::string fence_endpoint;
+  // A central shard restarted from a consistent cut (shard_cut.h): start from this file
+  // (its failure fails create(); the directory's newest is not read) with the cut's marks
+  // and run samples.
+  struct CutResume {
+    std::string file;
+    std::uint64_t number = 0;
+    std::uint64_t run_samples = 0;
+    ExchangeMarks marks;
+  };
+  std::optional<CutResume> cut_resume;
 };
 
 class CentralServer {
@@ -148,6 +159,19 @@ class CentralServer {
                         std::uint64_t tau, bool in_parts, bool* applied);
   void pollFence();
   void startFromReplica(const ReplicaState& replica);
+  // A consistent cut across shards (central_cut.cc, docs/shards.md): freeze (deltas held),
+  // commit (held deltas up to the target marks taken, snapshot, unfreeze, write), release.
+  void onCutRequest(const zmq::message_t& from, const InMessage& msg);
+  void onCutRestore(const zmq::message_t& from, std::uint64_t number,
+                    capnp::List<proto::ExchangeMark>::Reader marks);
+  bool holdingDeltas() const { return cut_ && cut_->frozen; }
+  void holdDelta(const zmq::message_t& from, std::optional<InMessage> whole,
+                 std::optional<PartAssembler> parts);
+  void noteExchange(std::uint32_t group, std::uint64_t seq);
+  void advanceCut();
+  void unfreeze();
+  void pollCut(bool wait);
+  OutMessage cutAnswer(const Status& s) const;
 
   zmq::socket_t sock_;
   std::string endpoint_;
@@ -204,6 +228,29 @@ class CentralServer {
   std::string resumed_from_;
   std::vector<std::string> skipped_checkpoints_;
   bool outer_state_restored_ = false;
+  // Consistent cuts: the newest exchange taken from each group, and the cut under way.
+  ExchangeMarks marks_;
+  struct HeldDelta {
+    zmq::message_t from;
+    std::optional<InMessage> whole;
+    std::optional<PartAssembler> parts;
+  };
+  struct CutJob {
+    bool frozen = true;
+    std::chrono::steady_clock::time_point frozen_at;
+    std::deque<HeldDelta> held;
+    std::optional<zmq::message_t> committer;  // set by the commit
+    ExchangeMarks target;
+    std::uint64_t number = 0, keep = 0;
+    // After the snapshot: what is being written, and the answer's fields.
+    std::optional<std::future<Status>> write;
+    std::uint64_t version = 0, run_samples = 0;
+    ExchangeMarks marks;
+    double pause_ms = 0;
+    std::string path;
+  };
+  std::optional<CutJob> cut_;
+  std::uint64_t cut_keep_ = 0;  // the cut a restart came from (its file is never pruned)
   // Samples merged before the checkpoint resumed from: every answer carries them plus this
   // run's as the run's samples (the lr schedules' position, docs/architecture.md).
   std::uint64_t resumed_samples_ = 0;

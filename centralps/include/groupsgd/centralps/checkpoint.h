@@ -62,9 +62,11 @@ Status writeCheckpoint(const std::string& dir, std::uint64_t version, std::span<
 // (a temp file beside it, fsync, rename, directory fsync) and without pruning anything:
 // keep_best's best.ckpt. The name is free; a directory's loader ignores any name but
 // ckpt-<version>.gsgd, so this file is never resumed from. The same refusals and errors
-// as writeCheckpoint.
+// as writeCheckpoint. optimizer (may be null): saved after the model as writeCheckpoint
+// does (a consistent cut's files, shard_cut.h).
 Status writeCheckpointFile(const std::string& path, std::uint64_t version,
-                           std::span<const float> params);
+                           std::span<const float> params,
+                           const kernels::OptimizerSnapshot* optimizer = nullptr);
 
 struct LoadedCheckpoint {
   std::string path;           // the file used

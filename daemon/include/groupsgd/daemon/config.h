@@ -61,6 +61,7 @@ struct DaemonConfig {
   std::uint32_t central_shards = 1;
   std::string central_shard_endpoints;
   std::string central_shard_split = "tensors";  // tensors | even (docs/shards.md)
+  double central_cut_interval_s = 0;  // head: a consistent cut every S seconds (0 = never)
   std::uint32_t shard_index = 0;
   std::uint32_t node_central_shard = 0;  // role node: the central shard it hosts (0 = none)
   std::uint32_t standby_alone_ms = 0;  // a head without its standby commits after this (0 = never)

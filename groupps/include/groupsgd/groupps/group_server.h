@@ -374,6 +374,12 @@ class GroupServer {
     Clock::time_point in_flight_since;
     bool force_after_answer = false;  // a flush or regroup came while a request was out
     PartAssembler central_parts;      // the central PS's answer arriving in parts
+    // The newest delta's number (DeltaPush.exchangeSeq, the shards' cut marks): counted up
+    // from this PS's start in microseconds, so a restarted group PS goes on above.
+    std::uint64_t seq =
+        static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                       std::chrono::system_clock::now().time_since_epoch())
+                                       .count());
   };
   Exchange exchange_;
   std::vector<zmq::message_t> flush_waiters_;

@@ -21,6 +21,7 @@
 #include "groupsgd/coordinator/coordinator.h"
 #include "groupsgd/daemon/config.h"
 #include "groupsgd/groupps/group_server.h"
+#include "groupsgd/jobs/central_cut.h"
 
 namespace groupsgd::jobs {
 
@@ -86,6 +87,11 @@ class Job {
 
   DaemonConfig cfg_;
   std::unique_ptr<centralps::CentralServer> central_;
+  // central_shards > 1: the cut resumed from (number 0: none) and the cuts' taker.
+  centralps::ShardCut resume_cut_;
+  std::unique_ptr<CentralCutTaker> cut_taker_;
+  std::atomic<bool> cut_stop_{false};
+  std::thread cut_thread_;
   std::vector<std::unique_ptr<groupps::GroupServer>> groups_;
   std::unique_ptr<Coordinator> coordinator_;
   std::atomic<bool> servers_stop_{false};
