@@ -192,15 +192,20 @@ Status validateCentralShards(const DaemonConfig& c) {
         "node_central_shard: the shard map names no key, so a node hosting a shard serves it "
         "with the head's key pair (no curve.server_key_file)");
   }
-  if (c.external_model || c.serve || c.role == "standby") {
+  if (c.external_model || c.serve) {
     return invalidArgument(
         "central_shards > 1 (or role central-shard) is for a single run of a built-in model "
-        "headed by role all or coordinator (not model external, serve or standby)");
+        "headed by role all or coordinator (or its standby), not model external or serve");
   }
-  if (!c.replication_listen.empty() && c.role != "central-shard") {
+  // A sharded head's standby (and a head that has one) reconnects to shards 1..S-1 on
+  // takeover from the list: gathering them from node daemons again is not done.
+  if ((c.role == "standby" ||
+       (!c.replication_listen.empty() && c.role != "central-shard" && c.role != "node")) &&
+      c.central_shard_endpoints.empty()) {
     return invalidArgument(
-        "central_shards > 1 runs without a standby head (replication_listen); a shard 1..S-1 "
-        "may have a standby (role central-shard with replication_listen)");
+        "a sharded head's standby (role standby, or replication_listen on the head) needs "
+        "central_shard_endpoints (shards 1..S-1 listed, the same on both): shards gathered "
+        "from node daemons (node_central_shard) are not followed by a standby");
   }
   if (!c.compress_deltas.empty() && c.compress_deltas != "none" && c.compress_deltas != "dense") {
     return invalidArgument("central_shards > 1 sends dense deltas (compress_deltas none)");
@@ -210,7 +215,7 @@ Status validateCentralShards(const DaemonConfig& c) {
     if (!c.primary.empty() && c.shard_index == 0) {
       return invalidArgument(
           "role central-shard with --primary (a shard's standby) needs --shard-index between 1 "
-          "and central_shards-1: shard 0 is the head's, and a sharded head has no standby");
+          "and central_shards-1: shard 0 is the head's (its standby is role standby)");
     }
     if (!c.primary.empty() && !c.replication_listen.empty()) {
       return invalidArgument(

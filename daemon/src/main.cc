@@ -235,7 +235,8 @@ int main(int argc, char** argv) {
     // With --primary: a standby of that shard, serving once it took over (docs/shards.md).
     std::optional<centralps::ReplicaState> replica;
     if (!cfg.primary.empty()) {
-      auto followed = daemon::followPrimary(ctx, cfg, curve->keys, shard->central, shard->role,
+      auto followed = daemon::followPrimary(ctx, cfg, curve->keys, shard->central,
+                                            daemon::FollowedPrimary{false, shard->role},
                                             g_stop_requested, nullptr);
       if (!followed) return fail(followed.status().message());
       if (!*followed) {
@@ -278,16 +279,22 @@ int main(int argc, char** argv) {
   // Role standby: follow the primary until it falls silent, then become the head it was.
   std::optional<centralps::ReplicaState> replica;
   if (cfg.role == "standby") {
-    auto followed =
-        daemon::followPrimary(ctx, cfg, curve->keys, jobs::centralConfigFor(cfg, curve->keys), "",
-                              g_stop_requested, ops.control.get());
+    // Sharded: the replica is of shard 0, and the primary must run the same cut.
+    auto central = jobs::headCentralConfigFor(cfg, curve->keys);
+    if (!central) return fail("standby: " + central.status().message());
+    auto described = jobs::headShardDescription(cfg);
+    if (!described) return fail("standby: " + described.status().message());
+    auto followed = daemon::followPrimary(ctx, cfg, curve->keys, *central,
+                                          daemon::FollowedPrimary{true, *described},
+                                          g_stop_requested, ops.control.get());
     if (!followed) return fail(followed.status().message());
     if (!*followed) {
       GSGD_INFO("standby stopped before any takeover");
       return 0;
     }
     replica = std::move(**followed);
-    cfg.role = replica->head_role;   // all | coordinator, as the primary ran
+    // all | coordinator, as the primary ran (a sharded head's snapshot says more after it).
+    cfg.role = replica->head_role.substr(0, replica->head_role.find(' '));
     cfg.replication_listen.clear();  // the promoted head runs without a standby
   }
   auto job = jobs::Job::create(ctx, cfg, curve->keys, std::move(intake), std::nullopt,

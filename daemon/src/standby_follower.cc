@@ -20,11 +20,11 @@ using Clock = std::chrono::steady_clock;
 class Follower {
  public:
   Follower(zmq::socket_t sock, const DaemonConfig& cfg, centralps::StandbyReplica replica,
-           std::string expected_role)
+           FollowedPrimary expected)
       : sock_(std::move(sock)),
         cfg_(cfg),
         replica_(std::move(replica)),
-        expected_role_(std::move(expected_role)) {}
+        expected_(std::move(expected)) {}
 
   // Until a takeover (its reason), stop or a wrong primary (nullopt; wrongPrimary() says).
   std::optional<std::string> run(const std::atomic<bool>& stop, ops::ControlServer* control) {
@@ -137,15 +137,25 @@ class Follower {
     }
   }
 
-  // A head's standby follows a head (all, coordinator); a shard's, exactly its shard.
+  // A head's standby follows a head (all, coordinator) of the same shard cut; a shard's,
+  // exactly its shard. The error names both sides.
   Status checkRole(const std::string& role) const {
     const bool shard = role.rfind("central-shard", 0) == 0;
-    if (expected_role_.empty() ? !shard : role == expected_role_) return Status::ok();
+    const std::string head_word = role.substr(0, role.find(' '));
+    if (expected_.head ? !shard && role.substr(head_word.size()) == expected_.text
+                       : role == expected_.text) {
+      return Status::ok();
+    }
+    const std::string shards = expected_.head && expected_.text.empty()
+                                   ? std::string(", central_shards 1")
+                                   : expected_.text;
     return failedPrecondition(
-        "the primary at " + cfg_.primary + " is " + (shard ? role : "a head (role " + role + ")") +
+        "the primary at " + cfg_.primary + " is " +
+        (shard ? role
+               : "a head (role " + role + (role == head_word ? ", central_shards 1" : "") + ")") +
         "; this standby follows " +
-        (expected_role_.empty() ? std::string("a head (role all or coordinator)")
-                                : expected_role_) +
+        (expected_.head ? std::string("a head (role all or coordinator") + shards + ")"
+                        : expected_.text) +
         " (same role, central_shards, shard_index, central_shard_split, model and seed?)");
   }
 
@@ -183,7 +193,7 @@ class Follower {
   zmq::socket_t sock_;
   const DaemonConfig& cfg_;
   centralps::StandbyReplica replica_;
-  std::string expected_role_;
+  FollowedPrimary expected_;
   Status wrong_primary_ = Status::ok();
   Clock::time_point last_heard_{}, last_hello_{};
 };
@@ -192,7 +202,7 @@ class Follower {
 
 Result<std::optional<centralps::ReplicaState>> followPrimary(
     zmq::context_t& ctx, const DaemonConfig& cfg, const CurveKeys& keys,
-    const centralps::CentralConfig& central, const std::string& expected_role,
+    const centralps::CentralConfig& central, const FollowedPrimary& expected,
     const std::atomic<bool>& stop, ops::ControlServer* control) {
   SocketOptions opts = clientSocketOptions(keys);
   opts.linger_ms = 0;
@@ -201,8 +211,7 @@ Result<std::optional<centralps::ReplicaState>> followPrimary(
   GSGD_RETURN_IF_ERROR(connectSocket(*sock, cfg.primary));
   Follower follower(
       std::move(*sock), cfg,
-      centralps::StandbyReplica(central.outer, central.outer_no_decay, central.shards),
-      expected_role);
+      centralps::StandbyReplica(central.outer, central.outer_no_decay, central.shards), expected);
   GSGD_INFO("standby: following the primary at " << cfg.primary << "; taking over on " << cfg.listen
                                                  << " after " << cfg.standby_takeover_ms
                                                  << " ms of silence");

@@ -18,15 +18,23 @@
 
 namespace groupsgd::daemon {
 
+// What the primary's snapshot must name. A head's standby (head): role all or coordinator
+// followed by exactly `text` (a sharded head's " with central shard 0 of S, parameters 0-E
+// of MODEL, seed N", empty unsharded). A shard's standby: exactly `text` ("central-shard K
+// of S, ...").
+struct FollowedPrimary {
+  bool head = true;
+  std::string text;
+};
+
 // The replica to take over with, or nullopt when stopped (a signal) first. Errors: the
 // socket could not be made; the primary is not the one expected (its snapshot names
-// another role: a head's standby follows role all or coordinator, a shard's standby
-// exactly `expected_role`). endpoint_file (if set) gets cfg.listen once the standby has
-// its first snapshot. central: the primary's central PS as this process's flags make it
-// (outer optimizer, no-decay ranges, store shards).
+// another role, shard count, cut, model or seed than `expected`). endpoint_file (if set) gets
+// cfg.listen once the standby has its first snapshot. central: the primary's central PS as this
+// process's flags make it (outer optimizer, no-decay ranges, store shards).
 Result<std::optional<centralps::ReplicaState>> followPrimary(
     zmq::context_t& ctx, const DaemonConfig& cfg, const CurveKeys& keys,
-    const centralps::CentralConfig& central, const std::string& expected_role,
+    const centralps::CentralConfig& central, const FollowedPrimary& expected,
     const std::atomic<bool>& stop, ops::ControlServer* control);
 
 }  // namespace groupsgd::daemon

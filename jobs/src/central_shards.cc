@@ -114,6 +114,24 @@ Result<std::string> connectCentralShards(zmq::context_t& ctx, const daemon::Daem
   return formatCentralShards(shards);
 }
 
+Result<std::string> headShardDescription(const daemon::DaemonConfig& cfg) {
+  if (cfg.central_shards <= 1) return std::string();
+  auto ranges = centralShardRanges(cfg);
+  if (!ranges) return ranges.status();
+  return " with central shard 0 of " + std::to_string(cfg.central_shards) + ", parameters " +
+         std::to_string((*ranges)[0].begin) + "-" + std::to_string((*ranges)[0].end) + " of " +
+         kernels::modelKindName(cfg.model) + ", seed " + std::to_string(cfg.seed);
+}
+
+Result<centralps::CentralConfig> headCentralConfigFor(const daemon::DaemonConfig& cfg,
+                                                      const CurveKeys& keys) {
+  centralps::CentralConfig c = centralConfigFor(cfg, keys);
+  if (cfg.central_shards <= 1) return c;
+  auto ranges = centralShardRanges(cfg);
+  if (!ranges) return ranges.status();
+  return narrowToShard(std::move(c), cfg, *ranges, 0);
+}
+
 Result<CentralShardSetup> centralShardSetup(const daemon::DaemonConfig& cfg, const CurveKeys& keys,
                                             std::size_t index) {
   auto ranges = centralShardRanges(cfg);

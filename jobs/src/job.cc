@@ -63,12 +63,20 @@ Result<std::unique_ptr<Job>> Job::create(zmq::context_t& ctx, const DaemonConfig
     if (!ranges) return Status(ranges.status().code(), "central PS: " + ranges.status().message());
     shard_ranges = std::move(*ranges);
     ccfg = narrowToShard(std::move(ccfg), cfg, shard_ranges, 0);
+    // What this head's standby checks in the snapshot: the same cut of the same model.
+    auto described = headShardDescription(cfg);
+    if (!described) return described.status();
+    ccfg.head_role = cfg.role + *described;
     // A consistent cut in checkpoint_dir: shard 0 resumes from it; once the others answer
-    // they are brought back to it too (restoreShardsToCut).
-    auto resume = cutResumeFor(cfg, shard_ranges, 0, &job->resume_cut_);
-    if (!resume) return resume.status();
-    ccfg.cut_resume = std::move(*resume);
+    // they are brought back to it too (restoreShardsToCut). Not a promoted standby: its
+    // replica is newer than any cut, and the other shards ran on with the old head.
+    if (!replica) {
+      auto resume = cutResumeFor(cfg, shard_ranges, 0, &job->resume_cut_);
+      if (!resume) return resume.status();
+      ccfg.cut_resume = std::move(*resume);
+    }
   }
+  const bool promoted = replica.has_value();
   std::uint64_t at_least = 0;
   if (replica) {
     // A promoted standby: its replica, and its old primary told to step down.
@@ -95,7 +103,12 @@ Result<std::unique_ptr<Job>> Job::create(zmq::context_t& ctx, const DaemonConfig
           ctx, cfg, keys, std::vector<std::string>(endpoints.begin() + 1, endpoints.end()),
           job->resume_cut_));
     }
-    if (cfg.central_cut_interval_s > 0) {
+    // A promoted standby takes no cuts: its shard 0 starts without the exchange marks (they
+    // are not replicated), and the old head's manifest is on the old head's host.
+    if (promoted && cfg.central_cut_interval_s > 0) {
+      GSGD_WARN("a promoted standby head takes no consistent cuts (central_cut_interval_s "
+                << cfg.central_cut_interval_s << " ignored): docs/shards.md, \"Not done\"");
+    } else if (cfg.central_cut_interval_s > 0) {
       job->cut_taker_ = std::make_unique<CentralCutTaker>(ctx, cfg, keys, std::move(endpoints),
                                                           shard_ranges, job->resume_cut_.number);
     }

@@ -294,6 +294,61 @@ TEST_CASE("central shards: bad input is refused with a clear error") {
     log = follows("head-standby", {"--role", "standby"});
     CHECK_MESSAGE(log.find("this standby follows a head") != std::string::npos, log);
   }
+  SUBCASE("a sharded head's standby for another shard count, model or seed, or unsharded") {
+    // The primary: a 2-shard head with a standby port (it waits for one: no workers needed).
+    Shards shard(dir, 2);
+    const std::string replication = "tcp://127.0.0.1:" + std::to_string(freePort());
+    Process primary({GROUPSGDD_PATH, "--listen", "tcp://127.0.0.1:0", "--progress-ms", "0",
+                     "--max-seconds", "60", "--replication-listen", replication, "--central-shards",
+                     "2", "--central-shard-endpoints", shard.endpoints[0]},
+                    dir + "/sharded-primary.log");
+    const auto follows = [&](const std::string& name, std::vector<std::string> more) {
+      std::vector<std::string> argv = {GROUPSGDD_PATH,
+                                       "--role",
+                                       "standby",
+                                       "--primary",
+                                       replication,
+                                       "--listen",
+                                       "tcp://127.0.0.1:" + std::to_string(freePort())};
+      argv.insert(argv.end(), more.begin(), more.end());
+      Process p(argv, dir + "/" + name + ".log");
+      auto rc = p.wait(20000ms);
+      REQUIRE_MESSAGE(rc.has_value(), name << " did not exit");
+      CHECK(*rc == 1);
+      return readFile(dir + "/" + name + ".log");
+    };
+    const std::string theirs = "is a head (role all with central shard 0 of 2, parameters 0-";
+    std::string log =
+        follows("head-other-count", {"--central-shards", "3", "--central-shard-endpoints",
+                                     "tcp://127.0.0.1:9,tcp://127.0.0.1:9"});
+    CHECK_MESSAGE(log.find(theirs) != std::string::npos, log);
+    CHECK_MESSAGE(log.find("this standby follows a head (role all or coordinator with central "
+                           "shard 0 of 3, parameters 0-") != std::string::npos,
+                  log);
+    log = follows("head-other-split", {"--central-shards", "2", "--central-shard-split", "even",
+                                       "--central-shard-endpoints", "tcp://127.0.0.1:9"});
+    CHECK_MESSAGE(log.find(theirs) != std::string::npos, log);
+    CHECK_MESSAGE(
+        log.find("with central shard 0 of 2, parameters 0-117573 of mlp") != std::string::npos,
+        log);
+    log = follows("head-other-seed", {"--central-shards", "2", "--seed", "9",
+                                      "--central-shard-endpoints", "tcp://127.0.0.1:9"});
+    CHECK_MESSAGE(log.find("seed 9") != std::string::npos, log);
+    log = follows("head-unsharded", {});
+    CHECK_MESSAGE(log.find(theirs) != std::string::npos, log);
+    CHECK_MESSAGE(log.find("this standby follows a head (role all or coordinator, central_shards "
+                           "1)") != std::string::npos,
+                  log);
+    // Refused at once (exit 2): a sharded standby must list the shards it will connect to.
+    Process unlisted(
+        {GROUPSGDD_PATH, "--role", "standby", "--primary", replication, "--central-shards", "2"},
+        dir + "/head-unlisted.log");
+    CHECK(unlisted.wait(10000ms) == std::optional<int>(2));
+    CHECK(readFile(dir + "/head-unlisted.log").find("needs central_shard_endpoints") !=
+          std::string::npos);
+    // The primary followed nobody: it committed nothing.
+    CHECK(readFile(dir + "/sharded-primary.log").find("applied delta") == std::string::npos);
+  }
   SUBCASE("a shard index outside 1..S-1") {
     Process shard(
         {GROUPSGDD_PATH, "--role", "central-shard", "--central-shards", "2", "--shard-index", "2"},
@@ -456,6 +511,166 @@ TEST_CASE(
       resumed >= primary_applied ? 1 : 0, took_over - killed_at, first_update - killed_at,
       static_cast<unsigned long long>(after), s["reached"].get<bool>() ? 1 : 0,
       s["accounting_ok"].get<bool>() ? 1 : 0);
+}
+
+TEST_CASE(
+    "faults: a sharded head (shard 0 and the coordinator) SIGKILLed mid-run, its synchronous "
+    "standby takes over with no acknowledged version of shard 0 lost and hands out a map "
+    "whose shard 0 is itself; the node's groups exchange with shard 1 through it and the run "
+    "spends its sample budget with the accounting intact") {
+  const std::string dir = makeTempDir();
+  const std::string sdir = dir + "/standby";
+  std::filesystem::create_directories(sdir);
+  Shards sh(dir, 2);
+  const std::string shard1 = sh.endpoints[0];
+  const std::string replication = "tcp://127.0.0.1:" + std::to_string(freePort());
+  const std::string standby_ep = "tcp://127.0.0.1:" + std::to_string(freePort());
+  // The head's flags; the standby gets the same ones (it becomes this head).
+  const std::vector<std::string> head = {"--progress-ms",
+                                         "0",
+                                         "--mode",
+                                         "grouped",
+                                         "--workers",
+                                         "2",
+                                         "--groups",
+                                         "2",
+                                         "--heartbeat-ms",
+                                         "250",
+                                         "--heartbeat-misses",
+                                         "12",
+                                         "--step-deadline-ms",
+                                         "1000",
+                                         "--role",
+                                         "coordinator",
+                                         "--standby-takeover-ms",
+                                         "500",
+                                         "--max-samples",
+                                         "30000",
+                                         "--max-seconds",
+                                         "120",
+                                         "--central-shards",
+                                         "2",
+                                         "--central-shard-endpoints",
+                                         shard1,
+                                         "--exchange-timeout-ms",
+                                         "2000"};
+  auto primary =
+      startDaemon(dir, "primary.log", "tcp://127.0.0.1:0",
+                  withArgs(head, {"--replication-listen", replication, "--log-level", "debug"}));
+  const std::string primary_ep = endpointIn(dir);
+  auto standby = startDaemon(sdir, "standby.log",
+                             withArgs(head, {"--role", "standby", "--primary", replication}),
+                             DaemonFiles{standby_ep, true});
+  const std::string list = primary_ep + "," + standby_ep;
+  auto node = std::make_unique<Process>(std::vector<std::string>{GROUPSGDD_PATH,
+                                                                 "--role",
+                                                                 "node",
+                                                                 "--coordinator",
+                                                                 list,
+                                                                 "--node-groups",
+                                                                 "2",
+                                                                 "--mode",
+                                                                 "grouped",
+                                                                 "--workers",
+                                                                 "2",
+                                                                 "--groups",
+                                                                 "2",
+                                                                 "--step-deadline-ms",
+                                                                 "1000",
+                                                                 "--give-up-s",
+                                                                 "60",
+                                                                 "--coordinator-timeout-ms",
+                                                                 "500",
+                                                                 "--exchange-timeout-ms",
+                                                                 "2000"},
+                                        dir + "/node.log");
+  std::vector<std::unique_ptr<Process>> workers;
+  const std::vector<std::string> quick = {"--timeout-ms", "500",         "--backoff-max-ms",
+                                          "300",          "--give-up-s", "60"};
+  for (int i = 0; i < 2; ++i) workers.push_back(startWorker(dir, list, i, quick));
+
+  json st = waitForStatus(
+      dir, [](const json& s) { return s["central_version"].get<std::uint64_t>() >= 30; }, 60000ms);
+  REQUIRE(st["central_version"].get<std::uint64_t>() >= 30);
+  const auto primary_incarnation = st["incarnation"].get<std::uint64_t>();
+  json sst = ctl(sdir, {"status"});
+  CHECK(sst["role"] == "standby");
+  CHECK(sst["following"] == true);
+
+  const auto ranges = mlpRanges(2);
+  const std::size_t size1 = ranges[1].end - ranges[1].begin;
+  zmq::context_t ctx(1);
+  const double killed_at = wallNow();
+  killHard(*primary);
+  const std::uint64_t primary_applied = lastApplied(readFile(dir + "/primary.log"));
+  REQUIRE(primary_applied >= 30);
+  const std::uint64_t shard1_at_kill = shardVersion(ctx, shard1, size1);
+
+  sst = waitForStatus(
+      sdir,
+      [](const json& s) {
+        return s.contains("workers") && s["workers"]["active"] == 2 &&
+               s["samples_trained"].get<std::uint64_t>() > 0;
+      },
+      30000ms);
+  const double back_at = wallNow() - killed_at;
+  INFO("standby: " << readFile(sdir + "/standby.log"));
+  INFO("node: " << readFile(dir + "/node.log"));
+  REQUIRE(sst.contains("workers"));
+  CHECK(sst["incarnation"].get<std::uint64_t>() == primary_incarnation + 1);
+
+  REQUIRE(standby->wait(150000ms) == std::optional<int>(0));
+  CHECK(node->wait(30000ms) == std::optional<int>(0));
+  checkWorkersExit(dir, workers, 30000ms);
+  const std::string slog = readFile(sdir + "/standby.log");
+  const std::string nlog = readFile(dir + "/node.log");
+  const double took_over = stampOf(slog, "TAKING OVER");
+  const double first_update = stampOf(slog, "takeover: first update applied");
+  REQUIRE(took_over > 0);
+  REQUIRE(first_update > 0);
+  // The promoted head connected to shard 1 as a head does, and handed out a map whose shard 0
+  // is its own central PS (the node's fresh group PSes took it).
+  CHECK_MESSAGE(slog.find("central shard 1 at " + shard1 + " serves") != std::string::npos, slog);
+
+  json s = readSummary(sdir);
+  INFO("summary: " << s.dump());
+  checkAccounting(s);
+  CHECK(s["stop_reason"] == "sample budget spent");
+  const json& hr = s["head_restart"];
+  CHECK(hr["took_over_from_incarnation"].get<std::uint64_t>() == primary_incarnation);
+  CHECK(hr["versions_lost_bound"] == 0);
+  const auto resumed = hr["resumed_version"].get<std::uint64_t>();
+  // 0 acknowledged versions of shard 0 lost (shard 0 answered a group only once the standby
+  // had the version); at most the one shipped and not yet applied there is ahead.
+  CHECK(resumed >= primary_applied);
+  CHECK(resumed <= primary_applied + 1);
+  // The groups exchanged with both shards through the new head's map: shard 0 (the summary's
+  // central version) and shard 1 both merged the exchanges after the takeover.
+  const std::uint64_t central = s["central_version"].get<std::uint64_t>();
+  const std::uint64_t shard1_end = shardVersion(ctx, shard1, size1);
+  INFO("shard 0 " << resumed << " -> " << central << ", shard 1 " << shard1_at_kill << " -> "
+                  << shard1_end);
+  REQUIRE(central > resumed + 10);
+  CHECK((shard1_end - shard1_at_kill) * 10 >= (central - resumed) * 9);
+  CHECK(slog.find("acknowledged versions lost") == std::string::npos);
+  CHECK(nlog.find("acknowledged versions lost") == std::string::npos);
+  std::printf(
+      "faults: sharded head (2 shards) SIGKILL at shard-0 version %llu, its standby resumed at "
+      "%llu (versions lost 0: %d), incarnation %llu -> %llu; takeover %.2f s after the kill "
+      "(standby_takeover_ms 500), first update merged on the new head %.2f s after it, both "
+      "workers on it %.2f s after it; after the takeover shard 0 %llu -> %llu, shard 1 %llu -> "
+      "%llu; %llu samples, accounting ok %d\n",
+      static_cast<unsigned long long>(primary_applied), static_cast<unsigned long long>(resumed),
+      resumed >= primary_applied ? 1 : 0, static_cast<unsigned long long>(primary_incarnation),
+      llu(hr["incarnation"]), took_over - killed_at, first_update - killed_at, back_at,
+      static_cast<unsigned long long>(resumed), static_cast<unsigned long long>(central),
+      static_cast<unsigned long long>(shard1_at_kill), static_cast<unsigned long long>(shard1_end),
+      llu(s["samples_trained"]), s["accounting_ok"].get<bool>() ? 1 : 0);
+  if (std::getenv("KEEPDIR") == nullptr) {
+    removeTestDir(dir);
+  } else {
+    std::printf("kept %s\n", dir.c_str());
+  }
 }
 
 namespace {

@@ -37,6 +37,16 @@ Result<std::string> connectCentralShards(zmq::context_t& ctx, const daemon::Daem
                                          const std::vector<centralps::ShardRange>& ranges,
                                          const std::string& shard0_endpoint);
 
+// What a sharded head's replication snapshot names after its role, and its standby
+// checks (docs/shards.md, "Shard standbys"): " with central shard 0 of S, parameters 0-E
+// of MODEL, seed N"; empty with central_shards 1 (the snapshot names the role alone).
+Result<std::string> headShardDescription(const daemon::DaemonConfig& cfg);
+
+// The head's central PS configuration as a standby of it builds its replica: cfg's, narrowed
+// to shard 0 when central_shards > 1.
+Result<centralps::CentralConfig> headCentralConfigFor(const daemon::DaemonConfig& cfg,
+                                                      const CurveKeys& keys);
+
 // Shard `index`'s central PS configuration (narrowed, with cfg's replication_listen if
 // any), and the role its replication snapshot names, which a standby of this shard checks
 // ("central-shard K of S, parameters B-E of MODEL, seed N").
