@@ -707,6 +707,35 @@ TEST_CASE("daemon config: node_central_shard is for a node of a sharded run, wit
   checkRefused(validate(head), "central_shards 3 needs 2 central_shard_endpoints");
 }
 
+TEST_CASE("daemon config: a sharded head's standby needs listed shards, on both sides") {
+  DaemonConfig head;
+  head.central_shards = 2;
+  head.replication_listen = "tcp://127.0.0.1:7100";
+  checkRefused(validate(head), "needs central_shard_endpoints");  // gathered from nodes
+  head.central_shard_endpoints = "tcp://127.0.0.1:7001";
+  CHECK(validate(head).isOk());
+  head.role = "coordinator";
+  CHECK(validate(head).isOk());
+  DaemonConfig standby;
+  standby.role = "standby";
+  standby.primary = "tcp://127.0.0.1:7100";
+  standby.central_shards = 2;
+  checkRefused(validate(standby), "needs central_shard_endpoints");
+  standby.central_shard_endpoints = "tcp://127.0.0.1:7001|tcp://127.0.0.1:7002";
+  CHECK(validate(standby).isOk());
+  standby.central_shards = 3;  // the list counts shards 1..S-1 as the head's does
+  checkRefused(validate(standby), "central_shards 3 needs 2 central_shard_endpoints");
+  // A node-hosted shard still has no standby.
+  DaemonConfig node;
+  node.role = "node";
+  node.coordinator = "tcp://127.0.0.1:5555";
+  node.central_shards = 2;
+  node.node_central_shard = 1;
+  node.node_groups = 0;
+  node.replication_listen = "tcp://127.0.0.1:7100";
+  checkRefused(validate(node), "replication_listen is for the head of a single run");
+}
+
 TEST_CASE("daemon config: central_cut_interval_s is >= 0 and needs checkpoint_dir") {
   DaemonConfig cfg;
   cfg.central_cut_interval_s = -1;
