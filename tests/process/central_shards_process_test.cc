@@ -521,7 +521,10 @@ TEST_CASE(
   const std::string dir = makeTempDir();
   const std::string sdir = dir + "/standby";
   std::filesystem::create_directories(sdir);
-  Shards sh(dir, 2);
+  // The primary takes consistent cuts; the standby shares its checkpoint_dir (the worst
+  // case: a cut manifest there), yet resumes from its replica and takes no cuts.
+  const std::string ckpt = dir + "/ckpt";
+  Shards sh(dir, 2, {"--checkpoint-dir", ckpt});
   const std::string shard1 = sh.endpoints[0];
   const std::string replication = "tcp://127.0.0.1:" + std::to_string(freePort());
   const std::string standby_ep = "tcp://127.0.0.1:" + std::to_string(freePort());
@@ -553,7 +556,11 @@ TEST_CASE(
                                          "--central-shard-endpoints",
                                          shard1,
                                          "--exchange-timeout-ms",
-                                         "2000"};
+                                         "2000",
+                                         "--checkpoint-dir",
+                                         ckpt,
+                                         "--central-cut-interval-s",
+                                         "0.3"};
   auto primary =
       startDaemon(dir, "primary.log", "tcp://127.0.0.1:0",
                   withArgs(head, {"--replication-listen", replication, "--log-level", "debug"}));
@@ -596,6 +603,8 @@ TEST_CASE(
   json sst = ctl(sdir, {"status"});
   CHECK(sst["role"] == "standby");
   CHECK(sst["following"] == true);
+  REQUIRE(
+      waitUntil([&] { return std::filesystem::exists(ckpt + "/shard_cut.json"); }, 20000ms, 50ms));
 
   const auto ranges = mlpRanges(2);
   const std::size_t size1 = ranges[1].end - ranges[1].begin;
@@ -631,6 +640,10 @@ TEST_CASE(
   // The promoted head connected to shard 1 as a head does, and handed out a map whose shard 0
   // is its own central PS (the node's fresh group PSes took it).
   CHECK_MESSAGE(slog.find("central shard 1 at " + shard1 + " serves") != std::string::npos, slog);
+  // Not taken back to the primary's cut (shard 1 ran on past it), and no cuts of its own.
+  CHECK(slog.find("is back at shard cut") == std::string::npos);
+  CHECK(slog.find("a promoted standby head takes no consistent cuts") != std::string::npos);
+  CHECK(slog.find("shard cut ") == std::string::npos);
 
   json s = readSummary(sdir);
   INFO("summary: " << s.dump());
