@@ -88,9 +88,9 @@ void nodesHostShards(const std::string& head_role) {
   for (std::size_t k = 1; k <= 2; ++k) {
     const std::string node_log = readFile(run.dir + "/node-" + std::to_string(k) + ".log");
     CHECK_MESSAGE(
-        node_log.find("central shard " + std::to_string(k) + " of 3 (parameters " +
+        node_log.find("central-shard " + std::to_string(k) + " of 3, parameters " +
                       std::to_string((*map)[k].begin) + "-" + std::to_string((*map)[k].end) +
-                      ") on " + (*map)[k].endpoint) != std::string::npos,
+                      " of mlp, seed 1 on " + (*map)[k].endpoint) != std::string::npos,
         node_log);
   }
   // An evaluator's read assembles the whole model from the head's shard and the nodes'.
