@@ -10,7 +10,7 @@
 #   ashl_netns.sh [--quick] [--repeats R] [--rate 20mbit] [--shaped N] [--target 0.85]
 #                 [--modes "M..."]
 #
-# Modes as straggler.sh's: adaptive, with +nostages, +fp16, +topk, +auto (compress_gradients
+# Modes as straggler.sh's: adaptive, with +nostages, +stages, +fp16, +topk, +auto (compress_gradients
 # auto, the default: plain adaptive is the same; the run line's `compression` lists each
 # group's final choice), +dense (compress_gradients dense). One JSON line per run,
 # then {"bench": "ashl_netns", ...} with the median time to target per mode and its ratio
@@ -36,12 +36,14 @@ done
 source "$root/scripts/bench/netns_links.sh"
 
 echo '{"adaptive": {"coarse_period": 1, "coarse_max_groups": 2}}' >"$WORK/nostages.json"
+echo '{"adaptive": {"coarse_period": 4, "coarse_max_groups": 4}}' >"$WORK/stages.json"
 mode_flags() {  # the daemon flags of adaptive+SUFFIX+...
   local s
   [[ $1 == adaptive || $1 == adaptive+* ]] || { echo "ashl_netns: mode '$1' is not adaptive[+...]" >&2; return 1; }
   for s in $(tr '+' ' ' <<<"${1#adaptive}"); do
     case $s in
-      nostages) echo "--config $WORK/nostages.json" ;;
+      nostages) echo "--config $WORK/nostages.json" ;;  # the default since 2026-11-29
+      stages) echo "--config $WORK/stages.json" ;;  # the coarse stage of before
       fp16) echo "--compress-gradients fp16 --compress-deltas fp16" ;;
       topk) echo "--compress-gradients topk:0.1 --compress-deltas topk:0.1" ;;
       auto) echo "--compress-gradients auto" ;;  # the default since 2026-11-29

@@ -3,8 +3,9 @@
 # benchmark that already measures its kind of thing:
 #   basu       straggler.sh: one of 8 trainers 1x/2x/4x/8x slower (compute) x modes sync,
 #              grouped2, grouped4, async, adaptive: time to 0.85, accuracy at a sample budget
-#   ashl       straggler.sh: adaptive (compression auto, the default) with stages on/off x
-#              compression dense/fp16/top-k (+dense, +nostages, +fp16, +topk) under a link straggler; then, as root, the same
+#   ashl       straggler.sh: adaptive (the default: compression auto, no coarse stage) with
+#              the coarse stage on/off x compression dense/fp16/top-k (+dense, +stages,
+#              +fp16, +topk) under a link straggler; then, as root, the same
 #              ablation with one trainer of four behind a rate-limited link between network
 #              namespaces, and dense/fp16/top-k with every trainer behind one
 #              (ashl_netns.sh; skipped with a message otherwise)
@@ -19,8 +20,9 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 quick=0 repeats=3 papers="basu ashl chao crossover" budget=200000 max_seconds=150 plots=1
 slowdowns="2 4 8" basu_modes="sync grouped2 grouped4 async adaptive"
 ashl_cases="link-4x-1of8"
-# adaptive is the default (compress_gradients auto); +dense is compression off.
-ashl_modes="adaptive adaptive+dense adaptive+nostages adaptive+fp16 adaptive+topk adaptive+nostages+fp16 adaptive+nostages+topk"
+# adaptive is the default (compression auto, no coarse stage of its own); +dense is
+# compression off, +stages the coarse stage of before (K 4, up to 4 groups).
+ashl_modes="adaptive adaptive+dense adaptive+stages adaptive+fp16 adaptive+topk adaptive+stages+fp16 adaptive+stages+topk"
 netns_rate=20mbit netns_all_rate=200mbit img_dir=""
 usage() {
   cat <<USAGE
@@ -100,7 +102,7 @@ for p in $papers; do
     ashl)
       if [[ $quick == 1 ]]; then
         "$root/scripts/bench/straggler.sh" "${straggler_common[@]}" --cases link-4x-1of8 \
-          --modes "adaptive adaptive+nostages+topk" --plot-prefix seeds-ashl >"$out" || rc=$?
+          --modes "adaptive adaptive+stages+topk" --plot-prefix seeds-ashl >"$out" || rc=$?
       else
         "$root/scripts/bench/straggler.sh" "${straggler_common[@]}" --cases "$ashl_cases" \
           --modes "$ashl_modes" --plot-prefix seeds-ashl >"$out" || rc=$?

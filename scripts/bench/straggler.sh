@@ -37,8 +37,9 @@ usage: scripts/bench/straggler.sh [options]
                      with the step cutoff off) adaptive-versions (adaptive with staleness
                      counted in versions, not samples) (default "sync adaptive"); any
                      adaptive mode may add +nostages (the fine stage from the start: the
-                     coarse stage's K and group limit set to the fine one's), +coarsek1
-                     (only the coarse stage's K set to 1), +fp16 or
+                     coarse stage's K and group limit set to the fine one's: the default
+                     since 2026-11-29), +stages (the coarse stage of before: K 4, 4
+                     groups), +coarsek1 (only the coarse stage's K set to 1), +fp16 or
                      +topk (compress_gradients and compress_deltas fp16 / topk:0.1), +auto
                      (compress_gradients auto: fp16 per group where the link is slow; the
                      default), +dense (compress_gradients dense), e.g.
@@ -109,6 +110,10 @@ echo '{"adaptive": {"coarse_period": 1, "coarse_max_groups": 2}}' >"$nostages_co
 # limit stays.
 coarsek1_config=$run_dir/coarsek1.json
 echo '{"adaptive": {"coarse_period": 1}}' >"$coarsek1_config"
+# +stages: the coarse stage as it was the default before 2026-11-29 (K = 4, up to 4
+# groups); the default now is what +nostages sets.
+stages_config=$run_dir/stages.json
+echo '{"adaptive": {"coarse_period": 4, "coarse_max_groups": 4}}' >"$stages_config"
 : >"$runs"
 log() { echo "straggler: $*" >&2; }
 command -v python3 >/dev/null || { log "needs python3 (scripts/install-deps.sh --extra)"; exit 1; }
@@ -144,11 +149,12 @@ mode_extra_args() {
     case "$suffix" in
       nostages) echo "--config $nostages_config" ;;
       coarsek1) echo "--config $coarsek1_config" ;;
+      stages) echo "--config $stages_config" ;;
       fp16) echo "--compress-gradients fp16 --compress-deltas fp16" ;;
       topk) echo "--compress-gradients topk:0.1 --compress-deltas topk:0.1" ;;
       auto) echo "--compress-gradients auto" ;;  # the default since 2026-11-29
       dense) echo "--compress-gradients dense" ;;  # adaptive as it ran before that
-      *) log "unknown ablation '+$suffix' in mode '$1' (nostages, coarsek1, fp16, topk, auto, dense)"; return 1 ;;
+      *) log "unknown ablation '+$suffix' in mode '$1' (nostages, coarsek1, stages, fp16, topk, auto, dense)"; return 1 ;;
     esac
   done
 }

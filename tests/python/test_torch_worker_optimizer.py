@@ -18,12 +18,13 @@ FAST = ["--heartbeat-ms", "300", "--model", "external", "--log-level", "warn"]
 WARMUP = 10
 
 
-def placement_config(tmp_path, placement, outer_lr=0.6):
+def placement_config(tmp_path, placement, outer_lr=0.6, extra=None):
     # An outer step that is not 1 makes the central model differ from the group's
     # parameters, so every exchange hands the members a real correction.
     path = tmp_path / f"{placement}.json"
     path.write_text(json.dumps({"optimizer": {"placement": placement},
-                                "outer_optimizer": {"kind": "sgd", "lr": outer_lr}}))
+                                "outer_optimizer": {"kind": "sgd", "lr": outer_lr},
+                                **(extra or {})}))
     return path
 
 
@@ -168,7 +169,11 @@ def test_members_stay_identical_across_a_regroup(daemon, tmp_path):
     # Every step each worker records its parameters under (group, group step); whatever
     # group a worker is in and however the run ends, members that completed the same step
     # of the same group must hold the same bits.
-    d = daemon(*FAST, "--config", placement_config(tmp_path, "workers"), "--mode", "adaptive",
+    # A coarse stage of up to 4 groups (not the default) gives way to the fine stage's 2 at
+    # half the sample budget: a regroup that moves members, whatever the detector decides.
+    coarse = {"adaptive": {"coarse_period": 4, "coarse_max_groups": 4}}
+    d = daemon(*FAST, "--config", placement_config(tmp_path, "workers", extra=coarse), "--mode",
+               "adaptive",
                "--workers", "4", "--batch-size", "16", "--control-ms", "300",
                "--min-regroup-interval-ms", "1000", "--step-cutoff", "0", "--max-samples", "6000",
                "--max-seconds", "120")

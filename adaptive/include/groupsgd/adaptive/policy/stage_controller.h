@@ -19,8 +19,10 @@ const char* stageName(Stage s);
 
 struct StageConfig {
   std::uint32_t profile_steps = 0;      // > 0: a profiling stage of this many steps first
-  std::uint32_t coarse_period = 4;      // K in the coarse stage
-  std::uint32_t coarse_max_groups = 4;  // G_max in the coarse stage
+  // By default the coarse stage trains as the fine one: K = 4 with up to 4 groups was
+  // never faster in quiet medians and 1.25x slower with an 8x straggler (docs/seeds.md).
+  std::uint32_t coarse_period = 1;      // K in the coarse stage
+  std::uint32_t coarse_max_groups = 2;  // G_max in the coarse stage
   std::uint32_t fine_period = 1;        // K in the fine stage
   std::uint32_t fine_max_groups = 2;    // G_max in the fine stage
   std::uint32_t loss_window = 10;       // loss observations per comparison window
