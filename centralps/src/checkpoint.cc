@@ -290,12 +290,11 @@ Status checkWritable(std::span<const float> params, const kernels::OptimizerSnap
   return Status::ok();
 }
 
-}  // namespace
-
-Status writeCheckpointFile(const std::string& path, std::uint64_t version,
-                           std::span<const float> params,
-                           const kernels::OptimizerSnapshot* optimizer) {
-  GSGD_RETURN_IF_ERROR(checkWritable(params, optimizer));
+// Writes one checkpoint file's bytes (header, parameters and, with an optimizer state, its
+// section and values) to path through writeFileAtomically with `how`.
+Status writeCheckpointBytes(const std::string& path, std::uint64_t version,
+                            std::span<const float> params,
+                            const kernels::OptimizerSnapshot* optimizer, AtomicWriteOptions how) {
   const bool with_optimizer = optimizer != nullptr && optimizer->buffers > 0;
   unsigned char header[kCheckpointHeaderBytes] = {};
   fillHeader(header, with_optimizer ? kCheckpointFormatVersion : kCheckpointFormatModelOnly,
@@ -308,7 +307,6 @@ Status writeCheckpointFile(const std::string& path, std::uint64_t version,
     state_bytes = std::string_view(reinterpret_cast<const char*>(optimizer->values.data()),
                                    optimizer->values.size() * sizeof(float));
   }
-  AtomicWriteOptions how;
   how.mode = 0640;
   Status written = writeFileAtomically(
       path,
@@ -320,12 +318,20 @@ Status writeCheckpointFile(const std::string& path, std::uint64_t version,
   return Status::ok();
 }
 
+}  // namespace
+
+Status writeCheckpointFile(const std::string& path, std::uint64_t version,
+                           std::span<const float> params,
+                           const kernels::OptimizerSnapshot* optimizer) {
+  GSGD_RETURN_IF_ERROR(checkWritable(params, optimizer));
+  return writeCheckpointBytes(path, version, params, optimizer, {});
+}
+
 Status writeCheckpoint(const std::string& dir, std::uint64_t version, std::span<const float> params,
                        std::size_t keep_last, CheckpointWriteInfo* info,
                        const kernels::OptimizerSnapshot* optimizer) {
   if (keep_last == 0) return invalidArgument("checkpoint: keep_last must be at least 1");
   GSGD_RETURN_IF_ERROR(checkWritable(params, optimizer));
-  const bool with_optimizer = optimizer != nullptr && optimizer->buffers > 0;
   struct stat st {};
   if (::stat(dir.c_str(), &st) != 0) return ioError("stat directory", dir, errno);
   if (!S_ISDIR(st.st_mode)) return invalidArgument("checkpoint: " + dir + " is not a directory");
@@ -333,29 +339,11 @@ Status writeCheckpoint(const std::string& dir, std::uint64_t version, std::span<
   const std::string final_path = joinPath(dir, checkpointFileName(version));
   const std::string tmp = joinPath(dir, "." + checkpointFileName(version) + "." +
                                             std::to_string(::getpid()) + std::string(kTempSuffix));
-  unsigned char header[kCheckpointHeaderBytes] = {};
-  fillHeader(header, with_optimizer ? kCheckpointFormatVersion : kCheckpointFormatModelOnly,
-             version, params);
-  unsigned char section[kCheckpointOptimizerSectionBytes] = {};
-  std::string_view section_bytes, state_bytes;
-  if (with_optimizer) {
-    fillOptimizerSection(section, *optimizer);
-    section_bytes = std::string_view(reinterpret_cast<const char*>(section), sizeof section);
-    state_bytes = std::string_view(reinterpret_cast<const char*>(optimizer->values.data()),
-                                   optimizer->values.size() * sizeof(float));
-  }
   AtomicWriteOptions how;
-  how.mode = 0640;
   how.temp_path = tmp;  // prune() removes leftovers of crashed writers by this name
-  Status written = writeFileAtomically(
-      final_path,
-      {std::string_view(reinterpret_cast<const char*>(header), sizeof header),
-       std::string_view(reinterpret_cast<const char*>(params.data()), params.size_bytes()),
-       section_bytes, state_bytes},
-      how);
+  Status written = writeCheckpointBytes(final_path, version, params, optimizer, how);
   if (!written.isOk()) {
     // Not durable (perhaps not even there after a crash): older checkpoints still are.
-    written = Status(written.code(), "checkpoint: " + written.message());
     GSGD_ERROR(written.message());
     return written;
   }
