@@ -529,38 +529,10 @@ TEST_CASE(
   const std::string replication = "tcp://127.0.0.1:" + std::to_string(freePort());
   const std::string standby_ep = "tcp://127.0.0.1:" + std::to_string(freePort());
   // The head's flags; the standby gets the same ones (it becomes this head).
-  const std::vector<std::string> head = {"--progress-ms",
-                                         "0",
-                                         "--mode",
-                                         "grouped",
-                                         "--workers",
-                                         "2",
-                                         "--groups",
-                                         "2",
-                                         "--heartbeat-ms",
-                                         "250",
-                                         "--heartbeat-misses",
-                                         "12",
-                                         "--step-deadline-ms",
-                                         "1000",
-                                         "--role",
-                                         "coordinator",
-                                         "--standby-takeover-ms",
-                                         "500",
-                                         "--max-samples",
-                                         "30000",
-                                         "--max-seconds",
-                                         "120",
-                                         "--central-shards",
-                                         "2",
-                                         "--central-shard-endpoints",
-                                         shard1,
-                                         "--exchange-timeout-ms",
-                                         "2000",
-                                         "--checkpoint-dir",
-                                         ckpt,
-                                         "--central-cut-interval-s",
-                                         "0.3"};
+  const std::vector<std::string> head = withArgs(
+      standbyPairHeadArgs("120"),
+      {"--central-shards", "2", "--central-shard-endpoints", shard1, "--exchange-timeout-ms",
+       "2000", "--checkpoint-dir", ckpt, "--central-cut-interval-s", "0.3"});
   auto primary =
       startDaemon(dir, "primary.log", "tcp://127.0.0.1:0",
                   withArgs(head, {"--replication-listen", replication, "--log-level", "debug"}));

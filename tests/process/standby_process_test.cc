@@ -24,31 +24,7 @@ using nlohmann::json;
 
 namespace {
 
-// The head's flags (the standby gets the same ones: it becomes this head).
-std::vector<std::string> headArgs() {
-  return {"--progress-ms",
-          "0",
-          "--mode",
-          "grouped",
-          "--workers",
-          "2",
-          "--groups",
-          "2",
-          "--heartbeat-ms",
-          "250",
-          "--heartbeat-misses",
-          "12",
-          "--step-deadline-ms",
-          "1000",
-          "--role",
-          "coordinator",
-          "--standby-takeover-ms",
-          "500",
-          "--max-samples",
-          "30000",
-          "--max-seconds",
-          "90"};
-}
+std::vector<std::string> headArgs() { return standbyPairHeadArgs("90"); }
 
 // The last version the primary applied, from its debug lines "applied delta ... v=N".
 std::uint64_t lastAppliedVersion(const std::string& log) {

@@ -48,6 +48,34 @@ inline void checkWorkersExit(const std::string& dir,
   }
 }
 
+// A head that a standby follows: role coordinator, 2 groups of a 2-trainer run, 250 ms
+// heartbeats, a 500 ms takeover, 30,000 samples. The standby gets the same flags (it
+// becomes this head); the caller adds replication_listen or --role standby --primary.
+inline std::vector<std::string> standbyPairHeadArgs(const std::string& max_seconds) {
+  return {"--progress-ms",
+          "0",
+          "--mode",
+          "grouped",
+          "--workers",
+          "2",
+          "--groups",
+          "2",
+          "--heartbeat-ms",
+          "250",
+          "--heartbeat-misses",
+          "12",
+          "--step-deadline-ms",
+          "1000",
+          "--role",
+          "coordinator",
+          "--standby-takeover-ms",
+          "500",
+          "--max-samples",
+          "30000",
+          "--max-seconds",
+          max_seconds};
+}
+
 // The checkpointing head of the restart tests: grouped, `workers` workers in 2 groups,
 // anyone silent for 12 heartbeats of 250 ms dead, a 1 s step deadline, a checkpoint in
 // DIR/ck every `every` central versions (none by time), no progress lines.
