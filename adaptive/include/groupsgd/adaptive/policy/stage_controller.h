@@ -18,7 +18,7 @@ enum class Stage { kProfiling, kCoarse, kFine };
 const char* stageName(Stage s);
 
 struct StageConfig {
-  std::uint32_t profile_steps = 0;      // > 0: a profiling stage of this many steps first
+  std::uint32_t profile_steps = 0;  // > 0: a profiling stage of this many steps first
   // By default the coarse stage trains as the fine one: K = 4 with up to 4 groups was
   // never faster in quiet medians and 1.25x slower with an 8x straggler (docs/seeds.md).
   std::uint32_t coarse_period = 1;      // K in the coarse stage
