@@ -140,7 +140,7 @@ line=$(summary_line "$r5/summary.json")
 check "run 5: target reached, accounting ok" json_has "$line" "reached is True" "accounting_ok is True"
 check "run 5: shard 1 on n2, shard 2 on n1" bash -c "grep -q 'central shard 1 of 3: a node daemon on n2' '$r5.out' && grep -q 'central shard 2 of 3: a node daemon on n1' '$r5.out'"
 check "run 5: the head took both shards from node daemons" bash -c "grep -c 'offered by node' '$r5/head.log' | grep -qx 2"
-check "run 5: each shard node served its shard" bash -c "grep -q 'central shard 1 of 3 (parameters' '$r5/shard-1.log' && grep -q 'central shard 2 of 3 (parameters' '$r5/shard-2.log'"
+check "run 5: each shard node served its shard" bash -c "grep -q 'central-shard 1 of 3, parameters' '$r5/shard-1.log' && grep -q 'central-shard 2 of 3, parameters' '$r5/shard-2.log'"
 echo "total $(echo "$(date +%s.%N) - $t0" | bc) s"
 (( fails > 0 )) && for f in "$r1.out" "$r2.out" "$r3.out" "$r5.out" "$r1/head.log" "$r2/head.log" "$r3/head.log" "$r5/head.log"; do
   echo "----- $f" >&2; tail -20 "$f" >&2
