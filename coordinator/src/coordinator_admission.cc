@@ -278,13 +278,18 @@ void Coordinator::onHeartbeat(const zmq::message_t& from, const InMessage& msg,
   }
   // The evaluator is stopped last, after it has seen the final model (see finish()).
   // Evaluators and nodes stop last: after the final flush (nodes host the group PSes).
+  // Nodes stop after the evaluators: they may host central shards an evaluator reads.
   const bool last = w->role == WorkerRole::kEvaluator || w->role == WorkerRole::kNode;
+  const bool node_may_stop = w->role != WorkerRole::kNode ||
+                             registry_.activeOfRole(WorkerRole::kEvaluator) == 0 ||
+                             Clock::now() >= nodes_stop_at_;
   // The final model waits for its reading: an evaluator is asked to measure it at once,
   // and the one that brings it may stop at once.
   const bool final_reading = w->role == WorkerRole::kEvaluator && phase_ == Phase::kFinalReading &&
                              w->evaluated_version >= final_version_ &&
                              (w->test_accuracy >= 0 || w->test_loss >= 0);
-  reply.setStop((stopping() && (!last || phase_ == Phase::kStoppingEvaluators || final_reading)) ||
+  reply.setStop((stopping() && (!last || (phase_ == Phase::kStoppingEvaluators && node_may_stop) ||
+                                final_reading)) ||
                 w->draining);
   reply.setMeasureNow(w->role == WorkerRole::kEvaluator && phase_ == Phase::kFinalReading &&
                       !final_reading);

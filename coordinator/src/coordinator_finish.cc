@@ -161,8 +161,11 @@ Coordinator::Accuracy Coordinator::stopEvaluators(std::uint64_t final_version, b
   }
   const Accuracy final_acc = latestAccuracy();
   phase_ = Phase::kStoppingEvaluators;
+  // Evaluators first, then the nodes (a node's central shard serves the evaluators'
+  // reads); a silent evaluator holds them back a heartbeat period and a second at most.
+  nodes_stop_at_ = Clock::now() + std::chrono::milliseconds(cfg_.heartbeat_ms + 1000ull);
   const auto stop_deadline =
-      Clock::now() + std::chrono::milliseconds(2ull * cfg_.heartbeat_ms + 1000);
+      Clock::now() + std::chrono::milliseconds(3ull * cfg_.heartbeat_ms + 1500);
   while ((registry_.activeOfRole(WorkerRole::kEvaluator) > 0 ||
           registry_.activeOfRole(WorkerRole::kNode) > 0) &&
          Clock::now() < stop_deadline) {

@@ -169,13 +169,18 @@ def test_members_stay_identical_across_a_regroup(daemon, tmp_path):
     # Every step each worker records its parameters under (group, group step); whatever
     # group a worker is in and however the run ends, members that completed the same step
     # of the same group must hold the same bits.
-    # A coarse stage of up to 4 groups (not the default) gives way to the fine stage's 2 at
-    # half the sample budget: a regroup that moves members, whatever the detector decides.
-    coarse = {"adaptive": {"coarse_period": 4, "coarse_max_groups": 4}}
+    # The slow worker sleeps 0.2 s a step, many times a fast one's even on a loaded machine.
+    # No staleness bound or penalty: with the default bound (3) the planner keeps a worker
+    # this slow in the others' group (alone, its updates would be staler than that) and
+    # shrinks its batch instead; the test is about regroups, not that policy. A coarse stage
+    # of up to 4 groups (not the default) gives way to the fine stage's 2 at half the
+    # sample budget: a grouping of 3 or 4 is moved again.
+    coarse = {"adaptive": {"coarse_period": 4, "coarse_max_groups": 4, "staleness_bound": 1000,
+                           "staleness_penalty": 0}}
     d = daemon(*FAST, "--config", placement_config(tmp_path, "workers", extra=coarse), "--mode",
                "adaptive",
                "--workers", "4", "--batch-size", "16", "--control-ms", "300",
-               "--min-regroup-interval-ms", "1000", "--step-cutoff", "0", "--max-samples", "6000",
+               "--min-regroup-interval-ms", "1000", "--step-cutoff", "0", "--max-samples", "20000",
                "--max-seconds", "120")
     trainers = []
     in_threads([lambda i=i: trainers.append(Trainer(d.endpoint, f"w{i}", i)) for i in range(4)])
@@ -186,7 +191,7 @@ def test_members_stay_identical_across_a_regroup(daemon, tmp_path):
         while not t.w.should_stop:
             group = t.w._session.group_id
             if slow:
-                time.sleep(0.06)
+                time.sleep(0.2)
             r = t.one_step()
             if r["pushed"] and r["accepted"] and r["mean_gradient"]:
                 with lock:
@@ -197,7 +202,7 @@ def test_members_stay_identical_across_a_regroup(daemon, tmp_path):
     for t in trainers:  # told to stop: leave while the daemon still answers
         t.w.close()
     summary = d.wait(60)
-    assert summary["regroups"] >= 1, summary
+    assert summary["regroups"] >= 1, summary["events"]
     groups = {g for g, _ in seen}
     assert len(groups) >= 2, groups  # the slow worker trained in a group of its own
     shared = {k: v for k, v in seen.items() if len(v) >= 2}

@@ -299,7 +299,8 @@ class Coordinator {
   CallTarget central_;                 // the central PS, asked through calls_
   std::uint64_t epoch_ = 0;
   Phase phase_ = Phase::kTraining;
-  std::uint64_t final_version_ = 0;  // the central version the final reading must reach
+  std::uint64_t final_version_ = 0;    // the central version the final reading must reach
+  Clock::time_point nodes_stop_at_{};  // nodes stop once the evaluators left, or then
   std::uint64_t bad_messages_ = 0;
   std::unique_ptr<AdaptiveController> adaptive_;  // mode adaptive only
   struct GroupCompression {
