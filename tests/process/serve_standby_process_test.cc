@@ -1,0 +1,272 @@
+// Fault test (label `faults`): a --serve daemon's standby (docs/jobs.md, "Standby"). The
+// standby (`--role standby --serve --primary REPLICATION`) follows the primary's job table
+// and, synchronously, the central PS of each running job; the primary is SIGKILLed while a
+// job trains; the standby takes over with its own front, the table as replicated and the
+// job started from its replica at the primary's job incarnation + 1; the workers
+// (--coordinator PRIMARY,STANDBY) move to it and the job reaches its sample budget with no
+// acknowledged version lost; a job submitted after the takeover trains too. Bad input: a
+// standby of the other kind (one-run vs --serve) is refused with a clear error.
+#include <doctest/doctest.h>
+
+#include <signal.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "daemon_harness.h"
+#include "head_restart.h"
+#include "job_worker.h"
+
+using namespace groupsgd::testing;
+using namespace std::chrono_literals;
+using nlohmann::json;
+
+namespace {
+
+std::string loopback(int port) { return "tcp://127.0.0.1:" + std::to_string(port); }
+
+// The flags both sides share (a job file names only what differs from them).
+std::vector<std::string> serveArgs(const std::string& dir) {
+  return {"--serve",
+          "--state-dir",
+          dir + "/state",
+          "--max-group-slots",
+          "4",
+          "--progress-ms",
+          "0",
+          "--heartbeat-ms",
+          "250",
+          "--heartbeat-misses",
+          "12",
+          "--step-deadline-ms",
+          "1000",
+          "--standby-takeover-ms",
+          "500",
+          "--log-level",
+          "debug"};
+}
+
+std::string writeJob(const std::string& dir, const std::string& name, std::uint64_t samples) {
+  json job = softmaxJob(name, "grouped", 0, 120);
+  job["max_samples"] = samples;
+  const std::string path = dir + "/" + name + ".json";
+  std::ofstream(path) << job.dump(2);
+  return path;
+}
+
+// A worker of JOB trying the endpoints of LIST in turn, quick to notice a silent head.
+std::unique_ptr<Process> startWorker(const std::string& dir, const std::string& list,
+                                     const std::string& job, const std::string& name) {
+  return std::make_unique<Process>(
+      std::vector<std::string>{WORKER_PATH, "--coordinator", list, "--job", job, "--name", name,
+                               "--device-ms", "2", "--timeout-ms", "500", "--backoff-max-ms", "300",
+                               "--give-up-s", "60"},
+      dir + "/" + name + ".log");
+}
+
+json jobRow(const std::string& dir, const std::string& name) {
+  const json list = ctl(dir, {"job", "list"});
+  if (!list.is_object()) return json();
+  for (const auto& row : list["jobs"]) {
+    if (row["name"] == name) return row;
+  }
+  return json();
+}
+
+bool jobIs(const std::string& dir, const std::string& name, const std::string& state) {
+  const json row = jobRow(dir, name);
+  return row.is_object() && row["state"] == state;
+}
+
+// The last version the primary's central PS applied, from its debug lines "applied delta
+// ... v=N" (one job runs there).
+std::uint64_t lastAppliedVersion(const std::string& log) {
+  std::uint64_t last = 0;
+  for (std::size_t at = log.find("applied delta"); at != std::string::npos;
+       at = log.find("applied delta", at + 1)) {
+    const auto v = log.find(" v=", at);
+    const auto eol = log.find('\n', at);
+    if (v == std::string::npos || v > eol) continue;
+    last = std::max<std::uint64_t>(last, std::strtoull(log.c_str() + v + 3, nullptr, 10));
+  }
+  return last;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "faults: a --serve daemon SIGKILLed mid-job; its standby takes over the job table and the "
+    "job from its replica (no acknowledged version lost), the workers move to it, the job "
+    "reaches its budget; a job submitted after the takeover trains") {
+  const std::string dir = makeTempDir();
+  const std::string sdir = dir + "/standby";
+  std::filesystem::create_directories(sdir);
+  const std::string replication = loopback(freePort());
+  const std::string primary_front = loopback(freePort());
+  const std::string standby_front = loopback(freePort());
+
+  auto primary = startDaemon(dir, "primary.log",
+                             withArgs(serveArgs(dir), {"--replication-listen", replication}),
+                             DaemonFiles{primary_front, true});
+  // Its endpoint file is written once it follows the primary's table.
+  auto standby =
+      startDaemon(sdir, "standby.log",
+                  withArgs(serveArgs(sdir), {"--role", "standby", "--primary", replication}),
+                  DaemonFiles{standby_front, true});
+  json sst = ctlJson(sdir, {"status"});
+  CHECK(sst["role"] == "standby");
+  CHECK(sst["serve"] == true);
+  CHECK(sst["following"] == true);
+
+  const json row = ctlJson(dir, {"job", "submit", writeJob(dir, "a", 150000)});
+  CHECK(row["state"] == "running");
+  const std::string list = primary_front + "," + standby_front;
+  std::vector<std::unique_ptr<Process>> workers;
+  for (int i = 0; i < 2; ++i)
+    workers.push_back(startWorker(dir, list, "a", "wa" + std::to_string(i)));
+
+  json st;
+  REQUIRE(waitUntil(
+      [&] {
+        st = ctl(dir, {"--job", "a", "status"});
+        return st.is_object() && st.value("central_version", 0ULL) >= 30;
+      },
+      60000ms, 100ms));
+  const auto primary_incarnation = st["incarnation"].get<std::uint64_t>();
+  sst = ctlJson(sdir, {"status"});
+  INFO("standby status: " << sst.dump());
+  REQUIRE(sst["jobs"].size() == 1);
+  CHECK(sst["jobs"][0]["name"] == "a");
+  CHECK(sst["jobs"][0]["following"] == true);
+  CHECK(sst["jobs"][0]["central_version"].get<std::uint64_t>() > 0);
+
+  const double killed_at = wallNow();
+  ::kill(primary->pid(), SIGKILL);
+  REQUIRE(primary->wait(10000ms).has_value());
+  const std::uint64_t primary_applied = lastAppliedVersion(readFile(dir + "/primary.log"));
+  REQUIRE(primary_applied >= 30);
+
+  // The standby promotes itself: the job runs there, its workers with it.
+  REQUIRE_MESSAGE(waitUntil([&] { return jobIs(sdir, "a", "running"); }, 30000ms, 100ms),
+                  readFile(sdir + "/standby.log"));
+  json back;
+  const bool trained = waitUntil(
+      [&] {
+        back = ctl(sdir, {"--job", "a", "status"});
+        return back.is_object() && back.contains("workers") && back["workers"]["active"] == 2 &&
+               back.value("samples_trained", 0ULL) > 0;
+      },
+      30000ms, 100ms);
+  const double back_s = wallNow() - killed_at;
+  INFO("standby: " << readFile(sdir + "/standby.log"));
+  REQUIRE(trained);
+  CHECK(back["incarnation"].get<std::uint64_t>() == primary_incarnation + 1);
+
+  REQUIRE(waitUntil([&] { return jobIs(sdir, "a", "finished"); }, 120000ms, 200ms));
+  const json s = ctlJson(sdir, {"job", "summary", "a"});
+  INFO("summary: " << s.dump());
+  CHECK(s["stop_reason"] == "sample budget spent");
+  CHECK(s["accounting_ok"] == true);
+  CHECK(s["samples_trained"].get<std::uint64_t>() > 0);
+  const json& hr = s["head_restart"];
+  CHECK(hr["took_over_from_incarnation"].get<std::uint64_t>() == primary_incarnation);
+  CHECK(hr["versions_lost_bound"] == 0);
+  const auto resumed = hr["resumed_version"].get<std::uint64_t>();
+  CHECK(resumed >= primary_applied);      // 0 acknowledged versions lost
+  CHECK(resumed <= primary_applied + 1);  // at most the one shipped, not yet applied there
+  for (auto& w : workers) CHECK(w->wait(60000ms) == std::optional<int>(0));
+
+  // The table as replicated, and a new job on the promoted daemon.
+  const json rows = ctlJson(sdir, {"job", "list"});
+  REQUIRE(rows["jobs"].size() == 1);
+  CHECK(rows["jobs"][0]["id"] == row["id"]);
+  const json b = ctlJson(sdir, {"job", "submit", writeJob(sdir, "b", 20000)});
+  CHECK(b["state"] == "running");
+  CHECK(b["id"].get<std::uint64_t>() > row["id"].get<std::uint64_t>());
+  std::vector<std::unique_ptr<Process>> bworkers;
+  for (int i = 0; i < 2; ++i) {
+    bworkers.push_back(startWorker(sdir, standby_front, "b", "wb" + std::to_string(i)));
+  }
+  REQUIRE(waitUntil([&] { return jobIs(sdir, "b", "finished"); }, 120000ms, 200ms));
+  const json sb = ctlJson(sdir, {"job", "summary", "b"});
+  CHECK(sb["stop_reason"] == "sample budget spent");
+  CHECK(sb["accounting_ok"] == true);
+  for (auto& w : bworkers) CHECK(w->wait(60000ms) == std::optional<int>(0));
+
+  // Fencing: the old primary, restarted on its state directory and replication endpoint, is
+  // told a newer term runs its jobs and steps down (exit 75) without committing anything.
+  Process again(withArgs({GROUPSGDD_PATH, "--listen", primary_front, "--control-socket",
+                          dir + "/ctl.sock", "--replication-listen", replication},
+                         serveArgs(dir)),
+                dir + "/primary-again.log");
+  CHECK(again.wait(15000ms) == std::optional<int>(75));
+  const std::string again_log = readFile(dir + "/primary-again.log");
+  CHECK(again_log.find("superseded") != std::string::npos);
+  CHECK(again_log.find("applied delta") == std::string::npos);
+
+  ::kill(standby->pid(), SIGTERM);
+  CHECK(standby->wait(30000ms) == std::optional<int>(0));
+  std::printf(
+      "serve standby: primary SIGKILL at job version %llu (applied there), standby resumed it at "
+      "%llu (versions lost 0: %d), job incarnation %llu -> %llu; both workers on the standby "
+      "%.2f s after the kill; job a %llu samples after the takeover, accounting ok %d; job b "
+      "submitted after the takeover: %llu samples, accounting ok %d; restarted old primary "
+      "exit 75\n",
+      static_cast<unsigned long long>(primary_applied), static_cast<unsigned long long>(resumed),
+      resumed >= primary_applied ? 1 : 0, static_cast<unsigned long long>(primary_incarnation),
+      llu(hr["incarnation"]), back_s, llu(s["samples_trained"]),
+      s["accounting_ok"].get<bool>() ? 1 : 0, llu(sb["samples_trained"]),
+      sb["accounting_ok"].get<bool>() ? 1 : 0);
+  reportDone(dir);
+}
+
+TEST_CASE(
+    "bad input: a standby of the other kind than its primary (one-run vs --serve) is refused "
+    "with a clear error; the primary runs on") {
+  const std::string dir = makeTempDir();
+  const std::string replication = loopback(freePort());
+  // A --serve primary; a one-run standby pointed at it.
+  auto serve =
+      startDaemon(dir, "serve.log", withArgs(serveArgs(dir), {"--replication-listen", replication}),
+                  DaemonFiles{"tcp://127.0.0.1:0", true});
+  const std::string odir = dir + "/onerun-standby";
+  std::filesystem::create_directories(odir);
+  Process one({GROUPSGDD_PATH, "--listen", "tcp://127.0.0.1:0", "--role", "standby", "--primary",
+               replication, "--progress-ms", "0"},
+              odir + "/standby.log");
+  CHECK(one.wait(20000ms) == std::optional<int>(1));
+  const std::string one_log = readFile(odir + "/standby.log");
+  INFO(one_log);
+  CHECK(one_log.find("--serve daemon") != std::string::npos);
+  // The primary still answers and takes a job.
+  CHECK(ctlJson(dir, {"job", "list"})["jobs"].empty());
+
+  // A one-run head with a standby link; a --serve standby pointed at it.
+  const std::string hdir = dir + "/head";
+  std::filesystem::create_directories(hdir);
+  const std::string head_replication = loopback(freePort());
+  auto head =
+      startDaemon(hdir, "head.log",
+                  withArgs(standbyPairHeadArgs("60"), {"--replication-listen", head_replication}),
+                  DaemonFiles{"tcp://127.0.0.1:0", true});
+  const std::string sdir = dir + "/serve-standby";
+  std::filesystem::create_directories(sdir);
+  Process wrong(withArgs({GROUPSGDD_PATH, "--listen", "tcp://127.0.0.1:0", "--control-socket",
+                          sdir + "/ctl.sock", "--role", "standby", "--primary", head_replication},
+                         serveArgs(sdir)),
+                sdir + "/standby.log");
+  CHECK(wrong.wait(20000ms) == std::optional<int>(1));
+  const std::string wrong_log = readFile(sdir + "/standby.log");
+  INFO(wrong_log);
+  CHECK(wrong_log.find("is the head of one run (role coordinator)") != std::string::npos);
+  CHECK(wrong_log.find("TAKING OVER") == std::string::npos);
+  // The head is untouched: its status still answers, nothing taken over.
+  CHECK(ctl(hdir, {"status"}).is_object());
+  ::kill(head->pid(), SIGTERM);
+  CHECK(head->wait(30000ms).has_value());
+  ::kill(serve->pid(), SIGTERM);
+  CHECK(serve->wait(30000ms) == std::optional<int>(0));
+  reportDone(dir);
+}
