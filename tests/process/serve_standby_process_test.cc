@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 #include "daemon_harness.h"
 #include "head_restart.h"
@@ -268,5 +269,84 @@ TEST_CASE(
   CHECK(head->wait(30000ms).has_value());
   ::kill(serve->pid(), SIGTERM);
   CHECK(serve->wait(30000ms) == std::optional<int>(0));
+  reportDone(dir);
+}
+
+TEST_CASE(
+    "faults: a --serve daemon's standby SIGKILLed: the job commits nothing without it, a new "
+    "standby joins the running primary (table and job snapshot) and training resumes; then "
+    "`groupsgdctl failover` promotes it and the primary steps down (exit 75)") {
+  const std::string dir = makeTempDir();
+  const std::string s1dir = dir + "/standby1", s2dir = dir + "/standby2";
+  std::filesystem::create_directories(s1dir);
+  std::filesystem::create_directories(s2dir);
+  const std::string replication = loopback(freePort());
+  const std::string primary_front = loopback(freePort());
+  const std::string standby_front = loopback(freePort());
+  auto primary = startDaemon(dir, "primary.log",
+                             withArgs(serveArgs(dir), {"--replication-listen", replication}),
+                             DaemonFiles{primary_front, true});
+  auto standby1 =
+      startDaemon(s1dir, "standby.log",
+                  withArgs(serveArgs(s1dir), {"--role", "standby", "--primary", replication}),
+                  DaemonFiles{loopback(freePort()), true});
+  const json row = ctlJson(dir, {"job", "submit", writeJob(dir, "a", 400000)});
+  const std::string list = primary_front + "," + standby_front;
+  std::vector<std::unique_ptr<Process>> workers;
+  for (int i = 0; i < 2; ++i) {
+    workers.push_back(startWorker(dir, list, "a", "wa" + std::to_string(i)));
+  }
+  const auto version = [&] {
+    const json st = ctl(dir, {"--job", "a", "status"});
+    return st.is_object() ? st.value("central_version", 0ULL) : 0ULL;
+  };
+  REQUIRE(waitUntil([&] { return version() >= 20; }, 60000ms, 100ms));
+
+  ::kill(standby1->pid(), SIGKILL);
+  REQUIRE(standby1->wait(10000ms).has_value());
+  // Lost after standby_takeover_ms: from then on nothing is committed (alone_ms 0).
+  REQUIRE(waitForText(dir + "/primary.log", "the standby is LOST", 10000ms));
+  std::this_thread::sleep_for(1000ms);
+  const std::string lost_log = readFile(dir + "/primary.log");
+  const auto at = lost_log.find("acknowledged version ", lost_log.find("the standby is LOST"));
+  REQUIRE(at != std::string::npos);
+  const std::uint64_t stalled = std::strtoull(lost_log.c_str() + at + 21, nullptr, 10);
+  CHECK(lastAppliedVersion(lost_log) <= stalled);  // a second on: nothing applied past it
+
+  // A new standby joins the running primary and training goes on.
+  auto standby2 = startDaemon(
+      s2dir, "standby.log",
+      withArgs(serveArgs(s2dir),
+               {"--role", "standby", "--primary", replication, "--standby-takeover-ms", "60000"}),
+      DaemonFiles{standby_front, true});
+  REQUIRE_MESSAGE(
+      waitUntil([&] { return lastAppliedVersion(readFile(dir + "/primary.log")) >= stalled + 20; },
+                30000ms, 100ms),
+      readFile(s2dir + "/standby.log"));
+  const json incarnation = ctlJson(dir, {"--job", "a", "status"})["incarnation"];
+
+  // The operator's failover: promoted at once; the primary is fenced.
+  const json promoted = ctlJson(s2dir, {"failover"});
+  CHECK(promoted["taking_over"] == true);
+  CHECK(primary->wait(15000ms) == std::optional<int>(75));
+  CHECK(readFile(dir + "/primary.log").find("exiting 75") != std::string::npos);
+  REQUIRE(waitUntil([&] { return jobIs(s2dir, "a", "finished"); }, 120000ms, 200ms));
+  const json s = ctlJson(s2dir, {"job", "summary", "a"});
+  INFO("summary: " << s.dump());
+  CHECK(s["stop_reason"] == "sample budget spent");
+  CHECK(s["accounting_ok"] == true);
+  CHECK(s["head_restart"]["incarnation"].get<std::uint64_t>() ==
+        incarnation.get<std::uint64_t>() + 1);
+  CHECK(s["head_restart"]["versions_lost_bound"] == 0);
+  CHECK(ctlJson(s2dir, {"job", "list"})["jobs"][0]["id"] == row["id"]);
+  for (auto& w : workers) CHECK(w->wait(60000ms) == std::optional<int>(0));
+  ::kill(standby2->pid(), SIGTERM);
+  CHECK(standby2->wait(30000ms) == std::optional<int>(0));
+  std::printf(
+      "serve standby: standby SIGKILLed at job version %llu, nothing committed without it; a new "
+      "standby joined and training resumed; failover promoted it, primary exit 75; job a "
+      "finished on it, %llu samples after the failover, accounting ok %d\n",
+      static_cast<unsigned long long>(stalled), llu(s["samples_trained"]),
+      s["accounting_ok"].get<bool>() ? 1 : 0);
   reportDone(dir);
 }
