@@ -95,6 +95,14 @@ std::uint64_t lastAppliedVersion(const std::string& log) {
   return last;
 }
 
+// The unix time in the promoted job's "takeover: first update applied ... at unix time T".
+double firstUpdateAt(const std::string& log) {
+  const auto at = log.find("takeover: first update applied");
+  if (at == std::string::npos) return -1;
+  const auto t = log.find("unix time ", at);
+  return t == std::string::npos ? -1 : std::atof(log.c_str() + t + 10);
+}
+
 }  // namespace
 
 TEST_CASE(
@@ -209,15 +217,18 @@ TEST_CASE(
 
   ::kill(standby->pid(), SIGTERM);
   CHECK(standby->wait(30000ms) == std::optional<int>(0));
+  const double takeover_s = firstUpdateAt(readFile(sdir + "/standby.log")) - killed_at;
+  CHECK(takeover_s > 0);
   std::printf(
       "serve standby: primary SIGKILL at job version %llu (applied there), standby resumed it at "
-      "%llu (versions lost 0: %d), job incarnation %llu -> %llu; both workers on the standby "
-      "%.2f s after the kill; job a %llu samples after the takeover, accounting ok %d; job b "
-      "submitted after the takeover: %llu samples, accounting ok %d; restarted old primary "
+      "%llu (versions lost 0: %d), job incarnation %llu -> %llu; takeover_s %.2f (kill to the "
+      "first update applied on the promoted job), both workers on the standby %.2f s after the "
+      "kill; job a's summary (promoted job): samples_trained %llu, accounting ok %d; job b "
+      "submitted after the takeover: samples_trained %llu, accounting ok %d; restarted old primary "
       "exit 75\n",
       static_cast<unsigned long long>(primary_applied), static_cast<unsigned long long>(resumed),
       resumed >= primary_applied ? 1 : 0, static_cast<unsigned long long>(primary_incarnation),
-      llu(hr["incarnation"]), back_s, llu(s["samples_trained"]),
+      llu(hr["incarnation"]), takeover_s, back_s, llu(s["samples_trained"]),
       s["accounting_ok"].get<bool>() ? 1 : 0, llu(sb["samples_trained"]),
       sb["accounting_ok"].get<bool>() ? 1 : 0);
   reportDone(dir);
@@ -345,7 +356,7 @@ TEST_CASE(
   std::printf(
       "serve standby: standby SIGKILLed at job version %llu, nothing committed without it; a new "
       "standby joined and training resumed; failover promoted it, primary exit 75; job a "
-      "finished on it, %llu samples after the failover, accounting ok %d\n",
+      "finished on it (its summary: samples_trained %llu), accounting ok %d\n",
       static_cast<unsigned long long>(stalled), llu(s["samples_trained"]),
       s["accounting_ok"].get<bool>() ? 1 : 0);
   reportDone(dir);
