@@ -55,6 +55,7 @@ class JobStream {
   const std::string& endpoint() const { return endpoint_; }
   const centralps::StandbyReplica& replica() const { return replica_; }
   const std::string& name() const { return name_; }
+  Clock::time_point lastHeard() const { return last_heard_; }
 
   void hello() {
     ReplicationMessage m;
@@ -103,6 +104,7 @@ class JobStream {
   void receive() {
     auto frames = recvFrames(sock_);
     if (!frames) return;
+    last_heard_ = Clock::now();
     TensorView in_place;
     auto m = centralps::decodeReplication(*frames, &in_place);
     if (!m) return refuse(m.status());
@@ -138,7 +140,7 @@ class JobStream {
   zmq::socket_t sock_;
   centralps::StandbyReplica replica_;
   std::string role_;
-  Clock::time_point last_hello_{};
+  Clock::time_point last_hello_{}, last_heard_{};
 };
 
 class ServeFollower {
@@ -175,7 +177,11 @@ class ServeFollower {
         if (now - last_hello_ > std::chrono::seconds(1)) helloTable();
         continue;
       }
-      const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(now - last_heard_);
+      // The primary is silent when its table link and every job's link are: a host loop
+      // held up (a job starting) while its jobs' central PSes stream on is not a death.
+      Clock::time_point heard = last_heard_;
+      for (const auto& j : jobs_) heard = std::max(heard, j->lastHeard());
+      const auto silent = std::chrono::duration_cast<std::chrono::milliseconds>(now - heard);
       if (silent.count() > cfg_.standby_takeover_ms) {
         return "the primary has been silent " + std::to_string(silent.count()) +
                " ms (standby_takeover_ms " + std::to_string(cfg_.standby_takeover_ms) + ")";

@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 #include "groupsgd/common/log.h"
 #include "groupsgd/common/socket_poll.h"
@@ -29,6 +30,11 @@ void TableLink::send(const zmq::message_t& to, const ReplicationMessage& m) {
   if (Status s = sendFrames(sock_, centralps::encodeReplication(m), &to); !s) {
     GSGD_WARN("standby link (job table): could not send a "
               << centralps::replicationKindName(m.kind) << ": " << s.toString());
+    // Gone (or never there): forgotten until it says hello again, not warned about again.
+    if (standby_ && standby_->size() == to.size() &&
+        std::memcmp(standby_->data(), to.data(), to.size()) == 0) {
+      standby_.reset();
+    }
   }
 }
 
