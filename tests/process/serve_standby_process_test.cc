@@ -285,8 +285,9 @@ TEST_CASE(
 
 TEST_CASE(
     "faults: a --serve daemon's standby SIGKILLed: the job commits nothing without it, a new "
-    "standby joins the running primary (table and job snapshot) and training resumes; then "
-    "`groupsgdctl failover` promotes it and the primary steps down (exit 75)") {
+    "standby joins the running primary (table and job snapshot) and training resumes; a second "
+    "job submitted meanwhile is followed; `groupsgdctl failover` promotes both jobs and the "
+    "primary steps down (exit 75)") {
   const std::string dir = makeTempDir();
   const std::string s1dir = dir + "/standby1", s2dir = dir + "/standby2";
   std::filesystem::create_directories(s1dir);
@@ -336,6 +337,25 @@ TEST_CASE(
       readFile(s2dir + "/standby.log"));
   const json incarnation = ctlJson(dir, {"--job", "a", "status"})["incarnation"];
 
+  // A second job submitted while the new standby follows: its stream is picked up from the
+  // table's change, and both jobs are promoted together.
+  const json crow = ctlJson(dir, {"job", "submit", writeJob(dir, "c", 60000)});
+  for (int i = 0; i < 2; ++i) {
+    workers.push_back(startWorker(dir, list, "c", "wc" + std::to_string(i)));
+  }
+  REQUIRE_MESSAGE(waitUntil(
+                      [&] {
+                        const json st = ctl(s2dir, {"status"});
+                        if (!st.is_object() || st["jobs"].size() != 2) return false;
+                        for (const auto& j : st["jobs"]) {
+                          if (j["central_version"].get<std::uint64_t>() < 5) return false;
+                        }
+                        return true;
+                      },
+                      30000ms, 100ms),
+                  readFile(s2dir + "/standby.log"));
+  const json cincarnation = ctlJson(dir, {"--job", "c", "status"})["incarnation"];
+
   // The operator's failover: promoted at once; the primary is fenced.
   const json promoted = ctlJson(s2dir, {"failover"});
   CHECK(promoted["taking_over"] == true);
@@ -350,14 +370,25 @@ TEST_CASE(
         incarnation.get<std::uint64_t>() + 1);
   CHECK(s["head_restart"]["versions_lost_bound"] == 0);
   CHECK(ctlJson(s2dir, {"job", "list"})["jobs"][0]["id"] == row["id"]);
+  REQUIRE(waitUntil([&] { return jobIs(s2dir, "c", "finished"); }, 120000ms, 200ms));
+  const json sc = ctlJson(s2dir, {"job", "summary", "c"});
+  INFO("summary c: " << sc.dump());
+  CHECK(sc["stop_reason"] == "sample budget spent");
+  CHECK(sc["accounting_ok"] == true);
+  CHECK(sc["head_restart"]["incarnation"].get<std::uint64_t>() ==
+        cincarnation.get<std::uint64_t>() + 1);
+  CHECK(sc["head_restart"]["versions_lost_bound"] == 0);
+  CHECK(sc["job"]["id"] == crow["id"]);
   for (auto& w : workers) CHECK(w->wait(60000ms) == std::optional<int>(0));
   ::kill(standby2->pid(), SIGTERM);
   CHECK(standby2->wait(30000ms) == std::optional<int>(0));
   std::printf(
       "serve standby: standby SIGKILLed at job version %llu, nothing committed without it; a new "
-      "standby joined and training resumed; failover promoted it, primary exit 75; job a "
-      "finished on it (its summary: samples_trained %llu), accounting ok %d\n",
+      "standby joined and training resumed; job c submitted while it followed; failover promoted "
+      "both jobs, primary exit 75; job a finished on it (samples_trained %llu, accounting ok "
+      "%d), job c too (samples_trained %llu, accounting ok %d)\n",
       static_cast<unsigned long long>(stalled), llu(s["samples_trained"]),
-      s["accounting_ok"].get<bool>() ? 1 : 0);
+      s["accounting_ok"].get<bool>() ? 1 : 0, llu(sc["samples_trained"]),
+      sc["accounting_ok"].get<bool>() ? 1 : 0);
   reportDone(dir);
 }
