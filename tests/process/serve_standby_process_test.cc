@@ -392,3 +392,75 @@ TEST_CASE(
       sc["accounting_ok"].get<bool>() ? 1 : 0);
   reportDone(dir);
 }
+
+TEST_CASE(
+    "faults: a --serve daemon whose job's group PSes run on a node daemon SIGKILLed; the node "
+    "(--coordinator PRIMARY,STANDBY) joins the promoted standby's pool and serves the job "
+    "there; the job reaches its budget") {
+  const std::string dir = makeTempDir();
+  const std::string sdir = dir + "/standby";
+  std::filesystem::create_directories(sdir);
+  const std::string replication = loopback(freePort());
+  const std::string primary_front = loopback(freePort());
+  const std::string standby_front = loopback(freePort());
+  // No local slots: the job's group PSes must be the node's.
+  const std::vector<std::string> nodes_only = {"--max-group-slots", "0"};
+  auto primary = startDaemon(
+      dir, "primary.log",
+      withArgs(withArgs(serveArgs(dir), nodes_only), {"--replication-listen", replication}),
+      DaemonFiles{primary_front, true});
+  auto standby = startDaemon(sdir, "standby.log",
+                             withArgs(withArgs(serveArgs(sdir), nodes_only),
+                                      {"--role", "standby", "--primary", replication}),
+                             DaemonFiles{standby_front, true});
+  const std::string list = primary_front + "," + standby_front;
+  Process node({GROUPSGDD_PATH, "--role", "node", "--coordinator", list, "--node-groups", "2",
+                "--give-up-s", "60", "--coordinator-timeout-ms", "500"},
+               dir + "/node.log");
+  REQUIRE(waitUntil(
+      [&] {
+        const json l = ctl(dir, {"job", "list"});
+        return l.is_object() && l["group_slots"]["node_slots"] == 2;
+      },
+      30000ms, 100ms));
+  ctlJson(dir, {"job", "submit", writeJob(dir, "a", 150000)});
+  std::vector<std::unique_ptr<Process>> workers;
+  for (int i = 0; i < 2; ++i) {
+    workers.push_back(startWorker(dir, list, "a", "wa" + std::to_string(i)));
+  }
+  REQUIRE(waitUntil(
+      [&] {
+        const json st = ctl(dir, {"--job", "a", "status"});
+        return st.is_object() && st.value("central_version", 0ULL) >= 30;
+      },
+      60000ms, 100ms));
+  const double killed_at = wallNow();
+  ::kill(primary->pid(), SIGKILL);
+  REQUIRE(primary->wait(10000ms).has_value());
+  const std::uint64_t primary_applied = lastAppliedVersion(readFile(dir + "/primary.log"));
+
+  INFO("standby: " << readFile(sdir + "/standby.log"));
+  INFO("node: " << readFile(dir + "/node.log"));
+  REQUIRE(waitUntil([&] { return jobIs(sdir, "a", "finished"); }, 120000ms, 200ms));
+  const json s = ctlJson(sdir, {"job", "summary", "a"});
+  INFO("summary: " << s.dump());
+  CHECK(s["stop_reason"] == "sample budget spent");
+  CHECK(s["accounting_ok"] == true);
+  CHECK(s["head_restart"]["resumed_version"].get<std::uint64_t>() >= primary_applied);
+  const json l = ctlJson(sdir, {"job", "list"});
+  CHECK(l["group_slots"]["node_slots"] == 2);
+  for (auto& w : workers) CHECK(w->wait(60000ms) == std::optional<int>(0));
+  ::kill(standby->pid(), SIGTERM);
+  CHECK(standby->wait(30000ms) == std::optional<int>(0));
+  ::kill(node.pid(), SIGTERM);
+  CHECK(node.wait(30000ms).has_value());
+  const double takeover_s = firstUpdateAt(readFile(sdir + "/standby.log")) - killed_at;
+  CHECK(takeover_s > 0);
+  std::printf(
+      "serve standby with a node daemon: primary SIGKILL at job version %llu, resumed at %llu on "
+      "the standby, the node's group PSes serving it there; takeover_s %.2f; samples_trained "
+      "%llu, accounting ok %d\n",
+      static_cast<unsigned long long>(primary_applied), llu(s["head_restart"]["resumed_version"]),
+      takeover_s, llu(s["samples_trained"]), s["accounting_ok"].get<bool>() ? 1 : 0);
+  reportDone(dir);
+}
