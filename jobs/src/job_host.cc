@@ -51,7 +51,9 @@ void JobHost::saveTable() {
 std::string JobHost::tableMessage() const {
   nlohmann::json links = nlohmann::json::object();
   for (const auto& [name, h] : running_) {
-    if (h->done.load() || !h->job || h->job->replicationEndpoint().empty()) continue;
+    // Not a model external job (no link; its runner may still be creating its Job).
+    if (h->done.load() || h->cfg.replication_listen.empty() || !h->job) continue;
+    if (h->job->replicationEndpoint().empty()) continue;
     links[name] = h->job->replicationEndpoint();
   }
   return nlohmann::json{{"role", cfg_.role}, {"table", table_.toJson()}, {"replication", links}}
