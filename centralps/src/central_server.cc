@@ -104,6 +104,10 @@ Result<std::unique_ptr<CentralServer>> CentralServer::create(zmq::context_t& ctx
   return server;
 }
 
+std::string CentralServer::replicationEndpoint() const {
+  return link_ ? link_->endpoint() : std::string();
+}
+
 CentralServer::CentralServer(zmq::socket_t sock, std::string endpoint, CentralConfig cfg,
                              std::vector<float> initial)
     : sock_(std::move(sock)),

@@ -261,15 +261,20 @@ Status validate(const DaemonConfig& c) {
     return invalidArgument(
         "role standby needs --primary ENDPOINT (the primary's replication_listen)");
   }
-  if (c.role == "standby" && (c.serve || c.external_model)) {
+  // With serve: a --serve daemon's standby (docs/jobs.md, "Standby"); model external
+  // jobs may still be submitted to it (they are not followed).
+  if (c.role == "standby" && c.external_model && !c.serve) {
     return invalidArgument(
-        "role standby follows a single-run head of a built-in model (not serve, "
-        "not model external)");
+        "role standby follows a single-run head of a built-in model (not model external)");
   }
-  if (!c.replication_listen.empty() && (c.role == "node" || c.serve)) {
+  if (!c.replication_listen.empty() && c.role == "node") {
     return invalidArgument(
-        "replication_listen is for the head of a single run (role all, "
-        "coordinator or standby)");
+        "replication_listen is for a head (role all, coordinator or standby, one run or "
+        "--serve)");
+  }
+  if (c.role == "standby" && c.serve && !c.replication_listen.empty()) {
+    return invalidArgument(
+        "a --serve standby takes over without a standby of its own: no replication_listen");
   }
   if (c.ps_placement != "hosts" && c.ps_placement != "order") {
     return invalidArgument("ps_placement '" + c.ps_placement + "' is not one of hosts, order");
@@ -282,8 +287,9 @@ Status validate(const DaemonConfig& c) {
         "role node needs --coordinator ENDPOINT and --node-groups >= 1 (0 only with "
         "--node-central-shard)");
   }
-  if (c.serve && (c.state_dir.empty() || c.control_socket.empty() || c.role != "all")) {
-    return invalidArgument("serve needs state_dir and control_socket, and role all");
+  if (c.serve && (c.state_dir.empty() || c.control_socket.empty() ||
+                  (c.role != "all" && c.role != "standby"))) {
+    return invalidArgument("serve needs state_dir and control_socket, and role all (or standby)");
   }
   if (c.external_model && (!c.optimizer_decay_1d || !c.outer_optimizer_decay_1d)) {
     return invalidArgument(

@@ -182,8 +182,9 @@ std::vector<OptionSpec> buildTable() {
       field("role", "--role", "R", FIELD(role), kAny, kRestart,
             "all (one machine: coordinator, central PS, group PSes), coordinator (coordinator"
             " + central PS; group PSes come from nodes), node (hosts group PSes for the"
-            " coordinator at --coordinator) or standby (follows the head at --primary and"
-            " takes over), or central-shard (serves central shard --shard-index at --listen)"),
+            " coordinator at --coordinator) or standby (follows the head, or with --serve the"
+            " serve daemon, at --primary and takes over), or central-shard (serves central"
+            " shard --shard-index at --listen)"),
       field("central_shards", "--central-shards", "S", FIELD(central_shards), between(1, 64),
             kRestart,
             "central PS shards: the head serves shard 0, processes of role "
@@ -216,8 +217,8 @@ std::vector<OptionSpec> buildTable() {
             "role node: a call to the head unanswered this long tries the next endpoint"),
       field("replication_listen", "--replication-listen", "EP", FIELD(replication_listen), kAny,
             kRestart,
-            "role all/coordinator (or central-shard): accept a standby head (shard) at this "
-            "endpoint (\"\" = none)"),
+            "role all/coordinator, one run or --serve (or central-shard): accept a standby "
+            "head (serve daemon, shard) at this endpoint (\"\" = none)"),
       field("primary", "--primary", "EP", FIELD(primary), kAny, kRestart,
             "role standby (or central-shard, its standby): the primary's replication_listen"),
       field("standby_async", "--standby-async", "", FIELD(standby_async), kAny, kRestart,

@@ -19,6 +19,7 @@
 #include "groupsgd/jobs/job.h"
 #include "groupsgd/jobs/job_host.h"
 #include "groupsgd/jobs/node_shard_intake.h"
+#include "groupsgd/jobs/serve_standby.h"
 #include "groupsgd/node/node.h"
 #include "groupsgd/ops/control_server.h"
 #include "groupsgd/ops/metrics.h"
@@ -214,6 +215,26 @@ void reportSummary(const daemon::DaemonConfig& cfg, nlohmann::json summary) {
   }
 }
 
+// --role standby --serve until the takeover (nullopt: stopped first). Its control socket
+// answers status and failover meanwhile; the promoted daemon binds its own there.
+Result<std::optional<jobs::ServeTakeover>> followServe(zmq::context_t& ctx,
+                                                       const daemon::DaemonConfig& cfg,
+                                                       const CurveKeys& keys) {
+  std::unique_ptr<ops::ControlServer> control;
+  if (!cfg.control_socket.empty()) {
+    ops::ControlServerOptions copts;
+    copts.path = cfg.control_socket;
+    copts.methods = ops::standbyControlMethods();
+    if (cfg.control_admin_gid >= 0) copts.admin_gid = static_cast<gid_t>(cfg.control_admin_gid);
+    auto started = ops::ControlServer::start(copts);
+    if (!started) {
+      return Status(started.status().code(), "control socket: " + started.status().toString());
+    }
+    control = std::move(*started);
+  }
+  return jobs::followServePrimary(ctx, cfg, keys, g_stop_requested, control.get());
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -250,8 +271,23 @@ int main(int argc, char** argv) {
     return served ? 0 : fail(served.message());
   }
   if (cfg.serve) {
+    // --role standby --serve: follow a --serve primary (docs/jobs.md, "Standby"), then serve
+    // its jobs as the primary did.
+    std::optional<jobs::ServeTakeover> takeover;
+    if (cfg.role == "standby") {
+      auto taken = followServe(ctx, cfg, curve->keys);
+      if (!taken) return fail(taken.status().message());
+      if (!*taken) {
+        GSGD_INFO("standby stopped before any takeover");
+        return 0;
+      }
+      takeover = std::move(**taken);
+      cfg.role = takeover->role;
+      cfg.replication_listen.clear();  // the promoted daemon runs without a standby
+    }
     return jobs::runJobHost(ctx, cfg, curve->keys, curve->zap.get(), curve->daemons.get(),
-                            g_stop_requested, &g_reload_requested, arbiter->get());
+                            g_stop_requested, &g_reload_requested, arbiter->get(),
+                            std::move(takeover));
   }
 
   // One run: one job, its coordinator on this thread; the process ends with it.

@@ -31,6 +31,8 @@ const char* const kDaemonLevel[] = {
     "max_group_slots",
     "curve",
     "external_model_file",
+    "replication_listen",  // a --serve daemon's standby link; each job's is set at launch
+    "primary",
 };
 
 // Applies one member at a time so that every bad member is reported.

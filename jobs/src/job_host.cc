@@ -5,9 +5,11 @@
 #include <cstdlib>
 #include <filesystem>
 #include <system_error>
+#include <utility>
 
 #include "groupsgd/common/atomic_file.h"
 #include "groupsgd/common/log.h"
+#include "groupsgd/coordinator/incarnation.h"
 #include "groupsgd/daemon/curve_setup.h"
 #include "groupsgd/ops/control_protocol.h"
 #include "groupsgd/ops/sd_notify.h"
@@ -42,7 +44,36 @@ std::vector<FrontJob> JobHost::frontJobs() const {
 }
 
 void JobHost::saveTable() {
+  table_changed_ = true;  // the standby gets it at the next poll
   if (Status s = table_.save(); !s) GSGD_ERROR("cannot write the job table: " << s.toString());
+}
+
+std::string JobHost::tableMessage() const {
+  nlohmann::json links = nlohmann::json::object();
+  for (const auto& [name, h] : running_) {
+    // Not a model external job (no link; its runner may still be creating its Job).
+    if (h->done.load() || h->cfg.replication_listen.empty() || !h->job) continue;
+    if (h->job->replicationEndpoint().empty()) continue;
+    links[name] = h->job->replicationEndpoint();
+  }
+  return nlohmann::json{{"role", cfg_.role}, {"table", table_.toJson()}, {"replication", links}}
+      .dump();
+}
+
+Status JobHost::startReplication(std::optional<ServeTakeover> takeover, std::uint64_t term) {
+  if (takeover) {
+    auto fence = TableFence::create(ctx_, cfg_.primary, keys_, term);
+    if (!fence) return Status(fence.status().code(), "fence: " + fence.status().toString());
+    fence_ = std::move(*fence);
+    takeover_ = std::move(takeover);
+    return Status::ok();
+  }
+  if (cfg_.replication_listen.empty()) return Status::ok();
+  auto link =
+      TableLink::create(ctx_, cfg_.replication_listen, keys_, term, cfg_.standby_takeover_ms);
+  if (!link) return link.status();
+  table_link_ = std::move(*link);
+  return Status::ok();
 }
 
 Status JobHost::startOperations() {
@@ -113,6 +144,10 @@ void JobHost::run(const std::atomic<bool>& stop, std::atomic<bool>* reload) {
     reapEnded();
     tendNodes();
     if (reload != nullptr && reload->exchange(false)) reloadOnHangup();
+    if (table_link_) {
+      table_link_->poll(std::exchange(table_changed_, false), [this] { return tableMessage(); });
+    }
+    if (fence_) fence_->poll();
     metrics_.gauge("jobs_running", "jobs the daemon hosts now")
         .set(static_cast<double>(running_.size()));
     metrics_.gauge("group_slots_in_use", "group PSes the running jobs use").set(slotsInUse());
@@ -132,13 +167,34 @@ void JobHost::run(const std::atomic<bool>& stop, std::atomic<bool>* reload) {
 
 int runJobHost(zmq::context_t& ctx, const DaemonConfig& cfg, const CurveKeys& keys,
                const ZapHandler* zap, AllowList* daemons, const std::atomic<bool>& stop,
-               std::atomic<bool>* reload, ArbiterHost* arbiter) {
+               std::atomic<bool>* reload, ArbiterHost* arbiter,
+               std::optional<ServeTakeover> takeover) {
   std::error_code ec;
   std::filesystem::create_directories(cfg.state_dir + "/jobs", ec);
   if (ec) {
     std::fprintf(stderr, "groupsgdd: cannot create %s/jobs: %s\n", cfg.state_dir.c_str(),
                  ec.message().c_str());
     return 1;
+  }
+  // The daemon's term (its standby link's and its fence's): an incarnation of its own in
+  // <state_dir>/head.json; a promoted standby's is above its primary's.
+  std::uint64_t term = 0;
+  if (takeover || !cfg.replication_listen.empty()) {
+    auto head = coordinator::startIncarnation(cfg.state_dir, takeover ? takeover->term + 1 : 0);
+    if (!head) {
+      std::fprintf(stderr, "groupsgdd: daemon term: %s\n", head.status().toString().c_str());
+      return 1;
+    }
+    term = head->incarnation;
+  }
+  if (takeover) {
+    // The table as the primary last sent it, now this daemon's own.
+    auto replicated = JobTable::fromJson(takeover->table, cfg.state_dir + "/jobs.json");
+    Status saved = replicated ? replicated->save() : replicated.status();
+    if (!saved) {
+      std::fprintf(stderr, "groupsgdd: the replicated job table: %s\n", saved.toString().c_str());
+      return 1;
+    }
   }
   auto table = JobTable::load(cfg.state_dir + "/jobs.json");
   if (!table) {
@@ -158,6 +214,10 @@ int runJobHost(zmq::context_t& ctx, const DaemonConfig& cfg, const CurveKeys& ke
   }
   JobHost host(ctx, cfg, keys, zap, daemons, std::move(*table), std::move(*front), arbiter);
   if (Status s = host.startOperations(); !s) {
+    std::fprintf(stderr, "groupsgdd: %s\n", s.message().c_str());
+    return 1;
+  }
+  if (Status s = host.startReplication(std::move(takeover), term); !s) {
     std::fprintf(stderr, "groupsgdd: %s\n", s.message().c_str());
     return 1;
   }

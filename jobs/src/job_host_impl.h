@@ -30,11 +30,13 @@
 #include "groupsgd/jobs/job_host.h"
 #include "groupsgd/jobs/job_table.h"
 #include "groupsgd/jobs/node_pool.h"
+#include "groupsgd/jobs/serve_standby.h"
 #include "groupsgd/ops/control_server.h"
 #include "groupsgd/ops/metrics.h"
 #include "groupsgd/ops/metrics_server.h"
 #include "job_control_queue.h"
 #include "job_front.h"
+#include "table_replication.h"
 
 namespace groupsgd::jobs {
 
@@ -82,6 +84,9 @@ class JobHost {
   }
 
   Status startOperations();
+  // replication_listen: the job table's standby link (term: this daemon's incarnation).
+  // A promoted standby: its fence against the old primary (term: the primary's + 1).
+  Status startReplication(std::optional<ServeTakeover> takeover, std::uint64_t term);
   void resumeJobs();
   void run(const std::atomic<bool>& stop, std::atomic<bool>* reload);
 
@@ -106,7 +111,10 @@ class JobHost {
   std::vector<FrontJob> frontJobs() const;
   Result<DaemonConfig> jobConfig(const JobRecord& rec) const;
   // Binds and starts the job of this record; on failure the record is marked failed.
-  Status launch(JobRecord& rec);
+  // from: a promoted standby's replica of it (no checkpoint read; the old primary fenced).
+  Status launch(JobRecord& rec, const FollowedJob* from = nullptr);
+  // The standby link's table message: the table, the role, each running job's link.
+  std::string tableMessage() const;
   // Model external: binds the job's coordinator socket; with the model saved at an
   // earlier start the job is created at once, else its runner waits for a worker's.
   Status launchExternal(HostedJob& h);
@@ -148,6 +156,10 @@ class JobHost {
   std::unique_ptr<ops::ControlServer> control_;
   std::unique_ptr<ops::MetricsServer> metrics_server_;
   bool shutdown_requested_ = false;
+  std::unique_ptr<TableLink> table_link_;  // replication_listen: the standby's table
+  std::unique_ptr<TableFence> fence_;      // a promoted standby: the old primary's
+  bool table_changed_ = false;
+  std::optional<ServeTakeover> takeover_;  // a promoted standby, until resumeJobs
   std::optional<std::chrono::microseconds> watchdog_;
   Clock::time_point next_watchdog_ = Clock::now();
 };

@@ -40,6 +40,13 @@ Result<DaemonConfig> JobHost::jobConfig(const JobRecord& rec) const {
   cfg->endpoint_file.clear();
   cfg->summary_file = jobDir(rec.name) + "/summary.json";
   cfg->config_file.clear();
+  // With a --serve standby each job's central PS replicates on a link of its own, at a
+  // kernel-chosen port the table tells the standby (docs/jobs.md, "Standby"). Not a model
+  // external job: its model comes with its first worker, which the standby does not see.
+  cfg->replication_listen = cfg_.replication_listen.empty() || cfg->external_model
+                                ? ""
+                                : "tcp://" + cfg_.bind_host + ":*";
+  cfg->primary.clear();  // the daemon's (a promoted standby's fence); a job's is set at launch
   return cfg;
 }
 
@@ -107,9 +114,10 @@ void JobHost::createAwaitedJob(HostedJob& h) {
   h.awaiting_model.store(false);
 }
 
-Status JobHost::launch(JobRecord& rec) {
+Status JobHost::launch(JobRecord& rec, const FollowedJob* from) {
   auto cfg = jobConfig(rec);
   if (!cfg) return cfg.status();
+  if (from != nullptr) cfg->primary = from->primary;  // its old central PS, fenced
   std::error_code ec;
   std::filesystem::create_directories(cfg->checkpoint_dir, ec);
   if (ec) return unavailable("cannot create " + cfg->checkpoint_dir + ": " + ec.message());
@@ -125,7 +133,10 @@ Status JobHost::launch(JobRecord& rec) {
   if (cfg->external_model) {
     GSGD_RETURN_IF_ERROR(launchExternal(*hosted));
   } else {
-    auto job = Job::create(ctx_, *cfg, keys_, std::nullopt, hosted->local_slots, depsFor(*hosted));
+    std::optional<centralps::ReplicaState> replica;
+    if (from != nullptr) replica = from->replica;
+    auto job = Job::create(ctx_, *cfg, keys_, std::nullopt, hosted->local_slots, depsFor(*hosted),
+                           std::move(replica));
     if (!job) return job.status();
     hosted->job = std::move(*job);
     hosted->endpoint = hosted->job->endpoint();
@@ -161,13 +172,31 @@ Status JobHost::launch(JobRecord& rec) {
 void JobHost::resumeJobs() {
   for (auto& rec : table_.jobs()) {
     if (rec.state != JobState::kRunning) continue;
-    if (Status s = launch(rec); !s) {
+    const FollowedJob* from = nullptr;
+    if (takeover_) {
+      // A promoted standby: a running job starts from its replica, or not at all (it has no
+      // checkpoint here, and the old primary's are on the old primary's host).
+      auto it = takeover_->jobs.find(rec.name);
+      if (it == takeover_->jobs.end()) {
+        const std::string why =
+            "the standby had no replica of it (a model external job, or its central PS never "
+            "sent a snapshot): not taken over";
+        GSGD_ERROR("job '" << rec.name << "': " << why);
+        rec.state = JobState::kFailed;
+        rec.error = why;
+        rec.ended_unix = unixNow();
+        continue;
+      }
+      from = &it->second;
+    }
+    if (Status s = launch(rec, from); !s) {
       GSGD_ERROR("job '" << rec.name << "' cannot resume: " << s.toString());
       rec.state = JobState::kFailed;
       rec.error = s.message();
       rec.ended_unix = unixNow();
     }
   }
+  takeover_.reset();  // the replicas are in the jobs' central PSes now
   saveTable();
 }
 

@@ -733,7 +733,28 @@ TEST_CASE("daemon config: a sharded head's standby needs listed shards, on both 
   node.node_central_shard = 1;
   node.node_groups = 0;
   node.replication_listen = "tcp://127.0.0.1:7100";
-  checkRefused(validate(node), "replication_listen is for the head of a single run");
+  checkRefused(validate(node), "replication_listen is for a head");
+}
+
+TEST_CASE(
+    "daemon config: a --serve daemon takes a standby; a --serve standby has none of its own") {
+  DaemonConfig primary;
+  primary.serve = true;
+  primary.state_dir = "/tmp/state";
+  primary.control_socket = "/tmp/ctl.sock";
+  primary.replication_listen = "tcp://127.0.0.1:7100";
+  CHECK(validate(primary).isOk());
+  DaemonConfig standby = primary;
+  standby.replication_listen.clear();
+  standby.role = "standby";
+  checkRefused(validate(standby), "role standby needs --primary");
+  standby.primary = "tcp://127.0.0.1:7100";
+  CHECK(validate(standby).isOk());
+  standby.replication_listen = "tcp://127.0.0.1:7200";
+  checkRefused(validate(standby), "a --serve standby takes over without a standby of its own");
+  DaemonConfig coordinator = primary;
+  coordinator.role = "coordinator";
+  checkRefused(validate(coordinator), "serve needs state_dir and control_socket, and role all");
 }
 
 TEST_CASE("daemon config: central_cut_interval_s is >= 0 and needs checkpoint_dir") {

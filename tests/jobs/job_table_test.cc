@@ -112,6 +112,14 @@ TEST_CASE("job config: the daemon's settings are defaults; every problem is name
                               defaults);
   REQUIRE(!cross.isOk());
   CHECK(cross.status().message().find("groups must be between 1 and workers") != std::string::npos);
+  // The standby link is the daemon's (each job's central PS link is set at launch).
+  auto link = parseJobConfig(
+      {{"name", "r"}, {"replication_listen", "tcp://127.0.0.1:7100"}, {"primary", "tcp://h:1"}},
+      defaults);
+  REQUIRE(!link.isOk());
+  CHECK(link.status().message().find("'replication_listen' is a daemon setting") !=
+        std::string::npos);
+  CHECK(link.status().message().find("'primary' is a daemon setting") != std::string::npos);
   CHECK(!isValidJobName("../etc"));
   CHECK(!isValidJobName(""));
   CHECK(isValidJobName("mnist_v2.1"));

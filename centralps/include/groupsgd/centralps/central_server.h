@@ -92,6 +92,9 @@ class CentralServer {
                                                        const std::string& bind_endpoint);
   // The endpoint actually bound (port resolved).
   const std::string& endpoint() const { return endpoint_; }
+  // Where its standby connects (replication_listen resolved; "" without one). Fixed once
+  // created, so any thread may read it.
+  std::string replicationEndpoint() const;
   std::size_t paramCount() const { return store_.paramCount(); }
   // This head's incarnation: the replication stream's term (before run()).
   void setTerm(std::uint64_t term);

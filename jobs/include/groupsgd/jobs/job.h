@@ -70,6 +70,8 @@ class Job {
   Coordinator& coordinator() { return *coordinator_; }
   const std::string& endpoint() const { return coordinator_->endpoint(); }
   const std::string& resumedFrom() const { return central_->resumedFrom(); }
+  // Its central PS's standby link ("" without replication_listen).
+  std::string replicationEndpoint() const { return central_->replicationEndpoint(); }
 
   // Starts the central PS thread and one thread per group PS.
   void startServers();

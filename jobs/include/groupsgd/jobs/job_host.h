@@ -7,6 +7,7 @@
 #pragma once
 
 #include <atomic>
+#include <optional>
 
 #include <zmq.hpp>
 
@@ -14,6 +15,7 @@
 #include "groupsgd/common/zap_handler.h"
 #include "groupsgd/daemon/arbiter_host.h"
 #include "groupsgd/daemon/config.h"
+#include "groupsgd/jobs/serve_standby.h"
 
 namespace groupsgd::jobs {
 
@@ -27,9 +29,14 @@ using daemon::DaemonConfig;
 // node keys included: daemons is keys.daemons (CurveSetup::daemons; null without CURVE),
 // replaced on each reload, so a `KEY node` line added or removed takes effect at once.
 // Jobs keep their settings. arbiter: the daemon's device arbiter (arbiter_listen) or
-// null; a job file's arbiter_weight is handed to it. Returns the process exit code.
+// null; a job file's arbiter_weight is handed to it. takeover: a promoted --serve standby's
+// (serve_standby.h): the replicated table is written to state_dir and each running job
+// starts from its replica; the old primary (cfg.primary) is fenced. With
+// replication_listen the daemon accepts a --serve standby there (docs/jobs.md,
+// "Standby"). Returns the process exit code.
 int runJobHost(zmq::context_t& ctx, const DaemonConfig& cfg, const CurveKeys& keys,
                const ZapHandler* zap, AllowList* daemons, const std::atomic<bool>& stop,
-               std::atomic<bool>* reload, ArbiterHost* arbiter);
+               std::atomic<bool>* reload, ArbiterHost* arbiter,
+               std::optional<ServeTakeover> takeover = std::nullopt);
 
 }  // namespace groupsgd::jobs
