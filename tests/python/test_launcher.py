@@ -139,8 +139,12 @@ def test_log_dir_keeps_each_process_s_output_and_the_summary(tmp_path):
     assert rc == 0, text(proc)
     assert sorted(p.name for p in logs.iterdir()) == [
         "daemon.log", "evaluator.log", "summary.json", "w0.log", "w1.log"]
-    assert "trainer w0 rank 0 stepped" in (logs / "w0.log").read_text()
-    assert "trainer w1 rank 1 stepped" in (logs / "w1.log").read_text()
+    # Each trainer's own lines in its own file. Which of them stepped is not asked: with a
+    # 1000-sample budget a trainer whose torch start-up is slow (a loaded machine) comes
+    # after the run and says "trainer w1 done after 0 steps".
+    assert "trainer w0 " in (logs / "w0.log").read_text()
+    assert "trainer w1 " in (logs / "w1.log").read_text()
+    assert "trainer w1 " not in (logs / "w0.log").read_text()
     assert "evaluator: version" in (logs / "evaluator.log").read_text()
     out = proc.out.read_text()
     assert "stepped" not in out, text(proc)  # on the workers' logs, not the terminal

@@ -5,6 +5,7 @@ the run (target_loss), and keep_best keeps the best-evaluated model, not the las
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -160,14 +161,27 @@ def test_keep_best_keeps_the_best_evaluated_version_not_the_last(daemon, process
 
 
 def test_the_lm_script_trains_under_ddp(tmp_path):
-    port = 29500 + os.getpid() % 1000
+    # A port the kernel says is free (29500 + pid % 1000 likely collided once in CI: rank 1
+    # was still waiting 120 s after rank 0 had ended).
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
     env = dict(os.environ, OMP_NUM_THREADS="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     procs = [subprocess.Popen([sys.executable, LM, "--ddp", "--rank", str(r), "--world-size", "2",
                                "--json", *TINY, "--max-steps", "30", "--eval-every-steps", "10",
                                "--warmup", "5", "--steps", "30", "--batch-size", "8"],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, text=True)
              for r in range(2)]
-    outs = [p.communicate(timeout=120)[0] for p in procs]
+    deadline = time.monotonic() + 180
+    outs = []
+    try:
+        for p in procs:
+            outs.append(p.communicate(timeout=max(1, deadline - time.monotonic()))[0])
+    except subprocess.TimeoutExpired:
+        for p in procs:
+            p.kill()
+        outs = [p.communicate()[0] for p in procs]
+        raise AssertionError(f"the DDP ranks did not finish in 180 s: {outs}")
     assert all(p.returncode == 0 for p in procs), outs
     rows = [json.loads(line) for line in outs[0].splitlines() if line.startswith("{")]
     run = [r for r in rows if r.get("bench") == "ddp_run"]
