@@ -217,7 +217,7 @@ std::vector<OptionSpec> buildTable() {
       field("replication_listen", "--replication-listen", "EP", FIELD(replication_listen), kAny,
             kRestart,
             "role all/coordinator (or central-shard): accept a standby head (shard) at this "
-            "endpoint (\"\" = none)"),
+            "endpoint; role standby: opened once it takes over (\"\" = none)"),
       field("primary", "--primary", "EP", FIELD(primary), kAny, kRestart,
             "role standby (or central-shard, its standby): the primary's replication_listen"),
       field("standby_async", "--standby-async", "", FIELD(standby_async), kAny, kRestart,

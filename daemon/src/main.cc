@@ -295,7 +295,7 @@ int main(int argc, char** argv) {
     replica = std::move(**followed);
     // all | coordinator, as the primary ran (a sharded head's snapshot says more after it).
     cfg.role = replica->head_role.substr(0, replica->head_role.find(' '));
-    cfg.replication_listen.clear();  // the promoted head runs without a standby
+    // Its replication_listen, if set, is opened now: a new standby can follow this head.
   }
   auto job = jobs::Job::create(ctx, cfg, curve->keys, std::move(intake), std::nullopt,
                                std::move(deps), std::move(replica));

@@ -83,6 +83,9 @@ Result<std::unique_ptr<Job>> Job::create(zmq::context_t& ctx, const DaemonConfig
     at_least = replica->term + 1;
     ccfg.fence_endpoint = cfg.primary;
     ccfg.replica = std::move(replica);
+    // Its own replication_listen (if any) takes a standby of this head; until one
+    // attaches it commits alone, as a promoted head without one does.
+    ccfg.replication.alone_until_attached = true;
   }
   auto central = centralps::CentralServer::create(ctx, ccfg, "tcp://" + cfg.bind_host + ":*");
   if (!central)
