@@ -97,6 +97,7 @@ Result<std::unique_ptr<CentralServer>> CentralServer::create(zmq::context_t& ctx
       server->resumed_samples_ = server->cfg_.cut_resume->run_samples;
       server->marks_ = server->cfg_.cut_resume->marks;
       server->cut_keep_ = server->cfg_.cut_resume->number;
+      server->newest_cut_ = server->cfg_.cut_resume->number;
     } else {
       server->resumeRunSamples(resume->version);
     }

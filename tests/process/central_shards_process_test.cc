@@ -109,6 +109,28 @@ std::uint64_t shardVersion(zmq::context_t& ctx, const std::string& endpoint, std
   return *v;
 }
 
+// Shard k's exchange marks, read by freezing it and releasing it at once (the cut
+// protocol's first and last steps; docs/shards.md, "Consistent cut").
+centralps::ExchangeMarks shardMarks(zmq::context_t& ctx, const std::string& endpoint) {
+  MessageLimits limits;
+  limits.job_id = 1;
+  RpcClient rpc(ctx, endpoint, limits);
+  const auto phase = [&](int p) {
+    OutMessage out(1, 0);
+    out.header().getBody().initCheckpointRequest().setCutPhase(static_cast<std::uint8_t>(p));
+    auto r = rpc.call(std::move(out), 5000ms);
+    REQUIRE_MESSAGE(r.isOk(), r.status().toString());
+    return std::move(*r);
+  };
+  const InMessage frozen = phase(1);
+  centralps::ExchangeMarks marks;
+  for (auto m : frozen.header().getBody().getCheckpointDone().getCutMarks()) {
+    marks[m.getGroupId()] = m.getSeq();
+  }
+  (void)phase(3);
+  return marks;
+}
+
 void trainsToTarget(std::size_t shards, const std::string& split = "tensors") {
   WorkerRun run;
   Shards sh(run.dir, shards, {"--central-shard-split", split});
@@ -517,12 +539,13 @@ TEST_CASE(
     "faults: a sharded head (shard 0 and the coordinator) SIGKILLed mid-run, its synchronous "
     "standby takes over with no acknowledged version of shard 0 lost and hands out a map "
     "whose shard 0 is itself; the node's groups exchange with shard 1 through it and the run "
-    "spends its sample budget with the accounting intact") {
+    "spends its sample budget with the accounting intact; the promoted head takes consistent "
+    "cuts again, numbered above the old head's, and a restart resumes from its cut") {
   const std::string dir = makeTempDir();
   const std::string sdir = dir + "/standby";
   std::filesystem::create_directories(sdir);
   // The primary takes consistent cuts; the standby shares its checkpoint_dir (the worst
-  // case: a cut manifest there), yet resumes from its replica and takes no cuts.
+  // case: a cut manifest there), yet resumes from its replica, then takes cuts of its own.
   const std::string ckpt = dir + "/ckpt";
   Shards sh(dir, 2, {"--checkpoint-dir", ckpt});
   const std::string shard1 = sh.endpoints[0];
@@ -586,6 +609,8 @@ TEST_CASE(
   const std::uint64_t primary_applied = lastApplied(readFile(dir + "/primary.log"));
   REQUIRE(primary_applied >= 30);
   const std::uint64_t shard1_at_kill = shardVersion(ctx, shard1, size1);
+  auto old_cut = centralps::readShardCut(ckpt);  // the old head's last
+  REQUIRE(old_cut.isOk());
 
   sst = waitForStatus(
       sdir,
@@ -599,6 +624,15 @@ TEST_CASE(
   INFO("node: " << readFile(dir + "/node.log"));
   REQUIRE(sst.contains("workers"));
   CHECK(sst["incarnation"].get<std::uint64_t>() == primary_incarnation + 1);
+  // The promoted head's cuts: once both groups exchanged with it, numbered above the old
+  // head's, in the manifest of the shared checkpoint_dir.
+  REQUIRE_MESSAGE(waitUntil(
+                      [&] {
+                        auto c = centralps::readShardCut(ckpt);
+                        return c.isOk() && c->number > old_cut->number;
+                      },
+                      30000ms, 50ms),
+                  readFile(sdir + "/standby.log"));
 
   REQUIRE(standby->wait(150000ms) == std::optional<int>(0));
   CHECK(node->wait(30000ms) == std::optional<int>(0));
@@ -612,10 +646,20 @@ TEST_CASE(
   // The promoted head connected to shard 1 as a head does, and handed out a map whose shard 0
   // is its own central PS (the node's fresh group PSes took it).
   CHECK_MESSAGE(slog.find("central shard 1 at " + shard1 + " serves") != std::string::npos, slog);
-  // Not taken back to the primary's cut (shard 1 ran on past it), and no cuts of its own.
+  // Not taken back to the primary's cut (shard 1 ran on past it); cuts of its own after the
+  // takeover, the first numbered above the old head's last.
   CHECK(slog.find("is back at shard cut") == std::string::npos);
-  CHECK(slog.find("a promoted standby head takes no consistent cuts") != std::string::npos);
-  CHECK(slog.find("shard cut ") == std::string::npos);
+  const auto new_cut = centralps::readShardCut(ckpt);
+  REQUIRE(new_cut.isOk());
+  const auto first_cut = slog.find(" taken: versions");
+  REQUIRE(first_cut != std::string::npos);
+  const auto first_number_at = slog.rfind("shard cut ", first_cut);
+  REQUIRE(first_number_at != std::string::npos);
+  const std::uint64_t first_number = std::stoull(slog.substr(first_number_at + 10, 20));
+  CHECK(first_number > old_cut->number);
+  CHECK(stampOf(slog, " taken: versions") > took_over);
+  CHECK(new_cut->number >= first_number);
+  CHECK(new_cut->marks.size() == 2);
 
   json s = readSummary(sdir);
   INFO("summary: " << s.dump());
@@ -639,18 +683,48 @@ TEST_CASE(
   CHECK((shard1_end - shard1_at_kill) * 10 >= (central - resumed) * 9);
   CHECK(slog.find("acknowledged versions lost") == std::string::npos);
   CHECK(nlog.find("acknowledged versions lost") == std::string::npos);
+  CHECK(new_cut->shards[0].version > resumed);  // taken after the takeover
+  CHECK(new_cut->shards[0].version <= central);
+
+  // A restart from the promoted head's cut: shard 1 SIGKILLed and started again, and a new
+  // head on the same checkpoint_dir, both resume at the cut (not their newest files).
+  REQUIRE(::kill(sh.procs[0]->pid(), SIGKILL) == 0);
+  REQUIRE(sh.procs[0]->wait(10000ms).has_value());
+  sh.restart(dir, 1);
+  CHECK(shardVersion(ctx, shard1, size1) == new_cut->shards[1].version);
+  CHECK(shardMarks(ctx, shard1) == new_cut->marks);
+  const std::string rdir = dir + "/restart";
+  std::filesystem::create_directories(rdir);
+  auto again = startDaemon(rdir, "head.log",
+                           {"--progress-ms", "0", "--mode", "grouped", "--workers", "2", "--groups",
+                            "2", "--max-samples", "6000", "--max-seconds", "90", "--central-shards",
+                            "2", "--central-shard-endpoints", shard1, "--checkpoint-dir", ckpt},
+                           DaemonFiles{.control_socket = false});
+  std::vector<std::unique_ptr<Process>> more;
+  for (int i = 0; i < 2; ++i) more.push_back(startWorker(rdir, endpointIn(rdir), i, quick));
+  REQUIRE_MESSAGE(again->wait(120000ms) == std::optional<int>(0), readFile(rdir + "/head.log"));
+  checkWorkersExit(rdir, more, 30000ms);
+  const json rs = readSummary(rdir);
+  INFO("restart summary: " << rs.dump());
+  checkAccounting(rs);
+  CHECK(rs["head_restart"]["resumed_version"] == new_cut->shards[0].version);
+  CHECK(rs["head_restart"]["resumed_from"] == ckpt + "/" + new_cut->shards[0].file);
   std::printf(
       "faults: sharded head (2 shards) SIGKILL at shard-0 version %llu, its standby resumed at "
       "%llu (versions lost 0: %d), incarnation %llu -> %llu; takeover %.2f s after the kill "
       "(standby_takeover_ms 500), first update merged on the new head %.2f s after it, both "
       "workers on it %.2f s after it; after the takeover shard 0 %llu -> %llu, shard 1 %llu -> "
-      "%llu; %llu samples, accounting ok %d\n",
+      "%llu; its first cut %llu %.2f s after the kill (the old head's last %llu), a restart "
+      "resumed at its cut %llu; %llu samples, accounting ok %d\n",
       static_cast<unsigned long long>(primary_applied), static_cast<unsigned long long>(resumed),
       resumed >= primary_applied ? 1 : 0, static_cast<unsigned long long>(primary_incarnation),
       llu(hr["incarnation"]), took_over - killed_at, first_update - killed_at, back_at,
       static_cast<unsigned long long>(resumed), static_cast<unsigned long long>(central),
       static_cast<unsigned long long>(shard1_at_kill), static_cast<unsigned long long>(shard1_end),
-      llu(s["samples_trained"]), s["accounting_ok"].get<bool>() ? 1 : 0);
+      static_cast<unsigned long long>(first_number), stampOf(slog, " taken: versions") - killed_at,
+      static_cast<unsigned long long>(old_cut->number),
+      static_cast<unsigned long long>(new_cut->number), llu(s["samples_trained"]),
+      s["accounting_ok"].get<bool>() ? 1 : 0);
   if (std::getenv("KEEPDIR") == nullptr) {
     removeTestDir(dir);
   } else {
@@ -659,28 +733,6 @@ TEST_CASE(
 }
 
 namespace {
-
-// Shard k's exchange marks, read by freezing it and releasing it at once (the cut
-// protocol's first and last steps; docs/shards.md, "Consistent cut").
-centralps::ExchangeMarks shardMarks(zmq::context_t& ctx, const std::string& endpoint) {
-  MessageLimits limits;
-  limits.job_id = 1;
-  RpcClient rpc(ctx, endpoint, limits);
-  const auto phase = [&](int p) {
-    OutMessage out(1, 0);
-    out.header().getBody().initCheckpointRequest().setCutPhase(static_cast<std::uint8_t>(p));
-    auto r = rpc.call(std::move(out), 5000ms);
-    REQUIRE_MESSAGE(r.isOk(), r.status().toString());
-    return std::move(*r);
-  };
-  const InMessage frozen = phase(1);
-  centralps::ExchangeMarks marks;
-  for (auto m : frozen.header().getBody().getCheckpointDone().getCutMarks()) {
-    marks[m.getGroupId()] = m.getSeq();
-  }
-  (void)phase(3);
-  return marks;
-}
 
 // Every file under dir with its size (what a refused restart must leave as it was).
 std::map<std::string, std::uintmax_t> filesUnder(const std::string& dir) {
