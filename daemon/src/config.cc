@@ -165,6 +165,20 @@ Status validateCentralShards(const DaemonConfig& c) {
   if (c.node_central_shard != 0 && c.role != "node") {
     return invalidArgument("node_central_shard is for role node");
   }
+  // A node's shard has a standby with both: the stream at replication_listen, and the
+  // standby's endpoint for the shard map (docs/shards.md, "A node-hosted shard's standby").
+  if (c.role == "node" &&
+      (!c.replication_listen.empty() || !c.node_central_shard_standby.empty()) &&
+      (c.node_central_shard == 0 || c.replication_listen.empty() ||
+       c.node_central_shard_standby.empty())) {
+    return invalidArgument(
+        "a node's central shard has a standby with node_central_shard K, replication_listen "
+        "(where the standby follows it) and node_central_shard_standby (where the standby "
+        "serves once promoted): all three or none of the last two");
+  }
+  if (!c.node_central_shard_standby.empty() && c.role != "node") {
+    return invalidArgument("node_central_shard_standby is for role node (with node_central_shard)");
+  }
   if (!(c.central_cut_interval_s >= 0)) {
     return invalidArgument("central_cut_interval_s must be >= 0 (0 = no cuts)");
   }
@@ -266,10 +280,11 @@ Status validate(const DaemonConfig& c) {
         "role standby follows a single-run head of a built-in model (not serve, "
         "not model external)");
   }
-  if (!c.replication_listen.empty() && (c.role == "node" || c.serve)) {
+  if (!c.replication_listen.empty() &&
+      ((c.role == "node" && c.node_central_shard == 0) || c.serve)) {
     return invalidArgument(
         "replication_listen is for the head of a single run (role all, "
-        "coordinator or standby)");
+        "coordinator or standby), a central shard, or a node hosting one");
   }
   if (c.ps_placement != "hosts" && c.ps_placement != "order") {
     return invalidArgument("ps_placement '" + c.ps_placement + "' is not one of hosts, order");

@@ -206,6 +206,10 @@ std::vector<OptionSpec> buildTable() {
             kRestart,
             "role node: also serve central shard K (1..S-1) and offer it to the head (0 = "
             "none; docs/shards.md)"),
+      field("node_central_shard_standby", "--node-central-shard-standby", "EP",
+            FIELD(node_central_shard_standby), kAny, kRestart,
+            "role node with node_central_shard and replication_listen: the listen endpoint of "
+            "that shard's standby, offered with the shard as its failover list (\"\" = none)"),
       field("coordinator", "--coordinator", "EP", FIELD(coordinator), kAny, kRestart,
             "role node: the coordinator's endpoint, or a comma-separated list tried in turn (a "
             "head that may restart elsewhere)"),
