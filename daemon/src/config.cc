@@ -231,11 +231,6 @@ Status validateCentralShards(const DaemonConfig& c) {
           "role central-shard with --primary (a shard's standby) needs --shard-index between 1 "
           "and central_shards-1: shard 0 is the head's (its standby is role standby)");
     }
-    if (!c.primary.empty() && !c.replication_listen.empty()) {
-      return invalidArgument(
-          "a shard's standby (role central-shard with --primary) takes over without a standby "
-          "of its own: no replication_listen");
-    }
     if (c.shard_index == 0 || c.shard_index >= c.central_shards) {
       return invalidArgument(
           "role central-shard needs --shard-index between 1 and central_shards-1");

@@ -272,7 +272,7 @@ TEST_CASE("central shards: bad input is refused with a clear error") {
     CHECK_MESSAGE(log.find("central_shards 3 needs 2 central_shard_endpoints") != std::string::npos,
                   log);
   }
-  SUBCASE("a shard standby for shard 0, or with a standby of its own") {
+  SUBCASE("a shard standby for shard 0") {
     const auto refused = [&](const std::string& name, std::vector<std::string> more) {
       std::vector<std::string> argv = {GROUPSGDD_PATH,     "--role", "central-shard",
                                        "--central-shards", "2",      "--primary",
@@ -286,9 +286,6 @@ TEST_CASE("central shards: bad input is refused with a clear error") {
     };
     std::string log = refused("standby-0", {"--shard-index", "0"});
     CHECK_MESSAGE(log.find("shard 0 is the head's") != std::string::npos, log);
-    log = refused("standby-chain",
-                  {"--shard-index", "1", "--replication-listen", "tcp://127.0.0.1:9"});
-    CHECK_MESSAGE(log.find("takes over without a standby of its own") != std::string::npos, log);
   }
   SUBCASE("a standby following another shard's (or cut's) primary, or a head's standby a shard") {
     const std::string replication = "tcp://127.0.0.1:" + std::to_string(freePort());
@@ -532,6 +529,135 @@ TEST_CASE(
       static_cast<unsigned long long>(primary_applied), static_cast<unsigned long long>(resumed),
       resumed >= primary_applied ? 1 : 0, took_over - killed_at, first_update - killed_at,
       static_cast<unsigned long long>(after), s["reached"].get<bool>() ? 1 : 0,
+      s["accounting_ok"].get<bool>() ? 1 : 0);
+}
+
+TEST_CASE(
+    "faults: a chain of shard standbys: shard 1's primary A SIGKILLed, its standby B (with a "
+    "replication_listen of its own) takes over and accepts a new standby C, B SIGKILLed, C "
+    "takes over; no acknowledged version lost at either takeover; the groups follow the "
+    "list A|B|C and the run spends its budget") {
+  WorkerRun run;
+  const auto port = [] { return "tcp://127.0.0.1:" + std::to_string(freePort()); };
+  const std::string repl_a = port(), repl_b = port(), b_ep = port(), c_ep = port();
+  Shards sh(
+      run.dir, 2,
+      {"--replication-listen", repl_a, "--standby-takeover-ms", "1000", "--log-level", "debug"});
+  const std::string a_ep = sh.endpoints[0];
+  const auto standby = [&](const std::string& name, const std::string& primary,
+                           const std::string& listen, std::vector<std::string> more) {
+    std::vector<std::string> argv = {GROUPSGDD_PATH,
+                                     "--role",
+                                     "central-shard",
+                                     "--central-shards",
+                                     "2",
+                                     "--shard-index",
+                                     "1",
+                                     "--primary",
+                                     primary,
+                                     "--listen",
+                                     listen,
+                                     "--endpoint-file",
+                                     run.dir + "/" + name + ".ep",
+                                     "--standby-takeover-ms",
+                                     "1000",
+                                     "--log-level",
+                                     "debug"};
+    argv.insert(argv.end(), more.begin(), more.end());
+    auto p = std::make_unique<Process>(argv, run.dir + "/" + name + ".log");
+    // Its endpoint file is written once it has its primary's snapshot.
+    REQUIRE_MESSAGE(waitForFile(run.dir + "/" + name + ".ep", 20000ms),
+                    readFile(run.dir + "/" + name + ".log"));
+    return p;
+  };
+  auto b = standby("b", repl_a, b_ep, {"--replication-listen", repl_b});
+  run.start({"--progress-ms",
+             "0",
+             "--heartbeat-ms",
+             "300",
+             "--mode",
+             "grouped",
+             "--workers",
+             "2",
+             "--groups",
+             "2",
+             "--max-samples",
+             "60000",
+             "--max-seconds",
+             "150",
+             "--central-shards",
+             "2",
+             "--central-shard-endpoints",
+             a_ep + "|" + b_ep + "|" + c_ep,
+             "--exchange-timeout-ms",
+             "2000"},
+            DaemonFiles{.control_socket = false});
+  for (int i = 0; i < 2; ++i) run.addWorker({"--device-ms", "3"});
+  run.addWorker({"--evaluate", "--eval-interval-ms", "300", "--timeout-ms", "2000"});
+  const auto ranges = mlpRanges(2);
+  const std::size_t size = ranges[1].end - ranges[1].begin;
+  zmq::context_t ctx(1);
+  const auto tookOver = [&](const std::string& name) {
+    return waitUntil(
+        [&] { return readFile(run.dir + "/" + name).find("TAKING OVER") != std::string::npos; },
+        10000ms, 20ms);
+  };
+  REQUIRE(waitUntil([&] { return shardVersion(ctx, a_ep, size) >= 10; }, 60000ms, 100ms));
+
+  // A goes; B takes over and, with no standby yet, commits alone.
+  killHard(*sh.procs[0]);
+  const std::uint64_t a_applied = lastApplied(readFile(run.dir + "/shard-1.log"));
+  REQUIRE(a_applied >= 10);
+  REQUIRE(tookOver("b.log"));
+  const std::string b_then = readFile(run.dir + "/b.log");
+  const std::uint64_t b_resumed = promotedAt(b_then);
+  CHECK(b_resumed >= a_applied);
+  CHECK(b_resumed <= a_applied + 1);
+  CHECK(b_then.find("committing alone until one attaches") != std::string::npos);
+
+  // C joins B (snapshot, then the stream); B commits with it.
+  auto c = standby("c", repl_b, c_ep, {});
+  const std::uint64_t joined = shardVersion(ctx, b_ep, size);
+  REQUIRE(waitUntil([&] { return shardVersion(ctx, b_ep, size) >= joined + 10; }, 60000ms, 100ms));
+  CHECK(readFile(run.dir + "/b.log").find("standby attached") != std::string::npos);
+
+  // B goes; C takes over from its replica of B.
+  killHard(*b);
+  const std::uint64_t b_applied = lastApplied(readFile(run.dir + "/b.log"));
+  REQUIRE(b_applied >= joined + 10);
+  REQUIRE(tookOver("c.log"));
+
+  json s = run.finish(200000ms);
+  INFO("summary: " << s.dump());
+  const std::string clog = readFile(run.dir + "/c.log");
+  const std::string head_log = readFile(run.dir + "/daemon.log");
+  INFO("c: " << clog);
+  CHECK(s["stop_reason"] == "sample budget spent");
+  checkAccounting(s);
+  const std::uint64_t c_resumed = promotedAt(clog);
+  CHECK(c_resumed >= b_applied);
+  CHECK(c_resumed <= b_applied + 1);
+  CHECK_MESSAGE(head_log.find("central shard 1: moving to " + b_ep) != std::string::npos, head_log);
+  CHECK_MESSAGE(head_log.find("central shard 1: moving to " + c_ep) != std::string::npos, head_log);
+  CHECK(head_log.find("acknowledged versions lost") == std::string::npos);
+  const std::uint64_t after = shardVersion(ctx, c_ep, size);
+  CHECK(after > c_resumed + 5);
+  // Fencing along the chain: a shard back on B's replication endpoint is superseded by C.
+  Process again(
+      {GROUPSGDD_PATH, "--role", "central-shard", "--central-shards", "2", "--shard-index", "1",
+       "--listen", "tcp://127.0.0.1:0", "--replication-listen", repl_b},
+      run.dir + "/b-again.log");
+  CHECK(again.wait(15000ms) == std::optional<int>(75));
+  CHECK(readFile(run.dir + "/b-again.log").find("superseded") != std::string::npos);
+  std::printf(
+      "faults: shard standby chain: A SIGKILL at version %llu, B promoted at %llu; C joined at "
+      "%llu; B SIGKILL at version %llu, C promoted at %llu (versions lost 0: %d); shard version "
+      "%llu at the end; %llu samples, accounting ok %d\n",
+      static_cast<unsigned long long>(a_applied), static_cast<unsigned long long>(b_resumed),
+      static_cast<unsigned long long>(joined), static_cast<unsigned long long>(b_applied),
+      static_cast<unsigned long long>(c_resumed),
+      b_resumed >= a_applied && c_resumed >= b_applied ? 1 : 0,
+      static_cast<unsigned long long>(after), llu(s["samples_trained"]),
       s["accounting_ok"].get<bool>() ? 1 : 0);
 }
 
