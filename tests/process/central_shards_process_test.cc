@@ -686,8 +686,11 @@ TEST_CASE(
       startDaemon(dir, "primary.log", "tcp://127.0.0.1:0",
                   withArgs(head, {"--replication-listen", replication, "--log-level", "debug"}));
   const std::string primary_ep = endpointIn(dir);
+  // With a replication_listen of its own: once promoted, a new standby follows it.
+  const std::string replication_b = "tcp://127.0.0.1:" + std::to_string(freePort());
   auto standby = startDaemon(sdir, "standby.log",
-                             withArgs(head, {"--role", "standby", "--primary", replication}),
+                             withArgs(head, {"--role", "standby", "--primary", replication,
+                                             "--replication-listen", replication_b}),
                              DaemonFiles{standby_ep, true});
   const std::string list = primary_ep + "," + standby_ep;
   auto node = std::make_unique<Process>(std::vector<std::string>{GROUPSGDD_PATH,
@@ -759,8 +762,22 @@ TEST_CASE(
                       },
                       30000ms, 50ms),
                   readFile(sdir + "/standby.log"));
+  // A new standby follows the promoted sharded head (its snapshot names the same cut).
+  const std::string cdir = dir + "/c";
+  std::filesystem::create_directories(cdir);
+  auto chained =
+      startDaemon(cdir, "c.log", withArgs(head, {"--role", "standby", "--primary", replication_b}),
+                  DaemonFiles{"tcp://127.0.0.1:" + std::to_string(freePort()), true});
+  const json cst = ctl(cdir, {"status"});
+  CHECK(cst["following"] == true);
+  CHECK(cst["primary_incarnation"].get<std::uint64_t>() == primary_incarnation + 1);
 
   REQUIRE(standby->wait(150000ms) == std::optional<int>(0));
+  // Its primary gone at the end of the run, the chained standby stops on a signal.
+  (void)ctl(cdir, {"shutdown"});
+  ::kill(chained->pid(), SIGTERM);
+  CHECK(chained->wait(15000ms) == std::optional<int>(0));
+  CHECK(readFile(cdir + "/c.log").find("following the primary") != std::string::npos);
   CHECK(node->wait(30000ms) == std::optional<int>(0));
   checkWorkersExit(dir, workers, 30000ms);
   const std::string slog = readFile(sdir + "/standby.log");
