@@ -211,16 +211,8 @@ Status validateCentralShards(const DaemonConfig& c) {
         "central_shards > 1 (or role central-shard) is for a single run of a built-in model "
         "headed by role all or coordinator (or its standby), not model external or serve");
   }
-  // A sharded head's standby (and a head that has one) reconnects to shards 1..S-1 on
-  // takeover from the list: gathering them from node daemons again is not done.
-  if ((c.role == "standby" ||
-       (!c.replication_listen.empty() && c.role != "central-shard" && c.role != "node")) &&
-      c.central_shard_endpoints.empty()) {
-    return invalidArgument(
-        "a sharded head's standby (role standby, or replication_listen on the head) needs "
-        "central_shard_endpoints (shards 1..S-1 listed, the same on both): shards gathered "
-        "from node daemons (node_central_shard) are not followed by a standby");
-  }
+  // A sharded head's standby reconnects to shards 1..S-1 on takeover: from the list, or,
+  // without one, gathering them from the node daemons hosting them again.
   if (!c.compress_deltas.empty() && c.compress_deltas != "none" && c.compress_deltas != "dense") {
     return invalidArgument("central_shards > 1 sends dense deltas (compress_deltas none)");
   }

@@ -875,6 +875,122 @@ TEST_CASE(
   }
 }
 
+TEST_CASE(
+    "faults: a head gathering its shards from node daemons, with a standby: the head "
+    "SIGKILLed, the standby takes over and gathers shard 1 again from the node, which moves "
+    "to it; no acknowledged version of shard 0 lost, the run spends its budget") {
+  const std::string dir = makeTempDir();
+  const std::string sdir = dir + "/standby";
+  std::filesystem::create_directories(sdir);
+  const std::string replication = "tcp://127.0.0.1:" + std::to_string(freePort());
+  const std::string standby_ep = "tcp://127.0.0.1:" + std::to_string(freePort());
+  // No central_shard_endpoints: the node daemon below offers shard 1 to whichever head.
+  const std::vector<std::string> head =
+      withArgs(standbyPairHeadArgs("120"),
+               {"--central-shards", "2", "--give-up-s", "60", "--exchange-timeout-ms", "2000"});
+  auto primary =
+      startDaemon(dir, "primary.log", "tcp://127.0.0.1:0",
+                  withArgs(head, {"--replication-listen", replication, "--log-level", "debug"}));
+  const std::string primary_ep = endpointIn(dir);
+  const std::string list = primary_ep + "," + standby_ep;
+  auto node = std::make_unique<Process>(std::vector<std::string>{GROUPSGDD_PATH,
+                                                                 "--role",
+                                                                 "node",
+                                                                 "--coordinator",
+                                                                 list,
+                                                                 "--node-groups",
+                                                                 "2",
+                                                                 "--mode",
+                                                                 "grouped",
+                                                                 "--workers",
+                                                                 "2",
+                                                                 "--groups",
+                                                                 "2",
+                                                                 "--central-shards",
+                                                                 "2",
+                                                                 "--node-central-shard",
+                                                                 "1",
+                                                                 "--step-deadline-ms",
+                                                                 "1000",
+                                                                 "--give-up-s",
+                                                                 "60",
+                                                                 "--coordinator-timeout-ms",
+                                                                 "500",
+                                                                 "--exchange-timeout-ms",
+                                                                 "2000"},
+                                        dir + "/node.log");
+  // The primary's central PS starts once the node offered shard 1; the standby's endpoint
+  // file is written at its first snapshot.
+  auto standby = startDaemon(sdir, "standby.log",
+                             withArgs(head, {"--role", "standby", "--primary", replication}),
+                             DaemonFiles{standby_ep, true});
+  std::vector<std::unique_ptr<Process>> workers;
+  const std::vector<std::string> quick = {"--timeout-ms", "500",         "--backoff-max-ms",
+                                          "300",          "--give-up-s", "60"};
+  for (int i = 0; i < 2; ++i) workers.push_back(startWorker(dir, list, i, quick));
+  json st = waitForStatus(
+      dir, [](const json& s) { return s["central_version"].get<std::uint64_t>() >= 30; }, 60000ms);
+  REQUIRE(st["central_version"].get<std::uint64_t>() >= 30);
+  const auto primary_incarnation = st["incarnation"].get<std::uint64_t>();
+
+  const double killed_at = wallNow();
+  killHard(*primary);
+  const std::uint64_t primary_applied = lastApplied(readFile(dir + "/primary.log"));
+  REQUIRE(primary_applied >= 30);
+  json sst = waitForStatus(
+      sdir,
+      [](const json& s) {
+        return s.contains("workers") && s["workers"]["active"] == 2 &&
+               s["samples_trained"].get<std::uint64_t>() > 0;
+      },
+      30000ms);
+  const double back_at = wallNow() - killed_at;
+  INFO("standby: " << readFile(sdir + "/standby.log"));
+  INFO("node: " << readFile(dir + "/node.log"));
+  REQUIRE(sst.contains("workers"));
+  CHECK(sst["incarnation"].get<std::uint64_t>() == primary_incarnation + 1);
+
+  REQUIRE(standby->wait(150000ms) == std::optional<int>(0));
+  CHECK(node->wait(30000ms) == std::optional<int>(0));
+  checkWorkersExit(dir, workers, 30000ms);
+  const std::string slog = readFile(sdir + "/standby.log");
+  CHECK(slog.find("offered by node") != std::string::npos);  // gathered again
+  json s = readSummary(sdir);
+  INFO("summary: " << s.dump());
+  checkAccounting(s);
+  CHECK(s["stop_reason"] == "sample budget spent");
+  const json& hr = s["head_restart"];
+  CHECK(hr["took_over_from_incarnation"].get<std::uint64_t>() == primary_incarnation);
+  CHECK(hr["versions_lost_bound"] == 0);
+  const auto resumed = hr["resumed_version"].get<std::uint64_t>();
+  CHECK(resumed >= primary_applied);
+  CHECK(resumed <= primary_applied + 1);
+  const std::uint64_t central = s["central_version"].get<std::uint64_t>();
+  CHECK(central > resumed + 10);
+  // The node's shard merged the groups' exchanges through the new head's map as well (its
+  // last line: "central PS stopped at version N").
+  const std::string nlog = readFile(dir + "/node.log");
+  const std::string stopped = "central PS stopped at version ";
+  const auto at = nlog.rfind(stopped);
+  REQUIRE(at != std::string::npos);
+  const std::uint64_t shard1 = std::strtoull(nlog.c_str() + at + stopped.size(), nullptr, 10);
+  CHECK(shard1 * 10 >= central * 9);
+  std::printf(
+      "faults: sharded head with node-hosted shard 1 SIGKILL at shard-0 version %llu, its "
+      "standby resumed at %llu (versions lost 0: %d) and gathered shard 1 again from the node; "
+      "both workers on it %.2f s after the kill; shard 0 %llu -> %llu; %llu samples, "
+      "accounting ok %d\n",
+      static_cast<unsigned long long>(primary_applied), static_cast<unsigned long long>(resumed),
+      resumed >= primary_applied ? 1 : 0, back_at, static_cast<unsigned long long>(resumed),
+      static_cast<unsigned long long>(central), llu(s["samples_trained"]),
+      s["accounting_ok"].get<bool>() ? 1 : 0);
+  if (std::getenv("KEEPDIR") == nullptr) {
+    removeTestDir(dir);
+  } else {
+    std::printf("kept %s\n", dir.c_str());
+  }
+}
+
 namespace {
 
 // Every file under dir with its size (what a refused restart must leave as it was).
