@@ -358,12 +358,15 @@ TEST_CASE("central shards: bad input is refused with a clear error") {
     CHECK_MESSAGE(log.find("this standby follows a head (role all or coordinator, central_shards "
                            "1)") != std::string::npos,
                   log);
-    // Refused at once (exit 2): a sharded standby must list the shards it will connect to.
-    Process unlisted(
-        {GROUPSGDD_PATH, "--role", "standby", "--primary", replication, "--central-shards", "2"},
-        dir + "/head-unlisted.log");
-    CHECK(unlisted.wait(10000ms) == std::optional<int>(2));
-    CHECK(readFile(dir + "/head-unlisted.log").find("needs central_shard_endpoints") !=
+    // Accepted: a sharded standby without the list (it would gather its shards from node
+    // daemons once promoted) follows a primary of the same cut; it stops on a signal.
+    Process unlisted({GROUPSGDD_PATH, "--role", "standby", "--primary", replication,
+                      "--central-shards", "2", "--endpoint-file", dir + "/unlisted.ep"},
+                     dir + "/head-unlisted.log");
+    CHECK_MESSAGE(waitForFile(dir + "/unlisted.ep", 20000ms), readFile(dir + "/head-unlisted.log"));
+    ::kill(unlisted.pid(), SIGTERM);
+    CHECK(unlisted.wait(15000ms) == std::optional<int>(0));
+    CHECK(readFile(dir + "/head-unlisted.log").find("standby: following the primary") !=
           std::string::npos);
     // The primary followed nobody: it committed nothing.
     CHECK(readFile(dir + "/sharded-primary.log").find("applied delta") == std::string::npos);
