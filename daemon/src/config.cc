@@ -262,6 +262,11 @@ Status validate(const DaemonConfig& c) {
     return invalidArgument(
         "role standby needs --primary ENDPOINT (the primary's replication_listen)");
   }
+  if (c.role == "standby" && !c.replication_listen.empty() && c.replication_listen == c.primary) {
+    return invalidArgument(
+        "role standby: its own replication_listen (opened once it takes over) must differ "
+        "from --primary (the primary's)");
+  }
   if (c.role == "standby" && (c.serve || c.external_model)) {
     return invalidArgument(
         "role standby follows a single-run head of a built-in model (not serve, "

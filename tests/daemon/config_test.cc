@@ -721,6 +721,11 @@ TEST_CASE("daemon config: a sharded head's standby: shards listed (the same coun
   standby.primary = "tcp://127.0.0.1:7100";
   standby.central_shards = 2;
   CHECK(validate(standby).isOk());
+  standby.replication_listen = standby.primary;  // its own, for after the takeover
+  checkRefused(validate(standby), "must differ from --primary");
+  standby.replication_listen = "tcp://127.0.0.1:7101";
+  CHECK(validate(standby).isOk());
+  standby.replication_listen.clear();
   standby.central_shard_endpoints = "tcp://127.0.0.1:7001|tcp://127.0.0.1:7002";
   CHECK(validate(standby).isOk());
   standby.central_shards = 3;  // the list counts shards 1..S-1 as the head's does
