@@ -70,6 +70,7 @@ struct CheckpointDone {
   cutMarks @6 :List(ExchangeMark);  # a cut's freeze or commit: the marks at that moment
   pauseMs @7 :Float32;    # a cut's commit: how long deltas were held (freeze to unfreeze)
   runSamples @8 :UInt64;  # a cut's commit: the run's samples at the cut (ModelReply's)
+  newestCut @9 :UInt64;   # a cut's freeze: the newest cut this shard wrote or resumed (0 = none)
 }
 
 struct CentralStats {

@@ -56,6 +56,7 @@ void CentralServer::onCutRequest(const zmq::message_t& from, const InMessage& ms
       OutMessage out = cutAnswer(Status::ok());
       auto d = out.header().getBody().getCheckpointDone();
       d.setVersion(store_.version());
+      d.setNewestCut(newest_cut_);
       putMarks(d.initCutMarks(static_cast<unsigned>(marks_.size())), marks_);
       (void)replyTo(sock_, from, std::move(out));
       return;
@@ -111,6 +112,7 @@ void CentralServer::onCutRestore(const zmq::message_t& from, std::uint64_t numbe
   marks_.clear();
   for (auto m : marks) marks_[m.getGroupId()] = m.getSeq();
   cut_keep_ = number;
+  newest_cut_ = std::max(newest_cut_, number);
   resumed_from_ = path;
   GSGD_INFO("central PS returned to shard cut " << number << ": " << path << " at version "
                                                 << loaded->version);
@@ -211,6 +213,7 @@ void CentralServer::pollCut(bool wait) {
   if (!wait && cut_->write->wait_for(std::chrono::seconds(0)) != std::future_status::ready) return;
   const Status s = cut_->write->get();
   if (s) {
+    newest_cut_ = std::max(newest_cut_, cut_->number);
     GSGD_INFO("cut " << cut_->number << " written: " << cut_->path << " (version " << cut_->version
                      << ", deltas held " << cut_->pause_ms << " ms)");
   } else {

@@ -60,8 +60,16 @@ Result<std::unique_ptr<CentralServer>> CentralServer::create(zmq::context_t& ctx
   std::unique_ptr<ReplicationLink> link;
   if (!cfg.replication.listen.empty()) {
     auto made = ReplicationLink::create(ctx, cfg.replication, cfg.curve);
-    if (!made) return made.status();
-    link = std::move(*made);
+    if (made) {
+      link = std::move(*made);
+    } else if (cfg.replica) {
+      // A promoted head must serve: the run depends on it now. Without its link it runs
+      // as a promoted head without replication_listen does (no new standby can join).
+      GSGD_ERROR("promoted head: " << made.status().toString()
+                                   << ": running WITHOUT a standby (none can follow this head)");
+    } else {
+      return made.status();
+    }
   }
   std::optional<zmq::socket_t> fence;
   if (!cfg.fence_endpoint.empty()) {
@@ -97,6 +105,7 @@ Result<std::unique_ptr<CentralServer>> CentralServer::create(zmq::context_t& ctx
       server->resumed_samples_ = server->cfg_.cut_resume->run_samples;
       server->marks_ = server->cfg_.cut_resume->marks;
       server->cut_keep_ = server->cfg_.cut_resume->number;
+      server->newest_cut_ = server->cfg_.cut_resume->number;
     } else {
       server->resumeRunSamples(resume->version);
     }

@@ -17,9 +17,15 @@ Result<std::unique_ptr<ReplicationLink>> ReplicationLink::create(zmq::context_t&
   std::unique_ptr<ReplicationLink> link(
       new ReplicationLink(std::move(*sock), std::move(*ep), std::move(cfg)));
   link->lost_since_ = Clock::now();  // no standby yet
+  // A promoted head is the only one that can commit (its old primary lost its standby
+  // when this one promoted itself): it goes on alone until a standby attaches.
+  link->alone_ = link->cfg_.alone_until_attached;
   GSGD_INFO("standby link on " << link->endpoint_ << " ("
                                << (link->cfg_.sync ? "synchronous" : "asynchronous")
-                               << "): waiting for a standby");
+                               << "): waiting for a standby"
+                               << (link->alone_ ? "; committing alone until one attaches "
+                                                  "(a promoted head, its old primary fenced)"
+                                                : ""));
   return link;
 }
 

@@ -165,6 +165,20 @@ Status validateCentralShards(const DaemonConfig& c) {
   if (c.node_central_shard != 0 && c.role != "node") {
     return invalidArgument("node_central_shard is for role node");
   }
+  // A node's shard has a standby with both: the stream at replication_listen, and the
+  // standby's endpoint for the shard map (docs/shards.md, "A node-hosted shard's standby").
+  if (c.role == "node" &&
+      (!c.replication_listen.empty() || !c.node_central_shard_standby.empty()) &&
+      (c.node_central_shard == 0 || c.replication_listen.empty() ||
+       c.node_central_shard_standby.empty())) {
+    return invalidArgument(
+        "a node's central shard has a standby with node_central_shard K, replication_listen "
+        "(where the standby follows it) and node_central_shard_standby (where the standby "
+        "serves once promoted): all three or none of the last two");
+  }
+  if (!c.node_central_shard_standby.empty() && c.role != "node") {
+    return invalidArgument("node_central_shard_standby is for role node (with node_central_shard)");
+  }
   if (!(c.central_cut_interval_s >= 0)) {
     return invalidArgument("central_cut_interval_s must be >= 0 (0 = no cuts)");
   }
@@ -197,16 +211,8 @@ Status validateCentralShards(const DaemonConfig& c) {
         "central_shards > 1 (or role central-shard) is for a single run of a built-in model "
         "headed by role all or coordinator (or its standby), not model external or serve");
   }
-  // A sharded head's standby (and a head that has one) reconnects to shards 1..S-1 on
-  // takeover from the list: gathering them from node daemons again is not done.
-  if ((c.role == "standby" ||
-       (!c.replication_listen.empty() && c.role != "central-shard" && c.role != "node")) &&
-      c.central_shard_endpoints.empty()) {
-    return invalidArgument(
-        "a sharded head's standby (role standby, or replication_listen on the head) needs "
-        "central_shard_endpoints (shards 1..S-1 listed, the same on both): shards gathered "
-        "from node daemons (node_central_shard) are not followed by a standby");
-  }
+  // A sharded head's standby reconnects to shards 1..S-1 on takeover: from the list, or,
+  // without one, gathering them from the node daemons hosting them again.
   if (!c.compress_deltas.empty() && c.compress_deltas != "none" && c.compress_deltas != "dense") {
     return invalidArgument("central_shards > 1 sends dense deltas (compress_deltas none)");
   }
@@ -216,11 +222,6 @@ Status validateCentralShards(const DaemonConfig& c) {
       return invalidArgument(
           "role central-shard with --primary (a shard's standby) needs --shard-index between 1 "
           "and central_shards-1: shard 0 is the head's (its standby is role standby)");
-    }
-    if (!c.primary.empty() && !c.replication_listen.empty()) {
-      return invalidArgument(
-          "a shard's standby (role central-shard with --primary) takes over without a standby "
-          "of its own: no replication_listen");
     }
     if (c.shard_index == 0 || c.shard_index >= c.central_shards) {
       return invalidArgument(
@@ -261,16 +262,21 @@ Status validate(const DaemonConfig& c) {
     return invalidArgument(
         "role standby needs --primary ENDPOINT (the primary's replication_listen)");
   }
+  if (c.role == "standby" && !c.replication_listen.empty() && c.replication_listen == c.primary) {
+    return invalidArgument(
+        "role standby: its own replication_listen (opened once it takes over) must differ "
+        "from --primary (the primary's)");
+  }
   // With serve: a --serve daemon's standby (docs/jobs.md, "Standby"); model external
   // jobs may still be submitted to it (they are not followed).
   if (c.role == "standby" && c.external_model && !c.serve) {
     return invalidArgument(
         "role standby follows a single-run head of a built-in model (not model external)");
   }
-  if (!c.replication_listen.empty() && c.role == "node") {
+  if (!c.replication_listen.empty() && c.role == "node" && c.node_central_shard == 0) {
     return invalidArgument(
         "replication_listen is for a head (role all, coordinator or standby, one run or "
-        "--serve)");
+        "--serve), a central shard, or a node hosting one");
   }
   if (c.role == "standby" && c.serve && !c.replication_listen.empty()) {
     return invalidArgument(

@@ -207,6 +207,10 @@ std::vector<OptionSpec> buildTable() {
             kRestart,
             "role node: also serve central shard K (1..S-1) and offer it to the head (0 = "
             "none; docs/shards.md)"),
+      field("node_central_shard_standby", "--node-central-shard-standby", "EP",
+            FIELD(node_central_shard_standby), kAny, kRestart,
+            "role node with node_central_shard and replication_listen: the listen endpoint of "
+            "that shard's standby, offered with the shard as its failover list (\"\" = none)"),
       field("coordinator", "--coordinator", "EP", FIELD(coordinator), kAny, kRestart,
             "role node: the coordinator's endpoint, or a comma-separated list tried in turn (a "
             "head that may restart elsewhere)"),
@@ -218,7 +222,8 @@ std::vector<OptionSpec> buildTable() {
       field("replication_listen", "--replication-listen", "EP", FIELD(replication_listen), kAny,
             kRestart,
             "role all/coordinator, one run or --serve (or central-shard): accept a standby "
-            "head (serve daemon, shard) at this endpoint (\"\" = none)"),
+            "(serve daemon, shard) at this endpoint; role standby of one run: opened once it "
+            "takes over (\"\" = none)"),
       field("primary", "--primary", "EP", FIELD(primary), kAny, kRestart,
             "role standby (or central-shard, its standby): the primary's replication_listen"),
       field("standby_async", "--standby-async", "", FIELD(standby_async), kAny, kRestart,

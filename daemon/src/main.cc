@@ -296,7 +296,8 @@ int main(int argc, char** argv) {
     auto taken = takeExternalModel(ctx, cfg, curve->keys);
     if (!taken) return fail(taken.status().message());
     intake = std::move(*taken);
-  } else if (cfg.central_shards > 1 && cfg.central_shard_endpoints.empty()) {
+  } else if (cfg.central_shards > 1 && cfg.central_shard_endpoints.empty() &&
+             cfg.role != "standby") {  // a standby gathers them once promoted (below)
     auto taken = takeNodeShards(ctx, cfg, curve->keys);
     if (!taken) return fail(taken.status().message());
     intake = std::move(*taken);
@@ -331,7 +332,13 @@ int main(int argc, char** argv) {
     replica = std::move(**followed);
     // all | coordinator, as the primary ran (a sharded head's snapshot says more after it).
     cfg.role = replica->head_role.substr(0, replica->head_role.find(' '));
-    cfg.replication_listen.clear();  // the promoted head runs without a standby
+    // Its replication_listen, if set, is opened now: a new standby can follow this head.
+    // Shards hosted by node daemons are gathered again: they offer them to this head.
+    if (cfg.central_shards > 1 && cfg.central_shard_endpoints.empty()) {
+      auto taken = takeNodeShards(ctx, cfg, curve->keys);
+      if (!taken) return fail(taken.status().message());
+      intake = std::move(*taken);
+    }
   }
   auto job = jobs::Job::create(ctx, cfg, curve->keys, std::move(intake), std::nullopt,
                                std::move(deps), std::move(replica));

@@ -37,8 +37,13 @@ Result<proto::CheckpointDone::Reader> doneOf(const InMessage& msg) {
 
 CentralCutTaker::CentralCutTaker(zmq::context_t& ctx, const daemon::DaemonConfig& cfg,
                                  const CurveKeys& keys, std::vector<std::string> endpoints,
-                                 std::vector<centralps::ShardRange> ranges, std::uint64_t last_cut)
-    : cfg_(cfg), ranges_(std::move(ranges)), last_cut_(last_cut), next_cut_(last_cut + 1) {
+                                 std::vector<centralps::ShardRange> ranges, std::uint64_t last_cut,
+                                 bool fresh_marks)
+    : cfg_(cfg),
+      ranges_(std::move(ranges)),
+      last_cut_(last_cut),
+      next_cut_(last_cut + 1),
+      fresh_marks_(fresh_marks) {
   MessageLimits limits;
   limits.job_id = cfg.job_id;
   for (const auto& ep : endpoints) shards_.emplace_back(ctx, ep, limits, clientSocketOptions(keys));
@@ -62,7 +67,8 @@ void CentralCutTaker::releaseAll() {
 
 Result<centralps::ShardCut> CentralCutTaker::takeCut() {
   const auto started = std::chrono::steady_clock::now();
-  const std::uint64_t number = next_cut_++;
+  std::uint64_t number = next_cut_;  // or higher, once the shards said which cuts they have
+  waiting_ = false;
   const auto fail = [&](std::size_t k, const std::string& step, const Status& why) {
     releaseAll();
     ++failed_;
@@ -70,23 +76,44 @@ Result<centralps::ShardCut> CentralCutTaker::takeCut() {
                                   std::to_string(k) + " " + step + ": " + why.message());
   };
   // 1. Freeze every shard; the highest mark per group is where the cut lies.
-  ExchangeMarks target;
+  ExchangeMarks target, shard0;
+  std::uint64_t newest = 0;  // the newest cut any shard wrote (an old head's, after a takeover)
   for (std::size_t k = 0; k < shards_.size(); ++k) {
     auto answer = callShard(k, 1, kFreezeTimeout);
     if (!answer) return fail(k, "freeze", answer.status());
     auto done = doneOf(*answer);
     if (!done) return fail(k, "freeze", done.status());
-    for (const auto& [group, seq] : marksOf(done->getCutMarks())) {
-      target[group] = std::max(target[group], seq);
+    const ExchangeMarks marks = marksOf(done->getCutMarks());
+    if (k == 0) shard0 = marks;
+    newest = std::max<std::uint64_t>(newest, done->getNewestCut());
+    for (const auto& [group, seq] : marks) target[group] = std::max(target[group], seq);
+  }
+  // A promoted head's shard 0 knows the exchanges since the takeover only. A group the
+  // others know and it does not has not exchanged with this head yet: its next exchange
+  // (from a group PS of this head, numbered above all before) would be held beyond the
+  // old mark, which shard 0 could never reach. Release at once and try again later.
+  if (fresh_marks_) {
+    for (const auto& [group, seq] : target) {
+      if (shard0.count(group) != 0) continue;
+      releaseAll();
+      waiting_ = true;
+      return unavailable("cut: group " + std::to_string(group) +
+                         " has not exchanged with this head yet (shard 0 of a promoted head "
+                         "starts without exchange marks)");
     }
   }
+  // Never a number a shard already has a file of (a promoted head goes on above its old
+  // head's cuts, whose files the shards keep).
+  number = std::max(next_cut_, newest + 1);
+  next_cut_ = number + 1;
+  const std::uint64_t keep = last_cut_ != 0 ? last_cut_ : newest;
   // 2. Commit on every shard at once; each answers when its file is durable.
   for (std::size_t k = 0; k < shards_.size(); ++k) {
     OutMessage out(cfg_.job_id, 0);
     auto req = out.header().getBody().initCheckpointRequest();
     req.setCutPhase(2);
     req.setCutNumber(number);
-    req.setCutKeep(last_cut_);
+    req.setCutKeep(keep);
     auto list = req.initCutMarks(static_cast<unsigned>(target.size()));
     std::size_t i = 0;
     for (const auto& [group, seq] : target) {
@@ -126,6 +153,7 @@ Result<centralps::ShardCut> CentralCutTaker::takeCut() {
     return Status(s.code(), "cut " + std::to_string(number) + ": manifest: " + s.message());
   }
   last_cut_ = number;
+  fresh_marks_ = false;  // every group's mark is in shard 0 now
   pauses_ms_.push_back(cut.pause_ms);
   std::string versions;
   for (const auto& s : cut.shards)
@@ -149,6 +177,11 @@ void CentralCutTaker::run(const std::atomic<bool>& stop) {
       continue;
     }
     auto cut = takeCut();
+    if (!cut && waiting_) {  // not a failure: the groups have not all exchanged yet
+      if (waits_logged_++ == 0) GSGD_INFO(cut.status().message() << ": waiting");
+      next = std::chrono::steady_clock::now() + every;
+      continue;
+    }
     // A cut that keeps failing (a stalled group's marks never agree) is tried less often:
     // each try holds the shards' deltas for up to 5 s.
     failed_in_a_row_ = cut ? 0 : std::min<std::size_t>(failed_in_a_row_ + 1, 6);

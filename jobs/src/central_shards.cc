@@ -161,7 +161,9 @@ Result<std::unique_ptr<centralps::CentralServer>> startCentralShard(
                                      .count());
   if (replica) {
     term = replica->term + 1;
-    c.replication = {};  // a promoted standby runs without one
+    // Its own replication_listen (if any) takes a standby of the promoted shard, which
+    // commits alone until one attaches (docs/shards.md, "Shard standbys").
+    c.replication.alone_until_attached = true;
     c.fence_endpoint = cfg.primary;
     c.replica = std::move(replica);
     c.cut_resume.reset();  // the replica is newer than any cut

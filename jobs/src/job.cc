@@ -83,6 +83,9 @@ Result<std::unique_ptr<Job>> Job::create(zmq::context_t& ctx, const DaemonConfig
     at_least = replica->term + 1;
     ccfg.fence_endpoint = cfg.primary;
     ccfg.replica = std::move(replica);
+    // Its own replication_listen (if any) takes a standby of this head; until one
+    // attaches it commits alone, as a promoted head without one does.
+    ccfg.replication.alone_until_attached = true;
   }
   auto central = centralps::CentralServer::create(ctx, ccfg, "tcp://" + cfg.bind_host + ":*");
   if (!central)
@@ -103,14 +106,17 @@ Result<std::unique_ptr<Job>> Job::create(zmq::context_t& ctx, const DaemonConfig
           ctx, cfg, keys, std::vector<std::string>(endpoints.begin() + 1, endpoints.end()),
           job->resume_cut_));
     }
-    // A promoted standby takes no cuts: its shard 0 starts without the exchange marks (they
-    // are not replicated), and the old head's manifest is on the old head's host.
-    if (promoted && cfg.central_cut_interval_s > 0) {
-      GSGD_WARN("a promoted standby head takes no consistent cuts (central_cut_interval_s "
-                << cfg.central_cut_interval_s << " ignored): docs/shards.md, \"Not done\"");
-    } else if (cfg.central_cut_interval_s > 0) {
+    // A promoted standby takes cuts too, once every group exchanged with it: its shard 0
+    // starts without exchange marks (docs/shards.md, "The head's standby"). Its numbers go
+    // on above the old head's (a manifest in its own checkpoint_dir, the shards' newest).
+    if (cfg.central_cut_interval_s > 0) {
+      std::uint64_t last_cut = job->resume_cut_.number;
+      if (promoted) {
+        auto old = centralps::readShardCut(cfg.checkpoint_dir);
+        if (old) last_cut = old->number;
+      }
       job->cut_taker_ = std::make_unique<CentralCutTaker>(ctx, cfg, keys, std::move(endpoints),
-                                                          shard_ranges, job->resume_cut_.number);
+                                                          shard_ranges, last_cut, promoted);
     }
     topo.central_map = std::move(*map);
     topo.param_count = shard_ranges.back().end;

@@ -15,7 +15,8 @@ Result<std::unique_ptr<NodeCentralShard>> NodeCentralShard::start(zmq::context_t
   if (!ranges) return Status(ranges.status().code(), "central shard: " + ranges.status().message());
   auto setup = jobs::centralShardSetup(cfg, keys, k);
   if (!setup) return Status(setup.status().code(), "central shard: " + setup.status().message());
-  setup->central.replication = {};  // a node's shard has no standby (replication_listen: heads)
+  // With replication_listen its standby follows it there (the same stream as a role
+  // central-shard process's); a superseded shard takes its node down (exit 75).
   auto server =
       jobs::startCentralShard(ctx, cfg, std::move(*setup), "tcp://" + cfg.bind_host + ":*");
   if (!server) return server.status();
@@ -25,7 +26,11 @@ Result<std::unique_ptr<NodeCentralShard>> NodeCentralShard::start(zmq::context_t
   s->offer_.count = cfg.central_shards;
   s->offer_.begin = (*ranges)[k].begin;
   s->offer_.end = (*ranges)[k].end;
-  s->offer_.endpoint = s->server_->endpoint();
+  // With a standby the head's map names the shard by its failover list: groups and
+  // evaluators move to the standby when this node falls silent.
+  s->offer_.endpoint = s->server_->endpoint() + (cfg.node_central_shard_standby.empty()
+                                                     ? std::string()
+                                                     : "|" + cfg.node_central_shard_standby);
   s->offer_.model = kernels::modelKindName(cfg.model);
   s->offer_.seed = cfg.seed;
   s->thread_ = std::thread([server = s->server_.get(), stop = &s->stop_] {

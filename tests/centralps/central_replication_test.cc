@@ -201,3 +201,28 @@ TEST_CASE(
   CHECK(standby.updates.load() == 2);
   CHECK(bitIdentical(standby.last_delta, smallDelta(primary.params, 3)));
 }
+
+TEST_CASE(
+    "central replication: a promoted head whose replication_listen cannot be bound serves "
+    "anyway, from its replica (a head that is not promoted refuses to start)") {
+  zmq::context_t ctx;
+  // The port is taken: another socket holds it.
+  zmq::socket_t holder(ctx, zmq::socket_type::router);
+  holder.bind("tcp://127.0.0.1:*");
+  const std::string taken = holder.get(zmq::sockopt::last_endpoint);
+  CentralConfig cfg;
+  cfg.param_count = 4;
+  cfg.replication.listen = taken;
+  auto refused = CentralServer::create(ctx, cfg, "tcp://127.0.0.1:*");
+  CHECK_FALSE(refused.isOk());
+
+  ReplicaState replica;
+  replica.term = 7;
+  replica.version = 3;
+  replica.params = {1.0f, 2.0f, 3.0f, 4.0f};
+  cfg.replica = replica;
+  auto promoted = CentralServer::create(ctx, cfg, "tcp://127.0.0.1:*");
+  REQUIRE_MESSAGE(promoted.isOk(), promoted.status().toString());
+  CHECK((*promoted)->version() == 3);
+  CHECK((*promoted)->resumedFrom() == "standby replica of incarnation 7");
+}

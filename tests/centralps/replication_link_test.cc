@@ -85,9 +85,10 @@ struct ScriptedStandby {
 std::unique_ptr<ReplicationLink> makeLink(zmq::context_t& ctx, std::uint32_t loss_ms,
                                           std::uint32_t alone_ms,
                                           std::function<void(const std::string&)> superseded = {},
-                                          bool sync = true) {
+                                          bool sync = true, bool alone_until_attached = false) {
   ReplicationConfig cfg;
   cfg.sync = sync;
+  cfg.alone_until_attached = alone_until_attached;
   cfg.listen = "tcp://127.0.0.1:*";
   cfg.loss_ms = loss_ms;
   cfg.alone_ms = alone_ms;
@@ -197,6 +198,30 @@ TEST_CASE("replication link: with standby_alone_ms the head commits alone after 
   std::this_thread::sleep_for(200ms);
   CHECK(link->replicate(updateTo(1), [] { return snapshotAt(0); }));
   CHECK(link->json()["alone"] == true);
+}
+
+TEST_CASE(
+    "replication link: a promoted head commits alone until its first standby attaches, then "
+    "only with it (standby_alone_ms 0)") {
+  zmq::context_t ctx;
+  auto link = makeLink(ctx, 100, 0, {}, /*sync=*/true, /*alone_until_attached=*/true);
+  CHECK(link->json()["alone"] == true);
+  CHECK(link->replicate(updateTo(1), [] { return snapshotAt(0); }));  // alone: committed
+  {
+    ScriptedStandby standby(ctx, link->endpoint());
+    attach(*link, standby, 1);
+    CHECK(link->json()["alone"] == false);
+    CHECK(link->replicate(updateTo(2), [] { return snapshotAt(1); }));
+    CHECK(standby.updates.load() == 1);
+    standby.acking.store(false);
+    CHECK_FALSE(link->replicate(updateTo(3), [] { return snapshotAt(2); }));  // lost
+  }
+  // Lost after it attached: nothing commits alone any more, however long it waits.
+  std::this_thread::sleep_for(200ms);
+  auto refused = link->replicate(updateTo(3), [] { return snapshotAt(2); });
+  REQUIRE_FALSE(refused);
+  CHECK(refused.message().find("no standby attached") != std::string::npos);
+  CHECK(link->json()["alone"] == false);
 }
 
 TEST_CASE("replication link: a Superseded notice calls on_superseded") {

@@ -707,11 +707,11 @@ TEST_CASE("daemon config: node_central_shard is for a node of a sharded run, wit
   checkRefused(validate(head), "central_shards 3 needs 2 central_shard_endpoints");
 }
 
-TEST_CASE("daemon config: a sharded head's standby needs listed shards, on both sides") {
+TEST_CASE("daemon config: a sharded head's standby: shards listed (the same count) or gathered") {
   DaemonConfig head;
   head.central_shards = 2;
   head.replication_listen = "tcp://127.0.0.1:7100";
-  checkRefused(validate(head), "needs central_shard_endpoints");  // gathered from nodes
+  CHECK(validate(head).isOk());  // gathered from nodes, again by the standby once promoted
   head.central_shard_endpoints = "tcp://127.0.0.1:7001";
   CHECK(validate(head).isOk());
   head.role = "coordinator";
@@ -720,12 +720,17 @@ TEST_CASE("daemon config: a sharded head's standby needs listed shards, on both 
   standby.role = "standby";
   standby.primary = "tcp://127.0.0.1:7100";
   standby.central_shards = 2;
-  checkRefused(validate(standby), "needs central_shard_endpoints");
+  CHECK(validate(standby).isOk());
+  standby.replication_listen = standby.primary;  // its own, for after the takeover
+  checkRefused(validate(standby), "must differ from --primary");
+  standby.replication_listen = "tcp://127.0.0.1:7101";
+  CHECK(validate(standby).isOk());
+  standby.replication_listen.clear();
   standby.central_shard_endpoints = "tcp://127.0.0.1:7001|tcp://127.0.0.1:7002";
   CHECK(validate(standby).isOk());
   standby.central_shards = 3;  // the list counts shards 1..S-1 as the head's does
   checkRefused(validate(standby), "central_shards 3 needs 2 central_shard_endpoints");
-  // A node-hosted shard still has no standby.
+  // A node-hosted shard has a standby with replication_listen and its standby's endpoint.
   DaemonConfig node;
   node.role = "node";
   node.coordinator = "tcp://127.0.0.1:5555";
@@ -733,7 +738,19 @@ TEST_CASE("daemon config: a sharded head's standby needs listed shards, on both 
   node.node_central_shard = 1;
   node.node_groups = 0;
   node.replication_listen = "tcp://127.0.0.1:7100";
-  checkRefused(validate(node), "replication_listen is for a head");
+  checkRefused(validate(node), "all three or none of the last two");
+  node.node_central_shard_standby = "tcp://127.0.0.1:7200";
+  CHECK(validate(node).isOk());
+  node.replication_listen.clear();
+  checkRefused(validate(node), "all three or none of the last two");
+  DaemonConfig groups_only = node;  // no shard of its own: nothing to follow
+  groups_only.node_central_shard = 0;
+  groups_only.node_groups = 1;
+  groups_only.replication_listen = "tcp://127.0.0.1:7100";
+  checkRefused(validate(groups_only), "all three or none of the last two");
+  DaemonConfig head_with_it = head;
+  head_with_it.node_central_shard_standby = "tcp://127.0.0.1:7200";
+  checkRefused(validate(head_with_it), "node_central_shard_standby is for role node");
 }
 
 TEST_CASE(

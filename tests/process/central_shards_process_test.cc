@@ -109,6 +109,28 @@ std::uint64_t shardVersion(zmq::context_t& ctx, const std::string& endpoint, std
   return *v;
 }
 
+// Shard k's exchange marks, read by freezing it and releasing it at once (the cut
+// protocol's first and last steps; docs/shards.md, "Consistent cut").
+centralps::ExchangeMarks shardMarks(zmq::context_t& ctx, const std::string& endpoint) {
+  MessageLimits limits;
+  limits.job_id = 1;
+  RpcClient rpc(ctx, endpoint, limits);
+  const auto phase = [&](int p) {
+    OutMessage out(1, 0);
+    out.header().getBody().initCheckpointRequest().setCutPhase(static_cast<std::uint8_t>(p));
+    auto r = rpc.call(std::move(out), 5000ms);
+    REQUIRE_MESSAGE(r.isOk(), r.status().toString());
+    return std::move(*r);
+  };
+  const InMessage frozen = phase(1);
+  centralps::ExchangeMarks marks;
+  for (auto m : frozen.header().getBody().getCheckpointDone().getCutMarks()) {
+    marks[m.getGroupId()] = m.getSeq();
+  }
+  (void)phase(3);
+  return marks;
+}
+
 void trainsToTarget(std::size_t shards, const std::string& split = "tensors") {
   WorkerRun run;
   Shards sh(run.dir, shards, {"--central-shard-split", split});
@@ -250,7 +272,7 @@ TEST_CASE("central shards: bad input is refused with a clear error") {
     CHECK_MESSAGE(log.find("central_shards 3 needs 2 central_shard_endpoints") != std::string::npos,
                   log);
   }
-  SUBCASE("a shard standby for shard 0, or with a standby of its own") {
+  SUBCASE("a shard standby for shard 0") {
     const auto refused = [&](const std::string& name, std::vector<std::string> more) {
       std::vector<std::string> argv = {GROUPSGDD_PATH,     "--role", "central-shard",
                                        "--central-shards", "2",      "--primary",
@@ -264,9 +286,6 @@ TEST_CASE("central shards: bad input is refused with a clear error") {
     };
     std::string log = refused("standby-0", {"--shard-index", "0"});
     CHECK_MESSAGE(log.find("shard 0 is the head's") != std::string::npos, log);
-    log = refused("standby-chain",
-                  {"--shard-index", "1", "--replication-listen", "tcp://127.0.0.1:9"});
-    CHECK_MESSAGE(log.find("takes over without a standby of its own") != std::string::npos, log);
   }
   SUBCASE("a standby following another shard's (or cut's) primary, or a head's standby a shard") {
     const std::string replication = "tcp://127.0.0.1:" + std::to_string(freePort());
@@ -339,12 +358,15 @@ TEST_CASE("central shards: bad input is refused with a clear error") {
     CHECK_MESSAGE(log.find("this standby follows a head (role all or coordinator, central_shards "
                            "1)") != std::string::npos,
                   log);
-    // Refused at once (exit 2): a sharded standby must list the shards it will connect to.
-    Process unlisted(
-        {GROUPSGDD_PATH, "--role", "standby", "--primary", replication, "--central-shards", "2"},
-        dir + "/head-unlisted.log");
-    CHECK(unlisted.wait(10000ms) == std::optional<int>(2));
-    CHECK(readFile(dir + "/head-unlisted.log").find("needs central_shard_endpoints") !=
+    // Accepted: a sharded standby without the list (it would gather its shards from node
+    // daemons once promoted) follows a primary of the same cut; it stops on a signal.
+    Process unlisted({GROUPSGDD_PATH, "--role", "standby", "--primary", replication,
+                      "--central-shards", "2", "--endpoint-file", dir + "/unlisted.ep"},
+                     dir + "/head-unlisted.log");
+    CHECK_MESSAGE(waitForFile(dir + "/unlisted.ep", 20000ms), readFile(dir + "/head-unlisted.log"));
+    ::kill(unlisted.pid(), SIGTERM);
+    CHECK(unlisted.wait(15000ms) == std::optional<int>(0));
+    CHECK(readFile(dir + "/head-unlisted.log").find("standby: following the primary") !=
           std::string::npos);
     // The primary followed nobody: it committed nothing.
     CHECK(readFile(dir + "/sharded-primary.log").find("applied delta") == std::string::npos);
@@ -514,15 +536,145 @@ TEST_CASE(
 }
 
 TEST_CASE(
+    "faults: a chain of shard standbys: shard 1's primary A SIGKILLed, its standby B (with a "
+    "replication_listen of its own) takes over and accepts a new standby C, B SIGKILLed, C "
+    "takes over; no acknowledged version lost at either takeover; the groups follow the "
+    "list A|B|C and the run spends its budget") {
+  WorkerRun run;
+  const auto port = [] { return "tcp://127.0.0.1:" + std::to_string(freePort()); };
+  const std::string repl_a = port(), repl_b = port(), b_ep = port(), c_ep = port();
+  Shards sh(
+      run.dir, 2,
+      {"--replication-listen", repl_a, "--standby-takeover-ms", "1000", "--log-level", "debug"});
+  const std::string a_ep = sh.endpoints[0];
+  const auto standby = [&](const std::string& name, const std::string& primary,
+                           const std::string& listen, std::vector<std::string> more) {
+    std::vector<std::string> argv = {GROUPSGDD_PATH,
+                                     "--role",
+                                     "central-shard",
+                                     "--central-shards",
+                                     "2",
+                                     "--shard-index",
+                                     "1",
+                                     "--primary",
+                                     primary,
+                                     "--listen",
+                                     listen,
+                                     "--endpoint-file",
+                                     run.dir + "/" + name + ".ep",
+                                     "--standby-takeover-ms",
+                                     "1000",
+                                     "--log-level",
+                                     "debug"};
+    argv.insert(argv.end(), more.begin(), more.end());
+    auto p = std::make_unique<Process>(argv, run.dir + "/" + name + ".log");
+    // Its endpoint file is written once it has its primary's snapshot.
+    REQUIRE_MESSAGE(waitForFile(run.dir + "/" + name + ".ep", 20000ms),
+                    readFile(run.dir + "/" + name + ".log"));
+    return p;
+  };
+  auto b = standby("b", repl_a, b_ep, {"--replication-listen", repl_b});
+  run.start({"--progress-ms",
+             "0",
+             "--heartbeat-ms",
+             "300",
+             "--mode",
+             "grouped",
+             "--workers",
+             "2",
+             "--groups",
+             "2",
+             "--max-samples",
+             "60000",
+             "--max-seconds",
+             "150",
+             "--central-shards",
+             "2",
+             "--central-shard-endpoints",
+             a_ep + "|" + b_ep + "|" + c_ep,
+             "--exchange-timeout-ms",
+             "2000"},
+            DaemonFiles{.control_socket = false});
+  for (int i = 0; i < 2; ++i) run.addWorker({"--device-ms", "3"});
+  run.addWorker({"--evaluate", "--eval-interval-ms", "300", "--timeout-ms", "2000"});
+  const auto ranges = mlpRanges(2);
+  const std::size_t size = ranges[1].end - ranges[1].begin;
+  zmq::context_t ctx(1);
+  const auto tookOver = [&](const std::string& name) {
+    return waitUntil(
+        [&] { return readFile(run.dir + "/" + name).find("TAKING OVER") != std::string::npos; },
+        10000ms, 20ms);
+  };
+  REQUIRE(waitUntil([&] { return shardVersion(ctx, a_ep, size) >= 10; }, 60000ms, 100ms));
+
+  // A goes; B takes over and, with no standby yet, commits alone.
+  killHard(*sh.procs[0]);
+  const std::uint64_t a_applied = lastApplied(readFile(run.dir + "/shard-1.log"));
+  REQUIRE(a_applied >= 10);
+  REQUIRE(tookOver("b.log"));
+  const std::string b_then = readFile(run.dir + "/b.log");
+  const std::uint64_t b_resumed = promotedAt(b_then);
+  CHECK(b_resumed >= a_applied);
+  CHECK(b_resumed <= a_applied + 1);
+  CHECK(b_then.find("committing alone until one attaches") != std::string::npos);
+
+  // C joins B (snapshot, then the stream); B commits with it.
+  auto c = standby("c", repl_b, c_ep, {});
+  const std::uint64_t joined = shardVersion(ctx, b_ep, size);
+  REQUIRE(waitUntil([&] { return shardVersion(ctx, b_ep, size) >= joined + 10; }, 60000ms, 100ms));
+  CHECK(readFile(run.dir + "/b.log").find("standby attached") != std::string::npos);
+
+  // B goes; C takes over from its replica of B.
+  killHard(*b);
+  const std::uint64_t b_applied = lastApplied(readFile(run.dir + "/b.log"));
+  REQUIRE(b_applied >= joined + 10);
+  REQUIRE(tookOver("c.log"));
+
+  json s = run.finish(200000ms);
+  INFO("summary: " << s.dump());
+  const std::string clog = readFile(run.dir + "/c.log");
+  const std::string head_log = readFile(run.dir + "/daemon.log");
+  INFO("c: " << clog);
+  CHECK(s["stop_reason"] == "sample budget spent");
+  checkAccounting(s);
+  const std::uint64_t c_resumed = promotedAt(clog);
+  CHECK(c_resumed >= b_applied);
+  CHECK(c_resumed <= b_applied + 1);
+  CHECK_MESSAGE(head_log.find("central shard 1: moving to " + b_ep) != std::string::npos, head_log);
+  CHECK_MESSAGE(head_log.find("central shard 1: moving to " + c_ep) != std::string::npos, head_log);
+  CHECK(head_log.find("acknowledged versions lost") == std::string::npos);
+  const std::uint64_t after = shardVersion(ctx, c_ep, size);
+  CHECK(after > c_resumed + 5);
+  // Fencing along the chain: a shard back on B's replication endpoint is superseded by C.
+  Process again(
+      {GROUPSGDD_PATH, "--role", "central-shard", "--central-shards", "2", "--shard-index", "1",
+       "--listen", "tcp://127.0.0.1:0", "--replication-listen", repl_b},
+      run.dir + "/b-again.log");
+  CHECK(again.wait(15000ms) == std::optional<int>(75));
+  CHECK(readFile(run.dir + "/b-again.log").find("superseded") != std::string::npos);
+  std::printf(
+      "faults: shard standby chain: A SIGKILL at version %llu, B promoted at %llu; C joined at "
+      "%llu; B SIGKILL at version %llu, C promoted at %llu (versions lost 0: %d); shard version "
+      "%llu at the end; %llu samples, accounting ok %d\n",
+      static_cast<unsigned long long>(a_applied), static_cast<unsigned long long>(b_resumed),
+      static_cast<unsigned long long>(joined), static_cast<unsigned long long>(b_applied),
+      static_cast<unsigned long long>(c_resumed),
+      b_resumed >= a_applied && c_resumed >= b_applied ? 1 : 0,
+      static_cast<unsigned long long>(after), llu(s["samples_trained"]),
+      s["accounting_ok"].get<bool>() ? 1 : 0);
+}
+
+TEST_CASE(
     "faults: a sharded head (shard 0 and the coordinator) SIGKILLed mid-run, its synchronous "
     "standby takes over with no acknowledged version of shard 0 lost and hands out a map "
     "whose shard 0 is itself; the node's groups exchange with shard 1 through it and the run "
-    "spends its sample budget with the accounting intact") {
+    "spends its sample budget with the accounting intact; the promoted head takes consistent "
+    "cuts again, numbered above the old head's, and a restart resumes from its cut") {
   const std::string dir = makeTempDir();
   const std::string sdir = dir + "/standby";
   std::filesystem::create_directories(sdir);
   // The primary takes consistent cuts; the standby shares its checkpoint_dir (the worst
-  // case: a cut manifest there), yet resumes from its replica and takes no cuts.
+  // case: a cut manifest there), yet resumes from its replica, then takes cuts of its own.
   const std::string ckpt = dir + "/ckpt";
   Shards sh(dir, 2, {"--checkpoint-dir", ckpt});
   const std::string shard1 = sh.endpoints[0];
@@ -537,8 +689,11 @@ TEST_CASE(
       startDaemon(dir, "primary.log", "tcp://127.0.0.1:0",
                   withArgs(head, {"--replication-listen", replication, "--log-level", "debug"}));
   const std::string primary_ep = endpointIn(dir);
+  // With a replication_listen of its own: once promoted, a new standby follows it.
+  const std::string replication_b = "tcp://127.0.0.1:" + std::to_string(freePort());
   auto standby = startDaemon(sdir, "standby.log",
-                             withArgs(head, {"--role", "standby", "--primary", replication}),
+                             withArgs(head, {"--role", "standby", "--primary", replication,
+                                             "--replication-listen", replication_b}),
                              DaemonFiles{standby_ep, true});
   const std::string list = primary_ep + "," + standby_ep;
   auto node = std::make_unique<Process>(std::vector<std::string>{GROUPSGDD_PATH,
@@ -586,6 +741,8 @@ TEST_CASE(
   const std::uint64_t primary_applied = lastApplied(readFile(dir + "/primary.log"));
   REQUIRE(primary_applied >= 30);
   const std::uint64_t shard1_at_kill = shardVersion(ctx, shard1, size1);
+  auto old_cut = centralps::readShardCut(ckpt);  // the old head's last
+  REQUIRE(old_cut.isOk());
 
   sst = waitForStatus(
       sdir,
@@ -599,8 +756,31 @@ TEST_CASE(
   INFO("node: " << readFile(dir + "/node.log"));
   REQUIRE(sst.contains("workers"));
   CHECK(sst["incarnation"].get<std::uint64_t>() == primary_incarnation + 1);
+  // The promoted head's cuts: once both groups exchanged with it, numbered above the old
+  // head's, in the manifest of the shared checkpoint_dir.
+  REQUIRE_MESSAGE(waitUntil(
+                      [&] {
+                        auto c = centralps::readShardCut(ckpt);
+                        return c.isOk() && c->number > old_cut->number;
+                      },
+                      30000ms, 50ms),
+                  readFile(sdir + "/standby.log"));
+  // A new standby follows the promoted sharded head (its snapshot names the same cut).
+  const std::string cdir = dir + "/c";
+  std::filesystem::create_directories(cdir);
+  auto chained =
+      startDaemon(cdir, "c.log", withArgs(head, {"--role", "standby", "--primary", replication_b}),
+                  DaemonFiles{"tcp://127.0.0.1:" + std::to_string(freePort()), true});
+  const json cst = ctl(cdir, {"status"});
+  CHECK(cst["following"] == true);
+  CHECK(cst["primary_incarnation"].get<std::uint64_t>() == primary_incarnation + 1);
 
   REQUIRE(standby->wait(150000ms) == std::optional<int>(0));
+  // Its primary gone at the end of the run, the chained standby stops on a signal.
+  (void)ctl(cdir, {"shutdown"});
+  ::kill(chained->pid(), SIGTERM);
+  CHECK(chained->wait(15000ms) == std::optional<int>(0));
+  CHECK(readFile(cdir + "/c.log").find("following the primary") != std::string::npos);
   CHECK(node->wait(30000ms) == std::optional<int>(0));
   checkWorkersExit(dir, workers, 30000ms);
   const std::string slog = readFile(sdir + "/standby.log");
@@ -612,10 +792,20 @@ TEST_CASE(
   // The promoted head connected to shard 1 as a head does, and handed out a map whose shard 0
   // is its own central PS (the node's fresh group PSes took it).
   CHECK_MESSAGE(slog.find("central shard 1 at " + shard1 + " serves") != std::string::npos, slog);
-  // Not taken back to the primary's cut (shard 1 ran on past it), and no cuts of its own.
+  // Not taken back to the primary's cut (shard 1 ran on past it); cuts of its own after the
+  // takeover, the first numbered above the old head's last.
   CHECK(slog.find("is back at shard cut") == std::string::npos);
-  CHECK(slog.find("a promoted standby head takes no consistent cuts") != std::string::npos);
-  CHECK(slog.find("shard cut ") == std::string::npos);
+  const auto new_cut = centralps::readShardCut(ckpt);
+  REQUIRE(new_cut.isOk());
+  const auto first_cut = slog.find(" taken: versions");
+  REQUIRE(first_cut != std::string::npos);
+  const auto first_number_at = slog.rfind("shard cut ", first_cut);
+  REQUIRE(first_number_at != std::string::npos);
+  const std::uint64_t first_number = std::stoull(slog.substr(first_number_at + 10, 20));
+  CHECK(first_number > old_cut->number);
+  CHECK(stampOf(slog, " taken: versions") > took_over);
+  CHECK(new_cut->number >= first_number);
+  CHECK(new_cut->marks.size() == 2);
 
   json s = readSummary(sdir);
   INFO("summary: " << s.dump());
@@ -639,18 +829,164 @@ TEST_CASE(
   CHECK((shard1_end - shard1_at_kill) * 10 >= (central - resumed) * 9);
   CHECK(slog.find("acknowledged versions lost") == std::string::npos);
   CHECK(nlog.find("acknowledged versions lost") == std::string::npos);
+  CHECK(new_cut->shards[0].version > resumed);  // taken after the takeover
+  CHECK(new_cut->shards[0].version <= central);
+
+  // A restart from the promoted head's cut: shard 1 SIGKILLed and started again, and a new
+  // head on the same checkpoint_dir, both resume at the cut (not their newest files).
+  REQUIRE(::kill(sh.procs[0]->pid(), SIGKILL) == 0);
+  REQUIRE(sh.procs[0]->wait(10000ms).has_value());
+  sh.restart(dir, 1);
+  CHECK(shardVersion(ctx, shard1, size1) == new_cut->shards[1].version);
+  CHECK(shardMarks(ctx, shard1) == new_cut->marks);
+  const std::string rdir = dir + "/restart";
+  std::filesystem::create_directories(rdir);
+  auto again = startDaemon(rdir, "head.log",
+                           {"--progress-ms", "0", "--mode", "grouped", "--workers", "2", "--groups",
+                            "2", "--max-samples", "6000", "--max-seconds", "90", "--central-shards",
+                            "2", "--central-shard-endpoints", shard1, "--checkpoint-dir", ckpt},
+                           DaemonFiles{.control_socket = false});
+  std::vector<std::unique_ptr<Process>> more;
+  for (int i = 0; i < 2; ++i) more.push_back(startWorker(rdir, endpointIn(rdir), i, quick));
+  REQUIRE_MESSAGE(again->wait(120000ms) == std::optional<int>(0), readFile(rdir + "/head.log"));
+  checkWorkersExit(rdir, more, 30000ms);
+  const json rs = readSummary(rdir);
+  INFO("restart summary: " << rs.dump());
+  checkAccounting(rs);
+  CHECK(rs["head_restart"]["resumed_version"] == new_cut->shards[0].version);
+  CHECK(rs["head_restart"]["resumed_from"] == ckpt + "/" + new_cut->shards[0].file);
   std::printf(
       "faults: sharded head (2 shards) SIGKILL at shard-0 version %llu, its standby resumed at "
       "%llu (versions lost 0: %d), incarnation %llu -> %llu; takeover %.2f s after the kill "
       "(standby_takeover_ms 500), first update merged on the new head %.2f s after it, both "
       "workers on it %.2f s after it; after the takeover shard 0 %llu -> %llu, shard 1 %llu -> "
-      "%llu; %llu samples, accounting ok %d\n",
+      "%llu; its first cut %llu %.2f s after the kill (the old head's last %llu), a restart "
+      "resumed at its cut %llu; %llu samples, accounting ok %d\n",
       static_cast<unsigned long long>(primary_applied), static_cast<unsigned long long>(resumed),
       resumed >= primary_applied ? 1 : 0, static_cast<unsigned long long>(primary_incarnation),
       llu(hr["incarnation"]), took_over - killed_at, first_update - killed_at, back_at,
       static_cast<unsigned long long>(resumed), static_cast<unsigned long long>(central),
       static_cast<unsigned long long>(shard1_at_kill), static_cast<unsigned long long>(shard1_end),
-      llu(s["samples_trained"]), s["accounting_ok"].get<bool>() ? 1 : 0);
+      static_cast<unsigned long long>(first_number), stampOf(slog, " taken: versions") - killed_at,
+      static_cast<unsigned long long>(old_cut->number),
+      static_cast<unsigned long long>(new_cut->number), llu(s["samples_trained"]),
+      s["accounting_ok"].get<bool>() ? 1 : 0);
+  if (std::getenv("KEEPDIR") == nullptr) {
+    removeTestDir(dir);
+  } else {
+    std::printf("kept %s\n", dir.c_str());
+  }
+}
+
+TEST_CASE(
+    "faults: a head gathering its shards from node daemons, with a standby: the head "
+    "SIGKILLed, the standby takes over and gathers shard 1 again from the node, which moves "
+    "to it; no acknowledged version of shard 0 lost, the run spends its budget") {
+  const std::string dir = makeTempDir();
+  const std::string sdir = dir + "/standby";
+  std::filesystem::create_directories(sdir);
+  const std::string replication = "tcp://127.0.0.1:" + std::to_string(freePort());
+  const std::string standby_ep = "tcp://127.0.0.1:" + std::to_string(freePort());
+  // No central_shard_endpoints: the node daemon below offers shard 1 to whichever head.
+  const std::vector<std::string> head =
+      withArgs(standbyPairHeadArgs("120"),
+               {"--central-shards", "2", "--give-up-s", "60", "--exchange-timeout-ms", "2000"});
+  auto primary =
+      startDaemon(dir, "primary.log", "tcp://127.0.0.1:0",
+                  withArgs(head, {"--replication-listen", replication, "--log-level", "debug"}));
+  const std::string primary_ep = endpointIn(dir);
+  const std::string list = primary_ep + "," + standby_ep;
+  auto node = std::make_unique<Process>(std::vector<std::string>{GROUPSGDD_PATH,
+                                                                 "--role",
+                                                                 "node",
+                                                                 "--coordinator",
+                                                                 list,
+                                                                 "--node-groups",
+                                                                 "2",
+                                                                 "--mode",
+                                                                 "grouped",
+                                                                 "--workers",
+                                                                 "2",
+                                                                 "--groups",
+                                                                 "2",
+                                                                 "--central-shards",
+                                                                 "2",
+                                                                 "--node-central-shard",
+                                                                 "1",
+                                                                 "--step-deadline-ms",
+                                                                 "1000",
+                                                                 "--give-up-s",
+                                                                 "60",
+                                                                 "--coordinator-timeout-ms",
+                                                                 "500",
+                                                                 "--exchange-timeout-ms",
+                                                                 "2000"},
+                                        dir + "/node.log");
+  // The primary's central PS starts once the node offered shard 1; the standby's endpoint
+  // file is written at its first snapshot.
+  auto standby = startDaemon(sdir, "standby.log",
+                             withArgs(head, {"--role", "standby", "--primary", replication}),
+                             DaemonFiles{standby_ep, true});
+  std::vector<std::unique_ptr<Process>> workers;
+  const std::vector<std::string> quick = {"--timeout-ms", "500",         "--backoff-max-ms",
+                                          "300",          "--give-up-s", "60"};
+  for (int i = 0; i < 2; ++i) workers.push_back(startWorker(dir, list, i, quick));
+  json st = waitForStatus(
+      dir, [](const json& s) { return s["central_version"].get<std::uint64_t>() >= 30; }, 60000ms);
+  REQUIRE(st["central_version"].get<std::uint64_t>() >= 30);
+  const auto primary_incarnation = st["incarnation"].get<std::uint64_t>();
+
+  const double killed_at = wallNow();
+  killHard(*primary);
+  const std::uint64_t primary_applied = lastApplied(readFile(dir + "/primary.log"));
+  REQUIRE(primary_applied >= 30);
+  json sst = waitForStatus(
+      sdir,
+      [](const json& s) {
+        return s.contains("workers") && s["workers"]["active"] == 2 &&
+               s["samples_trained"].get<std::uint64_t>() > 0;
+      },
+      30000ms);
+  const double back_at = wallNow() - killed_at;
+  INFO("standby: " << readFile(sdir + "/standby.log"));
+  INFO("node: " << readFile(dir + "/node.log"));
+  REQUIRE(sst.contains("workers"));
+  CHECK(sst["incarnation"].get<std::uint64_t>() == primary_incarnation + 1);
+
+  REQUIRE(standby->wait(150000ms) == std::optional<int>(0));
+  CHECK(node->wait(30000ms) == std::optional<int>(0));
+  checkWorkersExit(dir, workers, 30000ms);
+  const std::string slog = readFile(sdir + "/standby.log");
+  CHECK(slog.find("offered by node") != std::string::npos);  // gathered again
+  json s = readSummary(sdir);
+  INFO("summary: " << s.dump());
+  checkAccounting(s);
+  CHECK(s["stop_reason"] == "sample budget spent");
+  const json& hr = s["head_restart"];
+  CHECK(hr["took_over_from_incarnation"].get<std::uint64_t>() == primary_incarnation);
+  CHECK(hr["versions_lost_bound"] == 0);
+  const auto resumed = hr["resumed_version"].get<std::uint64_t>();
+  CHECK(resumed >= primary_applied);
+  CHECK(resumed <= primary_applied + 1);
+  const std::uint64_t central = s["central_version"].get<std::uint64_t>();
+  CHECK(central > resumed + 10);
+  // The node's shard merged the groups' exchanges through the new head's map as well (its
+  // last line: "central PS stopped at version N").
+  const std::string nlog = readFile(dir + "/node.log");
+  const std::string stopped = "central PS stopped at version ";
+  const auto at = nlog.rfind(stopped);
+  REQUIRE(at != std::string::npos);
+  const std::uint64_t shard1 = std::strtoull(nlog.c_str() + at + stopped.size(), nullptr, 10);
+  CHECK(shard1 * 10 >= central * 9);
+  std::printf(
+      "faults: sharded head with node-hosted shard 1 SIGKILL at shard-0 version %llu, its "
+      "standby resumed at %llu (versions lost 0: %d) and gathered shard 1 again from the node; "
+      "both workers on it %.2f s after the kill; shard 0 %llu -> %llu; %llu samples, "
+      "accounting ok %d\n",
+      static_cast<unsigned long long>(primary_applied), static_cast<unsigned long long>(resumed),
+      resumed >= primary_applied ? 1 : 0, back_at, static_cast<unsigned long long>(resumed),
+      static_cast<unsigned long long>(central), llu(s["samples_trained"]),
+      s["accounting_ok"].get<bool>() ? 1 : 0);
   if (std::getenv("KEEPDIR") == nullptr) {
     removeTestDir(dir);
   } else {
@@ -659,28 +995,6 @@ TEST_CASE(
 }
 
 namespace {
-
-// Shard k's exchange marks, read by freezing it and releasing it at once (the cut
-// protocol's first and last steps; docs/shards.md, "Consistent cut").
-centralps::ExchangeMarks shardMarks(zmq::context_t& ctx, const std::string& endpoint) {
-  MessageLimits limits;
-  limits.job_id = 1;
-  RpcClient rpc(ctx, endpoint, limits);
-  const auto phase = [&](int p) {
-    OutMessage out(1, 0);
-    out.header().getBody().initCheckpointRequest().setCutPhase(static_cast<std::uint8_t>(p));
-    auto r = rpc.call(std::move(out), 5000ms);
-    REQUIRE_MESSAGE(r.isOk(), r.status().toString());
-    return std::move(*r);
-  };
-  const InMessage frozen = phase(1);
-  centralps::ExchangeMarks marks;
-  for (auto m : frozen.header().getBody().getCheckpointDone().getCutMarks()) {
-    marks[m.getGroupId()] = m.getSeq();
-  }
-  (void)phase(3);
-  return marks;
-}
 
 // Every file under dir with its size (what a refused restart must leave as it was).
 std::map<std::string, std::uintmax_t> filesUnder(const std::string& dir) {

@@ -6,6 +6,11 @@
 // endpoint is offered the same shards again by the nodes that kept serving them.
 #include <doctest/doctest.h>
 
+#include <signal.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string>
@@ -302,4 +307,138 @@ TEST_CASE("node shards: a head restarted on its endpoint is offered the same sha
                   readFile(dir + "/node-" + std::to_string(k) + ".log"));
   }
   removeTestDir(dir);
+}
+
+namespace {
+
+// The last version a shard's central PS applied, from its debug lines "applied delta ... v=N".
+std::uint64_t lastAppliedVersion(const std::string& log) {
+  std::uint64_t last = 0;
+  for (auto at = log.find("applied delta"); at != std::string::npos;
+       at = log.find("applied delta", at + 1)) {
+    const auto v = log.find(" v=", at);
+    if (v == std::string::npos || v > log.find('\n', at)) continue;
+    last = std::max<std::uint64_t>(last, std::strtoull(log.c_str() + v + 3, nullptr, 10));
+  }
+  return last;
+}
+
+}  // namespace
+
+TEST_CASE(
+    "faults: a node hosting shard 1 with a standby (replication_listen, "
+    "node_central_shard_standby) SIGKILLed: the standby takes the shard over with no "
+    "acknowledged version lost, the groups move to it through the map's failover list, and "
+    "the run spends its budget with the accounting intact") {
+  WorkerRun run;
+  const std::string replication = "tcp://127.0.0.1:" + std::to_string(freePort());
+  const std::string standby_ep = "tcp://127.0.0.1:" + std::to_string(freePort());
+  run.start({"--central-shards",
+             "2",
+             "--progress-ms",
+             "0",
+             "--heartbeat-ms",
+             "300",
+             "--mode",
+             "grouped",
+             "--workers",
+             "2",
+             "--groups",
+             "2",
+             "--max-samples",
+             "40000",
+             "--max-seconds",
+             "150",
+             "--give-up-s",
+             "60",
+             "--exchange-timeout-ms",
+             "2000"},
+            DaemonFiles{.control_socket = false});
+  auto node = shardNode(run.dir, "node", run.endpoint, 2, 1,
+                        {"--replication-listen", replication, "--node-central-shard-standby",
+                         standby_ep, "--standby-takeover-ms", "2000", "--log-level", "debug"});
+  const std::string standby_file = run.dir + "/standby.ep";
+  Process standby({GROUPSGDD_PATH, "--role", "central-shard", "--central-shards", "2",
+                   "--shard-index", "1", "--primary", replication, "--listen", standby_ep,
+                   "--endpoint-file", standby_file, "--standby-takeover-ms", "2000"},
+                  run.dir + "/standby.log");
+  REQUIRE_MESSAGE(waitForFile(standby_file, 20000ms), readFile(run.dir + "/standby.log"));
+  for (int i = 0; i < 2; ++i) run.addWorker({"--device-ms", "3"});
+  // Its fetch from the dead node gives up after 2 s (15 s by default), then asks the standby.
+  run.addWorker({"--evaluate", "--eval-interval-ms", "300", "--timeout-ms", "2000"});
+
+  // The head's map names shard 1 by the node's endpoint and then the standby's.
+  zmq::context_t ctx(1);
+  client::CoordinatorClient probe(ctx, run.endpoint, 1, 5000ms);
+  Result<client::Assignment> a = unavailable("not asked");
+  REQUIRE(waitUntil(
+      [&] {
+        a = probe.registerAs(client::Role::kTool, "node-shard-probe");
+        return a.isOk();
+      },
+      60000ms, 200ms));
+  auto map = parseCentralShards(a->central_endpoint, a->param_count);
+  REQUIRE_MESSAGE(map.isOk(), a->central_endpoint);
+  REQUIRE(map->size() == 2);
+  const auto list = (*map)[1].alternatives();
+  REQUIRE(list.size() == 2);
+  CHECK(list[1] == standby_ep);
+  (void)probe.leave(*a, 0, 0);
+  const std::size_t size = (*map)[1].end - (*map)[1].begin;
+  MessageLimits limits;
+  limits.job_id = 1;
+  const auto versionAt = [&](const std::string& ep) -> std::uint64_t {
+    RpcClient rpc(ctx, ep, limits);
+    std::vector<float> params(size);
+    auto v = client::fetchCentralModel(rpc, 1, params, 5000ms);
+    return v ? *v : 0;
+  };
+  // A 2 s takeover bound: with 1 s the shard once made no progress under load (not
+  // diagnosed; a standby lost before the kill is the likely cause). The logs say more.
+  REQUIRE_MESSAGE(waitUntil([&] { return versionAt(list[0]) >= 10; }, 90000ms, 100ms),
+                  "node: " << readFile(run.dir + "/node.log")
+                           << "\nstandby: " << readFile(run.dir + "/standby.log")
+                           << "\nhead: " << readFile(run.dir + "/daemon.log"));
+
+  const double killed_at = wallNow();
+  REQUIRE(::kill(node->pid(), SIGKILL) == 0);
+  REQUIRE(node->wait(10000ms).has_value());
+  const std::uint64_t node_applied = lastAppliedVersion(readFile(run.dir + "/node.log"));
+  REQUIRE(node_applied >= 10);
+  REQUIRE(waitUntil(
+      [&] { return readFile(run.dir + "/standby.log").find("TAKING OVER") != std::string::npos; },
+      10000ms, 20ms));
+
+  json s = run.finish(200000ms);
+  INFO("summary: " << s.dump());
+  const std::string slog = readFile(run.dir + "/standby.log");
+  const std::string head_log = readFile(run.dir + "/daemon.log");
+  INFO("standby: " << slog);
+  CHECK(s["stop_reason"] == "sample budget spent");
+  checkAccounting(s);
+  // 0 acknowledged versions lost: the node's shard answered a group only once its standby
+  // had the version.
+  const std::string key = "promoted from its standby replica at version ";
+  const auto at = slog.find(key);
+  REQUIRE(at != std::string::npos);
+  const std::uint64_t resumed = std::strtoull(slog.c_str() + at + key.size(), nullptr, 10);
+  CHECK(resumed >= node_applied);
+  CHECK(resumed <= node_applied + 1);
+  CHECK_MESSAGE(head_log.find("central shard 1: moving to " + standby_ep) != std::string::npos,
+                head_log);
+  CHECK(head_log.find("acknowledged versions lost") == std::string::npos);
+  const std::uint64_t after = versionAt(standby_ep);
+  CHECK(after > resumed + 5);
+  const double took_over = stampOf(slog, "TAKING OVER");
+  const double first_update = stampOf(slog, "takeover: first update applied");
+  REQUIRE(first_update > 0);
+  std::printf(
+      "faults: node hosting shard 1 SIGKILL at version %llu, its standby promoted at %llu "
+      "(versions lost 0: %d); takeover %.2f s after the kill (standby_takeover_ms 2000), first "
+      "group delta merged there %.2f s after it (exchange_timeout_ms 2 s), shard version %llu "
+      "at the end; %llu samples, accounting ok %d\n",
+      static_cast<unsigned long long>(node_applied), static_cast<unsigned long long>(resumed),
+      resumed >= node_applied ? 1 : 0, took_over - killed_at, first_update - killed_at,
+      static_cast<unsigned long long>(after), llu(s["samples_trained"]),
+      s["accounting_ok"].get<bool>() ? 1 : 0);
 }

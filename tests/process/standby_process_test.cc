@@ -47,6 +47,13 @@ double firstUpdateAt(const std::string& log) {
   return t == std::string::npos ? -1 : std::atof(log.c_str() + t + 10);
 }
 
+// The version in a promoted head's "central PS promoted from its standby replica at version V".
+std::uint64_t promotedAt(const std::string& log) {
+  const std::string key = "promoted from its standby replica at version ";
+  const auto at = log.find(key);
+  return at == std::string::npos ? 0 : std::strtoull(log.c_str() + at + key.size(), nullptr, 10);
+}
+
 }  // namespace
 
 TEST_CASE(
@@ -327,6 +334,139 @@ TEST_CASE(
       "%llu samples after the restart, accounting ok %d\n",
       static_cast<unsigned long long>(seen), restart.restarted_at - restart.killed_at,
       static_cast<unsigned long long>(resumed), llu(hr["versions_lost_bound"]), back_at,
+      llu(s["samples_trained"]), s["accounting_ok"].get<bool>() ? 1 : 0);
+  reportDone(dir);
+}
+
+TEST_CASE(
+    "faults: a chain of takeovers: A SIGKILLed, its standby B (with a replication_listen of "
+    "its own) takes over and accepts a new standby C, B SIGKILLed, C takes over; no "
+    "acknowledged version lost at either takeover, terms grow, the old term is refused, the "
+    "run reaches its budget with the accounting intact") {
+  const std::string dir = makeTempDir();
+  const std::string bdir = dir + "/b", cdir = dir + "/c";
+  std::filesystem::create_directories(bdir);
+  std::filesystem::create_directories(cdir);
+  const auto port = [] { return "tcp://127.0.0.1:" + std::to_string(freePort()); };
+  const std::string repl_a = port(), repl_b = port(), b_ep = port(), c_ep = port();
+  // Room for two takeovers and a stretch of synchronous commits with C before B goes.
+  const std::vector<std::string> head = withArgs(
+      headArgs(), {"--max-samples", "80000", "--max-seconds", "150", "--log-level", "debug"});
+  auto a = startDaemon(dir, "a.log", "tcp://127.0.0.1:0",
+                       withArgs(head, {"--replication-listen", repl_a}));
+  const std::string a_ep = endpointIn(dir);
+  auto b = startDaemon(
+      bdir, "b.log",
+      withArgs(head, {"--role", "standby", "--primary", repl_a, "--replication-listen", repl_b}),
+      DaemonFiles{b_ep, true});
+  const std::string list = a_ep + "," + b_ep + "," + c_ep;
+  auto node = std::make_unique<Process>(
+      std::vector<std::string>{groupsgddPath(), "--role", "node", "--coordinator", list,
+                               "--node-groups", "2", "--mode", "grouped", "--workers", "2",
+                               "--groups", "2", "--step-deadline-ms", "1000", "--give-up-s", "60",
+                               "--coordinator-timeout-ms", "500"},
+      dir + "/node.log");
+  const std::vector<std::string> quick = {"--timeout-ms", "500",         "--backoff-max-ms",
+                                          "300",          "--give-up-s", "60"};
+  std::vector<std::unique_ptr<Process>> workers;
+  for (int i = 0; i < 2; ++i) workers.push_back(startWorker(dir, list, i, quick));
+  Process evaluator(withArgs({WORKER_PATH, "--coordinator", list, "--name", "eval", "--evaluate",
+                              "--eval-interval-ms", "300"},
+                             quick),
+                    dir + "/eval.log");
+
+  json st = waitForStatus(
+      dir, [](const json& s) { return s["central_version"].get<std::uint64_t>() >= 30; }, 60000ms);
+  REQUIRE(st["central_version"].get<std::uint64_t>() >= 30);
+  const auto a_incarnation = st["incarnation"].get<std::uint64_t>();
+  REQUIRE(ctl(bdir, {"status"})["following"] == true);
+
+  // 1. A goes; B takes over and, having no standby yet, commits alone.
+  killHard(*a);
+  const std::uint64_t a_applied = lastAppliedVersion(readFile(dir + "/a.log"));
+  REQUIRE(a_applied >= 30);
+  json bst = waitForStatus(
+      bdir,
+      [](const json& s) {
+        return s.contains("workers") && s["workers"]["active"] == 2 &&
+               s["samples_trained"].get<std::uint64_t>() > 0;
+      },
+      30000ms);
+  INFO("b: " << readFile(bdir + "/b.log"));
+  INFO("node: " << readFile(dir + "/node.log"));
+  REQUIRE(bst.contains("incarnation"));
+  const auto b_incarnation = bst["incarnation"].get<std::uint64_t>();
+  CHECK(b_incarnation == a_incarnation + 1);
+  const std::string b_log_then = readFile(bdir + "/b.log");
+  const std::uint64_t b_resumed = promotedAt(b_log_then);
+  CHECK(b_resumed >= a_applied);  // 0 acknowledged versions of A lost
+  CHECK(b_resumed <= a_applied + 1);
+  CHECK(b_log_then.find("standby link on " + repl_b) != std::string::npos);
+  CHECK(b_log_then.find("committing alone until one attaches") != std::string::npos);
+
+  // 2. C joins the running promoted head (snapshot, then the stream); B commits with it.
+  auto c = startDaemon(cdir, "c.log", withArgs(head, {"--role", "standby", "--primary", repl_b}),
+                       DaemonFiles{c_ep, true});
+  REQUIRE(waitUntil([&] { return ctl(cdir, {"status"})["following"] == true; }, 20000ms));
+  const auto joined_at = ctlJson(bdir, {"status"})["central_version"].get<std::uint64_t>();
+  bst = waitForStatus(
+      bdir,
+      [&](const json& s) { return s["central_version"].get<std::uint64_t>() >= joined_at + 20; },
+      30000ms);
+  REQUIRE(bst["central_version"].get<std::uint64_t>() >= joined_at + 20);
+  CHECK(readFile(bdir + "/b.log").find("standby attached: snapshot of version") !=
+        std::string::npos);
+  CHECK(ctl(cdir, {"status"})["primary_incarnation"].get<std::uint64_t>() == b_incarnation);
+
+  // 3. B goes; C takes over from its replica of B.
+  killHard(*b);
+  const std::uint64_t b_applied = lastAppliedVersion(readFile(bdir + "/b.log"));
+  REQUIRE(b_applied >= joined_at + 20);
+  json cst = waitForStatus(
+      cdir,
+      [](const json& s) {
+        return s.contains("workers") && s["workers"]["active"] == 2 &&
+               s["samples_trained"].get<std::uint64_t>() > 0;
+      },
+      30000ms);
+  INFO("c: " << readFile(cdir + "/c.log"));
+  REQUIRE(cst.contains("incarnation"));
+  CHECK(cst["incarnation"].get<std::uint64_t>() == b_incarnation + 1);
+
+  // Fencing across the chain: a head back on B's replication endpoint (B's term, older than
+  // C's) is told it is superseded by C and exits 75 having committed nothing.
+  Process again({groupsgddPath(), "--listen", "tcp://127.0.0.1:0", "--replication-listen", repl_b,
+                 "--progress-ms", "0", "--role", "coordinator", "--workers", "2", "--groups", "2"},
+                dir + "/b-again.log");
+  CHECK(again.wait(15000ms) == std::optional<int>(75));
+  const std::string again_log = readFile(dir + "/b-again.log");
+  CHECK(again_log.find("superseded") != std::string::npos);
+  CHECK(again_log.find("applied delta") == std::string::npos);
+
+  REQUIRE(c->wait(150000ms) == std::optional<int>(0));
+  CHECK(node->wait(30000ms) == std::optional<int>(0));
+  checkWorkersExit(dir, workers, 30000ms);
+  CHECK_MESSAGE(evaluator.wait(30000ms) == std::optional<int>(0), readFile(dir + "/eval.log"));
+  json s = readSummary(cdir);
+  INFO("summary: " << s.dump());
+  checkAccounting(s);
+  CHECK(s["stop_reason"] == "sample budget spent");
+  const json& hr = s["head_restart"];
+  CHECK(hr["took_over_from_incarnation"].get<std::uint64_t>() == b_incarnation);
+  CHECK(hr["versions_lost_bound"] == 0);
+  const auto c_resumed = hr["resumed_version"].get<std::uint64_t>();
+  CHECK(c_resumed >= b_applied);  // 0 acknowledged versions of B lost
+  CHECK(c_resumed <= b_applied + 1);
+  std::printf(
+      "faults: chain of takeovers: A SIGKILL at version %llu, B resumed at %llu; C joined B at "
+      "version %llu; B SIGKILL at version %llu, C resumed at %llu (versions lost 0: %d); "
+      "incarnations %llu -> %llu -> %llu; %llu samples on C, accounting ok %d\n",
+      static_cast<unsigned long long>(a_applied), static_cast<unsigned long long>(b_resumed),
+      static_cast<unsigned long long>(joined_at), static_cast<unsigned long long>(b_applied),
+      static_cast<unsigned long long>(c_resumed),
+      c_resumed >= b_applied && b_resumed >= a_applied ? 1 : 0,
+      static_cast<unsigned long long>(a_incarnation),
+      static_cast<unsigned long long>(b_incarnation), llu(hr["incarnation"]),
       llu(s["samples_trained"]), s["accounting_ok"].get<bool>() ? 1 : 0);
   reportDone(dir);
 }

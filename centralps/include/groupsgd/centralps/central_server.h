@@ -254,6 +254,9 @@ class CentralServer {
   };
   std::optional<CutJob> cut_;
   std::uint64_t cut_keep_ = 0;  // the cut a restart came from (its file is never pruned)
+  // The newest cut number this shard wrote or resumed: a promoted head, which knows no
+  // cut of its own, numbers its cuts above it (told in the freeze answer).
+  std::uint64_t newest_cut_ = 0;
   // Samples merged before the checkpoint resumed from: every answer carries them plus this
   // run's as the run's samples (the lr schedules' position, docs/architecture.md).
   std::uint64_t resumed_samples_ = 0;

@@ -4,8 +4,10 @@
 // heartbeat every quarter of the loss bound. A standby silent past the bound is lost:
 // with alone_ms 0 the primary then commits nothing until a standby attaches again (no
 // split is possible); with alone_ms > 0 it runs alone after that long, loudly (a partition
-// can then split the run). A Superseded message of a term >= this one's calls
-// on_superseded (the daemon steps down).
+// can then split the run). A promoted head (alone_until_attached) commits alone until its
+// first standby attaches: its old primary can no longer commit, so no split is possible.
+// A Superseded message of a term >= this one's calls on_superseded (the daemon steps down).
+//
 // Thread rule: created on any thread, then used only by the central PS's serving thread.
 #pragma once
 
@@ -30,6 +32,9 @@ struct ReplicationConfig {
   bool sync = true;              // answer an exchange only once the standby has its version
   std::uint32_t loss_ms = 1000;  // standby silent this long: lost (its takeover bound)
   std::uint32_t alone_ms = 0;    // lost this long: run alone (0 = never; commit nothing)
+  // A promoted head (its old primary fenced): commit alone until the first standby
+  // attaches, as a promoted head without replication_listen does; from then on as above.
+  bool alone_until_attached = false;
   std::function<void(const std::string&)> on_superseded;  // a newer head exists
 };
 

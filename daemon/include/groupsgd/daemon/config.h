@@ -64,6 +64,9 @@ struct DaemonConfig {
   double central_cut_interval_s = 0;  // head: a consistent cut every S seconds (0 = never)
   std::uint32_t shard_index = 0;
   std::uint32_t node_central_shard = 0;  // role node: the central shard it hosts (0 = none)
+  // role node with node_central_shard and replication_listen: where that shard's standby
+  // serves once promoted (offered with the shard as its failover list EP|STANDBY).
+  std::string node_central_shard_standby;
   std::uint32_t standby_alone_ms = 0;  // a head without its standby commits after this (0 = never)
   Mode mode = Mode::kGrouped;
   std::uint32_t workers = 4;          // expected trainers: number of data shards (async: groups)

@@ -23,16 +23,21 @@ namespace groupsgd::jobs {
 class CentralCutTaker {
  public:
   // endpoints: shard 0 (the head's own central PS) .. S-1; last_cut: the number of the cut
-  // the manifest names now (0: none), so numbering goes on and its files are kept.
+  // the manifest names now (0: none), so numbering goes on and its files are kept; cuts
+  // are numbered above every cut a shard reports too. fresh_marks: shard 0 starts without
+  // exchange marks (a promoted standby head): until the first cut is taken, a freeze in
+  // which shard 0 has no mark of a group another shard has is released at once (that
+  // group has not exchanged with this head yet, and its mark could never be reached).
   CentralCutTaker(zmq::context_t& ctx, const daemon::DaemonConfig& cfg, const CurveKeys& keys,
                   std::vector<std::string> endpoints, std::vector<centralps::ShardRange> ranges,
-                  std::uint64_t last_cut);
+                  std::uint64_t last_cut, bool fresh_marks = false);
   // A cut every central_cut_interval_s until stop; logs what each cost.
   void run(const std::atomic<bool>& stop);
   // One cut now: freeze every shard, commit at the highest marks, write the manifest once
   // every shard's file is durable and their marks agree. An error releases every shard
-  // and leaves the manifest as it was.
+  // and leaves the manifest as it was (waiting() says whether it was fresh_marks' wait).
   Result<centralps::ShardCut> takeCut();
+  bool waiting() const { return waiting_; }
 
  private:
   Result<InMessage> callShard(std::size_t k, int phase, std::chrono::milliseconds timeout);
@@ -46,6 +51,9 @@ class CentralCutTaker {
   std::vector<double> pauses_ms_;  // each cut's longest hold (freeze to unfreeze)
   std::size_t failed_ = 0;
   std::size_t failed_in_a_row_ = 0;  // backs the next try off: interval x 2^n, n <= 6
+  bool fresh_marks_ = false;         // until the first cut: see the constructor
+  bool waiting_ = false;             // the last try was released for fresh_marks_
+  std::size_t waits_logged_ = 0;
 };
 
 // Restart: the cut in cfg.checkpoint_dir (the head's; a shard's parent folder) that shard
