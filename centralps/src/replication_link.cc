@@ -56,6 +56,23 @@ void ReplicationLink::onMessage(const zmq::message_t& from,
                                        static_cast<const char*>(standby_->data()));
   switch (m->kind) {
     case ReplicationKind::kHello: {
+      if (standby_ && !from_standby &&
+          Clock::now() - last_heard_ <= std::chrono::milliseconds(cfg_.loss_ms)) {
+        // Another process while the attached standby is alive (a second standby, one of
+        // the wrong kind): it waits. Taking it would drop the live standby, which would
+        // then stop hearing this head and take over for nothing.
+        ReplicationMessage no;
+        no.kind = ReplicationKind::kRefused;
+        no.term = term_;
+        no.text = "a standby is already attached to this head; retrying until it is lost";
+        (void)sendFrames(sock_, encodeReplication(no), &from);
+        ++hellos_refused_;
+        if (hellos_refused_ == 1 || hellos_refused_ % 60 == 0) {
+          GSGD_WARN("standby link: a second standby's hello refused ("
+                    << hellos_refused_ << " so far): one is attached and alive");
+        }
+        return;
+      }
       standby_ = zmq::message_t(from.data(), from.size());
       ReplicationMessage snap = snapshot();
       snap.term = term_;

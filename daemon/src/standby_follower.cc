@@ -132,6 +132,9 @@ class Follower {
         if (!replica_.ready()) return;
         last_heard_ = Clock::now();
         return ack();
+      case ReplicationKind::kRefused:  // e.g. another standby is attached: hello again later
+        GSGD_WARN("standby: the primary refused this standby: " << m->text);
+        return;
       default:
         GSGD_WARN("standby: unexpected " << centralps::replicationKindName(m->kind));
     }

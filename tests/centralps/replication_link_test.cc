@@ -49,7 +49,7 @@ zmq::socket_t dealer(zmq::context_t& ctx) {
 struct ScriptedStandby {
   zmq::socket_t sock;
   std::atomic<bool> acking{true}, stop{false};
-  std::atomic<std::uint64_t> updates{0}, snapshots{0};
+  std::atomic<std::uint64_t> updates{0}, snapshots{0}, refused{0};
   std::thread thread;
 
   ScriptedStandby(zmq::context_t& ctx, const std::string& ep) : sock(dealer(ctx)) {
@@ -68,6 +68,10 @@ struct ScriptedStandby {
         if (!m) continue;
         if (m->kind == ReplicationKind::kUpdate) ++updates;
         if (m->kind == ReplicationKind::kSnapshot) ++snapshots;
+        if (m->kind == ReplicationKind::kRefused) {
+          ++refused;
+          continue;
+        }
         if (!acking.load()) continue;
         ReplicationMessage ack;
         ack.kind = ReplicationKind::kAck;
@@ -125,6 +129,42 @@ TEST_CASE("replication link: no standby, nothing commits; an acknowledged update
   CHECK(standby.updates.load() == 1);
   CHECK(link->json()["acked_version"] == 8);
   CHECK(link->json()["attached"] == true);
+}
+
+TEST_CASE(
+    "replication link: another process's hello is refused while the attached standby is alive; "
+    "once it is lost, a new standby attaches") {
+  zmq::context_t ctx;
+  auto link = makeLink(ctx, 300, 0);
+  const auto snap = [] { return snapshotAt(1); };
+  ScriptedStandby first(ctx, link->endpoint());
+  attach(*link, first, 1);
+  ScriptedStandby second(ctx, link->endpoint());  // a second standby, or one of another kind
+  auto until = std::chrono::steady_clock::now() + 5s;
+  while (second.refused.load() == 0 && std::chrono::steady_clock::now() < until) {
+    link->poll(1, snap);
+    std::this_thread::sleep_for(5ms);
+  }
+  CHECK(second.refused.load() == 1);
+  CHECK(second.snapshots.load() == 0);
+  CHECK(link->hellosRefused() == 1);
+  // The first stays attached: an update commits with its acknowledgement alone.
+  CHECK(link->replicate(updateTo(2), snap));
+  CHECK(first.updates.load() == 1);
+  CHECK(second.updates.load() == 0);
+  CHECK(link->json()["attached"] == true);
+  // The first falls silent: lost at the bound; then a new standby's hello attaches it.
+  first.acking.store(false);
+  until = std::chrono::steady_clock::now() + 5s;
+  while (link->json()["attached"] == true && std::chrono::steady_clock::now() < until) {
+    link->poll(2, [] { return snapshotAt(2); });
+    std::this_thread::sleep_for(5ms);
+  }
+  REQUIRE(link->json()["attached"] == false);
+  ScriptedStandby third(ctx, link->endpoint());
+  attach(*link, third, 2);
+  CHECK(link->replicate(updateTo(3), [] { return snapshotAt(2); }));
+  CHECK(third.updates.load() == 1);
 }
 
 TEST_CASE("replication link: a standby that stops acknowledging is lost within the bound") {

@@ -72,6 +72,8 @@ class ReplicationLink {
   bool alone() const { return alone_; }
   std::uint64_t ackedVersion() const { return acked_; }
   std::uint64_t losses() const { return losses_; }
+  // Hellos of another process refused while the attached standby was alive.
+  std::uint64_t hellosRefused() const { return hellos_refused_; }
   std::uint64_t maxLag() const { return max_lag_; }
   double meanAckWaitMs() const {
     return shipped_ == 0 || !cfg_.sync ? 0.0 : ack_wait_ms_sum_ / static_cast<double>(shipped_);
@@ -98,7 +100,7 @@ class ReplicationLink {
   std::optional<Clock::time_point> lost_since_;  // no standby since (start, or lost)
   bool alone_ = false;
   std::uint64_t acked_ = 0;  // newest version the standby acknowledged
-  std::uint64_t shipped_ = 0, snapshots_ = 0, losses_ = 0, max_lag_ = 0;
+  std::uint64_t shipped_ = 0, snapshots_ = 0, losses_ = 0, max_lag_ = 0, hellos_refused_ = 0;
   double ack_wait_ms_sum_ = 0;  // time awaitAck() blocked (after the primary's own apply)
   std::optional<std::uint64_t> awaiting_;  // shipped (synchronous), not yet acknowledged
   Clock::time_point shipped_at_{};
