@@ -67,6 +67,7 @@ Coordinator::Coordinator(zmq::context_t& ctx, zmq::socket_t sock, std::string en
   head_.setStart(std::move(deps_.head));
   epoch_ = head_.start().incarnation << 32;
   resumeLedger();
+  resumeFromFollowedState();  // a promoted standby: the primary's ledger, newer than any record
   if (deps_.metrics != nullptr) {  // every series the coordinator exports carries its job
     metrics_ =
         std::make_unique<MetricsRegistry>(deps_.metrics, MetricLabels{{"job", cfg_.job_name}});

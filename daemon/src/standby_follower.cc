@@ -56,6 +56,7 @@ class Follower {
 
   const centralps::StandbyReplica& replica() const { return replica_; }
   const Status& wrongPrimary() const { return wrong_primary_; }
+  const std::string& coordinatorState() const { return coordinator_state_; }
 
  private:
   void send(const ReplicationMessage& m) {
@@ -132,6 +133,11 @@ class Follower {
         if (!replica_.ready()) return;
         last_heard_ = Clock::now();
         return ack();
+      case ReplicationKind::kCoordinatorState:
+        // Kept as sent; read only by the promoted coordinator (coordinator_state.cc).
+        if (Status s = replica_.checkTerm(m->term); !s) return refuse(s);
+        if (replica_.ready()) coordinator_state_ = std::move(m->text);
+        return;
       default:
         GSGD_WARN("standby: unexpected " << centralps::replicationKindName(m->kind));
     }
@@ -180,7 +186,8 @@ class Follower {
                                     {"following", replica_.ready()},
                                     {"primary_incarnation", replica_.term()},
                                     {"central_version", replica_.version()},
-                                    {"run_samples", replica_.runSamples()}};
+                                    {"run_samples", replica_.runSamples()},
+                                    {"coordinator_state", !coordinator_state_.empty()}};
         req->respond(r);
         continue;
       }
@@ -195,6 +202,7 @@ class Follower {
   centralps::StandbyReplica replica_;
   FollowedPrimary expected_;
   Status wrong_primary_ = Status::ok();
+  std::string coordinator_state_;  // the primary coordinator's last (kCoordinatorState)
   Clock::time_point last_heard_{}, last_hello_{};
 };
 
@@ -221,6 +229,7 @@ Result<std::optional<centralps::ReplicaState>> followPrimary(
   }
   if (!why) return std::optional<centralps::ReplicaState>();
   centralps::ReplicaState state = follower.replica().state();
+  state.coordinator_state = follower.coordinatorState();
   GSGD_WARN("TAKING OVER: " << *why << "; promoting at version " << state.version
                             << " (primary incarnation " << state.term << ")");
   return std::optional<centralps::ReplicaState>(std::move(state));

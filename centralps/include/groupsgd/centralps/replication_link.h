@@ -21,6 +21,7 @@
 
 #include "groupsgd/centralps/replication.h"
 #include "groupsgd/common/curve_keys.h"
+#include "groupsgd/common/latest_text.h"
 #include "groupsgd/common/status.h"
 
 namespace groupsgd::centralps {
@@ -31,6 +32,9 @@ struct ReplicationConfig {
   std::uint32_t loss_ms = 1000;  // standby silent this long: lost (its takeover bound)
   std::uint32_t alone_ms = 0;    // lost this long: run alone (0 = never; commit nothing)
   std::function<void(const std::string&)> on_superseded;  // a newer head exists
+  // The coordinator's state, sent to the standby when it changed (at most every
+  // heartbeat period) and once after each snapshot (null: none to send).
+  std::shared_ptr<const LatestText> coordinator_state;
 };
 
 class ReplicationLink {
@@ -81,6 +85,7 @@ class ReplicationLink {
   void send(const ReplicationMessage& m);
   void sendEncoded(std::vector<zmq::message_t> frames, ReplicationKind kind);
   void checkLost(Clock::time_point now);
+  void sendCoordinatorState(std::uint64_t version, Clock::time_point now);
   bool receiveOne(std::chrono::milliseconds wait, std::uint64_t version, const Snapshot& snapshot);
 
   zmq::socket_t sock_;
@@ -97,6 +102,9 @@ class ReplicationLink {
   double ack_wait_ms_sum_ = 0;  // time awaitAck() blocked (after the primary's own apply)
   std::optional<std::uint64_t> awaiting_;  // shipped (synchronous), not yet acknowledged
   Clock::time_point shipped_at_{};
+  std::uint64_t state_seen_ = 0;  // the coordinator state's number the standby has (0: none)
+  Clock::time_point state_sent_at_{};
+  std::uint64_t states_sent_ = 0;
 };
 
 }  // namespace groupsgd::centralps

@@ -28,6 +28,9 @@ struct ReplicaState {
   std::vector<float> params;
   kernels::OptimizerSnapshot optimizer;
   std::string head_role;  // the primary's role: all | coordinator
+  // The primary coordinator's last state received (kCoordinatorState's JSON text; empty:
+  // none): the promoted coordinator starts from it (CoordinatorDeps::followed_state).
+  std::string coordinator_state;
 };
 
 class StandbyReplica {

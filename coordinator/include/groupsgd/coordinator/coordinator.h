@@ -146,6 +146,10 @@ class Coordinator {
   // checkpoint this head resumed from, and the ledger kept with each new checkpoint.
   void resumeLedger();
   void recordLedgerAt(std::uint64_t checkpoint_version);
+  // The standby head's view of this coordinator (coordinator_state.cc): the state sent to
+  // the standby when it changed, and a promoted standby's start from the last one it got.
+  void publishState();
+  void resumeFromFollowedState();
   // A trainer's heartbeat, before its step count is updated: adds its step times to its
   // totals and, in adaptive mode, feeds the controller its steps one by one (or the
   // heartbeat's means); an early heartbeat (a speed change) brings the next window forward
@@ -323,7 +327,8 @@ class Coordinator {
   AdmissionBook admission_;  // ids, shards, quarantine, what was refused
   EpochLedger data_ledger_;  // data_allocation ranges: who holds which sample range
   // A restarted head: the ledger record it went on from ({version, acknowledged,
-  // held_reissued}, or {error}); null for a fresh start (coordinator_data.cc).
+  // held_reissued}, or {error}); a promoted standby: {from: "standby", ...}; null for a
+  // fresh start (coordinator_data.cc, coordinator_state.cc).
   nlohmann::json ledger_resumed_;
   std::uint64_t ledger_recorded_version_ = 0;  // the newest checkpoint its ledger is kept with
   RunLog run_log_;                             // timings, the target, regroups, events
