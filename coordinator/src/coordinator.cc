@@ -104,6 +104,7 @@ nlohmann::json Coordinator::run(const std::atomic<bool>& stop_requested) {
   std::string reason;
   while (true) {
     serveOnce(std::chrono::milliseconds(50));
+    publishStateIfLogChanged();  // a standby follows the run log (coordinator_state.cc)
     checkLiveness();
     if (Clock::now() >= schedule_.poll) pollGroups();
     if (adaptive_ && Clock::now() >= schedule_.control) {

@@ -84,6 +84,7 @@ Result<std::unique_ptr<Job>> Job::create(zmq::context_t& ctx, const DaemonConfig
     at_least = replica->term + 1;
     ccfg.fence_endpoint = cfg.primary;
     deps.followed_state = std::move(replica->coordinator_state);
+    deps.followed_state_age_ms = replica->coordinator_state_age_ms;
     ccfg.replica = std::move(replica);
   }
   if (!ccfg.replication.listen.empty()) {

@@ -1,7 +1,8 @@
 // A promoted standby's coordinator and the primary coordinator's state it followed
 // (coordinator_state.cc): the epoch ledger goes on from it (acknowledged positions kept,
-// held ones issued again as duplicates); a state this build cannot read is named in the
-// summary and the epochs start again from 0.
+// held ones issued again as duplicates), and so does the run log (training clock,
+// regroups, events); a state this build cannot read is named in the summary and the
+// epochs start again from 0.
 #include <doctest/doctest.h>
 
 #include <atomic>
@@ -60,7 +61,12 @@ TEST_CASE("coordinator: a promoted standby goes on with the epoch ledger it foll
   auto r3 = primary.claim(1, 60000, {**r1}, false);
   REQUIRE(r3);
   REQUIRE(primary.claim(1, 60000, {**r3}, false));
-  const nlohmann::json state = {{"format", 1}, {"epoch_ledger", primary.state()}};
+  // Its run log: 12.5 s of training, two regroups, one event.
+  const nlohmann::json log = {
+      {"training_s", 12.5},
+      {"regroups", 2},
+      {"events", {{{"t_s", 1.0}, {"kind", "node"}, {"text", "node 1 offers 2 group PSes"}}}}};
+  const nlohmann::json state = {{"format", 1}, {"epoch_ledger", primary.state()}, {"run_log", log}};
 
   const nlohmann::json s = summaryWith(state.dump());
   const nlohmann::json& resumed = s["epoch_ledger_resumed"];
@@ -71,6 +77,27 @@ TEST_CASE("coordinator: a promoted standby goes on with the epoch ledger it foll
   CHECK(s["epochs"][0]["acknowledged"] == 2048);
   CHECK(s["epochs"][0]["duplicates"] == 2048);
   CHECK(s["epochs"][0]["finished"] == false);
+  // The run log goes on: the primary's regroups and events first, then the takeover, on
+  // the primary's training clock.
+  CHECK(s["regroups"] == 2);
+  REQUIRE(s["events"].size() == 2);
+  CHECK(s["events"][0]["kind"] == "node");
+  CHECK(s["events"][1]["kind"] == "takeover");
+  CHECK(s["events"][1]["t_s"].get<double>() >= 12.5);
+  CHECK(s["elapsed_s"].get<double>() >= 12.5);
+}
+
+TEST_CASE("coordinator: a followed run log it cannot read is left out; the ledger still goes on") {
+  coordinator::EpochLedger primary(1024);
+  REQUIRE(primary.claim(1, 60000, {}, false));
+  const nlohmann::json state = {{"format", 1},
+                                {"epoch_ledger", primary.state()},
+                                {"run_log", {{"training_s", 3.0}, {"regroups", 1}, {"events", 7}}}};
+  const nlohmann::json s = summaryWith(state.dump());
+  CHECK(s["epoch_ledger_resumed"]["held_reissued"] == 1024);
+  CHECK(s["regroups"] == 0);
+  CHECK(s["events"].empty());
+  CHECK(s["elapsed_s"].get<double>() < 3.0);
 }
 
 TEST_CASE("coordinator: a followed state it cannot read is named, and the epochs start over") {

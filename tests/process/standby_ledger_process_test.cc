@@ -3,7 +3,8 @@
 // mid-epoch 0; the promoted standby's coordinator goes on with the primary's epoch 0
 // (docs/reliability.md, "Standby head"): what was acknowledged stays acknowledged, what
 // the primary's trainers held is issued again and counted as duplicates, and epoch 0
-// finishes with every position acknowledged before the run goes on into epoch 1.
+// finishes with every position acknowledged before the run goes on into epoch 1. The run
+// log (events, training clock) goes on as well.
 #include <doctest/doctest.h>
 
 #include <filesystem>
@@ -33,7 +34,8 @@ std::vector<std::string> headArgs() {
 
 TEST_CASE(
     "faults: the primary head SIGKILLed mid-epoch; its standby's coordinator goes on with "
-    "the primary's epoch ledger, and the epoch finishes with every position acknowledged") {
+    "the primary's epoch ledger and run log, and the epoch finishes with every position "
+    "acknowledged") {
   const std::string dir = makeTempDir();
   const std::string sdir = dir + "/standby";
   std::filesystem::create_directories(sdir);
@@ -109,12 +111,31 @@ TEST_CASE(
   // again (nobody failed at the promoted head).
   CHECK(e0["duplicates"].get<std::uint64_t>() == resumed["held_reissued"].get<std::uint64_t>());
   CHECK(s["epochs"][1]["epoch"] == 1);
+
+  // The run log went on too: the primary's events (its node daemon's offer) come before
+  // the promoted head's "takeover", which is on the primary's training clock (the
+  // primary trained a third of an epoch first: over 1.5 s here, not the 0 of a fresh clock).
+  INFO("events: " << s["events"].dump());
+  std::size_t takeover = s["events"].size(), nodes_before = 0;
+  for (std::size_t i = 0; i < s["events"].size(); ++i) {
+    if (s["events"][i]["kind"] == "takeover") {
+      takeover = i;
+      break;
+    }
+    if (s["events"][i]["kind"] == "node") ++nodes_before;
+  }
+  REQUIRE(takeover < s["events"].size());
+  CHECK(nodes_before >= 1);
+  CHECK(s["events"][takeover]["t_s"].get<double>() >= 0.5);
+  CHECK(s["elapsed_s"].get<double>() > s["events"][takeover]["t_s"].get<double>());
   std::printf(
       "standby ledger: resumed %llu acknowledged, %llu held issued again; epoch 0 "
-      "coverage %.3f, duplicates %llu\n",
+      "coverage %.3f, duplicates %llu; takeover event at t_s %.2f of %.2f s, %zu "
+      "events before it\n",
       static_cast<unsigned long long>(resumed["acknowledged"].get<std::uint64_t>()),
       static_cast<unsigned long long>(resumed["held_reissued"].get<std::uint64_t>()),
       e0["coverage"].get<double>(),
-      static_cast<unsigned long long>(e0["duplicates"].get<std::uint64_t>()));
+      static_cast<unsigned long long>(e0["duplicates"].get<std::uint64_t>()),
+      s["events"][takeover]["t_s"].get<double>(), s["elapsed_s"].get<double>(), takeover);
   reportDone(dir);
 }

@@ -149,7 +149,9 @@ class Coordinator {
   // The standby head's view of this coordinator (coordinator_state.cc): the state sent to
   // the standby when it changed, and a promoted standby's start from the last one it got.
   void publishState();
+  void publishStateIfLogChanged();
   void resumeFromFollowedState();
+  void resumeLedgerFrom(const nlohmann::json& state, const Status& unreadable);
   // A trainer's heartbeat, before its step count is updated: adds its step times to its
   // totals and, in adaptive mode, feeds the controller its steps one by one (or the
   // heartbeat's means); an early heartbeat (a speed change) brings the next window forward
@@ -330,6 +332,7 @@ class Coordinator {
   // held_reissued}, or {error}); a promoted standby: {from: "standby", ...}; null for a
   // fresh start (coordinator_data.cc, coordinator_state.cc).
   nlohmann::json ledger_resumed_;
+  std::uint64_t published_log_changes_ = 0;    // run_log_.changes() in the last state published
   std::uint64_t ledger_recorded_version_ = 0;  // the newest checkpoint its ledger is kept with
   RunLog run_log_;                             // timings, the target, regroups, events
   HeadRecord head_;                            // this incarnation's start and the versions it saw

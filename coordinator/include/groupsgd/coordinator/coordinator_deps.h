@@ -47,8 +47,10 @@ struct CoordinatorDeps {
   // (coordinator_state.cc; null: no standby).
   std::shared_ptr<LatestText> standby_state;
   // A promoted standby: the primary coordinator's last state it received (JSON; empty:
-  // none). The epoch ledger goes on from it.
+  // none), received followed_state_age_ms before the takeover. The epoch ledger and the
+  // run log go on from it.
   std::string followed_state;
+  std::uint64_t followed_state_age_ms = 0;
 };
 
 }  // namespace groupsgd::coordinator
