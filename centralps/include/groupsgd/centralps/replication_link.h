@@ -1,7 +1,8 @@
 // The primary's end of the standby link (docs/reliability.md, "Standby head"): a ROUTER
 // socket at replication_listen where one standby says hello, gets a snapshot, then every
 // update before (synchronous) or while (asynchronous) the primary applies it, and a
-// heartbeat every quarter of the loss bound. A standby silent past the bound is lost:
+// heartbeat every quarter of the loss bound (and, paced the same, the coordinator's state
+// when it changed). A standby silent past the bound is lost:
 // with alone_ms 0 the primary then commits nothing until a standby attaches again (no
 // split is possible); with alone_ms > 0 it runs alone after that long, loudly (a partition
 // can then split the run). A Superseded message of a term >= this one's calls
