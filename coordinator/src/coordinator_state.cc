@@ -21,6 +21,21 @@ void Coordinator::publishState() {
   if (!deps_.standby_state) return;
   nlohmann::json state = {{"format", kStateFormat}, {"run_log", run_log_.state()}};
   if (cfg_.data_ranges) state["epoch_ledger"] = data_ledger_.state();
+  if (adaptive_) {
+    nlohmann::json trainers = nlohmann::json::array();
+    for (const auto& [id, w] : registry_.all()) {
+      if (w.role != WorkerRole::kTrainer || w.state != WorkerState::kActive) continue;
+      trainers.push_back({{"name", w.name},
+                          {"host", w.host},
+                          {"pid", w.pid},
+                          {"group", w.group},
+                          {"batch", w.batch_size},
+                          {"straggler", adaptive_->isStraggler(id)}});
+    }
+    state["adaptive"] = {{"stage", static_cast<std::uint32_t>(adaptive_->stage())},
+                         {"regrouped", adaptive_->regrouped()},
+                         {"trainers", trainers}};
+  }
   published_log_changes_ = run_log_.changes();
   deps_.standby_state->publish(state.dump());
 }
@@ -34,6 +49,7 @@ void Coordinator::resumeFromFollowedState() {
   const auto state =
       nlohmann::json::parse(deps_.followed_state, nullptr, /*allow_exceptions=*/false);
   deps_.followed_state.clear();
+  if (state.is_object() && state.contains("adaptive")) followed_adaptive_ = state["adaptive"];
   const bool readable = state.is_object() && state.contains("format") &&
                         state["format"].is_number_unsigned() &&
                         state["format"].get<std::uint64_t>() == kStateFormat;
@@ -54,6 +70,61 @@ void Coordinator::resumeFromFollowedState() {
                         "): the primary's " + std::to_string(run_log_.events().size()) +
                         " events and " + std::to_string(run_log_.regroups()) +
                         " regroups kept, its training clock goes on");
+}
+
+namespace {
+
+std::string trainerKey(const std::string& name, const std::string& host, std::uint64_t pid) {
+  return name + "\n" + host + "\n" + std::to_string(pid);
+}
+
+}  // namespace
+
+void Coordinator::resumeAdaptive() {
+  const nlohmann::json a = std::move(followed_adaptive_);
+  followed_adaptive_ = nlohmann::json();
+  if (!adaptive_ || !a.is_object()) return;
+  const auto stage = a.value("stage", nlohmann::json());
+  const auto regrouped = a.value("regrouped", nlohmann::json());
+  const auto trainers = a.value("trainers", nlohmann::json());
+  if (!stage.is_number_unsigned() || stage.get<int>() > static_cast<int>(policy::Stage::kFine) ||
+      !regrouped.is_boolean() || !trainers.is_array()) {
+    GSGD_WARN(
+        "adaptive state not taken from the standby's copy (malformed): the controller "
+        "starts again");
+    return;
+  }
+  for (const auto& t : trainers) {
+    if (!t.is_object() || !t.value("name", nlohmann::json()).is_string() ||
+        !t.value("host", nlohmann::json()).is_string() ||
+        !t.value("pid", nlohmann::json()).is_number_unsigned() ||
+        !t.value("group", nlohmann::json()).is_number_unsigned() ||
+        !t.value("batch", nlohmann::json()).is_number_unsigned() ||
+        !t.value("straggler", nlohmann::json()).is_boolean()) {
+      continue;  // one bad row: that trainer joins as a new one
+    }
+    followed_trainers_[trainerKey(t["name"], t["host"], t["pid"].get<std::uint64_t>())] = {
+        t["group"].get<std::uint32_t>(), t["batch"].get<std::uint32_t>(), t["straggler"]};
+  }
+  adaptive_->resumeAt(static_cast<policy::Stage>(stage.get<int>()), regrouped.get<bool>());
+  GSGD_INFO("adaptive controller taken over from the primary's: stage "
+            << policy::stageName(adaptive_->stage()) << ", " << followed_trainers_.size()
+            << " trainers' groups kept for their re-registration");
+}
+
+void Coordinator::placeAsFollowed(WorkerRecord& w) {
+  if (!adaptive_ || followed_trainers_.empty()) return;
+  auto it = followed_trainers_.find(trainerKey(w.name, w.host, w.pid));
+  if (it == followed_trainers_.end()) return;
+  const FollowedTrainer t = it->second;
+  followed_trainers_.erase(it);  // one registration each
+  if (t.group >= cfg_.groupCount() || groupFailed(t.group)) return;
+  w.group = t.group;
+  if (t.batch > 0) w.batch_size = t.batch;
+  if (t.straggler) adaptive_->markStraggler(w.id);
+  GSGD_INFO("trainer " << w.id << " (" << w.name << ") back in group " << w.group << ", batch "
+                       << w.batch_size << (t.straggler ? ", a straggler" : "")
+                       << ", as under the primary");
 }
 
 void Coordinator::resumeLedgerFrom(const nlohmann::json& state, const Status& unreadable) {
