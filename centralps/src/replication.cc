@@ -90,6 +90,8 @@ const char* replicationKindName(ReplicationKind kind) {
       return "superseded";
     case ReplicationKind::kRefused:
       return "refused";
+    case ReplicationKind::kCoordinatorState:
+      return "coordinator state";
   }
   return "unknown";
 }
@@ -162,7 +164,7 @@ Result<ReplicationMessage> decodeReplication(const std::vector<zmq::message_t>& 
   }
   ReplicationMessage m;
   const auto kind = r.get<std::uint16_t>();
-  if (kind < 1 || kind > static_cast<std::uint16_t>(ReplicationKind::kRefused)) {
+  if (kind < 1 || kind > static_cast<std::uint16_t>(ReplicationKind::kCoordinatorState)) {
     return invalidArgument("replication: unknown kind " + std::to_string(kind));
   }
   m.kind = static_cast<ReplicationKind>(kind);

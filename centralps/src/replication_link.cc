@@ -79,6 +79,7 @@ void ReplicationLink::onMessage(const zmq::message_t& from,
       send(snap);
       ++snapshots_;
       acked_ = snap.version;
+      state_seen_ = 0;  // a new standby (or one starting over) gets the state again
       last_heard_ = last_heartbeat_ = Clock::now();
       if (alone_) GSGD_WARN("standby link: a standby attached; no longer running alone");
       alone_ = false;
@@ -161,7 +162,26 @@ void ReplicationLink::poll(std::uint64_t version, const Snapshot& snapshot) {
     send(hb);
     last_heartbeat_ = now;
   }
+  sendCoordinatorState(version, now);
   checkLost(now);
+}
+
+void ReplicationLink::sendCoordinatorState(std::uint64_t version, Clock::time_point now) {
+  // Paced apart from the heartbeats: under load every update is a heartbeat.
+  if (!standby_ || !cfg_.coordinator_state ||
+      (state_seen_ > 0 && now - state_sent_at_ < std::chrono::milliseconds(cfg_.loss_ms / 4))) {
+    return;
+  }
+  auto text = cfg_.coordinator_state->newerThan(&state_seen_);
+  if (!text) return;
+  ReplicationMessage m;
+  m.kind = ReplicationKind::kCoordinatorState;
+  m.term = term_;
+  m.version = version;
+  m.text = std::move(*text);
+  send(m);
+  state_sent_at_ = now;
+  ++states_sent_;
 }
 
 Status ReplicationLink::replicate(ReplicationMessage update, const Snapshot& snapshot) {
@@ -228,6 +248,7 @@ nlohmann::json ReplicationLink::json() const {
           {"snapshots_sent", snapshots_},
           {"standby_losses", losses_},
           {"max_lag_versions", max_lag_},
+          {"coordinator_states_sent", states_sent_},
           {"mean_ack_wait_ms",
            shipped_ == 0 || !cfg_.sync ? 0.0 : ack_wait_ms_sum_ / static_cast<double>(shipped_)}};
 }

@@ -67,6 +67,7 @@ Coordinator::Coordinator(zmq::context_t& ctx, zmq::socket_t sock, std::string en
   head_.setStart(std::move(deps_.head));
   epoch_ = head_.start().incarnation << 32;
   resumeLedger();
+  resumeFromFollowedState();  // a promoted standby: the primary's ledger, newer than any record
   if (deps_.metrics != nullptr) {  // every series the coordinator exports carries its job
     metrics_ =
         std::make_unique<MetricsRegistry>(deps_.metrics, MetricLabels{{"job", cfg_.job_name}});
@@ -79,6 +80,7 @@ Coordinator::Coordinator(zmq::context_t& ctx, zmq::socket_t sock, std::string en
         std::make_unique<AdaptiveController>(cfg_.adaptive, cfg_.batch_size, cfg_.groupCount());
     for (std::uint32_t g = 0; g < fleet_->slots(); ++g)
       fleet_->setPeriod(g, adaptive_->periodOf(g));
+    resumeAdaptive();  // a promoted standby: the primary's stage and grouping
   }
   // This daemon's own group PSes (role all); node daemons offer theirs as they register.
   for (const auto& ep : topo_.group_endpoints) {
@@ -103,11 +105,13 @@ nlohmann::json Coordinator::run(const std::atomic<bool>& stop_requested) {
   std::string reason;
   while (true) {
     serveOnce(std::chrono::milliseconds(50));
+    publishStateIfLogChanged();  // a standby follows the run log (coordinator_state.cc)
     checkLiveness();
     if (Clock::now() >= schedule_.poll) pollGroups();
     if (adaptive_ && Clock::now() >= schedule_.control) {
       schedule_.control = Clock::now() + std::chrono::milliseconds(cfg_.adaptive.control_ms);
       controlWindow();
+      if (deps_.standby_state) publishState();  // the standby follows the grouping too
     }
     serveControl();
     if (dashboard_ && Clock::now() >= schedule_.dashboard) publishDashboard();

@@ -128,6 +128,7 @@ void Coordinator::onNewWorker(const zmq::message_t& from, const InMessage& msg,
       }
       w.group = *live;
     }
+    placeAsFollowed(w);  // a promoted standby: the group and batch it had (adaptive)
     w.shard = admission_.takeShard();
     if (adaptive_) adaptive_->membershipChanged("worker " + std::to_string(w.id) + " joined");
   }

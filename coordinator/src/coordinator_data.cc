@@ -29,12 +29,14 @@ void Coordinator::onDataClaim(const zmq::message_t& from, const InMessage& msg,
   const bool active = w->state == WorkerState::kActive && (h.getEpoch() >> 32) == (epoch_ >> 32);
   if (!active && !c.getDone()) {
     (void)data_ledger_.claim(w->id, c.getDatasetSize(), acks, true);
+    publishState();
     return refuse(from, failedPrecondition("worker " + std::to_string(w->id) + " is " +
                                            workerStateName(w->state) + ": register again"));
   }
   if (active) w->last_seen = Clock::now();
   auto granted = data_ledger_.claim(w->id, c.getDatasetSize(), acks, c.getDone());
   if (!granted) return refuse(from, granted.status());
+  publishState();
   OutMessage out(cfg_.job_id, 0);
   out.header().setEpoch(h.getEpoch());
   auto grant = out.header().getBody().initDataGrant();
@@ -50,6 +52,7 @@ void Coordinator::onDataClaim(const zmq::message_t& from, const InMessage& msg,
 void Coordinator::releaseData(const WorkerRecord& w, const char* why) {
   if (!cfg_.data_ranges) return;
   if (const std::uint64_t n = data_ledger_.release(w.id); n > 0) {
+    publishState();
     GSGD_INFO("worker " << w.id << " " << why << ": its " << n
                         << " unacknowledged samples are issued again");
   }

@@ -56,6 +56,12 @@ class Follower {
 
   const centralps::StandbyReplica& replica() const { return replica_; }
   const Status& wrongPrimary() const { return wrong_primary_; }
+  const std::string& coordinatorState() const { return coordinator_state_; }
+  std::uint64_t coordinatorStateAgeMs() const {
+    return static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - coordinator_state_at_)
+            .count());
+  }
 
  private:
   void send(const ReplicationMessage& m) {
@@ -135,6 +141,13 @@ class Follower {
       case ReplicationKind::kRefused:  // e.g. another standby is attached: hello again later
         GSGD_WARN("standby: the primary refused this standby: " << m->text);
         return;
+      case ReplicationKind::kCoordinatorState:
+        // Kept as sent; read only by the promoted coordinator (coordinator_state.cc).
+        if (Status s = replica_.checkTerm(m->term); !s) return refuse(s);
+        if (!replica_.ready()) return;
+        coordinator_state_ = std::move(m->text);
+        coordinator_state_at_ = Clock::now();
+        return;
       default:
         GSGD_WARN("standby: unexpected " << centralps::replicationKindName(m->kind));
     }
@@ -183,7 +196,8 @@ class Follower {
                                     {"following", replica_.ready()},
                                     {"primary_incarnation", replica_.term()},
                                     {"central_version", replica_.version()},
-                                    {"run_samples", replica_.runSamples()}};
+                                    {"run_samples", replica_.runSamples()},
+                                    {"coordinator_state", !coordinator_state_.empty()}};
         req->respond(r);
         continue;
       }
@@ -198,6 +212,8 @@ class Follower {
   centralps::StandbyReplica replica_;
   FollowedPrimary expected_;
   Status wrong_primary_ = Status::ok();
+  std::string coordinator_state_;  // the primary coordinator's last (kCoordinatorState)
+  Clock::time_point coordinator_state_at_{};
   Clock::time_point last_heard_{}, last_hello_{};
 };
 
@@ -224,6 +240,8 @@ Result<std::optional<centralps::ReplicaState>> followPrimary(
   }
   if (!why) return std::optional<centralps::ReplicaState>();
   centralps::ReplicaState state = follower.replica().state();
+  state.coordinator_state = follower.coordinatorState();
+  state.coordinator_state_age_ms = follower.coordinatorStateAgeMs();
   GSGD_WARN("TAKING OVER: " << *why << "; promoting at version " << state.version
                             << " (primary incarnation " << state.term << ")");
   return std::optional<centralps::ReplicaState>(std::move(state));

@@ -5,6 +5,7 @@
 #include <cstdlib>
 
 #include "groupsgd/common/central_shard_map.h"
+#include "groupsgd/common/latest_text.h"
 #include "groupsgd/common/log.h"
 #include "groupsgd/coordinator/incarnation.h"
 #include "groupsgd/daemon/group_server_setup.h"
@@ -82,10 +83,17 @@ Result<std::unique_ptr<Job>> Job::create(zmq::context_t& ctx, const DaemonConfig
     // A promoted standby: its replica, and its old primary told to step down.
     at_least = replica->term + 1;
     ccfg.fence_endpoint = cfg.primary;
+    deps.followed_state = std::move(replica->coordinator_state);
+    deps.followed_state_age_ms = replica->coordinator_state_age_ms;
     ccfg.replica = std::move(replica);
     // Its own replication_listen (if any) takes a standby of this head; until one
     // attaches it commits alone, as a promoted head without one does.
     ccfg.replication.alone_until_attached = true;
+  }
+  if (!ccfg.replication.listen.empty()) {
+    // The coordinator's state rides the central PS's standby link (coordinator_state.cc).
+    deps.standby_state = std::make_shared<LatestText>();
+    ccfg.replication.coordinator_state = deps.standby_state;
   }
   auto central = centralps::CentralServer::create(ctx, ccfg, "tcp://" + cfg.bind_host + ":*");
   if (!central)

@@ -54,6 +54,15 @@ class JobStream {
   zmq::socket_t& socket() { return sock_; }
   const std::string& endpoint() const { return endpoint_; }
   const centralps::StandbyReplica& replica() const { return replica_; }
+  // The replica with the job coordinator's last state (as a one-run standby's takeover).
+  centralps::ReplicaState takeoverState() const {
+    centralps::ReplicaState state = replica_.state();
+    state.coordinator_state = coordinator_state_;
+    state.coordinator_state_age_ms = static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - coordinator_state_at_)
+            .count());
+    return state;
+  }
   const std::string& name() const { return name_; }
   Clock::time_point lastHeard() const { return last_heard_; }
 
@@ -130,6 +139,12 @@ class JobStream {
         if (Status s = replica_.checkTerm(m->term); !s) return refuse(s);
         if (replica_.ready()) ack(replica_.version());
         return;
+      case ReplicationKind::kCoordinatorState:  // the job's ledger and run log; not acked
+        if (Status s = replica_.checkTerm(m->term); !s) return refuse(s);
+        if (!replica_.ready()) return;
+        coordinator_state_ = std::move(m->text);
+        coordinator_state_at_ = Clock::now();
+        return;
       default:
         GSGD_WARN("standby: job '" << name_ << "': unexpected "
                                    << centralps::replicationKindName(m->kind));
@@ -141,6 +156,8 @@ class JobStream {
   centralps::StandbyReplica replica_;
   std::string role_;
   Clock::time_point last_hello_{}, last_heard_{};
+  std::string coordinator_state_;  // the job coordinator's last (kCoordinatorState)
+  Clock::time_point coordinator_state_at_{};
 };
 
 class ServeFollower {
@@ -204,7 +221,7 @@ class ServeFollower {
                                     << "never sent a snapshot): it cannot be taken over");
         continue;
       }
-      t.jobs[j->name()] = FollowedJob{j->replica().state(), j->endpoint()};
+      t.jobs[j->name()] = FollowedJob{j->takeoverState(), j->endpoint()};
     }
     return t;
   }

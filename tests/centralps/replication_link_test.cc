@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <span>
 #include <thread>
 
@@ -49,7 +50,9 @@ zmq::socket_t dealer(zmq::context_t& ctx) {
 struct ScriptedStandby {
   zmq::socket_t sock;
   std::atomic<bool> acking{true}, stop{false};
-  std::atomic<std::uint64_t> updates{0}, snapshots{0}, refused{0};
+  std::atomic<std::uint64_t> updates{0}, snapshots{0}, refused{0}, states{0};
+  std::mutex mu;
+  std::string last_state;  // the newest coordinator state's text (guarded by mu)
   std::thread thread;
 
   ScriptedStandby(zmq::context_t& ctx, const std::string& ep) : sock(dealer(ctx)) {
@@ -72,6 +75,12 @@ struct ScriptedStandby {
           ++refused;
           continue;
         }
+        if (m->kind == ReplicationKind::kCoordinatorState) {  // not acknowledged
+          std::lock_guard<std::mutex> lock(mu);
+          last_state = m->text;
+          ++states;
+          continue;
+        }
         if (!acking.load()) continue;
         ReplicationMessage ack;
         ack.kind = ReplicationKind::kAck;
@@ -89,8 +98,10 @@ struct ScriptedStandby {
 std::unique_ptr<ReplicationLink> makeLink(zmq::context_t& ctx, std::uint32_t loss_ms,
                                           std::uint32_t alone_ms,
                                           std::function<void(const std::string&)> superseded = {},
-                                          bool sync = true, bool alone_until_attached = false) {
+                                          bool sync = true, bool alone_until_attached = false,
+                                          std::shared_ptr<const LatestText> state = nullptr) {
   ReplicationConfig cfg;
+  cfg.coordinator_state = std::move(state);
   cfg.sync = sync;
   cfg.alone_until_attached = alone_until_attached;
   cfg.listen = "tcp://127.0.0.1:*";
@@ -297,4 +308,53 @@ TEST_CASE("replication link: asynchronous updates commit without waiting; the la
   CHECK(std::chrono::steady_clock::now() - started < 1s);
   CHECK(link->json()["max_lag_versions"] == 5);
   CHECK(link->json()["sync"] == false);
+}
+
+TEST_CASE(
+    "replication link: the coordinator state goes to the standby after its snapshot, then "
+    "only when newer, the newest of several") {
+  zmq::context_t ctx;
+  auto state = std::make_shared<LatestText>();
+  auto link = makeLink(ctx, 200, 0, {}, /*sync=*/true, /*alone_until_attached=*/false, state);
+  state->publish("s1");
+  ScriptedStandby standby(ctx, link->endpoint());
+  attach(*link, standby, 3);
+  const auto pollUntil = [&](std::uint64_t states) {
+    const auto until = std::chrono::steady_clock::now() + 2s;
+    while (standby.states.load() < states && std::chrono::steady_clock::now() < until) {
+      link->poll(3, [] { return snapshotAt(3); });
+      std::this_thread::sleep_for(5ms);
+    }
+  };
+  pollUntil(1);
+  REQUIRE(standby.states.load() == 1);
+  {
+    std::lock_guard<std::mutex> lock(standby.mu);
+    CHECK(standby.last_state == "s1");
+  }
+  // Two changes between sends: only the newer goes out; nothing more while none is new.
+  state->publish("s2");
+  state->publish("s3");
+  pollUntil(2);
+  for (int i = 0; i < 30; ++i) {
+    link->poll(3, [] { return snapshotAt(3); });
+    std::this_thread::sleep_for(5ms);
+  }
+  CHECK(standby.states.load() == 2);
+  {
+    std::lock_guard<std::mutex> lock(standby.mu);
+    CHECK(standby.last_state == "s3");
+  }
+  CHECK(link->json()["coordinator_states_sent"] == 2);
+  // A standby starting over (a new hello) gets the current state again after its snapshot.
+  ScriptedStandby second(ctx, link->endpoint());
+  const auto until = std::chrono::steady_clock::now() + 2s;
+  while (second.states.load() == 0 && std::chrono::steady_clock::now() < until) {
+    link->poll(3, [] { return snapshotAt(3); });
+    std::this_thread::sleep_for(5ms);
+  }
+  CHECK(second.snapshots.load() == 1);
+  REQUIRE(second.states.load() == 1);
+  std::lock_guard<std::mutex> lock(second.mu);
+  CHECK(second.last_state == "s3");
 }

@@ -132,6 +132,22 @@ TEST_CASE("replication: a snapshot and an update round-trip through the encoding
   CHECK(refused.status().message().find("mis-sized") != std::string::npos);
 }
 
+TEST_CASE("replication: a coordinator state round-trips with its text and term") {
+  ReplicationMessage m;
+  m.kind = ReplicationKind::kCoordinatorState;
+  m.term = 4;
+  m.version = 17;
+  m.text = R"({"format":1,"epoch_ledger":{}})";
+  auto back = decodeReplication(encodeReplication(m));
+  REQUIRE(back);
+  CHECK(back->kind == ReplicationKind::kCoordinatorState);
+  CHECK(back->term == 4);
+  CHECK(back->version == 17);
+  CHECK(back->text == m.text);
+  CHECK(back->tensor.empty());
+  CHECK(std::string(replicationKindName(m.kind)) == "coordinator state");
+}
+
 TEST_CASE("replication: truncated, mis-sized and unknown messages are refused by name") {
   std::mt19937 rng(4);
   const auto frames = encodeReplication(updateOf(1, 1, randomVector(100, rng), 1.0f));

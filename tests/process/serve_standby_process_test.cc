@@ -185,6 +185,11 @@ TEST_CASE(
   const auto resumed = hr["resumed_version"].get<std::uint64_t>();
   CHECK(resumed >= primary_applied);      // 0 acknowledged versions lost
   CHECK(resumed <= primary_applied + 1);  // at most the one shipped, not yet applied there
+  // The job coordinator's state rode the job's link too: its run log went on (docs/
+  // reliability.md, "What the standby follows of the coordinator").
+  bool takeover_event = false;
+  for (const auto& e : s["events"]) takeover_event = takeover_event || e["kind"] == "takeover";
+  CHECK(takeover_event);
   for (auto& w : workers) CHECK(w->wait(60000ms) == std::optional<int>(0));
 
   // The table as replicated, and a new job on the promoted daemon.

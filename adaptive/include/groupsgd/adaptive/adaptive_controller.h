@@ -74,6 +74,15 @@ class AdaptiveController {
                         std::uint64_t sample_budget);
 
   policy::Stage stage() const { return stages_.stage(); }
+  // A promoted standby head goes on from the primary's controller (coordinator_state.cc):
+  // its stage and whether a plan had split the trainers, and each straggler it had
+  // flagged (under the trainer's new id). Speed estimates start again.
+  void resumeAt(policy::Stage stage, bool regrouped) {
+    stages_.resumeAt(stage);
+    regrouped_ = regrouped;
+  }
+  void markStraggler(std::uint64_t worker) { detector_.markStraggler(worker); }
+  bool regrouped() const { return regrouped_; }
   // True until a plan has split the trainers: new trainers join group 0 meanwhile.
   bool oneGroup() const { return stages_.stage() == policy::Stage::kProfiling || !regrouped_; }
   std::uint32_t periodOf(std::uint32_t slot) const;

@@ -27,6 +27,10 @@ enum class ReplicationKind : std::uint16_t {
   kHeartbeat = 5,   // primary -> standby: alive at `version` (answered with an Ack)
   kSuperseded = 6,  // a promoted standby -> the old primary: term `term` exists; step down
   kRefused = 7,     // either way: the last message was refused; `text` says why
+  // primary -> standby: the coordinator's state (`text`, JSON; `version`: the central
+  // version when it was sent), when it changed, at most every heartbeat period. Not
+  // acknowledged: an older one only makes the promoted head issue more again.
+  kCoordinatorState = 8,
 };
 const char* replicationKindName(ReplicationKind kind);
 
@@ -42,7 +46,8 @@ struct ReplicationMessage {
   std::uint64_t param_count = 0;  // elements of `tensor`
   kernels::OptimizerSnapshot optimizer;  // kSnapshot: the outer optimizer's state
   std::vector<float> tensor;             // kUpdate: the dense delta; kSnapshot: the model
-  std::string text;  // kSnapshot: the primary's role (all | coordinator); kRefused: why
+  std::string text;  // kSnapshot: the primary's role (all | coordinator); kRefused: why;
+                     // kCoordinatorState: the state
 };
 
 // Frames of one message (the ROUTER's routing id not included).

@@ -1,7 +1,8 @@
 // The primary's end of the standby link (docs/reliability.md, "Standby head"): a ROUTER
 // socket at replication_listen where one standby says hello, gets a snapshot, then every
 // update before (synchronous) or while (asynchronous) the primary applies it, and a
-// heartbeat every quarter of the loss bound. A standby silent past the bound is lost:
+// heartbeat every quarter of the loss bound (and, paced the same, the coordinator's state
+// when it changed). A standby silent past the bound is lost:
 // with alone_ms 0 the primary then commits nothing until a standby attaches again (no
 // split is possible); with alone_ms > 0 it runs alone after that long, loudly (a partition
 // can then split the run). A promoted head (alone_until_attached) commits alone until its
@@ -23,6 +24,7 @@
 
 #include "groupsgd/centralps/replication.h"
 #include "groupsgd/common/curve_keys.h"
+#include "groupsgd/common/latest_text.h"
 #include "groupsgd/common/status.h"
 
 namespace groupsgd::centralps {
@@ -36,6 +38,9 @@ struct ReplicationConfig {
   // attaches, as a promoted head without replication_listen does; from then on as above.
   bool alone_until_attached = false;
   std::function<void(const std::string&)> on_superseded;  // a newer head exists
+  // The coordinator's state, sent to the standby when it changed (at most every
+  // heartbeat period) and once after each snapshot (null: none to send).
+  std::shared_ptr<const LatestText> coordinator_state;
 };
 
 class ReplicationLink {
@@ -88,6 +93,7 @@ class ReplicationLink {
   void send(const ReplicationMessage& m);
   void sendEncoded(std::vector<zmq::message_t> frames, ReplicationKind kind);
   void checkLost(Clock::time_point now);
+  void sendCoordinatorState(std::uint64_t version, Clock::time_point now);
   bool receiveOne(std::chrono::milliseconds wait, std::uint64_t version, const Snapshot& snapshot);
 
   zmq::socket_t sock_;
@@ -104,6 +110,9 @@ class ReplicationLink {
   double ack_wait_ms_sum_ = 0;  // time awaitAck() blocked (after the primary's own apply)
   std::optional<std::uint64_t> awaiting_;  // shipped (synchronous), not yet acknowledged
   Clock::time_point shipped_at_{};
+  std::uint64_t state_seen_ = 0;  // the coordinator state's number the standby has (0: none)
+  Clock::time_point state_sent_at_{};
+  std::uint64_t states_sent_ = 0;
 };
 
 }  // namespace groupsgd::centralps

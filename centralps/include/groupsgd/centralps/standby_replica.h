@@ -28,6 +28,10 @@ struct ReplicaState {
   std::vector<float> params;
   kernels::OptimizerSnapshot optimizer;
   std::string head_role;  // the primary's role: all | coordinator
+  // The primary coordinator's last state received (kCoordinatorState's JSON text; empty:
+  // none): the promoted coordinator starts from it (CoordinatorDeps::followed_state).
+  std::string coordinator_state;
+  std::uint64_t coordinator_state_age_ms = 0;  // received this long before the takeover
 };
 
 class StandbyReplica {

@@ -146,6 +146,16 @@ class Coordinator {
   // checkpoint this head resumed from, and the ledger kept with each new checkpoint.
   void resumeLedger();
   void recordLedgerAt(std::uint64_t checkpoint_version);
+  // The standby head's view of this coordinator (coordinator_state.cc): the state sent to
+  // the standby when it changed, and a promoted standby's start from the last one it got.
+  void publishState();
+  void publishStateIfLogChanged();
+  void resumeFromFollowedState();
+  void resumeLedgerFrom(const nlohmann::json& state, const Status& unreadable);
+  // Mode adaptive: the controller's stage from the followed state, and each re-registering
+  // trainer (same name, host and pid) back in the group it had, with its batch.
+  void resumeAdaptive();
+  void placeAsFollowed(WorkerRecord& w);
   // A trainer's heartbeat, before its step count is updated: adds its step times to its
   // totals and, in adaptive mode, feeds the controller its steps one by one (or the
   // heartbeat's means); an early heartbeat (a speed change) brings the next window forward
@@ -323,8 +333,18 @@ class Coordinator {
   AdmissionBook admission_;  // ids, shards, quarantine, what was refused
   EpochLedger data_ledger_;  // data_allocation ranges: who holds which sample range
   // A restarted head: the ledger record it went on from ({version, acknowledged,
-  // held_reissued}, or {error}); null for a fresh start (coordinator_data.cc).
+  // held_reissued}, or {error}); a promoted standby: {from: "standby", ...}; null for a
+  // fresh start (coordinator_data.cc, coordinator_state.cc).
   nlohmann::json ledger_resumed_;
+  std::uint64_t published_log_changes_ = 0;
+  nlohmann::json followed_adaptive_;  // a promoted standby: the primary's "adaptive" state
+  struct FollowedTrainer {
+    std::uint32_t group = 0, batch = 0;
+    bool straggler = false;
+  };
+  std::map<std::string, FollowedTrainer>
+      followed_trainers_;  // by name, host and pid    // run_log_.changes() in the last state
+                           // published
   std::uint64_t ledger_recorded_version_ = 0;  // the newest checkpoint its ledger is kept with
   RunLog run_log_;                             // timings, the target, regroups, events
   HeadRecord head_;                            // this incarnation's start and the versions it saw

@@ -7,9 +7,11 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <optional>
 
 #include "groupsgd/common/allow_list.h"
+#include "groupsgd/common/latest_text.h"
 #include "groupsgd/common/status.h"
 #include "groupsgd/common/zap_handler.h"
 #include "groupsgd/coordinator/head_start.h"
@@ -41,6 +43,14 @@ struct CoordinatorDeps {
   // draining or flushing (the daemon is stopping; the job resumes from its checkpoint).
   const std::atomic<bool>* stop_now = nullptr;
   const std::atomic<bool>* suspend = nullptr;
+  // A head with a standby: where its state for the standby goes, whenever it changed
+  // (coordinator_state.cc; null: no standby).
+  std::shared_ptr<LatestText> standby_state;
+  // A promoted standby: the primary coordinator's last state it received (JSON; empty:
+  // none), received followed_state_age_ms before the takeover. The epoch ledger and the
+  // run log go on from it.
+  std::string followed_state;
+  std::uint64_t followed_state_age_ms = 0;
 };
 
 }  // namespace groupsgd::coordinator

@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "groupsgd/common/status.h"
+
 namespace groupsgd::coordinator {
 
 class RunLog {
@@ -45,6 +47,16 @@ class RunLog {
 
   void countRegroup() { ++regroups_; }
   std::uint64_t regroups() const { return regroups_; }
+
+  // What a standby head follows (coordinator_state.cc): the training clock, the regroups
+  // and the events. changes() grows with each event, regroup and the training's start
+  // (what is worth sending again).
+  nlohmann::json state() const;
+  std::uint64_t changes() const { return events_.size() + regroups_ + (training() ? 1 : 0); }
+  // A promoted standby's log goes on from state(), taken age_s ago: the training clock
+  // (events' t_s, time_to_target_s, elapsed_s) runs on from the primary's, its regroups
+  // and events come first. DataLoss when the state is malformed (nothing changed).
+  Status resume(const nlohmann::json& state, double age_s);
 
   static double secondsSince(Clock::time_point t) {
     return std::chrono::duration<double>(Clock::now() - t).count();

@@ -40,6 +40,8 @@ class StageController {
   explicit StageController(StageConfig cfg = {})
       : cfg_(cfg), stage_(cfg.profile_steps > 0 ? Stage::kProfiling : Stage::kCoarse) {}
   Stage stage() const { return stage_; }
+  // The stage the previous head was in (a promoted standby).
+  void resumeAt(Stage s) { stage_ = s; }
   const StageConfig& config() const { return cfg_; }
   std::uint32_t exchangePeriod() const;
   std::uint32_t maxGroups() const;

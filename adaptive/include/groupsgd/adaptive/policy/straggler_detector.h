@@ -76,6 +76,9 @@ class StragglerDetector {
   // Level / reference of the last evaluate() (1 when unknown).
   double ratio(std::uint64_t id) const;
   void forget(std::uint64_t id) { state_.erase(id); }
+  // A straggler the previous head had flagged (a promoted standby): flagged at once, its
+  // recovery judged as any straggler's once its steps come in.
+  void markStraggler(std::uint64_t id) { state_[id].straggler = true; }
   const StragglerConfig& config() const { return cfg_; }
   void setConfig(const StragglerConfig& cfg) { cfg_ = cfg; }
 
