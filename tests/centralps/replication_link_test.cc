@@ -346,7 +346,15 @@ TEST_CASE(
     CHECK(standby.last_state == "s3");
   }
   CHECK(link->json()["coordinator_states_sent"] == 2);
-  // A standby starting over (a new hello) gets the current state again after its snapshot.
+  // A standby starting over (the first one lost, a new hello) gets the current state again
+  // after its snapshot.
+  standby.acking.store(false);
+  auto lost_by = std::chrono::steady_clock::now() + 5s;
+  while (link->json()["attached"] == true && std::chrono::steady_clock::now() < lost_by) {
+    link->poll(3, [] { return snapshotAt(3); });
+    std::this_thread::sleep_for(5ms);
+  }
+  REQUIRE(link->json()["attached"] == false);
   ScriptedStandby second(ctx, link->endpoint());
   const auto until = std::chrono::steady_clock::now() + 2s;
   while (second.states.load() == 0 && std::chrono::steady_clock::now() < until) {
