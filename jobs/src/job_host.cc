@@ -146,6 +146,7 @@ void JobHost::run(const std::atomic<bool>& stop, std::atomic<bool>* reload) {
     if (reload != nullptr && reload->exchange(false)) reloadOnHangup();
     if (table_link_) {
       table_link_->poll(std::exchange(table_changed_, false), [this] { return tableMessage(); });
+      answerReplicated(false);
     }
     if (fence_) fence_->poll();
     metrics_.gauge("jobs_running", "jobs the daemon hosts now")
@@ -162,6 +163,7 @@ void JobHost::run(const std::atomic<bool>& stop, std::atomic<bool>* reload) {
   GSGD_INFO("stopping: " << running_.size() << " running job(s) suspended until the next start");
   (void)ops::sdNotifyStopping();
   reapEnded();
+  answerReplicated(true);
   suspendAll();
 }
 

@@ -82,6 +82,14 @@ void JobHost::jobSubmit(PendingRequest& r) {
   if (cfg) {
     if (auto lacking = slotsLacking(cfg->groupCount())) problems.push_back(*lacking);
   }
+  if (table_link_ && !table_link_->attached() && cfg_.standby_alone_ms == 0) {
+    // As a one-run head with standby_alone_ms 0 commits nothing without its standby.
+    problems.push_back(
+        "no standby attached: with replication_listen and standby_alone_ms 0 a job is taken "
+        "only while a --serve standby follows the table (start groupsgdd --serve --role standby "
+        "--primary " +
+        table_link_->endpoint() + ", or set standby_alone_ms)");
+  }
   if (!problems.empty()) {
     std::string text;
     for (const auto& pr : problems) text += (text.empty() ? "" : "; ") + pr;
@@ -102,7 +110,38 @@ void JobHost::jobSubmit(PendingRequest& r) {
     return r.fail(ControlError::kRefused, "job '" + name + "' could not start: " + s.message());
   }
   saveTable();
-  r.respond(jobRow(stored));
+  answerOnceReplicated(r, jobRow(stored));
+}
+
+void JobHost::answerOnceReplicated(PendingRequest& r, ojson row) {
+  if (!table_link_) return r.respond(row);
+  // The table holding the change, sent now: its revision is what the standby must reach.
+  table_link_->poll(std::exchange(table_changed_, false), [this] { return tableMessage(); });
+  if (!table_link_->attached()) {  // none (standby_alone_ms > 0), or lost at that send
+    row["standby_acknowledged"] = false;
+    return r.respond(row);
+  }
+  const auto deadline = Clock::now() + std::chrono::milliseconds(cfg_.standby_takeover_ms);
+  awaiting_standby_.push_back(
+      AwaitingStandby{std::move(r), std::move(row), table_link_->revision(), deadline});
+}
+
+void JobHost::answerReplicated(bool all) {
+  for (auto it = awaiting_standby_.begin(); it != awaiting_standby_.end();) {
+    const bool acked = table_link_ && table_link_->acked() >= it->revision;
+    if (!acked && !all && Clock::now() < it->deadline) {
+      ++it;
+      continue;
+    }
+    if (!acked) {
+      GSGD_WARN("the standby did not acknowledge table revision "
+                << it->revision << " within standby_takeover_ms " << cfg_.standby_takeover_ms
+                << ": answered without it");
+    }
+    it->row["standby_acknowledged"] = acked;
+    it->request.respond(std::move(it->row));
+    it = awaiting_standby_.erase(it);
+  }
 }
 
 void JobHost::jobStop(PendingRequest& r) {

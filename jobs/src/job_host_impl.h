@@ -130,6 +130,11 @@ class JobHost {
   Result<std::string> targetJob(const ops::PendingRequest& r) const;
   nlohmann::ordered_json jobRow(const JobRecord& rec) const;
   void jobSubmit(ops::PendingRequest& r);
+  // With a standby attached: r answered with row once the standby acknowledged the table
+  // holding the change (or standby_takeover_ms passed: standby_acknowledged false).
+  void answerOnceReplicated(ops::PendingRequest& r, nlohmann::ordered_json row);
+  // The awaiting answers now due (all: every one, as they stand).
+  void answerReplicated(bool all);
   void jobStop(ops::PendingRequest& r);
   void jobStatus(ops::PendingRequest& r);
   void jobList(ops::PendingRequest& r);
@@ -159,6 +164,13 @@ class JobHost {
   std::unique_ptr<TableLink> table_link_;  // replication_listen: the standby's table
   std::unique_ptr<TableFence> fence_;      // a promoted standby: the old primary's
   bool table_changed_ = false;
+  struct AwaitingStandby {
+    ops::PendingRequest request;
+    nlohmann::ordered_json row;
+    std::uint64_t revision;  // the table revision holding the change
+    Clock::time_point deadline;
+  };
+  std::vector<AwaitingStandby> awaiting_standby_;
   std::optional<ServeTakeover> takeover_;  // a promoted standby, until resumeJobs
   std::optional<std::chrono::microseconds> watchdog_;
   Clock::time_point next_watchdog_ = Clock::now();

@@ -269,15 +269,22 @@ class ServeFollower {
         GSGD_WARN("standby: a table of term " << m->term << " after term " << term_ << ": ignored");
         continue;
       }
-      applyTable(*m);
+      if (!applyTable(*m)) continue;
+      // Held here: the primary answers a submit once this reaches the table holding it.
+      ReplicationMessage ack;
+      ack.kind = ReplicationKind::kAck;
+      ack.term = m->term;
+      ack.version = m->version;
+      sendTo(table_sock_, ack, "the primary");
     }
   }
 
-  void applyTable(const ReplicationMessage& m) {
+  // False: not the table's JSON (ignored, not acknowledged).
+  bool applyTable(const ReplicationMessage& m) {
     nlohmann::json j = nlohmann::json::parse(m.text, nullptr, false);
     if (j.is_discarded() || !j.contains("table") || !j.contains("role")) {
       GSGD_WARN("standby: a table message that is not the table's JSON: ignored");
-      return;
+      return false;
     }
     if (!following_) {
       GSGD_INFO("standby: following the --serve primary at " << cfg_.primary << " (term " << m.term
@@ -311,6 +318,7 @@ class ServeFollower {
       }
     }
     jobs_ = std::move(kept);
+    return true;
   }
 
   // A stream for job `name` at its central PS's link `ep`, its replica built as the

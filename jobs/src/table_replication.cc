@@ -1,5 +1,6 @@
 #include "table_replication.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -31,11 +32,13 @@ void TableLink::send(const zmq::message_t& to, const ReplicationMessage& m) {
     GSGD_WARN("standby link (job table): could not send a "
               << centralps::replicationKindName(m.kind) << ": " << s.toString());
     // Gone (or never there): forgotten until it says hello again, not warned about again.
-    if (standby_ && standby_->size() == to.size() &&
-        std::memcmp(standby_->data(), to.data(), to.size()) == 0) {
-      standby_.reset();
-    }
+    if (isStandby(to)) standby_.reset();
   }
+}
+
+bool TableLink::isStandby(const zmq::message_t& peer) const {
+  return standby_ && standby_->size() == peer.size() &&
+         std::memcmp(standby_->data(), peer.data(), peer.size()) == 0;
 }
 
 void TableLink::onMessage(const zmq::message_t& from, const std::vector<zmq::message_t>& frames) {
@@ -56,6 +59,7 @@ void TableLink::onMessage(const zmq::message_t& from, const std::vector<zmq::mes
         return;
       }
       standby_ = zmq::message_t(from.data(), from.size());
+      acked_ = 0;
       last_sent_ = {};  // the table at once
       GSGD_INFO("standby link (job table): a --serve standby attached");
       return;
@@ -69,6 +73,8 @@ void TableLink::onMessage(const zmq::message_t& from, const std::vector<zmq::mes
       }
       return;
     case ReplicationKind::kAck:
+      // Only the attached standby's, and only of a table sent (revisions only grow).
+      if (isStandby(from) && m->version <= revision_) acked_ = std::max(acked_, m->version);
       return;
     case ReplicationKind::kRefused:
       GSGD_WARN("standby link (job table): a standby refused this primary: " << m->text);

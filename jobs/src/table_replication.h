@@ -31,7 +31,8 @@ inline constexpr const char* kServePrimaryRole = "--serve daemon";
 // the table message (a heartbeat whose text is the table's JSON, its version a revision
 // number) at once, on every change and every quarter of standby_takeover_ms. A Superseded
 // of a term >= this one's ends the process (exit kSupersededExitCode): a newer head runs
-// these jobs.
+// these jobs. The standby acknowledges each table it applied by its revision (kAck, its
+// version): a user's submit is answered once acked() reaches the revision holding it.
 class TableLink {
  public:
   static Result<std::unique_ptr<TableLink>> create(zmq::context_t& ctx, const std::string& listen,
@@ -42,6 +43,11 @@ class TableLink {
   // Serves what arrived and sends the table when due. changed: it changed since the last
   // poll. table(): the message's text, built only when sent. Never blocks.
   void poll(bool changed, const std::function<std::string()>& table);
+  // A --serve standby said hello and was not lost since (a send to it failed).
+  bool attached() const { return standby_.has_value(); }
+  // The last table sent's revision, and the highest the attached standby acknowledged.
+  std::uint64_t revision() const { return revision_; }
+  std::uint64_t acked() const { return acked_; }
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -52,6 +58,7 @@ class TableLink {
         takeover_ms_(takeover_ms) {}
   void onMessage(const zmq::message_t& from, const std::vector<zmq::message_t>& frames);
   void send(const zmq::message_t& to, const centralps::ReplicationMessage& m);
+  bool isStandby(const zmq::message_t& peer) const;
 
   zmq::socket_t sock_;
   std::string endpoint_;
@@ -59,6 +66,7 @@ class TableLink {
   std::uint32_t takeover_ms_;
   std::optional<zmq::message_t> standby_;
   std::uint64_t revision_ = 0;
+  std::uint64_t acked_ = 0;  // of the attached standby; 0 after each hello
   Clock::time_point last_sent_{};
 };
 

@@ -102,3 +102,68 @@ TEST_CASE("table link: the table to a --serve standby; a one-run standby told wh
   REQUIRE(after.has_value());
   CHECK(after->text == "still");
 }
+
+TEST_CASE("table link: acknowledgements count only from the attached standby, of tables sent") {
+  zmq::context_t ctx(1);
+  auto link = TableLink::create(ctx, "tcp://127.0.0.1:*", CurveKeys{}, 1, 400);
+  REQUIRE(link.isOk());
+  CHECK(!(*link)->attached());
+  zmq::socket_t serve(ctx, zmq::socket_type::dealer), other(ctx, zmq::socket_type::dealer);
+  serve.set(zmq::sockopt::linger, 0);
+  other.set(zmq::sockopt::linger, 0);
+  serve.connect((*link)->endpoint());
+  other.connect((*link)->endpoint());
+
+  ReplicationMessage hello;
+  hello.kind = ReplicationKind::kHello;
+  hello.text = kServeStandbyHello;
+  sendMessage(serve, hello);
+  auto first = next(serve, **link, false, "t1");
+  REQUIRE(first.has_value());
+  CHECK((*link)->attached());
+  CHECK((*link)->revision() == first->version);
+  CHECK((*link)->acked() == 0);
+
+  // The acknowledgement of what it applied, polled in.
+  const auto pollFor = [&](auto pred) {
+    for (int i = 0; i < 100 && !pred(); ++i) {
+      (*link)->poll(false, [] { return std::string("t"); });
+      std::this_thread::sleep_for(5ms);
+    }
+    return pred();
+  };
+  ReplicationMessage ack;
+  ack.kind = ReplicationKind::kAck;
+  ack.term = 1;
+  ack.version = first->version;
+  sendMessage(serve, ack);
+  CHECK(pollFor([&] { return (*link)->acked() == first->version; }));
+
+  // Heartbeats sent meanwhile are dropped: the next read is the change's table.
+  const auto drain = [&] {
+    zmq::message_t msg;
+    while (serve.recv(msg, zmq::recv_flags::dontwait)) {
+    }
+  };
+  // A change: a new revision, not acknowledged until the standby says so.
+  drain();
+  auto changed = next(serve, **link, true, "t2", 50ms);
+  REQUIRE(changed.has_value());
+  CHECK((*link)->revision() == changed->version);
+  CHECK((*link)->acked() < changed->version);
+  // Another peer's acknowledgement, and one of a revision never sent, count for nothing.
+  ack.version = changed->version;
+  sendMessage(other, ack);
+  ack.version = changed->version + 10;
+  sendMessage(serve, ack);
+  CHECK(!pollFor([&] { return (*link)->acked() != first->version; }));
+  ack.version = changed->version;
+  sendMessage(serve, ack);
+  CHECK(pollFor([&] { return (*link)->acked() == changed->version; }));
+
+  // A hello again (the standby restarted): nothing of it is acknowledged yet.
+  const std::uint64_t before = (*link)->revision();
+  sendMessage(serve, hello);
+  CHECK(pollFor([&] { return (*link)->acked() == 0; }));
+  CHECK((*link)->revision() > before);  // the table at once
+}
