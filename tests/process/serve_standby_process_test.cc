@@ -4,8 +4,10 @@
 // job trains; the standby takes over with its own front, the table as replicated and the
 // job started from its replica at the primary's job incarnation + 1; the workers
 // (--coordinator PRIMARY,STANDBY) move to it and the job reaches its sample budget with no
-// acknowledged version lost; a job submitted after the takeover trains too. Bad input: a
-// standby of the other kind (one-run vs --serve) is refused with a clear error.
+// acknowledged version lost; a job submitted after the takeover trains too. A submit is
+// answered once the standby acknowledged the table holding it; with no standby attached
+// (standby_alone_ms 0) it is refused. Bad input: a standby of the other kind (one-run vs
+// --serve) is refused with a clear error.
 #include <doctest/doctest.h>
 
 #include <signal.h>
@@ -119,6 +121,13 @@ TEST_CASE(
   auto primary = startDaemon(dir, "primary.log",
                              withArgs(serveArgs(dir), {"--replication-listen", replication}),
                              DaemonFiles{primary_front, true});
+  // No standby follows yet and standby_alone_ms is 0: a submit is refused, not taken.
+  const std::string early = dir + "/early-submit.log";
+  CHECK(runTool({GROUPSGDCTL_PATH, "--socket", dir + "/ctl.sock", "--json", "job", "submit",
+                 writeJob(dir, "early", 1000)},
+                early) != 0);
+  CHECK(readFile(early).find("no standby attached") != std::string::npos);
+  CHECK(ctlJson(dir, {"job", "list"})["jobs"].empty());
   // Its endpoint file is written once it follows the primary's table.
   auto standby =
       startDaemon(sdir, "standby.log",
@@ -131,6 +140,8 @@ TEST_CASE(
 
   const json row = ctlJson(dir, {"job", "submit", writeJob(dir, "a", 150000)});
   CHECK(row["state"] == "running");
+  // Answered once the standby acknowledged the table holding it.
+  CHECK(row["standby_acknowledged"] == true);
   const std::string list = primary_front + "," + standby_front;
   std::vector<std::unique_ptr<Process>> workers;
   for (int i = 0; i < 2; ++i)
