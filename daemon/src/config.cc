@@ -278,10 +278,6 @@ Status validate(const DaemonConfig& c) {
         "replication_listen is for a head (role all, coordinator or standby, one run or "
         "--serve), a central shard, or a node hosting one");
   }
-  if (c.role == "standby" && c.serve && !c.replication_listen.empty()) {
-    return invalidArgument(
-        "a --serve standby takes over without a standby of its own: no replication_listen");
-  }
   if (c.ps_placement != "hosts" && c.ps_placement != "order") {
     return invalidArgument("ps_placement '" + c.ps_placement + "' is not one of hosts, order");
   }

@@ -222,8 +222,8 @@ std::vector<OptionSpec> buildTable() {
       field("replication_listen", "--replication-listen", "EP", FIELD(replication_listen), kAny,
             kRestart,
             "role all/coordinator, one run or --serve (or central-shard): accept a standby "
-            "(serve daemon, shard) at this endpoint; role standby of one run: opened once it "
-            "takes over (\"\" = none)"),
+            "(serve daemon, shard) at this endpoint; role standby (one run or --serve): opened "
+            "once it takes over (\"\" = none)"),
       field("primary", "--primary", "EP", FIELD(primary), kAny, kRestart,
             "role standby (or central-shard, its standby): the primary's replication_listen"),
       field("standby_async", "--standby-async", "", FIELD(standby_async), kAny, kRestart,

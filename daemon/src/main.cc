@@ -283,7 +283,7 @@ int main(int argc, char** argv) {
       }
       takeover = std::move(**taken);
       cfg.role = takeover->role;
-      cfg.replication_listen.clear();  // the promoted daemon runs without a standby
+      // Its replication_listen, if set, is opened now: a new --serve standby can follow it.
     }
     return jobs::runJobHost(ctx, cfg, curve->keys, curve->zap.get(), curve->daemons.get(),
                             g_stop_requested, &g_reload_requested, arbiter->get(),

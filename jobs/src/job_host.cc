@@ -66,11 +66,16 @@ Status JobHost::startReplication(std::optional<ServeTakeover> takeover, std::uin
     if (!fence) return Status(fence.status().code(), "fence: " + fence.status().toString());
     fence_ = std::move(*fence);
     takeover_ = std::move(takeover);
-    return Status::ok();
   }
+  // A promoted standby's too: a new --serve standby can follow it.
   if (cfg_.replication_listen.empty()) return Status::ok();
   auto link =
       TableLink::create(ctx_, cfg_.replication_listen, keys_, term, cfg_.standby_takeover_ms);
+  if (!link && takeover_) {
+    // A promoted daemon must serve: it runs without a standby (its jobs commit alone).
+    GSGD_ERROR("the promoted daemon runs WITHOUT a standby: " << link.status().toString());
+    return Status::ok();
+  }
   if (!link) return link.status();
   table_link_ = std::move(*link);
   return Status::ok();

@@ -43,9 +43,9 @@ Result<DaemonConfig> JobHost::jobConfig(const JobRecord& rec) const {
   // With a --serve standby each job's central PS replicates on a link of its own, at a
   // kernel-chosen port the table tells the standby (docs/jobs.md, "Standby"). Not a model
   // external job: its model comes with its first worker, which the standby does not see.
-  cfg->replication_listen = cfg_.replication_listen.empty() || cfg->external_model
-                                ? ""
-                                : "tcp://" + cfg_.bind_host + ":*";
+  // None without the daemon's table link (a promoted daemon that could not bind it).
+  cfg->replication_listen =
+      !table_link_ || cfg->external_model ? "" : "tcp://" + cfg_.bind_host + ":*";
   cfg->primary.clear();  // the daemon's (a promoted standby's fence); a job's is set at launch
   return cfg;
 }

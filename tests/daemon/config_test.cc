@@ -754,7 +754,8 @@ TEST_CASE("daemon config: a sharded head's standby: shards listed (the same coun
 }
 
 TEST_CASE(
-    "daemon config: a --serve daemon takes a standby; a --serve standby has none of its own") {
+    "daemon config: a --serve daemon takes a standby; a --serve standby's own "
+    "replication_listen differs from --primary") {
   DaemonConfig primary;
   primary.serve = true;
   primary.state_dir = "/tmp/state";
@@ -767,8 +768,11 @@ TEST_CASE(
   checkRefused(validate(standby), "role standby needs --primary");
   standby.primary = "tcp://127.0.0.1:7100";
   CHECK(validate(standby).isOk());
+  // Opened once it takes over: a new --serve standby follows the promoted daemon there.
   standby.replication_listen = "tcp://127.0.0.1:7200";
-  checkRefused(validate(standby), "a --serve standby takes over without a standby of its own");
+  CHECK(validate(standby).isOk());
+  standby.replication_listen = standby.primary;
+  checkRefused(validate(standby), "must differ from --primary");
   DaemonConfig coordinator = primary;
   coordinator.role = "coordinator";
   checkRefused(validate(coordinator), "serve needs state_dir and control_socket, and role all");

@@ -121,7 +121,9 @@ TEST_CASE(
   auto primary = startDaemon(dir, "primary.log",
                              withArgs(serveArgs(dir), {"--replication-listen", replication}),
                              DaemonFiles{primary_front, true});
-  // No standby follows yet and standby_alone_ms is 0: a submit is refused, not taken.
+  // No standby follows yet and standby_alone_ms is 0: a submit is refused, not taken (once
+  // the control socket answers: the endpoint file comes first).
+  REQUIRE(waitUntil([&] { return ctl(dir, {"job", "list"}).is_object(); }, 10000ms, 50ms));
   const std::string early = dir + "/early-submit.log";
   CHECK(runTool({GROUPSGDCTL_PATH, "--socket", dir + "/ctl.sock", "--json", "job", "submit",
                  writeJob(dir, "early", 1000)},
@@ -479,4 +481,71 @@ TEST_CASE(
       static_cast<unsigned long long>(primary_applied), llu(s["head_restart"]["resumed_version"]),
       takeover_s, llu(s["samples_trained"]), s["accounting_ok"].get<bool>() ? 1 : 0);
   reportDone(dir);
+}
+
+TEST_CASE(
+    "faults: a chain of --serve standbys: A SIGKILLed, B (its own --replication-listen) takes "
+    "over; a new standby C follows B, B SIGKILLed, C takes over; the job reaches its budget") {
+  const std::string adir = makeTempDir();
+  const std::string bdir = adir + "/b", cdir = adir + "/c";
+  std::filesystem::create_directories(bdir);
+  std::filesystem::create_directories(cdir);
+  const std::string arepl = loopback(freePort()), brepl = loopback(freePort());
+  const std::string afront = loopback(freePort()), bfront = loopback(freePort()),
+                    cfront = loopback(freePort());
+  auto a = startDaemon(adir, "a.log", withArgs(serveArgs(adir), {"--replication-listen", arepl}),
+                       DaemonFiles{afront, true});
+  auto b = startDaemon(bdir, "b.log",
+                       withArgs(serveArgs(bdir), {"--role", "standby", "--primary", arepl,
+                                                  "--replication-listen", brepl}),
+                       DaemonFiles{bfront, true});
+  const json row = ctlJson(adir, {"job", "submit", writeJob(adir, "a", 300000)});
+  CHECK(row["standby_acknowledged"] == true);
+  const std::string list = afront + "," + bfront + "," + cfront;
+  std::vector<std::unique_ptr<Process>> workers;
+  for (int i = 0; i < 2; ++i) {
+    workers.push_back(startWorker(adir, list, "a", "wa" + std::to_string(i)));
+  }
+  const auto versionAtLeast = [](const std::string& dir, std::uint64_t v) {
+    const json st = ctl(dir, {"--job", "a", "status"});
+    return st.is_object() && st.value("central_version", 0ULL) >= v;
+  };
+  REQUIRE(waitUntil([&] { return versionAtLeast(adir, 20); }, 60000ms, 100ms));
+
+  // A killed: B takes over and opens its own replication_listen.
+  ::kill(a->pid(), SIGKILL);
+  REQUIRE(a->wait(10000ms).has_value());
+  REQUIRE_MESSAGE(waitUntil([&] { return jobIs(bdir, "a", "running"); }, 30000ms, 100ms),
+                  readFile(bdir + "/b.log"));
+  REQUIRE(waitUntil([&] { return versionAtLeast(bdir, 40); }, 60000ms, 100ms));
+
+  // C follows B: the table, then the job's stream (its endpoint file once it follows).
+  auto c = startDaemon(cdir, "c.log",
+                       withArgs(serveArgs(cdir), {"--role", "standby", "--primary", brepl}),
+                       DaemonFiles{cfront, true});
+  json cst;
+  REQUIRE_MESSAGE(waitUntil(
+                      [&] {
+                        cst = ctl(cdir, {"status"});
+                        return cst.is_object() && cst["following"] == true &&
+                               cst["jobs"].size() == 1 && cst["jobs"][0]["following"] == true &&
+                               cst["jobs"][0]["central_version"].get<std::uint64_t>() > 40;
+                      },
+                      30000ms, 100ms),
+                  cst.dump());
+  CHECK(cst["primary_term"].get<std::uint64_t>() >= 2);  // B's, above A's
+  const json bst = ctlJson(bdir, {"--job", "a", "status"});
+  const auto b_incarnation = bst["incarnation"].get<std::uint64_t>();
+
+  // B killed: C takes over from its replica, one incarnation above B's.
+  ::kill(b->pid(), SIGKILL);
+  REQUIRE(b->wait(10000ms).has_value());
+  REQUIRE_MESSAGE(waitUntil([&] { return jobIs(cdir, "a", "finished"); }, 120000ms, 200ms),
+                  readFile(cdir + "/c.log"));
+  const json s = ctlJson(cdir, {"job", "summary", "a"});
+  CHECK(s["stop_reason"] == "sample budget spent");
+  CHECK(s["accounting_ok"] == true);
+  CHECK(s["head_restart"]["took_over_from_incarnation"].get<std::uint64_t>() == b_incarnation);
+  CHECK(s["head_restart"]["versions_lost_bound"] == 0);
+  for (auto& w : workers) CHECK(w->wait(60000ms) == std::optional<int>(0));
 }
