@@ -101,8 +101,8 @@ TEST_CASE("coordinator: a followed run log it cannot read is left out; the ledge
 }
 
 TEST_CASE("coordinator: a followed state it cannot read is named, and the epochs start over") {
-  for (const std::string bad : {std::string("not json"), std::string(R"({"format": 9})"),
-                                std::string(R"({"format": 1, "epoch_ledger": {"samples": 1}})")}) {
+  for (const std::string& bad : {std::string("not json"), std::string(R"({"format": 9})"),
+                                 std::string(R"({"format": 1, "epoch_ledger": {"samples": 1}})")}) {
     CAPTURE(bad);
     const nlohmann::json s = summaryWith(bad);
     const nlohmann::json& resumed = s["epoch_ledger_resumed"];
